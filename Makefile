@@ -1,0 +1,37 @@
+# The two set-up commands of the README: `make demo` and `make test`. Both install what they need.
+PYTHON ?= /usr/bin/python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Run the rdma-marked suite directly where the host has RDMA devices, else in one lab boot.
+HAS_RDMA := $(shell ls /sys/class/infiniband 2>/dev/null | head -n1)
+LAB    := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --)
+
+.PHONY: deps venv test unit lint lab-test demo clean
+
+deps:
+	@scripts/bootstrap
+
+$(BIN)/rdmacli: pyproject.toml
+	$(PYTHON) -m venv --system-site-packages $(VENV)   # system site: python3-pyverbs
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+venv: deps $(BIN)/rdmacli
+
+lint: venv
+	$(BIN)/ruff check rdmacli tests benchmarks
+	$(BIN)/ruff format --check rdmacli tests benchmarks
+
+unit: venv
+	$(BIN)/python -m pytest -m "not rdma" -q tests
+
+lab-test: venv
+	$(LAB) $(BIN)/python -m pytest -m rdma --require-rdma -p no:cacheprovider -q tests
+
+test: lint unit lab-test
+
+demo: venv
+	$(LAB) $(BIN)/rdmacli devices
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,50 @@
+"""The click command tree. Subcommands are imported only when run, to keep start-up short."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+from rdmacli import __version__
+
+# name -> (module, one-line summary). The summary is shown by --help without importing the module.
+COMMANDS = {
+    "connect": ("rdmacli.cli.connect", "Connect to a server and exchange messages (like ucmatose -s)."),
+    "listen": ("rdmacli.cli.listen", "Serve connect/ping clients (like ucmatose, rping -s)."),
+    "ping": ("rdmacli.cli.ping", "RDMA READ/WRITE ping-pong with round-trip times (like rping -c)."),
+    "events": ("rdmacli.cli.events", "Run the bare rdma_cm flow and show every event and step time."),
+    "devices": ("rdmacli.cli.devices", "List RDMA devices, ports, GIDs and netdevs."),
+    "lab": ("rdmacli.cli.lab", "Run commands in a disposable Soft-RoCE VM."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module = importlib.import_module(COMMANDS[name][0])
+        return module.command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+EPILOG = """\b
+Exit status:
+  0 success, 1 test failed, 2 usage, 3 local environment, 4 address/route
+  resolution failed, 5 rejected or unreachable, 6 deadline expired, 130 interrupted.
+"""
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EPILOG)
+@click.version_option(__version__, "-V", "--version", prog_name="rdmacli")
+def cli() -> None:
+    """RDMA connectivity toolkit: the librdmacm test utilities (rping, ucmatose, udaddy,
+    mckey, cmtime) in one command, with deadlines, decoded errors and JSON."""

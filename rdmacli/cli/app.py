@@ -1,0 +1,80 @@
+"""The application object: consoles, output mode and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+import click
+
+from rdmacli.errors import ExitCode, RdmacliError
+
+
+class App:
+    """People read stderr, programs read stdout (design: output and exit codes)."""
+
+    def __init__(self, *, json_mode: bool = False, json_lines: bool = False, quiet: bool = False):
+        from rich.console import Console
+
+        self.json_mode = json_mode
+        self.json_lines = json_lines
+        self.quiet = quiet
+        self.err = Console(stderr=True, highlight=False)
+        self.out = Console(highlight=False, soft_wrap=True)
+
+    @property
+    def machine(self) -> bool:
+        return self.json_mode or self.json_lines
+
+    @property
+    def live(self) -> bool:
+        """Live tables only for a person at a terminal."""
+        return (not self.machine and self.err.is_terminal and "NO_COLOR" not in os.environ
+                and not self.quiet)
+
+    def emit_json(self, doc: dict) -> None:
+        if self.json_lines:
+            sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
+        else:
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.flush()
+
+    def info(self, text: str) -> None:
+        if not self.quiet and not self.machine:
+            self.err.print(text)
+
+    def report_error(self, exc: RdmacliError) -> None:
+        self.err.print(f"[bold red]error:[/] {_esc(exc.message)}")
+        if exc.hint:
+            self.err.print(f"[yellow]hint:[/] {_esc(exc.hint)}")
+
+    @contextmanager
+    def errors(self, command: str) -> Iterator[None]:
+        """Turn RdmacliError and Ctrl-C into the documented exit codes, never a traceback."""
+        try:
+            yield
+        except RdmacliError as exc:
+            self.report_error(exc)
+            if self.machine:
+                self.emit_json({"schema": "rdmacli/1", "type": "summary", "command": command,
+                                "result": "error", "exit_code": int(exc.exit_code),
+                                "error": exc.to_dict()})
+            sys.exit(int(exc.exit_code))
+        except KeyboardInterrupt:
+            self.err.print("interrupted")
+            sys.exit(int(ExitCode.INTERRUPTED))
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+json_option = click.option("--json", "json_mode", is_flag=True,
+                           help="Print one JSON summary document on stdout.")
+json_lines_option = click.option("--json-lines", "json_lines", is_flag=True,
+                                 help="Stream one JSON object per event, then the summary.")

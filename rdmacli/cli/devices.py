@@ -1,0 +1,32 @@
+"""`rdmacli devices`: what RDMA hardware this host has."""
+
+from __future__ import annotations
+
+import click
+
+from rdmacli.cli.app import App, json_option
+from rdmacli.errors import EnvironmentProblem
+
+NO_DEVICE_HINT = ("create a Soft-RoCE device with `rdma link add rxe0 type rxe netdev IFACE` "
+                  "(modprobe rdma_rxe first), or run inside the lab: `rdmacli lab run -- rdmacli devices`")
+
+
+@click.command("devices")
+@json_option
+def command(json_mode: bool) -> None:
+    """List RDMA devices: ports (state, link layer, MTU, rate), GID tables and netdevs."""
+    app = App(json_mode=json_mode)
+    with app.errors("devices"):
+        from rdmacli.diag.devices import list_devices
+
+        devices = list_devices()
+        if not devices:
+            raise EnvironmentProblem("no RDMA device found (/sys/class/infiniband is empty)",
+                                     hint=NO_DEVICE_HINT)
+        if json_mode:
+            app.emit_json({"schema": "rdmacli/1", "command": "devices", "result": "pass",
+                           "exit_code": 0, "devices": [d.to_dict() for d in devices]})
+        else:
+            from rdmacli.render.devices import devices_table
+
+            app.out.print(devices_table(devices))

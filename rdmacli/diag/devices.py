@@ -1,0 +1,173 @@
+"""RDMA devices, ports and GID tables, read from sysfs; pyverbs adds the active MTU when present.
+
+sysfs is always there and needs no device open; pyverbs is an optional import (python3-pyverbs)
+because it is a distro package, not a PyPI one.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import asdict, dataclass, field
+
+SYSFS = "/sys/class/infiniband"
+IB_MTU = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+
+
+@dataclass
+class Gid:
+    index: int
+    gid: str
+    type: str | None
+    netdev: str | None
+    ip: str | None
+
+
+@dataclass
+class Port:
+    port: int
+    state: str
+    phys_state: str
+    link_layer: str
+    active_mtu: int | None
+    rate: str | None
+    netdev: str | None
+    gids: list[Gid] = field(default_factory=list)
+
+
+@dataclass
+class Device:
+    name: str
+    node_type: str | None
+    node_guid: str | None
+    driver: str | None
+    netdevs: list[str]
+    ports: list[Port]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _state(text: str | None) -> str:
+    # "4: ACTIVE" -> "ACTIVE"; "5: LinkUp" -> "LINK_UP" (the names `rdma link` prints)
+    if not text:
+        return "UNKNOWN"
+    name = text.split(":", 1)[-1].strip()
+    return {"LinkUp": "LINK_UP", "Disabled": "DISABLED", "Polling": "POLLING",
+            "Sleep": "SLEEP", "LinkErrorRecovery": "LINK_ERROR_RECOVERY"}.get(name, name.upper())
+
+
+def gid_to_ip(gid: str) -> str | None:
+    """The IP address a RoCE GID stands for (None for the link-local default GID and zeros)."""
+    try:
+        addr = ipaddress.IPv6Address(gid)
+    except ValueError:
+        return None
+    if addr.ipv4_mapped:
+        return str(addr.ipv4_mapped)
+    if addr.is_link_local or addr == ipaddress.IPv6Address(0):
+        return None
+    return str(addr)
+
+
+def format_gid(raw: str) -> str:
+    """Canonical IPv6 text, IPv4-mapped GIDs in dotted form as ibv_devinfo prints them."""
+    addr = ipaddress.IPv6Address(raw)
+    return f"::ffff:{addr.ipv4_mapped}" if addr.ipv4_mapped else str(addr)
+
+
+def _gids(port_dir: str) -> list[Gid]:
+    gids = []
+    gdir = os.path.join(port_dir, "gids")
+    try:
+        names = sorted(os.listdir(gdir), key=int)
+    except OSError:
+        return gids
+    for name in names:
+        raw = _read(os.path.join(gdir, name))
+        if not raw or raw.replace(":", "").strip("0") == "":
+            continue
+        text = format_gid(raw)
+        gids.append(Gid(
+            index=int(name),
+            gid=text,
+            type=_read(os.path.join(port_dir, "gid_attrs", "types", name)),
+            netdev=_read(os.path.join(port_dir, "gid_attrs", "ndevs", name)),
+            ip=gid_to_ip(text),
+        ))
+    return gids
+
+
+def _active_mtus(name: str) -> dict[int, int]:
+    try:
+        from pyverbs.device import Context  # optional: python3-pyverbs
+    except Exception:
+        return {}
+    mtus = {}
+    try:
+        with Context(name=name) as ctx:
+            for p in range(1, ctx.query_device().phys_port_cnt + 1):
+                mtus[p] = IB_MTU.get(int(ctx.query_port(p).active_mtu))
+    except Exception:
+        return {}
+    return mtus
+
+
+def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Device]:
+    sysfs = sysfs or SYSFS
+    try:
+        names = sorted(os.listdir(sysfs))
+    except OSError:
+        return []
+    devices = []
+    for name in names:
+        ddir = os.path.join(sysfs, name)
+        mtus = _active_mtus(name) if use_pyverbs else {}
+        ports = []
+        try:
+            port_names = sorted(os.listdir(os.path.join(ddir, "ports")), key=int)
+        except OSError:
+            port_names = []
+        for pn in port_names:
+            pdir = os.path.join(ddir, "ports", pn)
+            gids = _gids(pdir)
+            netdev = next((g.netdev for g in gids if g.netdev), None)
+            ports.append(Port(
+                port=int(pn),
+                state=_state(_read(os.path.join(pdir, "state"))),
+                phys_state=_state(_read(os.path.join(pdir, "phys_state"))),
+                link_layer=_read(os.path.join(pdir, "link_layer")) or "UNKNOWN",
+                active_mtu=mtus.get(int(pn)),
+                rate=_read(os.path.join(pdir, "rate")),
+                netdev=netdev,
+                gids=gids,
+            ))
+        netdevs = sorted({p.netdev for p in ports if p.netdev}
+                         | set(_listdir(os.path.join(ddir, "device", "net"))))
+        driver_link = os.path.join(ddir, "device", "driver")
+        driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
+        node_type = _read(os.path.join(ddir, "node_type"))
+        devices.append(Device(
+            name=name,
+            node_type=node_type.split(":", 1)[-1].strip() if node_type else None,
+            node_guid=_read(os.path.join(ddir, "node_guid")),
+            driver=driver or (name.rstrip("0123456789") if name.startswith(("rxe", "siw")) else None),
+            netdevs=netdevs,
+            ports=ports,
+        ))
+    return devices
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []

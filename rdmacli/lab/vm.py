@@ -1,0 +1,149 @@
+"""Host side of the lab: find qemu, a kernel with rdma_rxe and virtme-ng; decide KVM or TCG; boot.
+
+Each missing piece is reported with the command that installs it. KVM is tried for real once per
+kernel and cached, because on some hosts /dev/kvm exists but qemu aborts (or hangs) under it.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from rdmacli.errors import EnvironmentProblem
+
+CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "rdmacli")
+# Variables the guest command should see; the VM does not inherit the host environment.
+PASS_ENV = ("TERM", "NO_COLOR", "FORCE_COLOR", "CI", "COLUMNS", "LANG", "LC_ALL", "HOME",
+            "PYTEST_ADDOPTS")
+
+
+@dataclass
+class LabTools:
+    vng: str
+    qemu: str
+    kernel: str
+    kernel_version: str
+
+
+def _qemu_name() -> str:
+    machine = platform.machine()
+    return {"x86_64": "qemu-system-x86_64", "aarch64": "qemu-system-aarch64"}.get(
+        machine, f"qemu-system-{machine}")
+
+
+def find_kernel(boot: str = "/boot", modules: str = "/lib/modules") -> tuple[str, str] | None:
+    """The newest installed kernel that ships the rdma_rxe module."""
+    found = []
+    for image in glob.glob(os.path.join(boot, "vmlinuz-*")):
+        version = os.path.basename(image)[len("vmlinuz-"):]
+        rxe = glob.glob(os.path.join(modules, version, "kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko*"))
+        if rxe and os.access(image, os.R_OK):
+            found.append((_version_key(version), image, version))
+    if not found:
+        return None
+    _, image, version = max(found)
+    return image, version
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else x for x in re.split(r"[.-]", version))
+
+
+def find_tools() -> LabTools:
+    bindir = os.path.dirname(sys.executable)
+    vng = shutil.which("vng") or shutil.which("vng", path=bindir)
+    if not vng:
+        raise EnvironmentProblem("virtme-ng (vng) is not installed",
+                                 hint="pip install virtme-ng  (in the environment rdmacli runs in)")
+    qemu = shutil.which(_qemu_name())
+    if not qemu:
+        raise EnvironmentProblem(f"{_qemu_name()} is not installed",
+                                 hint="apt-get install qemu-system-x86")
+    kernel = find_kernel()
+    if not kernel:
+        raise EnvironmentProblem(
+            "no kernel with the rdma_rxe module under /boot and /lib/modules",
+            hint="apt-get install linux-image-amd64  (Debian's kernel ships rdma_rxe)")
+    return LabTools(vng=vng, qemu=qemu, kernel=kernel[0], kernel_version=kernel[1])
+
+
+def kvm_works(tools: LabTools, timeout_s: float = 8.0) -> bool:
+    """Boot the kernel under KVM until it panics for lack of a root: proof KVM runs guests here."""
+    if os.environ.get("RDMACLI_LAB_ACCEL") in ("kvm", "tcg"):
+        return os.environ["RDMACLI_LAB_ACCEL"] == "kvm"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False
+    key = f"{tools.kernel}:{os.stat(tools.kernel).st_mtime_ns}:{tools.qemu}"
+    path = os.path.join(CACHE, "kvm.json")
+    try:
+        with open(path) as f:
+            cache = json.load(f)
+        if key in cache:
+            return bool(cache[key])
+    except (OSError, ValueError):
+        cache = {}
+    cmd = [tools.qemu, "-accel", "kvm", "-cpu", "host", "-m", "256", "-display", "none",
+           "-nodefaults", "-no-reboot", "-serial", "stdio", "-kernel", tools.kernel,
+           "-append", "console=ttyS0 panic=-1 loglevel=1"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, timeout=timeout_s)
+        ok = r.returncode == 0 and b"Kernel panic" in r.stdout
+    except subprocess.TimeoutExpired:
+        ok = False
+    try:
+        os.makedirs(CACHE, exist_ok=True)
+        cache[key] = ok
+        with open(path, "w") as f:
+            json.dump(cache, f)
+    except OSError:
+        pass
+    return ok
+
+
+def vng_command(tools: LabTools, command: list[str], *, shell: bool = False, kvm: bool = False,
+                cwd: str | None = None, rwdirs: tuple[str, ...] = (), memory: str = "2G",
+                cpus: int | None = None) -> list[str]:
+    cwd = cwd or os.getcwd()
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+    env["PATH"] = os.path.dirname(sys.executable) + ":" + os.environ.get("PATH", "/usr/bin:/bin")
+    env["PYTHONPATH"] = pkg_parent + (":" + os.environ["PYTHONPATH"]
+                                      if os.environ.get("PYTHONPATH") else "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    guest = ["env", *(f"{k}={v}" for k, v in env.items()), sys.executable, "-m",
+             "rdmacli.lab.guest", "--cwd", cwd]
+    if shell:
+        guest.append("--shell")
+    guest += ["--", *command]
+    cmd = [tools.vng, "-r", tools.kernel, "--force-9p", "--memory", memory,
+           "--cpus", str(cpus or os.cpu_count() or 1)]
+    if not kvm:
+        cmd.append("--disable-kvm")
+    for d in (cwd, *rwdirs):
+        cmd += ["--rwdir", d]
+    cmd += ["--", shlex.join(guest)]
+    return cmd
+
+
+def run(command: list[str], *, shell: bool = False, rwdirs: tuple[str, ...] = (),
+        say=lambda text: None) -> int:
+    tools = find_tools()
+    kvm = kvm_works(tools)
+    say(f"booting {tools.kernel_version} under {'KVM' if kvm else 'TCG (no working KVM)'}"
+        f" with virtme-ng")
+    cmd = vng_command(tools, command, shell=shell, kvm=kvm, rwdirs=rwdirs)
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(tools.vng) + ":" + env.get("PATH", "")
+    t0 = time.monotonic()
+    rc = subprocess.call(cmd, env=env)
+    say(f"VM exited with status {rc} after {time.monotonic() - t0:.1f} s")
+    return rc
