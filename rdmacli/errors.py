@@ -25,8 +25,14 @@ class RdmacliError(Exception):
 
     exit_code: ExitCode = ExitCode.FAILED
 
-    def __init__(self, message: str, *, hint: str | None = None, exit_code: ExitCode | None = None,
-                 details: dict | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        exit_code: ExitCode | None = None,
+        details: dict | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.hint = hint

@@ -6,8 +6,11 @@ import pytest
 
 
 def pytest_addoption(parser):
-    parser.addoption("--require-rdma", action="store_true",
-                     help="fail the run unless rdma-marked tests ran and none was skipped")
+    parser.addoption(
+        "--require-rdma",
+        action="store_true",
+        help="fail the run unless rdma-marked tests ran and none was skipped",
+    )
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -21,5 +24,7 @@ def pytest_sessionfinish(session, exitstatus):
         if reporter:
             reporter.write_line(
                 f"--require-rdma: {len(passed)} rdma tests passed, {len(skipped)} skipped: "
-                "the lab suite must run in full", red=True)
+                "the lab suite must run in full",
+                red=True,
+            )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -42,8 +42,7 @@ Exit status:
 """
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog=EPILOG)
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 @click.version_option(__version__, "-V", "--version", prog_name="rdmacli")
 def cli() -> None:
     """RDMA connectivity toolkit: the librdmacm test utilities (rping, ucmatose, udaddy,

@@ -32,8 +32,7 @@ class App:
     @property
     def live(self) -> bool:
         """Live tables only for a person at a terminal."""
-        return (not self.machine and self.err.is_terminal and "NO_COLOR" not in os.environ
-                and not self.quiet)
+        return not self.machine and self.err.is_terminal and "NO_COLOR" not in os.environ and not self.quiet
 
     def emit_json(self, doc: dict) -> None:
         if self.json_lines:
@@ -59,9 +58,16 @@ class App:
         except RdmacliError as exc:
             self.report_error(exc)
             if self.machine:
-                self.emit_json({"schema": "rdmacli/1", "type": "summary", "command": command,
-                                "result": "error", "exit_code": int(exc.exit_code),
-                                "error": exc.to_dict()})
+                self.emit_json(
+                    {
+                        "schema": "rdmacli/1",
+                        "type": "summary",
+                        "command": command,
+                        "result": "error",
+                        "exit_code": int(exc.exit_code),
+                        "error": exc.to_dict(),
+                    }
+                )
             sys.exit(int(exc.exit_code))
         except KeyboardInterrupt:
             self.err.print("interrupted")
@@ -74,7 +80,9 @@ def _esc(text: str) -> str:
     return escape(text)
 
 
-json_option = click.option("--json", "json_mode", is_flag=True,
-                           help="Print one JSON summary document on stdout.")
-json_lines_option = click.option("--json-lines", "json_lines", is_flag=True,
-                                 help="Stream one JSON object per event, then the summary.")
+json_option = click.option(
+    "--json", "json_mode", is_flag=True, help="Print one JSON summary document on stdout."
+)
+json_lines_option = click.option(
+    "--json-lines", "json_lines", is_flag=True, help="Stream one JSON object per event, then the summary."
+)

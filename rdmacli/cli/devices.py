@@ -7,8 +7,10 @@ import click
 from rdmacli.cli.app import App, json_option
 from rdmacli.errors import EnvironmentProblem
 
-NO_DEVICE_HINT = ("create a Soft-RoCE device with `rdma link add rxe0 type rxe netdev IFACE` "
-                  "(modprobe rdma_rxe first), or run inside the lab: `rdmacli lab run -- rdmacli devices`")
+NO_DEVICE_HINT = (
+    "create a Soft-RoCE device with `rdma link add rxe0 type rxe netdev IFACE` "
+    "(modprobe rdma_rxe first), or run inside the lab: `rdmacli lab run -- rdmacli devices`"
+)
 
 
 @click.command("devices")
@@ -21,11 +23,19 @@ def command(json_mode: bool) -> None:
 
         devices = list_devices()
         if not devices:
-            raise EnvironmentProblem("no RDMA device found (/sys/class/infiniband is empty)",
-                                     hint=NO_DEVICE_HINT)
+            raise EnvironmentProblem(
+                "no RDMA device found (/sys/class/infiniband is empty)", hint=NO_DEVICE_HINT
+            )
         if json_mode:
-            app.emit_json({"schema": "rdmacli/1", "command": "devices", "result": "pass",
-                           "exit_code": 0, "devices": [d.to_dict() for d in devices]})
+            app.emit_json(
+                {
+                    "schema": "rdmacli/1",
+                    "command": "devices",
+                    "result": "pass",
+                    "exit_code": 0,
+                    "devices": [d.to_dict() for d in devices],
+                }
+            )
         else:
             from rdmacli.render.devices import devices_table
 

@@ -19,8 +19,13 @@ def command() -> None:
 
 
 @command.command("run", context_settings={"ignore_unknown_options": True})
-@click.option("--rwdir", "rwdirs", multiple=True, type=click.Path(file_okay=False),
-              help="Another host directory the VM may write to (repeatable).")
+@click.option(
+    "--rwdir",
+    "rwdirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Another host directory the VM may write to (repeatable).",
+)
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_cmd(rwdirs: tuple[str, ...], cmd: tuple[str, ...]) -> None:
     """Boot the lab, run CMD in the current directory and exit with its status."""

@@ -61,8 +61,13 @@ def _state(text: str | None) -> str:
     if not text:
         return "UNKNOWN"
     name = text.split(":", 1)[-1].strip()
-    return {"LinkUp": "LINK_UP", "Disabled": "DISABLED", "Polling": "POLLING",
-            "Sleep": "SLEEP", "LinkErrorRecovery": "LINK_ERROR_RECOVERY"}.get(name, name.upper())
+    return {
+        "LinkUp": "LINK_UP",
+        "Disabled": "DISABLED",
+        "Polling": "POLLING",
+        "Sleep": "SLEEP",
+        "LinkErrorRecovery": "LINK_ERROR_RECOVERY",
+    }.get(name, name.upper())
 
 
 def gid_to_ip(gid: str) -> str | None:
@@ -96,13 +101,15 @@ def _gids(port_dir: str) -> list[Gid]:
         if not raw or raw.replace(":", "").strip("0") == "":
             continue
         text = format_gid(raw)
-        gids.append(Gid(
-            index=int(name),
-            gid=text,
-            type=_read(os.path.join(port_dir, "gid_attrs", "types", name)),
-            netdev=_read(os.path.join(port_dir, "gid_attrs", "ndevs", name)),
-            ip=gid_to_ip(text),
-        ))
+        gids.append(
+            Gid(
+                index=int(name),
+                gid=text,
+                type=_read(os.path.join(port_dir, "gid_attrs", "types", name)),
+                netdev=_read(os.path.join(port_dir, "gid_attrs", "ndevs", name)),
+                ip=gid_to_ip(text),
+            )
+        )
     return gids
 
 
@@ -140,29 +147,34 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
             pdir = os.path.join(ddir, "ports", pn)
             gids = _gids(pdir)
             netdev = next((g.netdev for g in gids if g.netdev), None)
-            ports.append(Port(
-                port=int(pn),
-                state=_state(_read(os.path.join(pdir, "state"))),
-                phys_state=_state(_read(os.path.join(pdir, "phys_state"))),
-                link_layer=_read(os.path.join(pdir, "link_layer")) or "UNKNOWN",
-                active_mtu=mtus.get(int(pn)),
-                rate=_read(os.path.join(pdir, "rate")),
-                netdev=netdev,
-                gids=gids,
-            ))
-        netdevs = sorted({p.netdev for p in ports if p.netdev}
-                         | set(_listdir(os.path.join(ddir, "device", "net"))))
+            ports.append(
+                Port(
+                    port=int(pn),
+                    state=_state(_read(os.path.join(pdir, "state"))),
+                    phys_state=_state(_read(os.path.join(pdir, "phys_state"))),
+                    link_layer=_read(os.path.join(pdir, "link_layer")) or "UNKNOWN",
+                    active_mtu=mtus.get(int(pn)),
+                    rate=_read(os.path.join(pdir, "rate")),
+                    netdev=netdev,
+                    gids=gids,
+                )
+            )
+        netdevs = sorted(
+            {p.netdev for p in ports if p.netdev} | set(_listdir(os.path.join(ddir, "device", "net")))
+        )
         driver_link = os.path.join(ddir, "device", "driver")
         driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
         node_type = _read(os.path.join(ddir, "node_type"))
-        devices.append(Device(
-            name=name,
-            node_type=node_type.split(":", 1)[-1].strip() if node_type else None,
-            node_guid=_read(os.path.join(ddir, "node_guid")),
-            driver=driver or (name.rstrip("0123456789") if name.startswith(("rxe", "siw")) else None),
-            netdevs=netdevs,
-            ports=ports,
-        ))
+        devices.append(
+            Device(
+                name=name,
+                node_type=node_type.split(":", 1)[-1].strip() if node_type else None,
+                node_guid=_read(os.path.join(ddir, "node_guid")),
+                driver=driver or (name.rstrip("0123456789") if name.startswith(("rxe", "siw")) else None),
+                netdevs=netdevs,
+                ports=ports,
+            )
+        )
     return devices
 
 

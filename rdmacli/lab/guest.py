@@ -56,8 +56,12 @@ def setup(deadline_s: float = 30.0) -> None:
     # Ready when both ports are ACTIVE and carry GIDs for their IPv4 and IPv6 addresses.
     end = time.monotonic() + deadline_s
     while True:
-        missing = [(side["rxe"], ip) for side in (SERVER, CLIENT)
-                   for ip in (side["ipv4"], side["ipv6"]) if ip not in _gid_ips(side["rxe"])]
+        missing = [
+            (side["rxe"], ip)
+            for side in (SERVER, CLIENT)
+            for ip in (side["ipv4"], side["ipv6"])
+            if ip not in _gid_ips(side["rxe"])
+        ]
         if not missing:
             break
         if time.monotonic() > end:
@@ -69,11 +73,15 @@ def setup(deadline_s: float = 30.0) -> None:
 
 def lab_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "RDMACLI_LAB": "1",
-        "RDMACLI_LAB_SERVER": SERVER["ipv4"], "RDMACLI_LAB_CLIENT": CLIENT["ipv4"],
-        "RDMACLI_LAB_SERVER6": SERVER["ipv6"], "RDMACLI_LAB_CLIENT6": CLIENT["ipv6"],
-    })
+    env.update(
+        {
+            "RDMACLI_LAB": "1",
+            "RDMACLI_LAB_SERVER": SERVER["ipv4"],
+            "RDMACLI_LAB_CLIENT": CLIENT["ipv4"],
+            "RDMACLI_LAB_SERVER6": SERVER["ipv6"],
+            "RDMACLI_LAB_CLIENT6": CLIENT["ipv6"],
+        }
+    )
     return env
 
 

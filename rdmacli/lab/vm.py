@@ -22,8 +22,7 @@ from rdmacli.errors import EnvironmentProblem
 
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "rdmacli")
 # Variables the guest command should see; the VM does not inherit the host environment.
-PASS_ENV = ("TERM", "NO_COLOR", "FORCE_COLOR", "CI", "COLUMNS", "LANG", "LC_ALL", "HOME",
-            "PYTEST_ADDOPTS")
+PASS_ENV = ("TERM", "NO_COLOR", "FORCE_COLOR", "CI", "COLUMNS", "LANG", "LC_ALL", "HOME", "PYTEST_ADDOPTS")
 
 
 @dataclass
@@ -37,14 +36,15 @@ class LabTools:
 def _qemu_name() -> str:
     machine = platform.machine()
     return {"x86_64": "qemu-system-x86_64", "aarch64": "qemu-system-aarch64"}.get(
-        machine, f"qemu-system-{machine}")
+        machine, f"qemu-system-{machine}"
+    )
 
 
 def find_kernel(boot: str = "/boot", modules: str = "/lib/modules") -> tuple[str, str] | None:
     """The newest installed kernel that ships the rdma_rxe module."""
     found = []
     for image in glob.glob(os.path.join(boot, "vmlinuz-*")):
-        version = os.path.basename(image)[len("vmlinuz-"):]
+        version = os.path.basename(image)[len("vmlinuz-") :]
         rxe = glob.glob(os.path.join(modules, version, "kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko*"))
         if rxe and os.access(image, os.R_OK):
             found.append((_version_key(version), image, version))
@@ -62,17 +62,19 @@ def find_tools() -> LabTools:
     bindir = os.path.dirname(sys.executable)
     vng = shutil.which("vng") or shutil.which("vng", path=bindir)
     if not vng:
-        raise EnvironmentProblem("virtme-ng (vng) is not installed",
-                                 hint="pip install virtme-ng  (in the environment rdmacli runs in)")
+        raise EnvironmentProblem(
+            "virtme-ng (vng) is not installed",
+            hint="pip install virtme-ng  (in the environment rdmacli runs in)",
+        )
     qemu = shutil.which(_qemu_name())
     if not qemu:
-        raise EnvironmentProblem(f"{_qemu_name()} is not installed",
-                                 hint="apt-get install qemu-system-x86")
+        raise EnvironmentProblem(f"{_qemu_name()} is not installed", hint="apt-get install qemu-system-x86")
     kernel = find_kernel()
     if not kernel:
         raise EnvironmentProblem(
             "no kernel with the rdma_rxe module under /boot and /lib/modules",
-            hint="apt-get install linux-image-amd64  (Debian's kernel ships rdma_rxe)")
+            hint="apt-get install linux-image-amd64  (Debian's kernel ships rdma_rxe)",
+        )
     return LabTools(vng=vng, qemu=qemu, kernel=kernel[0], kernel_version=kernel[1])
 
 
@@ -91,9 +93,25 @@ def kvm_works(tools: LabTools, timeout_s: float = 8.0) -> bool:
             return bool(cache[key])
     except (OSError, ValueError):
         cache = {}
-    cmd = [tools.qemu, "-accel", "kvm", "-cpu", "host", "-m", "256", "-display", "none",
-           "-nodefaults", "-no-reboot", "-serial", "stdio", "-kernel", tools.kernel,
-           "-append", "console=ttyS0 panic=-1 loglevel=1"]
+    cmd = [
+        tools.qemu,
+        "-accel",
+        "kvm",
+        "-cpu",
+        "host",
+        "-m",
+        "256",
+        "-display",
+        "none",
+        "-nodefaults",
+        "-no-reboot",
+        "-serial",
+        "stdio",
+        "-kernel",
+        tools.kernel,
+        "-append",
+        "console=ttyS0 panic=-1 loglevel=1",
+    ]
     try:
         r = subprocess.run(cmd, capture_output=True, timeout=timeout_s)
         ok = r.returncode == 0 and b"Kernel panic" in r.stdout
@@ -109,23 +127,45 @@ def kvm_works(tools: LabTools, timeout_s: float = 8.0) -> bool:
     return ok
 
 
-def vng_command(tools: LabTools, command: list[str], *, shell: bool = False, kvm: bool = False,
-                cwd: str | None = None, rwdirs: tuple[str, ...] = (), memory: str = "2G",
-                cpus: int | None = None) -> list[str]:
+def vng_command(
+    tools: LabTools,
+    command: list[str],
+    *,
+    shell: bool = False,
+    kvm: bool = False,
+    cwd: str | None = None,
+    rwdirs: tuple[str, ...] = (),
+    memory: str = "2G",
+    cpus: int | None = None,
+) -> list[str]:
     cwd = cwd or os.getcwd()
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env["PATH"] = os.path.dirname(sys.executable) + ":" + os.environ.get("PATH", "/usr/bin:/bin")
-    env["PYTHONPATH"] = pkg_parent + (":" + os.environ["PYTHONPATH"]
-                                      if os.environ.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = pkg_parent + (":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    guest = ["env", *(f"{k}={v}" for k, v in env.items()), sys.executable, "-m",
-             "rdmacli.lab.guest", "--cwd", cwd]
+    guest = [
+        "env",
+        *(f"{k}={v}" for k, v in env.items()),
+        sys.executable,
+        "-m",
+        "rdmacli.lab.guest",
+        "--cwd",
+        cwd,
+    ]
     if shell:
         guest.append("--shell")
     guest += ["--", *command]
-    cmd = [tools.vng, "-r", tools.kernel, "--force-9p", "--memory", memory,
-           "--cpus", str(cpus or os.cpu_count() or 1)]
+    cmd = [
+        tools.vng,
+        "-r",
+        tools.kernel,
+        "--force-9p",
+        "--memory",
+        memory,
+        "--cpus",
+        str(cpus or os.cpu_count() or 1),
+    ]
     if not kvm:
         cmd.append("--disable-kvm")
     for d in (cwd, *rwdirs):
@@ -134,12 +174,12 @@ def vng_command(tools: LabTools, command: list[str], *, shell: bool = False, kvm
     return cmd
 
 
-def run(command: list[str], *, shell: bool = False, rwdirs: tuple[str, ...] = (),
-        say=lambda text: None) -> int:
+def run(
+    command: list[str], *, shell: bool = False, rwdirs: tuple[str, ...] = (), say=lambda text: None
+) -> int:
     tools = find_tools()
     kvm = kvm_works(tools)
-    say(f"booting {tools.kernel_version} under {'KVM' if kvm else 'TCG (no working KVM)'}"
-        f" with virtme-ng")
+    say(f"booting {tools.kernel_version} under {'KVM' if kvm else 'TCG (no working KVM)'} with virtme-ng")
     cmd = vng_command(tools, command, shell=shell, kvm=kvm, rwdirs=rwdirs)
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(tools.vng) + ":" + env.get("PATH", "")

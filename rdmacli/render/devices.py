@@ -7,8 +7,19 @@ from rich.table import Table
 
 def devices_table(devices) -> Table:
     table = Table(title="RDMA devices", show_lines=False)
-    for col in ("device", "port", "state", "phys", "link", "mtu", "rate", "netdev",
-                "gid", "gid type", "address"):
+    for col in (
+        "device",
+        "port",
+        "state",
+        "phys",
+        "link",
+        "mtu",
+        "rate",
+        "netdev",
+        "gid",
+        "gid type",
+        "address",
+    ):
         table.add_column(col, no_wrap=col in ("device", "gid"))
     for dev in devices:
         for port in dev.ports:

@@ -27,20 +27,22 @@ class Lab:
         self.rdmacli = [sys.executable, "-m", "rdmacli"]
 
     def run(self, *args, timeout=120, **kw) -> subprocess.CompletedProcess:
-        return subprocess.run([*self.rdmacli, *args], capture_output=True, text=True,
-                              timeout=timeout, **kw)
+        return subprocess.run([*self.rdmacli, *args], capture_output=True, text=True, timeout=timeout, **kw)
 
     def spawn(self, *args, **kw) -> subprocess.Popen:
-        return subprocess.Popen([*self.rdmacli, *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, **kw)
+        return subprocess.Popen(
+            [*self.rdmacli, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+        )
 
 
 @pytest.fixture(scope="session")
 def lab() -> Lab:
     lab = Lab()
     if not lab.server or not lab.client:
-        pytest.fail("no lab addresses: run the rdma suite with `make lab-test` "
-                    "(or set RDMACLI_LAB_SERVER / RDMACLI_LAB_CLIENT on an RDMA host)")
+        pytest.fail(
+            "no lab addresses: run the rdma suite with `make lab-test` "
+            "(or set RDMACLI_LAB_SERVER / RDMACLI_LAB_CLIENT on an RDMA host)"
+        )
     return lab
 
 

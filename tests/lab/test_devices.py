@@ -8,8 +8,9 @@ import subprocess
 
 
 def _rdma_links() -> list[dict]:
-    return json.loads(subprocess.run(["rdma", "-j", "link"], capture_output=True, text=True,
-                                     check=True).stdout)
+    return json.loads(
+        subprocess.run(["rdma", "-j", "link"], capture_output=True, text=True, check=True).stdout
+    )
 
 
 def test_devices_json_matches_rdma_link(lab):
@@ -31,8 +32,9 @@ def test_devices_json_matches_rdma_link(lab):
 def test_devices_json_matches_ibv_devinfo(lab):
     doc = json.loads(lab.run("devices", "--json").stdout)
     for dev in doc["devices"]:
-        info = subprocess.run(["ibv_devinfo", "-v", "-d", dev["name"]], capture_output=True,
-                              text=True, check=True).stdout
+        info = subprocess.run(
+            ["ibv_devinfo", "-v", "-d", dev["name"]], capture_output=True, text=True, check=True
+        ).stdout
         mtu = int(re.search(r"active_mtu:\s+(\d+)", info).group(1))
         layer = re.search(r"link_layer:\s+(\S+)", info).group(1)
         port = dev["ports"][0]
@@ -41,8 +43,7 @@ def test_devices_json_matches_ibv_devinfo(lab):
         devinfo_gids = {g.lower() for g in re.findall(r"GID\[\s*\d+\]:\s+([0-9a-f:.]+)", info)}
         ours = {g["gid"] for g in port["gids"]}
         assert ours and ours <= {_norm(g) for g in devinfo_gids}
-        assert lab.server in {g["ip"] for d in doc["devices"] for p in d["ports"]
-                              for g in p["gids"]}
+        assert lab.server in {g["ip"] for d in doc["devices"] for p in d["ports"] for g in p["gids"]}
 
 
 def _norm(gid: str) -> str:

@@ -41,8 +41,7 @@ def test_devices_without_rdma_says_how_to_get_one(tmp_path, monkeypatch):
 
 
 def test_missing_dependency_gives_advice():
-    code = ("import sys; sys.modules['rich'] = None; "
-            "from rdmacli.__main__ import main; main()")
+    code = "import sys; sys.modules['rich'] = None; from rdmacli.__main__ import main; main()"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 3
     assert "pip install rich" in r.stderr and "Traceback" not in r.stderr
