@@ -1,0 +1,326 @@
+"""librdmacm objects as small Python classes: event channel, cm ids, copied events.
+
+Events are copied into plain dataclasses and acknowledged at once: the copy outlives the C
+event, and no unacked event can make rdma_destroy_id block (rdma_get_cm_event(3)).
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import fcntl
+import os
+import time
+from dataclasses import dataclass, field
+
+from rdmacli.errors import EnvironmentProblem
+from rdmacli.rdma import addr as _addr
+from rdmacli.rdma import constants as C
+from rdmacli.rdma._ffi import ffi, rdmacm
+
+
+class RdmaCallError(Exception):
+    """A librdmacm/libibverbs call failed with errno; the engine adds the step and advice."""
+
+    def __init__(self, call: str, err: int):
+        self.call, self.errno = call, err
+        name = _errno.errorcode.get(err, str(err))
+        super().__init__(f"{call} failed: {name} ({os.strerror(err)})")
+
+
+def check(rc: int, call: str) -> None:
+    if rc != 0:
+        raise RdmaCallError(call, ffi().errno or _errno.EIO)
+
+
+def ptr_key(ptr) -> int:
+    return int(ffi().cast("uintptr_t", ptr))
+
+
+@dataclass
+class ConnParam:
+    """struct rdma_conn_param, in Python. Defaults are rdma_connect(id, NULL)'s."""
+
+    private_data: bytes = b""
+    responder_resources: int = 1
+    initiator_depth: int = 1
+    flow_control: int = 0
+    retry_count: int = 7
+    rnr_retry_count: int = 7
+    srq: int = 0
+    qp_num: int = 0
+
+    def to_c(self):
+        f = ffi()
+        p = f.new("struct rdma_conn_param *")
+        if self.private_data:
+            keep = f.new("char[]", self.private_data)
+            p.private_data = keep
+            p.private_data_len = len(self.private_data)
+            self._keep = keep  # alive until the call returns
+        p.responder_resources = self.responder_resources
+        p.initiator_depth = self.initiator_depth
+        p.flow_control = self.flow_control
+        p.retry_count = self.retry_count
+        p.rnr_retry_count = self.rnr_retry_count
+        p.srq = self.srq
+        p.qp_num = self.qp_num
+        return p
+
+
+@dataclass
+class CmEvent:
+    """A copy of struct rdma_cm_event, with the fields rdma_get_cm_event(3) documents."""
+
+    type: int
+    status: int
+    id: int  # the rdma_cm_id pointer as an int: the key that ties an event to its connection
+    listen_id: int
+    t: float  # time.monotonic() when it was read
+    private_data: bytes = b""
+    responder_resources: int = 0
+    initiator_depth: int = 0
+    flow_control: int = 0
+    retry_count: int = 0
+    rnr_retry_count: int = 0
+    srq: int = 0
+    qp_num: int = 0
+    ud_qp_num: int | None = None
+    ud_qkey: int | None = None
+    ah_attr: object = field(default=None, repr=False)  # cdata struct ibv_ah_attr copy (UD)
+    raw_id: object = field(default=None, repr=False)  # cdata rdma_cm_id * (for CONNECT_REQUEST)
+
+    @property
+    def name(self) -> str:
+        return C.event_name(self.type)
+
+    def params(self) -> dict:
+        """The event's data for display and JSON."""
+        d = {"private_data_len": len(self.private_data)}
+        if self.ud_qp_num is not None:
+            d.update(qp_num=self.ud_qp_num, qkey=self.ud_qkey)
+        else:
+            d.update(
+                responder_resources=self.responder_resources,
+                initiator_depth=self.initiator_depth,
+                flow_control=self.flow_control,
+                retry_count=self.retry_count,
+                rnr_retry_count=self.rnr_retry_count,
+                srq=self.srq,
+                qp_num=self.qp_num,
+            )
+        return d
+
+
+class EventChannel:
+    def __init__(self):
+        lib, f = rdmacm(), ffi()
+        ch = lib.rdma_create_event_channel()
+        if ch == f.NULL:
+            err = f.errno
+            if err == _errno.ENODEV:
+                raise EnvironmentProblem(
+                    "no RDMA devices were detected (rdma_create_event_channel: ENODEV)",
+                    hint="load a driver or create a Soft-RoCE device: `rdma link add rxe0 type rxe "
+                    "netdev IFACE`; without RDMA hardware use `rdmacli lab`",
+                )
+            if err in (_errno.EACCES, _errno.EPERM):
+                raise EnvironmentProblem(
+                    "permission denied opening /dev/infiniband/rdma_cm",
+                    hint='run with access to /dev/infiniband/* (udev rule MODE="0666" or root)',
+                )
+            raise EnvironmentProblem(
+                f"rdma_create_event_channel failed: {os.strerror(err)}",
+                hint="is rdma_ucm loaded? `modprobe rdma_ucm`",
+            )
+        self.ptr = ch
+        flags = fcntl.fcntl(ch.fd, fcntl.F_GETFL)
+        fcntl.fcntl(ch.fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+
+    @property
+    def fd(self) -> int:
+        return self.ptr.fd
+
+    def get(self) -> CmEvent | None:
+        """The next event, copied and acknowledged, or None if none is pending."""
+        lib, f = rdmacm(), ffi()
+        pev = f.new("struct rdma_cm_event **")
+        if lib.rdma_get_cm_event(self.ptr, pev) != 0:
+            err = f.errno
+            if err in (_errno.EAGAIN, _errno.EWOULDBLOCK, _errno.EINTR):
+                return None
+            raise RdmaCallError("rdma_get_cm_event", err)
+        ev = pev[0]
+        try:
+            out = _copy_event(ev)
+        finally:
+            lib.rdma_ack_cm_event(ev)
+        return out
+
+    def close(self) -> None:
+        if self.ptr is not None:
+            rdmacm().rdma_destroy_event_channel(self.ptr)
+            self.ptr = None
+
+
+def _copy_event(ev) -> CmEvent:
+    f = ffi()
+    conn = ev.param.conn
+    data = b""
+    if conn.private_data != f.NULL and conn.private_data_len:
+        data = bytes(f.buffer(f.cast("char *", conn.private_data), conn.private_data_len))
+    out = CmEvent(
+        type=ev.event,
+        status=ev.status,
+        id=ptr_key(ev.id),
+        t=time.monotonic(),
+        listen_id=ptr_key(ev.listen_id) if ev.listen_id != f.NULL else 0,
+        private_data=data,
+        raw_id=ev.id,
+    )
+    if ev.id != f.NULL and ev.id.ps in C.UD_PORT_SPACES:
+        ud = ev.param.ud
+        out.ud_qp_num, out.ud_qkey = ud.qp_num, ud.qkey
+        out.ah_attr = f.new("struct ibv_ah_attr *")
+        f.memmove(out.ah_attr, f.addressof(ud, "ah_attr"), f.sizeof("struct ibv_ah_attr"))
+    else:
+        out.responder_resources = conn.responder_resources
+        out.initiator_depth = conn.initiator_depth
+        out.flow_control = conn.flow_control
+        out.retry_count = conn.retry_count
+        out.rnr_retry_count = conn.rnr_retry_count
+        out.srq = conn.srq
+        out.qp_num = conn.qp_num
+    return out
+
+
+class CmId:
+    """One rdma_cm_id. Methods raise RdmaCallError; destroy() is idempotent."""
+
+    def __init__(self, ptr, channel: EventChannel):
+        self.ptr = ptr
+        self.channel = channel
+        self.key = ptr_key(ptr)
+        self.has_qp = False
+
+    @classmethod
+    def create(cls, channel: EventChannel, ps: int) -> CmId:
+        f = ffi()
+        pid = f.new("struct rdma_cm_id **")
+        check(rdmacm().rdma_create_id(channel.ptr, pid, f.NULL, ps), "rdma_create_id")
+        return cls(pid[0], channel)
+
+    # -- the rdma_cm(7) verbs -------------------------------------------------------------
+    def bind(self, sa: _addr.SockAddr) -> None:
+        check(rdmacm().rdma_bind_addr(self.ptr, sa.ptr), "rdma_bind_addr")
+
+    def resolve_addr(self, src: _addr.SockAddr | None, dst: _addr.SockAddr, timeout_ms: int) -> None:
+        src_ptr = src.ptr if src is not None else ffi().NULL
+        check(rdmacm().rdma_resolve_addr(self.ptr, src_ptr, dst.ptr, timeout_ms), "rdma_resolve_addr")
+
+    def resolve_route(self, timeout_ms: int) -> None:
+        check(rdmacm().rdma_resolve_route(self.ptr, timeout_ms), "rdma_resolve_route")
+
+    def listen(self, backlog: int = 0) -> None:
+        check(rdmacm().rdma_listen(self.ptr, backlog), "rdma_listen")
+
+    def connect(self, param: ConnParam) -> None:
+        check(rdmacm().rdma_connect(self.ptr, param.to_c()), "rdma_connect")
+
+    def accept(self, param: ConnParam | None = None) -> None:
+        c = param.to_c() if param is not None else ffi().NULL
+        check(rdmacm().rdma_accept(self.ptr, c), "rdma_accept")
+
+    def reject(self, private_data: bytes = b"") -> None:
+        f = ffi()
+        data = f.new("char[]", private_data) if private_data else f.NULL
+        check(rdmacm().rdma_reject(self.ptr, data, len(private_data)), "rdma_reject")
+
+    def disconnect(self) -> None:
+        check(rdmacm().rdma_disconnect(self.ptr), "rdma_disconnect")
+
+    def establish(self) -> None:
+        check(rdmacm().rdma_establish(self.ptr), "rdma_establish")
+
+    def notify(self, event: int) -> None:
+        check(rdmacm().rdma_notify(self.ptr, event), "rdma_notify")
+
+    def set_u8_option(self, optname: int, value: int, what: str) -> None:
+        v = ffi().new("uint8_t *", value)
+        check(rdmacm().rdma_set_option(self.ptr, C.RDMA_OPTION_ID, optname, v, 1), f"rdma_set_option({what})")
+
+    def set_tos(self, tos: int) -> None:
+        self.set_u8_option(C.RDMA_OPTION_ID_TOS, tos, "TOS")
+
+    def set_ack_timeout(self, timeout: int) -> None:
+        self.set_u8_option(C.RDMA_OPTION_ID_ACK_TIMEOUT, timeout, "ACK_TIMEOUT")
+
+    def join_multicast(self, sa: _addr.SockAddr, send_only: bool = False) -> None:
+        f = ffi()
+        attr = f.new("struct rdma_cm_join_mc_attr_ex *")
+        attr.comp_mask = 0x3  # RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS
+        attr.join_flags = 2 if send_only else 0  # SENDONLY_FULLMEMBER : FULLMEMBER
+        attr.addr = sa.ptr
+        check(rdmacm().rdma_join_multicast_ex(self.ptr, attr, f.NULL), "rdma_join_multicast_ex")
+
+    def leave_multicast(self, sa: _addr.SockAddr) -> None:
+        check(rdmacm().rdma_leave_multicast(self.ptr, sa.ptr), "rdma_leave_multicast")
+
+    def create_qp(
+        self, *, qp_type: int, send_cq, recv_cq, max_send_wr: int, max_recv_wr: int, sq_sig_all: int = 0
+    ) -> None:
+        f = ffi()
+        attr = f.new("struct ibv_qp_init_attr *")
+        attr.send_cq, attr.recv_cq = send_cq, recv_cq
+        attr.cap.max_send_wr, attr.cap.max_recv_wr = max_send_wr, max_recv_wr
+        attr.cap.max_send_sge = attr.cap.max_recv_sge = 1
+        attr.qp_type, attr.sq_sig_all = qp_type, sq_sig_all
+        check(rdmacm().rdma_create_qp(self.ptr, f.NULL, attr), "rdma_create_qp")
+        self.has_qp = True
+
+    def destroy_qp(self) -> None:
+        if self.has_qp:
+            rdmacm().rdma_destroy_qp(self.ptr)
+            self.has_qp = False
+
+    def destroy(self) -> None:
+        if self.ptr is not None:
+            self.destroy_qp()
+            check(rdmacm().rdma_destroy_id(self.ptr), "rdma_destroy_id")
+            self.ptr = None
+
+    # -- what the id knows ---------------------------------------------------------------
+    @property
+    def verbs(self):
+        return self.ptr.verbs
+
+    @property
+    def pd(self):
+        return self.ptr.pd
+
+    @property
+    def qp(self):
+        return self.ptr.qp
+
+    @property
+    def qp_num(self) -> int | None:
+        return self.ptr.qp.qp_num if self.has_qp else None
+
+    @property
+    def port_num(self) -> int:
+        return self.ptr.port_num
+
+    @property
+    def device(self) -> str | None:
+        f = ffi()
+        if self.ptr is None or self.ptr.verbs == f.NULL:
+            return None
+        return f.string(self.ptr.verbs.device.name).decode()
+
+    def local_addr(self) -> tuple[str, int] | None:
+        return _addr.parse(ffi().addressof(self.ptr.route.addr, "src_addr"))
+
+    def peer_addr(self) -> tuple[str, int] | None:
+        return _addr.parse(ffi().addressof(self.ptr.route.addr, "dst_addr"))
+
+    def reject_msg(self, reason: int) -> str:
+        return ffi().string(rdmacm().rdma_reject_msg(self.ptr, reason)).decode()

@@ -1,0 +1,67 @@
+"""Numbers from rdma_cma.h and verbs.h (checked against rdma-core 44 and 59)."""
+
+from __future__ import annotations
+
+# enum rdma_port_space
+PS_IPOIB, PS_TCP, PS_UDP, PS_IB = 0x0002, 0x0106, 0x0111, 0x013F
+PORT_SPACES = {"tcp": PS_TCP, "ib": PS_IB, "udp": PS_UDP, "ipoib": PS_IPOIB}
+UD_PORT_SPACES = (PS_UDP, PS_IPOIB)
+RDMA_UDP_QKEY = 0x01234567
+
+# enum rdma_cm_event_type, in order
+EVENT_NAMES = [
+    "ADDR_RESOLVED",
+    "ADDR_ERROR",
+    "ROUTE_RESOLVED",
+    "ROUTE_ERROR",
+    "CONNECT_REQUEST",
+    "CONNECT_RESPONSE",
+    "CONNECT_ERROR",
+    "UNREACHABLE",
+    "REJECTED",
+    "ESTABLISHED",
+    "DISCONNECTED",
+    "DEVICE_REMOVAL",
+    "MULTICAST_JOIN",
+    "MULTICAST_ERROR",
+    "ADDR_CHANGE",
+    "TIMEWAIT_EXIT",
+]
+(
+    ADDR_RESOLVED,
+    ADDR_ERROR,
+    ROUTE_RESOLVED,
+    ROUTE_ERROR,
+    CONNECT_REQUEST,
+    CONNECT_RESPONSE,
+    CONNECT_ERROR,
+    UNREACHABLE,
+    REJECTED,
+    ESTABLISHED,
+    DISCONNECTED,
+    DEVICE_REMOVAL,
+    MULTICAST_JOIN,
+    MULTICAST_ERROR,
+    ADDR_CHANGE,
+    TIMEWAIT_EXIT,
+) = range(16)
+
+
+def event_name(event: int) -> str:
+    return EVENT_NAMES[event] if 0 <= event < len(EVENT_NAMES) else f"UNKNOWN_EVENT_{event}"
+
+
+# rdma_set_option
+RDMA_OPTION_ID = 0
+RDMA_OPTION_ID_TOS = 0
+RDMA_OPTION_ID_ACK_TIMEOUT = 3
+
+# verbs
+QPT_RC, QPT_UD = 2, 4
+ACCESS_LOCAL_WRITE, ACCESS_REMOTE_WRITE, ACCESS_REMOTE_READ = 1, 2, 4
+WR_RDMA_WRITE, WR_SEND, WR_SEND_WITH_IMM, WR_RDMA_READ = 0, 2, 3, 4
+SEND_SIGNALED = 2
+WC_SEND, WC_RDMA_WRITE, WC_RDMA_READ, WC_RECV = 0, 1, 2, 128
+WC_SUCCESS, WC_WR_FLUSH_ERR = 0, 5
+WC_WITH_IMM = 2
+GRH_BYTES = 40

@@ -1,0 +1,207 @@
+"""Completion channels, CQs, memory regions and the data path.
+
+ibv_post_send/ibv_post_recv/ibv_poll_cq/ibv_req_notify_cq are static inline in verbs.h and go
+through ctx->ops; they are called here through those function pointers. Every local SGE is
+checked against its own MR, so no peer input can make rdmacli touch memory outside its buffers.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import fcntl
+import os
+import socket
+from dataclasses import dataclass
+
+from rdmacli.rdma import constants as C
+from rdmacli.rdma._ffi import ffi, ibverbs
+from rdmacli.rdma.cm import RdmaCallError, check
+
+
+@dataclass
+class WorkCompletion:
+    wr_id: int
+    status: int
+    opcode: int
+    byte_len: int
+    imm_data: int | None  # host order, when the completion carries immediate data
+    qp_num: int
+    src_qp: int
+    raw: object = None  # cdata struct ibv_wc * (for ibv_create_ah_from_wc)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == C.WC_SUCCESS
+
+    @property
+    def status_str(self) -> str:
+        return ffi().string(ibverbs().ibv_wc_status_str(self.status)).decode()
+
+
+class CompChannel:
+    def __init__(self, verbs):
+        f = ffi()
+        ch = ibverbs().ibv_create_comp_channel(verbs)
+        if ch == f.NULL:
+            raise RdmaCallError("ibv_create_comp_channel", f.errno)
+        self.ptr = ch
+        fl = fcntl.fcntl(ch.fd, fcntl.F_GETFL)
+        fcntl.fcntl(ch.fd, fcntl.F_SETFL, fl | os.O_NONBLOCK)
+
+    @property
+    def fd(self) -> int:
+        return self.ptr.fd
+
+    def get_event(self):
+        """The CQ that has a completion event, or None (non-blocking)."""
+        f = ffi()
+        pcq, pctx = f.new("struct ibv_cq **"), f.new("void **")
+        if ibverbs().ibv_get_cq_event(self.ptr, pcq, pctx) != 0:
+            if f.errno in (_errno.EAGAIN, _errno.EWOULDBLOCK, _errno.EINTR):
+                return None
+            raise RdmaCallError("ibv_get_cq_event", f.errno)
+        return pcq[0]
+
+    def destroy(self) -> None:
+        if self.ptr is not None:
+            check(ibverbs().ibv_destroy_comp_channel(self.ptr), "ibv_destroy_comp_channel")
+            self.ptr = None
+
+
+class CQ:
+    def __init__(self, verbs, cqe: int, channel: CompChannel | None):
+        f = ffi()
+        cq = ibverbs().ibv_create_cq(verbs, cqe, f.NULL, channel.ptr if channel else f.NULL, 0)
+        if cq == f.NULL:
+            raise RdmaCallError("ibv_create_cq", f.errno)
+        self.ptr = cq
+        self.unacked = 0
+        self._wc = f.new("struct ibv_wc[]", 16)
+
+    def req_notify(self) -> None:
+        check(self.ptr.context.ops.req_notify_cq(self.ptr, 0), "ibv_req_notify_cq")
+
+    def poll(self) -> list[WorkCompletion]:
+        n = self.ptr.context.ops.poll_cq(self.ptr, 16, self._wc)
+        if n < 0:
+            raise RdmaCallError("ibv_poll_cq", _errno.EIO)
+        out = []
+        for i in range(n):
+            wc = self._wc[i]
+            raw = ffi().new("struct ibv_wc *", wc)
+            out.append(
+                WorkCompletion(
+                    wr_id=wc.wr_id,
+                    status=wc.status,
+                    opcode=wc.opcode,
+                    byte_len=wc.byte_len,
+                    imm_data=socket.ntohl(wc.imm_data) if wc.wc_flags & C.WC_WITH_IMM else None,
+                    qp_num=wc.qp_num,
+                    src_qp=wc.src_qp,
+                    raw=raw,
+                )
+            )
+        return out
+
+    def destroy(self) -> None:
+        if self.ptr is not None:
+            if self.unacked:
+                ibverbs().ibv_ack_cq_events(self.ptr, self.unacked)
+                self.unacked = 0
+            check(ibverbs().ibv_destroy_cq(self.ptr), "ibv_destroy_cq")
+            self.ptr = None
+
+
+class MR:
+    """A buffer rdmacli owns, registered on a PD."""
+
+    def __init__(self, pd, size: int, access: int):
+        f = ffi()
+        self.length = size
+        self.buf = f.new("char[]", max(size, 1))
+        mr = ibverbs().ibv_reg_mr(pd, self.buf, max(size, 1), access)
+        if mr == f.NULL:
+            raise RdmaCallError("ibv_reg_mr", f.errno)
+        self.ptr = mr
+
+    @property
+    def addr(self) -> int:
+        return int(ffi().cast("uintptr_t", self.buf))
+
+    @property
+    def lkey(self) -> int:
+        return self.ptr.lkey
+
+    @property
+    def rkey(self) -> int:
+        return self.ptr.rkey
+
+    def _bounds(self, offset: int, length: int) -> None:
+        if offset < 0 or length < 0 or offset + length > self.length:
+            raise ValueError(f"[{offset}, {offset + length}) is outside the {self.length}-byte buffer")
+
+    def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        length = self.length - offset if length is None else length
+        self._bounds(offset, length)
+        return bytes(ffi().buffer(self.buf + offset, length))
+
+    def write(self, data: bytes, offset: int = 0) -> None:
+        self._bounds(offset, len(data))
+        ffi().memmove(self.buf + offset, data, len(data))
+
+    def sge(self, offset: int, length: int):
+        self._bounds(offset, length)
+        s = ffi().new("struct ibv_sge *")
+        s.addr, s.length, s.lkey = self.addr + offset, length, self.lkey
+        return s
+
+    def dereg(self) -> None:
+        if self.ptr is not None:
+            check(ibverbs().ibv_dereg_mr(self.ptr), "ibv_dereg_mr")
+            self.ptr = None
+
+
+def post_recv(qp, wr_id: int, mr: MR, offset: int = 0, length: int | None = None) -> None:
+    f = ffi()
+    length = mr.length - offset if length is None else length
+    sge = mr.sge(offset, length)
+    wr = f.new("struct ibv_recv_wr *")
+    wr.wr_id, wr.sg_list, wr.num_sge = wr_id, sge, 1
+    bad = f.new("struct ibv_recv_wr **")
+    rc = qp.context.ops.post_recv(qp, wr, bad)
+    if rc:
+        raise RdmaCallError("ibv_post_recv", rc)
+
+
+def post_send(
+    qp,
+    wr_id: int,
+    mr: MR,
+    offset: int,
+    length: int,
+    *,
+    opcode: int = C.WR_SEND,
+    signaled: bool = True,
+    imm: int | None = None,
+    remote_addr: int | None = None,
+    rkey: int | None = None,
+    ah=None,
+    remote_qpn: int = 0,
+    remote_qkey: int = 0,
+) -> None:
+    f = ffi()
+    wr = f.new("struct ibv_send_wr *")
+    sge = mr.sge(offset, length) if length else f.NULL
+    wr.wr_id, wr.sg_list, wr.num_sge = wr_id, sge, 1 if length else 0
+    wr.opcode = opcode
+    wr.send_flags = C.SEND_SIGNALED if signaled else 0
+    if imm is not None:
+        wr.imm_data = socket.htonl(imm)
+    if remote_addr is not None:
+        wr.wr.rdma.remote_addr, wr.wr.rdma.rkey = remote_addr, rkey
+    if ah is not None:
+        wr.wr.ud.ah, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey = ah, remote_qpn, remote_qkey
+    bad = f.new("struct ibv_send_wr **")
+    rc = qp.context.ops.post_send(qp, wr, bad)
+    if rc:
+        raise RdmaCallError("ibv_post_send", rc)
