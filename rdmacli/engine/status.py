@@ -1,0 +1,122 @@
+"""CM event statuses in words, with advice (reference: users-and-diagnostics.md, B.1 and B.2)."""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+
+from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.rdma import constants as C
+
+# enum ib_cm_rej_reason (include/rdma/ib_cm.h)
+IB_CM_REJ_REASONS = {
+    1: "NO_QP", 2: "NO_EEC", 3: "NO_RESOURCES", 4: "TIMEOUT", 5: "UNSUPPORTED",
+    6: "INVALID_COMM_ID", 7: "INVALID_COMM_INSTANCE", 8: "INVALID_SERVICE_ID",
+    9: "INVALID_TRANSPORT_TYPE", 10: "STALE_CONN", 11: "RDC_NOT_EXIST", 12: "INVALID_GID",
+    13: "INVALID_LID", 14: "INVALID_SL", 15: "INVALID_TRAFFIC_CLASS", 16: "INVALID_HOP_LIMIT",
+    17: "INVALID_PACKET_RATE", 18: "INVALID_ALT_GID", 19: "INVALID_ALT_LID", 20: "INVALID_ALT_SL",
+    21: "INVALID_ALT_TRAFFIC_CLASS", 22: "INVALID_ALT_HOP_LIMIT", 23: "INVALID_ALT_PACKET_RATE",
+    24: "PORT_CM_REDIRECT", 25: "PORT_REDIRECT", 26: "INVALID_MTU",
+    27: "INSUFFICIENT_RESP_RESOURCES", 28: "CONSUMER_DEFINED", 29: "INVALID_RNR_RETRY",
+    30: "DUPLICATE_LOCAL_COMM_ID", 31: "INVALID_CLASS_VERSION", 32: "INVALID_FLOW_LABEL",
+    33: "INVALID_ALT_FLOW_LABEL", 35: "VENDOR_OPTION_NOT_SUPPORTED",
+}
+REJ_INVALID_SERVICE_ID = 8
+REJ_CONSUMER_DEFINED = 28
+
+ERRNO_ADVICE = {
+    _errno.ETIMEDOUT: "no answer in time: check that the peer is up, the address is right and "
+                      "ARP/neighbour resolution works (`ip neigh`); on multi-NIC hosts set "
+                      "net.ipv4.conf.all.arp_ignore=2",
+    _errno.ENODEV: "the address is not on an RDMA-capable netdev; use an IP of a netdev listed by "
+                   "`rdmacli devices`",
+    _errno.ENETUNREACH: "no route to the peer; check `ip route get <peer>`",
+    _errno.EHOSTUNREACH: "host unreachable; check `ip route get <peer>` and the peer's address",
+    _errno.EADDRNOTAVAIL: "the source/bind address is not configured on this host",
+    _errno.EADDRINUSE: "the port is in use (another listener, or an old id in TIMEWAIT): choose "
+                       "another port or wait",
+    _errno.ECONNREFUSED: "the peer refused the connection: is a server listening on that port?",
+    _errno.ECONNRESET: "the peer reset the connection",
+}
+
+
+def errno_name(err: int) -> str:
+    return _errno.errorcode.get(err, f"errno {err}")
+
+
+def describe_status(event: int, status: int) -> dict:
+    """{"status", "errno" or "reject_reason", "text"} for an event status."""
+    d: dict = {"status": status}
+    if status < 0:
+        err = -status
+        d["errno"] = errno_name(err)
+        d["text"] = f"{errno_name(err)} ({os.strerror(err)})"
+    elif status > 0 and event == C.REJECTED:
+        name = IB_CM_REJ_REASONS.get(status, "UNKNOWN")
+        d["reject_reason"] = {"code": status, "name": name}
+        d["text"] = f"IB CM reject reason {status} {name}"
+    elif status > 0:
+        d["text"] = f"status {status}"
+    else:
+        d["text"] = "ok"
+    return d
+
+
+def short_status(event: int, status: int) -> str:
+    if status == 0:
+        return "0"
+    d = describe_status(event, status)
+    if "errno" in d:
+        return f"{status} {d['errno']}"
+    if "reject_reason" in d:
+        return f"{status} {d['reject_reason']['name']}"
+    return str(status)
+
+
+def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -> RdmacliError:
+    """An error CM event as an RdmacliError with words, advice and the documented exit code."""
+    where = f"{local} -> {remote}" + (f" on {device}" if device else "")
+    d = describe_status(ev.type, ev.status)
+    details = {"step": step, "event": ev.name, "status": ev.status, "local": local,
+               "remote": remote, "device": device}
+    details.update({k: v for k, v in d.items() if k in ("errno", "reject_reason")})
+    if ev.type == C.REJECTED:
+        if ev.status == REJ_INVALID_SERVICE_ID:
+            return RdmacliError(
+                f"{step}: nothing is listening at {remote} in this port space "
+                f"(REJECTED, IB CM reason 8 INVALID_SERVICE_ID) [{where}]",
+                hint="start the server first (`rdmacli listen`), check the port and the port "
+                     "space (-P tcp|ib), or wait for it with a longer --connect-timeout",
+                exit_code=ExitCode.REJECTED, details=details)
+        if ev.status == REJ_CONSUMER_DEFINED:
+            reason = printable(ev.private_data)
+            details["peer_reason"] = reason
+            return RdmacliError(
+                f"{step}: the peer application rejected the connection"
+                + (f": {reason!r}" if reason else "") + f" [{where}]",
+                hint="the server refused these parameters; see its reason above",
+                exit_code=ExitCode.REJECTED, details=details)
+        if ev.status == -_errno.ECONNREFUSED:
+            return RdmacliError(f"{step}: connection refused by {remote} [{where}]",
+                                hint=ERRNO_ADVICE[_errno.ECONNREFUSED],
+                                exit_code=ExitCode.REJECTED, details=details)
+        return RdmacliError(f"{step}: rejected by {remote}: {d['text']} [{where}]",
+                            hint="see the IB CM reject reason", exit_code=ExitCode.REJECTED,
+                            details=details)
+    code = ExitCode.RESOLVE if ev.type in (C.ADDR_ERROR, C.ROUTE_ERROR) else ExitCode.REJECTED
+    if ev.type == C.DEVICE_REMOVAL:
+        code = ExitCode.ENVIRONMENT
+    advice = ERRNO_ADVICE.get(-ev.status) if ev.status < 0 else None
+    if ev.type == C.ROUTE_ERROR and not advice:
+        advice = "on InfiniBand a subnet manager must be running; on RoCE check the GID table"
+    if ev.type == C.UNREACHABLE:
+        advice = ("the peer did not answer the connection request: is the host up, is RoCE v2 "
+                  "(UDP 4791) allowed, do both sides use the same RoCE mode?")
+    return RdmacliError(f"{step}: {ev.name} {d['text']} [{where}]", hint=advice,
+                        exit_code=code, details=details)
+
+
+def printable(data: bytes) -> str:
+    """Private data as text: up to the first NUL, non-printables dropped (it is untrusted)."""
+    text = data.split(b"\0", 1)[0].decode("utf-8", "replace")
+    return "".join(ch for ch in text if ch.isprintable())[:200]

@@ -1,0 +1,111 @@
+"""ucmatose (librdmacm/examples/cmatose.c) on the wire: RC send/recv, port 7471.
+
+Server sends `count` messages of `size` bytes on each connection first, the client receives them
+all and echoes `count` back, then the server disconnects (reference section 2).
+"""
+
+from __future__ import annotations
+
+from rdmacli.engine.protocol import Protocol, Reject
+from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.protocols import hello as H
+from rdmacli.rdma import constants as C
+from rdmacli.rdma import verbs
+from rdmacli.rdma.cm import ConnParam
+
+DEFAULT_PORT = 7471
+DEFAULT_COUNT = 10
+DEFAULT_SIZE = 100
+RECV, SEND = 1, 2  # wr_id tags
+
+
+class _Exchange(Protocol):
+    name = "connect"
+
+    def __init__(self, count: int = DEFAULT_COUNT, size: int = DEFAULT_SIZE):
+        self.count = 0 if size == 0 else count  # cmatose: -S 0 forces count 0
+        self.size = size
+        self.received = self.sent = self.sends_posted = 0
+        self.bytes_received = self.bytes_sent = 0
+        self.recv_mr = self.send_mr = None
+
+    def setup(self, conn) -> None:
+        depth = max(self.count, 1)
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=depth, recv_wr=depth, sq_sig_all=1)
+        self.recv_mr = conn.reg(max(self.size, 1))
+        self.send_mr = conn.reg(max(self.size, 1))
+        for _ in range(self.count):
+            verbs.post_recv(conn.qp, RECV, self.recv_mr, 0, self.size)
+
+    def post_sends(self, conn) -> None:
+        for _ in range(self.count):
+            verbs.post_send(conn.qp, SEND, self.send_mr, 0, self.size)
+            self.sends_posted += 1
+
+    def count_wc(self, wc) -> None:
+        if wc.wr_id == RECV:
+            self.received += 1
+            self.bytes_received += wc.byte_len
+        elif wc.wr_id == SEND:
+            self.sent += 1
+            self.bytes_sent += self.size
+
+    @property
+    def complete(self) -> bool:
+        return self.received == self.count and self.sends_posted == self.count
+
+    def on_disconnected(self, conn) -> None:
+        if self.complete:
+            conn.finish()
+        else:
+            conn.fail(RdmacliError(
+                f"the peer disconnected early: received {self.received}/{self.count}, "
+                f"sent {self.sends_posted}/{self.count} messages [{conn.flow.where(conn)}]",
+                hint="the peer ended the test (killed, or a different -C/-S); "
+                     "check its output", exit_code=ExitCode.FAILED))
+
+    def summary(self) -> dict:
+        return {"messages_expected": self.count, "messages_received": self.received,
+                "messages_sent": self.sent, "bytes_received": self.bytes_received,
+                "bytes_sent": self.bytes_sent, "size_bytes": self.size}
+
+
+class CmatoseClient(_Exchange):
+    def conn_param(self) -> ConnParam:
+        # cmatose.c:256-262; the hello is rdmacli's addition (ignored by ucmatose)
+        return ConnParam(private_data=H.Hello(H.KIND_CONNECT, self.count, self.size).pack(),
+                         responder_resources=1, initiator_depth=1, retry_count=5,
+                         rnr_retry_count=0)
+
+    def on_established(self, conn) -> None:
+        if self.count == 0:
+            return
+
+    def on_wc(self, conn, wc) -> None:
+        self.count_wc(wc)
+        if wc.wr_id == RECV and self.received == self.count:
+            self.post_sends(conn)  # echo only after all of the server's messages arrived
+
+
+class CmatoseServer(_Exchange):
+    def on_request(self, conn, ev) -> None:
+        hello = H.parse(ev.private_data)
+        if hello is None:
+            return  # a C client: use our own -C/-S, as ucmatose would
+        reason = H.check(hello, H.KIND_CONNECT)
+        if reason:
+            raise Reject(reason)
+        self.count = 0 if hello.size == 0 else hello.count
+        self.size = hello.size
+
+    def on_established(self, conn) -> None:
+        self.post_sends(conn)
+        self._maybe_done(conn)
+
+    def on_wc(self, conn, wc) -> None:
+        self.count_wc(wc)
+        self._maybe_done(conn)
+
+    def _maybe_done(self, conn) -> None:
+        if self.received == self.count and self.sent == self.count:
+            conn.disconnect()  # the server ends the test (cmatose.c run_server)

@@ -1,0 +1,56 @@
+"""rdmacli's hello: the client's parameters in the CM private data (so options need not match).
+
+The C tools send no private data and ignore what they receive, so the hello is harmless to them;
+an rdmacli server that finds it adopts the client's count and size, or rejects with a reason.
+On IB/RoCE the REQ's private data arrives zero-padded to 56 bytes (UD SIDR REQ: 180), so only the
+leading 20 bytes matter. Everything here is untrusted input and is validated.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+MAGIC = b"RDMACLI"
+VERSION = 1
+FORMAT = ">7sBBBHII"  # magic, version, kind, flags, reserved, count, size
+SIZE = struct.calcsize(FORMAT)  # 20
+KIND_CONNECT, KIND_PING, KIND_UD = 1, 2, 3
+KIND_NAMES = {KIND_CONNECT: "connect", KIND_PING: "ping", KIND_UD: "ud"}
+
+MAX_COUNT = 1_000_000
+MAX_SIZE = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Hello:
+    kind: int
+    count: int
+    size: int
+    flags: int = 0
+
+    def pack(self) -> bytes:
+        return struct.pack(FORMAT, MAGIC, VERSION, self.kind, self.flags, 0, self.count, self.size)
+
+
+def parse(data: bytes) -> Hello | None:
+    """The hello in a private data area, or None when the peer sent none (a C tool)."""
+    if len(data) < SIZE or not data.startswith(MAGIC):
+        return None
+    magic, version, kind, flags, _, count, size = struct.unpack(FORMAT, data[:SIZE])
+    if version != VERSION:
+        return None
+    return Hello(kind=kind, count=count, size=size, flags=flags)
+
+
+def check(hello: Hello, expected_kind: int, max_size: int = MAX_SIZE) -> str | None:
+    """A reason to reject this hello, or None if it is acceptable."""
+    if hello.kind != expected_kind:
+        want = KIND_NAMES.get(expected_kind, "?")
+        got = KIND_NAMES.get(hello.kind, f"kind {hello.kind}")
+        return f"rdmacli: this server speaks {want}, the client asked for {got}"
+    if hello.count > MAX_COUNT:
+        return f"rdmacli: count {hello.count} exceeds the server limit {MAX_COUNT}"
+    if hello.size > max_size:
+        return f"rdmacli: size {hello.size} exceeds the server limit {max_size}"
+    return None

@@ -1,0 +1,80 @@
+"""CM events as they happen: a rich live table on a terminal, plain lines otherwise, or JSON lines.
+
+Receives the engine's records through a callback (httpx _main.py style); knows nothing of C.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+COLUMNS = ("time", "conn", "event", "status", "details")
+
+
+def _details(rec: dict) -> str:
+    keys = ("private_data_len", "responder_resources", "initiator_depth", "retry_count",
+            "rnr_retry_count", "qp_num", "qkey")
+    short = {"private_data_len": "pdata", "responder_resources": "resp_res",
+             "initiator_depth": "init_depth", "retry_count": "retry", "rnr_retry_count": "rnr"}
+    return " ".join(f"{short.get(k, k)}={rec[k]:#x}" if k == "qkey" else f"{short.get(k, k)}={rec[k]}"
+                    for k in keys if k in rec)
+
+
+def _row(rec: dict) -> tuple[str, ...]:
+    conn = "" if rec.get("conn") is None else str(rec["conn"])
+    return (f"{rec['t_us'] / 1000:9.3f} ms", conn, rec["event"], rec.get("status_text", ""),
+            _details(rec))
+
+
+class EventView:
+    def __init__(self, app, *, show_events: bool):
+        self.app = app
+        self.show = show_events
+        self.live = None
+        self.table = None
+
+    def __enter__(self):
+        if self.show and self.app.live:
+            from rich.live import Live
+            from rich.table import Table
+
+            self.table = Table(title="CM events", title_justify="left")
+            for col in COLUMNS:
+                self.table.add_column(col, no_wrap=col != "details")
+            self.live = Live(self.table, console=self.app.err, refresh_per_second=12,
+                             transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+            self.live = None
+
+    def __call__(self, rec: dict) -> None:
+        if self.app.json_lines:
+            sys.stdout.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+            return
+        if self.app.machine:
+            return
+        kind = rec["type"]
+        if kind == "ready":
+            self.app.info(f"listening on {rec['address']}:{rec['port']}")
+        elif kind == "rejected":
+            self.app.info(f"rejected connection {rec['conn']} from {rec['remote']}: {rec['reason']}")
+        elif kind == "connection" and not self.app.quiet:
+            self._connection_line(rec)
+        elif kind == "cm_event" and self.show:
+            if self.table is not None:
+                self.table.add_row(*_row(rec))
+            else:
+                self.app.err.print("  ".join(_row(rec)), highlight=False, markup=False)
+
+    def _connection_line(self, rec: dict) -> None:
+        text = f"connection {rec['conn']} from {rec['remote']}: {rec['result']}"
+        if "messages_received" in rec:
+            text += f" ({rec['messages_received']} received, {rec['messages_sent']} sent)"
+        if rec.get("error"):
+            text += f": {rec['error']['message']}"
+        self.app.err.print(text, markup=False, highlight=False)
