@@ -10,22 +10,57 @@ from rdmacli.cli.app import App
 
 @click.command("connect")
 @click.argument("host")
-@click.option("-p", "--port", type=click.IntRange(1, 65535), default=7471, show_default=True,
-              help="RDMA CM port of the server.")
-@click.option("-b", "--bind", "bind", metavar="ADDR",
-              help="Source address (an IP on the RDMA netdev to use).")
+@click.option(
+    "-p",
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=7471,
+    show_default=True,
+    help="RDMA CM port of the server.",
+)
+@click.option(
+    "-b", "--bind", "bind", metavar="ADDR", help="Source address (an IP on the RDMA netdev to use)."
+)
 @options.exchange
 @options.port_space_choice()
-@click.option("-t", "--tos", type=click.IntRange(0, 255), default=None,
-              help="Type of service (rdma_set_option RDMA_OPTION_ID_TOS).")
-@click.option("-a", "--ack-timeout", "ack_timeout", type=click.IntRange(0, 31), default=None,
-              help="Local ACK timeout exponent: 4.096 µs × 2^N.")
+@click.option(
+    "-t",
+    "--tos",
+    type=click.IntRange(0, 255),
+    default=None,
+    help="Type of service (rdma_set_option RDMA_OPTION_ID_TOS).",
+)
+@click.option(
+    "-a",
+    "--ack-timeout",
+    "ack_timeout",
+    type=click.IntRange(0, 31),
+    default=None,
+    help="Local ACK timeout exponent: 4.096 µs × 2^N.",
+)
 @click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
 @options.timeouts
 @options.output
-def command(host, port, bind, connections, count, size, port_space, tos, ack_timeout, busy_poll,
-            resolve_timeout, connect_timeout, idle_timeout, timeout, show_events, json_mode,
-            json_lines, quiet):
+def command(
+    host,
+    port,
+    bind,
+    connections,
+    count,
+    size,
+    port_space,
+    tos,
+    ack_timeout,
+    busy_poll,
+    resolve_timeout,
+    connect_timeout,
+    idle_timeout,
+    timeout,
+    show_events,
+    json_mode,
+    json_lines,
+    quiet,
+):
     """Connect to HOST and exchange messages, wire-compatible with ucmatose.
 
     The server sends COUNT messages of SIZE bytes on each connection, the client echoes them,
@@ -33,9 +68,17 @@ def command(host, port, bind, connections, count, size, port_space, tos, ack_tim
     request, so the server need not be given the same options.
     """
     app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
-    params = {"host": host, "port": port, "bind": bind, "connections": connections,
-              "count": count, "size_bytes": size, "port_space": port_space, "tos": tos,
-              "ack_timeout": ack_timeout}
+    params = {
+        "host": host,
+        "port": port,
+        "bind": bind,
+        "connections": connections,
+        "count": count,
+        "size_bytes": size,
+        "port_space": port_space,
+        "tos": tos,
+        "ack_timeout": ack_timeout,
+    }
     with app.errors("connect"):
         from rdmacli.cli._run import run_flow
         from rdmacli.engine.flow import ClientFlow, Options, Timeouts
@@ -47,10 +90,15 @@ def command(host, port, bind, connections, count, size, port_space, tos, ack_tim
             dst = addr.resolve(host, port, what="server address")
             src = addr.resolve(bind, 0, what="bind address") if bind else None
             return ClientFlow(
-                dst=dst, src=src, connections=connections,
-                make_protocol=lambda: CmatoseClient(count, size), observer=observer,
+                dst=dst,
+                src=src,
+                connections=connections,
+                make_protocol=lambda: CmatoseClient(count, size),
+                observer=observer,
                 timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout),
-                options=Options(ps=PORT_SPACES[port_space], tos=tos, ack_timeout=ack_timeout,
-                                busy_poll=busy_poll))
+                options=Options(
+                    ps=PORT_SPACES[port_space], tos=tos, ack_timeout=ack_timeout, busy_poll=busy_poll
+                ),
+            )
 
         run_flow(app, "connect", factory, show_events=show_events, params=params)

@@ -17,38 +17,90 @@ def _compose(*decorators):
 
 
 def port_space_choice(choices=("tcp", "ib")):
-    return click.option("-P", "--port-space", "port_space", type=click.Choice(choices),
-                        default=choices[0], show_default=True,
-                        help="RDMA CM port space.")
+    return click.option(
+        "-P",
+        "--port-space",
+        "port_space",
+        type=click.Choice(choices),
+        default=choices[0],
+        show_default=True,
+        help="RDMA CM port space.",
+    )
 
 
 timeouts = _compose(
-    click.option("--resolve-timeout", "resolve_timeout", type=click.IntRange(1, 600_000),
-                 default=2000, show_default=True, metavar="MS",
-                 help="Address and route resolution timeout (as the C tools: 2000 ms)."),
-    click.option("--connect-timeout", "connect_timeout", type=click.FloatRange(0.1, 3600),
-                 default=10.0, show_default=True, metavar="SECONDS",
-                 help="Longest wait for the connection to be established (and to disconnect)."),
-    click.option("--idle-timeout", "idle_timeout", type=click.FloatRange(0.1, 86400),
-                 default=10.0, show_default=True, metavar="SECONDS",
-                 help="Longest time without data progress on a connection."),
-    click.option("--timeout", "timeout", type=click.FloatRange(0.1, 10 * 86400), default=None,
-                 metavar="SECONDS", help="Deadline for the whole run (default: none)."),
+    click.option(
+        "--resolve-timeout",
+        "resolve_timeout",
+        type=click.IntRange(1, 600_000),
+        default=2000,
+        show_default=True,
+        metavar="MS",
+        help="Address and route resolution timeout (as the C tools: 2000 ms).",
+    ),
+    click.option(
+        "--connect-timeout",
+        "connect_timeout",
+        type=click.FloatRange(0.1, 3600),
+        default=10.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Longest wait for the connection to be established (and to disconnect).",
+    ),
+    click.option(
+        "--idle-timeout",
+        "idle_timeout",
+        type=click.FloatRange(0.1, 86400),
+        default=10.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Longest time without data progress on a connection.",
+    ),
+    click.option(
+        "--timeout",
+        "timeout",
+        type=click.FloatRange(0.1, 10 * 86400),
+        default=None,
+        metavar="SECONDS",
+        help="Deadline for the whole run (default: none).",
+    ),
 )
 
 output = _compose(
-    click.option("--events", "show_events", is_flag=True,
-                 help="Show every CM event as it arrives (a live table on a terminal)."),
+    click.option(
+        "--events",
+        "show_events",
+        is_flag=True,
+        help="Show every CM event as it arrives (a live table on a terminal).",
+    ),
     json_option,
     json_lines_option,
     click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary."),
 )
 
 exchange = _compose(
-    click.option("-c", "--connections", type=click.IntRange(1, 1024), default=1,
-                 show_default=True, help="Number of connections."),
-    click.option("-C", "--count", type=click.IntRange(0, 1_000_000), default=10,
-                 show_default=True, help="Messages each way per connection."),
-    click.option("-S", "--size", type=click.IntRange(0, 64 * 1024 * 1024), default=100,
-                 show_default=True, help="Message size in bytes (0 sends nothing)."),
+    click.option(
+        "-c",
+        "--connections",
+        type=click.IntRange(1, 1024),
+        default=1,
+        show_default=True,
+        help="Number of connections.",
+    ),
+    click.option(
+        "-C",
+        "--count",
+        type=click.IntRange(0, 1_000_000),
+        default=10,
+        show_default=True,
+        help="Messages each way per connection.",
+    ),
+    click.option(
+        "-S",
+        "--size",
+        type=click.IntRange(0, 64 * 1024 * 1024),
+        default=100,
+        show_default=True,
+        help="Message size in bytes (0 sends nothing).",
+    ),
 )

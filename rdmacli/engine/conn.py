@@ -49,13 +49,18 @@ class Connection:
         self.device = self.cm.device
 
     # -- resources -----------------------------------------------------------------------------
-    def create_qp(self, *, qp_type: int = C.QPT_RC, send_wr: int, recv_wr: int,
-                  sq_sig_all: int = 0) -> None:
+    def create_qp(self, *, qp_type: int = C.QPT_RC, send_wr: int, recv_wr: int, sq_sig_all: int = 0) -> None:
         verbs_ctx = self.cm.verbs
         self.comp = verbs.CompChannel(verbs_ctx)
         self.cq = verbs.CQ(verbs_ctx, send_wr + recv_wr, self.comp)
-        self.cm.create_qp(qp_type=qp_type, send_cq=self.cq.ptr, recv_cq=self.cq.ptr,
-                          max_send_wr=send_wr, max_recv_wr=recv_wr, sq_sig_all=sq_sig_all)
+        self.cm.create_qp(
+            qp_type=qp_type,
+            send_cq=self.cq.ptr,
+            recv_cq=self.cq.ptr,
+            max_send_wr=send_wr,
+            max_recv_wr=recv_wr,
+            sq_sig_all=sq_sig_all,
+        )
         self.flow.loop.watch_cq(self.comp, self.cq, lambda wc: self.flow.on_wc(self, wc))
 
     def reg(self, size: int, access: int = C.ACCESS_LOCAL_WRITE) -> verbs.MR:

@@ -22,8 +22,7 @@ from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, CmId, EventChannel, RdmaCallError
 from rdmacli.rdma.verbs import WorkCompletion
 
-ERROR_EVENTS = (C.ADDR_ERROR, C.ROUTE_ERROR, C.CONNECT_ERROR, C.UNREACHABLE, C.REJECTED,
-                C.DEVICE_REMOVAL)
+ERROR_EVENTS = (C.ADDR_ERROR, C.ROUTE_ERROR, C.CONNECT_ERROR, C.UNREACHABLE, C.REJECTED, C.DEVICE_REMOVAL)
 Observer = Callable[[dict], None]
 
 
@@ -48,18 +47,31 @@ def call_error(step: str, exc: RdmaCallError, where: str) -> RdmacliError:
 
     code = ExitCode.RESOLVE if "resolve" in exc.call or "bind" in exc.call else ExitCode.FAILED
     if exc.call in ("ibv_reg_mr", "ibv_create_cq", "rdma_create_qp") and exc.errno == 12:
-        return RdmacliError(f"{step}: {exc} [{where}]", exit_code=ExitCode.ENVIRONMENT,
-                            hint="locked memory is limited (RLIMIT_MEMLOCK); raise it with "
-                                 "`ulimit -l unlimited` or LimitMEMLOCK=infinity")
-    return RdmacliError(f"{step}: {exc} [{where}]", hint=ERRNO_ADVICE.get(exc.errno),
-                        exit_code=code, details={"step": step, "call": exc.call})
+        return RdmacliError(
+            f"{step}: {exc} [{where}]",
+            exit_code=ExitCode.ENVIRONMENT,
+            hint="locked memory is limited (RLIMIT_MEMLOCK); raise it with "
+            "`ulimit -l unlimited` or LimitMEMLOCK=infinity",
+        )
+    return RdmacliError(
+        f"{step}: {exc} [{where}]",
+        hint=ERRNO_ADVICE.get(exc.errno),
+        exit_code=code,
+        details={"step": step, "call": exc.call},
+    )
 
 
 class Flow:
     side = "?"
 
-    def __init__(self, *, make_protocol: Callable[[], Protocol], observer: Observer | None = None,
-                 timeouts: Timeouts | None = None, options: Options | None = None):
+    def __init__(
+        self,
+        *,
+        make_protocol: Callable[[], Protocol],
+        observer: Observer | None = None,
+        timeouts: Timeouts | None = None,
+        options: Options | None = None,
+    ):
         self.make_protocol = make_protocol
         self.observer = observer or (lambda rec: None)
         self.timeouts = timeouts or Timeouts()
@@ -82,9 +94,14 @@ class Flow:
 
     def _observe(self, ev: CmEvent) -> None:
         conn = self.conns.get(ev.id)
-        rec = {"type": "cm_event", "t_us": round((ev.t - self.t0) * 1e6, 1),
-               "conn": conn.index if conn else None, "event": ev.name, "status": ev.status,
-               "status_text": short_status(ev.type, ev.status)}
+        rec = {
+            "type": "cm_event",
+            "t_us": round((ev.t - self.t0) * 1e6, 1),
+            "conn": conn.index if conn else None,
+            "event": ev.name,
+            "status": ev.status,
+            "status_text": short_status(ev.type, ev.status),
+        }
         rec.update(ev.params())
         self.emit(rec)
 
@@ -119,12 +136,15 @@ class Flow:
         if not wc.ok:
             if wc.status == C.WC_WR_FLUSH_ERR and (conn.disconnect_sent or not conn.connected):
                 return  # flushed by our own or the peer's disconnect
-            conn.fail(RdmacliError(
-                f"{conn.phase}: work completion failed: {wc.status_str} (status {wc.status}, "
-                f"opcode {wc.opcode}) [{self.where(conn)}]",
-                hint="the peer went away or misbehaved; RETRY_EXC means no ACKs (peer dead, "
-                     "wrong GID/MTU), REM_ACCESS means a bad rkey/address from the peer",
-                exit_code=ExitCode.FAILED))
+            conn.fail(
+                RdmacliError(
+                    f"{conn.phase}: work completion failed: {wc.status_str} (status {wc.status}, "
+                    f"opcode {wc.opcode}) [{self.where(conn)}]",
+                    hint="the peer went away or misbehaved; RETRY_EXC means no ACKs (peer dead, "
+                    "wrong GID/MTU), REM_ACCESS means a bad rkey/address from the peer",
+                    exit_code=ExitCode.FAILED,
+                )
+            )
             self.on_finished(conn)
             return
         conn.progress()
@@ -137,6 +157,10 @@ class Flow:
         conn.protocol.on_established(conn)
 
     def on_disconnected(self, conn: Connection, ev: CmEvent) -> None:
+        # Completions may wait in the CQ while the CM fd was served first: count them before
+        # judging the exchange, and before our own disconnect flushes what is left.
+        if conn.cq is not None:
+            self.loop.drain(conn.cq, lambda wc: self.on_wc(conn, wc))
         was_ours = conn.disconnect_sent
         if was_ours:
             self.step_done(conn, "disconnect")
@@ -164,14 +188,19 @@ class Flow:
                 return
             except DeadlineExpired as exc:
                 now = time.monotonic()
-                expired = [c for c in self.conns.values()
-                           if not c.finished and c.deadline and c.deadline <= now]
+                expired = [
+                    c for c in self.conns.values() if not c.finished and c.deadline and c.deadline <= now
+                ]
                 if not expired:
                     raise  # the overall timeout
                 for conn in expired:
-                    conn.fail(DeadlineExpired(
-                        f"{conn.phase}: no progress within its deadline [{self.where(conn)}]",
-                        hint=exc.hint, details={"step": conn.phase}))
+                    conn.fail(
+                        DeadlineExpired(
+                            f"{conn.phase}: no progress within its deadline [{self.where(conn)}]",
+                            hint=exc.hint,
+                            details={"step": conn.phase},
+                        )
+                    )
                     self.on_finished(conn)
 
     # -- teardown ------------------------------------------------------------------------------
@@ -213,6 +242,7 @@ class ClientFlow(Flow):
             conn = Connection(self, i, cm)
             conn.protocol = self.make_protocol()
             conn.remote = str(self.dst)
+            conn.local = str(self.src.host) if self.src else "*"
             self.add_conn(conn)
             self.timer.start("resolve addr", i)
             conn.expect("resolve addr", self.timeouts.resolve_ms / 1000 + 2)
@@ -226,8 +256,9 @@ class ClientFlow(Flow):
         t = ev.type
         if t in ERROR_EVENTS:
             conn.connected = False
-            conn.fail(event_error(ev, step=conn.phase, local=conn.local, remote=conn.remote,
-                                  device=conn.device))
+            conn.fail(
+                event_error(ev, step=conn.phase, local=conn.local, remote=conn.remote, device=conn.device)
+            )
         elif t == C.ADDR_RESOLVED:
             self.step_done(conn, "resolve addr")
             conn.learn_addresses()
@@ -281,28 +312,45 @@ class ServerFlow(Flow):
         except RdmaCallError as exc:
             raise call_error("listen", exc, str(self.bind_addr)) from exc
         self.loop.on_cm(self.listen_id.key, self.on_listen_event)
-        self.emit({"type": "ready", "address": self.bind_addr.host, "port": self.bind_addr.port,
-                   "port_space": self.options.ps})
+        self.emit(
+            {
+                "type": "ready",
+                "address": self.bind_addr.host,
+                "port": self.bind_addr.port,
+                "port_space": self.options.ps,
+            }
+        )
         self.run_loop(self.done)
 
     def done(self) -> bool:
-        return (self.max_clients is not None
-                and len(self.finished_conns) + self.rejected >= self.max_clients
-                and all(c.finished for c in self.all_conns))
+        return (
+            self.max_clients is not None
+            and len(self.finished_conns) + self.rejected >= self.max_clients
+            and all(c.finished for c in self.all_conns)
+        )
 
     def on_listen_event(self, ev: CmEvent) -> None:
         if ev.type != C.CONNECT_REQUEST:
             if ev.type == C.DEVICE_REMOVAL:
-                raise RdmacliError("the RDMA device under the listener was removed",
-                                   exit_code=ExitCode.ENVIRONMENT)
+                raise RdmacliError(
+                    "the RDMA device under the listener was removed", exit_code=ExitCode.ENVIRONMENT
+                )
             return
         index = self.accepted + self.rejected
         conn = Connection(self, index, CmId(ev.raw_id, self.channel))
         conn.protocol = self.make_protocol()
         conn.learn_addresses()
         self.add_conn(conn)
-        self.emit({"type": "cm_event", "t_us": round((ev.t - self.t0) * 1e6, 1), "conn": index,
-                   "event": "(request from)", "status": 0, "status_text": conn.remote})
+        self.emit(
+            {
+                "type": "cm_event",
+                "t_us": round((ev.t - self.t0) * 1e6, 1),
+                "conn": index,
+                "event": "(request from)",
+                "status": 0,
+                "status_text": conn.remote,
+            }
+        )
         capacity = self.max_clients is None or self.accepted < self.max_clients
         try:
             if not capacity:
@@ -345,8 +393,9 @@ class ServerFlow(Flow):
         t = ev.type
         if t in ERROR_EVENTS:
             conn.connected = False
-            conn.fail(event_error(ev, step=conn.phase, local=conn.local, remote=conn.remote,
-                                  device=conn.device))
+            conn.fail(
+                event_error(ev, step=conn.phase, local=conn.local, remote=conn.remote, device=conn.device)
+            )
         elif t == C.ESTABLISHED:
             self.step_done(conn, "accept")
             self.on_established(conn)
@@ -357,8 +406,12 @@ class ServerFlow(Flow):
         if conn in self.finished_conns:
             return
         self.finished_conns.append(conn)
-        rec = {"type": "connection", "conn": conn.index, "remote": conn.remote,
-               "result": "fail" if conn.error else "pass"}
+        rec = {
+            "type": "connection",
+            "conn": conn.index,
+            "remote": conn.remote,
+            "result": "fail" if conn.error else "pass",
+        }
         rec.update(conn.protocol.summary())
         if conn.error:
             rec["error"] = conn.error.to_dict()

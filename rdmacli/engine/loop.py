@@ -69,10 +69,10 @@ class Loop:
             ibverbs().ibv_ack_cq_events(cq.ptr, cq.unacked)
             cq.unacked = 0
         cq.req_notify()
-        self._drain(cq, handler)
+        self.drain(cq, handler)
 
     @staticmethod
-    def _drain(cq: CQ, handler) -> None:
+    def drain(cq: CQ, handler) -> None:
         while cq.ptr is not None:
             wcs = cq.poll()
             if not wcs:
@@ -82,7 +82,7 @@ class Loop:
 
     def _spin(self) -> None:
         for _comp, cq, handler in list(self.cqs.values()):
-            self._drain(cq, handler)
+            self.drain(cq, handler)
 
     # -- running -----------------------------------------------------------------------------
     def run_until(self, done: Callable[[], bool], deadline: Callable[[], tuple[float, str] | None]) -> None:
@@ -93,9 +93,10 @@ class Loop:
             if dl is not None:
                 left = dl[0] - time.monotonic()
                 if left <= 0:
-                    raise DeadlineExpired(f"deadline expired while waiting for {dl[1]}",
-                                          hint="the peer did not answer in time; raise the "
-                                               "timeout options or check the peer")
+                    raise DeadlineExpired(
+                        f"deadline expired while waiting for {dl[1]}",
+                        hint="the peer did not answer in time; raise the timeout options or check the peer",
+                    )
                 timeout = min(timeout, left)
             if self.busy_poll:
                 self._spin()

@@ -10,31 +10,55 @@ from rdmacli.rdma import constants as C
 
 # enum ib_cm_rej_reason (include/rdma/ib_cm.h)
 IB_CM_REJ_REASONS = {
-    1: "NO_QP", 2: "NO_EEC", 3: "NO_RESOURCES", 4: "TIMEOUT", 5: "UNSUPPORTED",
-    6: "INVALID_COMM_ID", 7: "INVALID_COMM_INSTANCE", 8: "INVALID_SERVICE_ID",
-    9: "INVALID_TRANSPORT_TYPE", 10: "STALE_CONN", 11: "RDC_NOT_EXIST", 12: "INVALID_GID",
-    13: "INVALID_LID", 14: "INVALID_SL", 15: "INVALID_TRAFFIC_CLASS", 16: "INVALID_HOP_LIMIT",
-    17: "INVALID_PACKET_RATE", 18: "INVALID_ALT_GID", 19: "INVALID_ALT_LID", 20: "INVALID_ALT_SL",
-    21: "INVALID_ALT_TRAFFIC_CLASS", 22: "INVALID_ALT_HOP_LIMIT", 23: "INVALID_ALT_PACKET_RATE",
-    24: "PORT_CM_REDIRECT", 25: "PORT_REDIRECT", 26: "INVALID_MTU",
-    27: "INSUFFICIENT_RESP_RESOURCES", 28: "CONSUMER_DEFINED", 29: "INVALID_RNR_RETRY",
-    30: "DUPLICATE_LOCAL_COMM_ID", 31: "INVALID_CLASS_VERSION", 32: "INVALID_FLOW_LABEL",
-    33: "INVALID_ALT_FLOW_LABEL", 35: "VENDOR_OPTION_NOT_SUPPORTED",
+    1: "NO_QP",
+    2: "NO_EEC",
+    3: "NO_RESOURCES",
+    4: "TIMEOUT",
+    5: "UNSUPPORTED",
+    6: "INVALID_COMM_ID",
+    7: "INVALID_COMM_INSTANCE",
+    8: "INVALID_SERVICE_ID",
+    9: "INVALID_TRANSPORT_TYPE",
+    10: "STALE_CONN",
+    11: "RDC_NOT_EXIST",
+    12: "INVALID_GID",
+    13: "INVALID_LID",
+    14: "INVALID_SL",
+    15: "INVALID_TRAFFIC_CLASS",
+    16: "INVALID_HOP_LIMIT",
+    17: "INVALID_PACKET_RATE",
+    18: "INVALID_ALT_GID",
+    19: "INVALID_ALT_LID",
+    20: "INVALID_ALT_SL",
+    21: "INVALID_ALT_TRAFFIC_CLASS",
+    22: "INVALID_ALT_HOP_LIMIT",
+    23: "INVALID_ALT_PACKET_RATE",
+    24: "PORT_CM_REDIRECT",
+    25: "PORT_REDIRECT",
+    26: "INVALID_MTU",
+    27: "INSUFFICIENT_RESP_RESOURCES",
+    28: "CONSUMER_DEFINED",
+    29: "INVALID_RNR_RETRY",
+    30: "DUPLICATE_LOCAL_COMM_ID",
+    31: "INVALID_CLASS_VERSION",
+    32: "INVALID_FLOW_LABEL",
+    33: "INVALID_ALT_FLOW_LABEL",
+    35: "VENDOR_OPTION_NOT_SUPPORTED",
 }
 REJ_INVALID_SERVICE_ID = 8
 REJ_CONSUMER_DEFINED = 28
 
 ERRNO_ADVICE = {
     _errno.ETIMEDOUT: "no answer in time: check that the peer is up, the address is right and "
-                      "ARP/neighbour resolution works (`ip neigh`); on multi-NIC hosts set "
-                      "net.ipv4.conf.all.arp_ignore=2",
+    "ARP/neighbour resolution works (`ip neigh`); on multi-NIC hosts set "
+    "net.ipv4.conf.all.arp_ignore=2",
     _errno.ENODEV: "the address is not on an RDMA-capable netdev; use an IP of a netdev listed by "
-                   "`rdmacli devices`",
+    "`rdmacli devices`",
     _errno.ENETUNREACH: "no route to the peer; check `ip route get <peer>`",
     _errno.EHOSTUNREACH: "host unreachable; check `ip route get <peer>` and the peer's address",
     _errno.EADDRNOTAVAIL: "the source/bind address is not configured on this host",
     _errno.EADDRINUSE: "the port is in use (another listener, or an old id in TIMEWAIT): choose "
-                       "another port or wait",
+    "another port or wait",
     _errno.ECONNREFUSED: "the peer refused the connection: is a server listening on that port?",
     _errno.ECONNRESET: "the peer reset the connection",
 }
@@ -77,8 +101,14 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
     """An error CM event as an RdmacliError with words, advice and the documented exit code."""
     where = f"{local} -> {remote}" + (f" on {device}" if device else "")
     d = describe_status(ev.type, ev.status)
-    details = {"step": step, "event": ev.name, "status": ev.status, "local": local,
-               "remote": remote, "device": device}
+    details = {
+        "step": step,
+        "event": ev.name,
+        "status": ev.status,
+        "local": local,
+        "remote": remote,
+        "device": device,
+    }
     details.update({k: v for k, v in d.items() if k in ("errno", "reject_reason")})
     if ev.type == C.REJECTED:
         if ev.status == REJ_INVALID_SERVICE_ID:
@@ -86,23 +116,34 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
                 f"{step}: nothing is listening at {remote} in this port space "
                 f"(REJECTED, IB CM reason 8 INVALID_SERVICE_ID) [{where}]",
                 hint="start the server first (`rdmacli listen`), check the port and the port "
-                     "space (-P tcp|ib), or wait for it with a longer --connect-timeout",
-                exit_code=ExitCode.REJECTED, details=details)
+                "space (-P tcp|ib), or wait for it with a longer --connect-timeout",
+                exit_code=ExitCode.REJECTED,
+                details=details,
+            )
         if ev.status == REJ_CONSUMER_DEFINED:
             reason = printable(ev.private_data)
             details["peer_reason"] = reason
             return RdmacliError(
                 f"{step}: the peer application rejected the connection"
-                + (f": {reason!r}" if reason else "") + f" [{where}]",
+                + (f": {reason!r}" if reason else "")
+                + f" [{where}]",
                 hint="the server refused these parameters; see its reason above",
-                exit_code=ExitCode.REJECTED, details=details)
+                exit_code=ExitCode.REJECTED,
+                details=details,
+            )
         if ev.status == -_errno.ECONNREFUSED:
-            return RdmacliError(f"{step}: connection refused by {remote} [{where}]",
-                                hint=ERRNO_ADVICE[_errno.ECONNREFUSED],
-                                exit_code=ExitCode.REJECTED, details=details)
-        return RdmacliError(f"{step}: rejected by {remote}: {d['text']} [{where}]",
-                            hint="see the IB CM reject reason", exit_code=ExitCode.REJECTED,
-                            details=details)
+            return RdmacliError(
+                f"{step}: connection refused by {remote} [{where}]",
+                hint=ERRNO_ADVICE[_errno.ECONNREFUSED],
+                exit_code=ExitCode.REJECTED,
+                details=details,
+            )
+        return RdmacliError(
+            f"{step}: rejected by {remote}: {d['text']} [{where}]",
+            hint="see the IB CM reject reason",
+            exit_code=ExitCode.REJECTED,
+            details=details,
+        )
     code = ExitCode.RESOLVE if ev.type in (C.ADDR_ERROR, C.ROUTE_ERROR) else ExitCode.REJECTED
     if ev.type == C.DEVICE_REMOVAL:
         code = ExitCode.ENVIRONMENT
@@ -110,10 +151,13 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
     if ev.type == C.ROUTE_ERROR and not advice:
         advice = "on InfiniBand a subnet manager must be running; on RoCE check the GID table"
     if ev.type == C.UNREACHABLE:
-        advice = ("the peer did not answer the connection request: is the host up, is RoCE v2 "
-                  "(UDP 4791) allowed, do both sides use the same RoCE mode?")
-    return RdmacliError(f"{step}: {ev.name} {d['text']} [{where}]", hint=advice,
-                        exit_code=code, details=details)
+        advice = (
+            "the peer did not answer the connection request: is the host up, is RoCE v2 "
+            "(UDP 4791) allowed, do both sides use the same RoCE mode?"
+        )
+    return RdmacliError(
+        f"{step}: {ev.name} {d['text']} [{where}]", hint=advice, exit_code=code, details=details
+    )
 
 
 def printable(data: bytes) -> str:

@@ -6,8 +6,19 @@ import time
 from dataclasses import dataclass, field
 
 # cmtime's names (v59 cmtime.c:93-111) for the steps rdmacli performs, in flow order.
-STEP_ORDER = ["create id", "bind addr", "resolve addr", "resolve route", "create qp",
-              "cm connect", "accept", "establish", "disconnect", "destroy qp", "destroy id"]
+STEP_ORDER = [
+    "create id",
+    "bind addr",
+    "resolve addr",
+    "resolve route",
+    "create qp",
+    "cm connect",
+    "accept",
+    "establish",
+    "disconnect",
+    "destroy qp",
+    "destroy id",
+]
 
 
 @dataclass
@@ -49,10 +60,14 @@ class StepTimer:
             if not s.durations:
                 continue
             d = s.durations
-            rows.append({
-                "step": name, "count": len(d),
-                "total_us": round((s.last_end - s.first_start) * 1e6, 1),
-                "avg_us": round(sum(d) / len(d) * 1e6, 1),
-                "min_us": round(min(d) * 1e6, 1), "max_us": round(max(d) * 1e6, 1),
-            })
+            rows.append(
+                {
+                    "step": name,
+                    "count": len(d),
+                    "total_us": round((s.last_end - s.first_start) * 1e6, 1),
+                    "avg_us": round(sum(d) / len(d) * 1e6, 1),
+                    "min_us": round(min(d) * 1e6, 1),
+                    "max_us": round(max(d) * 1e6, 1),
+                }
+            )
         return rows

@@ -25,6 +25,20 @@ SETUP = [
     ["ip", "-6", "addr", "add", CLIENT["ipv6"] + "/64", "dev", CLIENT["netdev"], "nodad"],
     ["ip", "link", "set", SERVER["netdev"], "up"],
     ["ip", "link", "set", CLIENT["netdev"], "up"],
+    # Traffic between two local ports: librdmacm's README asks for accept_local; without these
+    # sysctls a resolve from 10.77.0.2 to 10.77.0.1 ends in ADDR_ERROR -110 (seen in the lab).
+    [
+        "sysctl",
+        "-qw",
+        "net.ipv4.conf.all.accept_local=1",
+        "net.ipv4.conf.all.rp_filter=0",
+        "net.ipv4.conf.all.arp_ignore=2",
+        "net.ipv4.conf.default.rp_filter=0",
+    ],
+    *[
+        ["sysctl", "-qw", f"net.ipv4.conf.{d}.accept_local=1", f"net.ipv4.conf.{d}.rp_filter=0"]
+        for d in (SERVER["netdev"], CLIENT["netdev"])
+    ],
     ["rdma", "link", "add", SERVER["rxe"], "type", "rxe", "netdev", SERVER["netdev"]],
     ["rdma", "link", "add", CLIENT["rxe"], "type", "rxe", "netdev", CLIENT["netdev"]],
 ]

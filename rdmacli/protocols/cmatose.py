@@ -52,34 +52,42 @@ class _Exchange(Protocol):
 
     @property
     def complete(self) -> bool:
-        return self.received == self.count and self.sends_posted == self.count
+        return self.received == self.count and self.sent == self.count
 
     def on_disconnected(self, conn) -> None:
         if self.complete:
             conn.finish()
         else:
-            conn.fail(RdmacliError(
-                f"the peer disconnected early: received {self.received}/{self.count}, "
-                f"sent {self.sends_posted}/{self.count} messages [{conn.flow.where(conn)}]",
-                hint="the peer ended the test (killed, or a different -C/-S); "
-                     "check its output", exit_code=ExitCode.FAILED))
+            conn.fail(
+                RdmacliError(
+                    f"the peer disconnected early: received {self.received}/{self.count}, "
+                    f"sent {self.sends_posted}/{self.count} messages [{conn.flow.where(conn)}]",
+                    hint="the peer ended the test (killed, or a different -C/-S); check its output",
+                    exit_code=ExitCode.FAILED,
+                )
+            )
 
     def summary(self) -> dict:
-        return {"messages_expected": self.count, "messages_received": self.received,
-                "messages_sent": self.sent, "bytes_received": self.bytes_received,
-                "bytes_sent": self.bytes_sent, "size_bytes": self.size}
+        return {
+            "messages_expected": self.count,
+            "messages_received": self.received,
+            "messages_sent": self.sent,
+            "bytes_received": self.bytes_received,
+            "bytes_sent": self.bytes_sent,
+            "size_bytes": self.size,
+        }
 
 
 class CmatoseClient(_Exchange):
     def conn_param(self) -> ConnParam:
         # cmatose.c:256-262; the hello is rdmacli's addition (ignored by ucmatose)
-        return ConnParam(private_data=H.Hello(H.KIND_CONNECT, self.count, self.size).pack(),
-                         responder_resources=1, initiator_depth=1, retry_count=5,
-                         rnr_retry_count=0)
-
-    def on_established(self, conn) -> None:
-        if self.count == 0:
-            return
+        return ConnParam(
+            private_data=H.Hello(H.KIND_CONNECT, self.count, self.size).pack(),
+            responder_resources=1,
+            initiator_depth=1,
+            retry_count=5,
+            rnr_retry_count=0,
+        )
 
     def on_wc(self, conn, wc) -> None:
         self.count_wc(wc)
@@ -88,11 +96,15 @@ class CmatoseClient(_Exchange):
 
 
 class CmatoseServer(_Exchange):
+    def __init__(self, count: int = DEFAULT_COUNT, size: int = DEFAULT_SIZE, *, max_size: int = H.MAX_SIZE):
+        super().__init__(count, size)
+        self.max_size = max_size
+
     def on_request(self, conn, ev) -> None:
         hello = H.parse(ev.private_data)
         if hello is None:
             return  # a C client: use our own -C/-S, as ucmatose would
-        reason = H.check(hello, H.KIND_CONNECT)
+        reason = H.check(hello, H.KIND_CONNECT, self.max_size)
         if reason:
             raise Reject(reason)
         self.count = 0 if hello.size == 0 else hello.count

@@ -94,8 +94,12 @@ class CmEvent:
         return C.event_name(self.type)
 
     def params(self) -> dict:
-        """The event's data for display and JSON."""
+        """The event's data for display and JSON (only for events that carry any)."""
+        if self.type not in C.EVENTS_WITH_DATA:
+            return {}
         d = {"private_data_len": len(self.private_data)}
+        if self.type == C.REJECTED:
+            return d
         if self.ud_qp_num is not None:
             d.update(qp_num=self.ud_qp_num, qkey=self.ud_qkey)
         else:

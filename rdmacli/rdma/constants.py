@@ -46,6 +46,8 @@ EVENT_NAMES = [
     TIMEWAIT_EXIT,
 ) = range(16)
 
+EVENTS_WITH_DATA = (CONNECT_REQUEST, CONNECT_RESPONSE, ESTABLISHED, REJECTED, MULTICAST_JOIN)
+
 
 def event_name(event: int) -> str:
     return EVENT_NAMES[event] if 0 <= event < len(EVENT_NAMES) else f"UNKNOWN_EVENT_{event}"

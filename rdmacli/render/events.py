@@ -12,18 +12,32 @@ COLUMNS = ("time", "conn", "event", "status", "details")
 
 
 def _details(rec: dict) -> str:
-    keys = ("private_data_len", "responder_resources", "initiator_depth", "retry_count",
-            "rnr_retry_count", "qp_num", "qkey")
-    short = {"private_data_len": "pdata", "responder_resources": "resp_res",
-             "initiator_depth": "init_depth", "retry_count": "retry", "rnr_retry_count": "rnr"}
-    return " ".join(f"{short.get(k, k)}={rec[k]:#x}" if k == "qkey" else f"{short.get(k, k)}={rec[k]}"
-                    for k in keys if k in rec)
+    keys = (
+        "private_data_len",
+        "responder_resources",
+        "initiator_depth",
+        "retry_count",
+        "rnr_retry_count",
+        "qp_num",
+        "qkey",
+    )
+    short = {
+        "private_data_len": "pdata",
+        "responder_resources": "resp_res",
+        "initiator_depth": "init_depth",
+        "retry_count": "retry",
+        "rnr_retry_count": "rnr",
+    }
+    return " ".join(
+        f"{short.get(k, k)}={rec[k]:#x}" if k == "qkey" else f"{short.get(k, k)}={rec[k]}"
+        for k in keys
+        if k in rec
+    )
 
 
 def _row(rec: dict) -> tuple[str, ...]:
     conn = "" if rec.get("conn") is None else str(rec["conn"])
-    return (f"{rec['t_us'] / 1000:9.3f} ms", conn, rec["event"], rec.get("status_text", ""),
-            _details(rec))
+    return (f"{rec['t_us'] / 1000:9.3f} ms", conn, rec["event"], rec.get("status_text", ""), _details(rec))
 
 
 class EventView:
@@ -41,8 +55,7 @@ class EventView:
             self.table = Table(title="CM events", title_justify="left")
             for col in COLUMNS:
                 self.table.add_column(col, no_wrap=col != "details")
-            self.live = Live(self.table, console=self.app.err, refresh_per_second=12,
-                             transient=False)
+            self.live = Live(self.table, console=self.app.err, refresh_per_second=12, transient=False)
             self.live.__enter__()
         return self
 

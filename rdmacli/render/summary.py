@@ -11,8 +11,13 @@ def build_summary(command: str, flow, params: dict, *, error=None, interrupted: 
     conns = []
     if flow is not None:
         for c in flow.all_conns:
-            d = {"conn": c.index, "local": c.local, "remote": c.remote, "device": c.device,
-                 "result": "fail" if c.error else ("pass" if c.finished else "incomplete")}
+            d = {
+                "conn": c.index,
+                "local": c.local,
+                "remote": c.remote,
+                "device": c.device,
+                "result": "fail" if c.error else ("pass" if c.finished else "incomplete"),
+            }
             d.update(c.protocol.summary() if c.protocol else {})
             if c.error:
                 d["error"] = c.error.to_dict()
@@ -30,17 +35,25 @@ def build_summary(command: str, flow, params: dict, *, error=None, interrupted: 
         code = ExitCode.FAILED
     else:
         code = ExitCode.OK
-    totals = {"connections": len(conns), "connections_passed": len(conns) - len(failed),
-              "connections_failed": len(failed)}
+    totals = {
+        "connections": len(conns),
+        "connections_passed": len(conns) - len(failed),
+        "connections_failed": len(failed),
+    }
     for key in ("messages_received", "messages_sent", "bytes_received", "bytes_sent"):
         if any(key in c for c in conns):
             totals[key] = sum(c.get(key, 0) for c in conns)
     if flow is not None and hasattr(flow, "rejected"):
         totals["connections_rejected"] = flow.rejected
     return {
-        "schema": SCHEMA, "type": "summary", "command": command,
+        "schema": SCHEMA,
+        "type": "summary",
+        "command": command,
         "result": "interrupted" if interrupted else ("pass" if code == 0 else "fail"),
-        "exit_code": int(code), "params": params, "totals": totals, "connections": conns,
+        "exit_code": int(code),
+        "params": params,
+        "totals": totals,
+        "connections": conns,
         "steps_us": flow.timer.summary() if flow is not None else [],
         "error": error.to_dict() if error is not None else None,
         "warnings": [],
@@ -51,11 +64,12 @@ def print_summary(app, doc: dict) -> None:
     from rich.table import Table
 
     t = doc["totals"]
-    line = (f"{doc['command']}: {doc['result']} - {t['connections_passed']}/{t['connections']} "
-            f"connections")
+    line = f"{doc['command']}: {doc['result']} - {t['connections_passed']}/{t['connections']} connections"
     if "messages_received" in t:
-        line += (f", {t['messages_received']} messages received, {t['messages_sent']} sent, "
-                 f"{t['bytes_received'] + t['bytes_sent']} bytes")
+        line += (
+            f", {t['messages_received']} messages received, {t['messages_sent']} sent, "
+            f"{t['bytes_received'] + t['bytes_sent']} bytes"
+        )
     if t.get("connections_rejected"):
         line += f", {t['connections_rejected']} rejected"
     app.out.print(line)
@@ -64,6 +78,12 @@ def print_summary(app, doc: dict) -> None:
         for col in ("step", "count", "total", "avg", "min", "max"):
             table.add_column(col, justify="left" if col == "step" else "right")
         for s in doc["steps_us"]:
-            table.add_row(s["step"], str(s["count"]), f"{s['total_us']:.0f}", f"{s['avg_us']:.0f}",
-                          f"{s['min_us']:.0f}", f"{s['max_us']:.0f}")
+            table.add_row(
+                s["step"],
+                str(s["count"]),
+                f"{s['total_us']:.0f}",
+                f"{s['avg_us']:.0f}",
+                f"{s['min_us']:.0f}",
+                f"{s['max_us']:.0f}",
+            )
         app.out.print(table)

@@ -55,3 +55,83 @@ def c_tool():
         return found
 
     return path
+
+
+class Server:
+    """A background server process; for rdmacli, started with --json-lines and awaited 'ready'."""
+
+    def __init__(self, proc: subprocess.Popen, lines: list[str] | None = None):
+        self.proc = proc
+        self.lines = lines or []
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        import selectors
+        import time
+
+        end = time.monotonic() + timeout
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < end:
+            if not sel.select(end - time.monotonic()):
+                break
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            if '"type":"ready"' in line:
+                return
+        self.proc.kill()
+        out, err = self.proc.communicate()
+        pytest.fail(f"server not ready within {timeout} s: {out} {err}")
+
+    def finish(self, timeout: float = 90.0) -> tuple[int, str, str]:
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            pytest.fail(f"server did not finish within {timeout} s: {err}")
+        return self.proc.returncode, "".join(self.lines) + out, err
+
+    def records(self, out: str) -> list[dict]:
+        import json
+
+        return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture
+def servers():
+    """Start servers; every one still running at the end of the test is killed."""
+    started: list[Server] = []
+
+    def start(cmd: list[str], ready: bool) -> Server:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        srv = Server(proc)
+        started.append(srv)
+        if ready:
+            srv.wait_ready()
+        return srv
+
+    yield start
+    for srv in started:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+            srv.proc.communicate()
+
+
+def wait_for_listener(port: int, ps: str = "tcp", timeout: float = 30.0) -> None:
+    """Wait until a (C tool) listener's cm_id shows up in `rdma resource show cm_id`."""
+    import json
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        r = subprocess.run(["rdma", "-j", "resource", "show", "cm_id"], capture_output=True, text=True)
+        try:
+            ids = json.loads(r.stdout or "[]")
+        except ValueError:
+            ids = []
+        if any(i.get("state") == "LISTEN" and i.get("src-port") == port for i in ids):
+            return
+        time.sleep(0.2)
+    pytest.fail(f"no listener on port {port} after {timeout} s")

@@ -1,0 +1,187 @@
+"""connect/listen against ucmatose in both directions, and against itself (real Soft-RoCE)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+from conftest import wait_for_listener
+
+UCMATOSE = "ucmatose"
+
+
+def summary(out: str) -> dict:
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+
+
+@pytest.mark.parametrize("conns,size,ps", [(1, 1, "tcp"), (8, 4096, "ib")])
+def test_rdmacli_listen_serves_ucmatose_client(lab, servers, c_tool, conns, size, ps):
+    srv = servers(
+        [
+            *lab.rdmacli,
+            "listen",
+            "-b",
+            lab.server,
+            "-c",
+            str(conns),
+            "-C",
+            "10",
+            "-S",
+            str(size),
+            "-P",
+            ps,
+            "--json-lines",
+        ],
+        ready=True,
+    )
+    c = subprocess.run(
+        [
+            c_tool(UCMATOSE),
+            "-s",
+            lab.server,
+            "-b",
+            lab.client,
+            "-c",
+            str(conns),
+            "-C",
+            "10",
+            "-S",
+            str(size),
+            "-P",
+            ps,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert c.returncode == 0, c.stdout + c.stderr
+    assert "data transfers complete" in c.stdout and "return status 0" in c.stdout
+    rc, out, err = srv.finish()
+    assert rc == 0, err
+    doc = summary(out)
+    assert doc["result"] == "pass"
+    assert doc["totals"]["connections_passed"] == conns
+    assert doc["totals"]["messages_received"] == 10 * conns
+    assert doc["totals"]["bytes_received"] == 10 * conns * size
+    events = [r for r in srv.records(out) if r["type"] == "cm_event"]
+    assert sum(e["event"] == "ESTABLISHED" for e in events) == conns
+    assert sum(e["event"] == "DISCONNECTED" for e in events) == conns
+
+
+@pytest.mark.parametrize("conns,size,ps", [(1, 4096, "tcp"), (8, 1, "ib")])
+def test_rdmacli_connect_to_ucmatose_server(lab, servers, c_tool, conns, size, ps):
+    srv = servers(
+        [c_tool(UCMATOSE), "-b", lab.server, "-c", str(conns), "-C", "10", "-S", str(size), "-P", ps],
+        ready=False,
+    )
+    wait_for_listener(7471)
+    r = lab.run(
+        "connect",
+        lab.server,
+        "-b",
+        lab.client,
+        "-c",
+        str(conns),
+        "-C",
+        "10",
+        "-S",
+        str(size),
+        "-P",
+        ps,
+        "--json",
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["totals"]["connections_passed"] == conns
+    assert doc["totals"]["messages_received"] == doc["totals"]["messages_sent"] == 10 * conns
+    assert {s["step"] for s in doc["steps_us"]} >= {
+        "create id",
+        "resolve addr",
+        "resolve route",
+        "create qp",
+        "cm connect",
+        "destroy id",
+    }
+    rc, out, _ = srv.finish()
+    assert rc == 0 and "return status 0" in out
+
+
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+def test_rdmacli_against_itself(lab, servers, family):
+    server, client = (lab.server, lab.client) if family == "ipv4" else (lab.server6, lab.client6)
+    srv = servers([*lab.rdmacli, "listen", "-b", server, "-c", "8", "--json-lines"], ready=True)
+    # The client's count and size travel in the hello: the server was not told them.
+    r = lab.run("connect", server, "-b", client, "-c", "8", "-C", "25", "-S", "4096", "--json-lines")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = summary(r.stdout)
+    assert doc["totals"]["messages_received"] == 200
+    rc, out, err = srv.finish()
+    assert rc == 0, err
+    sdoc = summary(out)
+    assert sdoc["totals"]["connections_passed"] == 8
+    assert sdoc["totals"]["bytes_received"] == 200 * 4096
+
+
+def test_connect_with_nobody_listening_says_so(lab):
+    r = lab.run("connect", lab.server, "-b", lab.client, "-p", "9", "--json")
+    assert r.returncode == 5, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["error"]["reject_reason"] == {"code": 8, "name": "INVALID_SERVICE_ID"}
+    assert "nothing is listening" in doc["error"]["message"]
+    assert "Traceback" not in r.stderr
+
+
+def test_resolve_of_an_address_nobody_has(lab):
+    r = lab.run("connect", "10.77.0.99", "-b", lab.client, "--resolve-timeout", "1000")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "ADDR_ERROR" in r.stderr and "ETIMEDOUT" in r.stderr and "hint:" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_server_rejects_parameters_it_cannot_serve(lab, servers):
+    srv = servers(
+        [*lab.rdmacli, "listen", "-b", lab.server, "--max-size", "1024", "--json-lines"], ready=True
+    )
+    r = lab.run("connect", lab.server, "-b", lab.client, "-S", "4096", "--json")
+    assert r.returncode == 5, r.stdout + r.stderr
+    err = json.loads(r.stdout)["error"]
+    assert err["reject_reason"]["name"] == "CONSUMER_DEFINED"
+    assert err["peer_reason"] == "rdmacli: size 4096 exceeds the server limit 1024"
+    rc, out, _ = srv.finish()
+    assert rc == 0 and summary(out)["totals"]["connections_rejected"] == 1
+
+
+def test_server_killed_mid_run_ends_client_with_an_error(lab, servers):
+    srv = servers([*lab.rdmacli, "listen", "-b", lab.server, "--json-lines"], ready=True)
+    client = subprocess.Popen(
+        [
+            *lab.rdmacli,
+            "connect",
+            lab.server,
+            "-b",
+            lab.client,
+            "-C",
+            "4000",
+            "-S",
+            "64",
+            "--json-lines",
+            "--idle-timeout",
+            "5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in client.stdout:
+        if '"event":"ESTABLISHED"' in line:
+            srv.proc.kill()
+            break
+    t0 = time.monotonic()
+    out, err = client.communicate(timeout=60)
+    assert client.returncode in (1, 6), out + err
+    doc = summary(out)
+    assert doc["result"] == "fail" and doc["error"]["message"]
+    assert "Traceback" not in err
+    assert time.monotonic() - t0 < 30
