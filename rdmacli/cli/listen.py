@@ -21,9 +21,14 @@ from rdmacli.cli.app import App
     "-p",
     "--port",
     type=click.IntRange(1, 65535),
-    default=7471,
-    show_default=True,
-    help="RDMA CM port to listen on.",
+    default=None,
+    help="RDMA CM port to listen on  [default: 7471; 7174 with --ping].",
+)
+@click.option(
+    "--ping",
+    "ping_mode",
+    is_flag=True,
+    help="Serve `rdmacli ping` and rping clients (like rping -s) instead of connect.",
 )
 @options.exchange
 @options.port_space_choice()
@@ -39,10 +44,17 @@ from rdmacli.cli.app import App
     "--max-size",
     "max_size",
     type=click.IntRange(1, 64 * 1024 * 1024),
-    default=64 * 1024 * 1024,
-    show_default=True,
+    default=None,
     metavar="BYTES",
-    help="Largest message size a client may ask for; larger requests are rejected.",
+    help="Largest size a client may ask for; larger requests are rejected "
+    "[default: 64 MiB; 65535 with --ping].",
+)
+@click.option(
+    "--fault-corrupt",
+    "fault_corrupt",
+    is_flag=True,
+    hidden=True,
+    help="Test hook: corrupt the data a --ping server writes back.",
 )
 @click.option(
     "--persistent",
@@ -55,12 +67,14 @@ from rdmacli.cli.app import App
 def command(
     bind,
     port,
+    ping_mode,
     connections,
     count,
     size,
     port_space,
     ack_timeout,
     max_size,
+    fault_corrupt,
     persistent,
     busy_poll,
     resolve_timeout,
@@ -72,13 +86,17 @@ def command(
     json_lines,
     quiet,
 ):
-    """Serve clients, wire-compatible with ucmatose's server.
+    """Serve clients, wire-compatible with ucmatose's server (or rping's, with --ping).
 
     Each connection gets COUNT messages of SIZE bytes, then the server waits for the echo and
     disconnects. An rdmacli client's own COUNT and SIZE (sent in its connection request) take
     precedence. Exits after -c connections, unless --persistent.
     """
     app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
+    if port is None:
+        port = 7174 if ping_mode else 7471
+    if ping_mode and size == 100:  # -S's default is ucmatose's; rping's is 64
+        size = 64
     params = {
         "bind": bind,
         "port": port,
@@ -88,20 +106,33 @@ def command(
         "port_space": port_space,
         "persistent": persistent,
         "max_size_bytes": max_size,
+        "mode": "ping" if ping_mode else "connect",
     }
     with app.errors("listen"):
         from rdmacli.cli._run import run_flow
         from rdmacli.engine.flow import Options, ServerFlow, Timeouts
-        from rdmacli.protocols.cmatose import CmatoseServer
+        from rdmacli.protocols import cmatose, rping
         from rdmacli.rdma import addr
         from rdmacli.rdma.constants import PORT_SPACES
+
+        if ping_mode:
+            problem = rping.check_size(size)
+            if problem:
+                raise click.BadParameter(problem, param_hint="-S")
+
+            def make_protocol():
+                return rping.RpingServer(size, max_size=max_size or rping.MAX_SIZE, corrupt=fault_corrupt)
+        else:
+
+            def make_protocol():
+                return cmatose.CmatoseServer(count, size, max_size=max_size or 64 * 1024 * 1024)
 
         def factory(observer):
             where = addr.resolve(bind, port, passive=True, what="bind address")
             return ServerFlow(
                 bind=where,
                 max_clients=None if persistent else connections,
-                make_protocol=lambda: CmatoseServer(count, size, max_size=max_size),
+                make_protocol=make_protocol,
                 observer=observer,
                 timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout),
                 options=Options(ps=PORT_SPACES[port_space], ack_timeout=ack_timeout, busy_poll=busy_poll),

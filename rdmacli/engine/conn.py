@@ -25,6 +25,7 @@ class Connection:
         self.connected = False
         self.disconnect_sent = False
         self.finished = False
+        self.rejected = False
         self.torn_down = False
         self.error: RdmacliError | None = None
         self.local = "?"

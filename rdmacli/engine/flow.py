@@ -114,9 +114,9 @@ class Flow:
     def add_conn(self, conn: Connection) -> None:
         self.conns[conn.cm.key] = conn
         self.all_conns.append(conn)
-        self.loop.on_cm(conn.cm.key, lambda ev: self._guarded(conn, self.on_event, ev))
+        self.loop.on_cm(conn.cm.key, lambda ev: self.guarded(conn, self.on_event, ev))
 
-    def _guarded(self, conn: Connection, fn, *args) -> None:
+    def guarded(self, conn: Connection, fn, *args) -> None:
         """A failing call fails its connection, not the whole loop."""
         try:
             fn(conn, *args)
@@ -148,7 +148,7 @@ class Flow:
             self.on_finished(conn)
             return
         conn.progress()
-        self._guarded(conn, lambda c, w: c.protocol.on_wc(c, w), wc)
+        self.guarded(conn, lambda c, w: c.protocol.on_wc(c, w), wc)
 
     def on_established(self, conn: Connection) -> None:
         conn.connected = True
@@ -385,7 +385,7 @@ class ServerFlow(Flow):
             conn.cm.reject(reason.encode()[:140] + b"\0")
         except RdmaCallError:
             pass
-        conn.finished = True
+        conn.finished = conn.rejected = True
         conn.teardown()
         self.conns.pop(conn.cm.key, None)
 

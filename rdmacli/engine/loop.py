@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import selectors
 import time
 from typing import Callable
@@ -26,6 +28,16 @@ class Loop:
         self.cm_handlers: dict[int, Callable[[CmEvent], None]] = {}
         self.observers: list[Callable[[CmEvent], None]] = []
         self.cqs: dict[int, tuple[CompChannel, CQ, Callable[[WorkCompletion], None]]] = {}
+        self.timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+
+    def call_later(self, seconds: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self.timers, (time.monotonic() + seconds, next(self._seq), fn))
+
+    def _fire_timers(self) -> None:
+        now = time.monotonic()
+        while self.timers and self.timers[0][0] <= now:
+            heapq.heappop(self.timers)[2]()
 
     # -- registration ------------------------------------------------------------------------
     def on_cm(self, id_key: int, handler: Callable[[CmEvent], None]) -> None:
@@ -98,11 +110,14 @@ class Loop:
                         hint="the peer did not answer in time; raise the timeout options or check the peer",
                     )
                 timeout = min(timeout, left)
+            if self.timers:
+                timeout = max(0.0, min(timeout, self.timers[0][0] - time.monotonic()))
             if self.busy_poll:
                 self._spin()
                 timeout = 0
             for key, _ in self.sel.select(timeout):
                 key.data()
+            self._fire_timers()
 
     def close(self) -> None:
         self.sel.close()

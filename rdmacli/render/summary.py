@@ -24,14 +24,15 @@ def build_summary(command: str, flow, params: dict, *, error=None, interrupted: 
             if c.teardown_errors:
                 d["teardown_errors"] = c.teardown_errors
             conns.append(d)
-    failed = [c for c in conns if c["result"] != "pass"]
+    failed = [c for c in conns if c["result"] in ("fail", "incomplete")]
+    passed = [c for c in conns if c["result"] == "pass"]
     if error is None and flow is not None:
         error = next((c.error for c in flow.all_conns if c.error), None)
     if interrupted:
         code = ExitCode.INTERRUPTED
     elif error is not None:
         code = error.exit_code
-    elif failed and command != "listen":
+    elif failed:
         code = ExitCode.FAILED
     else:
         code = ExitCode.OK

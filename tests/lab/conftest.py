@@ -131,7 +131,7 @@ def wait_for_listener(port: int, ps: str = "tcp", timeout: float = 30.0) -> None
             ids = json.loads(r.stdout or "[]")
         except ValueError:
             ids = []
-        if any(i.get("state") == "LISTEN" and i.get("src-port") == port for i in ids):
+        if any(i.get("state") == "LISTEN" and i.get("src-addr", "").endswith(f":{port}") for i in ids):
             return
         time.sleep(0.2)
     pytest.fail(f"no listener on port {port} after {timeout} s")

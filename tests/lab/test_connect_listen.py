@@ -110,7 +110,9 @@ def test_rdmacli_connect_to_ucmatose_server(lab, servers, c_tool, conns, size, p
 
 @pytest.mark.parametrize("family", ["ipv4", "ipv6"])
 def test_rdmacli_against_itself(lab, servers, family):
-    server, client = (lab.server, lab.client) if family == "ipv4" else (lab.server6, lab.client6)
+    # IPv6 between the lab's two local ports gets no answer, for ucmatose too (both addresses
+    # are local routes); IPv6 runs through one port's loopback, as rdma-core's own tests do.
+    server, client = (lab.server, lab.client) if family == "ipv4" else (lab.server6, lab.server6)
     srv = servers([*lab.rdmacli, "listen", "-b", server, "-c", "8", "--json-lines"], ready=True)
     # The client's count and size travel in the hello: the server was not told them.
     r = lab.run("connect", server, "-b", client, "-c", "8", "-C", "25", "-S", "4096", "--json-lines")

@@ -1,0 +1,91 @@
+"""`rdmacli events`: the bare rdma_cm flow, every CM event and every step's time (cmtime-like)."""
+
+from __future__ import annotations
+
+import click
+
+from rdmacli.cli import options
+from rdmacli.cli.app import App
+
+
+@click.command("events")
+@click.argument("host", required=False)
+@click.option("--listen", "listen", is_flag=True, help="Be the passive side (no HOST).")
+@click.option(
+    "-p", "--port", type=click.IntRange(1, 65535), default=7471, show_default=True, help="RDMA CM port."
+)
+@click.option("-b", "--bind", "bind", metavar="ADDR", help="Source (client) or listen address.")
+@click.option(
+    "-c",
+    "--connections",
+    type=click.IntRange(1, 1024),
+    default=1,
+    show_default=True,
+    help="Connections to set up and tear down.",
+)
+@options.port_space_choice()
+@options.timeouts
+@options.output
+def command(
+    host,
+    listen,
+    port,
+    bind,
+    connections,
+    port_space,
+    resolve_timeout,
+    connect_timeout,
+    idle_timeout,
+    timeout,
+    show_events,
+    json_mode,
+    json_lines,
+    quiet,
+):
+    """Connect (or listen) with no data transfer and show every CM event and step time.
+
+    The client creates ids, resolves address and route, creates QPs, connects and disconnects;
+    the server binds, listens and accepts. Step names follow cmtime.
+    """
+    if bool(host) == bool(listen):
+        raise click.UsageError("give HOST to connect, or --listen to wait for connections")
+    app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
+    params = {
+        "host": host,
+        "listen": listen,
+        "port": port,
+        "bind": bind,
+        "connections": connections,
+        "port_space": port_space,
+    }
+    with app.errors("events"):
+        from rdmacli.cli._run import run_flow
+        from rdmacli.engine.flow import ClientFlow, Options, ServerFlow, Timeouts
+        from rdmacli.protocols.bare import BareClient, BareServer
+        from rdmacli.rdma import addr
+        from rdmacli.rdma.constants import PORT_SPACES
+
+        timeouts = Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout)
+        opts = Options(ps=PORT_SPACES[port_space])
+
+        def factory(observer):
+            if listen:
+                return ServerFlow(
+                    bind=addr.resolve(bind, port, passive=True, what="bind address"),
+                    max_clients=connections,
+                    make_protocol=BareServer,
+                    observer=observer,
+                    timeouts=timeouts,
+                    options=opts,
+                )
+            return ClientFlow(
+                dst=addr.resolve(host, port, what="server address"),
+                src=addr.resolve(bind, 0, what="bind address") if bind else None,
+                connections=connections,
+                make_protocol=BareClient,
+                observer=observer,
+                timeouts=timeouts,
+                options=opts,
+            )
+
+        run_flow(app, "events", factory, show_events=True, params=params)

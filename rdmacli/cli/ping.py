@@ -1,0 +1,132 @@
+"""`rdmacli ping HOST`: the rping client (rping -c -a HOST), with round-trip statistics."""
+
+from __future__ import annotations
+
+import click
+
+from rdmacli.cli import options
+from rdmacli.cli.app import App
+
+
+def _size(ctx, param, value):
+    from rdmacli.protocols.rping import check_size
+
+    problem = check_size(value)
+    if problem:
+        raise click.BadParameter(problem)
+    return value
+
+
+@click.command("ping")
+@click.argument("host")
+@click.option(
+    "-p",
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=7174,
+    show_default=True,
+    help="RDMA CM port of the server.",
+)
+@click.option("-I", "-b", "--bind", "bind", metavar="ADDR", help="Source address (rping -I).")
+@click.option(
+    "-C",
+    "--count",
+    type=click.IntRange(1, 100_000_000),
+    default=None,
+    help="Number of pings (default: until Ctrl-C, like ping(8)).",
+)
+@click.option(
+    "-S",
+    "--size",
+    type=int,
+    default=64,
+    show_default=True,
+    callback=_size,
+    help="Buffer size, 23 to 65535 (rping's bounds).",
+)
+@click.option("-V", "--validate", is_flag=True, help="Check that the data came back intact.")
+@click.option("-v", "--verbose", is_flag=True, help="Print a line per ping with its data.")
+@click.option(
+    "-i",
+    "--interval",
+    type=click.FloatRange(0, 3600),
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Pause between pings.",
+)
+@click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
+@options.timeouts
+@options.output
+def command(
+    host,
+    port,
+    bind,
+    count,
+    size,
+    validate,
+    verbose,
+    interval,
+    busy_poll,
+    resolve_timeout,
+    connect_timeout,
+    idle_timeout,
+    timeout,
+    show_events,
+    json_mode,
+    json_lines,
+    quiet,
+):
+    """Ping HOST with RDMA READ and WRITE, wire-compatible with rping.
+
+    Each ping advertises a source buffer that the server reads and a sink buffer it writes back
+    into; the round trip covers both. Works against `rping -s` and `rdmacli listen --ping`.
+    """
+    app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
+    params = {
+        "host": host,
+        "port": port,
+        "bind": bind,
+        "count": count,
+        "size_bytes": size,
+        "validate": validate,
+        "interval_s": interval,
+    }
+    with app.errors("ping"):
+        from rdmacli.cli._run import run_flow
+        from rdmacli.engine.flow import ClientFlow, Options, Timeouts
+        from rdmacli.protocols.rping import RpingClient
+        from rdmacli.rdma import addr
+
+        show_pings = verbose or (app.err.is_terminal and not app.machine and not quiet)
+
+        def factory(observer):
+            dst = addr.resolve(host, port, what="server address")
+            src = addr.resolve(bind, 0, what="source address") if bind else None
+
+            def on_ping(rec):
+                rec = {"type": "ping", **rec}
+                if not verbose:
+                    rec.pop("data", None)
+                if app.json_lines:
+                    observer(rec)
+                elif show_pings:
+                    line = f"{size} bytes from {host}: ping={rec['ping']} rtt={rec['rtt_us']:.1f} µs"
+                    if "valid" in rec:
+                        line += " valid" if rec["valid"] else " MISMATCH"
+                    if verbose:
+                        line += f"  ping data: {rec['data']}"
+                    app.err.print(line, markup=False, highlight=False)
+
+            return ClientFlow(
+                dst=dst,
+                src=src,
+                make_protocol=lambda: RpingClient(
+                    size, count, validate=validate, interval=interval, on_ping=on_ping
+                ),
+                observer=observer,
+                timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout + interval, timeout),
+                options=Options(busy_poll=busy_poll),
+            )
+
+        run_flow(app, "ping", factory, show_events=show_events, params=params)

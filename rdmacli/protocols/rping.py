@@ -1,0 +1,338 @@
+"""rping (librdmacm/examples/rping.c) on the wire: RC, TCP port space, port 7174.
+
+Per ping: the client SENDs a 16-byte advert of its source buffer, the server RDMA-READs it and
+SENDs 16 zero bytes; the client SENDs an advert of its sink buffer, the server RDMA-WRITEs the
+data back and SENDs 16 zero bytes; the client may compare both buffers (reference section 1).
+Adverts come from the network: every one is checked before the server acts on it.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+from rdmacli.engine.protocol import Protocol, Reject
+from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.protocols import hello as H
+from rdmacli.rdma import constants as C
+from rdmacli.rdma import verbs
+from rdmacli.rdma.cm import ConnParam
+
+DEFAULT_PORT = 7174
+DEFAULT_SIZE = 64
+MIN_SIZE = 23  # sizeof(stringify(INT_MAX)) + sizeof("rdma-ping-%d: ") in rping.c
+MAX_SIZE = 65535
+INFO = struct.Struct(">QII")  # struct rping_rdma_info: buf, rkey, size; big-endian, 16 bytes
+RW_ACCESS = C.ACCESS_LOCAL_WRITE | C.ACCESS_REMOTE_READ | C.ACCESS_REMOTE_WRITE
+RECV, SEND, READ, WRITE = 1, 2, 3, 4  # wr_id tags
+
+
+def pattern(ping: int, size: int) -> bytes:
+    """The client's source buffer for ping number `ping` (rping.c rping_test_client)."""
+    buf = bytearray(size)
+    text = f"rdma-ping-{ping}: ".encode()[: size - 1]
+    buf[: len(text)] = text
+    c = 65 + ping % 58  # `start` begins at 'A' and advances once per ping, 'z' wraps to 'A'
+    for i in range(len(text), size):
+        buf[i] = c
+        c = 65 if c >= 122 else c + 1
+    buf[size - 1] = 0
+    return bytes(buf)
+
+
+def pack_info(addr: int, rkey: int, size: int) -> bytes:
+    return INFO.pack(addr, rkey, size)
+
+
+def unpack_info(data: bytes) -> tuple[int, int, int]:
+    if len(data) != INFO.size:
+        raise ValueError(f"Received bogus data, size {len(data)}")
+    return INFO.unpack(data)
+
+
+def check_size(size: int) -> str | None:
+    if not MIN_SIZE <= size <= MAX_SIZE:
+        return f"Invalid size {size} (valid range is {MIN_SIZE} to {MAX_SIZE})"
+    return None
+
+
+def conn_param(private_data: bytes = b"") -> ConnParam:
+    return ConnParam(
+        private_data=private_data, responder_resources=1, initiator_depth=1, retry_count=7, rnr_retry_count=7
+    )
+
+
+class _Rping(Protocol):
+    name = "ping"
+
+    def __init__(self, size: int):
+        self.size = size
+        self.recv_mr = self.send_mr = self.rdma_mr = None
+
+    def setup(self, conn) -> None:
+        # rping.c: one CQ of 32 for both queues; 16 send WRs, 2 receive WRs, one 16-byte receive
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=16, recv_wr=2)
+        self.recv_mr = conn.reg(INFO.size)
+        self.send_mr = conn.reg(INFO.size)
+        self.rdma_mr = conn.reg(self.size, RW_ACCESS)
+        verbs.post_recv(conn.qp, RECV, self.recv_mr, 0, INFO.size)
+
+    def take_message(self, conn, wc) -> bytes:
+        """The received 16 bytes; the receive is re-posted first, as rping's CQ handler does."""
+        if wc.byte_len != INFO.size:
+            raise RdmacliError(
+                f"Received bogus data, size {wc.byte_len} [{conn.flow.where(conn)}]",
+                hint="the peer does not speak rping's 16-byte messages",
+                exit_code=ExitCode.FAILED,
+            )
+        data = self.recv_mr.read(0, INFO.size)
+        verbs.post_recv(conn.qp, RECV, self.recv_mr, 0, INFO.size)
+        return data
+
+    def send(self, conn, data: bytes) -> None:
+        self.send_mr.write(data)
+        verbs.post_send(conn.qp, SEND, self.send_mr, 0, INFO.size)
+
+
+class RpingClient(_Rping):
+    def __init__(
+        self,
+        size: int = DEFAULT_SIZE,
+        count: int | None = None,
+        *,
+        validate: bool = False,
+        interval: float = 0.0,
+        on_ping=None,
+    ):
+        super().__init__(size)
+        self.count, self.validate, self.interval = count, validate, interval
+        self.on_ping = on_ping or (lambda rec: None)
+        self.ping = 0
+        self.stage = "idle"
+        self.rtts: list[float] = []
+        self.validated = self.failed = 0
+        self.t_start = self.t_end = None
+        self.start_mr = None
+        self._t0 = 0.0
+        self.stopped = False
+
+    def conn_param(self) -> ConnParam:
+        return conn_param(H.Hello(H.KIND_PING, self.count or 0, self.size).pack())
+
+    def setup(self, conn) -> None:
+        super().setup(conn)
+        self.start_mr = conn.reg(self.size, RW_ACCESS)
+
+    def on_established(self, conn) -> None:
+        self.t_start = time.monotonic()
+        self._next(conn)
+
+    def _next(self, conn) -> None:
+        if self.stopped or (self.count is not None and self.ping >= self.count):
+            self.t_end = time.monotonic()
+            self.stage = "done"
+            conn.disconnect()  # rping: the client ends the test
+            return
+        self.start_mr.write(pattern(self.ping, self.size))
+        self._t0 = time.monotonic()
+        self.stage = "read_adv"
+        self.send(conn, pack_info(self.start_mr.addr, self.start_mr.rkey, self.size))
+
+    def on_wc(self, conn, wc) -> None:
+        if wc.wr_id != RECV:
+            return
+        self.take_message(conn, wc)
+        if self.stage == "read_adv":  # the server has read our source buffer
+            self.stage = "write_adv"
+            self.send(conn, pack_info(self.rdma_mr.addr, self.rdma_mr.rkey, self.size))
+        elif self.stage == "write_adv":  # the server has written into our sink buffer
+            rtt = time.monotonic() - self._t0
+            self.rtts.append(rtt)
+            rec = {"ping": self.ping, "rtt_us": round(rtt * 1e6, 1), "size_bytes": self.size}
+            if self.validate:
+                ok = self.start_mr.read() == self.rdma_mr.read()
+                rec["valid"] = ok
+                if ok:
+                    self.validated += 1
+                else:
+                    self.failed += 1
+            rec["data"] = self.rdma_mr.read().split(b"\0", 1)[0].decode("ascii", "replace")
+            self.on_ping(rec)
+            if self.validate and not rec["valid"]:
+                conn.fail(
+                    RdmacliError(
+                        f"data mismatch! (ping {self.ping}) [{conn.flow.where(conn)}]",
+                        hint="the data written back differs from what was sent",
+                        exit_code=ExitCode.FAILED,
+                    )
+                )
+                return
+            self.ping += 1
+            if self.interval:
+                self.stage = "wait"
+                conn.flow.loop.call_later(
+                    self.interval, lambda: conn.flow.guarded(conn, lambda c: self._next(c))
+                )
+            else:
+                self._next(conn)
+        else:
+            raise RdmacliError(
+                f"unexpected message from the server in state {self.stage}", exit_code=ExitCode.FAILED
+            )
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def on_disconnected(self, conn) -> None:
+        if self.stage == "done" or (self.count is None and self.ping > 0):
+            conn.finish()
+        else:
+            conn.fail(
+                RdmacliError(
+                    f"the server disconnected after {self.ping} of {self.count} pings "
+                    f"[{conn.flow.where(conn)}]",
+                    hint="see the server's output",
+                    exit_code=ExitCode.FAILED,
+                )
+            )
+
+    def summary(self) -> dict:
+        return ping_stats(
+            self.rtts,
+            self.ping,
+            self.size,
+            self.validated if self.validate else None,
+            self.failed,
+            self.t_start,
+            self.t_end or time.monotonic(),
+        )
+
+
+class RpingServer(_Rping):
+    def __init__(
+        self, size: int = DEFAULT_SIZE, *, max_size: int = MAX_SIZE, on_ping=None, corrupt: bool = False
+    ):
+        super().__init__(size)
+        self.max_size = max_size
+        self.corrupt = corrupt  # test hook: flip a byte before writing back
+        self.on_ping = on_ping or (lambda rec: None)
+        self.stage = "read_adv"
+        self.pings = 0
+
+    def on_request(self, conn, ev) -> None:
+        hello = H.parse(ev.private_data)
+        if hello is None:
+            return  # a C rping client: adverts must fit our -S buffer, as with rping -s
+        reason = H.check(hello, H.KIND_PING, self.max_size)
+        if reason:
+            raise Reject(reason)
+        self.size = max(self.size, hello.size)
+
+    def _advert(self, conn, data: bytes) -> tuple[int, int, int]:
+        addr, rkey, size = unpack_info(data)
+        if size == 0 or size > self.size:
+            raise RdmacliError(
+                f"the client advertised {size} bytes, the server buffer holds {self.size} "
+                f"[{conn.flow.where(conn)}]",
+                hint="start the server with -S at least the client's -S",
+                exit_code=ExitCode.FAILED,
+            )
+        if addr == 0:
+            raise RdmacliError(
+                f"the client advertised address 0 [{conn.flow.where(conn)}]", exit_code=ExitCode.FAILED
+            )
+        return addr, rkey, size
+
+    def on_wc(self, conn, wc) -> None:
+        if wc.wr_id == RECV:
+            addr, rkey, size = self._advert(conn, self.take_message(conn, wc))
+            if self.stage == "read_adv":
+                self.stage = "reading"
+                verbs.post_send(
+                    conn.qp, READ, self.rdma_mr, 0, size, opcode=C.WR_RDMA_READ, remote_addr=addr, rkey=rkey
+                )
+            elif self.stage == "write_adv":
+                self.stage = "writing"
+                data = self.rdma_mr.read(0, self.size)
+                nul = data.find(b"\0")
+                length = min(nul + 1 if nul >= 0 else self.size, size)  # strlen + 1, bounded
+                if self.corrupt and length > 1:
+                    self.rdma_mr.write(bytes([data[0] ^ 0x20]), 0)
+                verbs.post_send(
+                    conn.qp,
+                    WRITE,
+                    self.rdma_mr,
+                    0,
+                    length,
+                    opcode=C.WR_RDMA_WRITE,
+                    remote_addr=addr,
+                    rkey=rkey,
+                )
+            else:
+                raise RdmacliError(f"unexpected message in state {self.stage}", exit_code=ExitCode.FAILED)
+        elif wc.wr_id == READ:
+            self.stage = "write_adv"
+            self.send(conn, bytes(INFO.size))  # rping's server sends 16 zero bytes as go-ahead
+        elif wc.wr_id == WRITE:
+            self.stage = "read_adv"
+            self.pings += 1
+            self.on_ping({"conn": conn.index, "ping": self.pings - 1})
+            self.send(conn, bytes(INFO.size))
+
+    def on_disconnected(self, conn) -> None:
+        # rping's server learns of the end only from DISCONNECTED; between pings it is normal
+        if self.stage == "read_adv":
+            conn.finish()
+        else:
+            conn.fail(
+                RdmacliError(
+                    f"the client went away during ping {self.pings} ({self.stage}) [{conn.flow.where(conn)}]",
+                    exit_code=ExitCode.FAILED,
+                )
+            )
+
+    def summary(self) -> dict:
+        return {"pings_served": self.pings, "size_bytes": self.size}
+
+
+def ping_stats(
+    rtts: list[float],
+    sent: int,
+    size: int,
+    validated: int | None,
+    failed: int,
+    t_start: float | None,
+    t_end: float,
+) -> dict:
+    d = {
+        "pings_sent": sent + (1 if failed else 0),
+        "pings_completed": len(rtts),
+        "pings_failed": failed,
+        "size_bytes": size,
+    }
+    if validated is not None:
+        d["pings_validated"] = validated
+    if rtts:
+        us = sorted(r * 1e6 for r in rtts)
+        avg = sum(us) / len(us)
+        mdev = (sum((x - avg) ** 2 for x in us) / len(us)) ** 0.5
+        d["rtt_us"] = {
+            "min": round(us[0], 1),
+            "avg": round(avg, 1),
+            "max": round(us[-1], 1),
+            "mdev": round(mdev, 1),
+            "p50": round(_pct(us, 50), 1),
+            "p99": round(_pct(us, 99), 1),
+        }
+    if t_start is not None:
+        elapsed = max(t_end - t_start, 1e-9)
+        d["time_ms"] = round(elapsed * 1e3, 1)
+        d["throughput_mbps"] = round(len(rtts) * size * 2 * 8 / elapsed / 1e6, 3)
+    return d
+
+
+def _pct(sorted_us: list[float], p: float) -> float:
+    k = (len(sorted_us) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_us) - 1)
+    return sorted_us[lo] + (sorted_us[hi] - sorted_us[lo]) * (k - lo)

@@ -1,0 +1,146 @@
+"""ping / listen --ping against rping in both directions, against itself, and misbehaving peers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from conftest import wait_for_listener
+
+
+def summary(out: str) -> dict:
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+
+
+@pytest.mark.parametrize("size,count", [(23, 1), (64, 500), (4096, 50), (65535, 5)])
+def test_rdmacli_ping_against_rping_server(lab, servers, c_tool, size, count):
+    srv = servers([c_tool("rping"), "-s", "-a", lab.server, "-S", str(size), "-V"], ready=False)
+    wait_for_listener(7174)
+    r = lab.run("ping", lab.server, "-I", lab.client, "-C", str(count), "-S", str(size), "-V", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    stats = doc["connections"][0]
+    assert stats["pings_completed"] == stats["pings_validated"] == count
+    assert 0 < stats["rtt_us"]["min"] <= stats["rtt_us"]["p50"] <= stats["rtt_us"]["max"]
+    rc, out, err = srv.finish()
+    assert rc == 0, out + err  # rping -s exits 0 once the client disconnects
+    assert "data mismatch" not in err
+
+
+@pytest.mark.parametrize("size,count", [(23, 1), (64, 500), (65535, 5)])
+def test_rping_client_against_rdmacli_listen(lab, servers, c_tool, size, count):
+    srv = servers(
+        [*lab.rdmacli, "listen", "--ping", "-b", lab.server, "-S", str(size), "--json-lines"], ready=True
+    )
+    r = subprocess.run(
+        [
+            c_tool("rping"),
+            "-c",
+            "-a",
+            lab.server,
+            "-I",
+            lab.client,
+            "-C",
+            str(count),
+            "-S",
+            str(size),
+            "-V",
+            "-v",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("ping data: ")]
+    assert len(lines) == count
+    assert "data mismatch" not in r.stderr
+    rc, out, err = srv.finish()
+    assert rc == 0, err
+    assert summary(out)["connections"][0]["pings_served"] == count
+
+
+def test_rping_data_pattern_on_the_wire(lab, servers, c_tool):
+    """What rping -v prints is what protocols.rping.pattern() builds."""
+    from rdmacli.protocols.rping import pattern
+
+    srv = servers([*lab.rdmacli, "listen", "--ping", "-b", lab.server, "--json-lines"], ready=True)
+    r = subprocess.run(
+        [c_tool("rping"), "-c", "-a", lab.server, "-I", lab.client, "-C", "60", "-v"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    got = [ln[len("ping data: ") :] for ln in r.stdout.splitlines() if ln.startswith("ping data")]
+    assert got == [pattern(i, 64)[:-1].decode() for i in range(60)]
+    srv.finish()
+
+
+def test_rdmacli_against_itself_with_stats(lab, servers):
+    srv = servers([*lab.rdmacli, "listen", "--ping", "-b", lab.server, "--json-lines"], ready=True)
+    r = lab.run("ping", lab.server, "-I", lab.client, "-C", "200", "-S", "4096", "-V", "--json-lines")
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(ln) for ln in r.stdout.splitlines()]
+    pings = [x for x in recs if x["type"] == "ping"]
+    assert [p["ping"] for p in pings] == list(range(200)) and all(p["valid"] for p in pings)
+    stats = recs[-1]["connections"][0]
+    assert stats["pings_validated"] == 200 and stats["throughput_mbps"] > 0
+    # the server sized its buffer from the client's hello (4096 > its default 64)
+    rc, out, _ = srv.finish()
+    assert rc == 0 and summary(out)["connections"][0]["size_bytes"] == 4096
+
+
+def test_validation_failure_is_detected(lab, servers):
+    srv = servers(
+        [*lab.rdmacli, "listen", "--ping", "-b", lab.server, "--fault-corrupt", "--json-lines"], ready=True
+    )
+    r = lab.run("ping", lab.server, "-I", lab.client, "-C", "5", "-V", "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert "data mismatch" in doc["error"]["message"]
+    assert doc["connections"][0]["pings_failed"] == 1
+    srv.finish()
+
+
+def test_persistent_server_with_eight_concurrent_clients(lab, servers):
+    srv = servers(
+        [*lab.rdmacli, "listen", "--ping", "--persistent", "-b", lab.server, "--json-lines"], ready=True
+    )
+    clients = [
+        subprocess.Popen(
+            [*lab.rdmacli, "ping", lab.server, "-I", lab.client, "-C", "50", "-V", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
+    for c in clients:
+        out, err = c.communicate(timeout=180)
+        assert c.returncode == 0, out + err
+        assert json.loads(out)["connections"][0]["pings_validated"] == 50
+    # a client killed mid-run: the server reports it and goes on serving
+    victim = subprocess.Popen(
+        [*lab.rdmacli, "ping", lab.server, "-I", lab.client, "-V", "--json-lines"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in victim.stdout:
+        if '"type":"ping"' in line and '"ping":20' in line:
+            victim.kill()
+            break
+    victim.communicate()
+    after = lab.run("ping", lab.server, "-I", lab.client, "-C", "10", "-V", "--json")
+    assert after.returncode == 0, after.stderr
+    srv.proc.send_signal(2)  # Ctrl-C: totals, exit 130
+    rc, out, err = srv.finish()
+    assert rc == 130, err
+    recs = srv.records(out)
+    conns = [x for x in recs if x["type"] == "connection"]
+    assert len(conns) == 10
+    assert sum(c["pings_served"] for c in conns if c["result"] == "pass") >= 8 * 50 + 10
+    doc = recs[-1]
+    assert doc["type"] == "summary" and doc["result"] == "interrupted"

@@ -1,0 +1,63 @@
+"""Wire formats and pure protocol logic (no RDMA needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rdmacli.protocols import hello as H
+from rdmacli.protocols import rping
+
+
+def test_rping_pattern_matches_the_reference_example():
+    # reference section 1.5: -S 64, ping 0 and ping 1
+    p0 = rping.pattern(0, 64)
+    assert p0 == b"rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr\0"
+    assert rping.pattern(1, 64).startswith(b"rdma-ping-1: BCD")
+    assert len(p0) == 64 and p0[-1] == 0
+
+
+def test_rping_pattern_wraps_z_to_a_and_start_advances_per_ping():
+    p = rping.pattern(57, 100)  # start = 65 + 57 = 'z'
+    body = p[len(b"rdma-ping-57: ") : -1]
+    assert body[:3] == b"zAB"
+    assert rping.pattern(58, 40)[len(b"rdma-ping-58: ")] == ord("A")  # start wrapped
+
+
+def test_rping_min_size_fits_the_prefix():
+    p = rping.pattern(2_147_483_647, rping.MIN_SIZE)
+    assert p == b"rdma-ping-2147483647: \0"
+
+
+def test_rping_info_is_16_bytes_big_endian():
+    raw = rping.pack_info(0x1122334455667788, 0xAABBCCDD, 64)
+    assert raw == bytes.fromhex("1122334455667788aabbccdd00000040")
+    assert rping.unpack_info(raw) == (0x1122334455667788, 0xAABBCCDD, 64)
+    with pytest.raises(ValueError, match="bogus data, size 15"):
+        rping.unpack_info(raw[:15])
+
+
+@pytest.mark.parametrize("size,ok", [(22, False), (23, True), (65535, True), (65536, False)])
+def test_rping_size_bounds(size, ok):
+    assert (rping.check_size(size) is None) == ok
+
+
+def test_hello_round_trip_and_zero_padding():
+    h = H.Hello(H.KIND_PING, 500, 4096)
+    padded = h.pack() + bytes(56 - H.SIZE)  # IB CM pads REQ private data to 56 bytes
+    assert H.parse(padded) == h
+    assert H.parse(bytes(56)) is None  # a C tool sends nothing: zeros
+    assert H.parse(b"RDMACLI") is None  # truncated
+
+
+def test_hello_check_rejects_with_reasons():
+    assert H.check(H.Hello(H.KIND_CONNECT, 10, 100), H.KIND_CONNECT) is None
+    assert "speaks connect" in H.check(H.Hello(H.KIND_PING, 1, 64), H.KIND_CONNECT)
+    assert "exceeds the server limit 1024" in H.check(H.Hello(H.KIND_CONNECT, 1, 4096), H.KIND_CONNECT, 1024)
+    assert "count" in H.check(H.Hello(H.KIND_CONNECT, H.MAX_COUNT + 1, 1), H.KIND_CONNECT)
+
+
+def test_ping_stats():
+    s = rping.ping_stats([0.001, 0.002, 0.003], 3, 64, 3, 0, 0.0, 1.0)
+    assert s["rtt_us"]["min"] == 1000 and s["rtt_us"]["max"] == 3000
+    assert s["rtt_us"]["avg"] == 2000 and s["rtt_us"]["p50"] == 2000
+    assert s["pings_validated"] == 3 and s["throughput_mbps"] == round(3 * 64 * 2 * 8 / 1e6, 3)
