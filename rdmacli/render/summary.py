@@ -37,8 +37,8 @@ def build_summary(command: str, flow, params: dict, *, error=None, interrupted: 
     else:
         code = ExitCode.OK
     totals = {
-        "connections": len(conns),
-        "connections_passed": len(conns) - len(failed),
+        "connections": len(conns) - sum(c["result"] == "rejected" for c in conns),
+        "connections_passed": len(passed),
         "connections_failed": len(failed),
     }
     for key in ("messages_received", "messages_sent", "bytes_received", "bytes_sent"):
