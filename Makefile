@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 HAS_RDMA := $(shell ls /sys/class/infiniband 2>/dev/null | head -n1)
 LAB    := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --)
 
-.PHONY: deps venv test unit lint lab-test demo clean
+.PHONY: deps venv test unit lint lab-test demo bench clean
 
 deps:
 	@scripts/bootstrap
@@ -32,6 +32,10 @@ test: lint unit lab-test
 
 demo: venv
 	$(LAB) $(BIN)/rdmacli devices
+
+# Benchmarks: rdmacli and the C tools side by side in one lab boot (not part of `make test`).
+bench: venv
+	$(LAB) sh -c 'cd benchmarks && $(CURDIR)/$(BIN)/python bench_connect.py && $(CURDIR)/$(BIN)/python bench_ping.py'
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

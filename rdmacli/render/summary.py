@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from rdmacli.errors import ExitCode
 
 SCHEMA = "rdmacli/1"
@@ -56,6 +58,7 @@ def build_summary(command: str, flow, params: dict, *, error=None, interrupted: 
         "totals": totals,
         "connections": conns,
         "steps_us": flow.timer.summary() if flow is not None else [],
+        "elapsed_ms": round((time.monotonic() - flow.t0) * 1e3, 1) if flow is not None else 0,
         "error": error.to_dict() if error is not None else None,
         "warnings": [],
     }

@@ -1,0 +1,70 @@
+"""Helpers shared by the benchmarks: they run inside the lab (`make bench`), never as tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+SERVER = os.environ.get("RDMACLI_LAB_SERVER", "10.77.0.1")
+CLIENT = os.environ.get("RDMACLI_LAB_CLIENT", "10.77.0.2")
+RDMACLI = [sys.executable, "-m", "rdmacli"]
+
+
+def wait_listener(port: int, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        out = subprocess.run(
+            ["rdma", "-j", "resource", "show", "cm_id"], capture_output=True, text=True
+        ).stdout
+        if any(
+            i.get("state") == "LISTEN" and i.get("src-addr", "").endswith(f":{port}")
+            for i in json.loads(out or "[]")
+        ):
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"no listener on {port}")
+
+
+def wait_no_listener(port: int, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        out = subprocess.run(
+            ["rdma", "-j", "resource", "show", "cm_id"], capture_output=True, text=True
+        ).stdout
+        if not any(i.get("src-addr", "").endswith(f":{port}") for i in json.loads(out or "[]")):
+            return
+        time.sleep(0.1)
+
+
+def timed(cmd: list[str], timeout: float = 300) -> tuple[float | None, str]:
+    """Wall time of a command in seconds (None if it failed or hung), and its stdout."""
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, ""
+    wall = time.monotonic() - t0
+    return (wall if r.returncode == 0 else None), r.stdout
+
+
+def server(cmd: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def fmt(x: float | None, scale: float = 1e3) -> str:
+    return "hung/failed" if x is None else f"{x * scale:10.1f}"
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None else f"{a / b:6.2f}x"
