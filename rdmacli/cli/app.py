@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from contextlib import contextmanager
+from functools import cached_property
 from typing import Iterator
 
 import click
@@ -17,13 +18,26 @@ class App:
     """People read stderr, programs read stdout (design: output and exit codes)."""
 
     def __init__(self, *, json_mode: bool = False, json_lines: bool = False, quiet: bool = False):
-        from rich.console import Console
-
         self.json_mode = json_mode
         self.json_lines = json_lines
         self.quiet = quiet
-        self.err = Console(stderr=True, highlight=False)
-        self.out = Console(highlight=False, soft_wrap=True)
+
+    # rich is imported only when a person is shown something: --json runs never pay for it
+    @cached_property
+    def err(self):
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False)
+
+    @cached_property
+    def out(self):
+        from rich.console import Console
+
+        return Console(highlight=False, soft_wrap=True)
+
+    @property
+    def tty(self) -> bool:
+        return sys.stderr.isatty()
 
     @property
     def machine(self) -> bool:
@@ -32,7 +46,7 @@ class App:
     @property
     def live(self) -> bool:
         """Live tables only for a person at a terminal."""
-        return not self.machine and self.err.is_terminal and "NO_COLOR" not in os.environ and not self.quiet
+        return not self.machine and self.tty and "NO_COLOR" not in os.environ and not self.quiet
 
     def emit_json(self, doc: dict) -> None:
         if self.json_lines:
@@ -46,6 +60,9 @@ class App:
             self.err.print(text)
 
     def report_error(self, exc: RdmacliError) -> None:
+        if self.machine:  # keep rich out of script runs
+            sys.stderr.write(f"error: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+            return
         self.err.print(f"[bold red]error:[/] {_esc(exc.message)}")
         if exc.hint:
             self.err.print(f"[yellow]hint:[/] {_esc(exc.hint)}")

@@ -98,7 +98,7 @@ def command(
         from rdmacli.protocols.rping import RpingClient
         from rdmacli.rdma import addr
 
-        show_pings = verbose or (app.err.is_terminal and not app.machine and not quiet)
+        show_pings = verbose or (app.tty and not app.machine and not quiet)
 
         def factory(observer):
             dst = addr.resolve(host, port, what="server address")

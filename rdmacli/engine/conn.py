@@ -26,6 +26,9 @@ class Connection:
         self.disconnect_sent = False
         self.finished = False
         self.rejected = False
+        self.datagram = False  # UD: no ESTABLISHED on the passive side, no disconnect
+        self.last_event = None  # the CM event being handled (UD peers read ah_attr from it)
+        self.ahs: list[verbs.AH] = []
         self.torn_down = False
         self.error: RdmacliError | None = None
         self.local = "?"
@@ -69,13 +72,23 @@ class Connection:
         self.mrs.append(mr)
         return mr
 
+    def ah_from_attr(self, ah_attr) -> verbs.AH:
+        ah = verbs.AH.from_attr(self.cm.pd, ah_attr)
+        self.ahs.append(ah)
+        return ah
+
+    def ah_from_wc(self, wc, grh_addr: int) -> verbs.AH:
+        ah = verbs.AH.from_wc(self.cm.pd, wc, grh_addr, self.cm.port_num)
+        self.ahs.append(ah)
+        return ah
+
     @property
     def qp(self):
         return self.cm.qp
 
     # -- ending --------------------------------------------------------------------------------
     def disconnect(self) -> None:
-        if self.connected and not self.disconnect_sent:
+        if self.connected and not self.disconnect_sent and not self.datagram:
             self.disconnect_sent = True
             self.flow.timer.start("disconnect", self.index)
             try:
@@ -102,6 +115,7 @@ class Connection:
         steps = []
         if self.cm.has_qp:
             steps.append(("destroy qp", self.cm.destroy_qp))
+        steps += [(None, ah.destroy) for ah in self.ahs]
         steps += [(None, mr.dereg) for mr in self.mrs]
         if self.comp is not None:
             steps.append((None, lambda: self.flow.loop.unwatch_cq(self.comp)))

@@ -114,7 +114,11 @@ class Flow:
     def add_conn(self, conn: Connection) -> None:
         self.conns[conn.cm.key] = conn
         self.all_conns.append(conn)
-        self.loop.on_cm(conn.cm.key, lambda ev: self.guarded(conn, self.on_event, ev))
+        self.loop.on_cm(conn.cm.key, lambda ev: self.guarded(conn, self._dispatch, ev))
+
+    def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
+        conn.last_event = ev
+        self.on_event(conn, ev)
 
     def guarded(self, conn: Connection, fn, *args) -> None:
         """A failing call fails its connection, not the whole loop."""
@@ -194,6 +198,10 @@ class Flow:
                 if not expired:
                     raise  # the overall timeout
                 for conn in expired:
+                    if conn.protocol.on_deadline(conn):
+                        conn.finish()
+                        self.on_finished(conn)
+                        continue
                     conn.fail(
                         DeadlineExpired(
                             f"{conn.phase}: no progress within its deadline [{self.where(conn)}]",
@@ -371,11 +379,14 @@ class ServerFlow(Flow):
             self.step_done(conn, "create qp")
             conn.phase = "accept"
             conn.cm.accept(conn.protocol.accept_param())
+            if conn.datagram:  # UD: the SIDR REP is sent, no ESTABLISHED follows
+                self.step_done(conn, "accept")
+                self.on_established(conn)
         except RdmaCallError as exc:
             conn.fail(call_error(conn.phase, exc, self.where(conn)))
-            self.on_finished(conn)
         except RdmacliError as exc:
             conn.fail(exc)
+        if conn.finished:
             self.on_finished(conn)
 
     def reject(self, conn: Connection, reason: str) -> None:

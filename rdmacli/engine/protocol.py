@@ -39,5 +39,9 @@ class Protocol:
         """The peer disconnected. Default: finish if the exchange is complete."""
         conn.finish()
 
+    def on_deadline(self, conn) -> bool:
+        """The connection's deadline passed; return True if that ends it normally (UD loss)."""
+        return False
+
     def summary(self) -> dict:
         return {}

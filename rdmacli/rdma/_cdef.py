@@ -58,6 +58,32 @@ CHECKED = {
     ),
     "struct ibv_grh": (["version_tclass_flow", "paylen", "next_hdr", "hop_limit", "sgid", "dgid"], True),
     "struct ibv_device": (["name", "dev_name", "dev_path", "ibdev_path"], False),  # PREFIX
+    "struct ibv_port_attr": (["state", "max_mtu", "active_mtu", "gid_tbl_len"], False),  # PREFIX
+    "struct ibv_rx_hash_conf": (
+        ["rx_hash_function", "rx_hash_key_len", "rx_hash_key", "rx_hash_fields_mask"],
+        True,
+    ),
+    "struct ibv_qp_init_attr_ex": (
+        [
+            "qp_context",
+            "send_cq",
+            "recv_cq",
+            "srq",
+            "cap",
+            "qp_type",
+            "sq_sig_all",
+            "comp_mask",
+            "pd",
+            "xrcd",
+            "create_flags",
+            "max_tso_header",
+            "rwq_ind_tbl",
+            "rx_hash_conf",
+            "source_qpn",
+            "send_ops_flags",
+        ],
+        True,
+    ),
     "struct rdma_event_channel": (["fd"], True),
     "struct rdma_ib_addr": (["sgid", "dgid", "pkey"], True),
     "struct rdma_addr": (["src_addr", "dst_addr", "addr"], True),
@@ -293,6 +319,40 @@ struct ibv_grh {
     union ibv_gid dgid;
 };
 
+struct ibv_port_attr {                  /* PREFIX; ibv_query_port is given 256 bytes */
+    int state;
+    int max_mtu;
+    int active_mtu;
+    int gid_tbl_len;
+};
+
+struct ibv_rx_hash_conf {
+    uint8_t rx_hash_function;
+    uint8_t rx_hash_key_len;
+    uint8_t *rx_hash_key;
+    uint64_t rx_hash_fields_mask;
+};
+
+struct ibv_qp_init_attr_ex {
+    void *qp_context;
+    struct ibv_cq *send_cq;
+    struct ibv_cq *recv_cq;
+    struct ibv_srq *srq;
+    struct ibv_qp_cap cap;
+    int qp_type;
+    int sq_sig_all;
+    uint32_t comp_mask;
+    struct ibv_pd *pd;
+    void *xrcd;
+    uint32_t create_flags;
+    uint16_t max_tso_header;
+    void *rwq_ind_tbl;
+    struct ibv_rx_hash_conf rx_hash_conf;
+    uint32_t source_qpn;
+    uint64_t send_ops_flags;
+};
+
+int ibv_query_port(struct ibv_context *context, uint8_t port_num, void *port_attr);
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context);
 int ibv_destroy_comp_channel(struct ibv_comp_channel *channel);
 struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,
@@ -387,6 +447,7 @@ int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct s
                       int timeout_ms);
 int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms);
 int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr);
+int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *qp_init_attr);
 void rdma_destroy_qp(struct rdma_cm_id *id);
 int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param);
 int rdma_establish(struct rdma_cm_id *id);

@@ -161,6 +161,34 @@ class MR:
             self.ptr = None
 
 
+class AH:
+    """An address handle: from a CM event's ah_attr (ibv_create_ah) or from a received WC + GRH."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    @classmethod
+    def from_attr(cls, pd, ah_attr) -> AH:
+        f = ffi()
+        ah = ibverbs().ibv_create_ah(pd, ah_attr)
+        if ah == f.NULL:
+            raise RdmaCallError("ibv_create_ah", f.errno)
+        return cls(ah)
+
+    @classmethod
+    def from_wc(cls, pd, wc: WorkCompletion, grh_addr: int, port_num: int) -> AH:
+        f = ffi()
+        ah = ibverbs().ibv_create_ah_from_wc(pd, wc.raw, f.cast("struct ibv_grh *", grh_addr), port_num)
+        if ah == f.NULL:
+            raise RdmaCallError("ibv_create_ah_from_wc", f.errno)
+        return cls(ah)
+
+    def destroy(self) -> None:
+        if self.ptr is not None:
+            check(ibverbs().ibv_destroy_ah(self.ptr), "ibv_destroy_ah")
+            self.ptr = None
+
+
 def post_recv(qp, wr_id: int, mr: MR, offset: int = 0, length: int | None = None) -> None:
     f = ffi()
     length = mr.length - offset if length is None else length

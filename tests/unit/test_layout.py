@@ -65,3 +65,12 @@ def test_known_offsets_from_design():
     assert f.sizeof("struct rdma_cm_id") == 416
     assert f.sizeof("struct ibv_send_wr") == 128 and f.offsetof("struct ibv_send_wr", "wr") == 40
     assert f.sizeof("struct rdma_cm_event") == 80
+
+
+def test_generated_cffi_module_is_fresh():
+    import pathlib
+
+    from rdmacli.rdma._build import generated_text
+
+    committed = pathlib.Path(__file__).parents[2] / "rdmacli" / "rdma" / "_cffi_abi.py"
+    assert committed.read_text() == generated_text(), "run: python -m rdmacli.rdma._build"

@@ -1,0 +1,167 @@
+"""udaddy (librdmacm/examples/udaddy.c) on the wire: UD, UDP port space, port 7174.
+
+The client sends `count` SEND_WITH_IMM datagrams whose immediate data is its own QP number; the
+server builds the reply address from the first receive's work completion and GRH, replies `count`
+times to that QP number, and both count what arrived. UD loses datagrams: a receive wait ends at
+its deadline and the summary reports the loss (reference section 3).
+"""
+
+from __future__ import annotations
+
+from rdmacli.engine.protocol import Protocol, Reject
+from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.protocols import hello as H
+from rdmacli.rdma import constants as C
+from rdmacli.rdma import verbs
+from rdmacli.rdma.cm import ConnParam
+
+DEFAULT_PORT = 7174
+DEFAULT_COUNT = 10
+DEFAULT_SIZE = 100
+SEND = 1 << 32  # wr_id of sends; receives use their slot number
+
+
+def check_mtu(conn, size: int) -> None:
+    """udaddy's verify_test_params: a datagram must fit the port's active MTU."""
+    mtu = conn.cm.active_mtu()
+    if mtu is not None and size > mtu:
+        raise RdmacliError(
+            f"message size {size} is larger than the active MTU {mtu} of {conn.cm.device} "
+            f"port {conn.cm.port_num}",
+            hint=f"use -S {mtu} or less (UD cannot fragment)",
+            exit_code=ExitCode.USAGE,
+            details={"size_bytes": size, "mtu_bytes": mtu},
+        )
+
+
+class _Datagrams(Protocol):
+    name = "ud"
+
+    def __init__(self, count: int = DEFAULT_COUNT, size: int = DEFAULT_SIZE):
+        self.count, self.size = count, size
+        self.received = self.sent = 0
+        self.mr = None
+        self.ah = None
+        self.remote_qpn = self.remote_qkey = 0
+        self.lost_at_deadline = False
+
+    @property
+    def slot(self) -> int:
+        return self.size + C.GRH_BYTES
+
+    def setup(self, conn) -> None:
+        conn.datagram = True
+        check_mtu(conn, self.size)
+        depth = max(self.count, 1)
+        conn.create_qp(qp_type=C.QPT_UD, send_wr=depth, recv_wr=depth)
+        # one slot per receive, so each GRH stays readable (udaddy shares one buffer)
+        self.mr = conn.reg(self.slot * (depth + 1))
+        for i in range(self.count):
+            verbs.post_recv(conn.qp, i, self.mr, i * self.slot, self.slot)
+
+    def post_sends(self, conn) -> None:
+        src = self.count * self.slot  # the last slot holds the outgoing payload
+        for _ in range(self.count):
+            verbs.post_send(
+                conn.qp,
+                SEND,
+                self.mr,
+                src,
+                self.size,
+                opcode=C.WR_SEND_WITH_IMM,
+                imm=conn.cm.qp_num,
+                ah=self.ah.ptr,
+                remote_qpn=self.remote_qpn,
+                remote_qkey=self.remote_qkey,
+            )
+
+    def on_deadline(self, conn) -> bool:
+        if self.received < self.count and conn.phase == "data":
+            self.lost_at_deadline = True
+            conn.fail(
+                RdmacliError(
+                    f"received {self.received} of {self.count} datagrams before the deadline "
+                    f"({self.count - self.received} lost) [{conn.flow.where(conn)}]",
+                    hint="UD does not retransmit: check the peer's count and the fabric",
+                    exit_code=ExitCode.FAILED,
+                )
+            )
+            return False
+        return False
+
+    def summary(self) -> dict:
+        return {
+            "datagrams_expected": self.count,
+            "datagrams_received": self.received,
+            "datagrams_sent": self.sent,
+            "datagrams_lost": max(self.count - self.received, 0),
+            "size_bytes": self.size,
+            "remote_qpn": self.remote_qpn,
+        }
+
+
+class UdClient(_Datagrams):
+    def conn_param(self) -> ConnParam:
+        # udaddy: all zero but the private data (a SIDR REQ); librdmacm adds our QP number
+        return ConnParam(
+            private_data=H.Hello(H.KIND_UD, self.count, self.size).pack(),
+            responder_resources=0,
+            initiator_depth=0,
+            retry_count=0,
+            rnr_retry_count=0,
+        )
+
+    def on_established(self, conn) -> None:
+        ev = conn.last_event  # the SIDR REP: the server's QPN, QKey and a path to it
+        self.remote_qpn, self.remote_qkey = ev.ud_qp_num, ev.ud_qkey
+        self.ah = conn.ah_from_attr(ev.ah_attr)
+        self.post_sends(conn)
+        self._maybe_done(conn)
+
+    def on_wc(self, conn, wc) -> None:
+        if wc.wr_id == SEND:
+            self.sent += 1
+        else:
+            self.received += 1
+        self._maybe_done(conn)
+
+    def _maybe_done(self, conn) -> None:
+        if self.received == self.count and self.sent == self.count:
+            conn.finish()
+
+
+class UdServer(_Datagrams):
+    def __init__(self, count: int = DEFAULT_COUNT, size: int = DEFAULT_SIZE, *, max_size: int = 4096):
+        super().__init__(count, size)
+        self.max_size = max_size
+
+    def on_request(self, conn, ev) -> None:
+        hello = H.parse(ev.private_data)
+        if hello is None:
+            return  # a C udaddy client: use our own -C/-S, as udaddy would
+        reason = H.check(hello, H.KIND_UD, self.max_size)
+        if reason:
+            raise Reject(reason)
+        self.count, self.size = hello.count, hello.size
+
+    def accept_param(self) -> ConnParam:
+        return ConnParam(responder_resources=0, initiator_depth=0, retry_count=0, rnr_retry_count=0, qp_num=0)
+
+    def on_wc(self, conn, wc) -> None:
+        if wc.wr_id == SEND:
+            self.sent += 1
+            if self.sent == self.count:
+                conn.finish()
+            return
+        self.received += 1
+        if self.ah is None:
+            if wc.imm_data is None:
+                raise RdmacliError(
+                    "the client's datagram carries no immediate data (its QP number): cannot reply",
+                    exit_code=ExitCode.FAILED,
+                )
+            self.remote_qpn = wc.imm_data & 0xFFFFFF
+            self.remote_qkey = C.RDMA_UDP_QKEY
+            self.ah = conn.ah_from_wc(wc, self.mr.addr + wc.wr_id * self.slot)
+        if self.received == self.count:
+            self.post_sends(conn)  # udaddy: replies once every datagram has arrived
