@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from rdmacli.cli.app import App
@@ -25,6 +26,13 @@ def run_flow(app: App, command: str, flow_factory, *, show_events: bool, params:
             interrupted = True
         except RdmacliError as exc:
             error = exc
+        except Exception as exc:  # a bug: still tear down and report in words
+            if os.environ.get("RDMACLI_DEBUG"):
+                raise
+            error = RdmacliError(
+                f"internal error: {type(exc).__name__}: {exc}",
+                hint="rerun with RDMACLI_DEBUG=1 for the traceback, and please report it",
+            )
         finally:
             if flow is not None:
                 flow.close()

@@ -14,15 +14,15 @@ from rdmacli.cli.app import App
     "-p",
     "--port",
     type=click.IntRange(1, 65535),
-    default=7471,
-    show_default=True,
-    help="RDMA CM port of the server.",
+    default=None,
+    help="RDMA CM port of the server  [default: 7471; 7174 with --ud].",
 )
+@options.ud_flag
 @click.option(
     "-b", "--bind", "bind", metavar="ADDR", help="Source address (an IP on the RDMA netdev to use)."
 )
 @options.exchange
-@options.port_space_choice()
+@options.port_space
 @click.option(
     "-t",
     "--tos",
@@ -44,6 +44,7 @@ from rdmacli.cli.app import App
 def command(
     host,
     port,
+    ud,
     bind,
     connections,
     count,
@@ -61,13 +62,17 @@ def command(
     json_lines,
     quiet,
 ):
-    """Connect to HOST and exchange messages, wire-compatible with ucmatose.
+    """Connect to HOST and exchange messages, wire-compatible with ucmatose (udaddy with --ud).
 
     The server sends COUNT messages of SIZE bytes on each connection, the client echoes them,
     the server disconnects. Against an rdmacli server, COUNT and SIZE travel in the connection
     request, so the server need not be given the same options.
+
+    With --ud the client sends COUNT datagrams carrying its QP number as immediate data and
+    waits for COUNT replies; lost datagrams are reported at the --idle-timeout deadline.
     """
     app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
+    port, port_space = options.resolve_mode(ud=ud, port=port, port_space=port_space, rc_port=7471)
     params = {
         "host": host,
         "port": port,
@@ -83,6 +88,7 @@ def command(
         from rdmacli.cli._run import run_flow
         from rdmacli.engine.flow import ClientFlow, Options, Timeouts
         from rdmacli.protocols.cmatose import CmatoseClient
+        from rdmacli.protocols.udaddy import UdClient
         from rdmacli.rdma import addr
         from rdmacli.rdma.constants import PORT_SPACES
 
@@ -93,7 +99,7 @@ def command(
                 dst=dst,
                 src=src,
                 connections=connections,
-                make_protocol=lambda: CmatoseClient(count, size),
+                make_protocol=lambda: UdClient(count, size) if ud else CmatoseClient(count, size),
                 observer=observer,
                 timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout),
                 options=Options(

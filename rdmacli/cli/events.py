@@ -23,7 +23,7 @@ from rdmacli.cli.app import App
     show_default=True,
     help="Connections to set up and tear down.",
 )
-@options.port_space_choice()
+@options.port_space
 @options.timeouts
 @options.output
 def command(
@@ -50,6 +50,7 @@ def command(
     if bool(host) == bool(listen):
         raise click.UsageError("give HOST to connect, or --listen to wait for connections")
     app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
+    port, port_space = options.resolve_mode(ud=False, port=port, port_space=port_space, rc_port=7471)
     params = {
         "host": host,
         "listen": listen,

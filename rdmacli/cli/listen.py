@@ -22,8 +22,9 @@ from rdmacli.cli.app import App
     "--port",
     type=click.IntRange(1, 65535),
     default=None,
-    help="RDMA CM port to listen on  [default: 7471; 7174 with --ping].",
+    help="RDMA CM port to listen on  [default: 7471; 7174 with --ping or --ud].",
 )
+@options.ud_flag
 @click.option(
     "--ping",
     "ping_mode",
@@ -31,7 +32,7 @@ from rdmacli.cli.app import App
     help="Serve `rdmacli ping` and rping clients (like rping -s) instead of connect.",
 )
 @options.exchange
-@options.port_space_choice()
+@options.port_space
 @click.option(
     "-a",
     "--ack-timeout",
@@ -67,6 +68,7 @@ from rdmacli.cli.app import App
 def command(
     bind,
     port,
+    ud,
     ping_mode,
     connections,
     count,
@@ -86,15 +88,19 @@ def command(
     json_lines,
     quiet,
 ):
-    """Serve clients, wire-compatible with ucmatose's server (or rping's, with --ping).
+    """Serve clients, wire-compatible with ucmatose's server (rping's with --ping, udaddy's
+    with --ud).
 
     Each connection gets COUNT messages of SIZE bytes, then the server waits for the echo and
     disconnects. An rdmacli client's own COUNT and SIZE (sent in its connection request) take
     precedence. Exits after -c connections, unless --persistent.
     """
     app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
-    if port is None:
-        port = 7174 if ping_mode else 7471
+    if ud and ping_mode:
+        raise click.UsageError("--ud and --ping are different protocols: choose one")
+    port, port_space = options.resolve_mode(
+        ud=ud, port=port, port_space=port_space, rc_port=7174 if ping_mode else 7471
+    )
     if ping_mode and size == 100:  # -S's default is ucmatose's; rping's is 64
         size = 64
     params = {
@@ -106,12 +112,12 @@ def command(
         "port_space": port_space,
         "persistent": persistent,
         "max_size_bytes": max_size,
-        "mode": "ping" if ping_mode else "connect",
+        "mode": "ping" if ping_mode else "ud" if ud else "connect",
     }
     with app.errors("listen"):
         from rdmacli.cli._run import run_flow
         from rdmacli.engine.flow import Options, ServerFlow, Timeouts
-        from rdmacli.protocols import cmatose, rping
+        from rdmacli.protocols import cmatose, rping, udaddy
         from rdmacli.rdma import addr
         from rdmacli.rdma.constants import PORT_SPACES
 
@@ -122,6 +128,10 @@ def command(
 
             def make_protocol():
                 return rping.RpingServer(size, max_size=max_size or rping.MAX_SIZE, corrupt=fault_corrupt)
+        elif ud:
+
+            def make_protocol():
+                return udaddy.UdServer(count, size, max_size=max_size or 4096)
         else:
 
             def make_protocol():

@@ -16,16 +16,31 @@ def _compose(*decorators):
     return apply
 
 
-def port_space_choice(choices=("tcp", "ib")):
-    return click.option(
-        "-P",
-        "--port-space",
-        "port_space",
-        type=click.Choice(choices),
-        default=choices[0],
-        show_default=True,
-        help="RDMA CM port space.",
-    )
+port_space = click.option(
+    "-P",
+    "--port-space",
+    "port_space",
+    type=click.Choice(["tcp", "ib", "udp", "ipoib"]),
+    default=None,
+    help="RDMA CM port space  [default: tcp; udp with --ud].",
+)
+
+ud_flag = click.option(
+    "--ud", is_flag=True, help="Unreliable datagrams, wire-compatible with udaddy (port 7174)."
+)
+
+
+def resolve_mode(*, ud: bool, port: int | None, port_space: str | None, rc_port: int) -> tuple:
+    """Defaults that depend on --ud, and the port spaces each mode allows: (port, port_space)."""
+    if port_space is None:
+        port_space = "udp" if ud else "tcp"
+    if ud and port_space not in ("udp", "ipoib"):
+        raise click.BadParameter(
+            f"{port_space} is not a datagram port space; use udp or ipoib", param_hint="-P"
+        )
+    if not ud and port_space not in ("tcp", "ib"):
+        raise click.BadParameter(f"{port_space} needs --ud", param_hint="-P")
+    return (port or (7174 if ud else rc_port)), port_space
 
 
 timeouts = _compose(

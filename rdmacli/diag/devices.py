@@ -10,6 +10,8 @@ import ipaddress
 import os
 from dataclasses import asdict, dataclass, field
 
+from rdmacli.rdma.addr import format_gid  # noqa: E402  (pure formatting)
+
 SYSFS = "/sys/class/infiniband"
 IB_MTU = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 
@@ -81,12 +83,6 @@ def gid_to_ip(gid: str) -> str | None:
     if addr.is_link_local or addr == ipaddress.IPv6Address(0):
         return None
     return str(addr)
-
-
-def format_gid(raw: str) -> str:
-    """Canonical IPv6 text, IPv4-mapped GIDs in dotted form as ibv_devinfo prints them."""
-    addr = ipaddress.IPv6Address(raw)
-    return f"::ffff:{addr.ipv4_mapped}" if addr.ipv4_mapped else str(addr)
 
 
 def _gids(port_dir: str) -> list[Gid]:

@@ -29,6 +29,7 @@ class Connection:
         self.datagram = False  # UD: no ESTABLISHED on the passive side, no disconnect
         self.last_event = None  # the CM event being handled (UD peers read ah_attr from it)
         self.ahs: list[verbs.AH] = []
+        self.group = None  # the multicast SockAddr joined, left again in teardown
         self.torn_down = False
         self.error: RdmacliError | None = None
         self.local = "?"
@@ -53,7 +54,15 @@ class Connection:
         self.device = self.cm.device
 
     # -- resources -----------------------------------------------------------------------------
-    def create_qp(self, *, qp_type: int = C.QPT_RC, send_wr: int, recv_wr: int, sq_sig_all: int = 0) -> None:
+    def create_qp(
+        self,
+        *,
+        qp_type: int = C.QPT_RC,
+        send_wr: int,
+        recv_wr: int,
+        sq_sig_all: int = 0,
+        create_flags: int = 0,
+    ) -> None:
         verbs_ctx = self.cm.verbs
         self.comp = verbs.CompChannel(verbs_ctx)
         self.cq = verbs.CQ(verbs_ctx, send_wr + recv_wr, self.comp)
@@ -64,6 +73,7 @@ class Connection:
             max_send_wr=send_wr,
             max_recv_wr=recv_wr,
             sq_sig_all=sq_sig_all,
+            create_flags=create_flags,
         )
         self.flow.loop.watch_cq(self.comp, self.cq, lambda wc: self.flow.on_wc(self, wc))
 
@@ -113,6 +123,8 @@ class Connection:
         timer, i = self.flow.timer, self.index
         self.disconnect()
         steps = []
+        if self.group is not None:
+            steps.append(("leave", lambda: self.cm.leave_multicast(self.group)))
         if self.cm.has_qp:
             steps.append(("destroy qp", self.cm.destroy_qp))
         steps += [(None, ah.destroy) for ah in self.ahs]

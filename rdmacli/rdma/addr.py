@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import struct
 
@@ -68,3 +69,9 @@ def parse(ptr) -> tuple[str, int] | None:
     if family == socket.AF_INET6:
         return socket.inet_ntop(family, raw[8:24]), port
     return None
+
+
+def format_gid(raw: str) -> str:
+    """Canonical IPv6 text, IPv4-mapped GIDs in dotted form as ibv_devinfo prints them."""
+    addr = ipaddress.IPv6Address(raw)
+    return f"::ffff:{addr.ipv4_mapped}" if addr.ipv4_mapped else str(addr)

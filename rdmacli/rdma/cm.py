@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from rdmacli.errors import EnvironmentProblem
 from rdmacli.rdma import addr as _addr
 from rdmacli.rdma import constants as C
-from rdmacli.rdma._ffi import ffi, rdmacm
+from rdmacli.rdma._ffi import ffi, ibverbs, rdmacm
 
 
 class RdmaCallError(Exception):
@@ -262,7 +262,7 @@ class CmId:
         f = ffi()
         attr = f.new("struct rdma_cm_join_mc_attr_ex *")
         attr.comp_mask = 0x3  # RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS
-        attr.join_flags = 2 if send_only else 0  # SENDONLY_FULLMEMBER : FULLMEMBER
+        attr.join_flags = C.MC_JOIN_SENDONLY_FULLMEMBER if send_only else C.MC_JOIN_FULLMEMBER
         attr.addr = sa.ptr
         check(rdmacm().rdma_join_multicast_ex(self.ptr, attr, f.NULL), "rdma_join_multicast_ex")
 
@@ -270,16 +270,39 @@ class CmId:
         check(rdmacm().rdma_leave_multicast(self.ptr, sa.ptr), "rdma_leave_multicast")
 
     def create_qp(
-        self, *, qp_type: int, send_cq, recv_cq, max_send_wr: int, max_recv_wr: int, sq_sig_all: int = 0
+        self,
+        *,
+        qp_type: int,
+        send_cq,
+        recv_cq,
+        max_send_wr: int,
+        max_recv_wr: int,
+        sq_sig_all: int = 0,
+        create_flags: int = 0,
     ) -> None:
         f = ffi()
-        attr = f.new("struct ibv_qp_init_attr *")
+        attr = f.new("struct ibv_qp_init_attr_ex *")
         attr.send_cq, attr.recv_cq = send_cq, recv_cq
         attr.cap.max_send_wr, attr.cap.max_recv_wr = max_send_wr, max_recv_wr
         attr.cap.max_send_sge = attr.cap.max_recv_sge = 1
         attr.qp_type, attr.sq_sig_all = qp_type, sq_sig_all
-        check(rdmacm().rdma_create_qp(self.ptr, f.NULL, attr), "rdma_create_qp")
+        attr.comp_mask = C.QP_INIT_ATTR_PD
+        attr.pd = self.ptr.pd
+        if create_flags:
+            attr.comp_mask |= C.QP_INIT_ATTR_CREATE_FLAGS
+            attr.create_flags = create_flags
+        check(rdmacm().rdma_create_qp_ex(self.ptr, attr), "rdma_create_qp")
         self.has_qp = True
+
+    def active_mtu(self) -> int | None:
+        """The port's active MTU in bytes (ibv_query_port), or None if it cannot be read."""
+        f = ffi()
+        if self.ptr.verbs == f.NULL:
+            return None
+        attr = f.new("char[]", 256)  # covers old and new struct ibv_port_attr layouts
+        if ibverbs().ibv_query_port(self.ptr.verbs, self.ptr.port_num, attr) != 0:
+            return None
+        return C.IB_MTU_BYTES.get(f.cast("struct ibv_port_attr *", attr).active_mtu)
 
     def destroy_qp(self) -> None:
         if self.has_qp:

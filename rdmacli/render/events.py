@@ -74,6 +74,11 @@ class EventView:
         kind = rec["type"]
         if kind == "ready":
             self.app.info(f"listening on {rec['address']}:{rec['port']}")
+        elif kind == "joined":
+            self.app.info(
+                f"joined dgid: {rec['mgid']} mlid {rec['mlid']:#x} sl {rec['sl']} "
+                f"(group {rec['group']}, qp {rec['conn']})"
+            )
         elif kind == "rejected":
             self.app.info(f"rejected connection {rec['conn']} from {rec['remote']}: {rec['reason']}")
         elif kind == "connection" and not self.app.quiet:

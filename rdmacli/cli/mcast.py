@@ -1,0 +1,135 @@
+"""`rdmacli mcast GROUP`: join a multicast group and receive, or --send to it (like mckey)."""
+
+from __future__ import annotations
+
+import click
+
+from rdmacli.cli import options
+from rdmacli.cli.app import App
+
+
+@click.command("mcast")
+@click.argument("group")
+@click.option("-s", "--send", "send", is_flag=True, help="Send to the group (mckey -s).")
+@click.option("-b", "--bind", "bind", metavar="ADDR", help="Local address to join from.")
+@click.option(
+    "-c",
+    "--qps",
+    "qps",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Number of QPs (cm ids) joining.",
+)
+@click.option(
+    "-C",
+    "--count",
+    type=click.IntRange(0, 1_000_000),
+    default=10,
+    show_default=True,
+    help="Datagrams to send, or to receive per QP.",
+)
+@click.option(
+    "-S",
+    "--size",
+    type=click.IntRange(1, 4096),
+    default=100,
+    show_default=True,
+    help="Datagram size in bytes (at most the active MTU).",
+)
+@click.option(
+    "-P",
+    "--port-space",
+    "port_space",
+    type=click.Choice(["udp", "ipoib"]),
+    default="udp",
+    show_default=True,
+    help="RDMA CM port space.",
+)
+@click.option(
+    "-o",
+    "--send-only",
+    "send_only",
+    is_flag=True,
+    help="Join as a send-only full member (no receive attach); needs --send.",
+)
+@click.option(
+    "-l",
+    "--no-loopback",
+    "no_loopback",
+    is_flag=True,
+    help="Block multicast loopback to this host's own QPs (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).",
+)
+@click.option(
+    "--send-delay",
+    type=click.FloatRange(0, 60),
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Wait after joining before sending (mckey waits 3 s for the IB subnet manager).",
+)
+@options.timeouts
+@options.output
+def command(
+    group,
+    send,
+    bind,
+    qps,
+    count,
+    size,
+    port_space,
+    send_only,
+    no_loopback,
+    send_delay,
+    resolve_timeout,
+    connect_timeout,
+    idle_timeout,
+    timeout,
+    show_events,
+    json_mode,
+    json_lines,
+    quiet,
+):
+    """Join GROUP (an IPv4 or IPv6 multicast address) and receive COUNT datagrams per QP, or
+    with --send send COUNT datagrams to it. Wire-compatible with mckey.
+
+    Receivers report received/expected when COUNT arrived or at the --idle-timeout deadline.
+    Every group joined is left on exit, also on Ctrl-C.
+    """
+    if send_only and not send:
+        raise click.UsageError("--send-only joins without receiving: it needs --send")
+    app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
+    params = {
+        "group": group,
+        "send": send,
+        "bind": bind,
+        "qps": qps,
+        "count": count,
+        "size_bytes": size,
+        "port_space": port_space,
+        "send_only": send_only,
+        "no_loopback": no_loopback,
+    }
+    with app.errors("mcast"):
+        from rdmacli.cli._run import run_flow
+        from rdmacli.engine.flow import Options, Timeouts
+        from rdmacli.engine.mcast import McastFlow
+        from rdmacli.protocols.mckey import McastMember
+        from rdmacli.rdma import addr
+        from rdmacli.rdma.constants import PORT_SPACES
+
+        def factory(observer):
+            return McastFlow(
+                group=addr.resolve(group, 0, what="multicast group"),
+                src=addr.resolve(bind, 0, what="bind address") if bind else None,
+                members=qps,
+                send_only=send_only,
+                make_protocol=lambda: McastMember(
+                    count, size, sender=send, no_loopback=no_loopback, send_delay=send_delay
+                ),
+                observer=observer,
+                timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout + send_delay, timeout),
+                options=Options(ps=PORT_SPACES[port_space]),
+            )
+
+        run_flow(app, "mcast", factory, show_events=show_events, params=params)
