@@ -10,7 +10,7 @@ import ipaddress
 import os
 from dataclasses import asdict, dataclass, field
 
-from rdmacli.rdma.addr import format_gid  # noqa: E402  (pure formatting)
+from rdmacli.rdma.addr import format_gid
 
 SYSFS = "/sys/class/infiniband"
 IB_MTU = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}

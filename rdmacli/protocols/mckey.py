@@ -6,12 +6,16 @@ group's QKey; receivers count what arrives. C receivers ignore content and immed
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 
+from rdmacli.errors import ExitCode, RdmacliError
 from rdmacli.protocols.udaddy import SEND, _Datagrams, check_mtu
 from rdmacli.rdma import constants as C
 from rdmacli.rdma import verbs
 from rdmacli.rdma._ffi import ffi
+from rdmacli.rdma.addr import format_gid
+from rdmacli.rdma.cm import RdmaCallError
 
 
 class McastMember(_Datagrams):
@@ -29,7 +33,19 @@ class McastMember(_Datagrams):
         check_mtu(conn, self.size)
         depth = max(self.count, 1)
         flags = C.QP_CREATE_BLOCK_SELF_MCAST_LB if self.no_loopback else 0
-        conn.create_qp(qp_type=C.QPT_UD, send_wr=depth, recv_wr=depth, create_flags=flags)
+        try:
+            conn.create_qp(qp_type=C.QPT_UD, send_wr=depth, recv_wr=depth, create_flags=flags)
+        except RdmaCallError as exc:
+            if not self.no_loopback or exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            raise RdmacliError(
+                f"{conn.cm.device} cannot block multicast loopback: creating a QP with "
+                f"IBV_QP_CREATE_BLOCK_SELF_MCAST_LB failed ({errno.errorcode[exc.errno]})",
+                hint="run without --no-loopback (this host's own QPs then receive what it "
+                "sends), or use a device that supports it",
+                exit_code=ExitCode.ENVIRONMENT,
+                details={"step": "create qp"},
+            ) from exc
         self.mr = conn.reg(self.slot * (depth + 1))
         if not self.sender:  # receivers post before joining, as mckey does
             for i in range(self.count):
@@ -42,7 +58,7 @@ class McastMember(_Datagrams):
         self.remote_qpn, self.remote_qkey = ev.ud_qp_num, ev.ud_qkey
         self.ah = conn.ah_from_attr(attr)
         self.join_info = {
-            "mgid": str(ipaddress.IPv6Address(dgid)),
+            "mgid": format_gid(str(ipaddress.IPv6Address(dgid))),
             "mlid": attr.dlid,
             "sl": attr.sl,
             "qkey": ev.ud_qkey,

@@ -1,0 +1,144 @@
+"""UD (udaddy) and multicast (mckey), both directions against the C tools and against itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from conftest import Server
+
+
+def summary(out: str) -> dict:
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+
+
+def line_buffered(cmd: list[str]) -> list[str]:
+    return ["stdbuf", "-oL", *cmd]  # the C tools' stdout is block-buffered in a pipe
+
+
+def wait_line(srv: Server, text: str, timeout: float = 60) -> None:
+    import selectors
+    import time
+
+    sel = selectors.DefaultSelector()
+    sel.register(srv.proc.stdout, selectors.EVENT_READ)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and sel.select(end - time.monotonic()):
+        line = srv.proc.stdout.readline()
+        if not line:
+            break
+        srv.lines.append(line)
+        if text in line:
+            return
+    pytest.fail(f"{text!r} not seen from {srv.proc.args}: {''.join(srv.lines)}")
+
+
+def test_rdmacli_ud_client_against_udaddy_server(lab, servers, c_tool):
+    srv = servers(line_buffered([c_tool("udaddy"), "-b", lab.server]), ready=False)
+    wait_line(srv, "udaddy: starting server")
+    r = lab.run("connect", lab.server, "--ud", "-b", lab.client, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    c = json.loads(r.stdout)["connections"][0]
+    assert c["datagrams_received"] == c["datagrams_sent"] == 10 and c["datagrams_lost"] == 0
+    rc, out, _ = srv.finish()
+    assert rc == 0 and "return status 0" in out
+
+
+def test_udaddy_client_against_rdmacli_ud_server(lab, servers, c_tool):
+    srv = servers([*lab.rdmacli, "listen", "--ud", "-b", lab.server, "-c", "2", "--json-lines"], ready=True)
+    r = subprocess.run(
+        [c_tool("udaddy"), "-s", lab.server, "-b", lab.client, "-c", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0 and "return status 0" in r.stdout, r.stdout + r.stderr
+    rc, out, err = srv.finish()
+    assert rc == 0, err
+    doc = summary(out)
+    assert doc["totals"]["connections_passed"] == 2
+    assert all(c["datagrams_received"] == 10 and c["datagrams_sent"] == 10 for c in doc["connections"])
+
+
+def test_ud_against_itself_with_four_paths(lab, servers):
+    srv = servers([*lab.rdmacli, "listen", "--ud", "-b", lab.server, "-c", "4", "--json-lines"], ready=True)
+    r = lab.run(
+        "connect", lab.server, "--ud", "-b", lab.client, "-c", "4", "-C", "50", "-S", "1024", "--json"
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["totals"]["connections_passed"] == 4
+    rc, out, _ = srv.finish()
+    assert rc == 0
+    assert sum(c["datagrams_received"] for c in summary(out)["connections"]) == 200
+
+
+def test_ud_size_above_the_mtu_is_refused(lab):
+    r = lab.run("connect", lab.server, "--ud", "-b", lab.client, "-S", "4096", "--json")
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = json.loads(r.stdout)["error"]
+    assert "larger than the active MTU 1024" in err["message"] and "-S 1024" in err["hint"]
+
+
+def test_ud_loss_is_reported_not_waited_for(lab, servers, c_tool):
+    # udaddy replies with its own -C 4; we expect 10: 6 never come, the deadline ends the wait
+    srv = servers(line_buffered([c_tool("udaddy"), "-b", lab.server, "-C", "4"]), ready=False)
+    wait_line(srv, "udaddy: starting server")
+    r = lab.run("connect", lab.server, "--ud", "-b", lab.client, "-C", "10", "--idle-timeout", "3", "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    c = json.loads(r.stdout)["connections"][0]
+    assert c["datagrams_received"] == 4 and c["datagrams_lost"] == 6 and c["datagrams_sent"] == 10
+    srv.finish()
+
+
+def test_rdmacli_mcast_receives_from_mckey(lab, servers, c_tool):
+    rcv = servers([*lab.rdmacli, "mcast", "239.1.1.1", "-b", lab.server, "--json-lines"], ready=False)
+    wait_line(rcv, '"type":"joined"')
+    s = subprocess.run(
+        [c_tool("mckey"), "-m", "239.1.1.1", "-b", lab.client, "-s"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert s.returncode == 0, s.stdout + s.stderr
+    rc, out, err = rcv.finish()
+    assert rc == 0, out + err
+    c = summary(out)["connections"][0]
+    assert c["datagrams_received"] == 10 and c["mgid"] == "::ffff:239.1.1.1"
+
+
+def test_mckey_receives_from_rdmacli_mcast(lab, servers, c_tool):
+    rcv = servers(line_buffered([c_tool("mckey"), "-m", "239.1.1.2", "-b", lab.server]), ready=False)
+    wait_line(rcv, "receiving data transfers")
+    r = lab.run("mcast", "239.1.1.2", "-b", lab.client, "--send", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["connections"][0]["datagrams_sent"] == 10
+    rc, out, _ = rcv.finish()
+    assert rc == 0 and "data transfers complete" in out
+
+
+@pytest.mark.parametrize("send_only", [False, True])
+def test_two_rdmacli_receivers_in_one_group(lab, servers, send_only):
+    group = "239.1.1.3" if send_only else "239.1.1.4"
+    receivers = []
+    for _ in range(2):
+        rcv = servers(
+            [*lab.rdmacli, "mcast", group, "-b", lab.server, "-C", "20", "--json-lines"], ready=False
+        )
+        wait_line(rcv, '"type":"joined"')
+        receivers.append(rcv)
+    args = ["mcast", group, "-b", lab.client, "--send", "-C", "20", "--json"]
+    r = lab.run(*args, *(["--send-only"] if send_only else []))
+    assert r.returncode == 0, r.stdout + r.stderr
+    for rcv in receivers:
+        rc, out, err = rcv.finish()
+        assert rc == 0, out + err
+        assert summary(out)["connections"][0]["datagrams_received"] == 20
+
+
+def test_no_loopback_is_refused_clearly_where_unsupported(lab):
+    r = lab.run("mcast", "239.1.1.5", "-b", lab.client, "--send", "--no-loopback", "--json")
+    assert r.returncode == 3, r.stdout + r.stderr  # rxe cannot block self multicast loopback
+    assert "cannot block multicast loopback" in json.loads(r.stdout)["error"]["message"]
+    res = subprocess.run(["rdma", "-j", "resource", "show", "cm_id"], capture_output=True, text=True)
+    assert "rdmacli" not in res.stdout and "python" not in res.stdout  # nothing left joined
