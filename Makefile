@@ -6,7 +6,9 @@ BIN    := $(VENV)/bin
 HAS_RDMA := $(shell ls /sys/class/infiniband 2>/dev/null | head -n1)
 LAB    := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --)
 
-.PHONY: deps venv test unit lint lab-test demo bench clean
+PREFIX ?= /usr/local
+
+.PHONY: deps venv test unit lint lab-test demo bench docs install clean
 
 deps:
 	@scripts/bootstrap
@@ -36,6 +38,19 @@ demo: venv
 # Benchmarks: rdmacli and the C tools side by side in one lab boot (not part of `make test`).
 bench: venv
 	$(LAB) sh -c 'cd benchmarks && $(CURDIR)/$(BIN)/python bench_connect.py && $(CURDIR)/$(BIN)/python bench_ping.py'
+
+# Regenerate man/ and completions/ from the click tree (a unit test fails when they are stale).
+docs: venv
+	$(BIN)/python -m rdmacli.cli._docs
+
+# Man pages and completions for packagers: `make install PREFIX=/usr DESTDIR=...`.
+install:
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+		$(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 completions/rdmacli.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/rdmacli
+	install -m 644 completions/_rdmacli $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_rdmacli
+	install -m 644 completions/rdmacli.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/rdmacli.fish
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -62,8 +62,16 @@ def stop(proc: subprocess.Popen, timeout: float = 60) -> None:
         proc.wait()
 
 
-def fmt(x: float | None, scale: float = 1e3) -> str:
-    return "hung/failed" if x is None else f"{x * scale:10.1f}"
+def fmt(x: float | None, scale: float = 1e3, missing: str = "hung/failed") -> str:
+    return f"{missing:>10}" if x is None else f"{x * scale:10.1f}"
+
+
+def median(values: list[float | None]) -> float | None:
+    """Median of the runs; None if any run failed (a failure is never averaged away)."""
+    if not values or any(v is None for v in values):
+        return None
+    vals = sorted(values)
+    return vals[len(vals) // 2]
 
 
 def ratio(a: float | None, b: float | None) -> str:

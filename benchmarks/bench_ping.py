@@ -34,7 +34,7 @@ def main() -> None:
     per = 1e6 / COUNT
     for label, wall, engine in rows:
         print(
-            f"{label:<26} {fmt(wall, per)} {fmt(engine, per):>12} {ratio(wall, c_wall):>11} "
+            f"{label:<26} {fmt(wall, per)} {fmt(engine, per, '-'):>12} {ratio(wall, c_wall):>11} "
             f"{ratio(engine, c_wall):>13}"
         )
 

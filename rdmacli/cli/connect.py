@@ -4,22 +4,28 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import complete, options
 from rdmacli.cli.app import App
 
 
 @click.command("connect")
-@click.argument("host")
+@click.argument("host", shell_complete=complete.rdma_addresses)
 @click.option(
     "-p",
     "--port",
+    shell_complete=complete.ports,
     type=click.IntRange(1, 65535),
     default=None,
     help="RDMA CM port of the server  [default: 7471; 7174 with --ud].",
 )
 @options.ud_flag
 @click.option(
-    "-b", "--bind", "bind", metavar="ADDR", help="Source address (an IP on the RDMA netdev to use)."
+    "-b",
+    "--bind",
+    "bind",
+    metavar="ADDR",
+    shell_complete=complete.rdma_addresses,
+    help="Source address (an IP on the RDMA netdev to use).",
 )
 @options.exchange
 @options.port_space

@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import complete, options
 from rdmacli.cli.app import App
 
 
 @click.command("events")
-@click.argument("host", required=False)
+@click.argument("host", required=False, shell_complete=complete.rdma_addresses)
 @click.option("--listen", "listen", is_flag=True, help="Be the passive side (no HOST).")
 @click.option(
-    "-p", "--port", type=click.IntRange(1, 65535), default=7471, show_default=True, help="RDMA CM port."
+    "-p",
+    "--port",
+    shell_complete=complete.ports,
+    type=click.IntRange(1, 65535),
+    default=7471,
+    show_default=True,
+    help="RDMA CM port.",
 )
-@click.option("-b", "--bind", "bind", metavar="ADDR", help="Source (client) or listen address.")
+@click.option(
+    "-b",
+    "--bind",
+    "bind",
+    metavar="ADDR",
+    shell_complete=complete.rdma_addresses,
+    help="Source (client) or listen address.",
+)
 @click.option(
     "-c",
     "--connections",

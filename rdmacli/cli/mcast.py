@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import complete, options
 from rdmacli.cli.app import App
 
 
 @click.command("mcast")
-@click.argument("group")
+@click.argument("group", shell_complete=complete.multicast_groups)
 @click.option("-s", "--send", "send", is_flag=True, help="Send to the group (mckey -s).")
-@click.option("-b", "--bind", "bind", metavar="ADDR", help="Local address to join from.")
+@click.option(
+    "-b",
+    "--bind",
+    "bind",
+    metavar="ADDR",
+    shell_complete=complete.rdma_addresses,
+    help="Local address to join from.",
+)
 @click.option(
     "-c",
     "--qps",

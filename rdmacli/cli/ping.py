@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import complete, options
 from rdmacli.cli.app import App
 
 
@@ -18,16 +18,25 @@ def _size(ctx, param, value):
 
 
 @click.command("ping")
-@click.argument("host")
+@click.argument("host", shell_complete=complete.rdma_addresses)
 @click.option(
     "-p",
     "--port",
+    shell_complete=complete.ports,
     type=click.IntRange(1, 65535),
     default=7174,
     show_default=True,
     help="RDMA CM port of the server.",
 )
-@click.option("-I", "-b", "--bind", "bind", metavar="ADDR", help="Source address (rping -I).")
+@click.option(
+    "-I",
+    "-b",
+    "--bind",
+    "bind",
+    metavar="ADDR",
+    shell_complete=complete.rdma_addresses,
+    help="Source address (rping -I).",
+)
 @click.option(
     "-C",
     "--count",

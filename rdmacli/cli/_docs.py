@@ -1,0 +1,212 @@
+"""Generates man/*.1 and completions/* from the click tree: `python -m rdmacli.cli._docs`.
+
+OPTIONS and SYNOPSIS come from the commands themselves, so they cannot drift (tests/unit/
+test_docs.py regenerates and compares); the hand-written parts (examples, notes) live here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+import sys
+
+import click
+
+from rdmacli import __version__
+from rdmacli.cli import COMMANDS, EPILOG, cli
+
+DATE = "2026-11-22"
+SEE_ALSO = ["rdma_cm(7)", "rping(1)", "ucmatose(1)", "udaddy(1)", "mckey(1)", "rdma(8)"]
+EXIT_STATUS = [
+    ("0", "Success: every connection, message and check passed."),
+    ("1", "The test ran and failed: loss, data mismatch, a peer that ended early."),
+    ("2", "Usage error: bad option or value (also a UD size above the active MTU)."),
+    ("3", "Local environment: no RDMA device, permissions, locked-memory limit, missing tools."),
+    ("4", "Address or route resolution failed (ADDR_ERROR, ROUTE_ERROR)."),
+    ("5", "Rejected or unreachable (REJECTED, UNREACHABLE, CONNECT_ERROR)."),
+    ("6", "rdmacli's own deadline expired."),
+    ("130", "Interrupted (Ctrl-C); a partial summary is still printed."),
+]
+ENVIRONMENT = [
+    ("NO_COLOR", "Disables colour and the live event table."),
+    ("RDMACLI_DEBUG", "Show the Python traceback of an internal error instead of a summary."),
+]
+EXTRA = {
+    "rdmacli": {
+        "description": "Each subcommand speaks the wire protocol of one librdmacm utility, so it "
+                       "can face that tool from either side. Human output goes to standard "
+                       "error; summaries and JSON go to standard output.",
+        "examples": [("Serve on one host, connect from another",
+                      "rdmacli listen\nrdmacli connect 192.0.2.1"),
+                     ("Everything in a throw-away Soft-RoCE VM",
+                      "rdmacli lab run -- rdmacli devices")],
+    },
+    "connect": {
+        "examples": [("Eight connections, 100 messages of 4 KiB each way",
+                      "rdmacli connect 192.0.2.1 -c 8 -C 100 -S 4096"),
+                     ("Against udaddy -b 192.0.2.1, with JSON for a script",
+                      "rdmacli connect 192.0.2.1 --ud --json"),
+                     ("Watch every CM event", "rdmacli connect 192.0.2.1 --events")],
+        "notes": "Against an rdmacli server the count and size travel in the connection "
+                 "request's private data; ucmatose and udaddy ignore it. Client parameters "
+                 "follow cmatose.c: responder_resources 1, initiator_depth 1, retry_count 5, "
+                 "rnr_retry_count 0.",
+    },
+    "listen": {
+        "examples": [("A ucmatose-compatible server for one client", "rdmacli listen"),
+                     ("An rping -s replacement that serves clients until Ctrl-C",
+                      "rdmacli listen --ping --persistent"),
+                     ("A udaddy server on one address", "rdmacli listen --ud -b 192.0.2.1")],
+        "notes": "Without --persistent the server exits after -c connections have finished. "
+                 "Requests whose parameters exceed --max-size are rejected with the reason in "
+                 "the reject's private data (IB CM reason 28).",
+    },
+    "ping": {
+        "examples": [("Ten validated pings", "rdmacli ping 192.0.2.1 -C 10 -V"),
+                     ("Against rping -s -a 192.0.2.1, with JSON lines per ping",
+                      "rdmacli ping 192.0.2.1 -C 1000 --json-lines")],
+        "notes": "Unlike rping(1), whose manual says the default size is 100, the default "
+                 "size here and in rping's code is 64 bytes. Without -C the test runs until "
+                 "Ctrl-C, then prints the statistics.",
+    },
+    "mcast": {
+        "examples": [("Receive 10 datagrams", "rdmacli mcast 239.1.1.1 -b 192.0.2.1"),
+                     ("Send to mckey receivers", "rdmacli mcast 239.1.1.1 --send")],
+        "notes": "Start receivers before senders: datagrams sent before a receiver joined "
+                 "are lost. Soft-RoCE cannot block multicast loopback; --no-loopback then "
+                 "fails with exit status 3.",
+    },
+    "events": {
+        "examples": [("Time the connection steps of 32 connections",
+                      "rdmacli events 192.0.2.1 -c 32"),
+                     ("The passive side", "rdmacli events --listen")],
+    },
+    "devices": {"examples": [("For scripts", "rdmacli devices --json")]},
+    "lab": {
+        "examples": [("A shell with rxe0 and rxe1", "rdmacli lab shell"),
+                     ("The test suite on real Soft-RoCE",
+                      "rdmacli lab run -- python -m pytest -m rdma")],
+        "notes": "Needs qemu-system-x86, a kernel package that ships rdma_rxe "
+                 "(linux-image-amd64) and virtme-ng. KVM is used when it really works, TCG "
+                 "otherwise (slower). Set RDMACLI_LAB_ACCEL=kvm or tcg to skip the probe.",
+    },
+}
+
+
+def esc(text: str, wrap: bool = True) -> str:
+    """roff-escape text, wrapped short enough to stay under 80 bytes escaped; a leading dot or quote would be a request."""
+    lines = []
+    for raw in text.split("\n"):
+        for line in (textwrap.wrap(raw, 70, break_on_hyphens=False) or [""]) if wrap else [raw]:
+            line = line.replace("\\", "\\e").replace("-", "\\-")
+            line = "".join(c if ord(c) < 128 else f"\\[u{ord(c):04X}]" for c in line)
+            lines.append("\\&" + line if line[:1] in (".", "'") else line)
+    return "\n".join(lines)
+
+
+def _paragraphs(text: str) -> list[str]:
+    text = text.replace("\b\n", "")
+    return [" ".join(p.split()) for p in text.strip().split("\n\n") if p.strip()]
+
+
+def _commands() -> list[tuple[str, click.Command]]:
+    ctx = click.Context(cli, info_name="rdmacli")
+    out = [("rdmacli", cli)]
+    for name in COMMANDS:
+        out.append((name, cli.get_command(ctx, name)))
+    return out
+
+
+def _option_rows(cmd: click.Command, ctx: click.Context) -> list[tuple[str, str]]:
+    rows = []
+    for p in cmd.get_params(ctx):
+        if isinstance(p, click.Option) and not p.hidden:
+            rec = p.get_help_record(ctx)
+            if rec:
+                rows.append(rec)
+    return rows
+
+
+def _subcommands(cmd: click.Command, ctx: click.Context) -> list[tuple[str, str]]:
+    if not isinstance(cmd, click.Group):
+        return []
+    return [(n, cmd.get_command(ctx, n).get_short_help_str(80)) for n in cmd.list_commands(ctx)]
+
+
+def man_page(name: str, cmd: click.Command) -> str:
+    full = "rdmacli" if name == "rdmacli" else f"rdmacli {name}"
+    page = "rdmacli" if name == "rdmacli" else f"rdmacli-{name}"
+    ctx = click.Context(cmd, info_name=full)
+    extra = EXTRA.get(name, {})
+    summary = COMMANDS[name][1] if name in COMMANDS else "RDMA connectivity toolkit"
+    out = [f'.TH {page.upper()} 1 "{DATE}" "rdmacli {__version__}" "rdmacli manual"',
+           ".SH NAME", esc(f"{page} - {summary.rstrip('.')}"),
+           ".SH SYNOPSIS", f".B {esc(full)}", esc(" ".join(cmd.collect_usage_pieces(ctx))),
+           ".SH DESCRIPTION"]
+    help_text = (cmd.help or "").split("\f")[0]
+    for i, para in enumerate(_paragraphs(help_text)):
+        if i:
+            out.append(".PP")
+        out.append(esc(para))
+    if extra.get("description"):
+        out += [".PP", esc(extra["description"])]
+    subs = _subcommands(cmd, ctx)
+    if subs:
+        out.append(".SH COMMANDS")
+        for sub, text in subs:
+            see = f" See rdmacli-{sub}(1)." if name == "rdmacli" else ""
+            out += [".TP", f".B {esc(sub)}", esc(text + see)]
+    out.append(".SH OPTIONS")
+    for opts, text in _option_rows(cmd, ctx):
+        out += [".TP", f".B {esc(opts)}", esc(" ".join(text.split()))]
+    if extra.get("notes"):
+        out += [".SH NOTES", esc(extra["notes"])]
+    out.append(".SH EXIT STATUS")
+    for code, text in EXIT_STATUS:
+        out += [".TP", f".B {code}", esc(text)]
+    out.append(".SH ENVIRONMENT")
+    for var, text in ENVIRONMENT:
+        out += [".TP", f".B {var}", esc(text)]
+    if extra.get("examples"):
+        out.append(".SH EXAMPLES")
+        for i, (title, cmdline) in enumerate(extra["examples"]):
+            out += ([".PP"] if i else []) + [esc(title) + ":", ".PP", ".RS 4", ".nf",
+                                               esc(cmdline, wrap=False), ".fi", ".RE"]
+    see = ["rdmacli(1)"] if name != "rdmacli" else [f"rdmacli-{n}(1)" for n in COMMANDS]
+    out += [".SH SEE ALSO", esc(", ".join([*see, *SEE_ALSO]).replace("\\-", "-"))]
+    return "\n".join(out) + "\n"
+
+
+def completion_script(shell: str) -> str:
+    env = dict(os.environ, _RDMACLI_COMPLETE=f"{shell}_source")
+    return subprocess.run([sys.executable, "-m", "rdmacli"], env=env, capture_output=True,
+                          text=True, check=True).stdout
+
+
+COMPLETION_FILES = {"bash": "rdmacli.bash", "zsh": "_rdmacli", "fish": "rdmacli.fish"}
+
+
+def generate() -> dict[str, str]:
+    """{relative path: content} for every generated file."""
+    files = {}
+    for name, cmd in _commands():
+        page = "rdmacli" if name == "rdmacli" else f"rdmacli-{name}"
+        files[f"man/{page}.1"] = man_page(name, cmd)
+    for shell, fname in COMPLETION_FILES.items():
+        files[f"completions/{fname}"] = completion_script(shell)
+    return files
+
+
+def main() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for rel, text in generate().items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        sys.stdout.write(f"wrote {rel}\n")
+
+
+if __name__ == "__main__":
+    main()
