@@ -33,7 +33,7 @@ lab-test: venv
 test: lint unit lab-test
 
 demo: venv
-	$(LAB) $(BIN)/rdmacli devices
+	$(LAB) sh -c '$(BIN)/rdmacli devices && $(BIN)/rdmacli selftest'
 
 # Benchmarks: rdmacli and the C tools side by side in one lab boot (not part of `make test`).
 bench: venv

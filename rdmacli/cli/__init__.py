@@ -16,6 +16,8 @@ COMMANDS = {
     "mcast": ("rdmacli.cli.mcast", "Join a multicast group and receive, or send to it (like mckey)."),
     "events": ("rdmacli.cli.events", "Run the bare rdma_cm flow and show every event and step time."),
     "devices": ("rdmacli.cli.devices", "List RDMA devices, ports, GIDs and netdevs."),
+    "doctor": ("rdmacli.cli.doctor", "Diagnose the RDMA setup and the path to a peer, with advice."),
+    "selftest": ("rdmacli.cli.selftest", "Smoke-test every protocol on this host, one row each."),
     "lab": ("rdmacli.cli.lab", "Run commands in a disposable Soft-RoCE VM."),
 }
 

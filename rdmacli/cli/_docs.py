@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import textwrap
 import sys
+import textwrap
 
 import click
 
 from rdmacli import __version__
-from rdmacli.cli import COMMANDS, EPILOG, cli
+from rdmacli.cli import COMMANDS, cli
 
 DATE = "2026-11-22"
 SEE_ALSO = ["rdma_cm(7)", "rping(1)", "ucmatose(1)", "udaddy(1)", "mckey(1)", "rdma(8)"]
@@ -35,67 +35,97 @@ ENVIRONMENT = [
 EXTRA = {
     "rdmacli": {
         "description": "Each subcommand speaks the wire protocol of one librdmacm utility, so it "
-                       "can face that tool from either side. Human output goes to standard "
-                       "error; summaries and JSON go to standard output.",
-        "examples": [("Serve on one host, connect from another",
-                      "rdmacli listen\nrdmacli connect 192.0.2.1"),
-                     ("Everything in a throw-away Soft-RoCE VM",
-                      "rdmacli lab run -- rdmacli devices")],
+        "can face that tool from either side. Human output goes to standard "
+        "error; summaries and JSON go to standard output.",
+        "examples": [
+            ("Serve on one host, connect from another", "rdmacli listen\nrdmacli connect 192.0.2.1"),
+            ("Everything in a throw-away Soft-RoCE VM", "rdmacli lab run -- rdmacli devices"),
+        ],
     },
     "connect": {
-        "examples": [("Eight connections, 100 messages of 4 KiB each way",
-                      "rdmacli connect 192.0.2.1 -c 8 -C 100 -S 4096"),
-                     ("Against udaddy -b 192.0.2.1, with JSON for a script",
-                      "rdmacli connect 192.0.2.1 --ud --json"),
-                     ("Watch every CM event", "rdmacli connect 192.0.2.1 --events")],
+        "examples": [
+            (
+                "Eight connections, 100 messages of 4 KiB each way",
+                "rdmacli connect 192.0.2.1 -c 8 -C 100 -S 4096",
+            ),
+            ("Against udaddy -b 192.0.2.1, with JSON for a script", "rdmacli connect 192.0.2.1 --ud --json"),
+            ("Watch every CM event", "rdmacli connect 192.0.2.1 --events"),
+        ],
         "notes": "Against an rdmacli server the count and size travel in the connection "
-                 "request's private data; ucmatose and udaddy ignore it. Client parameters "
-                 "follow cmatose.c: responder_resources 1, initiator_depth 1, retry_count 5, "
-                 "rnr_retry_count 0.",
+        "request's private data; ucmatose and udaddy ignore it. Client parameters "
+        "follow cmatose.c: responder_resources 1, initiator_depth 1, retry_count 5, "
+        "rnr_retry_count 0.",
     },
     "listen": {
-        "examples": [("A ucmatose-compatible server for one client", "rdmacli listen"),
-                     ("An rping -s replacement that serves clients until Ctrl-C",
-                      "rdmacli listen --ping --persistent"),
-                     ("A udaddy server on one address", "rdmacli listen --ud -b 192.0.2.1")],
+        "examples": [
+            ("A ucmatose-compatible server for one client", "rdmacli listen"),
+            (
+                "An rping -s replacement that serves clients until Ctrl-C",
+                "rdmacli listen --ping --persistent",
+            ),
+            ("A udaddy server on one address", "rdmacli listen --ud -b 192.0.2.1"),
+        ],
         "notes": "Without --persistent the server exits after -c connections have finished. "
-                 "Requests whose parameters exceed --max-size are rejected with the reason in "
-                 "the reject's private data (IB CM reason 28).",
+        "Requests whose parameters exceed --max-size are rejected with the reason in "
+        "the reject's private data (IB CM reason 28).",
     },
     "ping": {
-        "examples": [("Ten validated pings", "rdmacli ping 192.0.2.1 -C 10 -V"),
-                     ("Against rping -s -a 192.0.2.1, with JSON lines per ping",
-                      "rdmacli ping 192.0.2.1 -C 1000 --json-lines")],
+        "examples": [
+            ("Ten validated pings", "rdmacli ping 192.0.2.1 -C 10 -V"),
+            (
+                "Against rping -s -a 192.0.2.1, with JSON lines per ping",
+                "rdmacli ping 192.0.2.1 -C 1000 --json-lines",
+            ),
+        ],
         "notes": "Unlike rping(1), whose manual says the default size is 100, the default "
-                 "size here and in rping's code is 64 bytes. Without -C the test runs until "
-                 "Ctrl-C, then prints the statistics.",
+        "size here and in rping's code is 64 bytes. Without -C the test runs until "
+        "Ctrl-C, then prints the statistics.",
     },
     "mcast": {
-        "examples": [("Receive 10 datagrams", "rdmacli mcast 239.1.1.1 -b 192.0.2.1"),
-                     ("Send to mckey receivers", "rdmacli mcast 239.1.1.1 --send")],
+        "examples": [
+            ("Receive 10 datagrams", "rdmacli mcast 239.1.1.1 -b 192.0.2.1"),
+            ("Send to mckey receivers", "rdmacli mcast 239.1.1.1 --send"),
+        ],
         "notes": "Start receivers before senders: datagrams sent before a receiver joined "
-                 "are lost. Soft-RoCE cannot block multicast loopback; --no-loopback then "
-                 "fails with exit status 3.",
+        "are lost. Soft-RoCE cannot block multicast loopback; --no-loopback then "
+        "fails with exit status 3.",
     },
     "events": {
-        "examples": [("Time the connection steps of 32 connections",
-                      "rdmacli events 192.0.2.1 -c 32"),
-                     ("The passive side", "rdmacli events --listen")],
+        "examples": [
+            ("Time the connection steps of 32 connections", "rdmacli events 192.0.2.1 -c 32"),
+            ("The passive side", "rdmacli events --listen"),
+        ],
     },
     "devices": {"examples": [("For scripts", "rdmacli devices --json")]},
+    "doctor": {
+        "examples": [("This host only", "rdmacli doctor"),
+                     ("The path to a server, and whether anything listens on its port",
+                      "rdmacli doctor 192.0.2.1 -p 7471 --json")],
+        "notes": "Checks run cheapest first. Memlock below 8 MiB is a failure, or a warning "
+                 "for a process with CAP_IPC_LOCK (root), which the limit does not bind.",
+    },
+    "selftest": {
+        "examples": [("A CI smoke test", "rdmacli selftest --json"),
+                     ("Only the datagram protocols, with larger messages",
+                      "rdmacli selftest --protocol ud --protocol mcast -S 1024")],
+        "notes": "The server side listens on ports 17471 (connect), 17174 (ping) and 17175 "
+                 "(ud), and the multicast row uses group 239.255.71.71, so the C tools' "
+                 "default ports stay free.",
+    },
     "lab": {
-        "examples": [("A shell with rxe0 and rxe1", "rdmacli lab shell"),
-                     ("The test suite on real Soft-RoCE",
-                      "rdmacli lab run -- python -m pytest -m rdma")],
+        "examples": [
+            ("A shell with rxe0 and rxe1", "rdmacli lab shell"),
+            ("The test suite on real Soft-RoCE", "rdmacli lab run -- python -m pytest -m rdma"),
+        ],
         "notes": "Needs qemu-system-x86, a kernel package that ships rdma_rxe "
-                 "(linux-image-amd64) and virtme-ng. KVM is used when it really works, TCG "
-                 "otherwise (slower). Set RDMACLI_LAB_ACCEL=kvm or tcg to skip the probe.",
+        "(linux-image-amd64) and virtme-ng. KVM is used when it really works, TCG "
+        "otherwise (slower). Set RDMACLI_LAB_ACCEL=kvm or tcg to skip the probe.",
     },
 }
 
 
 def esc(text: str, wrap: bool = True) -> str:
-    """roff-escape text, wrapped short enough to stay under 80 bytes escaped; a leading dot or quote would be a request."""
+    """roff-escape text, wrapped to stay under 80 bytes; a leading dot or quote is escaped."""
     lines = []
     for raw in text.split("\n"):
         for line in (textwrap.wrap(raw, 70, break_on_hyphens=False) or [""]) if wrap else [raw]:
@@ -108,6 +138,14 @@ def esc(text: str, wrap: bool = True) -> str:
 def _paragraphs(text: str) -> list[str]:
     text = text.replace("\b\n", "")
     return [" ".join(p.split()) for p in text.strip().split("\n\n") if p.strip()]
+
+
+def command_context(name: str, cmd: click.Command) -> click.Context:
+    """A context as on the command line (so -h is inherited from the group everywhere)."""
+    root = cli.make_context("rdmacli", [], resilient_parsing=True)
+    if name == "rdmacli":
+        return root
+    return cmd.make_context(name, [], parent=root, resilient_parsing=True)
 
 
 def _commands() -> list[tuple[str, click.Command]]:
@@ -137,13 +175,18 @@ def _subcommands(cmd: click.Command, ctx: click.Context) -> list[tuple[str, str]
 def man_page(name: str, cmd: click.Command) -> str:
     full = "rdmacli" if name == "rdmacli" else f"rdmacli {name}"
     page = "rdmacli" if name == "rdmacli" else f"rdmacli-{name}"
-    ctx = click.Context(cmd, info_name=full)
+    ctx = command_context(name, cmd)
     extra = EXTRA.get(name, {})
     summary = COMMANDS[name][1] if name in COMMANDS else "RDMA connectivity toolkit"
-    out = [f'.TH {page.upper()} 1 "{DATE}" "rdmacli {__version__}" "rdmacli manual"',
-           ".SH NAME", esc(f"{page} - {summary.rstrip('.')}"),
-           ".SH SYNOPSIS", f".B {esc(full)}", esc(" ".join(cmd.collect_usage_pieces(ctx))),
-           ".SH DESCRIPTION"]
+    out = [
+        f'.TH {page.upper()} 1 "{DATE}" "rdmacli {__version__}" "rdmacli manual"',
+        ".SH NAME",
+        esc(f"{page} - {summary.rstrip('.')}"),
+        ".SH SYNOPSIS",
+        f".B {esc(full)}",
+        esc(" ".join(cmd.collect_usage_pieces(ctx))),
+        ".SH DESCRIPTION",
+    ]
     help_text = (cmd.help or "").split("\f")[0]
     for i, para in enumerate(_paragraphs(help_text)):
         if i:
@@ -171,8 +214,15 @@ def man_page(name: str, cmd: click.Command) -> str:
     if extra.get("examples"):
         out.append(".SH EXAMPLES")
         for i, (title, cmdline) in enumerate(extra["examples"]):
-            out += ([".PP"] if i else []) + [esc(title) + ":", ".PP", ".RS 4", ".nf",
-                                               esc(cmdline, wrap=False), ".fi", ".RE"]
+            out += ([".PP"] if i else []) + [
+                esc(title) + ":",
+                ".PP",
+                ".RS 4",
+                ".nf",
+                esc(cmdline, wrap=False),
+                ".fi",
+                ".RE",
+            ]
     see = ["rdmacli(1)"] if name != "rdmacli" else [f"rdmacli-{n}(1)" for n in COMMANDS]
     out += [".SH SEE ALSO", esc(", ".join([*see, *SEE_ALSO]).replace("\\-", "-"))]
     return "\n".join(out) + "\n"
@@ -180,8 +230,9 @@ def man_page(name: str, cmd: click.Command) -> str:
 
 def completion_script(shell: str) -> str:
     env = dict(os.environ, _RDMACLI_COMPLETE=f"{shell}_source")
-    return subprocess.run([sys.executable, "-m", "rdmacli"], env=env, capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "rdmacli"], env=env, capture_output=True, text=True, check=True
+    ).stdout
 
 
 COMPLETION_FILES = {"bash": "rdmacli.bash", "zsh": "_rdmacli", "fish": "rdmacli.fish"}

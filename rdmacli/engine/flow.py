@@ -235,9 +235,18 @@ class Flow:
 class ClientFlow(Flow):
     side = "client"
 
-    def __init__(self, *, dst: SockAddr, src: SockAddr | None = None, connections: int = 1, **kw):
+    def __init__(
+        self,
+        *,
+        dst: SockAddr,
+        src: SockAddr | None = None,
+        connections: int = 1,
+        route_only: bool = False,
+        **kw,
+    ):
         super().__init__(**kw)
         self.dst, self.src, self.n = dst, src, connections
+        self.route_only = route_only  # stop after ROUTE_RESOLVED (doctor's resolution probe)
 
     def run(self) -> None:
         for i in range(self.n):
@@ -280,6 +289,9 @@ class ClientFlow(Flow):
         elif t == C.ROUTE_RESOLVED:
             self.step_done(conn, "resolve route")
             conn.learn_addresses()
+            if self.route_only:
+                conn.finish()
+                return
             self.timer.start("create qp", conn.index)
             conn.phase = "create qp"
             conn.protocol.setup(conn)

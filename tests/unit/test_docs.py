@@ -14,7 +14,7 @@ import click
 import pytest
 
 from rdmacli.cli import COMMANDS
-from rdmacli.cli._docs import _commands, generate
+from rdmacli.cli._docs import _commands, command_context, generate
 
 ROOT = pathlib.Path(__file__).parents[2]
 PAGES = sorted((ROOT / "man").glob("*.1"))
@@ -38,7 +38,7 @@ def test_page_options_match_help(name, cmd):
     text = page.read_text().replace("\\-", "-")
     documented = set(re.findall(r"^\.B (-[^ \n]+.*)$", text, re.M))
     doc_opts = {o.strip(",") for line in documented for o in line.split() if o.startswith("-")}
-    ctx = click.Context(cmd, info_name=name)
+    ctx = command_context(name, cmd)
     help_opts = {
         o
         for p in cmd.get_params(ctx)

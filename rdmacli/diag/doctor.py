@@ -1,0 +1,363 @@
+"""`rdmacli doctor`: the setup checks of users-and-diagnostics.md B.3, cheapest first.
+
+Each check returns Check(name, verdict, detail, hint). Verdicts: pass, warn, fail, info.
+"""
+
+from __future__ import annotations
+
+import glob
+import ipaddress
+import json
+import os
+import resource
+import subprocess
+from dataclasses import asdict, dataclass
+
+from rdmacli.diag.devices import Device, list_devices
+
+NEEDED_MEMLOCK = 8 * 1024 * 1024  # rdmacli's buffers stay far below this with default options
+CAP_IPC_LOCK = 14
+
+
+@dataclass
+class Check:
+    check: str
+    verdict: str  # pass | warn | fail | info
+    detail: str
+    hint: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def check_libraries() -> list[Check]:
+    from rdmacli.errors import RdmacliError
+    from rdmacli.rdma._ffi import rdmacm
+
+    try:
+        rdmacm()
+    except RdmacliError as exc:
+        return [Check("libraries", "fail", exc.message, exc.hint)]
+    providers = (
+        glob.glob("/usr/lib/*/libibverbs/*.so")
+        + glob.glob("/usr/lib64/libibverbs/*.so")
+        + glob.glob("/usr/lib/libibverbs/*.so")
+    )
+    if not providers:
+        return [
+            Check(
+                "libraries",
+                "fail",
+                "librdmacm and libibverbs load, but no verbs provider is installed",
+                "apt-get install ibverbs-providers (rdma-core)",
+            )
+        ]
+    return [Check("libraries", "pass", f"librdmacm, libibverbs, {len(providers)} providers")]
+
+
+def check_devices(devices: list[Device]) -> list[Check]:
+    if not devices:
+        return [
+            Check(
+                "devices",
+                "fail",
+                "no RDMA device in /sys/class/infiniband",
+                "load the NIC's RDMA driver, or create a Soft-RoCE device: `modprobe "
+                "rdma_rxe; rdma link add rxe0 type rxe netdev IFACE`",
+            )
+        ]
+    return [Check("devices", "pass", ", ".join(f"{d.name} ({d.driver or '?'})" for d in devices))]
+
+
+def check_ports(devices: list[Device]) -> list[Check]:
+    out = []
+    for d in devices:
+        for p in d.ports:
+            name = f"port {d.name}/{p.port}"
+            detail = f"{p.state}, {p.phys_state}, {p.link_layer}" + (
+                f", MTU {p.active_mtu}" if p.active_mtu else ""
+            )
+            if p.state == "ACTIVE":
+                out.append(Check(name, "pass", detail))
+            elif p.state == "INIT" and p.link_layer == "InfiniBand":
+                out.append(
+                    Check(
+                        name,
+                        "fail",
+                        detail,
+                        "the port waits for a subnet manager: start opensm on the fabric",
+                    )
+                )
+            else:
+                nd = f" (netdev {p.netdev})" if p.netdev else ""
+                out.append(
+                    Check(
+                        name,
+                        "fail",
+                        detail,
+                        f"the link is down{nd}: check the cable/switch, or "
+                        f"`ip link set {p.netdev or 'IFACE'} up`",
+                    )
+                )
+            if p.link_layer == "InfiniBand":
+                sm = _read(f"/sys/class/infiniband/{d.name}/ports/{p.port}/sm_lid")
+                if sm in ("0", "0x0"):
+                    out.append(
+                        Check(
+                            f"subnet manager {d.name}/{p.port}",
+                            "fail",
+                            "SM LID is 0",
+                            "no subnet manager answers: start opensm",
+                        )
+                    )
+    return out
+
+
+def _netdev_ips() -> dict[str, list[str]]:
+    r = subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True)
+    ips: dict[str, list[str]] = {}
+    try:
+        for link in json.loads(r.stdout or "[]"):
+            ips[link["ifname"]] = [a["local"] for a in link.get("addr_info", []) if a.get("scope") != "host"]
+    except (ValueError, KeyError):
+        pass
+    return ips
+
+
+def check_netdevs_and_gids(devices: list[Device]) -> list[Check]:
+    out = []
+    ips = _netdev_ips()
+    for d in devices:
+        for p in d.ports:
+            if not p.netdev:
+                continue
+            state = _read(f"/sys/class/net/{p.netdev}/operstate") or "unknown"
+            addrs = ips.get(p.netdev, [])
+            verdict = "pass" if state in ("up", "unknown") and addrs else "fail"
+            hint = None
+            if state not in ("up", "unknown"):
+                hint = f"`ip link set {p.netdev} up`"
+            elif not addrs:
+                hint = f"give {p.netdev} an IP address: rdma_cm resolves by IP"
+            out.append(
+                Check(
+                    f"netdev {p.netdev}",
+                    verdict,
+                    f"{d.name}/{p.port} -> {p.netdev} ({state}) {' '.join(addrs) or 'no IP'}",
+                    hint,
+                )
+            )
+            if p.link_layer != "Ethernet":
+                continue
+            gid_ips = {g.ip for g in p.gids if g.ip and g.type == "RoCE v2"}
+            for ip in addrs:
+                if ipaddress.ip_address(ip).is_link_local:
+                    continue
+                if ip in gid_ips:
+                    idx = next(g.index for g in p.gids if g.ip == ip and g.type == "RoCE v2")
+                    out.append(Check(f"gid {ip}", "pass", f"RoCE v2 GID index {idx} on {d.name}"))
+                else:
+                    out.append(
+                        Check(
+                            f"gid {ip}",
+                            "fail",
+                            f"no RoCE v2 GID for {ip} on {d.name}",
+                            "the GID table follows the netdev's addresses; re-add the "
+                            "address or recreate the rxe device",
+                        )
+                    )
+    return out
+
+
+def _has_cap(cap: int) -> bool:
+    status = _read("/proc/self/status") or ""
+    for line in status.splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> cap & 1)
+    return False
+
+
+def check_memlock() -> list[Check]:
+    soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    if soft == resource.RLIM_INFINITY or soft >= NEEDED_MEMLOCK:
+        text = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft // 1024} KiB"
+        return [Check("memlock", "pass", f"RLIMIT_MEMLOCK {text}")]
+    detail = f"RLIMIT_MEMLOCK is {soft // 1024} KiB; rdmacli may need {NEEDED_MEMLOCK >> 20} MiB"
+    hint = (
+        "raise it: `ulimit -l unlimited`, memlock in /etc/security/limits.conf, or "
+        "LimitMEMLOCK=infinity for a service; then log in again"
+    )
+    if _has_cap(CAP_IPC_LOCK):
+        return [
+            Check("memlock", "warn", detail + " (ignored here: CAP_IPC_LOCK, but not for other users)", hint)
+        ]
+    return [Check("memlock", "fail", detail, hint)]
+
+
+def check_access() -> list[Check]:
+    nodes = ["/dev/infiniband/rdma_cm", *sorted(glob.glob("/dev/infiniband/uverbs*"))]
+    missing = [n for n in nodes if not os.path.exists(n)]
+    denied = [n for n in nodes if os.path.exists(n) and not os.access(n, os.R_OK | os.W_OK)]
+    if missing and nodes[0] in missing:
+        return [
+            Check("device access", "fail", "/dev/infiniband/rdma_cm does not exist", "`modprobe rdma_ucm`")
+        ]
+    if denied:
+        return [
+            Check(
+                "device access",
+                "fail",
+                f"no read/write access to {' '.join(denied)}",
+                'add a udev rule KERNEL=="rdma_cm", MODE="0666" (and uverbs*), or run '
+                "with access (container: --device)",
+            )
+        ]
+    return [Check("device access", "pass", f"{len(nodes)} device nodes readable and writable")]
+
+
+def check_sysctls(devices: list[Device]) -> list[Check]:
+    netdevs = {p.netdev for d in devices for p in d.ports if p.netdev}
+    if len(netdevs) < 2:
+        return []
+    vals = {
+        k: _read(f"/proc/sys/net/ipv4/conf/all/{k}")
+        for k in ("arp_ignore", "arp_announce", "accept_local", "rp_filter")
+    }
+    detail = ", ".join(f"{k}={v}" for k, v in vals.items())
+    if vals["arp_ignore"] == "0":
+        return [
+            Check(
+                "sysctl",
+                "warn",
+                f"{len(netdevs)} RDMA netdevs; {detail}",
+                "on multi-interface hosts set net.ipv4.conf.all.arp_ignore=2 (and "
+                "accept_local=1 to loop between local ports)",
+            )
+        ]
+    return [Check("sysctl", "pass", detail)]
+
+
+def local_checks() -> list[Check]:
+    checks = check_libraries()
+    devices = list_devices()
+    checks += check_devices(devices)
+    checks += check_ports(devices)
+    checks += check_netdevs_and_gids(devices)
+    checks += check_memlock()
+    checks += check_access()
+    checks += check_sysctls(devices)
+    return checks
+
+
+def check_peer_route(peer: str, devices: list[Device]) -> list[Check]:
+    r = subprocess.run(["ip", "-j", "route", "get", peer], capture_output=True, text=True)
+    try:
+        route = json.loads(r.stdout)[0]
+    except (ValueError, IndexError):
+        return [
+            Check(
+                "route",
+                "fail",
+                f"no route to {peer}: {r.stderr.strip()}",
+                f"check `ip route get {peer}` and the address",
+            )
+        ]
+    dev = route.get("dev")
+    rdma = {p.netdev: d.name for d in devices for p in d.ports if p.netdev}
+    if dev == "lo":
+        # a local address: rdma_cm loops back through the device that owns it
+        owner = next((d.name for d in devices for p in d.ports for g in p.gids if g.ip == peer), None)
+        if owner:
+            return [Check("route", "pass", f"{peer} is local, on {owner}")]
+    if dev in rdma:
+        return [Check("route", "pass", f"{peer} via {dev} ({rdma[dev]}), src {route.get('prefsrc', '?')}")]
+    return [
+        Check(
+            "route",
+            "fail",
+            f"{peer} is reached via {dev}, which has no RDMA device",
+            f"use an address on an RDMA netdev ({', '.join(sorted(rdma)) or 'none'}), "
+            "or fix the routing so the peer is reached through one",
+        )
+    ]
+
+
+def _probe(peer: str, port: int, ps: int, *, route_only: bool, resolve_ms: int, connect_s: float):
+    """Run a bare client flow to `peer`; returns (flow, error or None). Always torn down."""
+    from rdmacli.engine.flow import ClientFlow, Options, Timeouts
+    from rdmacli.errors import RdmacliError
+    from rdmacli.protocols.bare import BareClient
+    from rdmacli.rdma import addr
+
+    flow = None
+    try:
+        flow = ClientFlow(
+            dst=addr.resolve(peer, port, what="peer"),
+            route_only=route_only,
+            make_protocol=BareClient,
+            timeouts=Timeouts(resolve_ms, connect_s, connect_s, None),
+            options=Options(ps=ps),
+        )
+        flow.run()
+        return flow, flow.first_error()
+    except RdmacliError as exc:
+        return flow, exc
+    finally:
+        if flow is not None:
+            flow.close()
+
+
+def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check]:
+    flow, err = _probe(peer, 7471, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
+    if err is not None:
+        return [Check("resolve", "fail", err.message, err.hint)]
+    steps = {s["step"]: s["avg_us"] for s in flow.timer.summary()}
+    conn = flow.all_conns[0]
+    return [
+        Check(
+            "resolve",
+            "pass",
+            f"address {steps.get('resolve addr', 0):.0f} µs, route "
+            f"{steps.get('resolve route', 0):.0f} µs, {conn.local} -> {conn.remote} on "
+            f"{conn.device}",
+        )
+    ]
+
+
+def check_peer_connect(peer: str, port: int, ps: int, connect_s: float = 5.0) -> list[Check]:
+    from rdmacli.engine.loop import DeadlineExpired
+
+    _flow, err = _probe(peer, port, ps, route_only=False, resolve_ms=2000, connect_s=connect_s)
+    name = f"connect {port}"
+    if err is None:
+        return [Check(name, "pass", f"a server at {peer} port {port} accepted the connection")]
+    reason = err.details.get("reject_reason", {}).get("code")
+    if reason == 8:
+        kind = "nothing is listening"
+    elif reason == 28:
+        kind = "rejected by the application" + (
+            f": {err.details['peer_reason']!r}" if err.details.get("peer_reason") else ""
+        )
+    elif err.details.get("event") == "UNREACHABLE":
+        kind = "unreachable"
+    elif isinstance(err, DeadlineExpired):
+        kind = "timed out"
+    else:
+        kind = "failed"
+    return [Check(name, "fail", f"{kind}: {err.message}", err.hint)]
+
+
+def peer_checks(peer: str, port: int | None, ps: int) -> list[Check]:
+    checks = check_peer_route(peer, list_devices(use_pyverbs=False))
+    checks += check_peer_resolve(peer, ps)
+    if port is not None:
+        checks += check_peer_connect(peer, port, ps)
+    return checks
