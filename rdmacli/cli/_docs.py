@@ -98,19 +98,27 @@ EXTRA = {
     },
     "devices": {"examples": [("For scripts", "rdmacli devices --json")]},
     "doctor": {
-        "examples": [("This host only", "rdmacli doctor"),
-                     ("The path to a server, and whether anything listens on its port",
-                      "rdmacli doctor 192.0.2.1 -p 7471 --json")],
+        "examples": [
+            ("This host only", "rdmacli doctor"),
+            (
+                "The path to a server, and whether anything listens on its port",
+                "rdmacli doctor 192.0.2.1 -p 7471 --json",
+            ),
+        ],
         "notes": "Checks run cheapest first. Memlock below 8 MiB is a failure, or a warning "
-                 "for a process with CAP_IPC_LOCK (root), which the limit does not bind.",
+        "for a process with CAP_IPC_LOCK (root), which the limit does not bind.",
     },
     "selftest": {
-        "examples": [("A CI smoke test", "rdmacli selftest --json"),
-                     ("Only the datagram protocols, with larger messages",
-                      "rdmacli selftest --protocol ud --protocol mcast -S 1024")],
+        "examples": [
+            ("A CI smoke test", "rdmacli selftest --json"),
+            (
+                "Only the datagram protocols, with larger messages",
+                "rdmacli selftest --protocol ud --protocol mcast -S 1024",
+            ),
+        ],
         "notes": "The server side listens on ports 17471 (connect), 17174 (ping) and 17175 "
-                 "(ud), and the multicast row uses group 239.255.71.71, so the C tools' "
-                 "default ports stay free.",
+        "(ud), and the multicast row uses group 239.255.71.71, so the C tools' "
+        "default ports stay free.",
     },
     "lab": {
         "examples": [

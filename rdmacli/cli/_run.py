@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import nullcontext
 
 from rdmacli.cli.app import App
 from rdmacli.errors import ExitCode, RdmacliError
 
 
-def run_flow(app: App, command: str, flow_factory, *, show_events: bool, params: dict) -> None:
+def run_flow(app: App, command: str, flow_factory, *, show_events: bool, params: dict, progress=None) -> None:
     """Build the flow, run it, always tear it down, print the summary, exit with its status."""
     from rdmacli.render.events import EventView
     from rdmacli.render.summary import build_summary, print_summary
@@ -18,7 +19,7 @@ def run_flow(app: App, command: str, flow_factory, *, show_events: bool, params:
     error: RdmacliError | None = None
     interrupted = False
     flow = None
-    with view:
+    with view, progress or nullcontext():
         try:
             flow = flow_factory(view)
             flow.run()

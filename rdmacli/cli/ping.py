@@ -107,7 +107,13 @@ def command(
         from rdmacli.protocols.rping import RpingClient
         from rdmacli.rdma import addr
 
-        show_pings = verbose or (app.tty and not app.machine and not quiet)
+        # a terminal gets a line per ping, or a progress bar for long counted runs
+        bar = None
+        if app.live and count and count >= 100 and not verbose:
+            from rdmacli.render.progress import CountProgress
+
+            bar = CountProgress(app, count, f"ping {host}")
+        show_pings = verbose or (app.tty and not app.machine and not quiet and bar is None)
 
         def factory(observer):
             dst = addr.resolve(host, port, what="server address")
@@ -117,6 +123,8 @@ def command(
                 rec = {"type": "ping", **rec}
                 if not verbose:
                     rec.pop("data", None)
+                if bar is not None:
+                    bar.advance()
                 if app.json_lines:
                     observer(rec)
                 elif show_pings:
@@ -138,4 +146,4 @@ def command(
                 options=Options(busy_poll=busy_poll),
             )
 
-        run_flow(app, "ping", factory, show_events=show_events, params=params)
+        run_flow(app, "ping", factory, show_events=show_events, params=params, progress=bar)

@@ -93,6 +93,10 @@ class EventView:
         text = f"connection {rec['conn']} from {rec['remote']}: {rec['result']}"
         if "messages_received" in rec:
             text += f" ({rec['messages_received']} received, {rec['messages_sent']} sent)"
+        elif "pings_served" in rec:
+            text += f" ({rec['pings_served']} pings served)"
+        elif "datagrams_received" in rec:
+            text += f" ({rec['datagrams_received']} datagrams received, {rec['datagrams_sent']} sent)"
         if rec.get("error"):
             text += f": {rec['error']['message']}"
         self.app.err.print(text, markup=False, highlight=False)

@@ -64,6 +64,41 @@ def build_summary(command: str, flow, params: dict, *, error=None, interrupted: 
     }
 
 
+def connection_details(c: dict) -> list[str]:
+    """ping(8)-style statistics for a ping client; datagram counts for UD and multicast."""
+    if "pings_completed" in c:
+        lines = [f"--- {c['remote']} rdma ping statistics ---"]
+        text = f"{c['pings_sent']} pings sent, {c['pings_completed']} completed"
+        if "pings_validated" in c:
+            text += f", {c['pings_validated']} validated"
+        text += f", {c['pings_failed']} failed"
+        if "time_ms" in c:
+            text += f", time {c['time_ms']:.0f} ms"
+        lines.append(text)
+        if "rtt_us" in c:
+            r = c["rtt_us"]
+            lines.append(
+                f"rtt min/avg/max/mdev = {r['min']:.1f}/{r['avg']:.1f}/{r['max']:.1f}/"
+                f"{r['mdev']:.1f} µs, p50 {r['p50']:.1f} µs, p99 {r['p99']:.1f} µs"
+            )
+        if "throughput_mbps" in c:
+            lines.append(
+                f"throughput {c['throughput_mbps']:.3f} Mbit/s "
+                f"({c['size_bytes']} bytes read and written per ping)"
+            )
+        return lines
+    if "datagrams_expected" in c:
+        got = c.get("datagrams_received", c.get("datagrams_sent"))
+        verb = "received" if "datagrams_received" in c else "sent"
+        text = f"{c['remote']}: {got}/{c['datagrams_expected']} datagrams {verb}"
+        if c.get("datagrams_lost"):
+            text += f", {c['datagrams_lost']} lost"
+        if c.get("mgid"):
+            text += f" (mgid {c['mgid']}, mlid {c['mlid']:#x}, sl {c['sl']})"
+        return [text]
+    return []
+
+
 def print_summary(app, doc: dict) -> None:
     from rich.table import Table
 
@@ -76,7 +111,10 @@ def print_summary(app, doc: dict) -> None:
         )
     if t.get("connections_rejected"):
         line += f", {t['connections_rejected']} rejected"
-    app.out.print(line)
+    app.out.print(line, markup=False, highlight=False)
+    for c in doc["connections"]:
+        for text in connection_details(c):
+            app.out.print(text, markup=False, highlight=False)
     if doc["steps_us"] and not app.quiet:
         table = Table(title="step timings (µs)", title_justify="left")
         for col in ("step", "count", "total", "avg", "min", "max"):

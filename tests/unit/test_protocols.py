@@ -61,3 +61,13 @@ def test_ping_stats():
     assert s["rtt_us"]["min"] == 1000 and s["rtt_us"]["max"] == 3000
     assert s["rtt_us"]["avg"] == 2000 and s["rtt_us"]["p50"] == 2000
     assert s["pings_validated"] == 3 and s["throughput_mbps"] == round(3 * 64 * 2 * 8 / 1e6, 3)
+
+
+def test_ping_summary_reads_like_ping8():
+    from rdmacli.render.summary import connection_details
+
+    c = {"remote": "10.0.0.1:7174", **rping.ping_stats([0.001, 0.003], 2, 64, 2, 0, 0.0, 1.0)}
+    lines = connection_details(c)
+    assert lines[0] == "--- 10.0.0.1:7174 rdma ping statistics ---"
+    assert lines[1].startswith("2 pings sent, 2 completed, 2 validated, 0 failed")
+    assert lines[2].startswith("rtt min/avg/max/mdev = 1000.0/2000.0/3000.0/1000.0 µs")

@@ -1,0 +1,132 @@
+"""doctor on a healthy and on broken labs (each breakage undone after its test); selftest."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from rdmacli.lab import CLIENT, SERVER
+from rdmacli.lab.guest import _gid_ips
+
+
+def sh(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+def wait_lab_ready(timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if all(side["ipv4"] in _gid_ips(side["rxe"]) for side in (SERVER, CLIENT)):
+            return
+        time.sleep(0.2)
+    pytest.fail("the lab did not recover")
+
+
+def doctor(lab, *args, env_prefix: list[str] | None = None) -> tuple[int, dict]:
+    cmd = [*(env_prefix or []), *lab.rdmacli, "doctor", *args, "--json"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def verdicts(doc: dict) -> dict[str, dict]:
+    return {c["check"]: c for c in doc["checks"]}
+
+
+def test_doctor_passes_on_the_healthy_lab(lab):
+    rc, doc = doctor(lab, lab.server, "-p", "9")
+    checks = verdicts(doc)
+    local = [c for c in doc["checks"] if c["check"] not in ("route", "resolve", "connect 9")]
+    assert all(c["verdict"] == "pass" for c in local), local
+    assert checks["route"]["verdict"] == checks["resolve"]["verdict"] == "pass"
+    assert "µs" in checks["resolve"]["detail"]
+    # ... and the peer has nothing listening on port 9: classified, with advice
+    assert checks["connect 9"]["verdict"] == "fail"
+    assert checks["connect 9"]["detail"].startswith("nothing is listening")
+    assert "rdmacli listen" in checks["connect 9"]["hint"]
+    assert rc == 1
+
+
+def test_doctor_all_local_checks_pass(lab):
+    rc, doc = doctor(lab)
+    assert rc == 0 and doc["result"] == "pass", doc
+    names = {c["check"] for c in doc["checks"]}
+    assert {"libraries", "devices", "memlock", "device access", "sysctl", f"gid {lab.server}"} <= names
+
+
+def test_doctor_without_rdma_devices(lab):
+    try:
+        sh("rdma", "link", "delete", SERVER["rxe"])
+        sh("rdma", "link", "delete", CLIENT["rxe"])
+        rc, doc = doctor(lab)
+        dev = verdicts(doc)["devices"]
+        assert rc == 1 and dev["verdict"] == "fail" and "rdma link add" in dev["hint"]
+    finally:
+        for side in (SERVER, CLIENT):
+            subprocess.run(
+                ["rdma", "link", "add", side["rxe"], "type", "rxe", "netdev", side["netdev"]],
+                capture_output=True,
+            )
+        wait_lab_ready()
+
+
+def test_doctor_port_whose_netdev_is_down(lab):
+    try:
+        sh("ip", "link", "set", CLIENT["netdev"], "down")
+        time.sleep(1)
+        rc, doc = doctor(lab)
+        port = verdicts(doc)[f"port {CLIENT['rxe']}/1"]
+        assert rc == 1 and port["verdict"] == "fail"
+        assert f"ip link set {CLIENT['netdev']} up" in port["hint"]
+        assert verdicts(doc)[f"netdev {CLIENT['netdev']}"]["verdict"] == "fail"
+    finally:
+        sh("ip", "link", "set", CLIENT["netdev"], "up")
+        wait_lab_ready()
+
+
+def test_doctor_memlock_too_small(lab):
+    # root ignores RLIMIT_MEMLOCK through CAP_IPC_LOCK: drop it, as an ordinary user has none
+    prefix = [
+        "sh",
+        "-c",
+        'ulimit -l 64 && exec setpriv --bounding-set -ipc_lock --inh-caps -ipc_lock "$@"',
+        "sh",
+    ]
+    rc, doc = doctor(lab, env_prefix=prefix)
+    mem = verdicts(doc)["memlock"]
+    assert rc == 1 and mem["verdict"] == "fail" and "64 KiB" in mem["detail"]
+    assert "ulimit -l unlimited" in mem["hint"]
+
+
+def test_doctor_peer_without_rdma_behind_it(lab):
+    try:
+        sh("ip", "link", "add", "dummy7", "type", "dummy")
+        sh("ip", "addr", "add", "10.99.0.1/24", "dev", "dummy7")
+        sh("ip", "link", "set", "dummy7", "up")
+        rc, doc = doctor(lab, "10.99.0.2")
+        route = verdicts(doc)["route"]
+        assert rc == 1 and route["verdict"] == "fail" and "dummy7" in route["detail"]
+        assert "no RDMA device" in route["detail"] and "veth0" in route["hint"]
+        assert verdicts(doc)["resolve"]["verdict"] == "fail"
+    finally:
+        subprocess.run(["ip", "link", "del", "dummy7"], capture_output=True)
+
+
+def test_selftest_passes_on_the_lab(lab):
+    r = lab.run("selftest", "--json", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert [row["protocol"] for row in doc["rows"]] == ["connect", "ping", "ud", "mcast"]
+    assert all(row["verdict"] == "pass" for row in doc["rows"])
+    assert doc["server_address"] != doc["client_address"]  # two devices: a real crossing
+
+
+def test_selftest_reports_the_protocol_that_cannot_complete(lab):
+    r = lab.run("selftest", "-S", "2048", "--json", timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = {row["protocol"]: row for row in json.loads(r.stdout)["rows"]}
+    assert rows["connect"]["verdict"] == rows["ping"]["verdict"] == "pass"
+    assert rows["ud"]["verdict"] == "fail" and "active MTU 1024" in rows["ud"]["detail"]
