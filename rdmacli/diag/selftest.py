@@ -87,11 +87,16 @@ def _pair(make_server, make_client, ready_type: str, timeout: float) -> tuple[li
     finally:
         if client is not None:
             client.close()
+        client_failed = errors or (client is not None and client.first_error() is not None)
+        if not client_failed:
+            thread.join(5)  # let the server finish its side (its DISCONNECTED, its counts)
+        server.stop()  # a failed client will not come back: the server need not wait it out
         thread.join(timeout + 5)
-    for flow in (client, server):
-        if flow is not None:
-            errors += [c.error for c in flow.all_conns if c.error]
-    return errors, (time.monotonic() - t0) * 1e3
+    # the client's own errors say most about why a row failed: they come first
+    conn_errors = [
+        c.error for flow in (client, server) if flow is not None for c in flow.all_conns if c.error
+    ]
+    return conn_errors + [e for e in errors if e not in conn_errors], (time.monotonic() - t0) * 1e3
 
 
 def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size: int, timeout: float) -> Row:

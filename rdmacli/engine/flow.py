@@ -85,6 +85,7 @@ class Flow:
         self.all_conns: list[Connection] = []
         self.deadline_all = (self.t0 + self.timeouts.overall_s) if self.timeouts.overall_s else None
         self.closed = False
+        self.stopping = False  # set by stop(), possibly from another thread
 
     # -- observation ---------------------------------------------------------------------------
     def emit(self, rec: dict) -> None:
@@ -184,11 +185,18 @@ class Flow:
                 best = (conn.deadline, f"{conn.phase} on connection {conn.index}")
         return best
 
+    def first_error(self) -> RdmacliError | None:
+        return next((c.error for c in self.all_conns if c.error), None)
+
+    def stop(self) -> None:
+        """Ask a running flow to end at its next loop turn (within a second)."""
+        self.stopping = True
+
     def run_loop(self, done: Callable[[], bool]) -> None:
         """Run until done(); a connection whose own deadline passes fails, the others go on."""
         while True:
             try:
-                self.loop.run_until(done, self.nearest_deadline)
+                self.loop.run_until(lambda: self.stopping or done(), self.nearest_deadline)
                 return
             except DeadlineExpired as exc:
                 now = time.monotonic()
@@ -304,9 +312,6 @@ class ClientFlow(Flow):
             self.on_established(conn)
         elif t == C.DISCONNECTED:
             self.on_disconnected(conn, ev)
-
-    def first_error(self) -> RdmacliError | None:
-        return next((c.error for c in self.all_conns if c.error), None)
 
 
 class ServerFlow(Flow):
