@@ -10,23 +10,9 @@ from rdmacli.cli.app import App
 
 @click.command("connect")
 @click.argument("host", shell_complete=complete.rdma_addresses)
-@click.option(
-    "-p",
-    "--port",
-    shell_complete=complete.ports,
-    type=click.IntRange(1, 65535),
-    default=None,
-    help="RDMA CM port of the server  [default: 7471; 7174 with --ud].",
-)
+@options.port_option("RDMA CM port of the server  [default: 7471; 7174 with --ud].")
 @options.ud_flag
-@click.option(
-    "-b",
-    "--bind",
-    "bind",
-    metavar="ADDR",
-    shell_complete=complete.rdma_addresses,
-    help="Source address (an IP on the RDMA netdev to use).",
-)
+@options.bind_option("Source address (an IP on the RDMA netdev to use).")
 @options.exchange
 @options.port_space
 @click.option(

@@ -11,23 +11,8 @@ from rdmacli.cli.app import App
 @click.command("events")
 @click.argument("host", required=False, shell_complete=complete.rdma_addresses)
 @click.option("--listen", "listen", is_flag=True, help="Be the passive side (no HOST).")
-@click.option(
-    "-p",
-    "--port",
-    shell_complete=complete.ports,
-    type=click.IntRange(1, 65535),
-    default=7471,
-    show_default=True,
-    help="RDMA CM port.",
-)
-@click.option(
-    "-b",
-    "--bind",
-    "bind",
-    metavar="ADDR",
-    shell_complete=complete.rdma_addresses,
-    help="Source (client) or listen address.",
-)
+@options.port_option("RDMA CM port.", default=7471)
+@options.bind_option("Source (client) or listen address.")
 @click.option(
     "-c",
     "--connections",

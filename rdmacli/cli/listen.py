@@ -4,28 +4,13 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import complete, options
+from rdmacli.cli import options
 from rdmacli.cli.app import App
 
 
 @click.command("listen")
-@click.option(
-    "-b",
-    "--bind",
-    "bind",
-    metavar="ADDR",
-    shell_complete=complete.rdma_addresses,
-    default=None,
-    help="Address to listen on (default: all, 0.0.0.0; use :: for IPv6).",
-)
-@click.option(
-    "-p",
-    "--port",
-    shell_complete=complete.ports,
-    type=click.IntRange(1, 65535),
-    default=None,
-    help="RDMA CM port to listen on  [default: 7471; 7174 with --ping or --ud].",
-)
+@options.bind_option("Address to listen on (default: all, 0.0.0.0; use :: for IPv6).")
+@options.port_option("RDMA CM port to listen on  [default: 7471; 7174 with --ping or --ud].")
 @options.ud_flag
 @click.option(
     "--ping",

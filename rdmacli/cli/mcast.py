@@ -11,14 +11,7 @@ from rdmacli.cli.app import App
 @click.command("mcast")
 @click.argument("group", shell_complete=complete.multicast_groups)
 @click.option("-s", "--send", "send", is_flag=True, help="Send to the group (mckey -s).")
-@click.option(
-    "-b",
-    "--bind",
-    "bind",
-    metavar="ADDR",
-    shell_complete=complete.rdma_addresses,
-    help="Local address to join from.",
-)
+@options.bind_option("Local address to join from.")
 @click.option(
     "-c",
     "--qps",

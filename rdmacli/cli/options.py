@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from rdmacli.cli import complete
 from rdmacli.cli.app import json_lines_option, json_option
 
 
@@ -14,6 +15,24 @@ def _compose(*decorators):
         return f
 
     return apply
+
+
+def port_option(help: str, default: int | None = None):
+    return click.option(
+        "-p",
+        "--port",
+        type=click.IntRange(1, 65535),
+        default=default,
+        show_default=default is not None,
+        shell_complete=complete.ports,
+        help=help,
+    )
+
+
+def bind_option(help: str, *more_flags: str):
+    return click.option(
+        *more_flags, "-b", "--bind", "bind", metavar="ADDR", shell_complete=complete.rdma_addresses, help=help
+    )
 
 
 port_space = click.option(

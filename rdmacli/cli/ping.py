@@ -19,24 +19,8 @@ def _size(ctx, param, value):
 
 @click.command("ping")
 @click.argument("host", shell_complete=complete.rdma_addresses)
-@click.option(
-    "-p",
-    "--port",
-    shell_complete=complete.ports,
-    type=click.IntRange(1, 65535),
-    default=7174,
-    show_default=True,
-    help="RDMA CM port of the server.",
-)
-@click.option(
-    "-I",
-    "-b",
-    "--bind",
-    "bind",
-    metavar="ADDR",
-    shell_complete=complete.rdma_addresses,
-    help="Source address (rping -I).",
-)
+@options.port_option("RDMA CM port of the server.", default=7174)
+@options.bind_option("Source address (rping -I).", "-I")
 @click.option(
     "-C",
     "--count",

@@ -12,10 +12,12 @@ STEP_ORDER = [
     "resolve addr",
     "resolve route",
     "create qp",
+    "join",
     "cm connect",
     "accept",
     "establish",
     "disconnect",
+    "leave",
     "destroy qp",
     "destroy id",
 ]
