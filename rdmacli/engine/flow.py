@@ -22,7 +22,15 @@ from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, CmId, EventChannel, RdmaCallError
 from rdmacli.rdma.verbs import WorkCompletion
 
-ERROR_EVENTS = (C.ADDR_ERROR, C.ROUTE_ERROR, C.CONNECT_ERROR, C.UNREACHABLE, C.REJECTED, C.DEVICE_REMOVAL)
+ERROR_EVENTS = (
+    C.ADDR_ERROR,
+    C.ROUTE_ERROR,
+    C.CONNECT_ERROR,
+    C.UNREACHABLE,
+    C.REJECTED,
+    C.DEVICE_REMOVAL,
+    C.MULTICAST_ERROR,
+)
 Observer = Callable[[dict], None]
 
 
@@ -175,6 +183,11 @@ class Flow:
         conn.connected = False
         conn.protocol.on_disconnected(conn)
 
+    def fail_on(self, conn: Connection, ev: CmEvent) -> None:
+        """An error event ends its connection, decoded into words and an exit code."""
+        conn.connected = False
+        conn.fail(event_error(ev, step=conn.phase, local=conn.local, remote=conn.remote, device=conn.device))
+
     def on_finished(self, conn: Connection) -> None:
         """Hook: a connection finished (well or not)."""
 
@@ -280,10 +293,7 @@ class ClientFlow(Flow):
     def on_event(self, conn: Connection, ev: CmEvent) -> None:
         t = ev.type
         if t in ERROR_EVENTS:
-            conn.connected = False
-            conn.fail(
-                event_error(ev, step=conn.phase, local=conn.local, remote=conn.remote, device=conn.device)
-            )
+            self.fail_on(conn, ev)
         elif t == C.ADDR_RESOLVED:
             self.step_done(conn, "resolve addr")
             conn.learn_addresses()
@@ -420,10 +430,7 @@ class ServerFlow(Flow):
     def on_event(self, conn: Connection, ev: CmEvent) -> None:
         t = ev.type
         if t in ERROR_EVENTS:
-            conn.connected = False
-            conn.fail(
-                event_error(ev, step=conn.phase, local=conn.local, remote=conn.remote, device=conn.device)
-            )
+            self.fail_on(conn, ev)
         elif t == C.ESTABLISHED:
             self.step_done(conn, "accept")
             self.on_established(conn)

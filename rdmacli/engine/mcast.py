@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import ERROR_EVENTS, Flow, call_error
-from rdmacli.engine.status import event_error
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, CmId, RdmaCallError
@@ -45,10 +44,8 @@ class McastFlow(Flow):
         self.run_loop(lambda: all(c.finished for c in self.all_conns))
 
     def on_event(self, conn: Connection, ev: CmEvent) -> None:
-        if ev.type in ERROR_EVENTS or ev.type == C.MULTICAST_ERROR:
-            conn.fail(
-                event_error(ev, step=conn.phase, local=conn.local, remote=conn.remote, device=conn.device)
-            )
+        if ev.type in ERROR_EVENTS:
+            self.fail_on(conn, ev)
         elif ev.type == C.ADDR_RESOLVED:
             self.step_done(conn, "resolve addr")
             conn.learn_addresses()
