@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -174,6 +175,33 @@ def vng_command(
     return cmd
 
 
+def _call_relayed(cmd: list[str], env: dict) -> int:
+    """Run the VM; relay its output through pipes unless both streams are terminals.
+
+    The VM reopens its stdout: given a regular file it writes from offset 0 over what was
+    already there (seen with `make test > log`), so files only ever see our own writes.
+    """
+    if sys.stdout.isatty() and sys.stderr.isatty():
+        return subprocess.call(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def copy(src, dst) -> None:
+        for chunk in iter(lambda: src.read1(65536), b""):
+            dst.write(chunk)
+            dst.flush()
+
+    threads = [
+        threading.Thread(target=copy, args=(proc.stdout, sys.stdout.buffer), daemon=True),
+        threading.Thread(target=copy, args=(proc.stderr, sys.stderr.buffer), daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    rc = proc.wait()
+    for t in threads:
+        t.join(10)
+    return rc
+
+
 def run(
     command: list[str], *, shell: bool = False, rwdirs: tuple[str, ...] = (), say=lambda text: None
 ) -> int:
@@ -184,6 +212,6 @@ def run(
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(tools.vng) + ":" + env.get("PATH", "")
     t0 = time.monotonic()
-    rc = subprocess.call(cmd, env=env)
+    rc = _call_relayed(cmd, env)
     say(f"VM exited with status {rc} after {time.monotonic() - t0:.1f} s")
     return rc
