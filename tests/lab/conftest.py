@@ -135,3 +135,18 @@ def wait_for_listener(port: int, ps: str = "tcp", timeout: float = 30.0) -> None
             return
         time.sleep(0.2)
     pytest.fail(f"no listener on port {port} after {timeout} s")
+
+
+def resources_of(pid: int) -> dict[str, list[dict]]:
+    """`rdma resource show` entries (cm_id, qp, mr, cq, pd) owned by a process."""
+    import json
+
+    out = {}
+    for kind in ("cm_id", "qp", "mr", "cq", "pd"):
+        r = subprocess.run(["rdma", "-j", "resource", "show", kind], capture_output=True, text=True)
+        try:
+            entries = json.loads(r.stdout or "[]")
+        except ValueError:
+            entries = []
+        out[kind] = [e for e in entries if e.get("pid") == pid]
+    return out

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
-from conftest import wait_for_listener
+from conftest import resources_of, wait_for_listener
 
 
 def summary(out: str) -> dict:
@@ -135,6 +136,15 @@ def test_persistent_server_with_eight_concurrent_clients(lab, servers):
     victim.communicate()
     after = lab.run("ping", lab.server, "-I", lab.client, "-C", "10", "-V", "--json")
     assert after.returncode == 0, after.stderr
+    # nothing leaked: after ten clients the server holds its listening id and nothing else
+    deadline = time.monotonic() + 20
+    while True:
+        held = resources_of(srv.proc.pid)
+        if len(held["cm_id"]) == 1 and not held["qp"] and not held["mr"]:
+            break
+        assert time.monotonic() < deadline, f"server still holds {held}"
+        time.sleep(0.5)
+    assert held["cm_id"][0]["state"] == "LISTEN"
     srv.proc.send_signal(2)  # Ctrl-C: totals, exit 130
     rc, out, err = srv.finish()
     assert rc == 130, err

@@ -1,0 +1,64 @@
+"""The lab's host side: finding a kernel with rdma_rxe, and install advice for what is missing."""
+
+from __future__ import annotations
+
+import pytest
+
+from rdmacli.errors import EnvironmentProblem
+from rdmacli.lab import vm
+
+
+def _kernel(tmp_path, version: str, rxe: bool):
+    boot, mods = tmp_path / "boot", tmp_path / "modules"
+    boot.mkdir(exist_ok=True)
+    (boot / f"vmlinuz-{version}").write_text("kernel")
+    if rxe:
+        d = mods / version / "kernel/drivers/infiniband/sw/rxe"
+        d.mkdir(parents=True)
+        (d / "rdma_rxe.ko.xz").write_text("module")
+    return str(boot), str(mods)
+
+
+def test_find_kernel_picks_the_newest_with_rdma_rxe(tmp_path):
+    _kernel(tmp_path, "6.1.0-9-amd64", rxe=True)
+    _kernel(tmp_path, "6.1.0-56-amd64", rxe=True)
+    boot, mods = _kernel(tmp_path, "6.12.0-1-amd64", rxe=False)
+    image, version = vm.find_kernel(boot, mods)
+    assert version == "6.1.0-56-amd64" and image.endswith("vmlinuz-6.1.0-56-amd64")
+
+
+def test_no_kernel_with_rxe(tmp_path):
+    boot, mods = _kernel(tmp_path, "6.1.0-1-amd64", rxe=False)
+    assert vm.find_kernel(boot, mods) is None
+
+
+@pytest.mark.parametrize(
+    "missing,advice",
+    [
+        ("vng", "pip install virtme-ng"),
+        ("qemu", "apt-get install qemu-system-x86"),
+        ("kernel", "apt-get install linux-image-amd64"),
+    ],
+)
+def test_missing_pieces_come_with_the_install_command(monkeypatch, missing, advice):
+    def which(name, path=None):
+        if name == "vng":
+            return None if missing == "vng" else "/usr/bin/vng"
+        return None if missing == "qemu" else f"/usr/bin/{name}"
+
+    monkeypatch.setattr(vm.shutil, "which", which)
+    monkeypatch.setattr(
+        vm, "find_kernel", lambda *a: None if missing == "kernel" else ("/boot/vmlinuz-x", "x")
+    )
+    with pytest.raises(EnvironmentProblem) as exc:
+        vm.find_tools()
+    assert advice in exc.value.hint and exc.value.exit_code == 3
+
+
+def test_vm_command_shares_the_directory_and_skips_kvm_when_broken(tmp_path):
+    tools = vm.LabTools(vng="/x/vng", qemu="/x/qemu", kernel="/boot/vmlinuz-v", kernel_version="v")
+    cmd = vm.vng_command(tools, ["pytest", "-m", "rdma"], kvm=False, cwd=str(tmp_path))
+    assert cmd[:3] == ["/x/vng", "-r", "/boot/vmlinuz-v"] and "--disable-kvm" in cmd
+    assert ["--rwdir", str(tmp_path)] == cmd[cmd.index("--rwdir") : cmd.index("--rwdir") + 2]
+    assert "rdmacli.lab.guest" in cmd[-1] and "pytest -m rdma" in cmd[-1]
+    assert "--disable-kvm" not in vm.vng_command(tools, ["true"], kvm=True, cwd=str(tmp_path))
