@@ -5,8 +5,11 @@ The QP is created before the join so that librdmacm attaches it to the group (cm
 
 from __future__ import annotations
 
+import errno
+
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import ERROR_EVENTS, Flow, call_error
+from rdmacli.errors import ExitCode, RdmacliError
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, CmId, RdmaCallError
@@ -56,7 +59,19 @@ class McastFlow(Flow):
             self.step_done(conn, "create qp")
             self.timer.start("join", conn.index)
             conn.expect("join", self.timeouts.connect_s)
-            conn.cm.join_multicast(self.group, send_only=self.send_only)
+            try:
+                conn.cm.join_multicast(self.group, send_only=self.send_only)
+            except RdmaCallError as exc:
+                if exc.errno not in (524, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+                raise RdmacliError(
+                    f"join: {conn.device} cannot join {self.group.host}: {exc}",
+                    hint="this kernel or device does not support this multicast group (Soft-RoCE "
+                    "on Linux 6.1 rejects IPv6 groups; mckey fails the same way): use an "
+                    "IPv4 group",
+                    exit_code=ExitCode.ENVIRONMENT,
+                    details={"step": "join"},
+                ) from exc
             conn.group = self.group
         elif ev.type == C.MULTICAST_JOIN:
             self.step_done(conn, "join")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import errno as _errno
-import os
 
 from rdmacli.errors import ExitCode, RdmacliError
 from rdmacli.rdma import constants as C
+from rdmacli.rdma.cm import errno_text
 
 # enum ib_cm_rej_reason (include/rdma/ib_cm.h)
 IB_CM_REJ_REASONS = {
@@ -64,17 +64,13 @@ ERRNO_ADVICE = {
 }
 
 
-def errno_name(err: int) -> str:
-    return _errno.errorcode.get(err, f"errno {err}")
-
-
 def describe_status(event: int, status: int) -> dict:
     """{"status", "errno" or "reject_reason", "text"} for an event status."""
     d: dict = {"status": status}
     if status < 0:
-        err = -status
-        d["errno"] = errno_name(err)
-        d["text"] = f"{errno_name(err)} ({os.strerror(err)})"
+        name, text = errno_text(-status)
+        d["errno"] = name
+        d["text"] = f"{name} ({text})"
     elif status > 0 and event == C.REJECTED:
         name = IB_CM_REJ_REASONS.get(status, "UNKNOWN")
         d["reject_reason"] = {"code": status, "name": name}

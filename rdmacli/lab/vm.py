@@ -145,6 +145,8 @@ def vng_command(
     env["PATH"] = os.path.dirname(sys.executable) + ":" + os.environ.get("PATH", "/usr/bin:/bin")
     env["PYTHONPATH"] = pkg_parent + (":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if "COLUMNS" not in env and sys.stdout.isatty():  # the VM's console does not know our width
+        env["COLUMNS"] = str(shutil.get_terminal_size().columns)
     guest = [
         "env",
         *(f"{k}={v}" for k, v in env.items()),

@@ -23,8 +23,18 @@ class RdmaCallError(Exception):
 
     def __init__(self, call: str, err: int):
         self.call, self.errno = call, err
-        name = _errno.errorcode.get(err, str(err))
-        super().__init__(f"{call} failed: {name} ({os.strerror(err)})")
+        name, text = errno_text(err)
+        super().__init__(f"{call} failed: {name} ({text})")
+
+
+# Kernel-internal codes that reach user space through the rdma_cm ABI; Python's errno lacks them.
+KERNEL_ERRNOS = {524: ("ENOTSUPP", "operation not supported by the kernel or driver")}
+
+
+def errno_text(err: int) -> tuple[str, str]:
+    if err in KERNEL_ERRNOS:
+        return KERNEL_ERRNOS[err]
+    return _errno.errorcode.get(err, str(err)), os.strerror(err)
 
 
 def check(rc: int, call: str) -> None:

@@ -1,43 +1,30 @@
-"""The `devices` table."""
+"""The `devices` tables: one row per port, then the GID tables (narrow enough for 80 columns)."""
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.table import Table
 
 
-def devices_table(devices) -> Table:
-    table = Table(title="RDMA devices", show_lines=False)
-    for col in (
-        "device",
-        "port",
-        "state",
-        "phys",
-        "link",
-        "mtu",
-        "rate",
-        "netdev",
-        "gid",
-        "gid type",
-        "address",
-    ):
-        table.add_column(col, no_wrap=col in ("device", "gid"))
+def devices_table(devices) -> Group:
+    ports = Table(title="RDMA ports", title_justify="left")
+    for col in ("port", "state", "physical", "link", "mtu", "rate", "netdev"):
+        ports.add_column(col)
+    gids = Table(title="GIDs", title_justify="left")
+    for col in ("port", "index", "gid", "type", "address"):
+        gids.add_column(col, no_wrap=col == "gid")
     for dev in devices:
-        for port in dev.ports:
-            first = True
-            rows = port.gids or [None]
-            for gid in rows:
-                table.add_row(
-                    dev.name if first else "",
-                    str(port.port) if first else "",
-                    port.state if first else "",
-                    port.phys_state if first else "",
-                    port.link_layer if first else "",
-                    (str(port.active_mtu) if port.active_mtu else "-") if first else "",
-                    (port.rate or "-") if first else "",
-                    (gid.netdev if gid else port.netdev) or "-",
-                    f"{gid.index}: {gid.gid}" if gid else "-",
-                    (gid.type or "-") if gid else "-",
-                    (gid.ip or "-") if gid else "-",
-                )
-                first = False
-    return table
+        for p in dev.ports:
+            name = f"{dev.name}/{p.port}"
+            ports.add_row(
+                name,
+                p.state,
+                p.phys_state,
+                p.link_layer,
+                str(p.active_mtu) if p.active_mtu else "-",
+                p.rate or "-",
+                p.netdev or "-",
+            )
+            for g in p.gids:
+                gids.add_row(name, str(g.index), g.gid, g.type or "-", g.ip or "-")
+    return Group(ports, gids)

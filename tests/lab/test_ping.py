@@ -29,7 +29,7 @@ def test_rdmacli_ping_against_rping_server(lab, servers, c_tool, size, count):
     assert "data mismatch" not in err
 
 
-@pytest.mark.parametrize("size,count", [(23, 1), (64, 500), (65535, 5)])
+@pytest.mark.parametrize("size,count", [(23, 1), (64, 500), (4096, 20), (65535, 5)])
 def test_rping_client_against_rdmacli_listen(lab, servers, c_tool, size, count):
     srv = servers(
         [*lab.rdmacli, "listen", "--ping", "-b", lab.server, "-S", str(size), "--json-lines"], ready=True
@@ -154,3 +154,28 @@ def test_persistent_server_with_eight_concurrent_clients(lab, servers):
     assert sum(c["pings_served"] for c in conns if c["result"] == "pass") >= 8 * 50 + 10
     doc = recs[-1]
     assert doc["type"] == "summary" and doc["result"] == "interrupted"
+
+
+def test_ctrl_c_ends_an_open_ended_ping_with_its_summary(lab, servers):
+    srv = servers([*lab.rdmacli, "listen", "--ping", "-b", lab.server, "--json-lines"], ready=True)
+    client = subprocess.Popen(
+        [*lab.rdmacli, "ping", lab.server, "-I", lab.client, "-V", "--json-lines"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    for line in client.stdout:
+        lines.append(line)
+        if '"ping":30,' in line:
+            client.send_signal(2)
+            break
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == 130, err
+    doc = summary("".join(lines) + out)
+    assert doc["result"] == "interrupted" and doc["exit_code"] == 130
+    assert doc["connections"][0]["pings_completed"] >= 31
+    assert "Traceback" not in err
+    rc, sout, serr = srv.finish()  # the server saw a clean disconnect between pings, or a
+    assert rc in (0, 1), serr  # client that went away mid-ping: either way it ended cleanly
+    assert summary(sout)["type"] == "summary"

@@ -142,3 +142,18 @@ def test_no_loopback_is_refused_clearly_where_unsupported(lab):
     assert "cannot block multicast loopback" in json.loads(r.stdout)["error"]["message"]
     res = subprocess.run(["rdma", "-j", "resource", "show", "cm_id"], capture_output=True, text=True)
     assert "rdmacli" not in res.stdout and "python" not in res.stdout  # nothing left joined
+
+
+def test_ipv6_group_refused_clearly_where_the_kernel_cannot(lab, c_tool):
+    # Soft-RoCE on this kernel rejects IPv6 multicast joins (mckey: "Unknown error 524")
+    m = subprocess.run(
+        [c_tool("mckey"), "-m", "ff0e::db8:1", "-b", lab.server6, "-C", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert m.returncode != 0 and "failure joining" in m.stdout + m.stderr
+    r = lab.run("mcast", "ff0e::db8:1", "-b", lab.server6, "--json")
+    assert r.returncode == 3, r.stdout + r.stderr
+    err = json.loads(r.stdout)["error"]
+    assert "ENOTSUPP" in err["message"] and "IPv4 group" in err["hint"]
