@@ -37,7 +37,7 @@ demo: venv
 
 # Benchmarks: rdmacli and the C tools side by side in one lab boot (not part of `make test`).
 bench: venv
-	$(LAB) sh -c 'cd benchmarks && $(CURDIR)/$(BIN)/python bench_connect.py && $(CURDIR)/$(BIN)/python bench_ping.py'
+	$(LAB) sh -c 'cd benchmarks && $(CURDIR)/$(BIN)/python bench_connect.py && $(CURDIR)/$(BIN)/python bench_ping.py && $(CURDIR)/$(BIN)/python bench_ud.py'
 
 # Regenerate man/ and completions/ from the click tree (a unit test fails when they are stale).
 docs: venv

@@ -150,3 +150,18 @@ def resources_of(pid: int) -> dict[str, list[dict]]:
             entries = []
         out[kind] = [e for e in entries if e.get("pid") == pid]
     return out
+
+
+def wait_released(pid: int, timeout: float = 20.0) -> dict[str, list[dict]]:
+    """Wait until a server holds only its listening cm_id (no QP, no MR); fail otherwise."""
+    import time
+
+    end = time.monotonic() + timeout
+    while True:
+        held = resources_of(pid)
+        if len(held["cm_id"]) == 1 and not held["qp"] and not held["mr"]:
+            assert held["cm_id"][0]["state"] == "LISTEN"
+            return held
+        if time.monotonic() > end:
+            pytest.fail(f"server {pid} still holds {held}")
+        time.sleep(0.5)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
+import sys
 
 import pytest
-from conftest import resources_of, wait_for_listener
+from conftest import wait_for_listener, wait_released
 
 
 def summary(out: str) -> dict:
@@ -137,14 +137,7 @@ def test_persistent_server_with_eight_concurrent_clients(lab, servers):
     after = lab.run("ping", lab.server, "-I", lab.client, "-C", "10", "-V", "--json")
     assert after.returncode == 0, after.stderr
     # nothing leaked: after ten clients the server holds its listening id and nothing else
-    deadline = time.monotonic() + 20
-    while True:
-        held = resources_of(srv.proc.pid)
-        if len(held["cm_id"]) == 1 and not held["qp"] and not held["mr"]:
-            break
-        assert time.monotonic() < deadline, f"server still holds {held}"
-        time.sleep(0.5)
-    assert held["cm_id"][0]["state"] == "LISTEN"
+    wait_released(srv.proc.pid)
     srv.proc.send_signal(2)  # Ctrl-C: totals, exit 130
     rc, out, err = srv.finish()
     assert rc == 130, err
@@ -179,3 +172,51 @@ def test_ctrl_c_ends_an_open_ended_ping_with_its_summary(lab, servers):
     rc, sout, serr = srv.finish()  # the server saw a clean disconnect between pings, or a
     assert rc in (0, 1), serr  # client that went away mid-ping: either way it ended cleanly
     assert summary(sout)["type"] == "summary"
+
+
+EVIL = {  # mode -> what the server must say about that connection
+    "short": "Received bogus data, size 12",
+    "long": "work completion failed",
+    "huge": "advertised 1048576 bytes, the server buffer holds 64",
+    "zeroaddr": "advertised address 0",
+    "badrkey": "work completion failed",
+    "silent": "no progress within its deadline",
+}
+
+
+def test_untrusted_clients_end_their_connection_and_the_server_stays_up(lab, servers):
+    import pathlib
+
+    srv = servers(
+        [
+            *lab.rdmacli,
+            "listen",
+            "--ping",
+            "--persistent",
+            "-b",
+            lab.server,
+            "--idle-timeout",
+            "3",
+            "--json-lines",
+        ],
+        ready=True,
+    )
+    helper = pathlib.Path(__file__).with_name("evil_rping.py")
+    for mode in EVIL:
+        r = subprocess.run(
+            [sys.executable, str(helper), mode, lab.server, lab.client],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0, f"{mode}: {r.stdout} {r.stderr}"
+    good = lab.run("ping", lab.server, "-I", lab.client, "-C", "5", "-V", "--json")
+    assert good.returncode == 0, good.stderr  # still serving
+    wait_released(srv.proc.pid)  # every failed connection was torn down
+    srv.proc.send_signal(2)
+    rc, out, err = srv.finish()
+    assert rc == 130 and "Traceback" not in err, err
+    conns = [x for x in srv.records(out) if x["type"] == "connection"]
+    assert [c["result"] for c in conns] == ["fail"] * len(EVIL) + ["pass"]
+    for c, (mode, text) in zip(conns, EVIL.items()):
+        assert text in c["error"]["message"], (mode, c["error"])
