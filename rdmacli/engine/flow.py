@@ -376,14 +376,15 @@ class ServerFlow(Flow):
         conn.protocol = self.make_protocol()
         conn.learn_addresses()
         self.add_conn(conn)
+        # the CONNECT_REQUEST row itself was shown without a connection number: name it here
         self.emit(
             {
-                "type": "cm_event",
+                "type": "request",
                 "t_us": round((ev.t - self.t0) * 1e6, 1),
                 "conn": index,
-                "event": "(request from)",
-                "status": 0,
-                "status_text": conn.remote,
+                "local": conn.local,
+                "remote": conn.remote,
+                "device": conn.device,
             }
         )
         capacity = self.max_clients is None or self.accepted < self.max_clients

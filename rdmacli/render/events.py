@@ -79,6 +79,18 @@ class EventView:
                 f"joined dgid: {rec['mgid']} mlid {rec['mlid']:#x} sl {rec['sl']} "
                 f"(group {rec['group']}, qp {rec['conn']})"
             )
+        elif kind == "request" and self.show:
+            text = f"connection {rec['conn']}: request from {rec['remote']} on {rec['device']}"
+            if self.table is not None:
+                self.table.add_row(
+                    f"{rec['t_us'] / 1000:9.3f} ms",
+                    str(rec["conn"]),
+                    "(request)",
+                    "",
+                    f"from {rec['remote']} on {rec['device']}",
+                )
+            else:
+                self.app.err.print(text, markup=False, highlight=False)
         elif kind == "rejected":
             self.app.info(f"rejected connection {rec['conn']} from {rec['remote']}: {rec['reason']}")
         elif kind == "connection" and not self.app.quiet:

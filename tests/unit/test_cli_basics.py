@@ -45,3 +45,27 @@ def test_missing_dependency_gives_advice():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 3
     assert "pip install rich" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_require_rdma_fails_a_run_where_no_lab_test_ran():
+    import pathlib
+
+    here = pathlib.Path(__file__).parent
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "rdma",
+            "--require-rdma",
+            str(here / "test_status.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=here.parents[1],
+    )
+    assert r.returncode != 0 and "the lab suite must run in full" in r.stdout
