@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import complete, options
-from rdmacli.cli.app import App
 
 
 @click.command("connect")
@@ -45,14 +44,9 @@ def command(
     tos,
     ack_timeout,
     busy_poll,
-    resolve_timeout,
-    connect_timeout,
-    idle_timeout,
-    timeout,
+    timeouts,
+    app,
     show_events,
-    json_mode,
-    json_lines,
-    quiet,
 ):
     """Connect to HOST and exchange messages, wire-compatible with ucmatose (udaddy with --ud).
 
@@ -63,7 +57,6 @@ def command(
     With --ud the client sends COUNT datagrams carrying its QP number as immediate data and
     waits for COUNT replies; lost datagrams are reported at the --idle-timeout deadline.
     """
-    app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
     port, port_space = options.resolve_mode(ud=ud, port=port, port_space=port_space, rc_port=7471)
     params = {
         "host": host,
@@ -78,7 +71,7 @@ def command(
     }
     with app.errors("connect"):
         from rdmacli.cli._run import run_flow
-        from rdmacli.engine.flow import ClientFlow, Options, Timeouts
+        from rdmacli.engine.flow import ClientFlow, Options
         from rdmacli.protocols.cmatose import CmatoseClient
         from rdmacli.protocols.udaddy import UdClient
         from rdmacli.rdma import addr
@@ -93,7 +86,7 @@ def command(
                 connections=connections,
                 make_protocol=lambda: UdClient(count, size) if ud else CmatoseClient(count, size),
                 observer=observer,
-                timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout),
+                timeouts=timeouts,
                 options=Options(
                     ps=PORT_SPACES[port_space], tos=tos, ack_timeout=ack_timeout, busy_poll=busy_poll
                 ),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import complete, options
-from rdmacli.cli.app import App
 
 
 @click.command("events")
@@ -31,14 +30,9 @@ def command(
     bind,
     connections,
     port_space,
-    resolve_timeout,
-    connect_timeout,
-    idle_timeout,
-    timeout,
+    timeouts,
+    app,
     show_events,
-    json_mode,
-    json_lines,
-    quiet,
 ):
     """Connect (or listen) with no data transfer and show every CM event and step time.
 
@@ -47,7 +41,6 @@ def command(
     """
     if bool(host) == bool(listen):
         raise click.UsageError("give HOST to connect, or --listen to wait for connections")
-    app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
     port, port_space = options.resolve_mode(ud=False, port=port, port_space=port_space, rc_port=7471)
     params = {
         "host": host,
@@ -59,12 +52,11 @@ def command(
     }
     with app.errors("events"):
         from rdmacli.cli._run import run_flow
-        from rdmacli.engine.flow import ClientFlow, Options, ServerFlow, Timeouts
+        from rdmacli.engine.flow import ClientFlow, Options, ServerFlow
         from rdmacli.protocols.bare import BareClient, BareServer
         from rdmacli.rdma import addr
         from rdmacli.rdma.constants import PORT_SPACES
 
-        timeouts = Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout)
         opts = Options(ps=PORT_SPACES[port_space])
 
         def factory(observer):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import options
-from rdmacli.cli.app import App
 
 
 @click.command("listen")
@@ -66,14 +65,9 @@ def command(
     fault_corrupt,
     persistent,
     busy_poll,
-    resolve_timeout,
-    connect_timeout,
-    idle_timeout,
-    timeout,
+    timeouts,
+    app,
     show_events,
-    json_mode,
-    json_lines,
-    quiet,
 ):
     """Serve clients, wire-compatible with ucmatose's server (rping's with --ping, udaddy's
     with --ud).
@@ -82,7 +76,6 @@ def command(
     disconnects. An rdmacli client's own COUNT and SIZE (sent in its connection request) take
     precedence. Exits after -c connections, unless --persistent.
     """
-    app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
     if ud and ping_mode:
         raise click.UsageError("--ud and --ping are different protocols: choose one")
     port, port_space = options.resolve_mode(
@@ -103,7 +96,7 @@ def command(
     }
     with app.errors("listen"):
         from rdmacli.cli._run import run_flow
-        from rdmacli.engine.flow import Options, ServerFlow, Timeouts
+        from rdmacli.engine.flow import Options, ServerFlow
         from rdmacli.protocols import cmatose, rping, udaddy
         from rdmacli.rdma import addr
         from rdmacli.rdma.constants import PORT_SPACES
@@ -131,7 +124,7 @@ def command(
                 max_clients=None if persistent else connections,
                 make_protocol=make_protocol,
                 observer=observer,
-                timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout),
+                timeouts=timeouts,
                 options=Options(ps=PORT_SPACES[port_space], ack_timeout=ack_timeout, busy_poll=busy_poll),
             )
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import complete, options
-from rdmacli.cli.app import App
 
 
 @click.command("mcast")
@@ -81,14 +80,9 @@ def command(
     send_only,
     no_loopback,
     send_delay,
-    resolve_timeout,
-    connect_timeout,
-    idle_timeout,
-    timeout,
+    timeouts,
+    app,
     show_events,
-    json_mode,
-    json_lines,
-    quiet,
 ):
     """Join GROUP (an IPv4 or IPv6 multicast address) and receive COUNT datagrams per QP, or
     with --send send COUNT datagrams to it. Wire-compatible with mckey.
@@ -98,7 +92,7 @@ def command(
     """
     if send_only and not send:
         raise click.UsageError("--send-only joins without receiving: it needs --send")
-    app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
+    timeouts.idle_s += send_delay  # the pause is not idleness
     params = {
         "group": group,
         "send": send,
@@ -112,7 +106,7 @@ def command(
     }
     with app.errors("mcast"):
         from rdmacli.cli._run import run_flow
-        from rdmacli.engine.flow import Options, Timeouts
+        from rdmacli.engine.flow import Options
         from rdmacli.engine.mcast import McastFlow
         from rdmacli.protocols.mckey import McastMember
         from rdmacli.rdma import addr
@@ -128,7 +122,7 @@ def command(
                     count, size, sender=send, no_loopback=no_loopback, send_delay=send_delay
                 ),
                 observer=observer,
-                timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout + send_delay, timeout),
+                timeouts=timeouts,
                 options=Options(ps=PORT_SPACES[port_space]),
             )
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from rdmacli.cli import complete
-from rdmacli.cli.app import json_lines_option, json_option
+from rdmacli.cli.app import App, json_lines_option, json_option
 
 
 def _compose(*decorators):
@@ -62,7 +64,7 @@ def resolve_mode(*, ud: bool, port: int | None, port_space: str | None, rc_port:
     return (port or (7174 if ud else rc_port)), port_space
 
 
-timeouts = _compose(
+_timeout_options = _compose(
     click.option(
         "--resolve-timeout",
         "resolve_timeout",
@@ -100,7 +102,7 @@ timeouts = _compose(
     ),
 )
 
-output = _compose(
+_output_options = _compose(
     click.option(
         "--events",
         "show_events",
@@ -138,3 +140,30 @@ exchange = _compose(
         help="Message size in bytes (0 sends nothing).",
     ),
 )
+
+
+def timeouts(f):
+    """--resolve-timeout, --connect-timeout, --idle-timeout, --timeout -> `timeouts: Timeouts`."""
+
+    @functools.wraps(f)
+    def wrapper(*args, resolve_timeout, connect_timeout, idle_timeout, timeout, **kw):
+        from rdmacli.engine.flow import Timeouts
+
+        return f(*args, timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout), **kw)
+
+    return _timeout_options(wrapper)
+
+
+def output(f):
+    """--events, --json, --json-lines, -q -> `app: App` and `show_events: bool`."""
+
+    @functools.wraps(f)
+    def wrapper(*args, show_events, json_mode, json_lines, quiet, **kw):
+        return f(
+            *args,
+            app=App(json_mode=json_mode, json_lines=json_lines, quiet=quiet),
+            show_events=show_events,
+            **kw,
+        )
+
+    return _output_options(wrapper)

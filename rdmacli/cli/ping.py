@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import complete, options
-from rdmacli.cli.app import App
 
 
 def _size(ctx, param, value):
@@ -61,21 +60,16 @@ def command(
     verbose,
     interval,
     busy_poll,
-    resolve_timeout,
-    connect_timeout,
-    idle_timeout,
-    timeout,
+    timeouts,
+    app,
     show_events,
-    json_mode,
-    json_lines,
-    quiet,
 ):
     """Ping HOST with RDMA READ and WRITE, wire-compatible with rping.
 
     Each ping advertises a source buffer that the server reads and a sink buffer it writes back
     into; the round trip covers both. Works against `rping -s` and `rdmacli listen --ping`.
     """
-    app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
+    timeouts.idle_s += interval  # the pause is not idleness
     params = {
         "host": host,
         "port": port,
@@ -87,7 +81,7 @@ def command(
     }
     with app.errors("ping"):
         from rdmacli.cli._run import run_flow
-        from rdmacli.engine.flow import ClientFlow, Options, Timeouts
+        from rdmacli.engine.flow import ClientFlow, Options
         from rdmacli.protocols.rping import RpingClient
         from rdmacli.rdma import addr
 
@@ -97,7 +91,7 @@ def command(
             from rdmacli.render.progress import CountProgress
 
             bar = CountProgress(app, count, f"ping {host}")
-        show_pings = verbose or (app.tty and not app.machine and not quiet and bar is None)
+        show_pings = verbose or (app.tty and not app.machine and not app.quiet and bar is None)
 
         def factory(observer):
             dst = addr.resolve(host, port, what="server address")
@@ -126,7 +120,7 @@ def command(
                     size, count, validate=validate, interval=interval, on_ping=on_ping
                 ),
                 observer=observer,
-                timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout + interval, timeout),
+                timeouts=timeouts,
                 options=Options(busy_poll=busy_poll),
             )
 
