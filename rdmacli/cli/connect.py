@@ -21,14 +21,7 @@ from rdmacli.cli import complete, options
     default=None,
     help="Type of service (rdma_set_option RDMA_OPTION_ID_TOS).",
 )
-@click.option(
-    "-a",
-    "--ack-timeout",
-    "ack_timeout",
-    type=click.IntRange(0, 31),
-    default=None,
-    help="Local ACK timeout exponent: 4.096 µs × 2^N.",
-)
+@options.ack_timeout
 @click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
 @options.timeouts
 @options.output

@@ -19,14 +19,7 @@ from rdmacli.cli import options
 )
 @options.exchange
 @options.port_space
-@click.option(
-    "-a",
-    "--ack-timeout",
-    "ack_timeout",
-    type=click.IntRange(0, 31),
-    default=None,
-    help="Local ACK timeout exponent: 4.096 µs × 2^N.",
-)
+@options.ack_timeout
 @click.option(
     "--max-size",
     "max_size",

@@ -37,6 +37,15 @@ def bind_option(help: str, *more_flags: str):
     )
 
 
+ack_timeout = click.option(
+    "-a",
+    "--ack-timeout",
+    "ack_timeout",
+    type=click.IntRange(0, 31),
+    default=None,
+    help="Local ACK timeout exponent: 4.096 µs × 2^N.",
+)
+
 port_space = click.option(
     "-P",
     "--port-space",

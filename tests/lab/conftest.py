@@ -165,3 +165,10 @@ def wait_released(pid: int, timeout: float = 20.0) -> dict[str, list[dict]]:
         if time.monotonic() > end:
             pytest.fail(f"server {pid} still holds {held}")
         time.sleep(0.5)
+
+
+def summary(out: str) -> dict:
+    """The last JSON document of an rdmacli run's stdout (the summary)."""
+    import json
+
+    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])

@@ -7,13 +7,9 @@ import subprocess
 import time
 
 import pytest
-from conftest import wait_for_listener
+from conftest import summary, wait_for_listener
 
 UCMATOSE = "ucmatose"
-
-
-def summary(out: str) -> dict:
-    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
 
 
 @pytest.mark.parametrize("conns,size,ps", [(1, 1, "tcp"), (8, 4096, "ib")])

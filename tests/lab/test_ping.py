@@ -7,11 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import wait_for_listener, wait_released
-
-
-def summary(out: str) -> dict:
-    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+from conftest import summary, wait_for_listener, wait_released
 
 
 @pytest.mark.parametrize("size,count", [(23, 1), (64, 500), (4096, 50), (65535, 5)])

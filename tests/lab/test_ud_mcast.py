@@ -6,11 +6,7 @@ import json
 import subprocess
 
 import pytest
-from conftest import Server
-
-
-def summary(out: str) -> dict:
-    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+from conftest import Server, summary
 
 
 def line_buffered(cmd: list[str]) -> list[str]:
