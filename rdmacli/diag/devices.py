@@ -50,7 +50,7 @@ class Device:
         return asdict(self)
 
 
-def _read(path: str) -> str | None:
+def read_sysfs(path: str) -> str | None:
     try:
         with open(path) as f:
             return f.read().strip()
@@ -93,7 +93,7 @@ def _gids(port_dir: str) -> list[Gid]:
     except OSError:
         return gids
     for name in names:
-        raw = _read(os.path.join(gdir, name))
+        raw = read_sysfs(os.path.join(gdir, name))
         if not raw or raw.replace(":", "").strip("0") == "":
             continue
         text = format_gid(raw)
@@ -101,8 +101,8 @@ def _gids(port_dir: str) -> list[Gid]:
             Gid(
                 index=int(name),
                 gid=text,
-                type=_read(os.path.join(port_dir, "gid_attrs", "types", name)),
-                netdev=_read(os.path.join(port_dir, "gid_attrs", "ndevs", name)),
+                type=read_sysfs(os.path.join(port_dir, "gid_attrs", "types", name)),
+                netdev=read_sysfs(os.path.join(port_dir, "gid_attrs", "ndevs", name)),
                 ip=gid_to_ip(text),
             )
         )
@@ -146,11 +146,11 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
             ports.append(
                 Port(
                     port=int(pn),
-                    state=_state(_read(os.path.join(pdir, "state"))),
-                    phys_state=_state(_read(os.path.join(pdir, "phys_state"))),
-                    link_layer=_read(os.path.join(pdir, "link_layer")) or "UNKNOWN",
+                    state=_state(read_sysfs(os.path.join(pdir, "state"))),
+                    phys_state=_state(read_sysfs(os.path.join(pdir, "phys_state"))),
+                    link_layer=read_sysfs(os.path.join(pdir, "link_layer")) or "UNKNOWN",
                     active_mtu=mtus.get(int(pn)),
-                    rate=_read(os.path.join(pdir, "rate")),
+                    rate=read_sysfs(os.path.join(pdir, "rate")),
                     netdev=netdev,
                     gids=gids,
                 )
@@ -160,12 +160,12 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
         )
         driver_link = os.path.join(ddir, "device", "driver")
         driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
-        node_type = _read(os.path.join(ddir, "node_type"))
+        node_type = read_sysfs(os.path.join(ddir, "node_type"))
         devices.append(
             Device(
                 name=name,
                 node_type=node_type.split(":", 1)[-1].strip() if node_type else None,
-                node_guid=_read(os.path.join(ddir, "node_guid")),
+                node_guid=read_sysfs(os.path.join(ddir, "node_guid")),
                 driver=driver or (name.rstrip("0123456789") if name.startswith(("rxe", "siw")) else None),
                 netdevs=netdevs,
                 ports=ports,

@@ -13,7 +13,7 @@ import resource
 import subprocess
 from dataclasses import asdict, dataclass
 
-from rdmacli.diag.devices import Device, list_devices
+from rdmacli.diag.devices import Device, list_devices, read_sysfs
 
 NEEDED_MEMLOCK = 8 * 1024 * 1024  # rdmacli's buffers stay far below this with default options
 CAP_IPC_LOCK = 14
@@ -28,14 +28,6 @@ class Check:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return None
 
 
 def check_libraries() -> list[Check]:
@@ -108,7 +100,7 @@ def check_ports(devices: list[Device]) -> list[Check]:
                     )
                 )
             if p.link_layer == "InfiniBand":
-                sm = _read(f"/sys/class/infiniband/{d.name}/ports/{p.port}/sm_lid")
+                sm = read_sysfs(f"/sys/class/infiniband/{d.name}/ports/{p.port}/sm_lid")
                 if sm in ("0", "0x0"):
                     out.append(
                         Check(
@@ -139,7 +131,7 @@ def check_netdevs_and_gids(devices: list[Device]) -> list[Check]:
         for p in d.ports:
             if not p.netdev:
                 continue
-            state = _read(f"/sys/class/net/{p.netdev}/operstate") or "unknown"
+            state = read_sysfs(f"/sys/class/net/{p.netdev}/operstate") or "unknown"
             addrs = ips.get(p.netdev, [])
             verdict = "pass" if state in ("up", "unknown") and addrs else "fail"
             hint = None
@@ -178,7 +170,7 @@ def check_netdevs_and_gids(devices: list[Device]) -> list[Check]:
 
 
 def _has_cap(cap: int) -> bool:
-    status = _read("/proc/self/status") or ""
+    status = read_sysfs("/proc/self/status") or ""
     for line in status.splitlines():
         if line.startswith("CapEff:"):
             return bool(int(line.split()[1], 16) >> cap & 1)
@@ -228,7 +220,7 @@ def check_sysctls(devices: list[Device]) -> list[Check]:
     if len(netdevs) < 2:
         return []
     vals = {
-        k: _read(f"/proc/sys/net/ipv4/conf/all/{k}")
+        k: read_sysfs(f"/proc/sys/net/ipv4/conf/all/{k}")
         for k in ("arp_ignore", "arp_announce", "accept_local", "rp_filter")
     }
     detail = ", ".join(f"{k}={v}" for k, v in vals.items())

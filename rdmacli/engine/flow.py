@@ -219,12 +219,9 @@ class Flow:
                 if not expired:
                     raise  # the overall timeout
                 for conn in expired:
-                    if conn.protocol.on_deadline(conn):
-                        conn.finish()
-                        self.on_finished(conn)
-                        continue
                     conn.fail(
-                        DeadlineExpired(
+                        conn.protocol.on_deadline(conn)
+                        or DeadlineExpired(
                             f"{conn.phase}: no progress within its deadline [{self.where(conn)}]",
                             hint=exc.hint,
                             details={"step": conn.phase},

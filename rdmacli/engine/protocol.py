@@ -39,9 +39,10 @@ class Protocol:
         """The peer disconnected. Default: finish if the exchange is complete."""
         conn.finish()
 
-    def on_deadline(self, conn) -> bool:
-        """The connection's deadline passed; return True if that ends it normally (UD loss)."""
-        return False
+    def on_deadline(self, conn):
+        """The connection's deadline passed: an RdmacliError that says more than "deadline
+        expired" (UD: how many datagrams were lost), or None for the generic one."""
+        return None
 
     def summary(self) -> dict:
         return {}

@@ -93,10 +93,8 @@ class McastMember(_Datagrams):
             if self.received == self.count:
                 conn.finish()
 
-    def on_deadline(self, conn) -> bool:
-        if self.sender:
-            return False
-        return super().on_deadline(conn)
+    def on_deadline(self, conn) -> RdmacliError | None:
+        return None if self.sender else super().on_deadline(conn)
 
     def summary(self) -> dict:
         d = {"role": "sender" if self.sender else "receiver", "size_bytes": self.size, **self.join_info}

@@ -114,7 +114,6 @@ class RpingClient(_Rping):
         self.t_start = self.t_end = None
         self.start_mr = None
         self._t0 = 0.0
-        self.stopped = False
 
     def conn_param(self) -> ConnParam:
         return conn_param(H.Hello(H.KIND_PING, self.count or 0, self.size).pack())
@@ -128,7 +127,7 @@ class RpingClient(_Rping):
         self._next(conn)
 
     def _next(self, conn) -> None:
-        if self.stopped or (self.count is not None and self.ping >= self.count):
+        if self.count is not None and self.ping >= self.count:
             self.t_end = time.monotonic()
             self.stage = "done"
             conn.disconnect()  # rping: the client ends the test
@@ -179,9 +178,6 @@ class RpingClient(_Rping):
             raise RdmacliError(
                 f"unexpected message from the server in state {self.stage}", exit_code=ExitCode.FAILED
             )
-
-    def stop(self) -> None:
-        self.stopped = True
 
     def on_disconnected(self, conn) -> None:
         if self.stage == "done" or (self.count is None and self.ping > 0):

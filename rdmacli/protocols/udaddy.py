@@ -43,7 +43,6 @@ class _Datagrams(Protocol):
         self.mr = None
         self.ah = None
         self.remote_qpn = self.remote_qkey = 0
-        self.lost_at_deadline = False
 
     @property
     def slot(self) -> int:
@@ -75,19 +74,15 @@ class _Datagrams(Protocol):
                 remote_qkey=self.remote_qkey,
             )
 
-    def on_deadline(self, conn) -> bool:
+    def on_deadline(self, conn) -> RdmacliError | None:
         if self.received < self.count and conn.phase == "data":
-            self.lost_at_deadline = True
-            conn.fail(
-                RdmacliError(
-                    f"received {self.received} of {self.count} datagrams before the deadline "
-                    f"({self.count - self.received} lost) [{conn.flow.where(conn)}]",
-                    hint="UD does not retransmit: check the peer's count and the fabric",
-                    exit_code=ExitCode.FAILED,
-                )
+            return RdmacliError(
+                f"received {self.received} of {self.count} datagrams before the deadline "
+                f"({self.count - self.received} lost) [{conn.flow.where(conn)}]",
+                hint="UD does not retransmit: check the peer's count and the fabric",
+                exit_code=ExitCode.FAILED,
             )
-            return False
-        return False
+        return None
 
     def summary(self) -> dict:
         return {

@@ -463,7 +463,6 @@ int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr);
 int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event);
 int rdma_ack_cm_event(struct rdma_cm_event *event);
 const char *rdma_event_str(int event);
-const char *rdma_reject_msg(struct rdma_cm_id *id, int reason);
 int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen);
 uint16_t rdma_get_src_port(struct rdma_cm_id *id);
 uint16_t rdma_get_dst_port(struct rdma_cm_id *id);

@@ -358,6 +358,3 @@ class CmId:
 
     def peer_addr(self) -> tuple[str, int] | None:
         return _addr.parse(ffi().addressof(self.ptr.route.addr, "dst_addr"))
-
-    def reject_msg(self, reason: int) -> str:
-        return ffi().string(rdmacm().rdma_reject_msg(self.ptr, reason)).decode()
