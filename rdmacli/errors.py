@@ -48,3 +48,13 @@ class RdmacliError(Exception):
 
 class EnvironmentProblem(RdmacliError):
     exit_code = ExitCode.ENVIRONMENT
+
+
+class Stopped(BaseException):
+    """A stop signal (SIGINT, SIGTERM, SIGHUP) arrived: tear down, summarise, exit 128+signal.
+
+    A BaseException, like KeyboardInterrupt, so no `except Exception` swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum

@@ -41,7 +41,8 @@ class LazyGroup(click.Group):
 EPILOG = """\b
 Exit status:
   0 success, 1 test failed, 2 usage, 3 local environment, 4 address/route
-  resolution failed, 5 rejected or unreachable, 6 deadline expired, 130 interrupted.
+  resolution failed, 5 rejected or unreachable, 6 deadline expired, 128+N stopped
+  by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
 """
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from contextlib import contextmanager
 from functools import cached_property
@@ -11,7 +12,7 @@ from typing import Iterator
 
 import click
 
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import RdmacliError, Stopped
 
 
 class App:
@@ -68,27 +69,27 @@ class App:
             self.err.print(f"[yellow]hint:[/] {_esc(exc.hint)}")
 
     @contextmanager
-    def errors(self, command: str) -> Iterator[None]:
-        """Turn RdmacliError and Ctrl-C into the documented exit codes, never a traceback."""
+    def errors(self, command: str, params: dict | None = None) -> Iterator[None]:
+        """Turn RdmacliError and stop signals into the documented exit codes and a summary,
+        never a traceback. SIGTERM and SIGHUP end a run like Ctrl-C (exit 128 + signal)."""
+        from rdmacli.cli._run import stop_signals
+        from rdmacli.outcome import Outcome
+
         try:
-            yield
+            with stop_signals():
+                yield
         except RdmacliError as exc:
             self.report_error(exc)
             if self.machine:
-                self.emit_json(
-                    {
-                        "schema": "rdmacli/1",
-                        "type": "summary",
-                        "command": command,
-                        "result": "error",
-                        "exit_code": int(exc.exit_code),
-                        "error": exc.to_dict(),
-                    }
-                )
+                self.emit_json(Outcome(command, params or {}, error=exc).to_dict())
             sys.exit(int(exc.exit_code))
-        except KeyboardInterrupt:
-            self.err.print("interrupted")
-            sys.exit(int(ExitCode.INTERRUPTED))
+        except (Stopped, KeyboardInterrupt) as exc:
+            outcome = Outcome(command, params or {}, signal=getattr(exc, "signum", signal.SIGINT))
+            if self.machine:
+                self.emit_json(outcome.to_dict())
+            else:
+                self.err.print("interrupted")
+            sys.exit(outcome.exit_code)
 
 
 def _esc(text: str) -> str:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import complete, options
+from rdmacli.cli import options
+from rdmacli.protocols.table import CONNECT, UD, mode_of
 
 
 @click.command("connect")
-@click.argument("host", shell_complete=complete.rdma_addresses)
-@options.port_option("RDMA CM port of the server  [default: 7471; 7174 with --ud].")
+@options.host_argument()
+@options.port_option(
+    f"RDMA CM port of the server  [default: {CONNECT.default_port}; {UD.default_port} with --ud]."
+)
 @options.ud_flag
 @options.bind_option("Source address (an IP on the RDMA netdev to use).")
 @options.exchange
@@ -50,7 +53,9 @@ def command(
     With --ud the client sends COUNT datagrams carrying its QP number as immediate data and
     waits for COUNT replies; lost datagrams are reported at the --idle-timeout deadline.
     """
-    port, port_space = options.resolve_mode(ud=ud, port=port, port_space=port_space, rc_port=7471)
+    spec = mode_of(ud=ud)
+    port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
+    size = options.mode_size(click.get_current_context(), spec, size)
     params = {
         "host": host,
         "port": port,
@@ -62,13 +67,14 @@ def command(
         "tos": tos,
         "ack_timeout": ack_timeout,
     }
-    with app.errors("connect"):
+    with app.errors("connect", params):
         from rdmacli.cli._run import run_flow
-        from rdmacli.engine.flow import ClientFlow, Options
-        from rdmacli.protocols.cmatose import CmatoseClient
-        from rdmacli.protocols.udaddy import UdClient
+        from rdmacli.engine.client import ClientFlow
+        from rdmacli.engine.flow import Options
         from rdmacli.rdma import addr
         from rdmacli.rdma.constants import PORT_SPACES
+
+        client = spec.client_class()
 
         def factory(observer):
             dst = addr.resolve(host, port, what="server address")
@@ -77,7 +83,7 @@ def command(
                 dst=dst,
                 src=src,
                 connections=connections,
-                make_protocol=lambda: UdClient(count, size) if ud else CmatoseClient(count, size),
+                make_protocol=lambda: client(count, size),
                 observer=observer,
                 timeouts=timeouts,
                 options=Options(

@@ -27,14 +27,16 @@ def command(json_mode: bool) -> None:
                 "no RDMA device found (/sys/class/infiniband is empty)", hint=NO_DEVICE_HINT
             )
         if json_mode:
-            app.emit_json(
-                {
-                    "schema": "rdmacli/1",
-                    "command": "devices",
-                    "result": "pass",
-                    "exit_code": 0,
-                    "devices": [d.to_dict() for d in devices],
-                }
+            from rdmacli.cli._run import finish
+            from rdmacli.outcome import Outcome
+
+            finish(
+                app,
+                Outcome(
+                    "devices",
+                    counts={"devices": len(devices), "ports": sum(len(d.ports) for d in devices)},
+                    data={"devices": [d.to_dict() for d in devices]},
+                ),
             )
         else:
             from rdmacli.render.devices import devices_table

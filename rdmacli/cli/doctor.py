@@ -8,6 +8,7 @@ import click
 
 from rdmacli.cli import complete
 from rdmacli.cli.app import App, json_option
+from rdmacli.errors import RdmacliError
 
 
 @click.command("doctor")
@@ -41,8 +42,11 @@ def command(peer, port, port_space, json_mode):
     if port is not None and not peer:
         raise click.UsageError("-p needs PEER")
     app = App(json_mode=json_mode)
-    with app.errors("doctor"):
+    params = {"peer": peer, "port": port, "port_space": port_space}
+    with app.errors("doctor", params):
         from rdmacli.diag import doctor
+        from rdmacli.errors import ExitCode
+        from rdmacli.outcome import Outcome
         from rdmacli.rdma.constants import PORT_SPACES
 
         checks = doctor.local_checks()
@@ -53,26 +57,26 @@ def command(peer, port, port_space, json_mode):
             checks += doctor.peer_checks(peer, port, PORT_SPACES[port_space])
         rows = [c.to_dict() for c in checks]
         failed = [c for c in checks if c.verdict == "fail"]
-        examinable = not any(c.check == "libraries" and c.verdict == "fail" for c in checks)
-        code = 0 if not failed else (1 if examinable else 3)
+        broken = next((c for c in checks if c.check == "libraries" and c.verdict == "fail"), None)
+        outcome = Outcome(
+            "doctor",
+            params,
+            failed=bool(failed),
+            error=RdmacliError(broken.detail, hint=broken.hint, exit_code=ExitCode.ENVIRONMENT)
+            if broken
+            else None,
+            counts={"checks": len(checks), "checks_failed": len(failed)},
+            data={"checks": rows},
+        )
         if json_mode:
-            app.emit_json(
-                {
-                    "schema": "rdmacli/1",
-                    "command": "doctor",
-                    "peer": peer,
-                    "port": port,
-                    "result": "pass" if code == 0 else "fail",
-                    "exit_code": code,
-                    "checks": rows,
-                }
-            )
-        else:
-            from rdmacli.render.checks import checks_table
+            from rdmacli.cli._run import finish
 
-            app.out.print(checks_table(rows, "rdmacli doctor", ["check", "verdict", "detail", "hint"]))
-            app.out.print(
-                f"{len(checks) - len(failed)}/{len(checks)} checks passed"
-                + (f", {len(failed)} failed" if failed else "")
-            )
-        sys.exit(code)
+            finish(app, outcome)
+        from rdmacli.render.checks import checks_table
+
+        app.out.print(checks_table(rows, "rdmacli doctor", ["check", "verdict", "detail", "hint"]))
+        app.out.print(
+            f"{len(checks) - len(failed)}/{len(checks)} checks passed"
+            + (f", {len(failed)} failed" if failed else "")
+        )
+        sys.exit(outcome.exit_code)

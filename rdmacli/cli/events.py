@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import complete, options
+from rdmacli.cli import options
+from rdmacli.protocols.table import CONNECT
 
 
 @click.command("events")
-@click.argument("host", required=False, shell_complete=complete.rdma_addresses)
+@options.host_argument(required=False)
 @click.option("--listen", "listen", is_flag=True, help="Be the passive side (no HOST).")
-@options.port_option("RDMA CM port.", default=7471)
+@options.port_option("RDMA CM port.", default=CONNECT.default_port)
 @options.bind_option("Source (client) or listen address.")
 @click.option(
     "-c",
@@ -41,7 +42,7 @@ def command(
     """
     if bool(host) == bool(listen):
         raise click.UsageError("give HOST to connect, or --listen to wait for connections")
-    port, port_space = options.resolve_mode(ud=False, port=port, port_space=port_space, rc_port=7471)
+    port, port_space = options.resolve_mode(CONNECT, port=port, port_space=port_space)
     params = {
         "host": host,
         "listen": listen,
@@ -50,9 +51,11 @@ def command(
         "connections": connections,
         "port_space": port_space,
     }
-    with app.errors("events"):
+    with app.errors("events", params):
         from rdmacli.cli._run import run_flow
-        from rdmacli.engine.flow import ClientFlow, Options, ServerFlow
+        from rdmacli.engine.client import ClientFlow
+        from rdmacli.engine.flow import Options
+        from rdmacli.engine.server import ServerFlow
         from rdmacli.protocols.bare import BareClient, BareServer
         from rdmacli.rdma import addr
         from rdmacli.rdma.constants import PORT_SPACES

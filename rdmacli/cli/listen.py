@@ -5,17 +5,22 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import options
+from rdmacli.protocols.table import CONNECT, PING, UD, mode_of
 
 
 @click.command("listen")
 @options.bind_option("Address to listen on (default: all, 0.0.0.0; use :: for IPv6).")
-@options.port_option("RDMA CM port to listen on  [default: 7471; 7174 with --ping or --ud].")
+@options.port_option(
+    f"RDMA CM port to listen on  [default: {CONNECT.default_port}; {PING.default_port} with --ping, "
+    f"{UD.default_port} with --ud]."
+)
 @options.ud_flag
 @click.option(
     "--ping",
     "ping_mode",
     is_flag=True,
-    help="Serve `rdmacli ping` and rping clients (like rping -s) instead of connect.",
+    help="Serve `rdmacli ping` and rping clients (like rping -s) instead of connect; -S defaults "
+    f"to {PING.default_size} and grows to what a client asks for, up to --max-size.",
 )
 @options.exchange
 @options.port_space
@@ -27,7 +32,7 @@ from rdmacli.cli import options
     default=None,
     metavar="BYTES",
     help="Largest size a client may ask for; larger requests are rejected "
-    "[default: 64 MiB; 65535 with --ping].",
+    f"[default: {CONNECT.max_size // 2**20} MiB; {PING.max_size} with --ping, {UD.max_size} with --ud].",
 )
 @click.option(
     "--fault-corrupt",
@@ -42,6 +47,7 @@ from rdmacli.cli import options
     help="Keep serving clients until interrupted (default: serve -c connections, exit).",
 )
 @click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
+@options.wait_option
 @options.timeouts
 @options.output
 def command(
@@ -68,14 +74,19 @@ def command(
     Each connection gets COUNT messages of SIZE bytes, then the server waits for the echo and
     disconnects. An rdmacli client's own COUNT and SIZE (sent in its connection request) take
     precedence. Exits after -c connections, unless --persistent.
+
+    The server waits for its first client without a deadline (people start clients minutes
+    later); --wait or --timeout bound that wait. Per connection, --connect-timeout and
+    --idle-timeout apply once the client has arrived. SIGTERM, SIGHUP and Ctrl-C end the run
+    with its summary (exit 128 + signal).
     """
     if ud and ping_mode:
         raise click.UsageError("--ud and --ping are different protocols: choose one")
-    port, port_space = options.resolve_mode(
-        ud=ud, port=port, port_space=port_space, rc_port=7174 if ping_mode else 7471
-    )
-    if ping_mode and size == 100:  # -S's default is ucmatose's; rping's is 64
-        size = 64
+    ctx = click.get_current_context()
+    spec = mode_of(ud=ud, ping=ping_mode)
+    port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
+    size = options.mode_size(ctx, spec, size)
+    max_size = max_size if max_size is not None else spec.max_size
     params = {
         "bind": bind,
         "port": port,
@@ -85,30 +96,25 @@ def command(
         "port_space": port_space,
         "persistent": persistent,
         "max_size_bytes": max_size,
-        "mode": "ping" if ping_mode else "ud" if ud else "connect",
+        "mode": spec.name,
+        "wait_s": timeouts.wait_s,
     }
-    with app.errors("listen"):
+    with app.errors("listen", params):
         from rdmacli.cli._run import run_flow
-        from rdmacli.engine.flow import Options, ServerFlow
-        from rdmacli.protocols import cmatose, rping, udaddy
+        from rdmacli.engine.flow import Options
+        from rdmacli.engine.server import ServerFlow
         from rdmacli.rdma import addr
         from rdmacli.rdma.constants import PORT_SPACES
 
-        if ping_mode:
-            problem = rping.check_size(size)
-            if problem:
-                raise click.BadParameter(problem, param_hint="-S")
+        server = spec.server_class()
+        if spec is PING:
 
             def make_protocol():
-                return rping.RpingServer(size, max_size=max_size or rping.MAX_SIZE, corrupt=fault_corrupt)
-        elif ud:
-
-            def make_protocol():
-                return udaddy.UdServer(count, size, max_size=max_size or 4096)
+                return server(size, max_size=max_size, corrupt=fault_corrupt)
         else:
 
             def make_protocol():
-                return cmatose.CmatoseServer(count, size, max_size=max_size or 64 * 1024 * 1024)
+                return server(count, size, max_size=max_size)
 
         def factory(observer):
             where = addr.resolve(bind, port, passive=True, what="bind address")

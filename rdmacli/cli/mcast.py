@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import complete, options
+from rdmacli.cli import options
+from rdmacli.protocols.hello import MAX_COUNT
+from rdmacli.protocols.table import MCAST
 
 
 @click.command("mcast")
-@click.argument("group", shell_complete=complete.multicast_groups)
+@click.argument("group", type=options.GROUP)
 @click.option("-s", "--send", "send", is_flag=True, help="Send to the group (mckey -s).")
 @options.bind_option("Local address to join from.")
 @click.option(
@@ -23,16 +25,16 @@ from rdmacli.cli import complete, options
 @click.option(
     "-C",
     "--count",
-    type=click.IntRange(0, 1_000_000),
-    default=10,
+    type=click.IntRange(0, MAX_COUNT),
+    default=MCAST.default_count,
     show_default=True,
     help="Datagrams to send, or to receive per QP.",
 )
 @click.option(
     "-S",
     "--size",
-    type=click.IntRange(1, 4096),
-    default=100,
+    type=click.IntRange(MCAST.min_size, MCAST.max_size),
+    default=MCAST.default_size,
     show_default=True,
     help="Datagram size in bytes (at most the active MTU).",
 )
@@ -40,8 +42,8 @@ from rdmacli.cli import complete, options
     "-P",
     "--port-space",
     "port_space",
-    type=click.Choice(["udp", "ipoib"]),
-    default="udp",
+    type=click.Choice(list(MCAST.port_spaces)),
+    default=MCAST.default_port_space,
     show_default=True,
     help="RDMA CM port space.",
 )
@@ -67,6 +69,7 @@ from rdmacli.cli import complete, options
     metavar="SECONDS",
     help="Wait after joining before sending (mckey waits 3 s for the IB subnet manager).",
 )
+@options.wait_option
 @options.timeouts
 @options.output
 def command(
@@ -87,13 +90,16 @@ def command(
     """Join GROUP (an IPv4 or IPv6 multicast address) and receive COUNT datagrams per QP, or
     with --send send COUNT datagrams to it. Wire-compatible with mckey.
 
-    Receivers report received/expected when COUNT arrived or at the --idle-timeout deadline.
-    Every group joined is left on exit, also on Ctrl-C.
+    A receiver waits for its sender without a deadline (people start senders minutes later);
+    --wait or --timeout bound that wait. Once datagrams flow, receivers report received/expected
+    when COUNT arrived or at the --idle-timeout deadline. Every group joined is left on exit,
+    also on Ctrl-C, SIGTERM and SIGHUP.
     """
     if send_only and not send:
         raise click.UsageError("--send-only joins without receiving: it needs --send")
     timeouts.idle_s += send_delay  # the pause is not idleness
     params = {
+        "wait_s": timeouts.wait_s,
         "group": group,
         "send": send,
         "bind": bind,
@@ -104,23 +110,31 @@ def command(
         "send_only": send_only,
         "no_loopback": no_loopback,
     }
-    with app.errors("mcast"):
+    with app.errors("mcast", params):
         from rdmacli.cli._run import run_flow
         from rdmacli.engine.flow import Options
         from rdmacli.engine.mcast import McastFlow
-        from rdmacli.protocols.mckey import McastMember
         from rdmacli.rdma import addr
         from rdmacli.rdma.constants import PORT_SPACES
+
+        if send:
+            member = MCAST.client_class()
+
+            def make_protocol():
+                return member(count, size, no_loopback=no_loopback, send_delay=send_delay)
+        else:
+            member = MCAST.server_class()
+
+            def make_protocol():
+                return member(count, size, no_loopback=no_loopback)
 
         def factory(observer):
             return McastFlow(
                 group=addr.resolve(group, 0, what="multicast group"),
                 src=addr.resolve(bind, 0, what="bind address") if bind else None,
-                members=qps,
+                connections=qps,
                 send_only=send_only,
-                make_protocol=lambda: McastMember(
-                    count, size, sender=send, no_loopback=no_loopback, send_delay=send_delay
-                ),
+                make_protocol=make_protocol,
                 observer=observer,
                 timeouts=timeouts,
                 options=Options(ps=PORT_SPACES[port_space]),

@@ -8,6 +8,8 @@ import click
 
 from rdmacli.cli import complete
 from rdmacli.cli.app import App, json_lines_option, json_option
+from rdmacli.protocols.hello import MAX_COUNT
+from rdmacli.protocols.table import CONNECT, PROTOCOLS, UD, Spec
 
 
 def _compose(*decorators):
@@ -17,6 +19,13 @@ def _compose(*decorators):
         return f
 
     return apply
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    """Whether the user gave this option (command line or environment), not its default."""
+    from click.core import ParameterSource
+
+    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
 
 
 def port_option(help: str, default: int | None = None):
@@ -31,9 +40,61 @@ def port_option(help: str, default: int | None = None):
     )
 
 
+class Address(click.ParamType):
+    """A host name or an IP literal; a malformed literal (300.1.1.1, fd77:::1) is a usage
+    error here, before anything touches RDMA. Names are resolved later (exit 4 if they fail)."""
+
+    name = "ADDR"
+
+    def __init__(self, multicast: bool = False):
+        self.multicast = multicast
+
+    def convert(self, value, param, ctx):
+        import ipaddress
+        import re
+
+        if value is None or isinstance(value, ipaddress._BaseAddress):
+            return value
+        text = str(value)
+        looks_literal = ":" in text or re.fullmatch(r"[0-9.]+", text) is not None
+        if not looks_literal and not self.multicast:
+            if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", text):
+                self.fail(f"{text!r} is neither an IP address nor a host name", param, ctx)
+            return text
+        try:
+            ip = ipaddress.ip_address(text.split("%")[0])
+        except ValueError:
+            self.fail(f"{text!r} is not a valid IPv4 or IPv6 address", param, ctx)
+        if self.multicast and not ip.is_multicast:
+            self.fail(
+                f"{text} is not a multicast address (IPv4 224.0.0.0/4, IPv6 ff00::/8; e.g. 239.1.1.1)",
+                param,
+                ctx,
+            )
+        return text
+
+    def shell_complete(self, ctx, param, incomplete):
+        return complete.multicast_groups(ctx, param, incomplete) if self.multicast else []
+
+
+ADDRESS = Address()
+GROUP = Address(multicast=True)
+
+
+def host_argument(name: str = "host", required: bool = True):
+    return click.argument(name, type=ADDRESS, required=required, shell_complete=complete.rdma_addresses)
+
+
 def bind_option(help: str, *more_flags: str):
     return click.option(
-        *more_flags, "-b", "--bind", "bind", metavar="ADDR", shell_complete=complete.rdma_addresses, help=help
+        *more_flags,
+        "-b",
+        "--bind",
+        "bind",
+        type=ADDRESS,
+        metavar="ADDR",
+        shell_complete=complete.rdma_addresses,
+        help=help,
     )
 
 
@@ -50,27 +111,49 @@ port_space = click.option(
     "-P",
     "--port-space",
     "port_space",
-    type=click.Choice(["tcp", "ib", "udp", "ipoib"]),
+    type=click.Choice(list(dict.fromkeys(ps for s in PROTOCOLS.values() for ps in s.port_spaces))),
     default=None,
     help="RDMA CM port space  [default: tcp; udp with --ud].",
 )
 
 ud_flag = click.option(
-    "--ud", is_flag=True, help="Unreliable datagrams, wire-compatible with udaddy (port 7174)."
+    "--ud",
+    is_flag=True,
+    help=f"Unreliable datagrams, wire-compatible with {UD.c_tool} (port {UD.default_port}).",
+)
+
+wait_option = click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(0.1, 10 * 86400),
+    default=None,
+    metavar="SECONDS",
+    help="Give up if no peer has started within this time (default: wait until --timeout or "
+    "Ctrl-C; the idle deadline starts with the first data).",
 )
 
 
-def resolve_mode(*, ud: bool, port: int | None, port_space: str | None, rc_port: int) -> tuple:
-    """Defaults that depend on --ud, and the port spaces each mode allows: (port, port_space)."""
+def resolve_mode(spec: Spec, *, port: int | None, port_space: str | None) -> tuple[int | None, str]:
+    """A protocol's port and port space: the user's, checked against the protocol, or its defaults."""
     if port_space is None:
-        port_space = "udp" if ud else "tcp"
-    if ud and port_space not in ("udp", "ipoib"):
+        port_space = spec.default_port_space
+    if port_space not in spec.port_spaces:
+        need = "--ud" if "udp" in port_space or port_space == "ipoib" else "no --ud"
         raise click.BadParameter(
-            f"{port_space} is not a datagram port space; use udp or ipoib", param_hint="-P"
+            f"{port_space} is not a port space of {spec.name} ({', '.join(spec.port_spaces)}; {need})",
+            param_hint="-P",
         )
-    if not ud and port_space not in ("tcp", "ib"):
-        raise click.BadParameter(f"{port_space} needs --ud", param_hint="-P")
-    return (port or (7174 if ud else rc_port)), port_space
+    return (port if port is not None else spec.default_port), port_space
+
+
+def mode_size(ctx: click.Context, spec: Spec, size: int) -> int:
+    """-S as given, else the protocol's own default (rping's 64, ucmatose's 100); checked."""
+    if not given(ctx, "size"):
+        return spec.default_size
+    problem = spec.check_size(size)
+    if problem:
+        raise click.BadParameter(problem, param_hint="-S")
+    return size
 
 
 _timeout_options = _compose(
@@ -135,16 +218,16 @@ exchange = _compose(
     click.option(
         "-C",
         "--count",
-        type=click.IntRange(0, 1_000_000),
-        default=10,
+        type=click.IntRange(0, MAX_COUNT),
+        default=CONNECT.default_count,
         show_default=True,
         help="Messages each way per connection.",
     ),
     click.option(
         "-S",
         "--size",
-        type=click.IntRange(0, 64 * 1024 * 1024),
-        default=100,
+        type=click.IntRange(0, CONNECT.max_size),
+        default=CONNECT.default_size,
         show_default=True,
         help="Message size in bytes (0 sends nothing).",
     ),
@@ -158,7 +241,8 @@ def timeouts(f):
     def wrapper(*args, resolve_timeout, connect_timeout, idle_timeout, timeout, **kw):
         from rdmacli.engine.flow import Timeouts
 
-        return f(*args, timeouts=Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout), **kw)
+        t = Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout, kw.pop("wait_s", None))
+        return f(*args, timeouts=t, **kw)
 
     return _timeout_options(wrapper)
 

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import complete, options
+from rdmacli.cli import options
+from rdmacli.protocols.table import PING
 
 
 def _size(ctx, param, value):
-    from rdmacli.protocols.rping import check_size
-
-    problem = check_size(value)
+    problem = PING.check_size(value)
     if problem:
         raise click.BadParameter(problem)
     return value
 
 
 @click.command("ping")
-@click.argument("host", shell_complete=complete.rdma_addresses)
-@options.port_option("RDMA CM port of the server.", default=7174)
+@options.host_argument()
+@options.port_option("RDMA CM port of the server.", default=PING.default_port)
 @options.bind_option("Source address (rping -I).", "-I")
 @click.option(
     "-C",
@@ -31,10 +30,10 @@ def _size(ctx, param, value):
     "-S",
     "--size",
     type=int,
-    default=64,
+    default=PING.default_size,
     show_default=True,
     callback=_size,
-    help="Buffer size, 23 to 65535 (rping's bounds).",
+    help=f"Buffer size, {PING.min_size} to {PING.max_size} (rping's bounds).",
 )
 @click.option("-V", "--validate", is_flag=True, help="Check that the data came back intact.")
 @click.option("-v", "--verbose", is_flag=True, help="Print a line per ping with its data.")
@@ -79,10 +78,10 @@ def command(
         "validate": validate,
         "interval_s": interval,
     }
-    with app.errors("ping"):
+    with app.errors("ping", params):
         from rdmacli.cli._run import run_flow
-        from rdmacli.engine.flow import ClientFlow, Options
-        from rdmacli.protocols.rping import RpingClient
+        from rdmacli.engine.client import ClientFlow
+        from rdmacli.engine.flow import Options
         from rdmacli.rdma import addr
 
         # a terminal gets a line per ping, or a progress bar for long counted runs
@@ -116,7 +115,7 @@ def command(
             return ClientFlow(
                 dst=dst,
                 src=src,
-                make_protocol=lambda: RpingClient(
+                make_protocol=lambda: PING.client_class()(
                     size, count, validate=validate, interval=interval, on_ping=on_ping
                 ),
                 observer=observer,

@@ -6,8 +6,9 @@ import sys
 
 import click
 
-from rdmacli.cli import complete
+from rdmacli.cli import complete, options
 from rdmacli.cli.app import App, json_option
+from rdmacli.protocols.table import PING, PROTOCOLS
 
 
 @click.command("selftest")
@@ -22,7 +23,7 @@ from rdmacli.cli.app import App, json_option
 @click.option(
     "-S",
     "--size",
-    type=click.IntRange(1, 65535),
+    type=click.IntRange(1, PING.max_size),
     default=64,
     show_default=True,
     help="Message size for every protocol (UD and multicast must fit the MTU).",
@@ -31,20 +32,23 @@ from rdmacli.cli.app import App, json_option
     "--protocol",
     "protocols",
     multiple=True,
-    type=click.Choice(["connect", "ping", "ud", "mcast"]),
+    type=click.Choice(list(PROTOCOLS)),
     help="Run only these protocols (repeatable; default: all).",
 )
 @click.option(
     "--server-address",
+    type=options.ADDRESS,
     metavar="ADDR",
     shell_complete=complete.rdma_addresses,
     help="Address the server side listens on (default: the first RDMA IPv4).",
 )
 @click.option(
     "--client-address",
+    type=options.ADDRESS,
     metavar="ADDR",
     shell_complete=complete.rdma_addresses,
-    help="Address the client side uses (default: one on another device, if any).",
+    help="Address the client side uses (default: one on another device that reaches the server, "
+    "else the server's own).",
 )
 @click.option(
     "--timeout",
@@ -59,39 +63,40 @@ def command(count, size, protocols, server_address, client_address, timeout, jso
     """Run every protocol rdmacli speaks (RC connect/listen, ping with validation, UD,
     multicast) as server and client on this host, each under a deadline, and print one row
     per protocol. Exits 0 only if every row passes.
+
+    The path goes across two RDMA devices when this host has two that reach each other, else
+    from one device to itself (two local ports need accept_local=1 and rp_filter=0 to reach
+    each other; `rdmacli doctor` says whether they do). The path used is printed.
     """
     app = App(json_mode=json_mode)
-    with app.errors("selftest"):
+    params = {"count": count, "size_bytes": size, "protocols": list(protocols), "timeout_s": timeout}
+    with app.errors("selftest", params):
+        from rdmacli.cli._run import finish
         from rdmacli.diag import selftest
+        from rdmacli.outcome import Outcome
 
-        server, client = selftest.pick_addresses()
-        server, client = server_address or server, client_address or client
+        server, client, path = selftest.pick_path(server_address, client_address)
+        app.info(f"selftest: {client} -> {server}, {path}")
         rows = []
         for name in protocols or selftest.PROTOCOLS:
-            if not json_mode:
-                app.err.print(f"selftest: {name} ...", highlight=False)
+            app.info(f"selftest: {name} ...")
             rows.append(
                 selftest.run_protocol(name, server, client, count=count, size=size, timeout=timeout).to_dict()
             )
-        failed = [r for r in rows if r["verdict"] != "pass"]
-        code = 1 if failed else 0
-        if json_mode:
-            app.emit_json(
-                {
-                    "schema": "rdmacli/1",
-                    "command": "selftest",
-                    "result": "fail" if failed else "pass",
-                    "exit_code": code,
-                    "server_address": server,
-                    "client_address": client,
-                    "rows": rows,
-                }
-            )
-        else:
+        passed = sum(r["verdict"] == "pass" for r in rows)
+        outcome = Outcome(
+            "selftest",
+            params,
+            failed=passed < len(rows),
+            counts={"protocols": len(rows), "protocols_passed": passed},
+            data={"server_address": server, "client_address": client, "path": path, "rows": rows},
+        )
+        if not json_mode:
             from rdmacli.render.checks import checks_table
 
             app.out.print(
                 checks_table(rows, "rdmacli selftest", ["protocol", "verdict", "time_ms", "detail"])
             )
-            app.out.print(f"{len(rows) - len(failed)}/{len(rows)} protocols passed")
-        sys.exit(code)
+            app.out.print(f"{passed}/{len(rows)} protocols passed ({path})")
+            sys.exit(outcome.exit_code)
+        finish(app, outcome)

@@ -234,7 +234,48 @@ def check_sysctls(devices: list[Device]) -> list[Check]:
                 "accept_local=1 to loop between local ports)",
             )
         ]
-    return [Check("sysctl", "pass", detail)]
+    return [Check("sysctl", "pass", detail), *check_local_ports(sorted(netdevs))]
+
+
+def local_port_sysctls(netdev: str) -> dict[str, int]:
+    """The effective values the kernel uses for one netdev: accept_local is all OR the
+    device's, rp_filter the larger of the two (Documentation/networking/ip-sysctl)."""
+
+    def val(scope: str, key: str) -> int:
+        v = read_sysfs(f"/proc/sys/net/ipv4/conf/{scope}/{key}")
+        return int(v) if v and v.isdigit() else 0
+
+    return {
+        "accept_local": val("all", "accept_local") | val(netdev, "accept_local"),
+        "rp_filter": max(val("all", "rp_filter"), val(netdev, "rp_filter")),
+    }
+
+
+def check_local_ports(netdevs: list[str]) -> list[Check]:
+    """Whether this host's own RDMA ports can reach each other (selftest across devices)."""
+    blocked = {}
+    for nd in netdevs:
+        v = local_port_sysctls(nd)
+        if v["accept_local"] != 1 or v["rp_filter"] != 0:
+            blocked[nd] = v
+    if not blocked:
+        return [Check("local ports", "pass", f"{', '.join(netdevs)} can reach each other")]
+    detail = "; ".join(
+        f"{nd}: accept_local={v['accept_local']} rp_filter={v['rp_filter']}" for nd, v in blocked.items()
+    )
+    return [
+        Check(
+            "local ports",
+            "info",
+            f"this host's RDMA ports cannot reach each other ({detail}); other hosts are not affected",
+            "only traffic between two local ports needs it (selftest then uses one device to itself): "
+            + " ".join(
+                f"sysctl -w net.ipv4.conf.{nd}.accept_local=1 net.ipv4.conf.{nd}.rp_filter=0"
+                for nd in blocked
+            )
+            + " net.ipv4.conf.all.rp_filter=0",
+        )
+    ]
 
 
 def local_checks() -> list[Check]:
@@ -282,9 +323,19 @@ def check_peer_route(peer: str, devices: list[Device]) -> list[Check]:
     ]
 
 
-def _probe(peer: str, port: int, ps: int, *, route_only: bool, resolve_ms: int, connect_s: float):
+def _probe(
+    peer: str,
+    port: int,
+    ps: int,
+    *,
+    route_only: bool,
+    resolve_ms: int,
+    connect_s: float,
+    src: str | None = None,
+):
     """Run a bare client flow to `peer`; returns (flow, error or None). Always torn down."""
-    from rdmacli.engine.flow import ClientFlow, Options, Timeouts
+    from rdmacli.engine.client import ClientFlow
+    from rdmacli.engine.flow import Options, Timeouts
     from rdmacli.errors import RdmacliError
     from rdmacli.protocols.bare import BareClient
     from rdmacli.rdma import addr
@@ -293,6 +344,7 @@ def _probe(peer: str, port: int, ps: int, *, route_only: bool, resolve_ms: int, 
     try:
         flow = ClientFlow(
             dst=addr.resolve(peer, port, what="peer"),
+            src=addr.resolve(src, 0, what="source") if src else None,
             route_only=route_only,
             make_protocol=BareClient,
             timeouts=Timeouts(resolve_ms, connect_s, connect_s, None),

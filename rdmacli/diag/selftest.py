@@ -11,10 +11,11 @@ import time
 from dataclasses import asdict, dataclass
 
 from rdmacli.errors import RdmacliError
+from rdmacli.protocols.table import CONNECT, MCAST, PING
+from rdmacli.protocols.table import PROTOCOLS as PROTOCOL_TABLE
 
-PORTS = {"connect": 17471, "ping": 17174, "ud": 17175}  # apart from the tools' defaults
 GROUP = "239.255.71.71"
-PROTOCOLS = ("connect", "ping", "ud", "mcast")
+PROTOCOLS = tuple(PROTOCOL_TABLE)  # connect, ping, ud, mcast
 
 
 @dataclass
@@ -28,8 +29,8 @@ class Row:
         return asdict(self)
 
 
-def pick_addresses() -> tuple[str, str]:
-    """A server and a client IPv4 address with RoCE/IB GIDs, on two devices when there are two."""
+def rdma_ipv4s() -> list[tuple[str, str]]:
+    """(device, IPv4) of every active port with a RoCE/IB GID for an IPv4 address."""
     from rdmacli.diag.devices import list_devices
 
     found = []
@@ -46,9 +47,36 @@ def pick_addresses() -> tuple[str, str]:
             hint="see `rdmacli doctor`; without RDMA hardware use `rdmacli lab`",
             exit_code=3,
         )
-    server = found[0][1]
-    client = next((ip for dev, ip in found if dev != found[0][0]), server)
-    return server, client
+    return found
+
+
+def reaches(src: str, dst: str, resolve_ms: int = 1500) -> str | None:
+    """Why `src` cannot resolve a path to `dst` over RDMA, or None if it can."""
+    from rdmacli.diag.doctor import _probe
+    from rdmacli.rdma.constants import PS_TCP
+
+    _flow, err = _probe(
+        dst, CONNECT.selftest_port, PS_TCP, route_only=True, resolve_ms=resolve_ms, connect_s=5, src=src
+    )
+    return None if err is None else err.message
+
+
+def pick_path(server: str | None = None, client: str | None = None) -> tuple[str, str, str]:
+    """(server, client, why): across two devices when they reach each other, else one device to
+    itself. Two local ports reach each other only with accept_local=1 and rp_filter=0, which a
+    healthy host need not have (doctor's "local ports" check explains)."""
+    found = rdma_ipv4s()
+    server = server or found[0][1]
+    if client:
+        return server, client, "as given"
+    dev = next((d for d, ip in found if ip == server), None)
+    other = next((ip for d, ip in found if d != dev), None)
+    if other is None:
+        return server, server, "one device to itself (the only one with an IPv4 address)"
+    problem = reaches(other, server)
+    if problem is None:
+        return server, other, "across two devices"
+    return server, server, f"one device to itself: across devices failed ({problem}); see `rdmacli doctor`"
 
 
 def _pair(make_server, make_client, ready_type: str, timeout: float) -> tuple[list, float]:
@@ -100,15 +128,22 @@ def _pair(make_server, make_client, ready_type: str, timeout: float) -> tuple[li
 
 
 def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size: int, timeout: float) -> Row:
-    from rdmacli.engine.flow import ClientFlow, Options, ServerFlow, Timeouts
+    from rdmacli.engine.client import ClientFlow
+    from rdmacli.engine.flow import Options, Timeouts
     from rdmacli.engine.mcast import McastFlow
-    from rdmacli.protocols import cmatose, mckey, rping, udaddy
+    from rdmacli.engine.server import ServerFlow
     from rdmacli.rdma import addr
-    from rdmacli.rdma import constants as C
+    from rdmacli.rdma.constants import PORT_SPACES
 
-    tmo = Timeouts(2000, min(10.0, timeout), min(10.0, timeout), timeout)
+    spec = PROTOCOL_TABLE[name]
+    problem = spec.check_size(size)
+    if problem:
+        return Row(name, "fail", 0.0, problem)
+    tmo = Timeouts(2000, min(10.0, timeout), min(10.0, timeout), timeout, timeout)
+    opts = Options(ps=PORT_SPACES[spec.default_port_space])
     src = addr.resolve(client_ip, 0)
-    if name == "mcast":
+    client_cls, server_cls = spec.client_class(), spec.server_class()
+    if spec is MCAST:
         group = addr.resolve(GROUP, 0)
 
         def make_server(obs):
@@ -116,9 +151,9 @@ def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size:
                 group=group,
                 src=addr.resolve(server_ip, 0),
                 observer=obs,
-                make_protocol=lambda: mckey.McastMember(count, size, sender=False),
+                make_protocol=lambda: server_cls(count, size),
                 timeouts=tmo,
-                options=Options(ps=C.PS_UDP),
+                options=opts,
             )
 
         def make_client():
@@ -126,50 +161,31 @@ def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size:
                 group=group,
                 src=src,
                 timeouts=tmo,
-                options=Options(ps=C.PS_UDP),
-                make_protocol=lambda: mckey.McastMember(count, size, sender=True),
+                options=opts,
+                make_protocol=lambda: client_cls(count, size),
             )
 
         ready = "joined"
         what = f"{count} datagrams of {size} B to {GROUP}"
     else:
-        ps = C.PS_UDP if name == "ud" else C.PS_TCP
-        bind = addr.resolve(server_ip, PORTS[name], passive=True)
-        dst = addr.resolve(server_ip, PORTS[name])
-        if name == "connect":
-            server_proto, client_proto = (
-                lambda: cmatose.CmatoseServer(count, size),
-                lambda: cmatose.CmatoseClient(count, size),
-            )
-            what = f"{count} messages of {size} B each way"
-        elif name == "ping":
-            problem = rping.check_size(size)
-            if problem:
-                return Row(name, "fail", 0.0, problem)
-            server_proto = lambda: rping.RpingServer(size)  # noqa: E731
-            client_proto = lambda: rping.RpingClient(size, count, validate=True)  # noqa: E731
+        bind = addr.resolve(server_ip, spec.selftest_port, passive=True)
+        dst = addr.resolve(server_ip, spec.selftest_port)
+        if spec is PING:
+            server_proto = lambda: server_cls(size)  # noqa: E731
+            client_proto = lambda: client_cls(size, count, validate=True)  # noqa: E731
             what = f"{count} validated pings of {size} B"
         else:
-            server_proto, client_proto = (
-                lambda: udaddy.UdServer(count, size),
-                lambda: udaddy.UdClient(count, size),
-            )
-            what = f"{count} datagrams of {size} B each way"
+            server_proto = lambda: server_cls(count, size)  # noqa: E731
+            client_proto = lambda: client_cls(count, size)  # noqa: E731
+            what = f"{count} {'messages' if spec is CONNECT else 'datagrams'} of {size} B each way"
 
         def make_server(obs):
             return ServerFlow(
-                bind=bind,
-                max_clients=1,
-                make_protocol=server_proto,
-                observer=obs,
-                timeouts=tmo,
-                options=Options(ps=ps),
+                bind=bind, max_clients=1, make_protocol=server_proto, observer=obs, timeouts=tmo, options=opts
             )
 
         def make_client():
-            return ClientFlow(
-                dst=dst, src=src, make_protocol=client_proto, timeouts=tmo, options=Options(ps=ps)
-            )
+            return ClientFlow(dst=dst, src=src, make_protocol=client_proto, timeouts=tmo, options=opts)
 
         ready = "ready"
     errors, ms = _pair(make_server, make_client, ready, timeout)

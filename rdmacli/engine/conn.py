@@ -1,34 +1,44 @@
-"""One connection: its cm_id, CQ on a completion channel, MRs, phase and deadline, and teardown."""
+"""One connection: its cm_id, CQ on a completion channel, MRs, state, phase and deadline, teardown.
+
+Everything it creates or posts goes through the flow's backend (rdmacli.rdma.backend), so the
+same code runs on real RDMA and on the scripted stand-in of the unit tests.
+"""
 
 from __future__ import annotations
 
+import errno
 import time
 
-from rdmacli.errors import RdmacliError
+from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.outcome import State
 from rdmacli.rdma import constants as C
-from rdmacli.rdma import verbs
 from rdmacli.rdma.addr import format_hostport
-from rdmacli.rdma.cm import CmId, RdmaCallError
+from rdmacli.rdma.cm import RdmaCallError
+
+# Phases in which data is awaited: progress pushes the idle deadline out, and the first datagram
+# ends a wait for a person (a multicast receiver waits for its sender without an idle deadline).
+DATA, WAIT_FOR_PEER = "data", "wait for sender"
+MAX_WINDOW = 4096  # outstanding work requests per queue, at most (and never past the device's)
 
 
 class Connection:
-    def __init__(self, flow, index: int, cm: CmId):
+    def __init__(self, flow, index: int, cm):
         self.flow = flow
+        self.backend = flow.backend
         self.index = index
         self.cm = cm
         self.protocol = None
-        self.comp: verbs.CompChannel | None = None
-        self.cq: verbs.CQ | None = None
-        self.mrs: list[verbs.MR] = []
+        self.comp = None
+        self.cq = None
+        self.mrs: list = []
+        self.state = State.PENDING
         self.phase = "start"
         self.deadline: float | None = None
         self.connected = False
         self.disconnect_sent = False
-        self.finished = False
-        self.rejected = False
         self.datagram = False  # UD: no ESTABLISHED on the passive side, no disconnect
         self.last_event = None  # the CM event being handled (UD peers read ah_attr from it)
-        self.ahs: list[verbs.AH] = []
+        self.ahs: list = []
         self.group = None  # the multicast SockAddr joined, left again in teardown
         self.torn_down = False
         self.error: RdmacliError | None = None
@@ -36,6 +46,11 @@ class Connection:
         self.remote = "?"
         self.device: str | None = None
         self.teardown_errors: list[str] = []
+        self._limits = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state.final
 
     # -- phases and deadlines ------------------------------------------------------------------
     def expect(self, phase: str, seconds: float | None) -> None:
@@ -43,9 +58,9 @@ class Connection:
         self.deadline = time.monotonic() + seconds if seconds else None
 
     def progress(self) -> None:
-        """Data moved: push the idle deadline out."""
-        if self.phase == "data":
-            self.expect("data", self.flow.timeouts.idle_s)
+        """Data moved: push the idle deadline out (and end a wait for the peer's first data)."""
+        if self.phase in (DATA, WAIT_FOR_PEER):
+            self.expect(DATA, self.flow.timeouts.idle_s)
 
     def learn_addresses(self) -> None:
         loc, rem = self.cm.local_addr(), self.cm.peer_addr()
@@ -54,6 +69,22 @@ class Connection:
         self.device = self.cm.device
 
     # -- resources -----------------------------------------------------------------------------
+    def limits(self):
+        """The device's queue limits (ibv_query_device), or None where they cannot be read."""
+        if self._limits is None:
+            self._limits = self.backend.device_limits(self.cm) or False
+        return self._limits or None
+
+    def window(self, wanted: int) -> int:
+        """How many work requests a queue keeps outstanding for `wanted` in all: recycled, so
+        bounded by MAX_WINDOW and the device (max_qp_wr, and max_cqe for a CQ shared by both
+        queues), never proportional to a count."""
+        depth = max(1, min(wanted, MAX_WINDOW))
+        lim = self.limits()
+        if lim is not None:
+            depth = min(depth, lim.max_qp_wr, max(lim.max_cqe // 2, 1))
+        return depth
+
     def create_qp(
         self,
         *,
@@ -63,38 +94,65 @@ class Connection:
         sq_sig_all: int = 0,
         create_flags: int = 0,
     ) -> None:
-        verbs_ctx = self.cm.verbs
-        self.comp = verbs.CompChannel(verbs_ctx)
-        self.cq = verbs.CQ(verbs_ctx, send_wr + recv_wr, self.comp)
-        self.cm.create_qp(
-            qp_type=qp_type,
-            send_cq=self.cq.ptr,
-            recv_cq=self.cq.ptr,
-            max_send_wr=send_wr,
-            max_recv_wr=recv_wr,
-            sq_sig_all=sq_sig_all,
-            create_flags=create_flags,
-        )
+        self.comp = self.backend.comp_channel(self.cm)
+        try:
+            self.cq = self.backend.cq(self.cm, send_wr + recv_wr, self.comp)
+            self.cm.create_qp(
+                qp_type=qp_type,
+                send_cq=self.cq.ptr,
+                recv_cq=self.cq.ptr,
+                max_send_wr=send_wr,
+                max_recv_wr=recv_wr,
+                sq_sig_all=sq_sig_all,
+                create_flags=create_flags,
+            )
+        except RdmaCallError as exc:
+            over = self._over_limit(exc, send_wr, recv_wr)
+            if over is None:
+                raise
+            raise over from exc
         self.flow.loop.watch_cq(self.comp, self.cq, lambda wc: self.flow.on_wc(self, wc))
 
-    def reg(self, size: int, access: int = C.ACCESS_LOCAL_WRITE) -> verbs.MR:
-        mr = verbs.MR(self.cm.pd, size, access)
+    def _over_limit(self, exc: RdmaCallError, send_wr: int, recv_wr: int) -> RdmacliError | None:
+        """EINVAL/ENOMEM from queue creation, said as the device limit that was exceeded."""
+        lim = self.limits()
+        if lim is None or exc.errno not in (errno.EINVAL, errno.ENOMEM):
+            return None
+        asked = []
+        if send_wr + recv_wr > lim.max_cqe:
+            asked.append(f"a CQ of {send_wr + recv_wr} entries (max_cqe {lim.max_cqe})")
+        if max(send_wr, recv_wr) > lim.max_qp_wr:
+            asked.append(f"{max(send_wr, recv_wr)} work requests per queue (max_qp_wr {lim.max_qp_wr})")
+        if not asked:
+            return None
+        return RdmacliError(
+            f"{self.phase}: {exc}: asked {self.cm.device} for " + " and ".join(asked),
+            hint="use a smaller count or size; `rdmacli devices` shows the device's limits",
+            exit_code=ExitCode.ENVIRONMENT,
+            details={"step": self.phase, "call": exc.call},
+        )
+
+    def reg(self, size: int, access: int = C.ACCESS_LOCAL_WRITE):
+        mr = self.backend.mr(self.cm, size, access)
         self.mrs.append(mr)
         return mr
 
-    def ah_from_attr(self, ah_attr) -> verbs.AH:
-        ah = verbs.AH.from_attr(self.cm.pd, ah_attr)
+    def ah_from_attr(self, ah_attr):
+        ah = self.backend.ah_from_attr(self.cm, ah_attr)
         self.ahs.append(ah)
         return ah
 
-    def ah_from_wc(self, wc, grh_addr: int) -> verbs.AH:
-        ah = verbs.AH.from_wc(self.cm.pd, wc, grh_addr, self.cm.port_num)
+    def ah_from_wc(self, wc, grh_addr: int):
+        ah = self.backend.ah_from_wc(self.cm, wc, grh_addr)
         self.ahs.append(ah)
         return ah
 
-    @property
-    def qp(self):
-        return self.cm.qp
+    # -- the data path: local SGEs are bounds-checked against our own MRs -----------------------
+    def post_send(self, wr_id: int, mr, offset: int, length: int, **kw) -> None:
+        self.backend.post_send(self.cm.qp, wr_id, mr, offset, length, **kw)
+
+    def post_recv(self, wr_id: int, mr, offset: int = 0, length: int | None = None) -> None:
+        self.backend.post_recv(self.cm.qp, wr_id, mr, offset, length)
 
     # -- ending --------------------------------------------------------------------------------
     def disconnect(self) -> None:
@@ -107,13 +165,24 @@ class Connection:
                 self.teardown_errors.append(str(exc))
             self.expect("disconnect", self.flow.timeouts.connect_s)
 
+    def established(self) -> None:
+        """Connected (RC), accepted (UD server) or joined (multicast)."""
+        self.connected = True
+        if not self.finished:
+            self.state = State.ESTABLISHED
+
     def finish(self) -> None:
-        self.finished = True
+        if not self.finished:
+            self.state = State.DONE
 
     def fail(self, err: RdmacliError) -> None:
         if self.error is None:
             self.error = err
-        self.finished = True
+        if self.state != State.REJECTED:
+            self.state = State.FAILED
+
+    def reject(self) -> None:
+        self.state = State.REJECTED
 
     def teardown(self) -> None:
         """Disconnect, destroy QP, deregister MRs, destroy CQ and channel, destroy the id."""

@@ -9,10 +9,8 @@ import time
 from typing import Callable
 
 from rdmacli.errors import ExitCode, RdmacliError
-from rdmacli.rdma.cm import CmEvent, EventChannel
-from rdmacli.rdma.verbs import CQ, CompChannel, WorkCompletion
-
-ACK_BATCH = 32  # ibv_ack_cq_events takes a mutex: ack completion events in batches
+from rdmacli.rdma.cm import CmEvent
+from rdmacli.rdma.verbs import WorkCompletion
 
 
 class DeadlineExpired(RdmacliError):
@@ -20,14 +18,14 @@ class DeadlineExpired(RdmacliError):
 
 
 class Loop:
-    def __init__(self, channel: EventChannel, *, busy_poll: bool = False):
+    def __init__(self, channel, *, busy_poll: bool = False):
         self.channel = channel
         self.busy_poll = busy_poll
         self.sel = selectors.DefaultSelector()
         self.sel.register(channel.fd, selectors.EVENT_READ, self._read_cm)
         self.cm_handlers: dict[int, Callable[[CmEvent], None]] = {}
         self.observers: list[Callable[[CmEvent], None]] = []
-        self.cqs: dict[int, tuple[CompChannel, CQ, Callable[[WorkCompletion], None]]] = {}
+        self.cqs: dict[int, tuple] = {}  # comp channel fd -> (comp channel, CQ, handler)
         self.timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
 
@@ -46,12 +44,12 @@ class Loop:
     def forget_cm(self, id_key: int) -> None:
         self.cm_handlers.pop(id_key, None)
 
-    def watch_cq(self, comp: CompChannel, cq: CQ, handler: Callable[[WorkCompletion], None]) -> None:
+    def watch_cq(self, comp, cq, handler: Callable[[WorkCompletion], None]) -> None:
         cq.req_notify()
         self.cqs[comp.fd] = (comp, cq, handler)
         self.sel.register(comp.fd, selectors.EVENT_READ, lambda: self._read_cq(comp.fd))
 
-    def unwatch_cq(self, comp: CompChannel) -> None:
+    def unwatch_cq(self, comp) -> None:
         if comp.ptr is not None and comp.fd in self.cqs:
             self.sel.unregister(comp.fd)
             del self.cqs[comp.fd]
@@ -73,18 +71,15 @@ class Loop:
         if entry is None:
             return
         comp, cq, handler = entry
+        n = 0
         while comp.get_event() is not None:
-            cq.unacked += 1
-        if cq.unacked >= ACK_BATCH:
-            from rdmacli.rdma._ffi import ibverbs
-
-            ibverbs().ibv_ack_cq_events(cq.ptr, cq.unacked)
-            cq.unacked = 0
+            n += 1
+        cq.ack_events(n)
         cq.req_notify()
         self.drain(cq, handler)
 
     @staticmethod
-    def drain(cq: CQ, handler) -> None:
+    def drain(cq, handler) -> None:
         while cq.ptr is not None:
             wcs = cq.poll()
             if not wcs:

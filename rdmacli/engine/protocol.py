@@ -1,7 +1,9 @@
-"""What a wire protocol plugs into the engine: per-connection callbacks with no-op defaults."""
+"""What a wire protocol plugs into the engine: per-connection callbacks with no-op defaults,
+and a transition table for protocols with stages (rping), h11-style."""
 
 from __future__ import annotations
 
+from rdmacli.errors import ExitCode, RdmacliError
 from rdmacli.rdma.cm import CmEvent, ConnParam
 from rdmacli.rdma.verbs import WorkCompletion
 
@@ -10,10 +12,37 @@ class Reject(Exception):
     """Raised by on_request to refuse a client; the text travels back as private data."""
 
 
+class ProtocolViolation(RdmacliError):
+    """The peer (or a bug) drove a protocol through a transition its table does not have."""
+
+    exit_code = ExitCode.FAILED
+
+
+class Transitions:
+    """A protocol's stages as one table: (stage, event) -> next stage. Anything else is an
+    error that names the role, the stage and the event."""
+
+    def __init__(self, role: str, table: dict[tuple[str, str], str], initial: str):
+        self.role, self.table, self.stage = role, table, initial
+
+    def fire(self, event: str, where: str = "") -> str:
+        nxt = self.table.get((self.stage, event))
+        if nxt is None:
+            raise ProtocolViolation(
+                f"{self.role}: {event} is not allowed in stage {self.stage}"
+                + (f" [{where}]" if where else ""),
+                hint="the peer does not follow the protocol (or sent out of turn)",
+                details={"role": self.role, "stage": self.stage, "event": event},
+            )
+        self.stage = nxt
+        return nxt
+
+
 class Protocol:
     """One instance per connection. `conn` is an engine.conn.Connection."""
 
     name = "protocol"
+    waits_for_peer = False  # a receiver that waits for a person to start its peer (no idle deadline)
 
     def conn_param(self) -> ConnParam:
         """Client: the parameters of rdma_connect()."""

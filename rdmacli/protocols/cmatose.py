@@ -9,46 +9,58 @@ from __future__ import annotations
 from rdmacli.engine.protocol import Protocol, Reject
 from rdmacli.errors import ExitCode, RdmacliError
 from rdmacli.protocols import hello as H
+from rdmacli.protocols.table import CONNECT
 from rdmacli.rdma import constants as C
-from rdmacli.rdma import verbs
 from rdmacli.rdma.cm import ConnParam
 
-DEFAULT_PORT = 7471
-DEFAULT_COUNT = 10
-DEFAULT_SIZE = 100
 RECV, SEND = 1, 2  # wr_id tags
 
 
 class _Exchange(Protocol):
+    """Queues hold at most a window of work requests (Connection.window), recycled: any count
+    fits any device. Up to the window every receive is posted before the connection, as
+    ucmatose does; beyond it the peer is asked to retry on RNR instead of failing."""
+
     name = "connect"
 
-    def __init__(self, count: int = DEFAULT_COUNT, size: int = DEFAULT_SIZE):
+    def __init__(self, count: int = CONNECT.default_count, size: int = CONNECT.default_size):
         self.count = 0 if size == 0 else count  # cmatose: -S 0 forces count 0
         self.size = size
-        self.received = self.sent = self.sends_posted = 0
+        self.window = 1
+        self.received = self.sent = self.sends_posted = self.recvs_posted = 0
         self.bytes_received = self.bytes_sent = 0
         self.recv_mr = self.send_mr = None
 
+    @property
+    def windowed(self) -> bool:
+        return self.count > self.window
+
     def setup(self, conn) -> None:
-        depth = max(self.count, 1)
-        conn.create_qp(qp_type=C.QPT_RC, send_wr=depth, recv_wr=depth, sq_sig_all=1)
+        self.window = conn.window(self.count)
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=self.window, recv_wr=self.window, sq_sig_all=1)
         self.recv_mr = conn.reg(max(self.size, 1))
         self.send_mr = conn.reg(max(self.size, 1))
-        for _ in range(self.count):
-            verbs.post_recv(conn.qp, RECV, self.recv_mr, 0, self.size)
+        self.post_recvs(conn)
+
+    def post_recvs(self, conn) -> None:
+        while self.recvs_posted < self.count and self.recvs_posted - self.received < self.window:
+            conn.post_recv(RECV, self.recv_mr, 0, self.size)
+            self.recvs_posted += 1
 
     def post_sends(self, conn) -> None:
-        for _ in range(self.count):
-            verbs.post_send(conn.qp, SEND, self.send_mr, 0, self.size)
+        while self.sends_posted < self.count and self.sends_posted - self.sent < self.window:
+            conn.post_send(SEND, self.send_mr, 0, self.size)
             self.sends_posted += 1
 
-    def count_wc(self, wc) -> None:
+    def count_wc(self, conn, wc) -> None:
         if wc.wr_id == RECV:
             self.received += 1
             self.bytes_received += wc.byte_len
+            self.post_recvs(conn)
         elif wc.wr_id == SEND:
             self.sent += 1
             self.bytes_sent += self.size
+            self.post_sends(conn)
 
     @property
     def complete(self) -> bool:
@@ -86,17 +98,23 @@ class CmatoseClient(_Exchange):
             responder_resources=1,
             initiator_depth=1,
             retry_count=5,
-            rnr_retry_count=0,
+            rnr_retry_count=7 if self.windowed else 0,
         )
 
     def on_wc(self, conn, wc) -> None:
-        self.count_wc(wc)
+        self.count_wc(conn, wc)
         if wc.wr_id == RECV and self.received == self.count:
             self.post_sends(conn)  # echo only after all of the server's messages arrived
 
 
 class CmatoseServer(_Exchange):
-    def __init__(self, count: int = DEFAULT_COUNT, size: int = DEFAULT_SIZE, *, max_size: int = H.MAX_SIZE):
+    def __init__(
+        self,
+        count: int = CONNECT.default_count,
+        size: int = CONNECT.default_size,
+        *,
+        max_size: int = H.MAX_SIZE,
+    ):
         super().__init__(count, size)
         self.max_size = max_size
 
@@ -110,12 +128,17 @@ class CmatoseServer(_Exchange):
         self.count = 0 if hello.size == 0 else hello.count
         self.size = hello.size
 
+    def accept_param(self) -> ConnParam | None:
+        if not self.windowed:
+            return None  # rdma_accept(id, NULL), as ucmatose
+        return ConnParam(responder_resources=1, initiator_depth=1, retry_count=7, rnr_retry_count=7)
+
     def on_established(self, conn) -> None:
         self.post_sends(conn)
         self._maybe_done(conn)
 
     def on_wc(self, conn, wc) -> None:
-        self.count_wc(wc)
+        self.count_wc(conn, wc)
         self._maybe_done(conn)
 
     def _maybe_done(self, conn) -> None:

@@ -11,17 +11,13 @@ from __future__ import annotations
 import struct
 import time
 
-from rdmacli.engine.protocol import Protocol, Reject
+from rdmacli.engine.protocol import Protocol, Reject, Transitions
 from rdmacli.errors import ExitCode, RdmacliError
 from rdmacli.protocols import hello as H
+from rdmacli.protocols.table import PING
 from rdmacli.rdma import constants as C
-from rdmacli.rdma import verbs
 from rdmacli.rdma.cm import ConnParam
 
-DEFAULT_PORT = 7174
-DEFAULT_SIZE = 64
-MIN_SIZE = 23  # sizeof(stringify(INT_MAX)) + sizeof("rdma-ping-%d: ") in rping.c
-MAX_SIZE = 65535
 INFO = struct.Struct(">QII")  # struct rping_rdma_info: buf, rkey, size; big-endian, 16 bytes
 RW_ACCESS = C.ACCESS_LOCAL_WRITE | C.ACCESS_REMOTE_READ | C.ACCESS_REMOTE_WRITE
 RECV, SEND, READ, WRITE = 1, 2, 3, 4  # wr_id tags
@@ -50,16 +46,31 @@ def unpack_info(data: bytes) -> tuple[int, int, int]:
     return INFO.unpack(data)
 
 
-def check_size(size: int) -> str | None:
-    if not MIN_SIZE <= size <= MAX_SIZE:
-        return f"Invalid size {size} (valid range is {MIN_SIZE} to {MAX_SIZE})"
-    return None
-
-
 def conn_param(private_data: bytes = b"") -> ConnParam:
     return ConnParam(
         private_data=private_data, responder_resources=1, initiator_depth=1, retry_count=7, rnr_retry_count=7
     )
+
+
+# The client's stages: it sends an advert of its source buffer (read_adv), the server READs it
+# and answers with a go-ahead; it sends an advert of its sink buffer (write_adv), the server
+# WRITEs into it and answers with a go-ahead: one ping done (pinged).
+CLIENT_STAGES = {
+    ("idle", "next"): "read_adv",
+    ("read_adv", "go_ahead"): "write_adv",
+    ("write_adv", "go_ahead"): "pinged",
+    ("pinged", "next"): "read_adv",
+    ("pinged", "pause"): "wait",
+    ("wait", "next"): "read_adv",
+    ("pinged", "finish"): "done",
+}
+# The server's stages: an advert to READ from, then an advert to WRITE back into.
+SERVER_STAGES = {
+    ("read_adv", "advert"): "reading",
+    ("reading", "read_done"): "write_adv",
+    ("write_adv", "advert"): "writing",
+    ("writing", "write_done"): "read_adv",
+}
 
 
 class _Rping(Protocol):
@@ -75,7 +86,7 @@ class _Rping(Protocol):
         self.recv_mr = conn.reg(INFO.size)
         self.send_mr = conn.reg(INFO.size)
         self.rdma_mr = conn.reg(self.size, RW_ACCESS)
-        verbs.post_recv(conn.qp, RECV, self.recv_mr, 0, INFO.size)
+        conn.post_recv(RECV, self.recv_mr, 0, INFO.size)
 
     def take_message(self, conn, wc) -> bytes:
         """The received 16 bytes; the receive is re-posted first, as rping's CQ handler does."""
@@ -86,18 +97,18 @@ class _Rping(Protocol):
                 exit_code=ExitCode.FAILED,
             )
         data = self.recv_mr.read(0, INFO.size)
-        verbs.post_recv(conn.qp, RECV, self.recv_mr, 0, INFO.size)
+        conn.post_recv(RECV, self.recv_mr, 0, INFO.size)
         return data
 
     def send(self, conn, data: bytes) -> None:
         self.send_mr.write(data)
-        verbs.post_send(conn.qp, SEND, self.send_mr, 0, INFO.size)
+        conn.post_send(SEND, self.send_mr, 0, INFO.size)
 
 
 class RpingClient(_Rping):
     def __init__(
         self,
-        size: int = DEFAULT_SIZE,
+        size: int = PING.default_size,
         count: int | None = None,
         *,
         validate: bool = False,
@@ -108,7 +119,7 @@ class RpingClient(_Rping):
         self.count, self.validate, self.interval = count, validate, interval
         self.on_ping = on_ping or (lambda rec: None)
         self.ping = 0
-        self.stage = "idle"
+        self.stages = Transitions("rping client", CLIENT_STAGES, "idle")
         self.rtts: list[float] = []
         self.validated = self.failed = 0
         self.t_start = self.t_end = None
@@ -129,58 +140,53 @@ class RpingClient(_Rping):
     def _next(self, conn) -> None:
         if self.count is not None and self.ping >= self.count:
             self.t_end = time.monotonic()
-            self.stage = "done"
+            self.stages.fire("finish")
             conn.disconnect()  # rping: the client ends the test
             return
         self.start_mr.write(pattern(self.ping, self.size))
         self._t0 = time.monotonic()
-        self.stage = "read_adv"
+        self.stages.fire("next")
         self.send(conn, pack_info(self.start_mr.addr, self.start_mr.rkey, self.size))
 
     def on_wc(self, conn, wc) -> None:
         if wc.wr_id != RECV:
             return
         self.take_message(conn, wc)
-        if self.stage == "read_adv":  # the server has read our source buffer
-            self.stage = "write_adv"
+        stage = self.stages.fire("go_ahead", conn.flow.where(conn))
+        if stage == "write_adv":  # the server has read our source buffer
             self.send(conn, pack_info(self.rdma_mr.addr, self.rdma_mr.rkey, self.size))
-        elif self.stage == "write_adv":  # the server has written into our sink buffer
-            rtt = time.monotonic() - self._t0
-            self.rtts.append(rtt)
-            rec = {"ping": self.ping, "rtt_us": round(rtt * 1e6, 1), "size_bytes": self.size}
-            if self.validate:
-                ok = self.start_mr.read() == self.rdma_mr.read()
-                rec["valid"] = ok
-                if ok:
-                    self.validated += 1
-                else:
-                    self.failed += 1
-            rec["data"] = self.rdma_mr.read().split(b"\0", 1)[0].decode("ascii", "replace")
-            self.on_ping(rec)
-            if self.validate and not rec["valid"]:
-                conn.fail(
-                    RdmacliError(
-                        f"data mismatch! (ping {self.ping}) [{conn.flow.where(conn)}]",
-                        hint="the data written back differs from what was sent",
-                        exit_code=ExitCode.FAILED,
-                    )
-                )
-                return
-            self.ping += 1
-            if self.interval:
-                self.stage = "wait"
-                conn.flow.loop.call_later(
-                    self.interval, lambda: conn.flow.guarded(conn, lambda c: self._next(c))
-                )
+            return
+        # pinged: the server has written into our sink buffer
+        rtt = time.monotonic() - self._t0
+        self.rtts.append(rtt)
+        rec = {"ping": self.ping, "rtt_us": round(rtt * 1e6, 1), "size_bytes": self.size}
+        if self.validate:
+            ok = self.start_mr.read() == self.rdma_mr.read()
+            rec["valid"] = ok
+            if ok:
+                self.validated += 1
             else:
-                self._next(conn)
-        else:
-            raise RdmacliError(
-                f"unexpected message from the server in state {self.stage}", exit_code=ExitCode.FAILED
+                self.failed += 1
+        rec["data"] = self.rdma_mr.read().split(b"\0", 1)[0].decode("ascii", "replace")
+        self.on_ping(rec)
+        if self.validate and not rec["valid"]:
+            conn.fail(
+                RdmacliError(
+                    f"data mismatch! (ping {self.ping}) [{conn.flow.where(conn)}]",
+                    hint="the data written back differs from what was sent",
+                    exit_code=ExitCode.FAILED,
+                )
             )
+            return
+        self.ping += 1
+        if self.interval and not (self.count is not None and self.ping >= self.count):
+            self.stages.fire("pause")
+            conn.flow.loop.call_later(self.interval, lambda: conn.flow.guarded(conn, lambda c: self._next(c)))
+        else:
+            self._next(conn)
 
     def on_disconnected(self, conn) -> None:
-        if self.stage == "done" or (self.count is None and self.ping > 0):
+        if self.stages.stage == "done" or (self.count is None and self.ping > 0):
             conn.finish()
         else:
             conn.fail(
@@ -205,20 +211,28 @@ class RpingClient(_Rping):
 
 
 class RpingServer(_Rping):
+    """Serves rping and rdmacli clients. Its buffer grows to what a client asks for, up to
+    max_size: to an rdmacli client's hello before the accept, to a C client's first advert."""
+
     def __init__(
-        self, size: int = DEFAULT_SIZE, *, max_size: int = MAX_SIZE, on_ping=None, corrupt: bool = False
+        self,
+        size: int = PING.default_size,
+        *,
+        max_size: int = PING.max_size,
+        on_ping=None,
+        corrupt: bool = False,
     ):
         super().__init__(size)
         self.max_size = max_size
         self.corrupt = corrupt  # test hook: flip a byte before writing back
         self.on_ping = on_ping or (lambda rec: None)
-        self.stage = "read_adv"
+        self.stages = Transitions("rping server", SERVER_STAGES, "read_adv")
         self.pings = 0
 
     def on_request(self, conn, ev) -> None:
         hello = H.parse(ev.private_data)
         if hello is None:
-            return  # a C rping client: adverts must fit our -S buffer, as with rping -s
+            return  # a C rping client: its adverts size the buffer (up to max_size)
         reason = H.check(hello, H.KIND_PING, self.max_size)
         if reason:
             raise Reject(reason)
@@ -226,63 +240,59 @@ class RpingServer(_Rping):
 
     def _advert(self, conn, data: bytes) -> tuple[int, int, int]:
         addr, rkey, size = unpack_info(data)
-        if size == 0 or size > self.size:
+        if size == 0 or size > self.max_size:
             raise RdmacliError(
-                f"the client advertised {size} bytes, the server buffer holds {self.size} "
+                f"the client advertised {size} bytes, the server accepts 1 to {self.max_size} "
                 f"[{conn.flow.where(conn)}]",
-                hint="start the server with -S at least the client's -S",
+                hint="start the server with a larger --max-size, or the client with a smaller -S",
                 exit_code=ExitCode.FAILED,
             )
         if addr == 0:
             raise RdmacliError(
                 f"the client advertised address 0 [{conn.flow.where(conn)}]", exit_code=ExitCode.FAILED
             )
+        if size > self.rdma_mr.length:  # a C client larger than our -S: grow the buffer once
+            self.rdma_mr = conn.reg(size, RW_ACCESS)
+            self.size = size
         return addr, rkey, size
 
     def on_wc(self, conn, wc) -> None:
+        where = conn.flow.where(conn)
         if wc.wr_id == RECV:
             addr, rkey, size = self._advert(conn, self.take_message(conn, wc))
-            if self.stage == "read_adv":
-                self.stage = "reading"
-                verbs.post_send(
-                    conn.qp, READ, self.rdma_mr, 0, size, opcode=C.WR_RDMA_READ, remote_addr=addr, rkey=rkey
+            stage = self.stages.fire("advert", where)
+            if stage == "reading":
+                conn.post_send(
+                    READ, self.rdma_mr, 0, size, opcode=C.WR_RDMA_READ, remote_addr=addr, rkey=rkey
                 )
-            elif self.stage == "write_adv":
-                self.stage = "writing"
-                data = self.rdma_mr.read(0, self.size)
-                nul = data.find(b"\0")
-                length = min(nul + 1 if nul >= 0 else self.size, size)  # strlen + 1, bounded
-                if self.corrupt and length > 1:
-                    self.rdma_mr.write(bytes([data[0] ^ 0x20]), 0)
-                verbs.post_send(
-                    conn.qp,
-                    WRITE,
-                    self.rdma_mr,
-                    0,
-                    length,
-                    opcode=C.WR_RDMA_WRITE,
-                    remote_addr=addr,
-                    rkey=rkey,
-                )
-            else:
-                raise RdmacliError(f"unexpected message in state {self.stage}", exit_code=ExitCode.FAILED)
+                return
+            # writing: the data read, up to its NUL (strlen + 1), bounded by both buffers
+            data = self.rdma_mr.read(0, self.rdma_mr.length)
+            nul = data.find(b"\0")
+            length = min(nul + 1 if nul >= 0 else len(data), size)
+            if self.corrupt and length > 1:
+                self.rdma_mr.write(bytes([data[0] ^ 0x20]), 0)
+            conn.post_send(
+                WRITE, self.rdma_mr, 0, length, opcode=C.WR_RDMA_WRITE, remote_addr=addr, rkey=rkey
+            )
         elif wc.wr_id == READ:
-            self.stage = "write_adv"
+            self.stages.fire("read_done", where)
             self.send(conn, bytes(INFO.size))  # rping's server sends 16 zero bytes as go-ahead
         elif wc.wr_id == WRITE:
-            self.stage = "read_adv"
+            self.stages.fire("write_done", where)
             self.pings += 1
             self.on_ping({"conn": conn.index, "ping": self.pings - 1})
             self.send(conn, bytes(INFO.size))
 
     def on_disconnected(self, conn) -> None:
         # rping's server learns of the end only from DISCONNECTED; between pings it is normal
-        if self.stage == "read_adv":
+        if self.stages.stage == "read_adv":
             conn.finish()
         else:
             conn.fail(
                 RdmacliError(
-                    f"the client went away during ping {self.pings} ({self.stage}) [{conn.flow.where(conn)}]",
+                    f"the client went away during ping {self.pings} ({self.stages.stage}) "
+                    f"[{conn.flow.where(conn)}]",
                     exit_code=ExitCode.FAILED,
                 )
             )

@@ -11,13 +11,10 @@ from __future__ import annotations
 from rdmacli.engine.protocol import Protocol, Reject
 from rdmacli.errors import ExitCode, RdmacliError
 from rdmacli.protocols import hello as H
+from rdmacli.protocols.table import UD
 from rdmacli.rdma import constants as C
-from rdmacli.rdma import verbs
 from rdmacli.rdma.cm import ConnParam
 
-DEFAULT_PORT = 7174
-DEFAULT_COUNT = 10
-DEFAULT_SIZE = 100
 SEND = 1 << 32  # wr_id of sends; receives use their slot number
 
 
@@ -35,11 +32,16 @@ def check_mtu(conn, size: int) -> None:
 
 
 class _Datagrams(Protocol):
-    name = "ud"
+    """One receive slot per outstanding receive, so each GRH stays readable (udaddy shares one
+    buffer); a window of slots is recycled, so any count fits any device."""
 
-    def __init__(self, count: int = DEFAULT_COUNT, size: int = DEFAULT_SIZE):
+    name = "ud"
+    receives = True  # does this side post receives at setup (a multicast sender does not)
+
+    def __init__(self, count: int = UD.default_count, size: int = UD.default_size):
         self.count, self.size = count, size
-        self.received = self.sent = 0
+        self.window = 1
+        self.received = self.sent = self.sends_posted = self.recvs_posted = 0
         self.mr = None
         self.ah = None
         self.remote_qpn = self.remote_qkey = 0
@@ -48,21 +50,28 @@ class _Datagrams(Protocol):
     def slot(self) -> int:
         return self.size + C.GRH_BYTES
 
-    def setup(self, conn) -> None:
+    def setup(self, conn, create_flags: int = 0) -> None:
         conn.datagram = True
         check_mtu(conn, self.size)
-        depth = max(self.count, 1)
-        conn.create_qp(qp_type=C.QPT_UD, send_wr=depth, recv_wr=depth)
-        # one slot per receive, so each GRH stays readable (udaddy shares one buffer)
-        self.mr = conn.reg(self.slot * (depth + 1))
-        for i in range(self.count):
-            verbs.post_recv(conn.qp, i, self.mr, i * self.slot, self.slot)
+        self.window = conn.window(self.count)
+        conn.create_qp(qp_type=C.QPT_UD, send_wr=self.window, recv_wr=self.window, create_flags=create_flags)
+        self.mr = conn.reg(self.slot * (self.window + 1))  # the last slot holds what we send
+        if self.receives:
+            for i in range(min(self.count, self.window)):
+                conn.post_recv(i, self.mr, i * self.slot, self.slot)
+            self.recvs_posted = min(self.count, self.window)
+
+    def recycle(self, conn, wc) -> None:
+        """A datagram arrived in slot wc.wr_id: count it and post that slot again if more are due."""
+        self.received += 1
+        if self.recvs_posted < self.count:
+            conn.post_recv(wc.wr_id, self.mr, wc.wr_id * self.slot, self.slot)
+            self.recvs_posted += 1
 
     def post_sends(self, conn) -> None:
-        src = self.count * self.slot  # the last slot holds the outgoing payload
-        for _ in range(self.count):
-            verbs.post_send(
-                conn.qp,
+        src = self.window * self.slot
+        while self.sends_posted < self.count and self.sends_posted - self.sent < self.window:
+            conn.post_send(
                 SEND,
                 self.mr,
                 src,
@@ -73,6 +82,11 @@ class _Datagrams(Protocol):
                 remote_qpn=self.remote_qpn,
                 remote_qkey=self.remote_qkey,
             )
+            self.sends_posted += 1
+
+    def sent_one(self, conn) -> None:
+        self.sent += 1
+        self.post_sends(conn)
 
     def on_deadline(self, conn) -> RdmacliError | None:
         if self.received < self.count and conn.phase == "data":
@@ -115,9 +129,9 @@ class UdClient(_Datagrams):
 
     def on_wc(self, conn, wc) -> None:
         if wc.wr_id == SEND:
-            self.sent += 1
+            self.sent_one(conn)
         else:
-            self.received += 1
+            self.recycle(conn, wc)
         self._maybe_done(conn)
 
     def _maybe_done(self, conn) -> None:
@@ -126,7 +140,9 @@ class UdClient(_Datagrams):
 
 
 class UdServer(_Datagrams):
-    def __init__(self, count: int = DEFAULT_COUNT, size: int = DEFAULT_SIZE, *, max_size: int = 4096):
+    def __init__(
+        self, count: int = UD.default_count, size: int = UD.default_size, *, max_size: int = UD.max_size
+    ):
         super().__init__(count, size)
         self.max_size = max_size
 
@@ -144,12 +160,11 @@ class UdServer(_Datagrams):
 
     def on_wc(self, conn, wc) -> None:
         if wc.wr_id == SEND:
-            self.sent += 1
+            self.sent_one(conn)
             if self.sent == self.count:
                 conn.finish()
             return
-        self.received += 1
-        if self.ah is None:
+        if self.ah is None:  # before the slot is posted again: its GRH is the reply's address
             if wc.imm_data is None:
                 raise RdmacliError(
                     "the client's datagram carries no immediate data (its QP number): cannot reply",
@@ -158,5 +173,6 @@ class UdServer(_Datagrams):
             self.remote_qpn = wc.imm_data & 0xFFFFFF
             self.remote_qkey = C.RDMA_UDP_QKEY
             self.ah = conn.ah_from_wc(wc, self.mr.addr + wc.wr_id * self.slot)
+        self.recycle(conn, wc)
         if self.received == self.count:
             self.post_sends(conn)  # udaddy: replies once every datagram has arrived

@@ -59,6 +59,20 @@ CHECKED = {
     "struct ibv_grh": (["version_tclass_flow", "paylen", "next_hdr", "hop_limit", "sgid", "dgid"], True),
     "struct ibv_device": (["name", "dev_name", "dev_path", "ibdev_path"], False),  # PREFIX
     "struct ibv_port_attr": (["state", "max_mtu", "active_mtu", "gid_tbl_len"], False),  # PREFIX
+    "struct ibv_device_attr": (
+        [
+            "fw_ver",
+            "node_guid",
+            "max_mr_size",
+            "max_qp",
+            "max_qp_wr",
+            "max_sge",
+            "max_cq",
+            "max_cqe",
+            "max_mr",
+        ],
+        False,
+    ),  # PREFIX
     "struct ibv_rx_hash_conf": (
         ["rx_hash_function", "rx_hash_key_len", "rx_hash_key", "rx_hash_fields_mask"],
         True,
@@ -319,6 +333,26 @@ struct ibv_grh {
     union ibv_gid dgid;
 };
 
+struct ibv_device_attr {                /* PREFIX; ibv_query_device is given 512 bytes */
+    char fw_ver[64];
+    uint64_t node_guid;
+    uint64_t sys_image_guid;
+    uint64_t max_mr_size;
+    uint64_t page_size_cap;
+    uint32_t vendor_id;
+    uint32_t vendor_part_id;
+    uint32_t hw_ver;
+    int max_qp;
+    int max_qp_wr;
+    unsigned int device_cap_flags;
+    int max_sge;
+    int max_sge_rd;
+    int max_cq;
+    int max_cqe;
+    int max_mr;
+    int max_pd;
+};
+
 struct ibv_port_attr {                  /* PREFIX; ibv_query_port is given 256 bytes */
     int state;
     int max_mtu;
@@ -353,6 +387,7 @@ struct ibv_qp_init_attr_ex {
 };
 
 int ibv_query_port(struct ibv_context *context, uint8_t port_num, void *port_attr);
+int ibv_query_device(struct ibv_context *context, void *device_attr);
 struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context);
 int ibv_destroy_comp_channel(struct ibv_comp_channel *channel);
 struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *cq_context,

@@ -97,6 +97,9 @@ class CmEvent:
     ud_qp_num: int | None = None
     ud_qkey: int | None = None
     ah_attr: object = field(default=None, repr=False)  # cdata struct ibv_ah_attr copy (UD)
+    dgid: bytes = b""  # UD: the path's destination GID (a multicast join: the MGID)
+    dlid: int = 0
+    sl: int = 0
     raw_id: object = field(default=None, repr=False)  # cdata rdma_cm_id * (for CONNECT_REQUEST)
 
     @property
@@ -196,6 +199,8 @@ def _copy_event(ev) -> CmEvent:
         out.ud_qp_num, out.ud_qkey = ud.qp_num, ud.qkey
         out.ah_attr = f.new("struct ibv_ah_attr *")
         f.memmove(out.ah_attr, f.addressof(ud, "ah_attr"), f.sizeof("struct ibv_ah_attr"))
+        out.dgid = bytes(f.buffer(out.ah_attr.grh.dgid.raw, 16))
+        out.dlid, out.sl = out.ah_attr.dlid, out.ah_attr.sl
     else:
         out.responder_resources = conn.responder_resources
         out.initiator_depth = conn.initiator_depth

@@ -38,6 +38,26 @@ class WorkCompletion:
         return ffi().string(ibverbs().ibv_wc_status_str(self.status)).decode()
 
 
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What ibv_query_device says a device can hold: queue and CQ depths are bounded by these."""
+
+    max_qp_wr: int
+    max_cqe: int
+    max_mr_size: int
+
+
+def query_limits(context) -> DeviceLimits | None:
+    f = ffi()
+    if context == f.NULL:
+        return None
+    buf = f.new("char[]", 512)  # covers the whole struct ibv_device_attr of any rdma-core
+    if ibverbs().ibv_query_device(context, buf) != 0:
+        return None
+    attr = f.cast("struct ibv_device_attr *", buf)
+    return DeviceLimits(max_qp_wr=attr.max_qp_wr, max_cqe=attr.max_cqe, max_mr_size=attr.max_mr_size)
+
+
 class CompChannel:
     def __init__(self, verbs):
         f = ffi()
@@ -77,6 +97,15 @@ class CQ:
         self.ptr = cq
         self.unacked = 0
         self._wc = f.new("struct ibv_wc[]", 16)
+
+    ACK_BATCH = 32  # ibv_ack_cq_events takes a mutex: acknowledge completion events in batches
+
+    def ack_events(self, n: int) -> None:
+        """Count n completion events read from the channel; acknowledge them in batches."""
+        self.unacked += n
+        if self.unacked >= self.ACK_BATCH:
+            ibverbs().ibv_ack_cq_events(self.ptr, self.unacked)
+            self.unacked = 0
 
     def req_notify(self) -> None:
         check(self.ptr.context.ops.req_notify_cq(self.ptr, 0), "ibv_req_notify_cq")

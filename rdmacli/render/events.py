@@ -102,7 +102,7 @@ class EventView:
                 self.app.err.print("  ".join(_row(rec)), highlight=False, markup=False)
 
     def _connection_line(self, rec: dict) -> None:
-        text = f"connection {rec['conn']} from {rec['remote']}: {rec['result']}"
+        text = f"connection {rec['conn']} from {rec['remote']}: {rec['state']}"
         if "messages_received" in rec:
             text += f" ({rec['messages_received']} received, {rec['messages_sent']} sent)"
         elif "pings_served" in rec:

@@ -1,67 +1,6 @@
-"""The end-of-run summary: one dict (the JSON document), and its rendering for people."""
+"""The end-of-run summary for people: formats the document rdmacli.outcome built (no decisions)."""
 
 from __future__ import annotations
-
-import time
-
-from rdmacli.errors import ExitCode
-
-SCHEMA = "rdmacli/1"
-
-
-def build_summary(command: str, flow, params: dict, *, error=None, interrupted: bool = False) -> dict:
-    conns = []
-    if flow is not None:
-        for c in flow.all_conns:
-            d = {
-                "conn": c.index,
-                "local": c.local,
-                "remote": c.remote,
-                "device": c.device,
-                "result": "fail" if c.error else ("pass" if c.finished else "incomplete"),
-            }
-            d.update(c.protocol.summary() if c.protocol else {})
-            if c.error:
-                d["error"] = c.error.to_dict()
-            if c.teardown_errors:
-                d["teardown_errors"] = c.teardown_errors
-            conns.append(d)
-    failed = [c for c in conns if c["result"] in ("fail", "incomplete")]
-    passed = [c for c in conns if c["result"] == "pass"]
-    if error is None and flow is not None:
-        error = next((c.error for c in flow.all_conns if c.error), None)
-    if interrupted:
-        code = ExitCode.INTERRUPTED
-    elif error is not None:
-        code = error.exit_code
-    elif failed:
-        code = ExitCode.FAILED
-    else:
-        code = ExitCode.OK
-    totals = {
-        "connections": len(conns) - sum(c["result"] == "rejected" for c in conns),
-        "connections_passed": len(passed),
-        "connections_failed": len(failed),
-    }
-    for key in ("messages_received", "messages_sent", "bytes_received", "bytes_sent"):
-        if any(key in c for c in conns):
-            totals[key] = sum(c.get(key, 0) for c in conns)
-    if flow is not None and hasattr(flow, "rejected"):
-        totals["connections_rejected"] = flow.rejected
-    return {
-        "schema": SCHEMA,
-        "type": "summary",
-        "command": command,
-        "result": "interrupted" if interrupted else ("pass" if code == 0 else "fail"),
-        "exit_code": int(code),
-        "params": params,
-        "totals": totals,
-        "connections": conns,
-        "steps_us": flow.timer.summary() if flow is not None else [],
-        "elapsed_ms": round((time.monotonic() - flow.t0) * 1e3, 1) if flow is not None else 0,
-        "error": error.to_dict() if error is not None else None,
-        "warnings": [],
-    }
 
 
 def connection_details(c: dict) -> list[str]:
@@ -103,15 +42,21 @@ def print_summary(app, doc: dict) -> None:
     from rich.table import Table
 
     t = doc["totals"]
+    if "connections" not in t:  # nothing was set up (an error before any connection)
+        app.out.print(f"{doc['command']}: {doc['result']}", markup=False, highlight=False)
+        return
     line = f"{doc['command']}: {doc['result']} - {t['connections_passed']}/{t['connections']} connections"
     if "messages_received" in t:
         line += (
             f", {t['messages_received']} messages received, {t['messages_sent']} sent, "
             f"{t['bytes_received'] + t['bytes_sent']} bytes"
         )
-    if t.get("connections_rejected"):
-        line += f", {t['connections_rejected']} rejected"
+    for state in ("rejected", "interrupted"):
+        if t.get(f"connections_{state}"):
+            line += f", {t[f'connections_{state}']} {state}"
     app.out.print(line, markup=False, highlight=False)
+    for text in doc["warnings"]:
+        app.err.print(f"warning: {text}", markup=False, highlight=False)
     for c in doc["connections"]:
         for text in connection_details(c):
             app.out.print(text, markup=False, highlight=False)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import sys
 
-from rdmacli.engine.flow import ClientFlow, Timeouts
+from rdmacli.engine.client import ClientFlow
+from rdmacli.engine.flow import Timeouts
 from rdmacli.protocols import rping
-from rdmacli.rdma import addr, verbs
+from rdmacli.rdma import addr
 
 
 class Evil(rping._Rping):
@@ -40,7 +41,7 @@ class Evil(rping._Rping):
         elif self.mode in ("short", "long"):
             n = 12 if self.mode == "short" else 32
             self.big.write(b"x" * n)
-            verbs.post_send(conn.qp, rping.SEND, self.big, 0, n)
+            conn.post_send(rping.SEND, self.big, 0, n)
 
     def on_wc(self, conn, wc) -> None:
         pass

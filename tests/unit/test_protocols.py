@@ -6,6 +6,7 @@ import pytest
 
 from rdmacli.protocols import hello as H
 from rdmacli.protocols import rping
+from rdmacli.protocols.table import PING
 
 
 def test_rping_pattern_matches_the_reference_example():
@@ -24,7 +25,7 @@ def test_rping_pattern_wraps_z_to_a_and_start_advances_per_ping():
 
 
 def test_rping_min_size_fits_the_prefix():
-    p = rping.pattern(2_147_483_647, rping.MIN_SIZE)
+    p = rping.pattern(2_147_483_647, PING.min_size)
     assert p == b"rdma-ping-2147483647: \0"
 
 
@@ -38,7 +39,7 @@ def test_rping_info_is_16_bytes_big_endian():
 
 @pytest.mark.parametrize("size,ok", [(22, False), (23, True), (65535, True), (65536, False)])
 def test_rping_size_bounds(size, ok):
-    assert (rping.check_size(size) is None) == ok
+    assert (PING.check_size(size) is None) == ok
 
 
 def test_hello_round_trip_and_zero_padding():

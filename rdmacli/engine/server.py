@@ -1,0 +1,168 @@
+"""The passive side of rdma_cm(7): one listener, one state machine per incoming connection.
+
+bind -> listen -> CONNECT_REQUEST -> create qp -> accept -> ESTABLISHED -> data ->
+DISCONNECTED. The wait for the first client has no idle deadline: a person starts the client,
+maybe minutes later (bounded only by --wait or --timeout). UD (SIDR) has no ESTABLISHED on this
+side: the accept itself establishes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rdmacli.engine.conn import Connection
+from rdmacli.engine.flow import Flow, call_error
+from rdmacli.engine.loop import DeadlineExpired
+from rdmacli.engine.protocol import Reject
+from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.rdma import constants as C
+from rdmacli.rdma.addr import SockAddr
+from rdmacli.rdma.cm import CmEvent, RdmaCallError
+
+
+class ServerFlow(Flow):
+    side = "server"
+
+    def __init__(self, *, bind: SockAddr, max_clients: int | None = 1, backlog: int = 0, **kw):
+        super().__init__(**kw)
+        self.bind_addr, self.max_clients, self.backlog = bind, max_clients, backlog
+        self.listen_id = None
+        self.accepted = 0
+        self.rejected = 0
+        self.finished_conns: list[Connection] = []
+        self.ready_at: float | None = None
+
+    def run(self) -> None:
+        self.timer.start("create id", -1)
+        try:
+            self.listen_id = self.backend.create_id(self.channel, self.options.ps)
+            self.timer.end("create id", -1)
+            self.timer.start("bind addr", -1)
+            self.listen_id.bind(self.bind_addr)
+            self.timer.end("bind addr", -1)
+            self.listen_id.listen(self.backlog)
+        except RdmaCallError as exc:
+            raise call_error("listen", exc, str(self.bind_addr)) from exc
+        self.loop.on_cm(self.listen_id.key, self.on_listen_event)
+        self.ready_at = time.monotonic()
+        self.emit(
+            {
+                "type": "ready",
+                "address": self.bind_addr.host,
+                "port": self.bind_addr.port,
+                "port_space": self.options.ps,
+            }
+        )
+        self.run_loop(self.done)
+
+    def done(self) -> bool:
+        return (
+            self.max_clients is not None
+            and len(self.finished_conns) + self.rejected >= self.max_clients
+            and all(c.finished for c in self.all_conns)
+        )
+
+    def nearest_deadline(self) -> tuple[float, str] | None:
+        best = super().nearest_deadline()
+        if self.timeouts.wait_s and not self.all_conns and self.ready_at is not None:
+            first = (self.ready_at + self.timeouts.wait_s, "the first client (--wait)")
+            if best is None or first[0] < best[0]:
+                best = first
+        return best
+
+    def on_run_deadline(self, exc: DeadlineExpired) -> DeadlineExpired:
+        if self.timeouts.wait_s and not self.all_conns:
+            return DeadlineExpired(
+                f"no client connected within --wait {self.timeouts.wait_s:g} s "
+                f"(listening on {self.bind_addr})",
+                hint="start the client, check that it uses this address, port and port space, "
+                "or wait longer (--wait, or none to wait until --timeout or Ctrl-C)",
+                details={"step": "listen"},
+            )
+        return exc
+
+    def on_listen_event(self, ev: CmEvent) -> None:
+        if ev.type != C.CONNECT_REQUEST:
+            if ev.type == C.DEVICE_REMOVAL:
+                raise RdmacliError(
+                    "the RDMA device under the listener was removed", exit_code=ExitCode.ENVIRONMENT
+                )
+            return
+        index = self.accepted + self.rejected
+        conn = self.new_conn(index, self.backend.request_id(ev, self.channel))
+        conn.learn_addresses()
+        # the CONNECT_REQUEST row itself was shown without a connection number: name it here
+        self.emit(
+            {
+                "type": "request",
+                "t_us": round((ev.t - self.t0) * 1e6, 1),
+                "conn": index,
+                "local": conn.local,
+                "remote": conn.remote,
+                "device": conn.device,
+            }
+        )
+        capacity = self.max_clients is None or self.accepted < self.max_clients
+        try:
+            if not capacity:
+                raise Reject("rdmacli: server is full")
+            conn.protocol.on_request(conn, ev)
+        except Reject as r:
+            self.reject(conn, str(r))
+            return
+        self.accepted += 1
+        self.timer.start("accept", index)
+        conn.expect("accept", self.timeouts.connect_s)
+        try:
+            if self.options.ack_timeout is not None:
+                conn.cm.set_ack_timeout(self.options.ack_timeout)
+            self.setup_qp(conn)
+            conn.phase = "accept"
+            conn.cm.accept(conn.protocol.accept_param())
+            if conn.datagram:  # UD: the SIDR REP is sent, no ESTABLISHED follows
+                self.step_done(conn, "accept")
+                self.on_established(conn)
+        except RdmaCallError as exc:
+            conn.fail(call_error(conn.phase, exc, self.where(conn)))
+        except RdmacliError as exc:
+            conn.fail(exc)
+        if conn.finished:
+            self.on_finished(conn)
+
+    def reject(self, conn: Connection, reason: str) -> None:
+        self.rejected += 1
+        self.emit({"type": "rejected", "conn": conn.index, "remote": conn.remote, "reason": reason})
+        try:
+            conn.cm.reject(reason.encode()[:140] + b"\0")
+        except RdmaCallError:
+            pass
+        conn.reject()
+        conn.teardown()
+        self.conns.pop(conn.cm.key, None)
+
+    def on_event(self, conn: Connection, ev: CmEvent) -> None:
+        if ev.type == C.ESTABLISHED:
+            self.step_done(conn, "accept")
+            self.on_established(conn)
+        elif ev.type == C.DISCONNECTED:
+            self.on_disconnected(conn, ev)
+
+    def on_finished(self, conn: Connection) -> None:
+        if conn in self.finished_conns:
+            return
+        self.finished_conns.append(conn)
+        rec = {"type": "connection", "conn": conn.index, "remote": conn.remote, "state": conn.state.value}
+        rec.update(conn.protocol.summary())
+        if conn.error:
+            rec["error"] = conn.error.to_dict()
+        conn.teardown()
+        self.conns.pop(conn.cm.key, None)
+        self.emit(rec)
+
+    def close_extra(self) -> None:
+        if self.listen_id is not None:
+            try:
+                self.listen_id.destroy()
+            except RdmaCallError:
+                pass
+            self.listen_id = None

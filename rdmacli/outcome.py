@@ -1,0 +1,260 @@
+"""What a run came to: each connection's state, and from those the result, exit code and totals.
+
+One place decides what passed. Every command's JSON summary is built here (`Outcome.to_dict`)
+with one schema (`SUMMARY_SCHEMA`, documented in the README and rdmacli(1)); render/ only
+formats what this module derived. Knows nothing of click, rich or C.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+
+from rdmacli.errors import ExitCode, RdmacliError
+
+SCHEMA = "rdmacli/1"
+
+
+class State(str, Enum):
+    """Where one connection (or multicast member) is; the last four are final."""
+
+    PENDING = "pending"  # being set up: resolving, connecting, joining
+    ESTABLISHED = "established"  # connected or joined, data may be moving
+    DONE = "done"  # finished its exchange
+    FAILED = "failed"
+    REJECTED = "rejected"  # a server of ours refused it (or was full)
+    INTERRUPTED = "interrupted"  # still open when a signal ended the run
+
+    @property
+    def final(self) -> bool:
+        return self in (State.DONE, State.FAILED, State.REJECTED, State.INTERRUPTED)
+
+
+def signal_exit(signum: int) -> int:
+    """The shell's convention: 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM)."""
+    return 128 + signum
+
+
+@dataclass
+class ConnOutcome:
+    index: int
+    state: State
+    local: str = "?"
+    remote: str = "?"
+    device: str | None = None
+    stats: dict = field(default_factory=dict)  # the protocol's own counts (messages, pings, ...)
+    error: RdmacliError | None = None
+    teardown_errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = {
+            "conn": self.index,
+            "state": self.state.value,
+            "local": self.local,
+            "remote": self.remote,
+            "device": self.device,
+        }
+        d.update(self.stats)
+        if self.error is not None:
+            d["error"] = self.error.to_dict()
+        if self.teardown_errors:
+            d["teardown_errors"] = list(self.teardown_errors)
+        return d
+
+
+@dataclass
+class Outcome:
+    command: str
+    params: dict = field(default_factory=dict)
+    connections: list[ConnOutcome] = field(default_factory=list)
+    error: RdmacliError | None = None  # what ended the run, if anything did
+    signal: int | None = None  # the signal that stopped the run (SIGINT, SIGTERM, SIGHUP)
+    failed: bool = False  # a check of a non-connection command (doctor, selftest) failed
+    steps_us: list[dict] = field(default_factory=list)
+    elapsed_ms: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    counts: dict = field(default_factory=dict)  # totals of a non-connection command
+    data: dict = field(default_factory=dict)  # what only this command reports (devices, checks)
+
+    # -- derived -------------------------------------------------------------------------------
+    def states(self) -> list[State]:
+        return [c.state for c in self.connections]
+
+    @property
+    def exit_code(self) -> int:
+        if self.signal is not None:
+            return signal_exit(self.signal)
+        if self.error is not None:
+            return int(self.error.exit_code)
+        if self.failed or State.FAILED in self.states():
+            return int(ExitCode.FAILED)
+        if self.connections and State.DONE not in self.states():
+            return int(ExitCode.FAILED)  # nothing was served: only rejected ones
+        return int(ExitCode.OK)
+
+    @property
+    def result(self) -> str:
+        if self.signal is not None:
+            return "interrupted"
+        return "pass" if self.exit_code == 0 else "fail"
+
+    def totals(self) -> dict:
+        if not self.connections:
+            return dict(self.counts)
+        states = self.states()
+        t = {
+            "connections": sum(s != State.REJECTED for s in states),
+            "connections_passed": states.count(State.DONE),
+            "connections_failed": states.count(State.FAILED),
+            "connections_rejected": states.count(State.REJECTED),
+            "connections_interrupted": states.count(State.INTERRUPTED),
+        }
+        for key in ("messages_received", "messages_sent", "bytes_received", "bytes_sent"):
+            if any(key in c.stats for c in self.connections):
+                t[key] = sum(c.stats.get(key, 0) for c in self.connections)
+        t.update(self.counts)
+        return t
+
+    def first_error(self) -> RdmacliError | None:
+        return self.error or next((c.error for c in self.connections if c.error), None)
+
+    def to_dict(self) -> dict:
+        err = self.first_error()
+        if err is None and self.connections and self.exit_code == ExitCode.FAILED:
+            err = RdmacliError(
+                "no connection was served: every client was rejected",
+                hint="see each rejection's reason; raise --max-size or send smaller requests",
+            )
+        return {
+            "schema": SCHEMA,
+            "type": "summary",
+            "command": self.command,
+            "result": self.result,
+            "exit_code": self.exit_code,
+            "params": self.params,
+            "totals": self.totals(),
+            "connections": [c.to_dict() for c in self.connections],
+            "steps_us": self.steps_us,
+            "elapsed_ms": self.elapsed_ms,
+            "error": err.to_dict() if err is not None else None,
+            "warnings": list(self.warnings),
+            "data": self.data,
+        }
+
+
+def final_state(state: State, signal: int | None) -> State:
+    """A connection still open at the end: interrupted by a signal, else failed with the run."""
+    if state.final:
+        return state
+    return State.INTERRUPTED if signal is not None else State.FAILED
+
+
+def from_flow(
+    command: str, flow, params: dict, *, error: RdmacliError | None = None, signal: int | None = None
+) -> Outcome:
+    """The outcome of an engine flow (duck-typed: all_conns, timer, t0, warnings)."""
+    conns = []
+    for c in flow.all_conns:
+        conns.append(
+            ConnOutcome(
+                index=c.index,
+                state=final_state(c.state, signal),
+                local=c.local,
+                remote=c.remote,
+                device=c.device,
+                stats=c.protocol.summary() if c.protocol else {},
+                error=c.error,
+                teardown_errors=c.teardown_errors,
+            )
+        )
+    return Outcome(
+        command=command,
+        params=params,
+        connections=conns,
+        error=error,
+        signal=signal,
+        steps_us=flow.timer.summary(),
+        elapsed_ms=round((time.monotonic() - flow.t0) * 1e3, 1),
+        warnings=list(getattr(flow, "warnings", [])),
+    )
+
+
+# The JSON Schema of every summary document. Units are in the key names (_us, _ms, _bytes).
+_ERROR = {
+    "type": ["object", "null"],
+    "required": ["message", "hint", "exit_code"],
+    "properties": {
+        "message": {"type": "string"},
+        "hint": {"type": ["string", "null"]},
+        "exit_code": {"type": "integer"},
+        "step": {"type": "string"},
+        "event": {"type": "string"},
+        "status": {"type": "integer"},
+        "errno": {"type": "string"},
+    },
+}
+SUMMARY_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "rdmacli summary document",
+    "type": "object",
+    "additionalProperties": False,
+    "required": [
+        "schema",
+        "type",
+        "command",
+        "result",
+        "exit_code",
+        "params",
+        "totals",
+        "connections",
+        "steps_us",
+        "elapsed_ms",
+        "error",
+        "warnings",
+        "data",
+    ],
+    "properties": {
+        "schema": {"const": SCHEMA},
+        "type": {"const": "summary"},
+        "command": {"type": "string"},
+        "result": {"enum": ["pass", "fail", "interrupted"]},
+        "exit_code": {"type": "integer", "minimum": 0, "maximum": 255},
+        "params": {"type": "object"},
+        "totals": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+        "connections": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["conn", "state", "local", "remote", "device"],
+                "properties": {
+                    "conn": {"type": "integer"},
+                    "state": {"enum": [s.value for s in State]},
+                    "local": {"type": "string"},
+                    "remote": {"type": "string"},
+                    "device": {"type": ["string", "null"]},
+                    "error": _ERROR,
+                },
+            },
+        },
+        "steps_us": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["step", "count", "total_us", "avg_us", "min_us", "max_us"],
+                "properties": {
+                    "step": {"type": "string"},
+                    "count": {"type": "integer"},
+                    "total_us": {"type": "number"},
+                    "avg_us": {"type": "number"},
+                    "min_us": {"type": "number"},
+                    "max_us": {"type": "number"},
+                },
+            },
+        },
+        "elapsed_ms": {"type": "number", "minimum": 0},
+        "error": _ERROR,
+        "warnings": {"type": "array", "items": {"type": "string"}},
+        "data": {"type": "object"},
+    },
+}

@@ -1,0 +1,46 @@
+"""The RDMA stack as one collaborator of the engine: everything a flow creates or posts goes here.
+
+The engine is handed a backend instead of calling librdmacm and libibverbs itself, so its state
+machines can be driven by a scripted stand-in in unit tests (tests/unit/fakerdma.py). This one
+is the real stack; it is the only one that proves anything.
+"""
+
+from __future__ import annotations
+
+from rdmacli.rdma import cm, verbs
+
+
+class RdmaBackend:
+    # -- the connection manager ---------------------------------------------------------------
+    def event_channel(self) -> cm.EventChannel:
+        return cm.EventChannel()
+
+    def create_id(self, channel: cm.EventChannel, ps: int) -> cm.CmId:
+        return cm.CmId.create(channel, ps)
+
+    def request_id(self, ev: cm.CmEvent, channel: cm.EventChannel) -> cm.CmId:
+        """The new cm_id a CONNECT_REQUEST carries."""
+        return cm.CmId(ev.raw_id, channel)
+
+    # -- verbs on a cm_id's device ---------------------------------------------------------
+    def comp_channel(self, cm_id: cm.CmId) -> verbs.CompChannel:
+        return verbs.CompChannel(cm_id.verbs)
+
+    def cq(self, cm_id: cm.CmId, cqe: int, comp: verbs.CompChannel) -> verbs.CQ:
+        return verbs.CQ(cm_id.verbs, cqe, comp)
+
+    def mr(self, cm_id: cm.CmId, size: int, access: int) -> verbs.MR:
+        return verbs.MR(cm_id.pd, size, access)
+
+    def ah_from_attr(self, cm_id: cm.CmId, ah_attr) -> verbs.AH:
+        return verbs.AH.from_attr(cm_id.pd, ah_attr)
+
+    def ah_from_wc(self, cm_id: cm.CmId, wc: verbs.WorkCompletion, grh_addr: int) -> verbs.AH:
+        return verbs.AH.from_wc(cm_id.pd, wc, grh_addr, cm_id.port_num)
+
+    def device_limits(self, cm_id: cm.CmId) -> verbs.DeviceLimits | None:
+        return verbs.query_limits(cm_id.verbs)
+
+    # -- the data path -------------------------------------------------------------------------
+    post_send = staticmethod(verbs.post_send)
+    post_recv = staticmethod(verbs.post_recv)
