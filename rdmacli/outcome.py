@@ -85,8 +85,9 @@ class Outcome:
     def exit_code(self) -> int:
         if self.signal is not None:
             return signal_exit(self.signal)
-        if self.error is not None:
-            return int(self.error.exit_code)
+        err = self.first_error()
+        if err is not None:  # the run's own error, else the first failed connection's
+            return int(err.exit_code)
         if self.failed or State.FAILED in self.states():
             return int(ExitCode.FAILED)
         if self.connections and State.DONE not in self.states():

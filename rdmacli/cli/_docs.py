@@ -26,8 +26,11 @@ EXIT_STATUS = [
     ("4", "Address or route resolution failed (ADDR_ERROR, ROUTE_ERROR)."),
     ("5", "Rejected or unreachable (REJECTED, UNREACHABLE, CONNECT_ERROR)."),
     ("6", "rdmacli's own deadline expired."),
-    ("128+N", "Stopped by signal N: 130 Ctrl-C (SIGINT), 129 SIGHUP, 143 SIGTERM; everything is "
-     "torn down and the summary (JSON too) is still printed."),
+    (
+        "128+N",
+        "Stopped by signal N: 130 Ctrl-C (SIGINT), 129 SIGHUP, 143 SIGTERM; everything is "
+        "torn down and the summary (JSON too) is still printed.",
+    ),
 ]
 ENVIRONMENT = [
     ("NO_COLOR", "Disables colour and the live event table."),

@@ -8,6 +8,7 @@ its deadline and the summary reports the loss (reference section 3).
 
 from __future__ import annotations
 
+from rdmacli.engine.conn import DATA, WAIT_FOR_PEER
 from rdmacli.engine.protocol import Protocol, Reject
 from rdmacli.errors import ExitCode, RdmacliError
 from rdmacli.protocols import hello as H
@@ -89,7 +90,16 @@ class _Datagrams(Protocol):
         self.post_sends(conn)
 
     def on_deadline(self, conn) -> RdmacliError | None:
-        if self.received < self.count and conn.phase == "data":
+        if conn.phase == WAIT_FOR_PEER:
+            return RdmacliError(
+                f"no datagram arrived within --wait {conn.flow.timeouts.wait_s:g} s "
+                f"[{conn.flow.where(conn)}]",
+                hint="start the sender (or wait longer: --wait, or none to wait until "
+                "--timeout or Ctrl-C); check that it sends to the same group and port space",
+                exit_code=ExitCode.TIMEOUT,
+                details={"step": conn.phase},
+            )
+        if self.received < self.count and conn.phase == DATA:
             return RdmacliError(
                 f"received {self.received} of {self.count} datagrams before the deadline "
                 f"({self.count - self.received} lost) [{conn.flow.where(conn)}]",

@@ -1,0 +1,358 @@
+"""The engine's state machines driven by synthetic CM events and completions (tests/unit/fakerdma).
+
+Every documented rdma_cm(7) sequence, every error event, rejection, deadline, teardown order and
+a stop signal, for the client, server and multicast flows. Runs anywhere in seconds; proves
+nothing about RDMA itself (the lab suite does).
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from fakerdma import FakeBackend
+
+from rdmacli.engine.client import ClientFlow
+from rdmacli.engine.flow import Options, Timeouts
+from rdmacli.engine.loop import DeadlineExpired
+from rdmacli.engine.mcast import McastFlow
+from rdmacli.engine.server import ServerFlow
+from rdmacli.errors import ExitCode, Stopped
+from rdmacli.outcome import State, from_flow
+from rdmacli.protocols import hello as H
+from rdmacli.protocols.bare import BareClient
+from rdmacli.protocols.cmatose import CmatoseClient, CmatoseServer
+from rdmacli.protocols.mckey import McastReceiver, McastSender
+from rdmacli.rdma import constants as C
+from rdmacli.rdma.addr import SockAddr
+
+SERVER = SockAddr(2, "10.0.0.1", 7471)
+CLIENT = SockAddr(2, "10.0.0.2", 0)
+GROUP = SockAddr(2, "239.1.1.1", 0)
+FAST = Timeouts(resolve_ms=100, connect_s=0.3, idle_s=0.3)
+
+
+def client(backend, make_protocol=lambda: CmatoseClient(3, 64), timeouts=FAST, **kw):
+    return ClientFlow(
+        dst=SERVER, src=CLIENT, make_protocol=make_protocol, timeouts=timeouts, backend=backend, **kw
+    )
+
+
+def run(flow, **outcome_kw):
+    """Run a flow to its end, tear it down, and return its outcome (as the CLI does)."""
+    error = signum = None
+    try:
+        flow.run()
+    except DeadlineExpired as exc:
+        error = exc
+    except Stopped as exc:
+        signum = exc.signum
+    except KeyboardInterrupt:
+        signum = signal.SIGINT
+    finally:
+        flow.close()
+    return from_flow("test", flow, {}, error=error, signal=signum, **outcome_kw)
+
+
+def cmatose_peer(backend, flow, count=3, size=64):
+    """A ucmatose server: sends `count` messages once connected, disconnects after the echo."""
+    echoed = []
+
+    def on_connect(cm, param):
+        flow.loop.call_later(0, lambda: [backend.deliver(cm, b"m" * size) for _ in range(count)])
+        return [backend.event(cm, C.ESTABLISHED)]
+
+    def on_send(cm, wr):
+        echoed.append(wr)
+        if len(echoed) == count:
+            backend.peer_disconnects(cm)
+
+    backend.script["connect"] = on_connect
+    backend.on_send = on_send
+
+
+# -- the active side ----------------------------------------------------------------------------
+
+
+def test_client_sequence_exchange_and_teardown_order():
+    backend = FakeBackend()
+    flow = client(backend)
+    cmatose_peer(backend, flow)
+    out = run(flow)
+    assert out.exit_code == 0 and out.result == "pass"
+    assert out.connections[0].state == State.DONE
+    assert out.connections[0].stats["messages_received"] == out.connections[0].stats["messages_sent"] == 3
+    key = backend.ids[0].key
+    assert backend.calls(key) == [
+        "create id",
+        "resolve addr",
+        "resolve route",
+        "create qp",
+        "connect",
+        "disconnect",  # answering the server's DREQ
+        "destroy qp",
+        "destroy id",
+    ]
+    # resources go in the documented order: QP, MRs, CQ, channel, id, event channel
+    order = [c for c in backend.calls() if c in ("destroy qp", "dereg mr", "destroy cq", "destroy id")]
+    assert order == ["destroy qp", "dereg mr", "dereg mr", "destroy cq", "destroy id"]
+    assert backend.calls()[-1] == "destroy event channel"
+    steps = [s["step"] for s in out.steps_us]
+    assert steps[:5] == ["create id", "resolve addr", "resolve route", "create qp", "cm connect"]
+
+
+def test_client_conn_param_is_ucmatose_and_carries_the_hello():
+    backend = FakeBackend()
+    flow = client(backend)
+    cmatose_peer(backend, flow)
+    run(flow)
+    p = backend.conn_params[0]
+    assert (p.responder_resources, p.initiator_depth, p.retry_count, p.rnr_retry_count) == (1, 1, 5, 0)
+    assert H.parse(p.private_data) == H.Hello(H.KIND_CONNECT, 3, 64)
+
+
+ERROR_CASES = [
+    ("resolve addr", C.ADDR_ERROR, -110, {}, ExitCode.RESOLVE, "resolve addr: ADDR_ERROR ETIMEDOUT"),
+    ("resolve route", C.ROUTE_ERROR, -110, {}, ExitCode.RESOLVE, "ROUTE_ERROR"),
+    ("connect", C.REJECTED, 8, {}, ExitCode.REJECTED, "nothing is listening at 10.0.0.1:7471"),
+    (
+        "connect",
+        C.REJECTED,
+        28,
+        {"private_data": b"rdmacli: size 4096 exceeds the server limit 1024\0" + bytes(8)},
+        ExitCode.REJECTED,
+        "rejected the connection: 'rdmacli: size 4096 exceeds the server limit 1024'",
+    ),
+    ("connect", C.UNREACHABLE, -110, {}, ExitCode.REJECTED, "UNREACHABLE"),
+    ("connect", C.CONNECT_ERROR, -104, {}, ExitCode.REJECTED, "CONNECT_ERROR"),
+    ("connect", C.DEVICE_REMOVAL, 0, {}, ExitCode.ENVIRONMENT, "DEVICE_REMOVAL"),
+]
+
+
+@pytest.mark.parametrize("call,event,status,fields,code,text", ERROR_CASES, ids=lambda v: str(v)[:20])
+def test_each_error_event_fails_its_connection_in_words(call, event, status, fields, code, text):
+    backend = FakeBackend()
+    backend.script[call] = lambda cm, *a: [backend.event(cm, event, status, **fields)]
+    out = run(client(backend))
+    assert out.connections[0].state == State.FAILED
+    assert out.exit_code == code
+    assert text in out.first_error().message
+    assert backend.ids[0].destroyed  # torn down on the error path too
+
+
+def test_a_deadline_fails_only_its_own_connection():
+    backend = FakeBackend()
+    answered = []
+
+    def connect(cm, param):  # the first connection's peer never answers; the second's does
+        answered.append(cm)
+        if len(answered) == 1:
+            return []
+        flow.loop.call_later(0, lambda: [backend.deliver(cm, b"m" * 64) for _ in range(3)])
+        return [backend.event(cm, C.ESTABLISHED)]
+
+    flow = client(backend, connections=2)
+    backend.script["connect"] = connect
+    backend.on_send = lambda cm, wr: (
+        len([s for s in backend.sends if s["cm"] is cm]) == 3 and (backend.peer_disconnects(cm))
+    )
+    out = run(flow)
+    states = sorted(c.state for c in out.connections)
+    assert states == sorted([State.FAILED, State.DONE])
+    failed = next(c for c in out.connections if c.state == State.FAILED)
+    assert "cm connect: no progress within its deadline" in failed.error.message
+    assert out.exit_code == ExitCode.TIMEOUT
+
+
+def test_the_overall_timeout_ends_the_run():
+    backend = FakeBackend()
+    backend.script["resolve route"] = lambda cm: []
+    flow = client(backend, timeouts=Timeouts(resolve_ms=5000, connect_s=5, idle_s=5, overall_s=0.2))
+    out = run(flow)
+    assert out.exit_code == ExitCode.TIMEOUT and "overall --timeout" in out.error.message
+    assert out.connections[0].state == State.FAILED  # open when the run ended without a signal
+
+
+def test_a_peer_that_never_answers_our_disconnect_is_a_warning_not_a_failure():
+    backend = FakeBackend()
+    backend.script["disconnect"] = lambda cm: []  # a C server busy elsewhere
+    out = run(client(backend, make_protocol=BareClient))
+    assert out.connections[0].state == State.DONE and out.exit_code == 0
+    assert "did not answer the disconnect" in out.warnings[0]
+    assert backend.ids[0].destroyed
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_interrupts_open_connections_and_tears_down(signum):
+    backend = FakeBackend()
+
+    def connect(cm, param):
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Stopped(signum)
+
+    backend.script["connect"] = connect
+    out = run(client(backend))
+    assert out.connections[0].state == State.INTERRUPTED
+    assert out.result == "interrupted" and out.exit_code == 128 + signum
+    assert out.to_dict()["totals"]["connections_interrupted"] == 1
+    assert backend.ids[0].destroyed and backend.calls()[-1] == "destroy event channel"
+
+
+# -- the passive side ---------------------------------------------------------------------------
+
+
+def server(backend, make_protocol=lambda: CmatoseServer(3, 64), timeouts=FAST, **kw):
+    return ServerFlow(bind=SERVER, make_protocol=make_protocol, timeouts=timeouts, backend=backend, **kw)
+
+
+def test_server_sequence_with_a_c_client():
+    backend = FakeBackend()
+    flow = server(backend)
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, backend.request) and []
+    # the C client echoes each message it gets (it sends no hello: our -C/-S apply)
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
+    records = []
+    flow.observer = records.append
+    out = run(flow)
+    assert out.exit_code == 0 and out.connections[0].state == State.DONE
+    conn_cm = backend.ids[1]
+    assert backend.calls(conn_cm.key) == ["create qp", "accept", "disconnect", "destroy qp", "destroy id"]
+    assert [r["type"] for r in records if r["type"] in ("ready", "request", "connection")] == [
+        "ready",
+        "request",
+        "connection",
+    ]
+    assert records[-1]["state"] == "done"
+    assert backend.listener.destroyed
+
+
+def test_a_rejected_only_server_run_is_not_a_pass():
+    backend = FakeBackend()
+    flow = server(backend, make_protocol=lambda: CmatoseServer(10, 100, max_size=10))
+    hello = H.Hello(H.KIND_CONNECT, 10, 100).pack()
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, lambda: backend.request(hello)) and []
+    out = run(flow)
+    doc = out.to_dict()
+    assert doc["totals"]["connections_passed"] == 0 and doc["totals"]["connections_rejected"] == 1
+    assert doc["result"] == "fail" and doc["exit_code"] == 1
+    assert backend.rejections[0].startswith(b"rdmacli: size 100 exceeds the server limit 10")
+
+
+def test_a_full_server_rejects_the_extra_client():
+    backend = FakeBackend()
+    flow = server(backend, max_clients=1)
+
+    def two_clients():
+        backend.request()
+        backend.request()
+
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, two_clients) and []
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
+    out = run(flow)
+    assert sorted(c.state for c in out.connections) == sorted([State.DONE, State.REJECTED])
+    assert backend.rejections == [b"rdmacli: server is full\0"]
+    assert out.exit_code == 0  # one was served; a policy rejection is no failure
+
+
+def test_a_stopped_persistent_server_reports_open_connections_as_interrupted():
+    backend = FakeBackend()
+    flow = server(backend, max_clients=None, timeouts=Timeouts(100, 5, 5))
+    backend.auto_complete_sends = False  # the client is mid-exchange when the signal comes
+
+    def stop_soon():
+        backend.request()
+        flow.loop.call_later(0.05, lambda: (_ for _ in ()).throw(Stopped(signal.SIGTERM)))
+
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, stop_soon) and []
+    out = run(flow)
+    assert [c.state for c in out.connections] == [State.INTERRUPTED]
+    assert out.exit_code == 143 and out.result == "interrupted"
+
+
+def test_the_first_client_is_awaited_without_deadline_unless_wait_is_given():
+    backend = FakeBackend()
+    flow = server(backend, timeouts=Timeouts(100, 0.1, 0.1, None, wait_s=0.3))
+    out = run(flow)
+    assert out.exit_code == ExitCode.TIMEOUT
+    assert "no client connected within --wait 0.3 s" in out.error.message
+    # without --wait the nearest deadline is none at all (only a person ends the wait)
+    flow2 = server(FakeBackend(), timeouts=Timeouts(100, 0.1, 0.1))
+    flow2.ready_at = 0.0
+    assert flow2.nearest_deadline() is None
+    flow2.close()
+
+
+# -- multicast ----------------------------------------------------------------------------------
+
+
+def mcast(backend, make_protocol, timeouts=FAST, **kw):
+    return McastFlow(
+        group=GROUP,
+        src=CLIENT,
+        options=Options(ps=C.PS_UDP),
+        make_protocol=make_protocol,
+        timeouts=timeouts,
+        backend=backend,
+        **kw,
+    )
+
+
+def test_a_receiver_waits_for_its_sender_longer_than_the_idle_deadline():
+    backend = FakeBackend()
+    flow = mcast(backend, lambda: McastReceiver(5, 100))  # idle deadline 0.3 s
+
+    def join(cm, sa):
+        # the sender starts 1 s after the join: a person walking to another host
+        flow.loop.call_later(1.0, lambda: [backend.deliver(cm, b"d" * 140, imm=9) for _ in range(5)])
+        return backend.default_reaction(cm, "join")
+
+    backend.script["join"] = join
+    out = run(flow)
+    assert out.exit_code == 0 and out.connections[0].stats["datagrams_received"] == 5
+    assert backend.calls(backend.ids[0].key) == [
+        "create id",
+        "bind",
+        "resolve addr",
+        "create qp",
+        "join",
+        "leave",
+        "destroy qp",
+        "destroy id",
+    ]
+
+
+def test_a_receiver_with_wait_gives_up_in_words():
+    out = run(mcast(FakeBackend(), lambda: McastReceiver(5, 100), timeouts=Timeouts(100, 1, 0.1, None, 0.2)))
+    assert out.exit_code == ExitCode.TIMEOUT
+    assert "no datagram arrived within --wait 0.2 s" in out.first_error().message
+
+
+def test_the_idle_deadline_starts_with_the_first_datagram_and_reports_loss():
+    backend = FakeBackend()
+    flow = mcast(backend, lambda: McastReceiver(5, 100))
+
+    def join(cm, sa):
+        flow.loop.call_later(0.05, lambda: [backend.deliver(cm, b"d" * 140) for _ in range(2)])
+        return backend.default_reaction(cm, "join")
+
+    backend.script["join"] = join
+    out = run(flow)
+    assert out.exit_code == ExitCode.FAILED
+    assert "received 2 of 5 datagrams before the deadline (3 lost)" in out.first_error().message
+
+
+def test_a_sender_sends_its_count_to_the_group_qpn():
+    backend = FakeBackend()
+    out = run(mcast(backend, lambda: McastSender(4, 100), send_only=True))
+    assert out.exit_code == 0 and out.connections[0].stats["datagrams_sent"] == 4
+    assert {(s["remote_qpn"], s["opcode"]) for s in backend.sends} == {(0xFFFFFF, C.WR_SEND_WITH_IMM)}
+    assert out.connections[0].stats["mgid"] == "::ffff:239.1.1.1"
+
+
+def test_a_multicast_error_fails_the_member():
+    backend = FakeBackend()
+    backend.script["join"] = lambda cm, sa: [backend.event(cm, C.MULTICAST_ERROR, -110)]
+    out = run(mcast(backend, lambda: McastReceiver(5, 100)))
+    assert out.connections[0].state == State.FAILED and out.exit_code == ExitCode.REJECTED
+    assert "MULTICAST_ERROR" in out.first_error().message

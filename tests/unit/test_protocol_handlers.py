@@ -1,0 +1,236 @@
+"""Each protocol's completion handler fed synthetic completions on an established connection:
+rping's stage tables (legal and illegal transitions), untrusted adverts, queue windows, UD
+replies, and resource errors that name the device limit."""
+
+from __future__ import annotations
+
+import pytest
+from fakerdma import FakeBackend, wc
+
+from rdmacli.engine.client import ClientFlow
+from rdmacli.engine.flow import Options, Timeouts
+from rdmacli.engine.server import ServerFlow
+from rdmacli.errors import ExitCode
+from rdmacli.outcome import State
+from rdmacli.protocols import rping
+from rdmacli.protocols.cmatose import CmatoseClient
+from rdmacli.protocols.udaddy import SEND as UD_SEND
+from rdmacli.protocols.udaddy import UdServer
+from rdmacli.rdma import constants as C
+from rdmacli.rdma.addr import SockAddr
+from rdmacli.rdma.verbs import DeviceLimits
+
+SLOW = Timeouts(resolve_ms=100, connect_s=5, idle_s=5)
+SERVER = SockAddr(2, "10.0.0.1", 7174)
+
+
+def established(flow, backend):
+    """Run the flow until its first connection is established, then hand it to the test."""
+
+    def observe(rec):
+        if rec.get("type") == "cm_event" and rec["event"] == "ESTABLISHED":
+            flow.stop()
+        if rec.get("type") == "step" and rec["step"] == "accept" and flow.all_conns[0].datagram:
+            flow.stop()
+
+    flow.observer = observe
+    flow.run()
+    flow.stopping = False
+    return flow.all_conns[0]
+
+
+def pump(flow):
+    """Serve whatever completions the fake queued (as the loop would on its next turn)."""
+    for fd in list(flow.loop.cqs):
+        flow.loop._read_cq(fd)
+
+
+def rping_server(size=64, max_size=65535, **kw):
+    backend = FakeBackend(**kw)
+    backend.auto_complete_sends = False
+    flow = ServerFlow(
+        bind=SERVER,
+        max_clients=None,
+        make_protocol=lambda: rping.RpingServer(size, max_size=max_size),
+        timeouts=SLOW,
+        backend=backend,
+    )
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, backend.request) and []
+    return flow, backend, established(flow, backend)
+
+
+def last_send(backend):
+    return backend.sends[-1]
+
+
+def test_rping_server_reads_then_writes_back_as_rping_does():
+    flow, backend, conn = rping_server()
+    cm = conn.cm
+    backend.deliver(cm, rping.pack_info(0xAB0000, 0x1234, 64))
+    pump(flow)
+    rd = last_send(backend)
+    assert (rd["opcode"], rd["remote_addr"], rd["rkey"], rd["length"]) == (
+        C.WR_RDMA_READ,
+        0xAB0000,
+        0x1234,
+        64,
+    )
+    conn.protocol.rdma_mr.write(rping.pattern(0, 64))  # what the READ brought
+    flow.on_wc(conn, wc(rping.READ, C.WC_RDMA_READ))
+    assert last_send(backend)["length"] == 16 and conn.protocol.send_mr.read() == bytes(16)  # go-ahead
+    backend.deliver(cm, rping.pack_info(0xCD0000, 0x5678, 64))
+    pump(flow)
+    wr = last_send(backend)
+    assert (wr["opcode"], wr["remote_addr"], wr["length"]) == (C.WR_RDMA_WRITE, 0xCD0000, 64)
+    flow.on_wc(conn, wc(rping.WRITE, C.WC_RDMA_WRITE))
+    assert conn.protocol.pings == 1 and conn.protocol.stages.stage == "read_adv"
+    flow.close()
+
+
+def test_rping_server_names_role_and_stage_on_an_out_of_turn_advert():
+    flow, backend, conn = rping_server()
+    backend.deliver(conn.cm, rping.pack_info(0xAB0000, 0x1234, 64))
+    pump(flow)
+    backend.deliver(conn.cm, rping.pack_info(0xAB0000, 0x1234, 64))  # before the READ completed
+    pump(flow)
+    assert conn.state == State.FAILED
+    assert "rping server: advert is not allowed in stage reading" in conn.error.message
+    flow.close()
+
+
+def test_rping_server_grows_its_buffer_to_a_c_clients_advert():
+    flow, backend, conn = rping_server(size=64)
+    backend.deliver(conn.cm, rping.pack_info(0xAB0000, 0x1234, 65535))
+    pump(flow)
+    assert ("reg mr", 65535) in backend.log
+    assert last_send(backend)["length"] == 65535 and conn.protocol.summary()["size_bytes"] == 65535
+    flow.close()
+
+
+@pytest.mark.parametrize(
+    "info,text",
+    [
+        (rping.pack_info(0xAB0000, 1, 1 << 20), "advertised 1048576 bytes, the server accepts 1 to 65535"),
+        (rping.pack_info(0, 1, 64), "advertised address 0"),
+        (rping.pack_info(0xAB0000, 1, 64)[:12], "Received bogus data, size 12"),
+    ],
+)
+def test_untrusted_adverts_end_the_connection_before_any_rdma(info, text):
+    flow, backend, conn = rping_server()
+    backend.deliver(conn.cm, info)
+    pump(flow)
+    assert conn.state == State.FAILED and text in conn.error.message
+    assert not backend.sends  # nothing was read from or written to the peer
+    flow.close()
+
+
+def rping_client(count=2, **kw):
+    backend = FakeBackend()
+    backend.auto_complete_sends = False
+    flow = ClientFlow(
+        dst=SERVER,
+        make_protocol=lambda: rping.RpingClient(64, count, validate=True, **kw),
+        timeouts=SLOW,
+        backend=backend,
+    )
+    return flow, backend, established(flow, backend)
+
+
+def serve_one_ping(flow, backend, conn, corrupt=False):
+    """Play rping's server for one ping: go-ahead after the READ, write back, go-ahead."""
+    p = conn.protocol
+    backend.deliver(conn.cm, bytes(16))
+    pump(flow)
+    data = bytearray(p.start_mr.read())
+    if corrupt:
+        data[0] ^= 0x20
+    p.rdma_mr.write(bytes(data))
+    backend.deliver(conn.cm, bytes(16))
+    pump(flow)
+
+
+def test_rping_client_cycle_adverts_validation_and_disconnect():
+    flow, backend, conn = rping_client(count=2)
+    p = conn.protocol
+    assert backend.sends[0]["mr"] is p.send_mr
+    assert rping.unpack_info(p.send_mr.read()) == (p.start_mr.addr, p.start_mr.rkey, 64)
+    backend.deliver(conn.cm, bytes(16))
+    pump(flow)
+    assert rping.unpack_info(p.send_mr.read()) == (p.rdma_mr.addr, p.rdma_mr.rkey, 64)  # sink advert
+    p.rdma_mr.write(p.start_mr.read())
+    backend.deliver(conn.cm, bytes(16))
+    pump(flow)
+    serve_one_ping(flow, backend, conn)
+    assert p.stages.stage == "done" and p.validated == 2
+    assert "disconnect" in backend.calls(conn.cm.key)  # rping: the client ends the test
+    backend.deliver(conn.cm, bytes(16))  # a go-ahead after the end is out of turn
+    pump(flow)
+    assert "rping client: go_ahead is not allowed in stage done" in conn.error.message
+    flow.close()
+
+
+def test_rping_client_detects_a_mismatch():
+    flow, backend, conn = rping_client(count=3)
+    serve_one_ping(flow, backend, conn, corrupt=True)
+    assert conn.state == State.FAILED and "data mismatch! (ping 0)" in conn.error.message
+    flow.close()
+
+
+def test_queues_are_a_recycled_window_bounded_by_the_device():
+    backend = FakeBackend(limits=DeviceLimits(max_qp_wr=8, max_cqe=100, max_mr_size=1 << 30))
+    flow = ClientFlow(dst=SERVER, make_protocol=lambda: CmatoseClient(20, 10), timeouts=SLOW, backend=backend)
+    conn = established(flow, backend)
+    attr = backend.qp_attrs[0]
+    assert attr["max_recv_wr"] == attr["max_send_wr"] == 8
+    assert len(conn.cm.recvs) == 8  # not 20
+    assert backend.conn_params[0].rnr_retry_count == 7  # the sender waits for our reposting
+    for _ in range(20):
+        backend.deliver(conn.cm, b"x" * 10)
+        pump(flow)
+    p = conn.protocol
+    assert p.received == 20 and p.recvs_posted == 20
+    assert p.sent == p.sends_posted == 20  # echoed through a window of 8
+    flow.close()
+
+
+def test_an_over_limit_queue_names_the_device_limit():
+    backend = FakeBackend(limits=DeviceLimits(max_qp_wr=16, max_cqe=8, max_mr_size=1 << 30))
+    flow = ClientFlow(
+        dst=SERVER, make_protocol=lambda: rping.RpingClient(64, 1), timeouts=SLOW, backend=backend
+    )
+    flow.run()
+    flow.close()
+    err = flow.all_conns[0].error
+    assert "ibv_create_cq failed: EINVAL" in err.message and "a CQ of 18 entries (max_cqe 8)" in err.message
+    assert err.exit_code == ExitCode.ENVIRONMENT
+
+
+def ud_server(count=3):
+    backend = FakeBackend()
+    flow = ServerFlow(
+        bind=SERVER,
+        make_protocol=lambda: UdServer(count, 100),
+        timeouts=SLOW,
+        backend=backend,
+        options=Options(ps=C.PS_UDP),
+    )
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, lambda: backend.request(ps=C.PS_UDP)) and []
+    return flow, backend, established(flow, backend)
+
+
+def test_ud_server_replies_to_the_qpn_in_the_immediate_data():
+    flow, backend, conn = ud_server()
+    for _ in range(3):
+        backend.deliver(conn.cm, b"u" * 140, imm=0x00ABCDEF)
+        pump(flow)
+    assert [s["remote_qpn"] for s in backend.sends] == [0xABCDEF] * 3
+    assert {s["wr_id"] for s in backend.sends} == {UD_SEND} and conn.state == State.DONE
+    flow.close()
+
+
+def test_ud_server_refuses_a_datagram_without_its_senders_qpn():
+    flow, backend, conn = ud_server()
+    backend.deliver(conn.cm, b"u" * 140, imm=None)
+    pump(flow)
+    assert conn.state == State.FAILED and "carries no immediate data" in conn.error.message
+    flow.close()
