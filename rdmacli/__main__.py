@@ -5,7 +5,7 @@ import sys
 
 def main() -> None:
     try:
-        import click  # noqa: F401
+        import click
         import rich  # noqa: F401
     except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
         name = exc.name or "a dependency"
@@ -16,7 +16,29 @@ def main() -> None:
         sys.exit(3)
     from rdmacli.cli import cli
 
-    cli(prog_name="rdmacli")
+    try:
+        cli.main(prog_name="rdmacli", standalone_mode=False)
+    except click.exceptions.Exit as exc:  # --help, --version
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:  # a usage error: click's words, and JSON if asked for
+        exc.show()
+        if {"--json", "--json-lines"} & set(sys.argv[1:]):
+            usage_json(exc)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(130)
+
+
+def usage_json(exc) -> None:
+    """A script that asked for JSON gets a summary document for a usage error too."""
+    import json
+
+    from rdmacli.errors import ExitCode, RdmacliError
+    from rdmacli.outcome import Outcome
+
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), "rdmacli")
+    err = RdmacliError(exc.format_message(), hint="see --help", exit_code=ExitCode.USAGE)
+    sys.stdout.write(json.dumps(Outcome(command, error=err).to_dict(), indent=2) + "\n")
 
 
 if __name__ == "__main__":

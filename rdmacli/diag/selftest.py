@@ -15,6 +15,7 @@ from rdmacli.protocols.table import CONNECT, MCAST, PING
 from rdmacli.protocols.table import PROTOCOLS as PROTOCOL_TABLE
 
 GROUP = "239.255.71.71"
+PROBE_PORT = 17470  # the path probe's request goes here: any answer proves the path
 PROTOCOLS = tuple(PROTOCOL_TABLE)  # connect, ping, ud, mcast
 
 
@@ -50,15 +51,19 @@ def rdma_ipv4s() -> list[tuple[str, str]]:
     return found
 
 
-def reaches(src: str, dst: str, resolve_ms: int = 1500) -> str | None:
-    """Why `src` cannot resolve a path to `dst` over RDMA, or None if it can."""
+def reaches(src: str, dst: str, timeout_s: float = 3.0) -> str | None:
+    """Why `src` cannot reach `dst` over RDMA, or None if it can: a connection request to a
+    port nobody listens on must be answered (REJECTED, nothing listening). A resolved address
+    alone proves nothing: a cached neighbour resolves while the packets are dropped."""
     from rdmacli.diag.doctor import _probe
     from rdmacli.rdma.constants import PS_TCP
 
     _flow, err = _probe(
-        dst, CONNECT.selftest_port, PS_TCP, route_only=True, resolve_ms=resolve_ms, connect_s=5, src=src
+        dst, PROBE_PORT, PS_TCP, route_only=False, resolve_ms=1500, connect_s=timeout_s, src=src
     )
-    return None if err is None else err.message
+    if err is None or err.details.get("event") == "REJECTED":
+        return None  # accepted or refused: either way the peer's CM answered
+    return err.message
 
 
 def pick_path(server: str | None = None, client: str | None = None) -> tuple[str, str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -27,7 +28,15 @@ class Lab:
         self.rdmacli = [sys.executable, "-m", "rdmacli"]
 
     def run(self, *args, timeout=120, **kw) -> subprocess.CompletedProcess:
-        return subprocess.run([*self.rdmacli, *args], capture_output=True, text=True, timeout=timeout, **kw)
+        r = subprocess.run([*self.rdmacli, *args], capture_output=True, text=True, timeout=timeout, **kw)
+        try:
+            if "--json" in args:
+                validate(json.loads(r.stdout))
+            elif "--json-lines" in args:
+                summary(r.stdout)
+        except ValueError:  # no JSON at all: the test's own assertions say more
+            pass
+        return r
 
     def spawn(self, *args, **kw) -> subprocess.Popen:
         return subprocess.Popen(
@@ -167,8 +176,16 @@ def wait_released(pid: int, timeout: float = 20.0) -> dict[str, list[dict]]:
         time.sleep(0.5)
 
 
-def summary(out: str) -> dict:
-    """The last JSON document of an rdmacli run's stdout (the summary)."""
-    import json
+def validate(doc: dict) -> dict:
+    """Every summary a lab test reads must match the documented schema (rdmacli.outcome)."""
+    import jsonschema
 
-    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    from rdmacli.outcome import SUMMARY_SCHEMA
+
+    jsonschema.validate(doc, SUMMARY_SCHEMA)
+    return doc
+
+
+def summary(out: str) -> dict:
+    """The last JSON document of an rdmacli run's stdout (the summary), validated."""
+    return validate(json.loads([line for line in out.splitlines() if line.startswith("{")][-1]))

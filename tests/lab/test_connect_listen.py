@@ -148,7 +148,9 @@ def test_server_rejects_parameters_it_cannot_serve(lab, servers):
     assert err["reject_reason"]["name"] == "CONSUMER_DEFINED"
     assert err["peer_reason"] == "rdmacli: size 4096 exceeds the server limit 1024"
     rc, out, _ = srv.finish()
-    assert rc == 0 and summary(out)["totals"]["connections_rejected"] == 1
+    doc = summary(out)  # a server whose only client was rejected served nobody: not a pass
+    assert rc == 1 and doc["result"] == "fail", doc
+    assert doc["totals"]["connections_rejected"] == 1 and doc["totals"]["connections_passed"] == 0
 
 
 def test_server_killed_mid_run_ends_client_with_an_error(lab, servers):

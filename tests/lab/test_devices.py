@@ -18,7 +18,7 @@ def test_devices_json_matches_rdma_link(lab):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["schema"] == "rdmacli/1" and doc["exit_code"] == 0
-    ours = {(d["name"], p["port"]): (d, p) for d in doc["devices"] for p in d["ports"]}
+    ours = {(d["name"], p["port"]): (d, p) for d in doc["data"]["devices"] for p in d["ports"]}
     links = _rdma_links()
     assert links, "the lab has rxe devices"
     for link in links:
@@ -31,7 +31,7 @@ def test_devices_json_matches_rdma_link(lab):
 
 def test_devices_json_matches_ibv_devinfo(lab):
     doc = json.loads(lab.run("devices", "--json").stdout)
-    for dev in doc["devices"]:
+    for dev in doc["data"]["devices"]:
         info = subprocess.run(
             ["ibv_devinfo", "-v", "-d", dev["name"]], capture_output=True, text=True, check=True
         ).stdout
@@ -43,7 +43,7 @@ def test_devices_json_matches_ibv_devinfo(lab):
         devinfo_gids = {g.lower() for g in re.findall(r"GID\[\s*\d+\]:\s+([0-9a-f:.]+)", info)}
         ours = {g["gid"] for g in port["gids"]}
         assert ours and ours <= {_norm(g) for g in devinfo_gids}
-        assert lab.server in {g["ip"] for d in doc["devices"] for p in d["ports"] for g in p["gids"]}
+        assert lab.server in {g["ip"] for d in doc["data"]["devices"] for p in d["ports"] for g in p["gids"]}
 
 
 def _norm(gid: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -33,13 +34,13 @@ def doctor(lab, *args, env_prefix: list[str] | None = None) -> tuple[int, dict]:
 
 
 def verdicts(doc: dict) -> dict[str, dict]:
-    return {c["check"]: c for c in doc["checks"]}
+    return {c["check"]: c for c in doc["data"]["checks"]}
 
 
 def test_doctor_passes_on_the_healthy_lab(lab):
     rc, doc = doctor(lab, lab.server, "-p", "9")
     checks = verdicts(doc)
-    local = [c for c in doc["checks"] if c["check"] not in ("route", "resolve", "connect 9")]
+    local = [c for c in doc["data"]["checks"] if c["check"] not in ("route", "resolve", "connect 9")]
     assert all(c["verdict"] == "pass" for c in local), local
     assert checks["route"]["verdict"] == checks["resolve"]["verdict"] == "pass"
     assert "µs" in checks["resolve"]["detail"]
@@ -53,7 +54,7 @@ def test_doctor_passes_on_the_healthy_lab(lab):
 def test_doctor_all_local_checks_pass(lab):
     rc, doc = doctor(lab)
     assert rc == 0 and doc["result"] == "pass", doc
-    names = {c["check"] for c in doc["checks"]}
+    names = {c["check"] for c in doc["data"]["checks"]}
     assert {"libraries", "devices", "memlock", "device access", "sysctl", f"gid {lab.server}"} <= names
 
 
@@ -119,14 +120,41 @@ def test_selftest_passes_on_the_lab(lab):
     r = lab.run("selftest", "--json", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
-    assert [row["protocol"] for row in doc["rows"]] == ["connect", "ping", "ud", "mcast"]
-    assert all(row["verdict"] == "pass" for row in doc["rows"])
-    assert doc["server_address"] != doc["client_address"]  # two devices: a real crossing
+    assert [row["protocol"] for row in doc["data"]["rows"]] == ["connect", "ping", "ud", "mcast"]
+    assert all(row["verdict"] == "pass" for row in doc["data"]["rows"])
+    assert doc["data"]["server_address"] != doc["data"]["client_address"]  # two devices: a real crossing
 
 
 def test_selftest_reports_the_protocol_that_cannot_complete(lab):
     r = lab.run("selftest", "-S", "2048", "--json", timeout=300)
     assert r.returncode == 1, r.stdout + r.stderr
-    rows = {row["protocol"]: row for row in json.loads(r.stdout)["rows"]}
+    rows = {row["protocol"]: row for row in json.loads(r.stdout)["data"]["rows"]}
     assert rows["connect"]["verdict"] == rows["ping"]["verdict"] == "pass"
     assert rows["ud"]["verdict"] == "fail" and "active MTU 1024" in rows["ud"]["detail"]
+
+
+def test_selftest_passes_with_the_kernels_default_sysctls(lab):
+    """A dual-port host as shipped: local ports cannot reach each other. The self-test takes
+    one device to itself, says so, and doctor explains what the cross-port path needs."""
+    names = ["all", "default", SERVER["netdev"], CLIENT["netdev"]]
+    keys = ("accept_local", "rp_filter", "arp_ignore")
+    saved = {
+        (n, k): Path(f"/proc/sys/net/ipv4/conf/{n}/{k}").read_text().strip() for n in names for k in keys
+    }
+    try:
+        for n in names:
+            sh("sysctl", "-qw", f"net.ipv4.conf.{n}.accept_local=0", f"net.ipv4.conf.{n}.arp_ignore=0")
+        sh("sysctl", "-qw", "net.ipv4.conf.all.rp_filter=2")  # systemd's default: loose
+        sh("ip", "neigh", "flush", "all")  # a fresh host has no neighbour cached
+        r = lab.run("selftest", "--json", timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["data"]["path"].startswith("one device to itself"), doc["data"]
+        assert doc["data"]["server_address"] == doc["data"]["client_address"]
+        assert all(row["verdict"] == "pass" for row in doc["data"]["rows"]), doc["data"]["rows"]
+        rc, ddoc = doctor(lab)
+        local = verdicts(ddoc)["local ports"]
+        assert local["verdict"] == "info" and "accept_local=1" in local["hint"], local
+    finally:
+        for (n, k), v in saved.items():
+            subprocess.run(["sysctl", "-qw", f"net.ipv4.conf.{n}.{k}={v}"], capture_output=True)

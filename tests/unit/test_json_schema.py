@@ -1,0 +1,68 @@
+"""Every command's --json summary has the same top-level keys and validates against the one
+documented schema (rdmacli.outcome.SUMMARY_SCHEMA): here the failure documents a host without
+RDMA gives; the lab suite validates every success document it reads (tests/lab/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+from rdmacli.outcome import SUMMARY_SCHEMA, ConnOutcome, Outcome, State
+
+RUNS = {
+    "connect": ["connect", "192.0.2.1"],
+    "listen": ["listen"],
+    "listen --ping": ["listen", "--ping"],
+    "ping": ["ping", "192.0.2.1", "-C", "1"],
+    "mcast": ["mcast", "239.1.1.1"],
+    "events": ["events", "192.0.2.1"],
+    "devices": ["devices"],
+    "doctor": ["doctor"],
+    "selftest": ["selftest"],
+    "usage: bad group": ["mcast", "10.1.1.1"],
+    "usage: bad address": ["listen", "-b", "300.1.1.1"],
+    "usage: bad size": ["listen", "--ping", "-S", "7"],
+}
+
+
+def rdmacli_json(args: list[str]) -> tuple[int, dict]:
+    r = subprocess.run(
+        [sys.executable, "-m", "rdmacli", *args, "--json"], capture_output=True, text=True, timeout=60
+    )
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_every_commands_failure_document_validates(name):
+    import os
+
+    if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
+        pytest.skip("this host has RDMA devices: the lab suite validates the success documents")
+    code, doc = rdmacli_json(RUNS[name])
+    jsonschema.validate(doc, SUMMARY_SCHEMA)
+    assert list(doc) == list(SUMMARY_SCHEMA["required"])  # the same keys, in the same order
+    assert doc["exit_code"] == code != 0 and doc["result"] == "fail"
+    if name.startswith("usage"):
+        assert code == 2
+    else:
+        assert code in (1, 3), doc  # no device: the environment (doctor: its checks failed)
+
+
+def test_outcome_states_give_results_and_totals():
+    def conns(*states):
+        return [ConnOutcome(i, s) for i, s in enumerate(states)]
+
+    assert Outcome("x", connections=conns(State.DONE, State.REJECTED)).exit_code == 0
+    rejected_only = Outcome("x", connections=conns(State.REJECTED)).to_dict()
+    assert rejected_only["result"] == "fail" and rejected_only["totals"]["connections_passed"] == 0
+    assert "every client was rejected" in rejected_only["error"]["message"]
+    stopped = Outcome("x", connections=conns(State.DONE, State.INTERRUPTED), signal=15).to_dict()
+    assert stopped["exit_code"] == 143 and stopped["result"] == "interrupted"
+    assert stopped["totals"]["connections_failed"] == 0 and stopped["totals"]["connections_interrupted"] == 1
+    for doc in (rejected_only, stopped):
+        jsonschema.validate(doc, SUMMARY_SCHEMA)
