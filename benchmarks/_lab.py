@@ -2,41 +2,27 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
 
+from rdmacli.lab import resources
+from rdmacli.protocols.table import PROTOCOLS
+
 SERVER = os.environ.get("RDMACLI_LAB_SERVER", "10.77.0.1")
 CLIENT = os.environ.get("RDMACLI_LAB_CLIENT", "10.77.0.2")
 RDMACLI = [sys.executable, "-m", "rdmacli"]
+CONNECT_PORT, PING_PORT = PROTOCOLS["connect"].default_port, PROTOCOLS["ping"].default_port
 
 
 def wait_listener(port: int, timeout: float = 60.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        out = subprocess.run(
-            ["rdma", "-j", "resource", "show", "cm_id"], capture_output=True, text=True
-        ).stdout
-        if any(
-            i.get("state") == "LISTEN" and i.get("src-addr", "").endswith(f":{port}")
-            for i in json.loads(out or "[]")
-        ):
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"no listener on {port}")
+    if not resources.wait_for_listener(port, timeout):
+        raise SystemExit(f"no listener on {port}")
 
 
 def wait_no_listener(port: int, timeout: float = 60.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        out = subprocess.run(
-            ["rdma", "-j", "resource", "show", "cm_id"], capture_output=True, text=True
-        ).stdout
-        if not any(i.get("src-addr", "").endswith(f":{port}") for i in json.loads(out or "[]")):
-            return
-        time.sleep(0.1)
+    resources.wait_for_listener(port, timeout, present=False)
 
 
 def timed(cmd: list[str], timeout: float = 300) -> tuple[float | None, str]:

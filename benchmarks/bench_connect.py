@@ -11,6 +11,7 @@ import json
 
 from _lab import (
     CLIENT,
+    CONNECT_PORT,
     RDMACLI,
     SERVER,
     fmt,
@@ -26,10 +27,10 @@ from _lab import (
 
 def one(n: int, client: list[str]) -> tuple[float | None, str]:
     srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
-    wait_listener(7471)
+    wait_listener(CONNECT_PORT)
     wall, out = timed(client)
     stop(srv)
-    wait_no_listener(7471)
+    wait_no_listener(CONNECT_PORT)
     return wall, out
 
 

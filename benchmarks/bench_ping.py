@@ -8,17 +8,29 @@ from __future__ import annotations
 
 import json
 
-from _lab import CLIENT, RDMACLI, SERVER, fmt, ratio, server, stop, timed, wait_listener, wait_no_listener
+from _lab import (
+    CLIENT,
+    PING_PORT,
+    RDMACLI,
+    SERVER,
+    fmt,
+    ratio,
+    server,
+    stop,
+    timed,
+    wait_listener,
+    wait_no_listener,
+)
 
 COUNT = 1000
 
 
 def one(client: list[str]) -> tuple[float | None, str]:
     srv = server(["rping", "-s", "-a", SERVER])
-    wait_listener(7174)
+    wait_listener(PING_PORT)
     wall, out = timed(client)
     stop(srv)
-    wait_no_listener(7174)
+    wait_no_listener(PING_PORT)
     return wall, out
 
 

@@ -181,6 +181,44 @@ def from_flow(
     )
 
 
+# What each top-level key holds, for people (rdmacli(1) JSON OUTPUT, README).
+SUMMARY_KEYS = [
+    ("schema", "string", f'always "{SCHEMA}"; changes only with an incompatible change'),
+    ("type", "string", 'always "summary" (--json-lines records before it have other types)'),
+    ("command", "string", "the subcommand: connect, listen, ping, mcast, events, devices, doctor, selftest"),
+    ("result", "string", "pass (exit 0), fail, or interrupted (stopped by a signal)"),
+    ("exit_code", "integer", "the process exit status (see EXIT STATUS)"),
+    ("params", "object", "the parameters the run used, defaults resolved (size_bytes, port, ...)"),
+    (
+        "totals",
+        "object of integers",
+        "connections, connections_passed / _failed / _rejected / _interrupted, and the "
+        "command's own counts (messages_received, bytes_sent, checks, devices, ...)",
+    ),
+    (
+        "connections",
+        "array",
+        "one object per connection or multicast member: conn, state (pending, established, "
+        "done, failed, rejected, interrupted), local, remote, device, the protocol's counts and "
+        "error",
+    ),
+    ("steps_us", "array", "per rdma_cm step (cmtime's names): count, total_us, avg_us, min_us, max_us"),
+    ("elapsed_ms", "number", "wall time of the run in milliseconds"),
+    (
+        "error",
+        "object or null",
+        "what ended the run: message, hint, exit_code, and step, event, status, "
+        "errno or reject_reason where known",
+    ),
+    ("warnings", "array of strings", "what went wrong without failing the run"),
+    (
+        "data",
+        "object",
+        "what only this command reports: devices (devices), checks (doctor), rows, "
+        "path and addresses (selftest); empty otherwise",
+    ),
+]
+
 # The JSON Schema of every summary document. Units are in the key names (_us, _ms, _bytes).
 _ERROR = {
     "type": ["object", "null"],

@@ -15,6 +15,7 @@ import click
 
 from rdmacli import __version__
 from rdmacli.cli import COMMANDS, cli
+from rdmacli.protocols.table import PROTOCOLS
 
 DATE = "2026-11-22"
 SEE_ALSO = ["rdma_cm(7)", "rping(1)", "ucmatose(1)", "udaddy(1)", "mckey(1)", "rdma(8)"]
@@ -71,7 +72,12 @@ EXTRA = {
         ],
         "notes": "Without --persistent the server exits after -c connections have finished. "
         "Requests whose parameters exceed --max-size are rejected with the reason in "
-        "the reject's private data (IB CM reason 28).",
+        "the reject's private data (IB CM reason 28); a run in which every client was rejected "
+        "fails (exit status 1). Waiting: the server waits for its first client without a "
+        "deadline, as people start clients minutes later (bound it with --wait or --timeout); "
+        "once a client has arrived, --connect-timeout covers the accept and --idle-timeout the "
+        "data. With --ping the buffer follows the client: an rdmacli client's request, a C "
+        "rping client's first advert, up to --max-size.",
     },
     "ping": {
         "examples": [
@@ -91,7 +97,9 @@ EXTRA = {
             ("Send to mckey receivers", "rdmacli mcast 239.1.1.1 --send"),
         ],
         "notes": "Start receivers before senders: datagrams sent before a receiver joined "
-        "are lost. Soft-RoCE cannot block multicast loopback; --no-loopback then "
+        "are lost. A receiver waits for its sender's first datagram without a deadline "
+        "(bound it with --wait or --timeout); the --idle-timeout deadline starts with the "
+        "first datagram. Soft-RoCE cannot block multicast loopback; --no-loopback then "
         "fails with exit status 3.",
     },
     "events": {
@@ -120,9 +128,13 @@ EXTRA = {
                 "rdmacli selftest --protocol ud --protocol mcast -S 1024",
             ),
         ],
-        "notes": "The server side listens on ports 17471 (connect), 17174 (ping) and 17175 "
-        "(ud), and the multicast row uses group 239.255.71.71, so the C tools' "
-        "default ports stay free.",
+        "notes": "The server side listens on ports "
+        + ", ".join(f"{s.selftest_port} ({s.name})" for s in PROTOCOLS.values() if s.selftest_port)
+        + ", and the multicast row uses group 239.255.71.71, so the C tools' default ports stay "
+        "free. The path: across two RDMA devices when this host has two whose ports reach each "
+        "other (a connection request to port 17470 is answered), else one device to itself; "
+        "two local ports reach each other only with net.ipv4.conf.*.accept_local=1 and "
+        'rp_filter=0, which `rdmacli doctor` checks ("local ports").',
     },
     "lab": {
         "examples": [
@@ -184,6 +196,43 @@ def _subcommands(cmd: click.Command, ctx: click.Context) -> list[tuple[str, str]
     return [(n, cmd.get_command(ctx, n).get_short_help_str(80)) for n in cmd.list_commands(ctx)]
 
 
+def protocols_section() -> list[str]:
+    """The protocol table (rdmacli.protocols.table), as the man page shows it."""
+    from rdmacli.protocols.table import PROTOCOLS
+
+    out = [".SH PROTOCOLS", "Each protocol is declared once; these are its defaults."]
+    for s in PROTOCOLS.values():
+        port = f"port {s.default_port}" if s.default_port else "no port (a multicast group)"
+        count = f"count {s.default_count}" if s.default_count is not None else "count: until Ctrl-C"
+        out += [
+            ".TP",
+            f".B {esc(s.name)}",
+            esc(
+                f"{s.c_tool}: {s.transport}, {port}, port space {' or '.join(s.port_spaces)}, "
+                f"{count}, size {s.default_size} ({s.min_size} to {s.max_size})."
+            ),
+        ]
+    return out
+
+
+def json_section() -> list[str]:
+    from rdmacli.outcome import SUMMARY_KEYS
+
+    out = [
+        ".SH JSON OUTPUT",
+        esc(
+            "--json prints one summary document on standard output when the run ends (also on "
+            "failure, usage errors and signals); --json-lines streams one object per event "
+            "(cm_event, step, request, ready, joined, ping, connection, rejected, warning) and ends "
+            "with the same summary. Every command's summary has these keys, in this order; units "
+            "are in the key names (_us, _ms, _bytes, _s)."
+        ),
+    ]
+    for key, kind, text in SUMMARY_KEYS:
+        out += [".TP", f".B {esc(key)}", esc(f"({kind}) {text}")]
+    return out
+
+
 def man_page(name: str, cmd: click.Command) -> str:
     full = "rdmacli" if name == "rdmacli" else f"rdmacli {name}"
     page = "rdmacli" if name == "rdmacli" else f"rdmacli-{name}"
@@ -217,6 +266,8 @@ def man_page(name: str, cmd: click.Command) -> str:
         out += [".TP", f".B {esc(opts)}", esc(" ".join(text.split()))]
     if extra.get("notes"):
         out += [".SH NOTES", esc(extra["notes"])]
+    if name == "rdmacli":
+        out += protocols_section() + json_section()
     out.append(".SH EXIT STATUS")
     for code, text in EXIT_STATUS:
         out += [".TP", f".B {code}", esc(text)]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from click.shell_completion import CompletionItem
 
-KNOWN_PORTS = {"7471": "ucmatose / connect", "7174": "rping, udaddy / ping, --ud"}
-
 
 def rdma_addresses(ctx, param, incomplete: str) -> list[CompletionItem]:
     """IP addresses that have an RDMA GID on this host, with their device."""
@@ -21,7 +19,10 @@ def rdma_addresses(ctx, param, incomplete: str) -> list[CompletionItem]:
 
 
 def ports(ctx, param, incomplete: str) -> list[CompletionItem]:
-    return [CompletionItem(p, help=h) for p, h in KNOWN_PORTS.items() if p.startswith(incomplete)]
+    """The protocols' default ports (rdmacli.protocols.table)."""
+    from rdmacli.protocols.table import known_ports
+
+    return [CompletionItem(str(p), help=h) for p, h in known_ports().items() if str(p).startswith(incomplete)]
 
 
 def multicast_groups(ctx, param, incomplete: str) -> list[CompletionItem]:

@@ -11,9 +11,9 @@ import os
 from dataclasses import asdict, dataclass, field
 
 from rdmacli.rdma.addr import format_gid
+from rdmacli.rdma.constants import IB_MTU_BYTES
 
 SYSFS = "/sys/class/infiniband"
-IB_MTU = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 
 
 @dataclass
@@ -118,7 +118,7 @@ def _active_mtus(name: str) -> dict[int, int]:
     try:
         with Context(name=name) as ctx:
             for p in range(1, ctx.query_device().phys_port_cnt + 1):
-                mtus[p] = IB_MTU.get(int(ctx.query_port(p).active_mtu))
+                mtus[p] = IB_MTU_BYTES.get(int(ctx.query_port(p).active_mtu))
     except Exception:
         return {}
     return mtus

@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 
 from rdmacli.diag.devices import Device, list_devices, read_sysfs
+from rdmacli.protocols.table import CONNECT
 
 NEEDED_MEMLOCK = 8 * 1024 * 1024  # rdmacli's buffers stay far below this with default options
 CAP_IPC_LOCK = 14
@@ -360,7 +361,7 @@ def _probe(
 
 
 def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check]:
-    flow, err = _probe(peer, 7471, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
+    flow, err = _probe(peer, CONNECT.default_port, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
     if err is not None:
         return [Check("resolve", "fail", err.message, err.hint)]
     steps = {s["step"]: s["avg_us"] for s in flow.timer.summary()}
@@ -378,15 +379,16 @@ def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check
 
 def check_peer_connect(peer: str, port: int, ps: int, connect_s: float = 5.0) -> list[Check]:
     from rdmacli.engine.loop import DeadlineExpired
+    from rdmacli.engine.status import REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID
 
     _flow, err = _probe(peer, port, ps, route_only=False, resolve_ms=2000, connect_s=connect_s)
     name = f"connect {port}"
     if err is None:
         return [Check(name, "pass", f"a server at {peer} port {port} accepted the connection")]
     reason = err.details.get("reject_reason", {}).get("code")
-    if reason == 8:
+    if reason == REJ_INVALID_SERVICE_ID:
         kind = "nothing is listening"
-    elif reason == 28:
+    elif reason == REJ_CONSUMER_DEFINED:
         kind = "rejected by the application" + (
             f": {err.details['peer_reason']!r}" if err.details.get("peer_reason") else ""
         )

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from rdmacli.lab import resources
+
 pytestmark = pytest.mark.rdma
 
 
@@ -130,35 +132,11 @@ def servers():
 
 def wait_for_listener(port: int, ps: str = "tcp", timeout: float = 30.0) -> None:
     """Wait until a (C tool) listener's cm_id shows up in `rdma resource show cm_id`."""
-    import json
-    import time
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        r = subprocess.run(["rdma", "-j", "resource", "show", "cm_id"], capture_output=True, text=True)
-        try:
-            ids = json.loads(r.stdout or "[]")
-        except ValueError:
-            ids = []
-        if any(i.get("state") == "LISTEN" and i.get("src-addr", "").endswith(f":{port}") for i in ids):
-            return
-        time.sleep(0.2)
-    pytest.fail(f"no listener on port {port} after {timeout} s")
+    if not resources.wait_for_listener(port, timeout):
+        pytest.fail(f"no listener on port {port} after {timeout} s")
 
 
-def resources_of(pid: int) -> dict[str, list[dict]]:
-    """`rdma resource show` entries (cm_id, qp, mr, cq, pd) owned by a process."""
-    import json
-
-    out = {}
-    for kind in ("cm_id", "qp", "mr", "cq", "pd"):
-        r = subprocess.run(["rdma", "-j", "resource", "show", kind], capture_output=True, text=True)
-        try:
-            entries = json.loads(r.stdout or "[]")
-        except ValueError:
-            entries = []
-        out[kind] = [e for e in entries if e.get("pid") == pid]
-    return out
+resources_of = resources.resources_of
 
 
 def wait_released(pid: int, timeout: float = 20.0) -> dict[str, list[dict]]:

@@ -66,3 +66,14 @@ def test_outcome_states_give_results_and_totals():
     assert stopped["totals"]["connections_failed"] == 0 and stopped["totals"]["connections_interrupted"] == 1
     for doc in (rejected_only, stopped):
         jsonschema.validate(doc, SUMMARY_SCHEMA)
+
+
+def test_the_schema_is_documented_key_by_key():
+    import pathlib
+
+    root = pathlib.Path(__file__).parents[2]
+    readme = (root / "README.md").read_text()
+    page = (root / "man" / "rdmacli.1").read_text()
+    for key in SUMMARY_SCHEMA["required"]:
+        assert f"| `{key}` |" in readme, f"README's JSON table lacks {key}"
+        assert f".B {key}" in page, f"rdmacli(1) JSON OUTPUT lacks {key}"
