@@ -26,6 +26,7 @@ from rdmacli.protocols.table import CONNECT, UD, mode_of
 )
 @options.ack_timeout
 @click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
+@options.wait_for_server
 @options.timeouts
 @options.output
 def command(
@@ -57,6 +58,7 @@ def command(
     port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
     size = options.mode_size(click.get_current_context(), spec, size)
     params = {
+        "wait_s": timeouts.wait_s,
         "host": host,
         "port": port,
         "bind": bind,

@@ -22,6 +22,10 @@ from rdmacli.protocols.table import CONNECT
     help="Connections to set up and tear down.",
 )
 @options.port_space
+@options.wait_option(
+    "Client: wait up to SECONDS for a server not listening yet (asking every 0.5 s). "
+    "--listen: give up if no client came within SECONDS (default: wait)."
+)
 @options.timeouts
 @options.output
 def command(
@@ -44,6 +48,7 @@ def command(
         raise click.UsageError("give HOST to connect, or --listen to wait for connections")
     port, port_space = options.resolve_mode(CONNECT, port=port, port_space=port_space)
     params = {
+        "wait_s": timeouts.wait_s,
         "host": host,
         "listen": listen,
         "port": port,

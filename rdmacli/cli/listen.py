@@ -47,7 +47,7 @@ from rdmacli.protocols.table import CONNECT, PING, UD, mode_of
     help="Keep serving clients until interrupted (default: serve -c connections, exit).",
 )
 @click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
-@options.wait_option
+@options.wait_for_peer
 @options.timeouts
 @options.output
 def command(

@@ -69,7 +69,7 @@ from rdmacli.protocols.table import MCAST
     metavar="SECONDS",
     help="Wait after joining before sending (mckey waits 3 s for the IB subnet manager).",
 )
-@options.wait_option
+@options.wait_for_peer
 @options.timeouts
 @options.output
 def command(

@@ -122,14 +122,20 @@ ud_flag = click.option(
     help=f"Unreliable datagrams, wire-compatible with {UD.c_tool} (port {UD.default_port}).",
 )
 
-wait_option = click.option(
-    "--wait",
-    "wait_s",
-    type=click.FloatRange(0.1, 10 * 86400),
-    default=None,
-    metavar="SECONDS",
-    help="Give up if no peer has started within this time (default: wait until --timeout or "
-    "Ctrl-C; the idle deadline starts with the first data).",
+
+def wait_option(help: str):
+    return click.option(
+        "--wait", "wait_s", type=click.FloatRange(0.1, 10 * 86400), default=None, metavar="SECONDS", help=help
+    )
+
+
+wait_for_peer = wait_option(
+    "Give up if no peer has started within SECONDS (default: wait until --timeout or Ctrl-C; "
+    "the idle deadline starts with the first data)."
+)
+wait_for_server = wait_option(
+    "Wait up to SECONDS for a server that is not listening yet, asking again every 0.5 s "
+    "(default: fail at once, like the C tools)."
 )
 
 

@@ -47,6 +47,7 @@ def _size(ctx, param, value):
     help="Pause between pings.",
 )
 @click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
+@options.wait_for_server
 @options.timeouts
 @options.output
 def command(
@@ -70,6 +71,7 @@ def command(
     """
     timeouts.idle_s += interval  # the pause is not idleness
     params = {
+        "wait_s": timeouts.wait_s,
         "host": host,
         "port": port,
         "bind": bind,

@@ -7,8 +7,12 @@ connect -> ESTABLISHED -> data -> disconnect -> DISCONNECTED. Error events end t
 
 from __future__ import annotations
 
+import errno
+import time
+
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import Flow, call_error
+from rdmacli.engine.status import REJ_INVALID_SERVICE_ID
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
@@ -20,37 +24,83 @@ class ActiveFlow(Flow):
     def __init__(self, *, dst: SockAddr, src: SockAddr | None = None, connections: int = 1, **kw):
         super().__init__(**kw)
         self.dst, self.src, self.n = dst, src, connections
+        self.restarting: set[int] = set()  # connections waiting to be made again
 
     def bind_first(self) -> bool:
         return False
 
     def run(self) -> None:
-        where = f"{self.src or '*'} -> {self.dst}"
         for i in range(self.n):
-            cm = self.create_id(i, where)
-            conn = self.new_conn(i, cm, remote=self.remote_name(), local=self.src.host if self.src else "*")
-            try:
-                if self.src is not None and self.bind_first():
-                    self.timer.start("bind addr", i)
-                    cm.bind(self.src)
-                    self.timer.end("bind addr", i)
-                self.timer.start("resolve addr", i)
-                conn.expect("resolve addr", self.timeouts.resolve_ms / 1000 + 2)
-                cm.resolve_addr(self.src, self.dst, self.timeouts.resolve_ms)
-            except RdmaCallError as exc:
-                raise call_error("resolve addr", exc, where) from exc
-        self.run_loop(lambda: all(c.finished for c in self.all_conns))
+            self.start(i)
+        self.run_loop(lambda: not self.restarting and all(c.finished for c in self.all_conns))
+
+    def start(self, index: int) -> None:
+        """Create connection `index`'s id and start resolving (the first step of rdma_cm(7))."""
+        where = f"{self.src or '*'} -> {self.dst}"
+        cm = self.create_id(index, where)
+        conn = self.new_conn(index, cm, remote=self.remote_name(), local=self.src.host if self.src else "*")
+        try:
+            if self.src is not None and self.bind_first():
+                self.timer.start("bind addr", index)
+                cm.bind(self.src)
+                self.timer.end("bind addr", index)
+            self.timer.start("resolve addr", index)
+            conn.expect("resolve addr", self.timeouts.resolve_ms / 1000 + 2)
+            cm.resolve_addr(self.src, self.dst, self.timeouts.resolve_ms)
+        except RdmaCallError as exc:
+            raise call_error("resolve addr", exc, where) from exc
 
     def remote_name(self) -> str:
         return str(self.dst)
 
 
 class ClientFlow(ActiveFlow):
+    """With timeouts.wait_s a client started before its server waits for it: a request that
+    finds nothing listening is made again, with a new cm_id, until the wait is over."""
+
     side = "client"
+    RETRY_S = 0.5  # between requests that found nothing listening
 
     def __init__(self, *, route_only: bool = False, **kw):
         super().__init__(**kw)
         self.route_only = route_only  # stop after ROUTE_RESOLVED (doctor's resolution probe)
+        self.wait_until = self.t0 + self.timeouts.wait_s if self.timeouts.wait_s else None
+
+    def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
+        if self.nobody_listens(ev) and self.wait_until and time.monotonic() + self.RETRY_S < self.wait_until:
+            self.retry(conn)
+        else:
+            super()._dispatch(conn, ev)
+
+    @staticmethod
+    def nobody_listens(ev: CmEvent) -> bool:
+        """RC: REJECTED, reason 8 (no service id); UD: the SIDR REP's refusal."""
+        return (ev.type == C.REJECTED and ev.status == REJ_INVALID_SERVICE_ID) or (
+            ev.type == C.UNREACHABLE and ev.status == -errno.ECONNREFUSED
+        )
+
+    def retry(self, conn: Connection) -> None:
+        if not self.restarting and not any(c.retries for c in self.all_conns):
+            self.emit(
+                {
+                    "type": "waiting",
+                    "conn": conn.index,
+                    "remote": conn.remote,
+                    "until_s": self.timeouts.wait_s,
+                }
+            )
+        retries = conn.retries + 1
+        conn.teardown()
+        self.conns.pop(conn.cm.key, None)
+        self.all_conns.remove(conn)
+        self.restarting.add(conn.index)
+
+        def again() -> None:
+            self.restarting.discard(conn.index)
+            self.start(conn.index)
+            self.all_conns[-1].retries = retries
+
+        self.loop.call_later(self.RETRY_S, again)
 
     def on_event(self, conn: Connection, ev: CmEvent) -> None:
         t = ev.type

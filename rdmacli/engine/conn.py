@@ -47,6 +47,7 @@ class Connection:
         self.device: str | None = None
         self.teardown_errors: list[str] = []
         self._limits = None
+        self.retries = 0  # requests made again because nothing was listening yet (--wait)
 
     @property
     def finished(self) -> bool:

@@ -111,8 +111,8 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
             return RdmacliError(
                 f"{step}: nothing is listening at {remote} in this port space "
                 f"(REJECTED, IB CM reason 8 INVALID_SERVICE_ID) [{where}]",
-                hint="start the server first (`rdmacli listen`), check the port and the port "
-                "space (-P tcp|ib), or wait for it with a longer --connect-timeout",
+                hint="start the server first (`rdmacli listen`) or let the client wait for it "
+                "(--wait SECONDS); check the port and the port space (-P tcp|ib)",
                 exit_code=ExitCode.REJECTED,
                 details=details,
             )

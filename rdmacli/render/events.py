@@ -91,6 +91,10 @@ class EventView:
                 )
             else:
                 self.app.err.print(text, markup=False, highlight=False)
+        elif kind == "waiting":
+            self.app.info(
+                f"nothing is listening at {rec['remote']} yet: asking again for up to {rec['until_s']:g} s"
+            )
         elif kind == "rejected":
             self.app.info(f"rejected connection {rec['conn']} from {rec['remote']}: {rec['reason']}")
         elif kind == "connection" and not self.app.quiet:

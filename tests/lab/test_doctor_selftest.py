@@ -26,6 +26,15 @@ def wait_lab_ready(timeout: float = 30) -> None:
     pytest.fail("the lab did not recover")
 
 
+def wait_port_state(dev: str, state: str, timeout: float = 30) -> None:
+    path = Path(f"/sys/class/infiniband/{dev}/ports/1/state")
+    end = time.monotonic() + timeout
+    while state not in path.read_text():
+        if time.monotonic() > end:
+            pytest.fail(f"{dev} port 1 is not {state} after {timeout} s: {path.read_text()}")
+        time.sleep(0.1)
+
+
 def doctor(lab, *args, env_prefix: list[str] | None = None) -> tuple[int, dict]:
     cmd = [*(env_prefix or []), *lab.rdmacli, "doctor", *args, "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -77,7 +86,7 @@ def test_doctor_without_rdma_devices(lab):
 def test_doctor_port_whose_netdev_is_down(lab):
     try:
         sh("ip", "link", "set", CLIENT["netdev"], "down")
-        time.sleep(1)
+        wait_port_state(CLIENT["rxe"], "DOWN")
         rc, doc = doctor(lab)
         port = verdicts(doc)[f"port {CLIENT['rxe']}/1"]
         assert rc == 1 and port["verdict"] == "fail"

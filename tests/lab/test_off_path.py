@@ -95,14 +95,14 @@ def test_a_server_waits_for_a_client_started_later(lab, servers):
             "-b",
             lab.server,
             "--idle-timeout",
-            "1",
+            "2",
             "--connect-timeout",
-            "1",
+            "2",
             "--json-lines",
         ],
         ready=True,
     )
-    time.sleep(3)  # the scenario itself: the client starts after every per-connection deadline
+    time.sleep(4)  # the scenario itself: the client starts after every per-connection deadline
     assert srv.proc.poll() is None, "the server gave up before its client came"
     r = lab.run("connect", lab.server, "-b", lab.client, "--json")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -6,7 +6,7 @@ import json
 import subprocess
 
 import pytest
-from conftest import Server, summary
+from conftest import Server, summary, wait_for_listener
 
 
 def line_buffered(cmd: list[str]) -> list[str]:
@@ -32,7 +32,7 @@ def wait_line(srv: Server, text: str, timeout: float = 60) -> None:
 
 def test_rdmacli_ud_client_against_udaddy_server(lab, servers, c_tool):
     srv = servers(line_buffered([c_tool("udaddy"), "-b", lab.server]), ready=False)
-    wait_line(srv, "udaddy: starting server")
+    wait_for_listener(7174)  # udaddy prints "starting server" before it listens
     r = lab.run("connect", lab.server, "--ud", "-b", lab.client, "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     c = json.loads(r.stdout)["connections"][0]
@@ -79,7 +79,7 @@ def test_ud_size_above_the_mtu_is_refused(lab):
 def test_ud_loss_is_reported_not_waited_for(lab, servers, c_tool):
     # udaddy replies with its own -C 4; we expect 10: 6 never come, the deadline ends the wait
     srv = servers(line_buffered([c_tool("udaddy"), "-b", lab.server, "-C", "4"]), ready=False)
-    wait_line(srv, "udaddy: starting server")
+    wait_for_listener(7174)  # udaddy prints "starting server" before it listens
     r = lab.run("connect", lab.server, "--ud", "-b", lab.client, "-C", "10", "--idle-timeout", "3", "--json")
     assert r.returncode == 1, r.stdout + r.stderr
     c = json.loads(r.stdout)["connections"][0]

@@ -356,3 +356,33 @@ def test_a_multicast_error_fails_the_member():
     out = run(mcast(backend, lambda: McastReceiver(5, 100)))
     assert out.connections[0].state == State.FAILED and out.exit_code == ExitCode.REJECTED
     assert "MULTICAST_ERROR" in out.first_error().message
+
+
+def test_a_client_with_wait_asks_again_until_the_server_listens():
+    backend = FakeBackend()
+    tries = []
+    flow = client(backend, timeouts=Timeouts(resolve_ms=100, connect_s=0.3, idle_s=0.3, wait_s=5))
+    cmatose_peer(backend, flow)
+    serve = backend.script["connect"]
+
+    def connect(cm, param):
+        tries.append(cm)
+        if len(tries) < 3:  # the server is not up for the first two requests
+            return [backend.event(cm, C.REJECTED, 8)]
+        return serve(cm, param)
+
+    backend.script["connect"] = connect
+    records = []
+    flow.observer = records.append
+    out = run(flow)
+    assert out.exit_code == 0 and len(out.connections) == 1 and out.connections[0].state == State.DONE
+    assert len(tries) == 3 and all(cm.destroyed for cm in tries)  # each refused id torn down
+    assert [r["type"] for r in records].count("waiting") == 1
+
+
+def test_without_wait_a_client_fails_at_once_like_the_c_tools():
+    backend = FakeBackend()
+    backend.script["connect"] = lambda cm, p: [backend.event(cm, C.REJECTED, 8)]
+    out = run(client(backend))
+    assert out.exit_code == ExitCode.REJECTED and len(backend.ids) == 1
+    assert "--wait SECONDS" in out.first_error().hint
