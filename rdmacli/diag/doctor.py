@@ -226,16 +226,15 @@ def check_sysctls(devices: list[Device]) -> list[Check]:
     }
     detail = ", ".join(f"{k}={v}" for k, v in vals.items())
     if vals["arp_ignore"] == "0":
-        return [
-            Check(
-                "sysctl",
-                "warn",
-                f"{len(netdevs)} RDMA netdevs; {detail}",
-                "on multi-interface hosts set net.ipv4.conf.all.arp_ignore=2 (and "
-                "accept_local=1 to loop between local ports)",
-            )
-        ]
-    return [Check("sysctl", "pass", detail), *check_local_ports(sorted(netdevs))]
+        arp = Check(
+            "sysctl",
+            "warn",
+            f"{len(netdevs)} RDMA netdevs; {detail}",
+            "on multi-interface hosts set net.ipv4.conf.all.arp_ignore=2",
+        )
+    else:
+        arp = Check("sysctl", "pass", detail)
+    return [arp, *check_local_ports(sorted(netdevs))]
 
 
 def local_port_sysctls(netdev: str) -> dict[str, int]:
