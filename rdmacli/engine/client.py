@@ -7,12 +7,11 @@ connect -> ESTABLISHED -> data -> disconnect -> DISCONNECTED. Error events end t
 
 from __future__ import annotations
 
-import errno
 import time
 
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import Flow, call_error
-from rdmacli.engine.status import REJ_INVALID_SERVICE_ID
+from rdmacli.engine.status import nobody_listens
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
@@ -67,17 +66,14 @@ class ClientFlow(ActiveFlow):
         self.wait_until = self.t0 + self.timeouts.wait_s if self.timeouts.wait_s else None
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
-        if self.nobody_listens(ev) and self.wait_until and time.monotonic() + self.RETRY_S < self.wait_until:
+        if (
+            nobody_listens(ev.type, ev.status)
+            and self.wait_until
+            and time.monotonic() + self.RETRY_S < self.wait_until
+        ):
             self.retry(conn)
         else:
             super()._dispatch(conn, ev)
-
-    @staticmethod
-    def nobody_listens(ev: CmEvent) -> bool:
-        """RC: REJECTED, reason 8 (no service id); UD: the SIDR REP's refusal."""
-        return (ev.type == C.REJECTED and ev.status == REJ_INVALID_SERVICE_ID) or (
-            ev.type == C.UNREACHABLE and ev.status == -errno.ECONNREFUSED
-        )
 
     def retry(self, conn: Connection) -> None:
         if not self.restarting and not any(c.retries for c in self.all_conns):

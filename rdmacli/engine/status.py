@@ -47,6 +47,17 @@ IB_CM_REJ_REASONS = {
 }
 REJ_INVALID_SERVICE_ID = 8
 REJ_CONSUMER_DEFINED = 28
+# enum ib_cm_sidr_status: a UD (SIDR) request's answer; rdma_cm reports it as UNREACHABLE's status
+SIDR_STATUS = {1: "UNSUPPORTED", 2: "REJECT", 3: "NO_QP", 4: "REDIRECT", 5: "UNSUPPORTED_VERSION"}
+SIDR_UNSUPPORTED = 1  # no such service id: nothing is listening on that UDP-space port
+
+
+def nobody_listens(event: int, status: int) -> bool:
+    """The peer's CM answered that nothing listens there: RC REJECTED reason 8, UD SIDR status 1."""
+    return (event == C.REJECTED and status == REJ_INVALID_SERVICE_ID) or (
+        event == C.UNREACHABLE and status == SIDR_UNSUPPORTED
+    )
+
 
 ERRNO_ADVICE = {
     _errno.ETIMEDOUT: "no answer in time: check that the peer is up, the address is right and "
@@ -75,6 +86,10 @@ def describe_status(event: int, status: int) -> dict:
         name = IB_CM_REJ_REASONS.get(status, "UNKNOWN")
         d["reject_reason"] = {"code": status, "name": name}
         d["text"] = f"IB CM reject reason {status} {name}"
+    elif status > 0 and event == C.UNREACHABLE:
+        name = SIDR_STATUS.get(status, "UNKNOWN")
+        d["sidr_status"] = {"code": status, "name": name}
+        d["text"] = f"SIDR status {status} {name}"
     elif status > 0:
         d["text"] = f"status {status}"
     else:
@@ -88,8 +103,9 @@ def short_status(event: int, status: int) -> str:
     d = describe_status(event, status)
     if "errno" in d:
         return f"{status} {d['errno']}"
-    if "reject_reason" in d:
-        return f"{status} {d['reject_reason']['name']}"
+    for key in ("reject_reason", "sidr_status"):
+        if key in d:
+            return f"{status} {d[key]['name']}"
     return str(status)
 
 
@@ -105,17 +121,17 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
         "remote": remote,
         "device": device,
     }
-    details.update({k: v for k, v in d.items() if k in ("errno", "reject_reason")})
+    details.update({k: v for k, v in d.items() if k in ("errno", "reject_reason", "sidr_status")})
+    if nobody_listens(ev.type, ev.status):
+        return RdmacliError(
+            f"{step}: nothing is listening at {remote} in this port space "
+            f"({ev.name}, {d['text'].replace('IB CM reject reason', 'IB CM reason')}) [{where}]",
+            hint="start the server first (`rdmacli listen`) or let the client wait for it "
+            "(--wait SECONDS); check the port and the port space (-P)",
+            exit_code=ExitCode.REJECTED,
+            details=details,
+        )
     if ev.type == C.REJECTED:
-        if ev.status == REJ_INVALID_SERVICE_ID:
-            return RdmacliError(
-                f"{step}: nothing is listening at {remote} in this port space "
-                f"(REJECTED, IB CM reason 8 INVALID_SERVICE_ID) [{where}]",
-                hint="start the server first (`rdmacli listen`) or let the client wait for it "
-                "(--wait SECONDS); check the port and the port space (-P tcp|ib)",
-                exit_code=ExitCode.REJECTED,
-                details=details,
-            )
         if ev.status == REJ_CONSUMER_DEFINED:
             reason = printable(ev.private_data)
             details["peer_reason"] = reason

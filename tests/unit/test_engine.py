@@ -124,6 +124,14 @@ ERROR_CASES = [
         "rejected the connection: 'rdmacli: size 4096 exceeds the server limit 1024'",
     ),
     ("connect", C.UNREACHABLE, -110, {}, ExitCode.REJECTED, "UNREACHABLE"),
+    (
+        "connect",
+        C.UNREACHABLE,
+        1,
+        {},
+        ExitCode.REJECTED,
+        "listening at 10.0.0.1:7471 in this port space (UNREACHABLE, SIDR",
+    ),
     ("connect", C.CONNECT_ERROR, -104, {}, ExitCode.REJECTED, "CONNECT_ERROR"),
     ("connect", C.DEVICE_REMOVAL, 0, {}, ExitCode.ENVIRONMENT, "DEVICE_REMOVAL"),
 ]
