@@ -86,7 +86,7 @@ def command(
     spec = mode_of(ud=ud, ping=ping_mode)
     port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
     size = options.mode_size(ctx, spec, size)
-    max_size = max_size if max_size is not None else spec.max_size
+    max_size = max_size if options.given(ctx, "max_size") else spec.max_size
     params = {
         "bind": bind,
         "port": port,

@@ -141,7 +141,8 @@ wait_for_server = wait_option(
 
 def resolve_mode(spec: Spec, *, port: int | None, port_space: str | None) -> tuple[int | None, str]:
     """A protocol's port and port space: the user's, checked against the protocol, or its defaults."""
-    if port_space is None:
+    ctx = click.get_current_context()
+    if not given(ctx, "port_space"):
         port_space = spec.default_port_space
     if port_space not in spec.port_spaces:
         need = "--ud" if "udp" in port_space or port_space == "ipoib" else "no --ud"
@@ -149,7 +150,7 @@ def resolve_mode(spec: Spec, *, port: int | None, port_space: str | None) -> tup
             f"{port_space} is not a port space of {spec.name} ({', '.join(spec.port_spaces)}; {need})",
             param_hint="-P",
         )
-    return (port if port is not None else spec.default_port), port_space
+    return (port if given(ctx, "port") else spec.default_port), port_space
 
 
 def mode_size(ctx: click.Context, spec: Spec, size: int) -> int:

@@ -198,7 +198,15 @@ def _call_relayed(cmd: list[str], env: dict) -> int:
     ]
     for t in threads:
         t.start()
-    rc = proc.wait()
+    try:
+        rc = proc.wait()
+    except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: the VM goes too, never left behind
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
     for t in threads:
         t.join(10)
     return rc

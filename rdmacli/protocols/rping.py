@@ -8,6 +8,7 @@ Adverts come from the network: every one is checked before the server acts on it
 
 from __future__ import annotations
 
+import random
 import struct
 import time
 
@@ -120,7 +121,7 @@ class RpingClient(_Rping):
         self.on_ping = on_ping or (lambda rec: None)
         self.ping = 0
         self.stages = Transitions("rping client", CLIENT_STAGES, "idle")
-        self.rtts: list[float] = []
+        self.rtts = RttStats()
         self.validated = self.failed = 0
         self.t_start = self.t_end = None
         self.start_mr = None
@@ -158,7 +159,7 @@ class RpingClient(_Rping):
             return
         # pinged: the server has written into our sink buffer
         rtt = time.monotonic() - self._t0
-        self.rtts.append(rtt)
+        self.rtts.add(rtt)
         rec = {"ping": self.ping, "rtt_us": round(rtt * 1e6, 1), "size_bytes": self.size}
         if self.validate:
             ok = self.start_mr.read() == self.rdma_mr.read()
@@ -301,8 +302,54 @@ class RpingServer(_Rping):
         return {"pings_served": self.pings, "size_bytes": self.size}
 
 
+class RttStats:
+    """Round-trip times in constant memory, whatever the count: min, max, mean and deviation
+    exactly (Welford); p50 and p99 exactly up to SAMPLE pings, beyond that from a uniform
+    reservoir sample of SAMPLE of them."""
+
+    SAMPLE = 65536
+
+    def __init__(self):
+        self.n = 0
+        self.mean = self.m2 = 0.0
+        self.min, self.max = float("inf"), 0.0
+        self.sample: list[float] = []
+        self._rng = random.Random(0x5EED)
+
+    @classmethod
+    def of(cls, values) -> RttStats:
+        stats = cls()
+        for v in values:
+            stats.add(v)
+        return stats
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        delta = x - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (x - self.mean)
+        self.min, self.max = min(self.min, x), max(self.max, x)
+        if len(self.sample) < self.SAMPLE:
+            self.sample.append(x)
+        else:
+            j = self._rng.randrange(self.n)
+            if j < self.SAMPLE:
+                self.sample[j] = x
+
+    def summary_us(self) -> dict:
+        us = sorted(v * 1e6 for v in self.sample)
+        return {
+            "min": round(self.min * 1e6, 1),
+            "avg": round(self.mean * 1e6, 1),
+            "max": round(self.max * 1e6, 1),
+            "mdev": round((self.m2 / self.n) ** 0.5 * 1e6, 1),
+            "p50": round(_pct(us, 50), 1),
+            "p99": round(_pct(us, 99), 1),
+        }
+
+
 def ping_stats(
-    rtts: list[float],
+    rtts: RttStats,
     sent: int,
     size: int,
     validated: int | None,
@@ -312,28 +359,18 @@ def ping_stats(
 ) -> dict:
     d = {
         "pings_sent": sent + (1 if failed else 0),
-        "pings_completed": len(rtts),
+        "pings_completed": rtts.n,
         "pings_failed": failed,
         "size_bytes": size,
     }
     if validated is not None:
         d["pings_validated"] = validated
-    if rtts:
-        us = sorted(r * 1e6 for r in rtts)
-        avg = sum(us) / len(us)
-        mdev = (sum((x - avg) ** 2 for x in us) / len(us)) ** 0.5
-        d["rtt_us"] = {
-            "min": round(us[0], 1),
-            "avg": round(avg, 1),
-            "max": round(us[-1], 1),
-            "mdev": round(mdev, 1),
-            "p50": round(_pct(us, 50), 1),
-            "p99": round(_pct(us, 99), 1),
-        }
+    if rtts.n:
+        d["rtt_us"] = rtts.summary_us()
     if t_start is not None:
         elapsed = max(t_end - t_start, 1e-9)
         d["time_ms"] = round(elapsed * 1e3, 1)
-        d["throughput_mbps"] = round(len(rtts) * size * 2 * 8 / elapsed / 1e6, 3)
+        d["throughput_mbps"] = round(rtts.n * size * 2 * 8 / elapsed / 1e6, 3)
     return d
 
 

@@ -77,3 +77,24 @@ def test_the_schema_is_documented_key_by_key():
     for key in SUMMARY_SCHEMA["required"]:
         assert f"| `{key}` |" in readme, f"README's JSON table lacks {key}"
         assert f".B {key}" in page, f"rdmacli(1) JSON OUTPUT lacks {key}"
+
+
+@pytest.mark.parametrize(
+    "args,expect",
+    [
+        (["listen", "--ping", "-S", "100"], {"size_bytes": 100, "port": 7174, "mode": "ping"}),
+        (["listen", "--ping"], {"size_bytes": 64, "port": 7174, "max_size_bytes": 65535}),
+        (["listen"], {"size_bytes": 100, "port": 7471, "port_space": "tcp", "mode": "connect"}),
+        (["listen", "--ud"], {"port": 7174, "port_space": "udp", "max_size_bytes": 4096}),
+        (["listen", "--ud", "-p", "7471", "-P", "ipoib"], {"port": 7471, "port_space": "ipoib"}),
+        (["connect", "192.0.2.1", "--ud"], {"port": 7174, "port_space": "udp", "size_bytes": 100}),
+    ],
+)
+def test_defaults_come_from_the_protocol_table_and_given_values_stay(args, expect):
+    """params in the summary are what the run used (a host without RDMA fails after parsing)."""
+    import os
+
+    if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
+        pytest.skip("this host has RDMA devices")
+    _, doc = rdmacli_json(args)
+    assert {k: doc["params"][k] for k in expect} == expect
