@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -69,44 +72,70 @@ def c_tool():
 
 
 class Server:
-    """A background server process; for rdmacli, started with --json-lines and awaited 'ready'."""
+    """A background process whose output is read by threads, line by line, as it comes.
 
-    def __init__(self, proc: subprocess.Popen, lines: list[str] | None = None):
+    Never select() on a buffered pipe and then readline(): readline pulls several lines into
+    Python's buffer, select() then sees an empty pipe and waits for output that already came
+    (that made a patient multicast receiver look silent). Threads and a queue cannot miss one.
+    """
+
+    EOF = object()
+
+    def __init__(self, proc: subprocess.Popen):
         self.proc = proc
-        self.lines = lines or []
+        self.lines: list[str] = []
+        self.errs: list[str] = []
+        self.queue: queue.Queue = queue.Queue()
+        self.readers = [
+            threading.Thread(target=self._read, args=(proc.stdout, self.lines, self.queue), daemon=True),
+            threading.Thread(target=self._read, args=(proc.stderr, self.errs, None), daemon=True),
+        ]
+        for t in self.readers:
+            t.start()
+
+    @classmethod
+    def _read(cls, stream, into: list[str], q) -> None:
+        for line in stream:
+            into.append(line)
+            if q is not None:
+                q.put(line)
+        if q is not None:
+            q.put(cls.EOF)
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> list[str]:
+        """Wait for a line of output containing `text`; the lines up to it."""
+        end = time.monotonic() + timeout
+        seen = []
+        while True:
+            try:
+                line = self.queue.get(timeout=max(end - time.monotonic(), 0.01))
+            except queue.Empty:
+                break
+            if line is self.EOF:
+                break
+            seen.append(line)
+            if text in line:
+                return seen
+        pytest.fail(
+            f"{text!r} not seen within {timeout} s from {self.proc.args}: "
+            f"{''.join(self.lines)} {''.join(self.errs)}"
+        )
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        import selectors
-        import time
-
-        end = time.monotonic() + timeout
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        while time.monotonic() < end:
-            if not sel.select(end - time.monotonic()):
-                break
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            if '"type":"ready"' in line:
-                return
-        self.proc.kill()
-        out, err = self.proc.communicate()
-        pytest.fail(f"server not ready within {timeout} s: {out} {err}")
+        self.wait_for('"type":"ready"', timeout)
 
     def finish(self, timeout: float = 90.0) -> tuple[int, str, str]:
         try:
-            out, err = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out, err = self.proc.communicate()
-            pytest.fail(f"server did not finish within {timeout} s: {err}")
-        return self.proc.returncode, "".join(self.lines) + out, err
+            self.proc.wait()
+            pytest.fail(f"{self.proc.args} did not finish within {timeout} s: {''.join(self.errs)}")
+        for t in self.readers:
+            t.join(10)
+        return self.proc.returncode, "".join(self.lines), "".join(self.errs)
 
     def records(self, out: str) -> list[dict]:
-        import json
-
         return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
@@ -127,7 +156,7 @@ def servers():
     for srv in started:
         if srv.proc.poll() is None:
             srv.proc.kill()
-            srv.proc.communicate()
+            srv.proc.wait()
 
 
 def wait_for_listener(port: int, ps: str = "tcp", timeout: float = 30.0) -> None:

@@ -9,19 +9,23 @@ import subprocess
 import time
 
 from conftest import summary, wait_for_listener
-from test_ud_mcast import line_buffered, wait_line
+from test_ud_mcast import line_buffered, mckey_send
+
+
+def rping_client(c_tool, lab, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [c_tool("rping"), "-c", "-a", lab.server, "-I", lab.client, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_listen_ping_keeps_an_explicit_size(lab, servers, c_tool):
     srv = servers(
         [*lab.rdmacli, "listen", "--ping", "-b", lab.server, "-S", "100", "--json-lines"], ready=True
     )
-    r = subprocess.run(
-        [c_tool("rping"), "-c", "-a", lab.server, "-I", lab.client, "-C", "3", "-S", "100", "-V"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = rping_client(c_tool, lab, "-C", "3", "-S", "100", "-V")
     assert r.returncode == 0, r.stdout + r.stderr
     rc, out, err = srv.finish()
     doc = summary(out)
@@ -31,12 +35,7 @@ def test_listen_ping_keeps_an_explicit_size(lab, servers, c_tool):
 
 def test_rping_client_larger_than_the_servers_default_is_served(lab, servers, c_tool):
     srv = servers([*lab.rdmacli, "listen", "--ping", "-b", lab.server, "--json-lines"], ready=True)
-    r = subprocess.run(
-        [c_tool("rping"), "-c", "-a", lab.server, "-I", lab.client, "-C", "3", "-S", "65535", "-V"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = rping_client(c_tool, lab, "-C", "3", "-S", "65535", "-V")
     assert r.returncode == 0, r.stdout + r.stderr
     rc, out, err = srv.finish()
     assert rc == 0, err
@@ -48,12 +47,7 @@ def test_rping_client_above_max_size_is_refused_in_words(lab, servers, c_tool):
     srv = servers(
         [*lab.rdmacli, "listen", "--ping", "-b", lab.server, "--max-size", "1024", "--json-lines"], ready=True
     )
-    r = subprocess.run(
-        [c_tool("rping"), "-c", "-a", lab.server, "-I", lab.client, "-C", "3", "-S", "4096"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = rping_client(c_tool, lab, "-C", "3", "-S", "4096")
     assert "DISCONNECT" in r.stderr, r.stdout + r.stderr  # rping exits 0 whatever happened
     rc, out, _ = srv.finish()
     conn = summary(out)["connections"][0]
@@ -66,16 +60,10 @@ def test_a_multicast_receiver_waits_for_a_sender_started_later(lab, servers, c_t
         [*lab.rdmacli, "mcast", "239.1.1.6", "-b", lab.server, "--idle-timeout", "1", "--json-lines"],
         ready=False,
     )
-    wait_line(rcv, '"type":"joined"')
+    rcv.wait_for('"type":"joined"')
     time.sleep(4)  # the scenario itself: a person walking to the other host
     assert rcv.proc.poll() is None, "the receiver gave up before its sender started"
-    s = subprocess.run(
-        [c_tool("mckey"), "-m", "239.1.1.6", "-b", lab.client, "-s"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert s.returncode == 0, s.stdout + s.stderr
+    mckey_send(c_tool, lab, "239.1.1.6")
     rc, out, err = rcv.finish()
     assert rc == 0, out + err
     assert summary(out)["connections"][0]["datagrams_received"] == 10
@@ -232,7 +220,7 @@ def test_multicast_counts_beyond_the_device_queue_are_created_and_counted(lab, s
         ],
         ready=False,
     )
-    wait_line(rcv, '"type":"joined"')
+    rcv.wait_for('"type":"joined"')
     r = lab.run("mcast", "239.1.1.8", "-b", lab.client, "--send", "-C", "100000", "--json", timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["connections"][0]["datagrams_sent"] == 100000
@@ -242,39 +230,39 @@ def test_multicast_counts_beyond_the_device_queue_are_created_and_counted(lab, s
     assert c["datagrams_received"] + c["datagrams_lost"] == 100000 and c["datagrams_received"] > 0
 
 
-def wait_record(proc, kind: str, timeout: float = 60) -> list[str]:
-    """Read a --json-lines process's stdout until a record of this type (never a fixed time)."""
-    import selectors
-
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    seen, end = [], time.monotonic() + timeout
-    while time.monotonic() < end and sel.select(end - time.monotonic()):
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if f'"type":"{kind}"' in line:
-            return seen
-    raise AssertionError(f"no {kind} record within {timeout} s: {''.join(seen)}")
-
-
 def test_a_client_started_before_its_c_server_waits_for_it(lab, servers, c_tool):
-    client = lab.spawn("ping", lab.server, "-I", lab.client, "-C", "5", "-V", "--wait", "120", "--json-lines")
-    seen = wait_record(client, "waiting")  # it found nothing listening, and asks again
+    client = servers(
+        [
+            *lab.rdmacli,
+            "ping",
+            lab.server,
+            "-I",
+            lab.client,
+            "-C",
+            "5",
+            "-V",
+            "--wait",
+            "120",
+            "--json-lines",
+        ],
+        ready=False,
+    )
+    client.wait_for('"type":"waiting"')  # it found nothing listening, and asks again
     srv = servers([c_tool("rping"), "-s", "-a", lab.server, "-V"], ready=False)
-    out, err = client.communicate(timeout=120)
-    assert client.returncode == 0, out + err
-    doc = summary("".join(seen) + out)
-    assert doc["connections"][0]["pings_validated"] == 5
+    rc, out, err = client.finish(timeout=120)
+    assert rc == 0, out + err
+    assert summary(out)["connections"][0]["pings_validated"] == 5
     rc, _, serr = srv.finish()
     assert rc == 0, serr
 
 
 def test_a_ud_client_started_before_its_server_waits_for_it(lab, servers):
-    client = lab.spawn("connect", lab.server, "--ud", "-b", lab.client, "--wait", "120", "--json-lines")
-    seen = wait_record(client, "waiting")
+    client = servers(
+        [*lab.rdmacli, "connect", lab.server, "--ud", "-b", lab.client, "--wait", "120", "--json-lines"],
+        ready=False,
+    )
+    client.wait_for('"type":"waiting"')
     servers([*lab.rdmacli, "listen", "--ud", "-b", lab.server, "--json-lines"], ready=True)
-    out, err = client.communicate(timeout=120)
-    assert client.returncode == 0, out + err
-    assert summary("".join(seen) + out)["connections"][0]["datagrams_received"] == 10
+    rc, out, err = client.finish(timeout=120)
+    assert rc == 0, out + err
+    assert summary(out)["connections"][0]["datagrams_received"] == 10

@@ -6,28 +6,19 @@ import json
 import subprocess
 
 import pytest
-from conftest import Server, summary, wait_for_listener
+from conftest import summary, wait_for_listener
 
 
 def line_buffered(cmd: list[str]) -> list[str]:
     return ["stdbuf", "-oL", *cmd]  # the C tools' stdout is block-buffered in a pipe
 
 
-def wait_line(srv: Server, text: str, timeout: float = 60) -> None:
-    import selectors
-    import time
-
-    sel = selectors.DefaultSelector()
-    sel.register(srv.proc.stdout, selectors.EVENT_READ)
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and sel.select(end - time.monotonic()):
-        line = srv.proc.stdout.readline()
-        if not line:
-            break
-        srv.lines.append(line)
-        if text in line:
-            return
-    pytest.fail(f"{text!r} not seen from {srv.proc.args}: {''.join(srv.lines)}")
+def mckey_send(c_tool, lab, group: str) -> None:
+    """mckey's sender: 10 datagrams to `group` from the client address, then exit 0."""
+    s = subprocess.run(
+        [c_tool("mckey"), "-m", group, "-b", lab.client, "-s"], capture_output=True, text=True, timeout=60
+    )
+    assert s.returncode == 0, s.stdout + s.stderr
 
 
 def test_rdmacli_ud_client_against_udaddy_server(lab, servers, c_tool):
@@ -89,14 +80,8 @@ def test_ud_loss_is_reported_not_waited_for(lab, servers, c_tool):
 
 def test_rdmacli_mcast_receives_from_mckey(lab, servers, c_tool):
     rcv = servers([*lab.rdmacli, "mcast", "239.1.1.1", "-b", lab.server, "--json-lines"], ready=False)
-    wait_line(rcv, '"type":"joined"')
-    s = subprocess.run(
-        [c_tool("mckey"), "-m", "239.1.1.1", "-b", lab.client, "-s"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert s.returncode == 0, s.stdout + s.stderr
+    rcv.wait_for('"type":"joined"')
+    mckey_send(c_tool, lab, "239.1.1.1")
     rc, out, err = rcv.finish()
     assert rc == 0, out + err
     c = summary(out)["connections"][0]
@@ -105,7 +90,7 @@ def test_rdmacli_mcast_receives_from_mckey(lab, servers, c_tool):
 
 def test_mckey_receives_from_rdmacli_mcast(lab, servers, c_tool):
     rcv = servers(line_buffered([c_tool("mckey"), "-m", "239.1.1.2", "-b", lab.server]), ready=False)
-    wait_line(rcv, "receiving data transfers")
+    rcv.wait_for("receiving data transfers")
     r = lab.run("mcast", "239.1.1.2", "-b", lab.client, "--send", "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["connections"][0]["datagrams_sent"] == 10
@@ -121,7 +106,7 @@ def test_two_rdmacli_receivers_in_one_group(lab, servers, send_only):
         rcv = servers(
             [*lab.rdmacli, "mcast", group, "-b", lab.server, "-C", "20", "--json-lines"], ready=False
         )
-        wait_line(rcv, '"type":"joined"')
+        rcv.wait_for('"type":"joined"')
         receivers.append(rcv)
     args = ["mcast", group, "-b", lab.client, "--send", "-C", "20", "--json"]
     r = lab.run(*args, *(["--send-only"] if send_only else []))

@@ -1,0 +1,51 @@
+"""This host's side of a failed connection: is the device still there, its port ACTIVE, its netdev
+up, the local address's GID still in the table? Read from sysfs at the moment of failure, so an
+error names what changed here before it blames the peer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rdmacli.diag.devices import list_devices, read_sysfs
+
+
+@dataclass(frozen=True)
+class LocalCause:
+    text: str  # "rxe1 port 1 went DOWN: netdev veth1 is down"
+    hint: str
+
+
+def local_cause(device: str | None, port: int = 1, ip: str | None = None, *, sysfs: str | None = None):
+    """What is wrong on this host for `device` port `port` (and address `ip`), or None."""
+    if not device:
+        return None
+    devices = {d.name: d for d in list_devices(sysfs, use_pyverbs=False)}
+    dev = devices.get(device)
+    if dev is None:
+        return LocalCause(
+            f"the RDMA device {device} was removed",
+            "recreate it (Soft-RoCE: `rdma link add NAME type rxe netdev IFACE`) or check the driver "
+            "(`dmesg`, `rdma link`)",
+        )
+    p = next((p for p in dev.ports if p.port == port), None)
+    if p is None:
+        return None
+    netdev = p.netdev or (dev.netdevs[0] if dev.netdevs else None)
+    oper = read_sysfs(f"/sys/class/net/{netdev}/operstate") if netdev else None
+    if p.state != "ACTIVE":
+        if netdev and oper not in (None, "up", "unknown"):
+            return LocalCause(
+                f"{device} port {port} went {p.state}: netdev {netdev} is {oper}",
+                f"bring it up: `ip link set {netdev} up`",
+            )
+        return LocalCause(
+            f"{device} port {port} is {p.state} ({p.phys_state})",
+            "check the cable or the link partner (`rdma link`, `ibv_devinfo`)",
+        )
+    if ip and ip not in {g.ip for g in p.gids if g.ip}:
+        return LocalCause(
+            f"{device} port {port} has no GID for {ip} any more"
+            + (f" (the address left netdev {netdev})" if netdev else ""),
+            f"add the address back (`ip addr add {ip}/PREFIX dev {netdev or 'IFACE'}`) or use another",
+        )
+    return None
