@@ -113,21 +113,17 @@ class ServerFlow(Flow):
         self.accepted += 1
         self.timer.start("accept", index)
         conn.expect("accept", self.timeouts.connect_s)
-        try:
-            if self.options.ack_timeout is not None:
-                conn.cm.set_ack_timeout(self.options.ack_timeout)
-            self.setup_qp(conn)
-            conn.phase = "accept"
-            conn.cm.accept(conn.protocol.accept_param())
-            if conn.datagram:  # UD: the SIDR REP is sent, no ESTABLISHED follows
-                self.step_done(conn, "accept")
-                self.on_established(conn)
-        except RdmaCallError as exc:
-            conn.fail(call_error(conn.phase, exc, self.where(conn)))
-        except RdmacliError as exc:
-            conn.fail(exc)
-        if conn.finished:
-            self.on_finished(conn)
+        self.guarded(conn, self._accept)
+
+    def _accept(self, conn: Connection) -> None:
+        if self.options.ack_timeout is not None:
+            conn.cm.set_ack_timeout(self.options.ack_timeout)
+        self.setup_qp(conn)
+        conn.phase = "accept"
+        conn.cm.accept(conn.protocol.accept_param())
+        if conn.datagram:  # UD: the SIDR REP is sent, no ESTABLISHED follows
+            self.step_done(conn, "accept")
+            self.on_established(conn)
 
     def reject(self, conn: Connection, reason: str) -> None:
         self.rejected += 1
