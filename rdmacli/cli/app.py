@@ -18,10 +18,13 @@ from rdmacli.errors import RdmacliError, Stopped
 class App:
     """People read stderr, programs read stdout (design: output and exit codes)."""
 
-    def __init__(self, *, json_mode: bool = False, json_lines: bool = False, quiet: bool = False):
+    def __init__(
+        self, *, json_mode: bool = False, json_lines: bool = False, quiet: bool = False, steps: bool = False
+    ):
         self.json_mode = json_mode
         self.json_lines = json_lines
         self.quiet = quiet
+        self.steps = steps  # the step timing table in the summary (JSON always has steps_us)
 
     # rich is imported only when a person is shown something: --json runs never pay for it
     @cached_property

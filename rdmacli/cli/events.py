@@ -87,4 +87,5 @@ def command(
                 options=opts,
             )
 
+        app.steps = True  # the step timings are what this command is for (cmtime)
         run_flow(app, "events", factory, show_events=True, params=params)

@@ -208,6 +208,11 @@ _output_options = _compose(
         is_flag=True,
         help="Show every CM event as it arrives (a live table on a terminal).",
     ),
+    click.option(
+        "--steps",
+        is_flag=True,
+        help="Add cmtime's step timing table to the summary (with --events too; JSON always has it).",
+    ),
     json_option,
     json_lines_option,
     click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary."),
@@ -255,15 +260,11 @@ def timeouts(f):
 
 
 def output(f):
-    """--events, --json, --json-lines, -q -> `app: App` and `show_events: bool`."""
+    """--events, --steps, --json, --json-lines, -q -> `app: App` and `show_events: bool`."""
 
     @functools.wraps(f)
-    def wrapper(*args, show_events, json_mode, json_lines, quiet, **kw):
-        return f(
-            *args,
-            app=App(json_mode=json_mode, json_lines=json_lines, quiet=quiet),
-            show_events=show_events,
-            **kw,
-        )
+    def wrapper(*args, show_events, steps, json_mode, json_lines, quiet, **kw):
+        app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet, steps=steps or show_events)
+        return f(*args, app=app, show_events=show_events, **kw)
 
     return _output_options(wrapper)

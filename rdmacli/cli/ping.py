@@ -85,6 +85,7 @@ def command(
         from rdmacli.engine.client import ClientFlow
         from rdmacli.engine.flow import Options
         from rdmacli.rdma import addr
+        from rdmacli.render.units import duration
 
         # a terminal gets a line per ping, or a progress bar for long counted runs
         bar = None
@@ -107,7 +108,7 @@ def command(
                 if app.json_lines:
                     observer(rec)
                 elif show_pings:
-                    line = f"{size} bytes from {host}: ping={rec['ping']} rtt={rec['rtt_us']:.1f} µs"
+                    line = f"{size} bytes from {host}: ping={rec['ping']} rtt={duration(rec['rtt_us'])}"
                     if "valid" in rec:
                         line += " valid" if rec["valid"] else " MISMATCH"
                     if verbose:

@@ -360,6 +360,8 @@ def _probe(
 
 
 def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check]:
+    from rdmacli.render.units import duration
+
     flow, err = _probe(peer, CONNECT.default_port, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
     if err is not None:
         return [Check("resolve", "fail", err.message, err.hint)]
@@ -369,8 +371,8 @@ def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check
         Check(
             "resolve",
             "pass",
-            f"address {steps.get('resolve addr', 0):.0f} µs, route "
-            f"{steps.get('resolve route', 0):.0f} µs, {conn.local} -> {conn.remote} on "
+            f"address {duration(steps.get('resolve addr', 0))}, route "
+            f"{duration(steps.get('resolve route', 0))}, {conn.local} -> {conn.remote} on "
             f"{conn.device}",
         )
     ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from rdmacli.render.units import duration
+
 STYLE = {"pass": "[green]✔ pass[/]", "warn": "[yellow]⚠ warn[/]", "fail": "[red]✘ fail[/]", "info": "info"}
 
 
@@ -19,6 +21,8 @@ def checks_table(rows: list[dict], title: str, columns: list[str]) -> Table:
             value = row.get(col)
             if col == "verdict":
                 cells.append(STYLE.get(value, str(value)))
+            elif col.endswith("_ms") and isinstance(value, (int, float)):
+                cells.append(duration(value * 1e3))
             else:
                 cells.append(escape("" if value is None else str(value)))
         table.add_row(*cells)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
+from rdmacli.render.units import duration
+
 COLUMNS = ("time", "conn", "event", "status", "details")
 
 
@@ -37,7 +39,7 @@ def _details(rec: dict) -> str:
 
 def _row(rec: dict) -> tuple[str, ...]:
     conn = "" if rec.get("conn") is None else str(rec["conn"])
-    return (f"{rec['t_us'] / 1000:9.3f} ms", conn, rec["event"], rec.get("status_text", ""), _details(rec))
+    return (f"{duration(rec['t_us']):>9}", conn, rec["event"], rec.get("status_text", ""), _details(rec))
 
 
 class EventView:
@@ -83,7 +85,7 @@ class EventView:
             text = f"connection {rec['conn']}: request from {rec['remote']} on {rec['device']}"
             if self.table is not None:
                 self.table.add_row(
-                    f"{rec['t_us'] / 1000:9.3f} ms",
+                    f"{duration(rec['t_us']):>9}",
                     str(rec["conn"]),
                     "(request)",
                     "",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rdmacli.render.units import duration, durations
+
 
 def connection_details(c: dict) -> list[str]:
     """ping(8)-style statistics for a ping client; datagram counts for UD and multicast."""
@@ -12,13 +14,14 @@ def connection_details(c: dict) -> list[str]:
             text += f", {c['pings_validated']} validated"
         text += f", {c['pings_failed']} failed"
         if "time_ms" in c:
-            text += f", time {c['time_ms']:.0f} ms"
+            text += f", time {duration(c['time_ms'] * 1e3)}"
         lines.append(text)
         if "rtt_us" in c:
             r = c["rtt_us"]
+            keys = ("min", "avg", "max", "mdev", "p50", "p99")
+            v, unit = durations([r[k] for k in keys], by=r["avg"])  # one unit, as ping(8)
             lines.append(
-                f"rtt min/avg/max/mdev = {r['min']:.1f}/{r['avg']:.1f}/{r['max']:.1f}/"
-                f"{r['mdev']:.1f} µs, p50 {r['p50']:.1f} µs, p99 {r['p99']:.1f} µs"
+                f"rtt min/avg/max/mdev = {'/'.join(v[:4])} {unit}, p50 {v[4]} {unit}, p99 {v[5]} {unit}"
             )
         if "throughput_mbps" in c:
             lines.append(
@@ -39,12 +42,24 @@ def connection_details(c: dict) -> list[str]:
 
 
 def print_summary(app, doc: dict) -> None:
-    from rich.table import Table
-
+    """As short as the C tool's or ping(8)'s; the step table only when asked (--steps, --events)."""
     t = doc["totals"]
     if "connections" not in t:  # nothing was set up (an error before any connection)
         app.out.print(f"{doc['command']}: {doc['result']}", markup=False, highlight=False)
         return
+    if app.steps and doc["steps_us"]:
+        app.out.print(steps_table(doc["steps_us"]))
+    details = [text for c in doc["connections"] for text in connection_details(c)]
+    # ping(8): the statistics are the summary; other commands lead with a line of totals
+    lines = [] if doc["command"] == "ping" and details else [totals_line(doc)]
+    for text in lines + details:
+        app.out.print(text, markup=False, highlight=False)
+    for text in doc["warnings"]:
+        app.err.print(f"warning: {text}", markup=False, highlight=False)
+
+
+def totals_line(doc: dict) -> str:
+    t = doc["totals"]
     line = f"{doc['command']}: {doc['result']} - {t['connections_passed']}/{t['connections']} connections"
     if "messages_received" in t:
         line += (
@@ -54,23 +69,20 @@ def print_summary(app, doc: dict) -> None:
     for state in ("rejected", "interrupted"):
         if t.get(f"connections_{state}"):
             line += f", {t[f'connections_{state}']} {state}"
-    app.out.print(line, markup=False, highlight=False)
-    for text in doc["warnings"]:
-        app.err.print(f"warning: {text}", markup=False, highlight=False)
-    for c in doc["connections"]:
-        for text in connection_details(c):
-            app.out.print(text, markup=False, highlight=False)
-    if doc["steps_us"] and not app.quiet:
-        table = Table(title="step timings (µs)", title_justify="left")
-        for col in ("step", "count", "total", "avg", "min", "max"):
-            table.add_column(col, justify="left" if col == "step" else "right")
-        for s in doc["steps_us"]:
-            table.add_row(
-                s["step"],
-                str(s["count"]),
-                f"{s['total_us']:.0f}",
-                f"{s['avg_us']:.0f}",
-                f"{s['min_us']:.0f}",
-                f"{s['max_us']:.0f}",
-            )
-        app.out.print(table)
+    return line
+
+
+def steps_table(steps: list[dict]):
+    """cmtime's table: per step, the wall time across connections and the per-connection spread."""
+    from rich.table import Table
+
+    table = Table(title="step timings", title_justify="left")
+    for col in ("step", "count", "total", "avg", "min", "max"):
+        table.add_column(col, justify="left" if col == "step" else "right")
+    for s in steps:
+        table.add_row(
+            s["step"],
+            str(s["count"]),
+            *(duration(s[f"{k}_us"]) for k in ("total", "avg", "min", "max")),
+        )
+    return table

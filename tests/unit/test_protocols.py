@@ -74,7 +74,7 @@ def test_ping_summary_reads_like_ping8():
     lines = connection_details(c)
     assert lines[0] == "--- 10.0.0.1:7174 rdma ping statistics ---"
     assert lines[1].startswith("2 pings sent, 2 completed, 2 validated, 0 failed")
-    assert lines[2].startswith("rtt min/avg/max/mdev = 1000.0/2000.0/3000.0/1000.0 µs")
+    assert lines[2].startswith("rtt min/avg/max/mdev = 1.00/2.00/3.00/1.00 ms, p50 2.00 ms")
 
 
 def test_rtt_stats_keep_constant_memory_for_any_count():
@@ -88,3 +88,13 @@ def test_rtt_stats_keep_constant_memory_for_any_count():
     assert abs(s["avg"] - statistics.fmean(values) * 1e6) < 0.05
     assert abs(s["mdev"] - statistics.pstdev(values) * 1e6) < 0.05
     assert abs(s["p50"] - 1498) < 15 and abs(s["p99"] - 1986) < 15  # estimated from the sample
+
+
+@pytest.mark.parametrize(
+    "us,text",
+    [(0.5, "0.50 µs"), (84.25, "84.2 µs"), (999, "999 µs"), (16677, "16.7 ms"), (2041205, "2.04 s")],
+)
+def test_durations_read_in_the_unit_of_their_magnitude(us, text):
+    from rdmacli.render.units import duration
+
+    assert duration(us) == text
