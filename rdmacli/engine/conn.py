@@ -134,7 +134,12 @@ class Connection:
         )
 
     def reg(self, size: int, access: int = C.ACCESS_LOCAL_WRITE):
-        mr = self.backend.mr(self.cm, size, access)
+        try:
+            mr = self.backend.mr(self.cm, size, access)
+        except RdmaCallError as exc:
+            if exc.errno not in (errno.ENOMEM, errno.EPERM, errno.EAGAIN):
+                raise
+            raise memlock_error(self.phase, exc, size) from exc
         self.mrs.append(mr)
         return mr
 
@@ -216,3 +221,19 @@ class Connection:
             if name:
                 timer.end(name, i)
         self.flow.loop.forget_cm(self.cm.key)
+
+
+def memlock_error(step: str, exc: RdmaCallError, size: int) -> RdmacliError:
+    """A registration refused for memory: say the size asked for and the locked-memory limit."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    limit = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft // 1024} KiB"
+    return RdmacliError(
+        f"{step}: {exc}: registering {size} bytes ({size / 2**20:.1f} MiB) with the locked-memory "
+        f"limit (RLIMIT_MEMLOCK) at {limit}",
+        hint="raise it (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service, "
+        "--ulimit memlock=-1 for a container) or use a smaller -S",
+        exit_code=ExitCode.ENVIRONMENT,
+        details={"step": step, "call": exc.call, "size_bytes": size, "memlock": limit},
+    )

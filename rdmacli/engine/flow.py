@@ -173,7 +173,7 @@ class Flow:
         try:
             fn(conn, *args)
         except RdmaCallError as exc:
-            conn.fail(call_error(conn.phase, exc, self.where(conn)))
+            self.fail_here_first(conn, call_error(conn.phase, exc, self.where(conn)))
         except RdmacliError as exc:
             conn.fail(exc)
         if conn.finished:
@@ -188,14 +188,15 @@ class Flow:
         if not wc.ok:
             if wc.status == C.WC_WR_FLUSH_ERR and (conn.disconnect_sent or not conn.connected):
                 return  # flushed by our own or the peer's disconnect
-            conn.fail(
+            self.fail_here_first(
+                conn,
                 RdmacliError(
                     f"{conn.phase}: work completion failed: {wc.status_str} (status {wc.status}, "
                     f"opcode {wc.opcode}) [{self.where(conn)}]",
                     hint="the peer went away or misbehaved; RETRY_EXC means no ACKs (peer dead, "
                     "wrong GID/MTU), REM_ACCESS means a bad rkey/address from the peer",
                     exit_code=ExitCode.FAILED,
-                )
+                ),
             )
             self.on_finished(conn)
             return
@@ -225,7 +226,31 @@ class Flow:
     def fail_on(self, conn: Connection, ev: CmEvent) -> None:
         """An error event ends its connection, decoded into words and an exit code."""
         conn.connected = False
-        conn.fail(event_error(ev, step=conn.phase, local=conn.local, remote=conn.remote, device=conn.device))
+        self.fail_here_first(
+            conn, event_error(ev, step=conn.phase, local=conn.local, remote=conn.remote, device=conn.device)
+        )
+
+    def fail_here_first(self, conn: Connection, err: RdmacliError) -> None:
+        """Fail a connection, but look at this host first: a removed device, a port gone DOWN,
+        a netdev down or a vanished GID is said as the cause, before the peer is blamed."""
+        host = conn.local.rsplit(":", 1)[0].strip("[]") if conn.local not in ("?", "*") else None
+        try:
+            cause = self.backend.local_cause(conn.device, conn.cm.port_num or 1, host)
+        except Exception:  # a diagnosis must never hide the error it explains
+            cause = None
+        if cause is not None:
+            err = RdmacliError(
+                f"{conn.phase}: {cause.text} [{self.where(conn)}]",
+                hint=cause.hint,
+                exit_code=ExitCode.ENVIRONMENT,
+                details={
+                    **err.details,
+                    "step": conn.phase,
+                    "local_cause": cause.text,
+                    "reported": err.message,
+                },
+            )
+        conn.fail(err)
 
     def on_finished(self, conn: Connection) -> None:
         """Hook: a connection finished (well or not)."""
@@ -250,13 +275,14 @@ class Flow:
             conn.connected = False
             conn.finish()
         else:
-            conn.fail(
+            self.fail_here_first(
+                conn,
                 conn.protocol.on_deadline(conn)
                 or DeadlineExpired(
                     f"{conn.phase}: no progress within its deadline [{self.where(conn)}]",
                     hint=hint,
                     details={"step": conn.phase},
-                )
+                ),
             )
         self.on_finished(conn)
 

@@ -156,9 +156,15 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
             exit_code=ExitCode.REJECTED,
             details=details,
         )
-    code = ExitCode.RESOLVE if ev.type in (C.ADDR_ERROR, C.ROUTE_ERROR) else ExitCode.REJECTED
     if ev.type == C.DEVICE_REMOVAL:
-        code = ExitCode.ENVIRONMENT
+        return RdmacliError(
+            f"{step}: the RDMA device {device or 'under this connection'} was removed [{where}]",
+            hint="recreate it (Soft-RoCE: `rdma link add NAME type rxe netdev IFACE`) or check the "
+            "driver (`dmesg`, `rdma link`)",
+            exit_code=ExitCode.ENVIRONMENT,
+            details=details,
+        )
+    code = ExitCode.RESOLVE if ev.type in (C.ADDR_ERROR, C.ROUTE_ERROR) else ExitCode.REJECTED
     advice = ERRNO_ADVICE.get(-ev.status) if ev.status < 0 else None
     if ev.type == C.ROUTE_ERROR and not advice:
         advice = "on InfiniBand a subnet manager must be running; on RoCE check the GID table"

@@ -41,6 +41,12 @@ class RdmaBackend:
     def device_limits(self, cm_id: cm.CmId) -> verbs.DeviceLimits | None:
         return verbs.query_limits(cm_id.verbs)
 
+    def local_cause(self, device: str | None, port: int, ip: str | None):
+        """What is wrong on this host's side right now (sysfs), or None: see diag.local."""
+        from rdmacli.diag.local import local_cause
+
+        return local_cause(device, port, ip)
+
     # -- the data path -------------------------------------------------------------------------
     post_send = staticmethod(verbs.post_send)
     post_recv = staticmethod(verbs.post_recv)

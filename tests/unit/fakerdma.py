@@ -252,6 +252,7 @@ class FakeBackend:
         self.on_send = None
         self.channel: FakeChannel | None = None
         self.listener: FakeCmId | None = None
+        self.cause = None
 
     # -- events ----------------------------------------------------------------------------------
     def event(self, cm, type_: int, status: int = 0, **fields) -> CmEvent:
@@ -346,6 +347,9 @@ class FakeBackend:
 
     def device_limits(self, cm):
         return self.limits
+
+    def local_cause(self, device, port, ip):
+        return self.cause  # set by a test: what sysfs would say about this host
 
     def post_recv(self, qp, wr_id, mr, offset=0, length=None):
         length = mr.length - offset if length is None else length

@@ -133,7 +133,7 @@ ERROR_CASES = [
         "listening at 10.0.0.1:7471 in this port space (UNREACHABLE, SIDR",
     ),
     ("connect", C.CONNECT_ERROR, -104, {}, ExitCode.REJECTED, "CONNECT_ERROR"),
-    ("connect", C.DEVICE_REMOVAL, 0, {}, ExitCode.ENVIRONMENT, "DEVICE_REMOVAL"),
+    ("connect", C.DEVICE_REMOVAL, 0, {}, ExitCode.ENVIRONMENT, "the RDMA device fake0 was removed"),
 ]
 
 
@@ -394,3 +394,31 @@ def test_without_wait_a_client_fails_at_once_like_the_c_tools():
     out = run(client(backend))
     assert out.exit_code == ExitCode.REJECTED and len(backend.ids) == 1
     assert "--wait SECONDS" in out.first_error().hint
+
+
+def test_a_failure_names_what_changed_on_this_host_before_blaming_the_peer():
+    from rdmacli.diag.local import LocalCause
+
+    backend = FakeBackend()
+    backend.cause = LocalCause("fake0 port 1 went DOWN: netdev veth1 is down", "ip link set veth1 up")
+    backend.script["connect"] = lambda cm, p: []  # no answer: a deadline, which alone blames the peer
+    out = run(client(backend))
+    err = out.first_error()
+    assert err.message.startswith("cm connect: fake0 port 1 went DOWN: netdev veth1 is down")
+    assert err.hint == "ip link set veth1 up" and err.exit_code == ExitCode.ENVIRONMENT
+    assert "no progress within its deadline" in err.details["reported"]
+
+
+def test_a_registration_refused_for_memory_names_the_size_and_the_limit():
+    from rdmacli.rdma.cm import RdmaCallError
+
+    backend = FakeBackend()
+
+    def no_memory(cm, size, access):
+        raise RdmaCallError("ibv_reg_mr", 12)
+
+    backend.mr = no_memory
+    out = run(client(backend, make_protocol=lambda: CmatoseClient(1, 64 * 2**20)))
+    err = out.first_error()
+    assert "registering 67108864 bytes (64.0 MiB)" in err.message and "RLIMIT_MEMLOCK" in err.message
+    assert "ulimit -l unlimited" in err.hint and err.exit_code == ExitCode.ENVIRONMENT
