@@ -8,7 +8,7 @@ LAB    := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv test unit lint lab-test demo bench docs install clean
+.PHONY: deps venv test unit lint lab-test lab-shell-test demo bench docs install clean
 
 deps:
 	@scripts/bootstrap
@@ -25,12 +25,16 @@ lint: venv
 	$(BIN)/ruff format --check rdmacli tests benchmarks
 
 unit: venv
-	$(BIN)/python -m pytest -m "not rdma" -q tests
+	$(BIN)/python -m pytest -m "not rdma and not labvm" -q tests
 
 lab-test: venv
 	$(LAB) $(BIN)/python -m pytest -m rdma --require-rdma -p no:cacheprovider -q tests
 
-test: lint unit lab-test
+# `rdmacli lab shell` driven through a pty from the host: it boots its own VM.
+lab-shell-test: venv
+	$(BIN)/python -m pytest -m labvm --require-rdma -p no:cacheprovider -q tests
+
+test: lint unit lab-test lab-shell-test
 
 demo: venv
 	$(LAB) sh -c '$(BIN)/rdmacli devices && $(BIN)/rdmacli selftest'

@@ -14,7 +14,9 @@ def command() -> None:
     """Run commands in a disposable Soft-RoCE VM (virtme-ng + qemu + rdma_rxe).
 
     Inside, rxe0 sits on veth0 (10.77.0.1, fd77::1) and rxe1 on veth1 (10.77.0.2, fd77::2);
-    memlock is unlimited; the current directory is shared read-write.
+    memlock is unlimited; the current directory is shared read-write. When this side is a
+    terminal, the command gets a real one inside (a pty with your TERM and window size, job
+    control, Ctrl-C and Ctrl-Z to its foreground job); Ctrl-] ends the VM from the host.
     """
 
 

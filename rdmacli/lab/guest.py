@@ -45,7 +45,8 @@ SETUP = [
 
 
 def _say(text: str) -> None:
-    sys.stderr.write(f"lab: {text}\n")
+    end = "\r\n" if os.environ.get("RDMACLI_LAB_TTY") else "\n"  # the host terminal is raw then
+    sys.stderr.write(f"lab: {text}{end}")
     sys.stderr.flush()
 
 
@@ -113,11 +114,99 @@ def main(argv: list[str] | None = None) -> int:
         os.chdir(args.cwd)
     if args.shell or not cmd:
         cmd = [os.environ.get("SHELL", "/bin/bash"), "-i"]
+    if os.environ.get("RDMACLI_LAB_TTY"):  # the host side is a terminal: give the command one
+        return run_in_pty(
+            cmd, lab_env(), os.environ["RDMACLI_LAB_TTY"], os.environ.get("RDMACLI_LAB_WINSIZE")
+        )
     try:
         return subprocess.call(cmd, env=lab_env())
     except FileNotFoundError:
         _say(f"command not found: {cmd[0]}")
         return 127
+
+
+def _set_winsize(fd: int, size: str) -> None:
+    import fcntl
+    import struct
+    import termios
+
+    rows, cols = (int(x) for x in size.split())
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def run_in_pty(cmd: list[str], env: dict, size: str, winsize_file: str | None) -> int:
+    """Run `cmd` on a pseudo-terminal of its own, in a session of its own: job control,
+    Ctrl-C and Ctrl-Z reach its foreground job through the terminal's line discipline, and
+    `tty`, isatty() and the window size work as on a real host. The VM's stdin and stdout are
+    virtio pipes; this relays them to the pty's master. The host writes window size changes
+    to `winsize_file` (a shared directory); they are applied as they come (SIGWINCH follows)."""
+    import pty
+    import select
+
+    pid, master = pty.fork()
+    if pid == 0:  # the child: its stdin, stdout and stderr are the pty, its controlling terminal
+        try:
+            _set_winsize(0, size)
+            os.execvpe(cmd[0], cmd, env)
+        except OSError as exc:
+            os.write(2, f"lab: cannot run {cmd[0]}: {exc}\r\n".encode())
+        os._exit(127)
+    _set_winsize(master, size)
+    stdin_open, last, status, drain_until = True, size, None, None
+    while drain_until is None or time.monotonic() < drain_until:
+        if status is None:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:  # the shell is gone: hang up what it left on the terminal, as a real one does
+                _hang_up_session(pid)
+                drain_until = time.monotonic() + 5
+            else:
+                status = None
+        fds = [master] + ([0] if stdin_open else [])
+        ready, _, _ = select.select(fds, [], [], 0.25)
+        if master in ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every process on the terminal has gone
+                data = b""
+            if not data:
+                break
+            os.write(1, data)
+        if 0 in ready:
+            data = os.read(0, 65536)
+            if data:
+                os.write(master, data)
+            else:
+                stdin_open = False
+        if winsize_file:
+            try:
+                with open(winsize_file) as f:
+                    now = f.read().strip()
+            except OSError:
+                now = last
+            if now and now != last:
+                _set_winsize(master, now)
+                last = now
+    if status is None:
+        _, status = os.waitpid(pid, 0)
+    _hang_up_session(pid)
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def _hang_up_session(sid: int) -> None:
+    """SIGHUP to every process of a session (background jobs keep the terminal open otherwise)."""
+    import signal
+
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:  # field 6 of stat: the session id
+                os.kill(int(entry), signal.SIGHUP)
+        except (OSError, ValueError, IndexError):
+            pass
 
 
 if __name__ == "__main__":

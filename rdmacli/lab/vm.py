@@ -138,6 +138,7 @@ def vng_command(
     rwdirs: tuple[str, ...] = (),
     memory: str = "2G",
     cpus: int | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> list[str]:
     cwd = cwd or os.getcwd()
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -145,6 +146,7 @@ def vng_command(
     env["PATH"] = os.path.dirname(sys.executable) + ":" + os.environ.get("PATH", "/usr/bin:/bin")
     env["PYTHONPATH"] = pkg_parent + (":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra_env or {})
     if "COLUMNS" not in env and sys.stdout.isatty():  # the VM's console does not know our width
         env["COLUMNS"] = str(shutil.get_terminal_size().columns)
     guest = [
@@ -218,10 +220,95 @@ def run(
     tools = find_tools()
     kvm = kvm_works(tools)
     say(f"booting {tools.kernel_version} under {'KVM' if kvm else 'TCG (no working KVM)'} with virtme-ng")
-    cmd = vng_command(tools, command, shell=shell, kvm=kvm, rwdirs=rwdirs)
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(tools.vng) + ":" + env.get("PATH", "")
     t0 = time.monotonic()
-    rc = _call_relayed(cmd, env)
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        say(f"a terminal inside: {ESCAPE_NAME} ends the VM")
+        with TerminalRelay() as relay:
+            cmd = vng_command(
+                tools, command, shell=shell, kvm=kvm, rwdirs=(*rwdirs, relay.dir), extra_env=relay.guest_env()
+            )
+            rc = relay.run(cmd, env)
+    else:
+        rc = _call_relayed(vng_command(tools, command, shell=shell, kvm=kvm, rwdirs=rwdirs), env)
     say(f"VM exited with status {rc} after {time.monotonic() - t0:.1f} s")
     return rc
+
+
+ESCAPE, ESCAPE_NAME = b"\x1d", "Ctrl-]"
+
+
+class TerminalRelay:
+    """The host's terminal, raw, relayed to the VM's stdin; the guest gives the command a pty of
+    its own (lab.guest.run_in_pty). Keys reach the guest as bytes, so Ctrl-C and Ctrl-Z go to
+    the guest's foreground job, not to qemu; window size changes travel through a file in a
+    shared directory. Ctrl-] ends the VM from the host."""
+
+    def __init__(self):
+        import tempfile
+
+        self.dir = tempfile.mkdtemp(prefix="rdmacli-lab-tty-")
+        self.winsize = os.path.join(self.dir, "winsize")
+        self.saved = None
+
+    def size(self) -> str:
+        cols, rows = shutil.get_terminal_size()
+        return f"{rows} {cols}"
+
+    def guest_env(self) -> dict[str, str]:
+        return {"RDMACLI_LAB_TTY": self.size(), "RDMACLI_LAB_WINSIZE": self.winsize}
+
+    def _write_size(self, *_args) -> None:
+        tmp = self.winsize + ".new"
+        with open(tmp, "w") as f:
+            f.write(self.size())
+        os.replace(tmp, self.winsize)
+
+    def __enter__(self):
+        import signal
+        import termios
+        import tty
+
+        self._write_size()
+        self.saved = termios.tcgetattr(0)
+        tty.setraw(0)
+        self.old_winch = signal.signal(signal.SIGWINCH, self._write_size)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+        import termios
+
+        signal.signal(signal.SIGWINCH, self.old_winch)
+        termios.tcsetattr(0, termios.TCSADRAIN, self.saved)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run(self, cmd: list[str], env: dict) -> int:
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE)
+
+        def keys() -> None:
+            while proc.poll() is None:
+                try:
+                    data = os.read(0, 4096)
+                except OSError:
+                    return
+                if not data:
+                    return
+                if ESCAPE in data:
+                    proc.terminate()
+                    return
+                try:
+                    proc.stdin.write(data)
+                    proc.stdin.flush()
+                except (BrokenPipeError, ValueError):
+                    return
+
+        threading.Thread(target=keys, daemon=True).start()
+        try:
+            rc = proc.wait()
+            return 128 - rc if rc < 0 else rc  # the shell's convention for a signal
+        except BaseException:
+            proc.terminate()
+            proc.wait(30)
+            raise
