@@ -187,7 +187,9 @@ def _call_relayed(cmd: list[str], env: dict) -> int:
     """
     if sys.stdout.isatty() and sys.stderr.isatty():
         return subprocess.call(cmd, env=env)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
 
     def copy(src, dst) -> None:
         for chunk in iter(lambda: src.read1(65536), b""):
@@ -203,11 +205,7 @@ def _call_relayed(cmd: list[str], env: dict) -> int:
     try:
         rc = proc.wait()
     except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: the VM goes too, never left behind
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_vm(proc)
         raise
     for t in threads:
         t.join(10)
@@ -285,7 +283,7 @@ class TerminalRelay:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def run(self, cmd: list[str], env: dict) -> int:
-        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, start_new_session=True)
 
         def keys() -> None:
             while proc.poll() is None:
@@ -296,7 +294,7 @@ class TerminalRelay:
                 if not data:
                     return
                 if ESCAPE in data:
-                    proc.terminate()
+                    stop_vm(proc)
                     return
                 try:
                     proc.stdin.write(data)
@@ -309,6 +307,23 @@ class TerminalRelay:
             rc = proc.wait()
             return 128 - rc if rc < 0 else rc  # the shell's convention for a signal
         except BaseException:
-            proc.terminate()
-            proc.wait(30)
+            stop_vm(proc)
             raise
+
+
+def stop_vm(proc: subprocess.Popen) -> None:
+    """vng and its qemu: the whole process group (vng alone would leave qemu running)."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                os.killpg(proc.pid, sig if sig else 0)
+                sig = 0  # sent once; then only ask whether anyone is left
+            except ProcessLookupError:  # the group is empty: everything is gone
+                proc.wait()
+                return
+            proc.poll()  # reap vng, so a zombie leader does not keep the group alive
+            time.sleep(0.1)
+    proc.wait()
