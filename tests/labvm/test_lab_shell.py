@@ -74,15 +74,15 @@ def test_lab_shell_is_a_real_terminal(shell):
     # job control: a job in the background, Ctrl-C and Ctrl-Z to the foreground one
     run(shell, "sleep 300 &")
     run(shell, "jobs", r"\[1\]\+\s+Running\s+sleep 300")
-    shell.sendline("echo STARTED; sleep 200")
+    shell.sendline("sh -c 'echo STARTED; exec sleep 200'")  # one job, known to be running
     shell.expect(r"[\r\n]STARTED\r\n")
     shell.sendcontrol("c")
     shell.expect_exact(PROMPT)
     run(shell, "echo rc=$?", r"rc=130")
-    shell.sendline("echo STARTED; sleep 100")
+    shell.sendline("sh -c 'echo STARTED; exec sleep 100'")
     shell.expect(r"[\r\n]STARTED\r\n")
     shell.sendcontrol("z")
-    shell.expect(r"Stopped\s+sleep 100")
+    shell.expect(r"Stopped\s+sh -c")
     shell.expect_exact(PROMPT)
     run(shell, "kill %1 %2")
     # rdmacli's progress bar is drawn (a terminal, so rich draws it), then the statistics
