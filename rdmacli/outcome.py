@@ -144,10 +144,13 @@ class Outcome:
         }
 
 
-def final_state(state: State, signal: int | None) -> State:
-    """A connection still open at the end: interrupted by a signal, else failed with the run."""
+def final_state(state: State, signal: int | None, closing: bool = False) -> State:
+    """A connection still open at the end: done if only the peer's answer to our disconnect was
+    outstanding (its exchange had finished), else interrupted by a signal, or failed with the run."""
     if state.final:
         return state
+    if closing:
+        return State.DONE
     return State.INTERRUPTED if signal is not None else State.FAILED
 
 
@@ -160,7 +163,7 @@ def from_flow(
         conns.append(
             ConnOutcome(
                 index=c.index,
-                state=final_state(c.state, signal),
+                state=final_state(c.state, signal, c.closing),
                 local=c.local,
                 remote=c.remote,
                 device=c.device,

@@ -53,6 +53,11 @@ class Connection:
     def finished(self) -> bool:
         return self.state.final
 
+    @property
+    def closing(self) -> bool:
+        """Its exchange is over and we disconnected; only the peer's answer is outstanding."""
+        return not self.finished and self.phase == "disconnect" and self.error is None
+
     # -- phases and deadlines ------------------------------------------------------------------
     def expect(self, phase: str, seconds: float | None) -> None:
         self.phase = phase
@@ -169,7 +174,8 @@ class Connection:
                 self.cm.disconnect()
             except RdmaCallError as exc:
                 self.teardown_errors.append(str(exc))
-            self.expect("disconnect", self.flow.timeouts.connect_s)
+            if not self.torn_down:  # an exchange that ended; teardown's own is no phase
+                self.expect("disconnect", self.flow.timeouts.connect_s)
 
     def established(self) -> None:
         """Connected (RC), accepted (UD server) or joined (multicast)."""

@@ -422,3 +422,19 @@ def test_a_registration_refused_for_memory_names_the_size_and_the_limit():
     err = out.first_error()
     assert "registering 67108864 bytes (64.0 MiB)" in err.message and "RLIMIT_MEMLOCK" in err.message
     assert "ulimit -l unlimited" in err.hint and err.exit_code == ExitCode.ENVIRONMENT
+
+
+def test_a_stop_while_only_the_disconnect_is_outstanding_counts_the_exchange_as_done():
+    backend = FakeBackend()
+    flow = server(backend, max_clients=None, timeouts=Timeouts(100, 5, 5))
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
+
+    def disconnect(cm):  # the client never answers our DREQ; a signal comes meanwhile
+        flow.loop.call_later(0.05, lambda: (_ for _ in ()).throw(Stopped(signal.SIGINT)))
+        return []
+
+    backend.script["disconnect"] = disconnect
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, backend.request) and []
+    out = run(flow)
+    assert [c.state for c in out.connections] == [State.DONE]
+    assert out.exit_code == 130 and out.to_dict()["totals"]["connections_passed"] == 1
