@@ -323,7 +323,7 @@ def check_peer_route(peer: str, devices: list[Device]) -> list[Check]:
     ]
 
 
-def _probe(
+def probe(
     peer: str,
     port: int,
     ps: int,
@@ -362,7 +362,7 @@ def _probe(
 def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check]:
     from rdmacli.render.units import duration
 
-    flow, err = _probe(peer, CONNECT.default_port, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
+    flow, err = probe(peer, CONNECT.default_port, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
     if err is not None:
         return [Check("resolve", "fail", err.message, err.hint)]
     steps = {s["step"]: s["avg_us"] for s in flow.timer.summary()}
@@ -382,7 +382,7 @@ def check_peer_connect(peer: str, port: int, ps: int, connect_s: float = 5.0) ->
     from rdmacli.engine.loop import DeadlineExpired
     from rdmacli.engine.status import REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID
 
-    _flow, err = _probe(peer, port, ps, route_only=False, resolve_ms=2000, connect_s=connect_s)
+    _flow, err = probe(peer, port, ps, route_only=False, resolve_ms=2000, connect_s=connect_s)
     name = f"connect {port}"
     if err is None:
         return [Check(name, "pass", f"a server at {peer} port {port} accepted the connection")]

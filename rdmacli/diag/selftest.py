@@ -55,10 +55,10 @@ def reaches(src: str, dst: str, timeout_s: float = 3.0) -> str | None:
     """Why `src` cannot reach `dst` over RDMA, or None if it can: a connection request to a
     port nobody listens on must be answered (REJECTED, nothing listening). A resolved address
     alone proves nothing: a cached neighbour resolves while the packets are dropped."""
-    from rdmacli.diag.doctor import _probe
+    from rdmacli.diag.doctor import probe
     from rdmacli.rdma.constants import PS_TCP
 
-    _flow, err = _probe(
+    _flow, err = probe(
         dst, PROBE_PORT, PS_TCP, route_only=False, resolve_ms=1500, connect_s=timeout_s, src=src
     )
     if err is None or err.details.get("event") == "REJECTED":

@@ -19,6 +19,10 @@ from rdmacli.rdma.cm import RdmaCallError
 # ends a wait for a person (a multicast receiver waits for its sender without an idle deadline).
 DATA, WAIT_FOR_PEER = "data", "wait for sender"
 MAX_WINDOW = 4096  # outstanding work requests per queue, at most (and never past the device's)
+MEMLOCK_HINT = (
+    "raise the locked-memory limit (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service, "
+    "--ulimit memlock=-1 for a container)"
+)
 
 
 class Connection:
@@ -238,8 +242,7 @@ def memlock_error(step: str, exc: RdmaCallError, size: int) -> RdmacliError:
     return RdmacliError(
         f"{step}: {exc}: registering {size} bytes ({size / 2**20:.1f} MiB) with the locked-memory "
         f"limit (RLIMIT_MEMLOCK) at {limit}",
-        hint="raise it (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service, "
-        "--ulimit memlock=-1 for a container) or use a smaller -S",
+        hint=MEMLOCK_HINT + " or use a smaller -S",
         exit_code=ExitCode.ENVIRONMENT,
         details={"step": step, "call": exc.call, "size_bytes": size, "memlock": limit},
     )

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from rdmacli.engine.conn import Connection
+from rdmacli.engine.conn import MEMLOCK_HINT, Connection
 from rdmacli.engine.loop import DeadlineExpired, Loop
 from rdmacli.engine.protocol import Protocol
 from rdmacli.engine.status import ERRNO_ADVICE, event_error, short_status
@@ -53,12 +53,11 @@ class Options:
 
 def call_error(step: str, exc: RdmaCallError, where: str) -> RdmacliError:
     code = ExitCode.RESOLVE if "resolve" in exc.call or "bind" in exc.call else ExitCode.FAILED
-    if exc.call in ("ibv_reg_mr", "ibv_create_cq", "rdma_create_qp") and exc.errno == 12:
+    if exc.call in ("ibv_create_cq", "rdma_create_qp") and exc.errno == 12:  # MRs: Connection.reg
         return RdmacliError(
             f"{step}: {exc} [{where}]",
             exit_code=ExitCode.ENVIRONMENT,
-            hint="locked memory is limited (RLIMIT_MEMLOCK); raise it with "
-            "`ulimit -l unlimited` or LimitMEMLOCK=infinity",
+            hint=f"locked memory is limited (RLIMIT_MEMLOCK): {MEMLOCK_HINT}",
         )
     return RdmacliError(
         f"{step}: {exc} [{where}]",
