@@ -8,7 +8,7 @@ LAB    := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv test unit lint lab-test lab-shell-test demo bench docs install clean
+.PHONY: deps venv test unit lint lab-test lab-shell-test demo bench profile docs install clean
 
 deps:
 	@scripts/bootstrap
@@ -41,7 +41,11 @@ demo: venv
 
 # Benchmarks: rdmacli and the C tools side by side in one lab boot (not part of `make test`).
 bench: venv
-	$(LAB) sh -c 'cd benchmarks && $(CURDIR)/$(BIN)/python bench_connect.py && $(CURDIR)/$(BIN)/python bench_ping.py && $(CURDIR)/$(BIN)/python bench_ud.py'
+	$(LAB) sh -c 'cd benchmarks && $(CURDIR)/$(BIN)/python bench.py'
+
+# cProfile of `rdmacli connect -c 128` against ucmatose, in the lab
+profile: venv
+	$(LAB) sh -c 'cd benchmarks && $(CURDIR)/$(BIN)/python profile_connect.py 128'
 
 # Regenerate man/ and completions/ from the click tree (a unit test fails when they are stale).
 docs: venv

@@ -31,7 +31,7 @@ class ActiveFlow(Flow):
     def run(self) -> None:
         for i in range(self.n):
             self.start(i)
-        self.run_loop(lambda: not self.restarting and all(c.finished for c in self.all_conns))
+        self.run_loop(lambda: not self.restarting and self.all_finished())
 
     def start(self, index: int) -> None:
         """Create connection `index`'s id and start resolving (the first step of rdma_cm(7))."""
@@ -89,6 +89,7 @@ class ClientFlow(ActiveFlow):
         conn.teardown()
         self.conns.pop(conn.cm.key, None)
         self.all_conns.remove(conn)
+        self._first_open = 0
         self.restarting.add(conn.index)
 
         def again() -> None:

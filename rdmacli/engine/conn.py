@@ -66,6 +66,8 @@ class Connection:
     def expect(self, phase: str, seconds: float | None) -> None:
         self.phase = phase
         self.deadline = time.monotonic() + seconds if seconds else None
+        if self.deadline is not None:
+            self.flow.note_deadline(self.deadline, f"{phase} on connection {self.index}")
 
     def progress(self) -> None:
         """Data moved: push the idle deadline out (and end a wait for the peer's first data)."""
@@ -166,8 +168,8 @@ class Connection:
     def post_send(self, wr_id: int, mr, offset: int, length: int, **kw) -> None:
         self.backend.post_send(self.cm.qp, wr_id, mr, offset, length, **kw)
 
-    def post_recv(self, wr_id: int, mr, offset: int = 0, length: int | None = None) -> None:
-        self.backend.post_recv(self.cm.qp, wr_id, mr, offset, length)
+    def post_recv(self, wr_id: int, mr, offset: int = 0, length: int | None = None, *, n: int = 1) -> None:
+        self.backend.post_recv(self.cm.qp, wr_id, mr, offset, length, n=n)
 
     # -- ending --------------------------------------------------------------------------------
     def disconnect(self) -> None:

@@ -101,6 +101,8 @@ class Flow:
         self.deadline_all = (self.t0 + self.timeouts.overall_s) if self.timeouts.overall_s else None
         self.closed = False
         self.stopping = False  # set by stop(), possibly from another thread
+        self._first_open = 0  # all_conns before this index are finished (all_finished)
+        self._soonest: tuple[float, str] | None = None  # a lower bound of nearest_deadline()
 
     # -- observation ---------------------------------------------------------------------------
     def emit(self, rec: dict) -> None:
@@ -254,12 +256,32 @@ class Flow:
     def on_finished(self, conn: Connection) -> None:
         """Hook: a connection finished (well or not)."""
 
+    def all_finished(self) -> bool:
+        """Every connection finished: a cursor over all_conns keeps each loop turn O(1)."""
+        conns, i = self.all_conns, min(self._first_open, len(self.all_conns))
+        while i < len(conns) and conns[i].finished:
+            i += 1
+        self._first_open = i
+        return i == len(conns)
+
     # -- deadlines -----------------------------------------------------------------------------
+    def note_deadline(self, when: float, what: str) -> None:
+        """A connection set a deadline: keep the cached bound at or before it."""
+        if self._soonest is not None and when < self._soonest[0]:
+            self._soonest = (when, what)
+
     def nearest_deadline(self) -> tuple[float, str] | None:
+        """The nearest deadline of the run. Scanning every connection on every loop turn made
+        setup quadratic in connections: the scan result is kept as a lower bound (kept low by
+        note_deadline), and the scan is redone only once that bound has passed."""
+        soonest = self._soonest
+        if soonest is not None and soonest[0] > time.monotonic():
+            return soonest
         best = (self.deadline_all, "the overall --timeout") if self.deadline_all else None
         for conn in self.conns.values():
             if not conn.finished and conn.deadline and (best is None or conn.deadline < best[0]):
                 best = (conn.deadline, f"{conn.phase} on connection {conn.index}")
+        self._soonest = best
         return best
 
     def on_conn_deadline(self, conn: Connection, hint: str | None) -> None:

@@ -59,7 +59,7 @@ class ServerFlow(Flow):
         return (
             self.max_clients is not None
             and len(self.finished_conns) + self.rejected >= self.max_clients
-            and all(c.finished for c in self.all_conns)
+            and self.all_finished()
         )
 
     def nearest_deadline(self) -> tuple[float, str] | None:

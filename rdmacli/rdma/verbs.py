@@ -96,7 +96,10 @@ class CQ:
             raise RdmaCallError("ibv_create_cq", f.errno)
         self.ptr = cq
         self.unacked = 0
-        self._wc = f.new("struct ibv_wc[]", 16)
+        self._wc = f.new("struct ibv_wc[]", self.POLL_BATCH)
+        self._poll_cq = cq.context.ops.poll_cq
+
+    POLL_BATCH = 32
 
     ACK_BATCH = 32  # ibv_ack_cq_events takes a mutex: acknowledge completion events in batches
 
@@ -111,13 +114,15 @@ class CQ:
         check(self.ptr.context.ops.req_notify_cq(self.ptr, 0), "ibv_req_notify_cq")
 
     def poll(self) -> list[WorkCompletion]:
-        n = self.ptr.context.ops.poll_cq(self.ptr, 16, self._wc)
+        """Up to POLL_BATCH completions. A completion's `raw` points into this CQ's own array:
+        valid until the next poll (long enough for ibv_create_ah_from_wc in its handler)."""
+        wcs = self._wc
+        n = self._poll_cq(self.ptr, self.POLL_BATCH, wcs)
         if n < 0:
             raise RdmaCallError("ibv_poll_cq", _errno.EIO)
         out = []
         for i in range(n):
-            wc = self._wc[i]
-            raw = ffi().new("struct ibv_wc *", wc)
+            wc = wcs[i]
             out.append(
                 WorkCompletion(
                     wr_id=wc.wr_id,
@@ -127,7 +132,7 @@ class CQ:
                     imm_data=socket.ntohl(wc.imm_data) if wc.wc_flags & C.WC_WITH_IMM else None,
                     qp_num=wc.qp_num,
                     src_qp=wc.src_qp,
-                    raw=raw,
+                    raw=wcs + i,
                 )
             )
         return out
@@ -152,14 +157,8 @@ class MR:
         if mr == f.NULL:
             raise RdmaCallError("ibv_reg_mr", f.errno)
         self.ptr = mr
-
-    @property
-    def addr(self) -> int:
-        return int(ffi().cast("uintptr_t", self.buf))
-
-    @property
-    def lkey(self) -> int:
-        return self.ptr.lkey
+        self.addr = int(f.cast("uintptr_t", self.buf))
+        self.lkey = mr.lkey
 
     @property
     def rkey(self) -> int:
@@ -177,12 +176,6 @@ class MR:
     def write(self, data: bytes, offset: int = 0) -> None:
         self._bounds(offset, len(data))
         ffi().memmove(self.buf + offset, data, len(data))
-
-    def sge(self, offset: int, length: int):
-        self._bounds(offset, length)
-        s = ffi().new("struct ibv_sge *")
-        s.addr, s.length, s.lkey = self.addr + offset, length, self.lkey
-        return s
 
     def dereg(self) -> None:
         if self.ptr is not None:
@@ -218,14 +211,21 @@ class AH:
             self.ptr = None
 
 
-def post_recv(qp, wr_id: int, mr: MR, offset: int = 0, length: int | None = None) -> None:
+def post_recv(qp, wr_id: int, mr: MR, offset: int = 0, length: int | None = None, *, n: int = 1) -> None:
+    """Post n receives of the same buffer, chained into one ibv_post_recv call."""
     f = ffi()
     length = mr.length - offset if length is None else length
-    sge = mr.sge(offset, length)
-    wr = f.new("struct ibv_recv_wr *")
-    wr.wr_id, wr.sg_list, wr.num_sge = wr_id, sge, 1
-    bad = f.new("struct ibv_recv_wr **")
-    rc = qp.context.ops.post_recv(qp, wr, bad)
+    mr._bounds(offset, length)
+    sges = f.new("struct ibv_sge[]", n)
+    wrs = f.new("struct ibv_recv_wr[]", n)
+    addr, lkey = mr.addr + offset, mr.lkey
+    for i in range(n):
+        sge, wr = sges[i], wrs[i]
+        sge.addr, sge.length, sge.lkey = addr, length, lkey
+        wr.wr_id, wr.sg_list, wr.num_sge = wr_id, sges + i, 1
+        if i + 1 < n:
+            wr.next = wrs + i + 1
+    rc = qp.context.ops.post_recv(qp, wrs, f.new("struct ibv_recv_wr **"))
     if rc:
         raise RdmaCallError("ibv_post_recv", rc)
 
@@ -237,6 +237,7 @@ def post_send(
     offset: int,
     length: int,
     *,
+    n: int = 1,
     opcode: int = C.WR_SEND,
     signaled: bool = True,
     imm: int | None = None,
@@ -246,19 +247,31 @@ def post_send(
     remote_qpn: int = 0,
     remote_qkey: int = 0,
 ) -> None:
+    """Post n identical sends chained into one ibv_post_send call (one doorbell); `signaled`
+    asks for a completion of the last (a QP made with sq_sig_all signals every one)."""
     f = ffi()
-    wr = f.new("struct ibv_send_wr *")
-    sge = mr.sge(offset, length) if length else f.NULL
-    wr.wr_id, wr.sg_list, wr.num_sge = wr_id, sge, 1 if length else 0
-    wr.opcode = opcode
-    wr.send_flags = C.SEND_SIGNALED if signaled else 0
-    if imm is not None:
-        wr.imm_data = socket.htonl(imm)
-    if remote_addr is not None:
-        wr.wr.rdma.remote_addr, wr.wr.rdma.rkey = remote_addr, rkey
-    if ah is not None:
-        wr.wr.ud.ah, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey = ah, remote_qpn, remote_qkey
-    bad = f.new("struct ibv_send_wr **")
-    rc = qp.context.ops.post_send(qp, wr, bad)
+    if length:
+        mr._bounds(offset, length)
+    wrs = f.new("struct ibv_send_wr[]", n)
+    sge = f.new("struct ibv_sge *")
+    if length:
+        sge.addr, sge.length, sge.lkey = mr.addr + offset, length, mr.lkey
+    imm_be = socket.htonl(imm) if imm is not None else None
+    for i in range(n):
+        wr = wrs[i]
+        wr.wr_id, wr.opcode = wr_id, opcode
+        if length:
+            wr.sg_list, wr.num_sge = sge, 1
+        if signaled and i == n - 1:
+            wr.send_flags = C.SEND_SIGNALED
+        if imm_be is not None:
+            wr.imm_data = imm_be
+        if remote_addr is not None:
+            wr.wr.rdma.remote_addr, wr.wr.rdma.rkey = remote_addr, rkey
+        if ah is not None:
+            wr.wr.ud.ah, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey = ah, remote_qpn, remote_qkey
+        if i + 1 < n:
+            wr.next = wrs + i + 1
+    rc = qp.context.ops.post_send(qp, wrs, f.new("struct ibv_send_wr **"))
     if rc:
         raise RdmaCallError("ibv_post_send", rc)

@@ -351,26 +351,21 @@ class FakeBackend:
     def local_cause(self, device, port, ip):
         return self.cause  # set by a test: what sysfs would say about this host
 
-    def post_recv(self, qp, wr_id, mr, offset=0, length=None):
+    def post_recv(self, qp, wr_id, mr, offset=0, length=None, *, n=1):
         length = mr.length - offset if length is None else length
         mr._bounds(offset, length)
-        qp.cm.recvs.append((wr_id, mr, offset, length))
+        qp.cm.recvs.extend([(wr_id, mr, offset, length)] * n)
 
-    def post_send(self, qp, wr_id, mr, offset, length, *, opcode=C.WR_SEND, **kw):
+    def post_send(self, qp, wr_id, mr, offset, length, *, opcode=C.WR_SEND, n=1, **kw):
+        """n chained sends: each is recorded (and seen by on_send); one completion, the last's."""
         if length:
             mr._bounds(offset, length)
-        wr = {
-            "cm": qp.cm,
-            "wr_id": wr_id,
-            "mr": mr,
-            "offset": offset,
-            "length": length,
-            "opcode": opcode,
-            **kw,
-        }
-        self.sends.append(wr)
-        if self.on_send is not None:
-            self.on_send(qp.cm, wr)
+        for _ in range(n):
+            wr = {"cm": qp.cm, "wr_id": wr_id, "mr": mr, "offset": offset, "length": length, "opcode": opcode}
+            wr.update(kw)
+            self.sends.append(wr)
+            if self.on_send is not None:
+                self.on_send(qp.cm, wr)
         if self.auto_complete_sends:
             self.cqs[qp.cm.key].complete(wc(wr_id, WC_OPCODE[opcode], byte_len=length))
 

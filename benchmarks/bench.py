@@ -1,0 +1,252 @@
+"""rdmacli against the C tools, like for like, in one lab boot (`make bench`).
+
+Every figure is the wall time of the client process, for both tools, against the same C server,
+median of RUNS runs (the tools alternate, so drift hits both). The marginal cost of one unit of
+work (a connection, a ping, a datagram) is (T(big) - T(small)) / (big - small): process
+start-up and one-time setup cancel out, and are shown on their own row ("fixed": the
+intercept T(small) - small x marginal). Ratios are rdmacli / C; below 1.0 rdmacli is faster.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+from _lab import (
+    CLIENT,
+    CONNECT_PORT,
+    PING_PORT,
+    RDMACLI,
+    SERVER,
+    median,
+    server,
+    stop,
+    timed,
+    wait_listener,
+    wait_no_listener,
+)
+
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+UD_PORT = 7174
+GROUP = "239.77.0.9"
+
+
+def ms(x: float | None) -> str:
+    return "failed" if x is None else (f"{x * 1e3:.1f} ms" if x >= 0.01 else f"{x * 1e6:.0f} µs")
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or b <= 0 else f"{a / b:.2f}x"
+
+
+def with_server(srv_cmd: list[str], port: int | None, client: list[str], settle: float = 0.0):
+    srv = server(srv_cmd)
+    if port is not None:
+        wait_listener(port)
+    else:
+        time.sleep(settle)
+    wall, _ = timed(client)
+    stop(srv, timeout=30)
+    if port is not None:
+        wait_no_listener(port)
+    return wall
+
+
+def sweep(sizes, c_run, r_run) -> dict[int, tuple[float | None, float | None]]:
+    """Median wall time per size for the C tool and rdmacli, alternating runs."""
+    out = {}
+    for n in sizes:
+        cs, rs = [], []
+        for _ in range(RUNS):
+            cs.append(c_run(n))
+            rs.append(r_run(n))
+        out[n] = (median(cs), median(rs))
+    return out
+
+
+def marginal(t: dict, small: int, big: int, i: int) -> float | None:
+    a, b = t[small][i], t[big][i]
+    return None if a is None or b is None else (b - a) / (big - small)
+
+
+def report(title: str, unit: str, c_name: str, t: dict, pairs: list[tuple[int, int]]) -> list[str]:
+    lines = [title, f"  {'':<28} {c_name:>12} {'rdmacli':>12} {'ratio':>8}"]
+    for n, (c, r) in t.items():
+        lines.append(f"  {f'T({n}) wall':<28} {ms(c):>12} {ms(r):>12} {ratio(r, c):>8}")
+    for small, big in pairs:
+        mc, mr = marginal(t, small, big, 0), marginal(t, small, big, 1)
+        lines.append(
+            f"  {f'marginal per {unit} {small}->{big}':<28} {ms(mc):>12} {ms(mr):>12} {ratio(mr, mc):>8}"
+        )
+    small, big = pairs[0]
+    fixed = []
+    for i in (0, 1):
+        m = marginal(t, small, big, i)
+        fixed.append(None if m is None or t[small][i] is None else t[small][i] - small * m)
+    label = "fixed (start-up + setup)"
+    lines.append(f"  {label:<28} {ms(fixed[0]):>12} {ms(fixed[1]):>12} {ratio(fixed[1], fixed[0]):>8}")
+    return lines
+
+
+# -- the four protocols ---------------------------------------------------------------------------
+def connect() -> list[str]:
+    sizes = (1, 8, 32, 128)
+
+    def c_run(n):
+        return with_server(
+            ["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"],
+            CONNECT_PORT,
+            ["ucmatose", "-s", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10"],
+        )
+
+    def r_run(n):
+        return with_server(
+            ["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"],
+            CONNECT_PORT,
+            [*RDMACLI, "connect", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10", "--json"],
+        )
+
+    t = sweep(sizes, c_run, r_run)
+    return report(
+        f"connect: N connections x 10 messages each way against `ucmatose -c N` (median of {RUNS})",
+        "conn",
+        "ucmatose",
+        t,
+        [(1, 8), (1, 32), (1, 128)],
+    )
+
+
+def ping() -> list[str]:
+    def run(cmd):
+        return lambda n: with_server(["rping", "-s", "-a", SERVER], PING_PORT, cmd(n))
+
+    t = sweep(
+        (10, 1010),
+        run(lambda n: ["rping", "-c", "-a", SERVER, "-I", CLIENT, "-C", str(n)]),
+        run(lambda n: [*RDMACLI, "ping", SERVER, "-I", CLIENT, "-C", str(n), "--json"]),
+    )
+    return report(
+        f"ping: N pings of 64 bytes against `rping -s` (median of {RUNS})", "ping", "rping", t, [(10, 1010)]
+    )
+
+
+def ud() -> list[str]:
+    def run(cmd):
+        # a UD listener has no LISTEN cm_id state to wait for: udaddy starts in well under 1 s
+        return lambda n: with_server(["udaddy", "-b", SERVER, "-C", str(n)], None, cmd(n), settle=1.5)
+
+    t = sweep(
+        (10, 1010),
+        run(lambda n: ["udaddy", "-s", SERVER, "-b", CLIENT, "-C", str(n)]),
+        run(lambda n: [*RDMACLI, "connect", "--ud", SERVER, "-b", CLIENT, "-C", str(n), "--json"]),
+    )
+    return report(
+        f"ud: N datagrams of 100 bytes each way against `udaddy -C N` (median of {RUNS})",
+        "datagram",
+        "udaddy",
+        t,
+        [(10, 1010)],
+    )
+
+
+def mcast() -> list[str]:
+    """Senders only (UD multicast has no flow control: a sender never waits for receivers); one
+    rdmacli receiver joined throughout so the group has a member. mckey's sender sleeps 3 s after
+    joining, a constant that cancels in the marginal cost."""
+    rx = subprocess.Popen(
+        [*RDMACLI, "mcast", GROUP, "-b", SERVER, "-C", "1000000", "--timeout", "900", "--json-lines"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    for line in rx.stdout:
+        if '"joined"' in line:
+            break
+    try:
+        t = sweep(
+            (10, 5010),
+            lambda n: timed(["mckey", "-m", GROUP, "-s", "-b", CLIENT, "-C", str(n)])[0],
+            lambda n: timed([*RDMACLI, "mcast", GROUP, "--send", "-b", CLIENT, "-C", str(n), "--json"])[0],
+        )
+    finally:
+        rx.terminate()
+        rx.wait(timeout=60)
+    return report(
+        f"mcast: a sender of N datagrams of 100 bytes, `mckey -s` (median of {RUNS})",
+        "datagram",
+        "mckey",
+        t,
+        [(10, 5010)],
+    )
+
+
+# -- step timings against cmtime -------------------------------------------------------------------
+CMTIME_ROW = re.compile(r"^(\w[\w ]*?)\s*:\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+STEP_NAMES = {"connect": "cm connect", "destroy": "destroy id"}
+
+
+def steps(n: int = 32) -> list[str]:
+    """cmtime (v44) runs each step for all connections in lockstep and prints phase wall time per
+    connection; rdmacli runs connections concurrently and times each connection's step (avg)."""
+    import json
+
+    srv = server(["cmtime", "-b", SERVER])
+    wait_listener(CONNECT_PORT)
+    c_wall, c_out = timed(["cmtime", "-s", SERVER, "-b", CLIENT, "-c", str(n)])
+    r_wall, r_out = timed([*RDMACLI, "events", SERVER, "-b", CLIENT, "-c", str(n), "--json"])
+    srv.kill()
+    srv.wait()
+    wait_no_listener(CONNECT_PORT)
+    c_steps = {}
+    for line in c_out.splitlines():
+        m = CMTIME_ROW.match(line.strip())
+        if m:
+            c_steps[STEP_NAMES.get(m.group(1).strip(), m.group(1).strip())] = float(m.group(5))
+    r_steps = {}
+    if r_out:
+        for name, s in (json.loads(r_out).get("steps_us") or {}).items():
+            r_steps[name] = s.get("avg_us") if isinstance(s, dict) else s
+    lines = [
+        f"steps: {n} connections set up and torn down, `cmtime -c {n}` vs `rdmacli events -c {n}`",
+        f"  {'step':<16} {'cmtime us/conn':>15} {'rdmacli avg us':>15}",
+    ]
+    for name in dict.fromkeys([*c_steps, *r_steps]):
+        c, r = c_steps.get(name), r_steps.get(name)
+        lines.append(
+            f"  {name:<16} {'-' if c is None else f'{c:.0f}':>15} {'-' if r is None else f'{r:.0f}':>15}"
+        )
+    lines.append(
+        f"  {'whole run (wall)':<16} {ms(c_wall):>15} {ms(r_wall):>15}   ratio {ratio(r_wall, c_wall)}"
+    )
+    return lines
+
+
+def startup() -> list[str]:
+    walls = {}
+    for label, cmd in (
+        ("rdmacli --version", [*RDMACLI, "--version"]),
+        ("rdmacli --help", [*RDMACLI, "--help"]),
+        ("python -c pass", [sys.executable, "-c", "pass"]),
+        ("ucmatose -h (C)", ["sh", "-c", "ucmatose -h >/dev/null 2>&1; true"]),
+    ):
+        walls[label] = median([timed(cmd)[0] for _ in range(RUNS)])
+    return [f"start-up: one process, wall (median of {RUNS})"] + [
+        f"  {k:<28} {ms(v):>12}" for k, v in walls.items()
+    ]
+
+
+def main() -> None:
+    only = sys.argv[1:] or ["startup", "connect", "ping", "ud", "mcast", "steps"]
+    # warm-up: ARP and neighbour caches, page cache for both tools
+    with_server(["ucmatose", "-b", SERVER], CONNECT_PORT, ["ucmatose", "-s", SERVER, "-b", CLIENT])
+    for name in only:
+        for line in globals()[name]():
+            print(line, flush=True)
+        print(flush=True)
+
+
+if __name__ == "__main__":
+    main()
