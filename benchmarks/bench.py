@@ -200,27 +200,29 @@ def steps(n: int = 32) -> list[str]:
     srv.kill()
     srv.wait()
     wait_no_listener(CONNECT_PORT)
-    c_steps = {}
+    c_steps = {}  # step -> (phase wall us per connection, -)
     for line in c_out.splitlines():
         m = CMTIME_ROW.match(line.strip())
         if m:
             c_steps[STEP_NAMES.get(m.group(1).strip(), m.group(1).strip())] = float(m.group(5))
-    r_steps = {}
+    r_steps = {}  # step -> (span of the step over all connections / n, average per connection)
     if r_out:
-        for name, s in (json.loads(r_out).get("steps_us") or {}).items():
-            r_steps[name] = s.get("avg_us") if isinstance(s, dict) else s
+        for row in json.loads(r_out).get("steps_us") or []:
+            r_steps[row["step"]] = (row["total_us"] / max(row["count"], 1), row["avg_us"])
     lines = [
         f"steps: {n} connections set up and torn down, `cmtime -c {n}` vs `rdmacli events -c {n}`",
-        f"  {'step':<16} {'cmtime us/conn':>15} {'rdmacli avg us':>15}",
+        "  us/conn = the step's span over all connections / connections (cmtime's column);",
+        "  avg = one connection's own time in the step (rdmacli runs connections concurrently)",
+        f"  {'step':<16} {'cmtime us/conn':>15} {'rdmacli us/conn':>16} {'ratio':>7} {'rdmacli avg':>12}",
     ]
     for name in dict.fromkeys([*c_steps, *r_steps]):
-        c, r = c_steps.get(name), r_steps.get(name)
+        c = c_steps.get(name)
+        r, avg = r_steps.get(name, (None, None))
         lines.append(
-            f"  {name:<16} {'-' if c is None else f'{c:.0f}':>15} {'-' if r is None else f'{r:.0f}':>15}"
+            f"  {name:<16} {'-' if c is None else f'{c:.0f}':>15} {'-' if r is None else f'{r:.0f}':>16}"
+            f" {ratio(r, c):>7} {'-' if avg is None else f'{avg:.0f}':>12}"
         )
-    lines.append(
-        f"  {'whole run (wall)':<16} {ms(c_wall):>15} {ms(r_wall):>15}   ratio {ratio(r_wall, c_wall)}"
-    )
+    lines.append(f"  {'whole run (wall)':<16} {ms(c_wall):>15} {ms(r_wall):>16} {ratio(r_wall, c_wall):>7}")
     return lines
 
 

@@ -1,19 +1,16 @@
 """Entry point; checks the third-party imports so a broken install gives advice, not a traceback."""
 
+import importlib.util
 import sys
 
 
 def main() -> None:
     try:
         import click
-        import rich  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
-        name = exc.name or "a dependency"
-        sys.stderr.write(
-            f"rdmacli: cannot import {name}: {exc}\n"
-            f"hint: install it with `pip install {name}` (or reinstall rdmacli: `pip install rdmacli`)\n"
-        )
-        sys.exit(3)
+    except ImportError:  # pragma: no cover - exercised by a subprocess test
+        missing("click")
+    if importlib.util.find_spec("rich") is None:  # looked up, not imported: --help stays light
+        missing("rich")
     from rdmacli.cli import cli
 
     try:
@@ -27,6 +24,14 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         sys.exit(130)
+
+
+def missing(name: str) -> None:
+    sys.stderr.write(
+        f"rdmacli: cannot import {name}: No module named '{name}'\n"
+        f"hint: install it with `pip install {name}` (or reinstall rdmacli: `pip install rdmacli`)\n"
+    )
+    sys.exit(3)
 
 
 def usage_json(exc) -> None:

@@ -1,0 +1,48 @@
+"""The round-robin schedule every agent computes for itself: no controller hands out pairs.
+
+Circle method: with m = N rounded up to even, node m-1 stays put and the others turn around it;
+in round r (0 <= r < m-1) node x < m-1 meets (2r - x) mod (m-1), and the node that would meet
+itself meets m-1 (a bye when N is odd). So every pair meets exactly once in m-1 rounds, and no
+node is in two tests at once. O(1) per lookup: a node of a 1000-node run never builds the table.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def round_count(n: int) -> int:
+    return n - 1 if n % 2 == 0 else n
+
+
+def partner(rank: int, rnd: int, n: int) -> int | None:
+    """Whom `rank` meets in round `rnd` of an n-node mesh (None: a bye)."""
+    m = n + (n % 2)
+    k = m - 1
+    if rank == k:
+        p = rnd % k
+    else:
+        p = (2 * rnd - rank) % k
+        if p == rank:
+            p = k
+    return None if p >= n else p
+
+
+def rounds_for(n: int, quick: bool = False) -> list[int]:
+    """The rounds that are run: all of them, or with quick about log2(n) spread evenly (each
+    node then meets that many partners at spread distances, enough to tell a node from a link)."""
+    total = round_count(n)
+    if not quick or n <= 4:
+        return list(range(total))
+    want = min(total, max(2, math.ceil(math.log2(n))))
+    return sorted({(i * total) // want for i in range(want)})
+
+
+def pairs(n: int, rnd: int) -> list[tuple[int, int]]:
+    """The disjoint pairs (low, high) of one round."""
+    out = []
+    for x in range(n):
+        p = partner(x, rnd, n)
+        if p is not None and x < p:
+            out.append((x, p))
+    return out

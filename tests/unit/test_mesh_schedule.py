@@ -1,0 +1,51 @@
+"""The mesh schedule: every pair exactly once, nobody twice in a round, for N = 2..1000."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from rdmacli.mesh.schedule import pairs, partner, round_count, rounds_for
+
+# every N up to 160, then a spread of even and odd sizes up to 1000 (each N costs N^2)
+SIZES = [*range(2, 161), 255, 256, 257, 500, 511, 512, 513, 777, 998, 999, 1000]
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_every_pair_meets_exactly_once_and_nobody_twice_in_a_round(n):
+    seen = bytearray(n * n)
+    for rnd in range(round_count(n)):
+        busy = bytearray(n)
+        for x in range(n):
+            p = partner(x, rnd, n)
+            if p is None:
+                assert n % 2 == 1  # a bye only when N is odd
+                continue
+            assert p != x and partner(p, rnd, n) == x  # a pair, seen the same way from both ends
+            assert not busy[x]
+            busy[x] = 1
+            if x < p:
+                assert not seen[x * n + p], (x, p)
+                seen[x * n + p] = 1
+    assert sum(seen) == n * (n - 1) // 2
+
+
+def test_round_pairs_are_disjoint_and_the_counts_are_right():
+    assert round_count(8) == 7 and round_count(7) == 7
+    for n in (2, 3, 8, 9):
+        for rnd in range(round_count(n)):
+            nodes = list(itertools.chain.from_iterable(pairs(n, rnd)))
+            assert len(nodes) == len(set(nodes)) == n - (n % 2)
+
+
+@pytest.mark.parametrize("n", [2, 5, 8, 16, 64, 1000])
+def test_quick_runs_about_log2_rounds_each_a_full_round(n):
+    rounds = rounds_for(n, quick=True)
+    assert len(rounds) == len(set(rounds)) and all(0 <= r < round_count(n) for r in rounds)
+    if n > 4:
+        assert len(rounds) <= max(2, (n - 1).bit_length())
+        partners = {partner(0, r, n) for r in rounds}
+        assert len(partners) == len(rounds)  # distinct partners for every node
+    else:
+        assert rounds == list(range(round_count(n)))

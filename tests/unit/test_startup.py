@@ -1,0 +1,36 @@
+"""Start-up: --version and --help import click and rdmacli's command table, nothing more.
+
+Under TCG a Python process takes seconds to start; every import rdmacli adds is paid by every
+lab test and every scripted call. `python -X importtime` lists what a run imported.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+OWN_ALLOWED = {"rdmacli", "rdmacli.__main__", "rdmacli.cli"}
+
+
+def imported(*args: str) -> set[str]:
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "rdmacli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    names = set()
+    for line in r.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("connect", "--help")])
+def test_version_and_help_import_nothing_beyond_click(args):
+    names = imported(*args)
+    assert "click" in names
+    heavy = {n for n in names if n.split(".")[0] in ("rich", "cffi", "_cffi_backend", "pyverbs", "ClusterShell")}
+    assert not heavy, heavy
+    if args[0] != "connect":
+        assert {n for n in names if n.startswith("rdmacli")} <= OWN_ALLOWED
