@@ -231,6 +231,8 @@ def startup() -> list[str]:
     for label, cmd in (
         ("rdmacli --version", [*RDMACLI, "--version"]),
         ("rdmacli --help", [*RDMACLI, "--help"]),
+        ("rdmacli --version, no .pyc", ["env", "PYTHONPYCACHEPREFIX=/nonexistent", *RDMACLI, "--version"]),
+        ("connect --help", [*RDMACLI, "connect", "--help"]),
         ("python -c pass", [sys.executable, "-c", "pass"]),
         ("ucmatose -h (C)", ["sh", "-c", "ucmatose -h >/dev/null 2>&1; true"]),
     ):

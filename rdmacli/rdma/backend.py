@@ -39,7 +39,12 @@ class RdmaBackend:
         return verbs.AH.from_wc(cm_id.pd, wc, grh_addr, cm_id.port_num)
 
     def device_limits(self, cm_id: cm.CmId) -> verbs.DeviceLimits | None:
-        return verbs.query_limits(cm_id.verbs)
+        """Asked once per device context, not once per connection."""
+        cache = self.__dict__.setdefault("_limits", {})
+        key = int(verbs.ffi().cast("uintptr_t", cm_id.verbs))
+        if key not in cache:
+            cache[key] = verbs.query_limits(cm_id.verbs)
+        return cache[key]
 
     def local_cause(self, device: str | None, port: int, ip: str | None):
         """What is wrong on this host's side right now (sysfs), or None: see diag.local."""

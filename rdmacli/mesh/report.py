@@ -1,0 +1,189 @@
+"""From the agents' records to a verdict: pairs merged from both ends, short causes, blame.
+
+Each pair is reported by both of its nodes (the listener and the connector). A pair passes when
+both ends say so; otherwise its cause is taken from the end that knows most (a local cause such
+as a port that went down beats the peer's deadline). Blame then tells a bad node (it fails with
+most of its partners) from a bad link (a pair that fails while both its nodes pass elsewhere).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+# Short cause codes for the matrix, most specific first when the two ends disagree.
+CAUSES = {
+    "DOWN": "a local port or netdev is down (the node's own RDMA link)",
+    "ENV": "the node's RDMA environment (no device, memlock, permissions)",
+    "AGENT": "the node's agent did not run or died (launcher, ssh, srun, install)",
+    "ADDR": "address resolution failed (ADDR_ERROR: no route/ARP to the partner)",
+    "ROUTE": "route resolution failed (ROUTE_ERROR)",
+    "UNR": "the partner was unreachable (UNREACHABLE: no answer to the CM request)",
+    "REJ": "the partner rejected the connection (reason in the error)",
+    "NOLSN": "nothing listened at the partner (its agent was late or elsewhere)",
+    "TMO": "a deadline expired (the partner never came, or stopped answering)",
+    "FAIL": "the data exchange failed (work completion error, loss, early disconnect)",
+    "MISS": "no report from either end (the run ended first)",
+}
+PRIORITY = ["DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "FAIL", "NOLSN", "TMO", "MISS"]
+
+
+def cause_of(error: dict | None) -> str | None:
+    """A short cause code for an error dict of a summary (RdmacliError.to_dict)."""
+    if not error:
+        return None
+    msg = (error.get("message") or "").lower()
+    code = error.get("exit_code")
+    if error.get("cause") in CAUSES:
+        return error["cause"]
+    if error.get("local_cause"):
+        return "DOWN"
+    if code == 3:
+        return "ENV"
+    if code == 4:
+        return "ROUTE" if "route" in (error.get("step") or msg) else "ADDR"
+    if error.get("event") == "UNREACHABLE" or "unreachable" in msg:
+        return "UNR"
+    if "nothing is listening" in msg:
+        return "NOLSN"
+    if code == 5:
+        return "REJ"
+    if code == 6:
+        return "TMO"
+    return "FAIL"
+
+
+@dataclass
+class Pair:
+    a: int
+    b: int
+    round: int
+    reports: dict = field(default_factory=dict)  # "listen"/"connect" -> the agent's pair record
+
+    @property
+    def result(self) -> str:
+        if not self.reports:
+            return "missing"
+        return "pass" if all(r.get("result") == "pass" for r in self.reports.values()) else "fail"
+
+    def error(self) -> dict | None:
+        """The most telling error of the two ends, with its cause code and which end said it."""
+        errs = []
+        for side, r in self.reports.items():
+            if r.get("result") != "pass" and r.get("error"):
+                e = dict(r["error"])
+                e["cause"] = cause_of(e)
+                e["reported_by"] = r.get("rank")
+                e["side"] = side
+                errs.append(e)
+        if not errs:
+            if self.result == "missing":
+                return {"cause": "MISS", "message": "neither node reported this pair", "exit_code": 6}
+            return None
+        return min(errs, key=lambda e: PRIORITY.index(e["cause"]) if e["cause"] in PRIORITY else 99)
+
+    @property
+    def cause(self) -> str | None:
+        e = self.error()
+        return e["cause"] if e else None
+
+    def metric(self, key: str):
+        r = self.reports.get("connect") or {}
+        return r.get(key)
+
+    def to_dict(self, names: list[str]) -> dict:
+        d = {
+            "a": names[self.a],
+            "b": names[self.b],
+            "a_rank": self.a,
+            "b_rank": self.b,
+            "round": self.round,
+            "result": self.result,
+            "cause": self.cause,
+            "error": self.error(),
+        }
+        for key in ("setup_us", "rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "steps_us"):
+            d[key] = self.metric(key)
+        return d
+
+
+def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
+    """Bad nodes first, greedily: the node failing with the largest share of its (not yet
+    explained) partners, at least two of them and more than half, explains those failures;
+    repeat. A failing pair left whose nodes both pass elsewhere is a bad link; any other is
+    unexplained (two nodes alone cannot tell a node from a link)."""
+    judged = [p for p in pairs if p.result in ("pass", "fail")]
+    bad: dict[int, dict] = {}
+    while True:
+        best = None
+        for x in range(n):
+            if x in bad:
+                continue
+            mine = [p for p in judged if x in (p.a, p.b) and p.a not in bad and p.b not in bad]
+            failed = [p for p in mine if p.result == "fail"]
+            if len(failed) >= 2 and len(failed) * 2 > len(mine):
+                share = len(failed) / len(mine)
+                if best is None or share > best[0]:
+                    best = (share, x, failed, len(mine))
+        if best is None:
+            break
+        _, x, failed, tested = best
+        causes: dict[str, int] = {}
+        for p in failed:
+            causes[p.cause or "FAIL"] = causes.get(p.cause or "FAIL", 0) + 1
+        bad[x] = {"node": names[x], "rank": x, "failed": len(failed), "tested": tested, "causes": causes}
+    links, unexplained = [], []
+    for p in judged:
+        if p.result != "fail" or p.a in bad or p.b in bad:
+            continue
+        passes_elsewhere = all(
+            any(q.result == "pass" and x in (q.a, q.b) for q in judged) for x in (p.a, p.b)
+        )
+        entry = {"a": names[p.a], "b": names[p.b], "cause": p.cause}
+        (links if passes_elsewhere else unexplained).append(entry)
+    return {"nodes": list(bad.values()), "links": links, "unexplained": unexplained}
+
+
+def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[str]) -> list[dict]:
+    """Per node: pairs passed and failed, and the median of its pairs' p99 latency."""
+    rows = []
+    for x in range(n):
+        mine = [p for p in pairs if x in (p.a, p.b)]
+        p99s = [p.metric("rtt_p99_us") for p in mine if p.result == "pass" and p.metric("rtt_p99_us")]
+        rows.append(
+            {
+                "node": names[x],
+                "rank": x,
+                "address": addresses[x],
+                "passed": sum(p.result == "pass" for p in mine),
+                "failed": sum(p.result == "fail" for p in mine),
+                "missing": sum(p.result == "missing" for p in mine),
+                "p99_us": round(statistics.median(p99s), 1) if p99s else None,
+            }
+        )
+    return rows
+
+
+def compare(baseline: dict, pairs: list[dict], slower_by: float = 1.5) -> list[dict]:
+    """Pairs that started failing or got slower than in an earlier run's summary document."""
+    before = {}
+    for p in (baseline.get("data") or {}).get("pairs") or []:
+        if isinstance(p, dict) and "a" in p and "b" in p:
+            before[frozenset((p["a"], p["b"]))] = p
+    flagged = []
+    for p in pairs:
+        old = before.get(frozenset((p["a"], p["b"])))
+        if old is None:
+            continue
+        if p["result"] == "fail" and old.get("result") == "pass":
+            flagged.append({"a": p["a"], "b": p["b"], "change": "now failing", "cause": p["cause"]})
+            continue
+        for key in ("rtt_p50_us", "rtt_p99_us", "setup_us"):
+            new_v, old_v = p.get(key), old.get(key)
+            if isinstance(new_v, (int, float)) and isinstance(old_v, (int, float)) and old_v > 0:
+                if new_v > old_v * slower_by:
+                    flagged.append(
+                        {"a": p["a"], "b": p["b"], "change": f"{key} {old_v:g} -> {new_v:g}", "cause": None}
+                    )
+                    break
+    return flagged
