@@ -19,6 +19,8 @@ COMMANDS = {
     "doctor": ("rdmacli.cli.doctor", "Diagnose the RDMA setup and the path to a peer, with advice."),
     "selftest": ("rdmacli.cli.selftest", "Smoke-test every protocol on this host, one row each."),
     "lab": ("rdmacli.cli.lab", "Run commands in a disposable Soft-RoCE VM."),
+    "mesh": ("rdmacli.cli.mesh", "Test every pair of many nodes (ssh, srun or exec agents), with blame."),
+    "mesh-agent": ("rdmacli.cli.mesh_agent", "One node's agent of `rdmacli mesh` (started by its launcher)."),
 }
 
 

@@ -114,6 +114,13 @@ def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
     unexplained (two nodes alone cannot tell a node from a link)."""
     judged = [p for p in pairs if p.result in ("pass", "fail")]
     bad: dict[int, dict] = {}
+    # A node that says the fault is its own (its port or netdev down, no device, its agent did
+    # not run) on most of its pairs is bad whatever its partners say.
+    for x in range(n):
+        mine = [p for p in judged if x in (p.a, p.b)]
+        own = [p for p in mine if own_cause(p, x) in LOCAL]
+        if own and len(own) * 2 > len(mine):
+            bad[x] = _bad(names, x, own, len(mine))
     while True:
         best = None
         for x in range(n):
@@ -128,10 +135,7 @@ def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
         if best is None:
             break
         _, x, failed, tested = best
-        causes: dict[str, int] = {}
-        for p in failed:
-            causes[p.cause or "FAIL"] = causes.get(p.cause or "FAIL", 0) + 1
-        bad[x] = {"node": names[x], "rank": x, "failed": len(failed), "tested": tested, "causes": causes}
+        bad[x] = _bad(names, x, failed, tested)
     links, unexplained = [], []
     for p in judged:
         if p.result != "fail" or p.a in bad or p.b in bad:
@@ -142,6 +146,22 @@ def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
         entry = {"a": names[p.a], "b": names[p.b], "cause": p.cause}
         (links if passes_elsewhere else unexplained).append(entry)
     return {"nodes": list(bad.values()), "links": links, "unexplained": unexplained}
+
+
+LOCAL = ("DOWN", "ENV", "AGENT")
+
+
+def own_cause(p: Pair, x: int) -> str | None:
+    """The cause node x itself reported for pair p (its own side of it)."""
+    r = p.reports.get("listen" if x == p.a else "connect")
+    return cause_of(r.get("error")) if r and r.get("result") != "pass" else None
+
+
+def _bad(names: list[str], x: int, failed: list[Pair], tested: int) -> dict:
+    causes: dict[str, int] = {}
+    for p in failed:
+        causes[p.cause or "FAIL"] = causes.get(p.cause or "FAIL", 0) + 1
+    return {"node": names[x], "rank": x, "failed": len(failed), "tested": tested, "causes": causes}
 
 
 def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[str]) -> list[dict]:
@@ -180,10 +200,10 @@ def compare(baseline: dict, pairs: list[dict], slower_by: float = 1.5) -> list[d
             continue
         for key in ("rtt_p50_us", "rtt_p99_us", "setup_us"):
             new_v, old_v = p.get(key), old.get(key)
-            if isinstance(new_v, (int, float)) and isinstance(old_v, (int, float)) and old_v > 0:
-                if new_v > old_v * slower_by:
-                    flagged.append(
-                        {"a": p["a"], "b": p["b"], "change": f"{key} {old_v:g} -> {new_v:g}", "cause": None}
-                    )
-                    break
+            numbers = isinstance(new_v, (int, float)) and isinstance(old_v, (int, float))
+            if numbers and old_v > 0 and new_v > old_v * slower_by:
+                flagged.append(
+                    {"a": p["a"], "b": p["b"], "change": f"{key} {old_v:g} -> {new_v:g}", "cause": None}
+                )
+                break
     return flagged

@@ -1,0 +1,211 @@
+"""`rdmacli mesh NODES`: every pair of nodes tested over RDMA, with blame, on ClusterShell or srun."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from rdmacli.cli.app import json_lines_option, json_option
+from rdmacli.mesh.agent import TESTS
+from rdmacli.mesh.launch import LAUNCHERS
+
+DEFAULT_PORT = 7490
+
+
+@click.command("mesh")
+@click.argument("nodes")
+@click.option(
+    "--launcher",
+    type=click.Choice(LAUNCHERS),
+    default="ssh",
+    show_default=True,
+    help="How agents start: ClusterShell's ssh worker, srun (inside a Slurm allocation), or "
+    "ClusterShell's exec worker (all agents on this machine, one per node address: labs, CI).",
+)
+@click.option(
+    "--test",
+    type=click.Choice(TESTS),
+    default="ping",
+    show_default=True,
+    help="Per pair: ping (setup + latency p50/p99), connect (ucmatose exchange) or ud (udaddy).",
+)
+@click.option(
+    "-C",
+    "--count",
+    type=click.IntRange(1, 100000),
+    default=20,
+    show_default=True,
+    help="Pings (or messages) per pair.",
+)
+@click.option(
+    "-p",
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="RDMA CM port the lower rank of each pair listens on.",
+)
+@click.option(
+    "--quick", is_flag=True, help="About log2(N) rounds instead of N-1: each node meets that many partners."
+)
+@click.option(
+    "--round-time",
+    type=click.FloatRange(0.5, 3600),
+    default=3.0,
+    show_default=True,
+    help="Seconds per round: every pair's deadline. A dead node costs its pairs one round each.",
+)
+@click.option(
+    "--launch-timeout",
+    type=click.FloatRange(1, 3600),
+    default=20.0,
+    show_default=True,
+    help="Seconds for the launcher to start every agent before round 1 begins.",
+)
+@click.option(
+    "--address-template",
+    metavar="TEMPLATE",
+    help="A node's RDMA address from its name, e.g. '{node}-ib' ({rank} also works).",
+)
+@click.option(
+    "--map",
+    "map_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A file of `NODE ADDRESS` lines: each node's RDMA address.",
+)
+@click.option(
+    "--agent-command",
+    metavar="CMD",
+    help="How to run rdmacli on the nodes [default: rdmacli; exec: this Python's rdmacli].",
+)
+@click.option(
+    "--ssh-options", metavar="OPTS", help="Extra ssh options for ClusterShell (e.g. '-i key -p 2222')."
+)
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(1, 600),
+    default=10.0,
+    show_default=True,
+    help="ssh connection timeout per node.",
+)
+@click.option(
+    "--srun-args",
+    metavar="ARGS",
+    help="srun placement options instead of --nodelist=NODES --ntasks-per-node=1.",
+)
+@click.option(
+    "--baseline",
+    type=click.File("r"),
+    metavar="FILE",
+    help="An earlier run's --json summary: flag pairs that started failing or got slower.",
+)
+@json_option
+@json_lines_option
+@click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary.")
+def command(
+    nodes,
+    launcher,
+    test,
+    count,
+    port,
+    quick,
+    round_time,
+    launch_timeout,
+    address_template,
+    map_file,
+    agent_command,
+    ssh_options,
+    connect_timeout,
+    srun_args,
+    baseline,
+    json_mode,
+    json_lines,
+    quiet,
+):
+    """Test every pair of NODES over RDMA and tell a bad node from a bad link.
+
+    NODES is a ClusterShell node set: node[001-128], 10.0.0.[1-8], @group. One agent
+    (`rdmacli mesh-agent`) starts on each node; all compute the same round-robin schedule, so no
+    node is in two tests at once and no controller is needed. In each pair the lower rank
+    listens and the higher connects. Exit status 0 all pairs passed, 1 failures found, 2 usage,
+    3 environment, 6 incomplete.
+    """
+    import shlex
+    import signal
+    import time
+    from contextlib import nullcontext
+
+    from rdmacli.cli._run import finish
+    from rdmacli.cli.app import App
+    from rdmacli.errors import ExitCode, RdmacliError, Stopped
+    from rdmacli.mesh import coordinator
+    from rdmacli.mesh import nodes as N
+    from rdmacli.mesh.agent import AgentConfig
+    from rdmacli.render.mesh import MeshProgress
+
+    app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
+    params = {
+        "nodes": nodes, "launcher": launcher, "test": test, "count": count, "port": port, "quick": quick,
+        "round_time_s": round_time, "launch_timeout_s": launch_timeout,
+    }  # fmt: skip
+    t0 = time.monotonic()
+    with app.errors("mesh", params):
+        if address_template and map_file:
+            raise RdmacliError("give --address-template or --map, not both", exit_code=ExitCode.USAGE)
+        base = None
+        try:
+            doc = json.load(baseline) if baseline else None
+        except ValueError as exc:
+            raise RdmacliError(f"--baseline: not a JSON summary: {exc}", exit_code=ExitCode.USAGE) from exc
+        if doc is not None and doc.get("command") != "mesh":
+            raise RdmacliError("--baseline: not the summary of a mesh run", exit_code=ExitCode.USAGE)
+        base = doc
+        names = N.expand(nodes)
+        plan = coordinator.Plan(
+            nodes_spec=nodes, names=names,
+            addresses=N.addresses(names, template=address_template, map_file=map_file),
+            run_id=AgentConfig.new_run_id(), round_s=round_time, launch_s=launch_timeout, port=port,
+            test=test, count=count, quick=quick,
+        )  # fmt: skip
+        params["run_id"] = plan.run_id
+        seen: set[tuple[int, int]] = set()
+        coordinator.start_plan(plan)
+        progress = MeshProgress(app, plan) if app.live else None
+
+        def on_change(collector, rec) -> None:
+            if app.json_lines and rec.get("type") == "pair":
+                key = (rec["a"], rec["b"])
+                pair = collector.pairs[key]
+                if key not in seen and (len(pair.reports) == 2 or pair.result == "fail"):
+                    seen.add(key)
+                    app.emit_json({"type": "pair", **pair.to_dict(plan.names)})
+            if progress is not None:
+                progress.update(collector)
+
+        collector = coordinator.Collector(plan, on_change)
+        signum = None
+        with progress or nullcontext():
+            try:
+                coordinator.run(
+                    plan, collector, launcher=launcher, ssh_options=ssh_options, srun_args=srun_args,
+                    agent_cmd=shlex.split(agent_command) if agent_command else None,
+                    connect_timeout=connect_timeout,
+                )  # fmt: skip
+            except (Stopped, KeyboardInterrupt) as exc:
+                signum = getattr(exc, "signum", signal.SIGINT)
+        outcome = coordinator.outcome(plan, collector, params, t0=t0, baseline=base, signal=signum)
+        if app.json_lines:
+            for p in outcome.data["pairs"]:
+                if (p["a_rank"], p["b_rank"]) not in seen:
+                    app.emit_json({"type": "pair", **p})
+        if not app.machine:
+            from rdmacli.render.mesh import print_mesh
+
+            doc = outcome.to_dict()
+            print_mesh(app, doc)
+            if doc["error"]:
+                app.report_error(RdmacliError(doc["error"]["message"], hint=doc["error"].get("hint")))
+            raise SystemExit(doc["exit_code"])
+        finish(app, outcome)

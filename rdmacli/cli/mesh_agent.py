@@ -1,0 +1,103 @@
+"""`rdmacli mesh-agent`: one node's side of `rdmacli mesh`, started by the mesh's launcher.
+
+Not for people to run by hand (though they can, to debug a node): it prints JSON lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from rdmacli.mesh.agent import TESTS
+
+RANK_ENV = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+
+
+def _list(value: str | None) -> list[str]:
+    return [v for v in (value or "").split(",") if v]
+
+
+@click.command("mesh-agent")
+@click.option("--run-id", required=True, help="The run's id (16 hex digits), from the coordinator.")
+@click.option("--start-at", type=float, required=True, help="UNIX time at which round slot 0 begins.")
+@click.option("--round-time", type=click.FloatRange(0.5, 3600), required=True, help="Seconds per round.")
+@click.option("--port", type=click.IntRange(1, 65535), required=True, help="RDMA CM port of the listeners.")
+@click.option(
+    "--test", type=click.Choice(TESTS), default="ping", show_default=True, help="The test per pair."
+)
+@click.option(
+    "--count", type=click.IntRange(1, 100000), default=20, show_default=True, help="Pings/messages."
+)
+@click.option(
+    "--names", help="Every node's name, comma-separated, in rank order (default: SLURM_STEP_NODELIST)."
+)
+@click.option("--addresses", help="Every node's RDMA address, comma-separated, in rank order.")
+@click.option("--rank", type=click.IntRange(0), help="This node's rank.")
+@click.option(
+    "--rank-from-env", is_flag=True, help="Take the rank from SLURM_PROCID (or the MPI launchers')."
+)
+@click.option("--quick", is_flag=True, help="Run the quick schedule (about log2(N) rounds).")
+@click.option("--stop-on-eof", is_flag=True, help="End when stdin closes (an ssh launcher went away).")
+def command(run_id, start_at, round_time, port, test, count, names, addresses, rank, rank_from_env, quick,
+            stop_on_eof):  # fmt: skip
+    """Run this node's pairs of a mesh run; one JSON record per line on stdout."""
+    from rdmacli.cli._run import stop_signals
+    from rdmacli.errors import RdmacliError, Stopped
+    from rdmacli.mesh.agent import AgentConfig, run_agent
+
+    def emit(rec: dict) -> None:
+        sys.stdout.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+    def fail(message: str, code: int = 2) -> None:
+        emit({"type": "error", "run": run_id, "rank": rank, "message": message})
+        click.echo(f"mesh-agent: {message}", err=True)
+        sys.exit(code)
+
+    if rank is None and rank_from_env:
+        found = next((os.environ[k] for k in RANK_ENV if os.environ.get(k, "").isdigit()), None)
+        rank = int(found) if found is not None else None
+    if rank is None:
+        fail("no rank: give --rank, or --rank-from-env inside srun (SLURM_PROCID)")
+    name_list, addr_list = _list(names), _list(addresses)
+    if not name_list and os.environ.get("SLURM_STEP_NODELIST"):
+        from rdmacli.mesh.nodes import expand
+
+        name_list = expand(os.environ["SLURM_STEP_NODELIST"])
+    if not addr_list:
+        from rdmacli.mesh.nodes import addresses as resolve
+
+        addr_list = resolve(name_list)
+    if len(name_list) != len(addr_list) or len(addr_list) < 2 or rank >= len(addr_list):
+        fail(f"inconsistent members: {len(name_list)} names, {len(addr_list)} addresses, rank {rank}")
+    try:
+        bytes.fromhex(run_id)
+    except ValueError:
+        fail(f"bad run id {run_id!r}")
+    cfg = AgentConfig(
+        rank=rank, addresses=addr_list, names=name_list, run_id=run_id, start_at=start_at,
+        round_s=round_time, port=port, test=test, count=count, quick=quick,
+    )  # fmt: skip
+    if stop_on_eof:
+        import signal
+        import threading
+
+        def watch() -> None:
+            while sys.stdin.buffer.read1(4096):
+                pass
+            os.kill(os.getpid(), signal.SIGHUP)
+
+        threading.Thread(target=watch, daemon=True).start()
+    try:
+        with stop_signals():
+            run_agent(cfg, emit)
+    except Stopped as exc:
+        emit({"type": "stopped", "run": run_id, "rank": rank, "signal": exc.signum})
+        sys.exit(128 + exc.signum)
+    except RdmacliError as exc:
+        fail(exc.message, int(exc.exit_code))
+    except BrokenPipeError:  # the launcher went away: nobody reads us any more
+        sys.exit(141)

@@ -1,0 +1,281 @@
+"""The coordinator of `rdmacli mesh`: plan the run, launch the agents, collect and judge.
+
+It starts the agents and reads what they print; it never steers them (every agent computes the
+same schedule from the same plan). Agent output is untrusted: a record is used only if it
+belongs to this run and names a pair the schedule has, seen from the side it claims.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+
+from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.mesh import schedule
+from rdmacli.mesh.launch import ClusterShellLauncher, SrunLauncher
+from rdmacli.mesh.report import Pair, blame, compare, node_table
+from rdmacli.outcome import Outcome
+
+
+@dataclass
+class Plan:
+    nodes_spec: str
+    names: list[str]
+    addresses: list[str]
+    run_id: str
+    round_s: float
+    launch_s: float
+    port: int
+    test: str
+    count: int
+    quick: bool
+    start_at: float = 0.0
+    rounds: list[int] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    @property
+    def duration_s(self) -> float:
+        return self.launch_s + len(self.rounds) * self.round_s
+
+    def agent_args(self) -> list[str]:
+        return [
+            "mesh-agent",
+            "--run-id", self.run_id,
+            "--start-at", f"{self.start_at:.3f}",
+            "--round-time", f"{self.round_s:g}",
+            "--port", str(self.port),
+            "--test", self.test,
+            "--count", str(self.count),
+            "--names", ",".join(self.names),
+            "--addresses", ",".join(self.addresses),
+            *(["--quick"] if self.quick else []),
+        ]  # fmt: skip
+
+
+class Collector:
+    """Records in, pairs and per-node state out; `on_change` is the renderer's callback."""
+
+    def __init__(self, plan: Plan, on_change=lambda collector, rec: None):
+        self.plan = plan
+        self.on_change = on_change
+        self.pairs: dict[tuple[int, int], Pair] = {}
+        for rnd in plan.rounds:
+            for a, b in schedule.pairs(plan.n, rnd):
+                self.pairs[(a, b)] = Pair(a, b, rnd)
+        self.agents: dict[int, dict] = {}  # rank -> its "agent" record
+        self.done: set[int] = set()
+        self.exits: dict[str, int | None] = {}
+        self.stderr: dict[str, list[str]] = {}
+        self.ignored = 0
+        self.by_name = {name: rank for rank, name in enumerate(plan.names)}
+
+    @property
+    def judged(self) -> int:
+        return sum(1 for p in self.pairs.values() if len(p.reports) == 2 or self._settled(p))
+
+    def _settled(self, p: Pair) -> bool:
+        return any(r.get("result") != "pass" for r in p.reports.values())
+
+    def counts(self) -> dict:
+        passed = sum(1 for p in self.pairs.values() if len(p.reports) == 2 and p.result == "pass")
+        failed = sum(1 for p in self.pairs.values() if p.reports and p.result == "fail")
+        return {"pairs": len(self.pairs), "passed": passed, "failed": failed}
+
+    def on_line(self, node: str | None, line: str, is_err: bool) -> None:
+        line = line.strip()
+        if not line:
+            return
+        if is_err or not line.startswith("{"):
+            self.stderr.setdefault(node or "?", []).append(line[:300])
+            del self.stderr[node or "?"][:-5]
+            return
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            self.ignored += 1
+            return
+        if self.accept(rec):
+            self.on_change(self, rec)
+        else:
+            self.ignored += 1
+
+    def accept(self, rec) -> bool:
+        """Use a record only if it is of this run and consistent with the schedule."""
+        if not isinstance(rec, dict) or rec.get("run") != self.plan.run_id:
+            return False
+        rank = rec.get("rank")
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.plan.n:
+            return False
+        kind = rec.get("type")
+        if kind == "agent":
+            self.agents[rank] = rec
+            return True
+        if kind == "done":
+            self.done.add(rank)
+            return True
+        if kind != "pair":
+            return False
+        rnd, peer = rec.get("round"), rec.get("peer")
+        if not isinstance(rnd, int) or not isinstance(peer, int) or not 0 <= peer < self.plan.n:
+            return False
+        if schedule.partner(rank, rnd, self.plan.n) != peer:
+            return False
+        pair = self.pairs.get((min(rank, peer), max(rank, peer)))
+        side = "listen" if rank < peer else "connect"
+        if pair is None or pair.round != rnd or rec.get("result") not in ("pass", "fail"):
+            return False
+        if not isinstance(rec.get("error"), (dict, type(None))):
+            return False
+        rec["side"] = side
+        pair.reports[side] = rec
+        return True
+
+    def on_exit(self, node: str | None, rc: int | None) -> None:
+        if node is not None:
+            self.exits[node] = rc
+
+    def missing_agents(self) -> list[int]:
+        return [r for r in range(self.plan.n) if r not in self.agents]
+
+    def fill_missing_agents(self) -> None:
+        """A node whose agent never spoke: its side of each pair is an AGENT failure, in the
+        words its launcher left (exit status, last lines of stderr)."""
+        for rank in self.missing_agents():
+            name = self.plan.names[rank]
+            rc = self.exits.get(name)
+            why = " / ".join(self.stderr.get(name, [])[-2:])
+            message = f"the agent on {name} never reported" + (
+                f" (exit status {rc})" if rc is not None else " (no exit status: timed out or never started)"
+            )
+            if why:
+                message += f": {why}"
+            for p in self.pairs.values():
+                if rank in (p.a, p.b):
+                    side = "listen" if rank == p.a else "connect"
+                    p.reports.setdefault(
+                        side,
+                        {
+                            "rank": rank,
+                            "result": "fail",
+                            "error": {"message": message, "exit_code": 3, "cause": "AGENT"},
+                        },
+                    )
+
+
+def start_plan(plan: Plan) -> None:
+    plan.rounds = schedule.rounds_for(plan.n, plan.quick)
+    plan.start_at = time.time() + plan.launch_s
+
+
+def run(
+    plan: Plan,
+    collector: Collector,
+    *,
+    launcher: str,
+    agent_cmd: list[str] | None = None,
+    ssh_options: str | None = None,
+    srun_args: str | None = None,
+    connect_timeout: float = 10,
+    fanout: int | None = None,
+) -> None:
+    """Launch the agents of a started plan (start_plan) and collect until the schedule's end,
+    plus grace. A stop signal propagates after the agents were asked to stop."""
+    base = agent_cmd or ([sys.executable, "-m", "rdmacli"] if launcher == "exec" else ["rdmacli"])
+    timeout = plan.duration_s + 15
+    if launcher == "srun":
+        lau = SrunLauncher(srun_args=srun_args)
+        cmd = lau.command(plan.nodes_spec, plan.n, [*base, *plan.agent_args(), "--rank-from-env"])
+        runner = lambda: lau.run(cmd, plan.names, collector.on_line, collector.on_exit, timeout)  # noqa: E731
+    else:
+        lau = ClusterShellLauncher(
+            launcher, connect_timeout=connect_timeout, ssh_options=ssh_options, fanout=fanout
+        )
+        extra = ["--stop-on-eof"] if launcher == "ssh" else []
+        commands = {
+            name: [*base, *plan.agent_args(), "--rank", str(rank), *extra]
+            for rank, name in enumerate(plan.names)
+        }
+        runner = lambda: lau.run(commands, collector.on_line, collector.on_exit, timeout)  # noqa: E731
+    try:
+        runner()
+    except BaseException:
+        lau.stop()
+        raise
+
+
+def outcome(
+    plan: Plan,
+    collector: Collector,
+    params: dict,
+    *,
+    t0: float,
+    baseline: dict | None = None,
+    signal: int | None = None,
+) -> Outcome:
+    collector.fill_missing_agents()
+    pairs = sorted(collector.pairs.values(), key=lambda p: (p.round, p.a))
+    pair_docs = [p.to_dict(plan.names) for p in pairs]
+    verdict = blame(plan.n, pairs, plan.names)
+    nodes = node_table(plan.n, pairs, plan.names, plan.addresses)
+    for row in nodes:
+        row["agent"] = "ran" if row["rank"] in collector.agents else "missing"
+    failed = [p for p in pair_docs if p["result"] == "fail"]
+    missing = [p for p in pair_docs if p["result"] == "missing"]
+    data = {"run_id": plan.run_id, "nodes": nodes, "pairs": pair_docs, "blame": verdict}
+    warnings = []
+    if collector.ignored:
+        warnings.append(
+            f"{collector.ignored} agent output line(s) were not records of this run and were ignored"
+        )
+    if baseline is not None:
+        data["baseline"] = compare(baseline, pair_docs)
+    error = None
+    if signal is None:
+        if not collector.agents:
+            error = RdmacliError(
+                "no agent ran on any node",
+                hint="check that rdmacli is installed on the nodes and the launcher works "
+                "(ssh: keys and host names; srun: an allocation); see data.nodes",
+                exit_code=ExitCode.ENVIRONMENT,
+            )
+        elif failed:
+            causes = {}
+            for p in failed:
+                causes[p["cause"]] = causes.get(p["cause"], 0) + 1
+            words = ", ".join(f"{n} {c}" for c, n in sorted(causes.items(), key=lambda kv: -kv[1]))
+            error = RdmacliError(
+                f"{len(failed)} of {len(pair_docs)} pairs failed ({words})",
+                hint="see the blame: a bad node fails with most partners, a bad link fails alone",
+                exit_code=ExitCode.FAILED,
+            )
+        elif missing:
+            error = RdmacliError(
+                f"incomplete: {len(missing)} of {len(pair_docs)} pairs were never reported",
+                hint="the run ended before every round did; raise --launch-timeout or --round-time",
+                exit_code=ExitCode.TIMEOUT,
+            )
+    counts = {
+        "nodes": plan.n,
+        "rounds": len(plan.rounds),
+        "pairs": len(pair_docs),
+        "pairs_passed": sum(p["result"] == "pass" for p in pair_docs),
+        "pairs_failed": len(failed),
+        "pairs_missing": len(missing),
+        "bad_nodes": len(verdict["nodes"]),
+        "bad_links": len(verdict["links"]),
+    }
+    return Outcome(
+        "mesh",
+        params,
+        error=error,
+        signal=signal,
+        counts=counts,
+        data=data,
+        elapsed_ms=round((time.monotonic() - t0) * 1e3, 1),
+        warnings=warnings,
+    )

@@ -1,0 +1,168 @@
+"""Starting the agents through what clusters already run: ClusterShell (ssh, exec) or srun.
+
+Each launcher runs one agent per node and hands every line an agent prints to `on_line(node,
+line)`, and its exit status to `on_exit(node, rc)`. Nothing here talks to an agent otherwise:
+the schedule needs no controller. `stop()` asks the agents to end (SIGTERM: they tear down and
+exit) and kills what is left after a grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import time
+
+from rdmacli.errors import EnvironmentProblem
+
+LAUNCHERS = ("ssh", "srun", "exec")
+GRACE_S = 5.0
+
+
+def _clustershell():
+    try:
+        from ClusterShell.Event import EventHandler
+        from ClusterShell.Task import task_self
+        from ClusterShell.Worker.Exec import ExecWorker
+        from ClusterShell.Worker.Ssh import WorkerSsh
+    except ImportError as exc:
+        raise EnvironmentProblem(
+            f"cannot import ClusterShell: {exc}", hint="pip install ClusterShell (a dependency of rdmacli)"
+        ) from exc
+    return EventHandler, task_self, ExecWorker, WorkerSsh
+
+
+class ClusterShellLauncher:
+    """ClusterShell's ssh worker (remote nodes) or exec worker (agents on this machine), one
+    worker per node (each agent is told its own rank), all at once: agents are long-lived, so
+    the fanout is raised to the node count (ClusterShell would otherwise start them in waves)."""
+
+    def __init__(
+        self, kind: str, *, connect_timeout: float = 10, ssh_options: str | None = None, fanout=None
+    ):
+        self.kind = kind
+        self.connect_timeout, self.ssh_options, self.fanout = connect_timeout, ssh_options, fanout
+        self.task = None
+        self.workers = []
+
+    def run(self, commands: dict[str, list[str]], on_line, on_exit, timeout: float) -> None:
+        EventHandler, task_self, ExecWorker, WorkerSsh = _clustershell()
+
+        class Handler(EventHandler):
+            def ev_read(self, worker, node, sname, msg):
+                text = msg.decode(errors="replace") if isinstance(msg, bytes) else str(msg)
+                on_line(str(node), text, sname == "stderr")
+
+            def ev_hup(self, worker, node, rc):
+                on_exit(str(node), rc)
+
+            def ev_close(self, worker, timedout):
+                for node in worker.iter_keys_timeout() if timedout else ():
+                    on_exit(str(node), None)
+
+        self.task = task = task_self()
+        task.set_info("fanout", max(self.fanout or 64, len(commands)))
+        task.set_info("connect_timeout", self.connect_timeout)
+        if self.ssh_options:
+            task.set_info("ssh_options", self.ssh_options)
+        cls = ExecWorker if self.kind == "exec" else WorkerSsh
+        handler = Handler()
+        for node, cmd in commands.items():
+            # `exec`: the agent replaces the shell, so a signal to the process reaches the agent
+            w = cls(node, handler=handler, command="exec " + shlex.join(cmd), timeout=timeout, stderr=True)
+            self.workers.append(w)
+            task.schedule(w)
+        task.run(timeout=timeout + GRACE_S)
+
+    def stop(self) -> None:
+        """SIGTERM to every agent (ssh: to its ssh client; the agent sees its stdin close),
+        then, after the grace period, ClusterShell's own abort kills what is left."""
+        for w in self.workers:
+            for client in getattr(w, "_clients", []):
+                popen = getattr(client, "popen", None)
+                if popen is not None and popen.poll() is None:
+                    try:
+                        popen.send_signal(signal.SIGTERM)
+                    except OSError:
+                        pass
+        end = time.monotonic() + GRACE_S
+        while time.monotonic() < end and any(
+            getattr(c, "popen", None) is not None and c.popen.poll() is None
+            for w in self.workers
+            for c in getattr(w, "_clients", [])
+        ):
+            time.sleep(0.1)
+        if self.task is not None:
+            try:
+                self.task.abort(kill=True)
+            except Exception:  # the task may be half torn down already
+                pass
+
+
+class SrunLauncher:
+    """One srun step, one task per node: each agent takes its rank from SLURM_PROCID. srun's
+    stdout interleaves whole lines of all tasks; every record names its rank."""
+
+    def __init__(self, *, srun_args: str | None = None):
+        self.srun_args = srun_args
+        self.proc = None
+
+    def command(self, nodes: str, n: int, agent_cmd: list[str]) -> list[str]:
+        placement = (
+            shlex.split(self.srun_args)
+            if self.srun_args is not None
+            else [f"--nodelist={nodes}", f"--nodes={n}", "--ntasks-per-node=1"]
+        )
+        return ["srun", f"--ntasks={n}", "--kill-on-bad-exit=0", "--unbuffered", *placement, *agent_cmd]
+
+    def run(self, cmd: list[str], names: list[str], on_line, on_exit, timeout: float) -> None:
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise EnvironmentProblem(
+                "srun is not installed here", hint="run inside a Slurm allocation, or use --launcher ssh"
+            ) from exc
+        sel = selectors.DefaultSelector()
+        for stream, is_err in ((self.proc.stdout, False), (self.proc.stderr, True)):
+            os.set_blocking(stream.fileno(), False)
+            sel.register(stream, selectors.EVENT_READ, is_err)
+        pending = {False: b"", True: b""}
+        end = time.monotonic() + timeout + GRACE_S
+        open_streams = 2
+        while open_streams and time.monotonic() < end:
+            for key, _ in sel.select(min(1.0, max(end - time.monotonic(), 0))):
+                data = key.fileobj.read()
+                if not data:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+                    continue
+                buf = pending[key.data] + data
+                *lines, pending[key.data] = buf.split(b"\n")
+                for line in lines:
+                    on_line(None, line.decode(errors="replace"), key.data)
+        sel.close()
+        if self.proc.poll() is None:
+            self.stop()
+        rc = self.proc.wait()
+        for node in names:
+            on_exit(node, rc)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # srun forwards it to every task
+            self.proc.wait(timeout=GRACE_S)
+        except (OSError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass

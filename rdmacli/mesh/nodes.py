@@ -1,0 +1,91 @@
+"""Node sets (ClusterShell syntax) and each node's RDMA address.
+
+`node[001-128]`, `10.77.1.[1-8]`, `@group` (ClusterShell's groups.conf). A node is tested
+through its name resolved, through a template (`{node}-ib`: node n01 through n01-ib), or through
+a map file of `NODE ADDRESS` lines (# comments). The coordinator resolves; agents get addresses.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+from rdmacli.errors import EnvironmentProblem, ExitCode, RdmacliError
+
+
+def expand(spec: str) -> list[str]:
+    try:
+        from ClusterShell.NodeSet import NodeSet, NodeSetException
+    except ImportError as exc:
+        raise EnvironmentProblem(
+            f"cannot import ClusterShell: {exc}", hint="pip install ClusterShell"
+        ) from exc
+    try:
+        names = list(NodeSet(spec))
+    except (NodeSetException, ValueError) as exc:
+        raise RdmacliError(
+            f"bad node set {spec!r}: {exc}",
+            hint="ClusterShell syntax: node[01-16], 10.0.0.[1-8], @group, comma-separated",
+            exit_code=ExitCode.USAGE,
+        ) from exc
+    if len(names) < 2:
+        raise RdmacliError(
+            f"a mesh needs at least two nodes; {spec!r} is {len(names)}", exit_code=ExitCode.USAGE
+        )
+    return names
+
+
+def read_map(path: str) -> dict[str, str]:
+    out = {}
+    try:
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                line = line.split("#", 1)[0].strip()
+                if not line:
+                    continue
+                parts = line.split()
+                if len(parts) != 2:
+                    raise RdmacliError(
+                        f"{path}:{number}: expected `NODE ADDRESS`, got {line!r}", exit_code=ExitCode.USAGE
+                    )
+                out[parts[0]] = parts[1]
+    except OSError as exc:
+        raise RdmacliError(
+            f"cannot read the map file {path}: {exc.strerror}", exit_code=ExitCode.USAGE
+        ) from exc
+    return out
+
+
+def addresses(names: list[str], *, template: str | None = None, map_file: str | None = None) -> list[str]:
+    """Each node's RDMA address as an IP literal, in rank order."""
+    mapping = read_map(map_file) if map_file else {}
+    missing = [n for n in names if mapping and n not in mapping]
+    if missing:
+        raise RdmacliError(
+            f"the map file {map_file} has no address for {', '.join(missing[:8])}"
+            + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""),
+            exit_code=ExitCode.USAGE,
+        )
+    out, unresolved = [], []
+    for rank, name in enumerate(names):
+        host = mapping.get(name) or (template.format(node=name, rank=rank) if template else name)
+        try:
+            out.append(str(ipaddress.ip_address(host)))
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except socket.gaierror:
+            unresolved.append(f"{name} ({host})" if host != name else name)
+            continue
+        infos.sort(key=lambda i: i[0] != socket.AF_INET)  # IPv4 first, as RoCE setups mostly are
+        out.append(infos[0][4][0])
+    if unresolved:
+        raise RdmacliError(
+            f"cannot resolve {', '.join(unresolved[:8])}"
+            + (f" and {len(unresolved) - 8} more" if len(unresolved) > 8 else ""),
+            hint="give each node's RDMA address with --address-template '{node}-ib' or --map FILE",
+            exit_code=ExitCode.RESOLVE,
+        )
+    return out
