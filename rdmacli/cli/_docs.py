@@ -136,6 +136,53 @@ EXTRA = {
         "two local ports reach each other only with net.ipv4.conf.*.accept_local=1 and "
         'rp_filter=0, which `rdmacli doctor` checks ("local ports").',
     },
+    "mesh": {
+        "examples": [
+            (
+                "Every pair of 128 nodes over ssh, tested through their -ib names",
+                "rdmacli mesh 'node[001-128]' --address-template '{node}-ib'",
+            ),
+            (
+                "Inside a Slurm allocation, a quick sweep, JSON for a script",
+                'rdmacli mesh "$SLURM_JOB_NODELIST" --launcher srun --quick --json > mesh.json',
+            ),
+            ("Compare with last week's run", "rdmacli mesh @rack3 --baseline mesh-last-week.json"),
+            (
+                "Eight lab nodes, agents on this machine",
+                'rdmacli lab --nodes 8 run -- sh -c \'rdmacli mesh "$RDMACLI_LAB_NODES" --launcher exec '
+                '--map "$RDMACLI_LAB_NODES_MAP"\'',
+            ),
+        ],
+        "notes": "Schedule: with N nodes (N+1 if odd) every agent computes the same circle-method "
+        "round robin, N-1 rounds of disjoint pairs; --quick runs about log2(N) of them, spread out. "
+        "Rounds are time slots of --round-time seconds that start --launch-timeout seconds after "
+        "launch, so a dead or slow node costs only its own pairs one slot each; agents' clocks must "
+        "agree to well under a slot (NTP). In each pair the lower rank listens on --port and the "
+        "higher connects, asking again every 0.5 s until the slot ends; the run id, round and ranks "
+        "travel in the request's private data and a stale or foreign request is rejected with "
+        "words. Causes in the matrix: DOWN (the node's own port or netdev), ENV, AGENT (its agent "
+        "never ran), ADDR, ROUTE, UNR (unreachable), REJ, NOLSN (nothing listened), TMO (a deadline), "
+        "FAIL (the data exchange), MISS (never reported). Blame: a node that reports a local cause, "
+        "or fails with more than half of its partners (at least two), is a bad node; a failing pair "
+        "whose nodes both pass elsewhere is a bad link. JSON: the summary's data holds run_id, "
+        "nodes, pairs (a, b, result, cause, error, setup_us, rtt_p50_us, rtt_p99_us, steps_us), "
+        "blame (nodes, links, unexplained) and, with --baseline, the pairs that started failing or "
+        "got 1.5 times slower. Launchers: ssh and exec are ClusterShell workers with the fanout "
+        "raised to N (agents are long-lived); ssh agents end when their ssh session does; srun runs "
+        "one step of N tasks, each agent taking its rank from SLURM_PROCID.",
+    },
+    "mesh-agent": {
+        "examples": [
+            (
+                "What a launcher runs on node 3 of 8 (by hand, to debug one node)",
+                "rdmacli mesh-agent --run-id 0123456789abcdef --start-at 1790000000 --round-time 3 "
+                "--port 7490 --names n1,n2,n3,n4,n5,n6,n7,n8 --addresses 10.0.0.[1-8] --rank 2",
+            ),
+        ],
+        "notes": "Prints one JSON record per line: agent (its rank, node, address, clock), pair "
+        "(round, peer, side, result, error, steps_us, setup_us, rtt_p50_us, rtt_p99_us), done, or "
+        "stopped (SIGTERM, SIGINT, SIGHUP: the current pair is torn down first).",
+    },
     "lab": {
         "examples": [
             ("A shell with rxe0 and rxe1", "rdmacli lab shell"),

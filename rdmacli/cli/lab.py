@@ -7,17 +7,33 @@ import sys
 import click
 
 from rdmacli.cli.app import App
+from rdmacli.lab import MAX_NODES
+
+
+def nodes_option(f):
+    return click.option(
+        "--nodes",
+        type=click.IntRange(0, MAX_NODES),
+        default=None,
+        help="Also N mesh nodes n01..nNN: netdevs on one bridge with an rxe device each, 10.77.1.1-N "
+        "(RDMACLI_LAB_NODES, RDMACLI_LAB_NODE_ADDRS and the map file RDMACLI_LAB_NODES_MAP inside).",
+    )(f)
 
 
 @click.group("lab")
-def command() -> None:
+@nodes_option
+@click.pass_context
+def command(ctx: click.Context, nodes: int | None) -> None:
     """Run commands in a disposable Soft-RoCE VM (virtme-ng + qemu + rdma_rxe).
 
     Inside, rxe0 sits on veth0 (10.77.0.1, fd77::1) and rxe1 on veth1 (10.77.0.2, fd77::2);
     memlock is unlimited; the current directory is shared read-write. When this side is a
     terminal, the command gets a real one inside (a pty with your TERM and window size, job
     control, Ctrl-C and Ctrl-Z to its foreground job); Ctrl-] ends the VM from the host.
+    With --nodes N there are N more nodes for `rdmacli mesh` (try `rdmacli lab --nodes 8 run --
+    sh -c 'rdmacli mesh "$RDMACLI_LAB_NODES" --launcher exec --map "$RDMACLI_LAB_NODES_MAP"'`).
     """
+    ctx.obj = {"nodes": nodes or 0}
 
 
 @command.command("run", context_settings={"ignore_unknown_options": True})
@@ -28,21 +44,27 @@ def command() -> None:
     type=click.Path(file_okay=False),
     help="Another host directory the VM may write to (repeatable).",
 )
+@nodes_option
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_cmd(rwdirs: tuple[str, ...], cmd: tuple[str, ...]) -> None:
+@click.pass_context
+def run_cmd(ctx: click.Context, rwdirs: tuple[str, ...], nodes: int | None, cmd: tuple[str, ...]) -> None:
     """Boot the lab, run CMD in the current directory and exit with its status."""
     app = App()
     with app.errors("lab"):
         from rdmacli.lab import vm
 
-        sys.exit(vm.run(list(cmd), rwdirs=rwdirs, say=lambda t: app.err.print(f"lab: {t}")))
+        n = nodes if nodes is not None else ctx.obj["nodes"]
+        sys.exit(vm.run(list(cmd), rwdirs=rwdirs, nodes=n, say=lambda t: app.err.print(f"lab: {t}")))
 
 
 @command.command("shell")
-def shell_cmd() -> None:
+@nodes_option
+@click.pass_context
+def shell_cmd(ctx: click.Context, nodes: int | None) -> None:
     """Boot the lab and open an interactive shell in it."""
     app = App()
     with app.errors("lab"):
         from rdmacli.lab import vm
 
-        sys.exit(vm.run([], shell=True, say=lambda t: app.err.print(f"lab: {t}")))
+        n = nodes if nodes is not None else ctx.obj["nodes"]
+        sys.exit(vm.run([], shell=True, nodes=n, say=lambda t: app.err.print(f"lab: {t}")))

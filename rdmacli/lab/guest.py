@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from rdmacli.lab import CLIENT, SERVER
+from rdmacli.lab import CLIENT, NODES_BRIDGE, NODES_MAP, SERVER, node
 
 SETUP = [
     ["modprobe", "-a", "rdma_rxe", "rdma_ucm", "ib_uverbs"],
@@ -62,8 +62,33 @@ def _gid_ips(dev: str) -> set[str]:
     return ips
 
 
-def setup(deadline_s: float = 30.0) -> None:
-    for cmd in SETUP:
+def node_setup(n: int) -> list[list[str]]:
+    """N nodes on one bridge, each a veth with its own rxe device (`rdmacli lab --nodes N`)."""
+    cmds = [
+        ["modprobe", "-a", "bridge", "veth"],
+        ["ip", "link", "add", NODES_BRIDGE, "type", "bridge"],
+        ["ip", "link", "set", NODES_BRIDGE, "up"],
+    ]
+    for k in range(1, n + 1):
+        nd = node(k)
+        cmds += [
+            ["ip", "link", "add", nd["netdev"], "type", "veth", "peer", "name", nd["port"]],
+            ["ip", "link", "set", nd["port"], "master", NODES_BRIDGE, "up"],
+            ["ip", "addr", "add", nd["ipv4"] + "/24", "dev", nd["netdev"]],
+            ["ip", "link", "set", nd["netdev"], "up"],
+            [
+                "sysctl",
+                "-qw",
+                f"net.ipv4.conf.{nd['netdev']}.accept_local=1",
+                f"net.ipv4.conf.{nd['netdev']}.rp_filter=0",
+            ],
+            ["rdma", "link", "add", nd["rxe"], "type", "rxe", "netdev", nd["netdev"]],
+        ]
+    return cmds
+
+
+def setup(deadline_s: float = 30.0, nodes: int = 0) -> None:
+    for cmd in SETUP + node_setup(nodes):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"lab: setup step failed: {' '.join(cmd)}: {r.stderr.strip()}")
@@ -71,12 +96,9 @@ def setup(deadline_s: float = 30.0) -> None:
     # Ready when both ports are ACTIVE and carry GIDs for their IPv4 and IPv6 addresses.
     end = time.monotonic() + deadline_s
     while True:
-        missing = [
-            (side["rxe"], ip)
-            for side in (SERVER, CLIENT)
-            for ip in (side["ipv4"], side["ipv6"])
-            if ip not in _gid_ips(side["rxe"])
-        ]
+        wanted = [(side["rxe"], ip) for side in (SERVER, CLIENT) for ip in (side["ipv4"], side["ipv6"])]
+        wanted += [(node(k)["rxe"], node(k)["ipv4"]) for k in range(1, nodes + 1)]
+        missing = [(rxe, ip) for rxe, ip in wanted if ip not in _gid_ips(rxe)]
         if not missing:
             break
         if time.monotonic() > end:
@@ -84,10 +106,25 @@ def setup(deadline_s: float = 30.0) -> None:
         time.sleep(0.2)
     for side, role in ((SERVER, "server"), (CLIENT, "client")):
         _say(f"{side['rxe']} on {side['netdev']}: {side['ipv4']} {side['ipv6']} ({role} side)")
+    if nodes:
+        with open(NODES_MAP, "w") as f:
+            f.writelines(f"{node(k)['name']} {node(k)['ipv4']}\n" for k in range(1, nodes + 1))
+        _say(
+            f"{nodes} nodes n01..n{nodes:02d} (10.77.1.1-{nodes}) on bridge {NODES_BRIDGE}, one rxe each; "
+            f"map: {NODES_MAP}"
+        )
 
 
-def lab_env() -> dict[str, str]:
+def lab_env(nodes: int = 0) -> dict[str, str]:
     env = dict(os.environ)
+    if nodes:
+        env.update(
+            {
+                "RDMACLI_LAB_NODES": f"n[01-{nodes:02d}]" if nodes > 1 else "n01",
+                "RDMACLI_LAB_NODE_ADDRS": f"10.77.1.[1-{nodes}]",
+                "RDMACLI_LAB_NODES_MAP": NODES_MAP,
+            }
+        )
     env.update(
         {
             "RDMACLI_LAB": "1",
@@ -104,11 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rdmacli.lab.guest")
     parser.add_argument("--cwd")
     parser.add_argument("--shell", action="store_true")
+    parser.add_argument("--nodes", type=int, default=0)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     t0 = time.monotonic()
-    setup()
+    setup(nodes=args.nodes)
     _say(f"ready in {time.monotonic() - t0:.1f} s")
     if args.cwd:
         os.chdir(args.cwd)
@@ -116,10 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [os.environ.get("SHELL", "/bin/bash"), "-i"]
     if os.environ.get("RDMACLI_LAB_TTY"):  # the host side is a terminal: give the command one
         return run_in_pty(
-            cmd, lab_env(), os.environ["RDMACLI_LAB_TTY"], os.environ.get("RDMACLI_LAB_WINSIZE")
+            cmd, lab_env(args.nodes), os.environ["RDMACLI_LAB_TTY"], os.environ.get("RDMACLI_LAB_WINSIZE")
         )
     try:
-        return subprocess.call(cmd, env=lab_env())
+        return subprocess.call(cmd, env=lab_env(args.nodes))
     except FileNotFoundError:
         _say(f"command not found: {cmd[0]}")
         return 127

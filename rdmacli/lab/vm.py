@@ -151,6 +151,7 @@ def vng_command(
     memory: str = "2G",
     cpus: int | None = None,
     extra_env: dict[str, str] | None = None,
+    nodes: int = 0,
 ) -> list[str]:
     cwd = cwd or os.getcwd()
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -173,6 +174,8 @@ def vng_command(
     ]
     if shell:
         guest.append("--shell")
+    if nodes:
+        guest += ["--nodes", str(nodes)]
     guest += ["--", *command]
     cmd = [
         tools.vng,
@@ -226,7 +229,12 @@ def _call_relayed(cmd: list[str], env: dict) -> int:
 
 
 def run(
-    command: list[str], *, shell: bool = False, rwdirs: tuple[str, ...] = (), say=lambda text: None
+    command: list[str],
+    *,
+    shell: bool = False,
+    rwdirs: tuple[str, ...] = (),
+    nodes: int = 0,
+    say=lambda text: None,
 ) -> int:
     tools = find_tools()
     kvm = kvm_works(tools)
@@ -238,11 +246,17 @@ def run(
         say(f"a terminal inside: {ESCAPE_NAME} ends the VM")
         with TerminalRelay() as relay:
             cmd = vng_command(
-                tools, command, shell=shell, kvm=kvm, rwdirs=(*rwdirs, relay.dir), extra_env=relay.guest_env()
+                tools,
+                command,
+                shell=shell,
+                kvm=kvm,
+                rwdirs=(*rwdirs, relay.dir),
+                extra_env=relay.guest_env(),
+                nodes=nodes,
             )
             rc = relay.run(cmd, env)
     else:
-        rc = _call_relayed(vng_command(tools, command, shell=shell, kvm=kvm, rwdirs=rwdirs), env)
+        rc = _call_relayed(vng_command(tools, command, shell=shell, kvm=kvm, rwdirs=rwdirs, nodes=nodes), env)
     say(f"VM exited with status {rc} after {time.monotonic() - t0:.1f} s")
     return rc
 

@@ -11,7 +11,7 @@ import ipaddress
 
 from rdmacli.errors import ExitCode, RdmacliError
 from rdmacli.protocols.table import MCAST
-from rdmacli.protocols.udaddy import SEND, _Datagrams
+from rdmacli.protocols.udaddy import _Datagrams, sends_in
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import format_gid
 from rdmacli.rdma.cm import RdmaCallError
@@ -81,7 +81,7 @@ class McastReceiver(McastMember):
             conn.finish()
 
     def on_wc(self, conn, wc) -> None:
-        if wc.wr_id != SEND:
+        if not sends_in(wc.wr_id):
             self.recycle(conn, wc)
             if self.received == self.count:
                 conn.finish()
@@ -109,8 +109,8 @@ class McastSender(McastMember):
             conn.finish()
 
     def on_wc(self, conn, wc) -> None:
-        if wc.wr_id == SEND:
-            self.sent_one(conn)
+        if sends_in(wc.wr_id):
+            self.sent_chain(conn, wc)
             if self.sent == self.count:
                 conn.finish()
 

@@ -16,7 +16,12 @@ from rdmacli.protocols.table import UD
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import ConnParam
 
-SEND = 1 << 32  # wr_id of sends; receives use their slot number
+SEND = 1 << 32  # wr_id of a chain of sends is SEND + its length; receives use their slot number
+
+
+def sends_in(wr_id: int) -> int:
+    """How many sends a completion stands for (0: it is a receive's)."""
+    return wr_id - SEND if wr_id >= SEND else 0
 
 
 def check_mtu(conn, size: int) -> None:
@@ -70,23 +75,25 @@ class _Datagrams(Protocol):
             self.recvs_posted += 1
 
     def post_sends(self, conn) -> None:
-        src = self.window * self.slot
-        while self.sends_posted < self.count and self.sends_posted - self.sent < self.window:
+        """Chains of sends, one doorbell each, only the last signaled (mckey signals none)."""
+        n = min(self.count - self.sends_posted, self.window - (self.sends_posted - self.sent))
+        if n > 0:
             conn.post_send(
-                SEND,
+                SEND + n,
                 self.mr,
-                src,
+                self.window * self.slot,
                 self.size,
+                n=n,
                 opcode=C.WR_SEND_WITH_IMM,
                 imm=conn.cm.qp_num,
                 ah=self.ah.ptr,
                 remote_qpn=self.remote_qpn,
                 remote_qkey=self.remote_qkey,
             )
-            self.sends_posted += 1
+            self.sends_posted += n
 
-    def sent_one(self, conn) -> None:
-        self.sent += 1
+    def sent_chain(self, conn, wc) -> None:
+        self.sent += sends_in(wc.wr_id)
         self.post_sends(conn)
 
     def on_deadline(self, conn) -> RdmacliError | None:
@@ -138,8 +145,8 @@ class UdClient(_Datagrams):
         self._maybe_done(conn)
 
     def on_wc(self, conn, wc) -> None:
-        if wc.wr_id == SEND:
-            self.sent_one(conn)
+        if sends_in(wc.wr_id):
+            self.sent_chain(conn, wc)
         else:
             self.recycle(conn, wc)
         self._maybe_done(conn)
@@ -169,8 +176,8 @@ class UdServer(_Datagrams):
         return ConnParam(responder_resources=0, initiator_depth=0, retry_count=0, rnr_retry_count=0, qp_num=0)
 
     def on_wc(self, conn, wc) -> None:
-        if wc.wr_id == SEND:
-            self.sent_one(conn)
+        if sends_in(wc.wr_id):
+            self.sent_chain(conn, wc)
             if self.sent == self.count:
                 conn.finish()
             return
