@@ -5,10 +5,11 @@ BIN    := $(VENV)/bin
 # Run the rdma-marked suite directly where the host has RDMA devices, else in one lab boot.
 HAS_RDMA := $(shell ls /sys/class/infiniband 2>/dev/null | head -n1)
 LAB    := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --)
+LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv test unit lint lab-test lab-shell-test demo bench profile docs install clean
+.PHONY: deps venv test unit lint lab-test lab-mesh-test lab-shell-test demo bench profile docs install clean
 
 deps:
 	@scripts/bootstrap
@@ -25,19 +26,25 @@ lint: venv
 	$(BIN)/ruff format --check rdmacli tests benchmarks
 
 unit: venv
-	$(BIN)/python -m pytest -m "not rdma and not labvm" -q tests
+	$(BIN)/python -m pytest -m "not rdma and not labvm and not mesh" -q tests
 
 lab-test: venv
 	$(LAB) $(BIN)/python -m pytest -m rdma --require-rdma -p no:cacheprovider -q tests
+
+# `rdmacli mesh` on eight lab nodes (their own boot: `rdmacli lab --nodes 8`), real launchers.
+lab-mesh-test: venv
+	$(BIN)/rdmacli lab run --nodes 8 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q tests
 
 # `rdmacli lab shell` driven through a pty from the host: it boots its own VM.
 lab-shell-test: venv
 	$(BIN)/python -m pytest -m labvm --require-rdma -p no:cacheprovider -q tests
 
-test: lint unit lab-test lab-shell-test
+test: lint unit lab-test lab-mesh-test lab-shell-test
 
 demo: venv
-	$(LAB) sh -c '$(BIN)/rdmacli devices && $(BIN)/rdmacli selftest'
+	$(LAB_NODES) sh -c '$(BIN)/rdmacli devices && $(BIN)/rdmacli selftest && \
+	  if [ -n "$$RDMACLI_LAB_NODES" ]; then $(BIN)/rdmacli mesh "$$RDMACLI_LAB_NODES" --launcher exec \
+	    --map "$$RDMACLI_LAB_NODES_MAP" --round-time 6 --launch-timeout 120; fi'
 
 # Benchmarks: rdmacli and the C tools side by side in one lab boot (not part of `make test`).
 bench: venv

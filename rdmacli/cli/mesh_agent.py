@@ -81,14 +81,17 @@ def command(run_id, start_at, round_time, port, test, count, names, addresses, r
         rank=rank, addresses=addr_list, names=name_list, run_id=run_id, start_at=start_at,
         round_s=round_time, port=port, test=test, count=count, quick=quick,
     )  # fmt: skip
-    if stop_on_eof:
+    if not sys.stdin.isatty():
         import signal
         import threading
 
         def watch() -> None:
-            while sys.stdin.buffer.read1(4096):
-                pass
-            os.kill(os.getpid(), signal.SIGHUP)
+            """The coordinator's go line; with --stop-on-eof the end of stdin ends the agent."""
+            for line in sys.stdin:
+                if cfg.go(line):
+                    emit({"type": "go", "run": run_id, "rank": rank, "start_at": cfg.start_at})
+            if stop_on_eof:
+                os.kill(os.getpid(), signal.SIGHUP)
 
         threading.Thread(target=watch, daemon=True).start()
     try:

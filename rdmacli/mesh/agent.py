@@ -1,7 +1,10 @@
 """One agent per node (`rdmacli mesh-agent`): its pairs of the schedule, one JSON line each.
 
 Rounds are time slots from a start time the coordinator chose for all agents: round k of the
-run is [start + k*round_s, start + (k+1)*round_s). A late, slow or dead partner costs only that
+run is [start + k*round_s, start + (k+1)*round_s). The start is --start-at at the latest, or
+earlier when the coordinator, having heard from every agent, writes `{"go": T}` to their stdin
+through the launcher (ClusterShell's worker write, srun --input=all): no start-up races a fixed
+launch time, and nothing else ever flows towards the agents. A late, slow or dead partner costs only that
 slot; nobody waits on anybody past it, so faults never cascade through the schedule (clocks
 must agree to well under a slot: NTP does; on one machine it is the same clock). In a pair the
 lower rank listens and the higher connects, asking again until the slot ends (the listener may
@@ -10,6 +13,7 @@ not be up yet). Every record goes to `emit`; the agent never needs to hear from 
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -52,6 +56,18 @@ class AgentConfig:
     def new_run_id() -> str:
         return secrets.token_hex(8)
 
+    def go(self, line: str) -> bool:
+        """The coordinator's `{"go": T}` (every agent is up): round 1 starts at T instead of the
+        --start-at fallback. Only ever earlier, and never in the past."""
+        try:
+            t = float(json.loads(line)["go"])
+        except (ValueError, KeyError, TypeError):
+            return False
+        if time.time() - 1 <= t < self.start_at:
+            self.start_at = t
+            return True
+        return False
+
 
 class MeshListenFlow(ServerFlow):
     """A listener for one partner: a stale or foreign request is rejected and it goes on."""
@@ -81,10 +97,13 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False) -> in
         if stop():
             break
         peer = schedule.partner(cfg.rank, rnd, cfg.n)
-        begin = cfg.start_at + slot * cfg.round_s
-        end = begin + cfg.round_s * (1 - GAP)
         if peer is None:
             continue
+        # wait for the slot; start_at may move earlier meanwhile (the coordinator's "go")
+        while (wait := cfg.start_at + slot * cfg.round_s - time.time()) > 0 and not stop():
+            time.sleep(min(wait, 0.1))
+        begin = cfg.start_at + slot * cfg.round_s
+        end = begin + cfg.round_s * (1 - GAP)
         now = time.time()
         if now >= end:
             rec = pair_record(cfg, rnd, slot, peer)
@@ -98,8 +117,6 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False) -> in
                 },
             )
         else:
-            if begin > now:
-                time.sleep(begin - now)
             rec = run_pair(cfg, rnd, slot, peer, end, backend=backend)
         failed += rec["result"] != "pass"
         emit(rec)

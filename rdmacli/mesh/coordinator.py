@@ -73,6 +73,19 @@ class Collector:
         self.stderr: dict[str, list[str]] = {}
         self.ignored = 0
         self.by_name = {name: rank for rank, name in enumerate(plan.names)}
+        self.go = None  # the launcher's go(text), set by run()
+        self.t_launch = time.monotonic()
+        self.agents_up_s: float | None = None  # launch to the last agent's first record
+
+    GO_LEAD_S = 2.0  # between the go line and round 1: for it to reach every agent
+
+    def all_up(self) -> None:
+        """Every agent reported: start round 1 now rather than at the launch deadline."""
+        self.agents_up_s = round(time.monotonic() - self.t_launch, 3)
+        at = time.time() + self.GO_LEAD_S
+        if self.go is not None and at < self.plan.start_at:
+            self.plan.start_at = at
+            self.go(json.dumps({"go": round(at, 3)}) + "\n")
 
     @property
     def judged(self) -> int:
@@ -114,6 +127,10 @@ class Collector:
         kind = rec.get("type")
         if kind == "agent":
             self.agents[rank] = rec
+            if len(self.agents) == self.plan.n:
+                self.all_up()
+            return True
+        if kind == "go":
             return True
         if kind == "done":
             self.done.add(rank)
@@ -201,6 +218,8 @@ def run(
             for rank, name in enumerate(plan.names)
         }
         runner = lambda: lau.run(commands, collector.on_line, collector.on_exit, timeout)  # noqa: E731
+    collector.go = lau.go
+    collector.t_launch = time.monotonic()
     try:
         runner()
     except BaseException:
@@ -226,7 +245,13 @@ def outcome(
         row["agent"] = "ran" if row["rank"] in collector.agents else "missing"
     failed = [p for p in pair_docs if p["result"] == "fail"]
     missing = [p for p in pair_docs if p["result"] == "missing"]
-    data = {"run_id": plan.run_id, "nodes": nodes, "pairs": pair_docs, "blame": verdict}
+    data = {
+        "run_id": plan.run_id,
+        "agents_up_s": collector.agents_up_s,
+        "nodes": nodes,
+        "pairs": pair_docs,
+        "blame": verdict,
+    }
     warnings = []
     if collector.ignored:
         warnings.append(

@@ -76,6 +76,11 @@ class ClusterShellLauncher:
             task.schedule(w)
         task.run(timeout=timeout + GRACE_S)
 
+    def go(self, text: str) -> None:
+        """One line to every agent's stdin (ClusterShell keeps it open)."""
+        for w in self.workers:
+            w.write(text.encode())
+
     def stop(self) -> None:
         """SIGTERM to every agent (ssh: to its ssh client; the agent sees its stdin close),
         then, after the grace period, ClusterShell's own abort kills what is left."""
@@ -115,7 +120,8 @@ class SrunLauncher:
             if self.srun_args is not None
             else [f"--nodelist={nodes}", f"--nodes={n}", "--ntasks-per-node=1"]
         )
-        return ["srun", f"--ntasks={n}", "--kill-on-bad-exit=0", "--unbuffered", *placement, *agent_cmd]
+        fixed = ["srun", f"--ntasks={n}", "--kill-on-bad-exit=0", "--unbuffered", "--input=all"]
+        return [*fixed, *placement, *agent_cmd]
 
     def run(self, cmd: list[str], names: list[str], on_line, on_exit, timeout: float) -> None:
         try:
@@ -154,6 +160,14 @@ class SrunLauncher:
         rc = self.proc.wait()
         for node in names:
             on_exit(node, rc)
+
+    def go(self, text: str) -> None:
+        """srun --input=all copies its stdin to every task."""
+        try:
+            self.proc.stdin.write(text.encode())
+            self.proc.stdin.flush()
+        except (OSError, ValueError):
+            pass
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

@@ -108,25 +108,27 @@ class Pair:
 
 
 def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
-    """Bad nodes first, greedily: the node failing with the largest share of its (not yet
-    explained) partners, at least two of them and more than half, explains those failures;
-    repeat. A failing pair left whose nodes both pass elsewhere is a bad link; any other is
-    unexplained (two nodes alone cannot tell a node from a link)."""
+    """Bad nodes first: a node that says the fault is its own (LOCAL causes) on most of its
+    pairs; then, greedily, the node failing with the largest share of its not yet explained
+    partners, at least two and more than half, explains those failures; repeat. A failing pair
+    left whose nodes both pass elsewhere is a bad link; any other is unexplained (two nodes
+    alone cannot tell a node from a link). O(N^2) per bad node, with pairs indexed by node."""
     judged = [p for p in pairs if p.result in ("pass", "fail")]
+    of: list[list[Pair]] = [[] for _ in range(n)]
+    for p in judged:
+        of[p.a].append(p)
+        of[p.b].append(p)
     bad: dict[int, dict] = {}
-    # A node that says the fault is its own (its port or netdev down, no device, its agent did
-    # not run) on most of its pairs is bad whatever its partners say.
     for x in range(n):
-        mine = [p for p in judged if x in (p.a, p.b)]
-        own = [p for p in mine if own_cause(p, x) in LOCAL]
-        if own and len(own) * 2 > len(mine):
-            bad[x] = _bad(names, x, own, len(mine))
+        own = [p for p in of[x] if own_cause(p, x) in LOCAL]
+        if own and len(own) * 2 > len(of[x]):
+            bad[x] = _bad(names, x, own, len(of[x]))
     while True:
         best = None
         for x in range(n):
             if x in bad:
                 continue
-            mine = [p for p in judged if x in (p.a, p.b) and p.a not in bad and p.b not in bad]
+            mine = [p for p in of[x] if p.a not in bad and p.b not in bad]
             failed = [p for p in mine if p.result == "fail"]
             if len(failed) >= 2 and len(failed) * 2 > len(mine):
                 share = len(failed) / len(mine)
@@ -136,15 +138,13 @@ def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
             break
         _, x, failed, tested = best
         bad[x] = _bad(names, x, failed, tested)
+    passes = [any(p.result == "pass" for p in of[x]) for x in range(n)]
     links, unexplained = [], []
     for p in judged:
         if p.result != "fail" or p.a in bad or p.b in bad:
             continue
-        passes_elsewhere = all(
-            any(q.result == "pass" and x in (q.a, q.b) for q in judged) for x in (p.a, p.b)
-        )
         entry = {"a": names[p.a], "b": names[p.b], "cause": p.cause}
-        (links if passes_elsewhere else unexplained).append(entry)
+        (links if passes[p.a] and passes[p.b] else unexplained).append(entry)
     return {"nodes": list(bad.values()), "links": links, "unexplained": unexplained}
 
 
@@ -166,9 +166,13 @@ def _bad(names: list[str], x: int, failed: list[Pair], tested: int) -> dict:
 
 def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[str]) -> list[dict]:
     """Per node: pairs passed and failed, and the median of its pairs' p99 latency."""
+    of: list[list[Pair]] = [[] for _ in range(n)]
+    for p in pairs:
+        of[p.a].append(p)
+        of[p.b].append(p)
     rows = []
     for x in range(n):
-        mine = [p for p in pairs if x in (p.a, p.b)]
+        mine = of[x]
         p99s = [p.metric("rtt_p99_us") for p in mine if p.result == "pass" and p.metric("rtt_p99_us")]
         rows.append(
             {

@@ -16,7 +16,10 @@ OWN_ALLOWED = {"rdmacli", "rdmacli.__main__", "rdmacli.cli"}
 
 def imported(*args: str) -> set[str]:
     r = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "rdmacli", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-X", "importtime", "-m", "rdmacli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     names = set()
@@ -30,7 +33,9 @@ def imported(*args: str) -> set[str]:
 def test_version_and_help_import_nothing_beyond_click(args):
     names = imported(*args)
     assert "click" in names
-    heavy = {n for n in names if n.split(".")[0] in ("rich", "cffi", "_cffi_backend", "pyverbs", "ClusterShell")}
+    heavy = {
+        n for n in names if n.split(".")[0] in ("rich", "cffi", "_cffi_backend", "pyverbs", "ClusterShell")
+    }
     assert not heavy, heavy
     if args[0] != "connect":
         assert {n for n in names if n.startswith("rdmacli")} <= OWN_ALLOWED

@@ -1,0 +1,273 @@
+"""`rdmacli mesh` on eight lab nodes (one rxe device each on one bridge), with the launchers
+people use: ClusterShell's exec and ssh workers, and srun. Faults are real: a netdev set down,
+an nftables rule dropping RoCE's UDP port between two addresses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rdmacli.diag.devices import list_devices
+from rdmacli.lab import node
+
+NODES = os.environ.get("RDMACLI_LAB_NODES", "")
+MAP = os.environ.get("RDMACLI_LAB_NODES_MAP", "")
+ROUND_S = 6.0  # per pair under TCG: setup plus 10 pings, with room
+LAUNCH_S = 180.0  # an upper bound only: round 1 starts when every agent has reported
+KNOWN_CAUSES = {"DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "NOLSN", "TMO", "FAIL"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nodes_present():
+    if not NODES or not MAP:
+        pytest.fail("no lab nodes: run with `make lab-mesh-test` (rdmacli lab --nodes 8)")
+
+
+def validate(doc: dict) -> dict:
+    import jsonschema
+
+    from rdmacli.outcome import SUMMARY_SCHEMA
+
+    jsonschema.validate(doc, SUMMARY_SCHEMA)
+    return doc
+
+
+def mesh(*args: str, nodes: str = NODES, launcher: str = "exec", timeout: float = 600):
+    cmd = [
+        sys.executable, "-m", "rdmacli", "mesh", nodes, "--launcher", launcher, "--map", MAP,
+        "--round-time", str(ROUND_S), "--launch-timeout", str(LAUNCH_S), "--count", "10", "--json", *args,
+    ]  # fmt: skip
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - t0
+    try:
+        doc = validate(json.loads(r.stdout))
+    except ValueError:
+        pytest.fail(f"no JSON summary (exit {r.returncode}): {r.stderr[-3000:]}")
+    return r, doc, wall
+
+
+def by_pair(doc: dict) -> dict[frozenset, dict]:
+    return {frozenset((p["a"], p["b"])): p for p in doc["data"]["pairs"]}
+
+
+def sh(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+def recreate_rxe(k: int, timeout: float = 60) -> None:
+    """Give node k a fresh rxe device (a Linux 6.1 rxe that saw its netdev go down may make no new
+    connection) and wait for its GID."""
+    nd = node(k)
+    subprocess.run(["rdma", "link", "delete", nd["rxe"]], capture_output=True)
+    sh("rdma", "link", "add", nd["rxe"], "type", "rxe", "netdev", nd["netdev"])
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for d in list_devices(use_pyverbs=False):
+            if d.name == nd["rxe"] and any(
+                p.state == "ACTIVE" and any(g.ip == nd["ipv4"] for g in p.gids) for p in d.ports
+            ):
+                return
+        time.sleep(0.5)
+    pytest.fail(f"{nd['rxe']} has no GID for {nd['ipv4']} after {timeout} s")
+
+
+def assert_no_agent_left() -> None:
+    r = subprocess.run(["pgrep", "-f", "rdmacli mesh-agent"], capture_output=True, text=True)
+    assert r.stdout.strip() == "", f"agents still running: {r.stdout}"
+
+
+def test_eight_nodes_every_pair_passes():
+    r, doc, wall = mesh()
+    assert r.returncode == 0, doc["error"]
+    t = doc["totals"]
+    assert (t["nodes"], t["rounds"], t["pairs"], t["pairs_passed"]) == (8, 7, 28, 28)
+    assert {frozenset((p["a"], p["b"])) for p in doc["data"]["pairs"]} == {
+        frozenset((f"n{a:02d}", f"n{b:02d}")) for a in range(1, 9) for b in range(a + 1, 9)
+    }
+    for p in doc["data"]["pairs"]:
+        assert p["result"] == "pass" and p["error"] is None
+        assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"] and p["setup_us"] > 0
+        assert {"resolve addr", "resolve route", "cm connect"} <= set(p["steps_us"])
+    assert doc["data"]["blame"] == {"nodes": [], "links": [], "unexplained": []}
+    assert all(n["agent"] == "ran" and n["passed"] == 7 for n in doc["data"]["nodes"])
+    # round 1 started when every agent had reported, not at the launch deadline
+    assert wall < LAUNCH_S
+    assert_no_agent_left()
+
+
+def test_a_node_whose_netdev_is_down_is_blamed_and_the_others_pass():
+    down = node(4)
+    sh("ip", "link", "set", down["netdev"], "down")
+    try:
+        r, doc, wall = mesh()
+    finally:
+        sh("ip", "link", "set", down["netdev"], "up")
+        recreate_rxe(4)
+    assert r.returncode == 1, doc["error"]
+    pairs = doc["data"]["pairs"]
+    failing = [p for p in pairs if p["result"] == "fail"]
+    assert len(failing) == 7 and all("n04" in (p["a"], p["b"]) for p in failing)
+    assert sum(p["result"] == "pass" for p in pairs) == 21
+    for p in failing:  # decoded: a cause code, and words from the node that knows
+        assert p["cause"] in KNOWN_CAUSES and p["error"]["message"], p
+    assert {p["cause"] for p in failing} == {"DOWN"}, [p["error"]["message"] for p in failing]
+    assert [b["node"] for b in doc["data"]["blame"]["nodes"]] == ["n04"]
+    assert doc["data"]["blame"]["links"] == []
+    # a dead node costs its pairs a round each, never the run: well within the schedule
+    assert wall < LAUNCH_S and doc["elapsed_ms"] / 1e3 < LAUNCH_S
+    assert_no_agent_left()
+
+
+def test_a_blocked_link_is_blamed_not_its_nodes():
+    a, b = node(2)["ipv4"], node(5)["ipv4"]
+    rules = "\n".join(
+        [
+            "table inet rdmacli_mesh_test {",
+            "  chain input {",
+            "    type filter hook input priority 0; policy accept;",
+            f"    ip saddr {a} ip daddr {b} udp dport 4791 drop",
+            f"    ip saddr {b} ip daddr {a} udp dport 4791 drop",
+            "  }",
+            "}",
+        ]
+    )
+    subprocess.run(["nft", "-f", "-"], input=rules, check=True, text=True, capture_output=True)
+    try:
+        r, doc, wall = mesh()
+    finally:
+        subprocess.run(["nft", "delete", "table", "inet", "rdmacli_mesh_test"], capture_output=True)
+    assert r.returncode == 1, doc["error"]
+    failing = [p for p in doc["data"]["pairs"] if p["result"] == "fail"]
+    assert [{p["a"], p["b"]} for p in failing] == [{"n02", "n05"}]
+    assert failing[0]["cause"] in KNOWN_CAUSES
+    blame = doc["data"]["blame"]
+    assert blame["nodes"] == [] and [{x["a"], x["b"]} for x in blame["links"]] == [{"n02", "n05"}]
+    assert_no_agent_left()
+
+
+def test_ssh_launcher_through_a_real_sshd(tmp_path):
+    sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+    assert os.path.exists(sshd), "openssh-server is missing (scripts/bootstrap installs it)"
+    key, host_key = tmp_path / "id", tmp_path / "host"
+    for path in (key, host_key):
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path))
+    (tmp_path / "authorized_keys").write_text((tmp_path / "id.pub").read_text())
+    port = 2222
+    config = tmp_path / "sshd_config"
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
+        f"AuthorizedKeysFile {tmp_path}/authorized_keys\n"
+        f"PermitRootLogin yes\nStrictModes no\nUsePAM no\nPidFile {tmp_path}/sshd.pid\nLogLevel ERROR\n"
+    )
+    os.makedirs("/run/sshd", exist_ok=True)
+    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 60
+        while True:  # ready when it accepts connections
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read()
+                assert time.monotonic() < end, "sshd did not listen within 60 s"
+                time.sleep(0.3)
+        opts = (
+            f"-p {port} -i {key} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+            "-o HostName=127.0.0.1 -o LogLevel=ERROR"
+        )
+        r, doc, wall = mesh(
+            "--ssh-options", opts, "--agent-command", f"{sys.executable} -m rdmacli",
+            nodes="n[01-04]", launcher="ssh",
+        )  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert r.returncode == 0, (doc["error"], r.stderr[-2000:])
+    assert doc["totals"]["pairs_passed"] == 6 and doc["params"]["launcher"] == "ssh"
+    assert_no_agent_left()
+
+
+SLURM_CONF = """ClusterName=lab
+SlurmctldHost={host}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={d}/munge.sock
+CredType=cred/munge
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MpiDefault=none
+SchedulerType=sched/builtin
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+NodeName={host} CPUs={cpus} State=UNKNOWN
+PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+"""
+
+
+@pytest.fixture
+def slurm(tmp_path):
+    """A real single-node Slurm (munged, slurmctld, slurmd from Debian) in the lab VM."""
+    for tool in ("munged", "slurmctld", "slurmd", "srun", "sinfo"):
+        assert shutil.which(tool) or os.path.exists(f"/usr/sbin/{tool}"), (
+            f"{tool} missing (scripts/bootstrap)"
+        )
+    d = tmp_path
+    (d / "state").mkdir()
+    (d / "spool").mkdir()
+    key = d / "munge.key"
+    sh("dd", "if=/dev/urandom", f"of={key}", "bs=1024", "count=1")
+    key.chmod(0o600)
+    host = socket.gethostname().split(".")[0]
+    conf = d / "slurm.conf"
+    conf.write_text(SLURM_CONF.format(host=host, d=d, cpus=os.cpu_count() or 1))
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    sh("munged", "-f", f"--key-file={key}", f"--socket={d}/munge.sock", f"--pid-file={d}/munged.pid",
+       f"--log-file={d}/munged.log", f"--seed-file={d}/munged.seed")  # fmt: skip
+    subprocess.run(["slurmctld", "-c", "-f", str(conf)], check=True, env=env)
+    subprocess.run(["slurmd", "-c", "-f", str(conf)], check=True, env=env)
+    try:
+        end = time.monotonic() + 120
+        while True:  # ready when the node is idle
+            r = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, env=env)
+            if r.stdout.strip() == "idle":
+                break
+            assert time.monotonic() < end, f"slurm not idle after 120 s: {r.stdout} {r.stderr}"
+            time.sleep(0.5)
+        yield env
+    finally:
+        for pidfile in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
+            try:
+                os.kill(int((d / pidfile).read_text().split()[0]), 15)
+            except (OSError, ValueError):
+                pass
+
+
+def test_srun_launcher_in_a_real_slurm(slurm, monkeypatch):
+    for k, v in slurm.items():
+        monkeypatch.setenv(k, v)
+    # several tasks on the one lab node stand for the nodes; each takes its rank from SLURM_PROCID
+    r, doc, wall = mesh(
+        "--srun-args", "--overcommit --nodes=1", "--agent-command", f"{sys.executable} -m rdmacli",
+        nodes="n[01-04]", launcher="srun",
+    )  # fmt: skip
+    assert r.returncode == 0, (doc["error"], r.stderr[-2000:])
+    assert doc["totals"]["pairs_passed"] == 6 and doc["params"]["launcher"] == "srun"
+    assert_no_agent_left()
