@@ -49,3 +49,57 @@ def local_cause(device: str | None, port: int = 1, ip: str | None = None, *, sys
             f"add the address back (`ip addr add {ip}/PREFIX dev {netdev or 'IFACE'}`) or use another",
         )
     return None
+
+
+def netdev_of(ip: str) -> str | None:
+    """The network interface that holds `ip` on this host, or None."""
+    import ipaddress
+    import socket
+
+    addr = ipaddress.ip_address(ip)
+    if addr.version == 6:
+        try:
+            with open("/proc/net/if_inet6") as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) >= 6 and ipaddress.ip_address(int(fields[0], 16)) == addr:
+                        return fields[5]
+        except OSError:
+            return None
+        return None
+    import fcntl
+    import struct
+
+    siocgifaddr = 0x8915
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                raw = fcntl.ioctl(s.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue
+            if socket.inet_ntoa(raw[20:24]) == ip:
+                return name
+    return None
+
+
+def cause_for_address(ip: str, *, sysfs: str | None = None) -> LocalCause | None:
+    """What is wrong on this host with the RDMA port behind the local address `ip`, or None:
+    for failures that never reached a cm_id's device (a resolve refused at once, a listener
+    nobody reached)."""
+    netdev = netdev_of(ip)
+    if netdev is None:
+        return LocalCause(
+            f"no interface of this host holds {ip} any more",
+            f"add the address back (`ip addr add {ip}/PREFIX dev IFACE`) or use another",
+        )
+    for d in list_devices(sysfs, use_pyverbs=False):
+        for p in d.ports:
+            if (p.netdev or (d.netdevs[0] if d.netdevs else None)) == netdev:
+                return local_cause(d.name, p.port, ip, sysfs=sysfs)
+    oper = read_sysfs(f"/sys/class/net/{netdev}/operstate")
+    if oper not in (None, "up", "unknown"):
+        return LocalCause(f"netdev {netdev} ({ip}) is {oper}", f"bring it up: `ip link set {netdev} up`")
+    return LocalCause(
+        f"no RDMA device sits on netdev {netdev} ({ip})",
+        f"Soft-RoCE: `rdma link add rxe_{netdev} type rxe netdev {netdev}`; else check the driver",
+    )

@@ -192,10 +192,31 @@ def run_pair(cfg: AgentConfig, rnd: int, slot: int, peer: int, end: float, *, ba
     finally:
         if flow is not None:
             flow.close()
-    return judge(rec, flow, error, listen)
+    return judge(rec, flow, error, listen, cfg.addresses[cfg.rank])
 
 
-def judge(rec: dict, flow, error: RdmacliError | None, listen: bool) -> dict:
+def local_cause_of(error: dict, address: str) -> dict | None:
+    """Look at this node first: its own port, netdev or address, said before the partner is
+    blamed (the engine does this for a cm_id's device; a resolve refused at once or a listener
+    that nobody reached never had one)."""
+    from rdmacli.diag.local import cause_for_address
+
+    try:
+        cause = cause_for_address(address)
+    except Exception:  # a diagnosis must never hide the error it explains
+        return None
+    if cause is None:
+        return None
+    return {
+        "message": f"{cause.text} [this node, {address}] (reported: {error.get('message')})",
+        "hint": cause.hint,
+        "exit_code": int(ExitCode.ENVIRONMENT),
+        "local_cause": cause.text,
+        "reported": error.get("message"),
+    }
+
+
+def judge(rec: dict, flow, error: RdmacliError | None, listen: bool, address: str = "") -> dict:
     """pass: the partner's connection (the accepted one, for a listener) ended done."""
     conns = [] if flow is None else [c for c in flow.all_conns if c.state != State.REJECTED]
     conn = conns[-1] if conns else None
@@ -213,6 +234,10 @@ def judge(rec: dict, flow, error: RdmacliError | None, listen: bool) -> dict:
                 exit_code=ExitCode.TIMEOUT,
             )
         rec["error"] = err.to_dict() if err is not None else {"message": "failed", "exit_code": 1}
+        if not rec["error"].get("local_cause"):
+            here = local_cause_of(rec["error"], address)
+            if here is not None:
+                rec["error"] = here
     if flow is not None:
         steps = flow.timer.summary()
         rec["steps_us"] = {s["step"]: s["avg_us"] for s in steps}
