@@ -1,7 +1,8 @@
 """One connection: its cm_id, CQ on a completion channel, MRs, state, phase and deadline, teardown.
 
 Everything it creates or posts goes through the flow's backend (rdmacli.rdma.backend), so the
-same code runs on real RDMA and on the scripted stand-in of the unit tests.
+same code runs on real RDMA and on the scripted stand-in of the unit tests. Its CQ is shared
+with the flow's other connections on the same device (engine.cqpool).
 """
 
 from __future__ import annotations
@@ -32,8 +33,7 @@ class Connection:
         self.index = index
         self.cm = cm
         self.protocol = None
-        self.comp = None
-        self.cq = None
+        self.cq = None  # shared with the flow's other connections on this device (engine.cqpool)
         self.mrs: list = []
         self.state = State.PENDING
         self.phase = "start"
@@ -106,9 +106,9 @@ class Connection:
         sq_sig_all: int = 0,
         create_flags: int = 0,
     ) -> None:
-        self.comp = self.backend.comp_channel(self.cm)
+        pool = self.flow.cq_pool
         try:
-            self.cq = self.backend.cq(self.cm, send_wr + recv_wr, self.comp)
+            self.cq = pool.acquire(self, send_wr + recv_wr)
             self.cm.create_qp(
                 qp_type=qp_type,
                 send_cq=self.cq.ptr,
@@ -119,11 +119,12 @@ class Connection:
                 create_flags=create_flags,
             )
         except RdmaCallError as exc:
+            pool.release(self)
             over = self._over_limit(exc, send_wr, recv_wr)
             if over is None:
                 raise
             raise over from exc
-        self.flow.loop.watch_cq(self.comp, self.cq, lambda wc: self.flow.on_wc(self, wc))
+        pool.bind(self, self.cm.qp_num)
 
     def _over_limit(self, exc: RdmaCallError, send_wr: int, recv_wr: int) -> RdmacliError | None:
         """EINVAL/ENOMEM from queue creation, said as the device limit that was exceeded."""
@@ -216,12 +217,7 @@ class Connection:
             steps.append(("destroy qp", self.cm.destroy_qp))
         steps += [(None, ah.destroy) for ah in self.ahs]
         steps += [(None, mr.dereg) for mr in self.mrs]
-        if self.comp is not None:
-            steps.append((None, lambda: self.flow.loop.unwatch_cq(self.comp)))
-        if self.cq is not None:
-            steps.append((None, self.cq.destroy))
-        if self.comp is not None:
-            steps.append((None, self.comp.destroy))
+        steps.append((None, lambda: self.teardown_errors.extend(self.flow.cq_pool.release(self))))
         steps.append(("destroy id", self.cm.destroy))
         for name, fn in steps:
             if name:

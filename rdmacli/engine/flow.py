@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from rdmacli.engine.conn import MEMLOCK_HINT, Connection
+from rdmacli.engine.cqpool import CqPool
 from rdmacli.engine.loop import DeadlineExpired, Loop
 from rdmacli.engine.protocol import Protocol
 from rdmacli.engine.status import ERRNO_ADVICE, event_error, short_status
@@ -95,6 +96,7 @@ class Flow:
         self.channel = self.backend.event_channel()
         self.loop = Loop(self.channel, busy_poll=self.options.busy_poll)
         self.loop.observers.append(self._observe)
+        self.cq_pool = CqPool(self)
         self.conns: dict[int, Connection] = {}  # cm id key -> connection
         self.all_conns: list[Connection] = []
         self.warnings: list[str] = []
@@ -213,8 +215,7 @@ class Flow:
     def on_disconnected(self, conn: Connection, ev: CmEvent) -> None:
         # Completions may wait in the CQ while the CM fd was served first: count them before
         # judging the exchange, and before our own disconnect flushes what is left.
-        if conn.cq is not None:
-            self.loop.drain(conn.cq, lambda wc: self.on_wc(conn, wc))
+        self.cq_pool.drain(conn)
         was_ours = conn.disconnect_sent
         if was_ours:
             self.step_done(conn, "disconnect")
@@ -341,6 +342,8 @@ class Flow:
         self.closed = True
         for conn in self.all_conns:
             conn.teardown()
+        for err in self.cq_pool.close():
+            self.warn(f"teardown: {err}")
         self.close_extra()
         self.loop.close()
         self.channel.close()

@@ -23,6 +23,10 @@ class RdmaBackend:
         return cm.CmId(ev.raw_id, channel)
 
     # -- verbs on a cm_id's device ---------------------------------------------------------
+    def device_key(self, cm_id: cm.CmId) -> int:
+        """Which device context a cm_id is on (connections on one share CQs)."""
+        return int(verbs.ffi().cast("uintptr_t", cm_id.verbs))
+
     def comp_channel(self, cm_id: cm.CmId) -> verbs.CompChannel:
         return verbs.CompChannel(cm_id.verbs)
 
@@ -41,7 +45,7 @@ class RdmaBackend:
     def device_limits(self, cm_id: cm.CmId) -> verbs.DeviceLimits | None:
         """Asked once per device context, not once per connection."""
         cache = self.__dict__.setdefault("_limits", {})
-        key = int(verbs.ffi().cast("uintptr_t", cm_id.verbs))
+        key = self.device_key(cm_id)
         if key not in cache:
             cache[key] = verbs.query_limits(cm_id.verbs)
         return cache[key]

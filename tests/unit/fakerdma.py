@@ -136,6 +136,10 @@ class FakeCmId:
         self.backend.qp_attrs.append(attr)
         self._call("create qp", attr)
         self.has_qp = True
+        # the CQ it was given (shared by the flow's connections): completions land there
+        cq = next((c for c in self.backend.all_cqs if c.ptr is attr.get("send_cq")), None)
+        if cq is not None:
+            self.backend.cqs[self.key] = cq
 
     def destroy_qp(self):
         if self.has_qp:
@@ -244,6 +248,7 @@ class FakeBackend:
         self.limits = limits
         self.ids: list[FakeCmId] = []
         self.cqs: dict[int, FakeCQ] = {}  # cm key -> its CQ
+        self.all_cqs: list[FakeCQ] = []
         self.sends: list[dict] = []  # every post_send, in order
         self.conn_params: list = []
         self.qp_attrs: list[dict] = []
@@ -332,8 +337,12 @@ class FakeBackend:
         if self.limits is not None and cqe > self.limits.max_cqe:
             raise RdmaCallError("ibv_create_cq", errno.EINVAL)  # what a real device says
         cq = FakeCQ(self, comp, cqe)
+        self.all_cqs.append(cq)
         self.cqs[cm.key] = cq
         return cq
+
+    def device_key(self, cm):
+        return "fake0"
 
     def mr(self, cm, size: int, access: int):
         self.log.append(("reg mr", size))
@@ -367,14 +376,14 @@ class FakeBackend:
             if self.on_send is not None:
                 self.on_send(qp.cm, wr)
         if self.auto_complete_sends:
-            self.cqs[qp.cm.key].complete(wc(wr_id, WC_OPCODE[opcode], byte_len=length))
+            self.cqs[qp.cm.key].complete(wc(wr_id, WC_OPCODE[opcode], byte_len=length, qp_num=qp.qp_num))
 
     # -- playing the peer on the data path ---------------------------------------------------------
     def deliver(self, cm, data: bytes = b"", imm=None) -> None:
         """The peer's message lands in the oldest receive posted on `cm`."""
         wr_id, mr, offset, length = cm.recvs.pop(0)
         mr.write(data[:length], offset)
-        self.cqs[cm.key].complete(wc(wr_id, C.WC_RECV, byte_len=len(data), imm=imm))
+        self.cqs[cm.key].complete(wc(wr_id, C.WC_RECV, byte_len=len(data), imm=imm, qp_num=cm.qp_num))
 
     def peer_disconnects(self, cm) -> None:
         cm.peer_gone = True

@@ -8,9 +8,10 @@ nothing about RDMA itself (the lab suite does).
 from __future__ import annotations
 
 import signal
+from types import SimpleNamespace
 
 import pytest
-from fakerdma import FakeBackend
+from fakerdma import FakeBackend, wc
 
 from rdmacli.engine.client import ClientFlow
 from rdmacli.engine.flow import Options, Timeouts
@@ -56,15 +57,15 @@ def run(flow, **outcome_kw):
 
 def cmatose_peer(backend, flow, count=3, size=64):
     """A ucmatose server: sends `count` messages once connected, disconnects after the echo."""
-    echoed = []
+    echoed: dict[int, list] = {}  # per connection
 
     def on_connect(cm, param):
         flow.loop.call_later(0, lambda: [backend.deliver(cm, b"m" * size) for _ in range(count)])
         return [backend.event(cm, C.ESTABLISHED)]
 
     def on_send(cm, wr):
-        echoed.append(wr)
-        if len(echoed) == count:
+        echoed.setdefault(cm.key, []).append(wr)
+        if len(echoed[cm.key]) == count:
             backend.peer_disconnects(cm)
 
     backend.script["connect"] = on_connect
@@ -438,3 +439,41 @@ def test_a_stop_while_only_the_disconnect_is_outstanding_counts_the_exchange_as_
     out = run(flow)
     assert [c.state for c in out.connections] == [State.DONE]
     assert out.exit_code == 130 and out.to_dict()["totals"]["connections_passed"] == 1
+
+
+# -- shared completion queues ---------------------------------------------------------------------
+
+
+def test_connections_on_one_device_share_one_cq_and_completions_find_their_connection():
+    backend = FakeBackend()
+    flow = client(backend, connections=5)
+    cmatose_peer(backend, flow)
+    out = run(flow)
+    assert out.exit_code == 0 and [c.state for c in out.connections] == [State.DONE] * 5
+    assert all(c.stats["messages_received"] == c.stats["messages_sent"] == 3 for c in out.connections)
+    assert len(backend.all_cqs) == 1 and backend.all_cqs[0].ptr is None  # one CQ, destroyed
+    assert backend.calls().count("destroy cq") == 1
+
+
+def test_a_reused_qp_number_never_gets_the_old_qps_completions():
+    from rdmacli.engine.cqpool import CqPool
+
+    backend = FakeBackend()
+    flow = client(backend)
+    got = []
+    flow.on_wc = lambda conn, wc_: got.append((conn, wc_.wr_id))
+    pool = CqPool(flow)
+    old = SimpleNamespace(cm=backend.create_id(None, C.PS_TCP), limits=lambda: None)
+    cq = pool.acquire(old, 8)
+    pool.bind(old, 42)
+    keeper = SimpleNamespace(cm=backend.create_id(None, C.PS_TCP), limits=lambda: None)
+    pool.acquire(keeper, 8)  # keeps the CQ alive
+    cq.complete(wc(7, qp_num=42))  # the old QP's completion, still queued when it goes
+    pool.release(old)
+    new = SimpleNamespace(cm=backend.create_id(None, C.PS_TCP), limits=lambda: None)
+    assert pool.acquire(new, 8) is cq
+    pool.bind(new, 42)  # the same QP number again
+    cq.complete(wc(8, qp_num=42))
+    flow.loop.drain(cq, pool.dispatch)
+    assert got == [(new, 8)]
+    flow.close()
