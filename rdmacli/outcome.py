@@ -218,7 +218,8 @@ SUMMARY_KEYS = [
         "data",
         "object",
         "what only this command reports: devices (devices), checks (doctor), rows, "
-        "path and addresses (selftest); empty otherwise",
+        "path and addresses (selftest), run_id, agents_up_s, nodes, pairs and blame (mesh); "
+        "empty otherwise",
     ),
 ]
 

@@ -132,6 +132,7 @@ def command(
     listens and the higher connects. Exit status 0 all pairs passed, 1 failures found, 2 usage,
     3 environment, 6 incomplete.
     """
+    import os
     import shlex
     import signal
     import time
@@ -185,7 +186,7 @@ def command(
                 progress.update(collector)
 
         collector = coordinator.Collector(plan, on_change)
-        signum = None
+        signum = internal = None
         with progress or nullcontext():
             try:
                 coordinator.run(
@@ -195,7 +196,18 @@ def command(
                 )  # fmt: skip
             except (Stopped, KeyboardInterrupt) as exc:
                 signum = getattr(exc, "signum", signal.SIGINT)
+            except RdmacliError:
+                raise
+            except Exception as exc:  # a bug: the agents were stopped; report what came in
+                if os.environ.get("RDMACLI_DEBUG"):
+                    raise
+                internal = RdmacliError(
+                    f"internal error: {type(exc).__name__}: {exc}",
+                    hint="rerun with RDMACLI_DEBUG=1 for the traceback, and please report it",
+                )
         outcome = coordinator.outcome(plan, collector, params, t0=t0, baseline=base, signal=signum)
+        if internal is not None:
+            outcome.error = internal
         if app.json_lines:
             for p in outcome.data["pairs"]:
                 if (p["a_rank"], p["b_rank"]) not in seen:

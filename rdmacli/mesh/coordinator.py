@@ -148,7 +148,7 @@ class Collector:
             return False
         if not isinstance(rec.get("error"), (dict, type(None))):
             return False
-        rec["side"] = side
+        rec["side"], rec["a"], rec["b"] = side, pair.a, pair.b  # ours, not what the agent said
         pair.reports[side] = rec
         return True
 

@@ -129,7 +129,7 @@ class SrunLauncher:
                 cmd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,  # the go line (srun --input=all)
                 start_new_session=True,
             )
         except FileNotFoundError as exc:
@@ -163,10 +163,12 @@ class SrunLauncher:
 
     def go(self, text: str) -> None:
         """srun --input=all copies its stdin to every task."""
+        if self.proc is None or self.proc.stdin is None:
+            return
         try:
             self.proc.stdin.write(text.encode())
             self.proc.stdin.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError):  # srun already gone: its agents start at --start-at
             pass
 
     def stop(self) -> None:

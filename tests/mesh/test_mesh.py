@@ -165,7 +165,7 @@ def test_ssh_launcher_through_a_real_sshd(tmp_path):
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
         f"AuthorizedKeysFile {tmp_path}/authorized_keys\n"
-        f"PermitRootLogin yes\nStrictModes no\nUsePAM no\nPidFile {tmp_path}/sshd.pid\nLogLevel ERROR\n"
+        f"PermitRootLogin yes\nStrictModes no\nUsePAM yes\nPidFile {tmp_path}/sshd.pid\nLogLevel ERROR\n"
     )
     os.makedirs("/run/sshd", exist_ok=True)
     proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
@@ -238,6 +238,9 @@ def slurm(tmp_path):
     host = socket.gethostname().split(".")[0]
     conf = d / "slurm.conf"
     conf.write_text(SLURM_CONF.format(host=host, d=d, cpus=os.cpu_count() or 1))
+    # no systemd in the VM: slurmd makes its cgroup v2 scope itself, under a system.slice
+    (d / "cgroup.conf").write_text("CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n")
+    os.makedirs("/sys/fs/cgroup/system.slice", exist_ok=True)
     env = {**os.environ, "SLURM_CONF": str(conf)}
     sh("munged", "-f", f"--key-file={key}", f"--socket={d}/munge.sock", f"--pid-file={d}/munged.pid",
        f"--log-file={d}/munged.log", f"--seed-file={d}/munged.seed")  # fmt: skip

@@ -124,8 +124,9 @@ def test_the_collector_uses_only_records_of_this_run_that_the_schedule_has():
     c.on_line("n0", "{broken", False)
     assert c.ignored == 7 and all(not p.reports for p in c.pairs.values())
     assert c.stderr["n0"] == ["[1, 2]", "not json {"]  # kept as words for a node that never reports
-    c.on_line("n0", json.dumps(good), False)
+    c.on_line("n0", json.dumps({**good, "a": 99, "b": "x"}), False)  # a/b are recomputed, not trusted
     assert c.pairs[(0, peer)].reports["listen"]["result"] == "pass"
+    assert (c.pairs[(0, peer)].reports["listen"]["a"], c.pairs[(0, peer)].reports["listen"]["b"]) == (0, peer)
 
 
 def test_a_node_whose_agent_never_ran_is_blamed_with_its_launcher_words():
