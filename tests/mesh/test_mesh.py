@@ -153,6 +153,16 @@ def test_a_blocked_link_is_blamed_not_its_nodes():
     assert_no_agent_left()
 
 
+@pytest.mark.parametrize("test", ["connect", "ud"])
+def test_the_other_pair_tests(test):
+    r, doc, wall = mesh("--test", test, nodes="n[01-04]")
+    assert r.returncode == 0, doc["error"]
+    assert doc["totals"]["pairs_passed"] == 6 and doc["params"]["test"] == test
+    for p in doc["data"]["pairs"]:
+        assert p["setup_us"] > 0 and p["rtt_p50_us"] is None  # no ping: setup time in the matrix
+    assert_no_agent_left()
+
+
 def test_ssh_launcher_through_a_real_sshd(tmp_path):
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     assert os.path.exists(sshd), "openssh-server is missing (scripts/bootstrap installs it)"
@@ -167,7 +177,7 @@ def test_ssh_launcher_through_a_real_sshd(tmp_path):
         f"AuthorizedKeysFile {tmp_path}/authorized_keys\n"
         f"PermitRootLogin yes\nStrictModes no\nUsePAM yes\nPidFile {tmp_path}/sshd.pid\nLogLevel ERROR\n"
     )
-    os.makedirs("/run/sshd", exist_ok=True)
+    os.makedirs("/run/sshd", exist_ok=True)  # UsePAM: Debian's root has no password (locked)
     proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
     try:
         end = time.monotonic() + 60

@@ -1,0 +1,56 @@
+"""The mesh token in the private data: a listener takes only this round's partner of this run."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from rdmacli.engine.protocol import Reject
+from rdmacli.mesh.token import OFFSET, Guarded, Token, check, parse
+from rdmacli.protocols import hello as H
+from rdmacli.protocols.cmatose import CmatoseClient, CmatoseServer
+
+RUN = bytes.fromhex("0123456789abcdef")
+WANT = Token(RUN, 3, 5, 2)  # round 3: rank 5 connects to rank 2
+
+
+HELLO = H.Hello(H.KIND_CONNECT, 10, 100)
+
+
+def request(token: Token | None, hello: H.Hello = HELLO) -> SimpleNamespace:
+    pd = hello.pack().ljust(OFFSET, b"\0") + (token.pack() if token else b"")
+    return SimpleNamespace(private_data=pd.ljust(56, b"\0"))  # RC's REQ arrives padded to 56
+
+
+def test_the_client_appends_the_token_after_its_hello_within_rc_private_data():
+    param = Guarded(CmatoseClient(10, 100), WANT).conn_param()
+    assert len(param.private_data) <= 56
+    assert H.parse(param.private_data) == H.Hello(H.KIND_CONNECT, 10, 100)
+    assert parse(param.private_data) == WANT
+
+
+@pytest.mark.parametrize(
+    "token, words",
+    [
+        (None, "no run id"),
+        (Token(bytes(8), 3, 5, 2), "another run"),
+        (Token(RUN, 2, 5, 2), "stale request of round 2"),
+        (Token(RUN, 3, 6, 2), "rank 6 asked for rank 2"),
+    ],
+)
+def test_a_stale_or_foreign_request_is_rejected_with_words(token, words):
+    server = Guarded(CmatoseServer(), WANT)
+    with pytest.raises(Reject, match=words):
+        server.on_request(None, request(token))
+    assert words in check(parse(request(token).private_data), WANT)
+
+
+def test_the_partner_is_accepted_and_its_hello_still_read():
+    server = Guarded(CmatoseServer(), WANT)
+    server.on_request(None, request(WANT, H.Hello(H.KIND_CONNECT, 7, 64)))
+    assert (server.count, server.size) == (7, 64)
+
+
+def test_garbage_private_data_is_no_token():
+    assert parse(b"") is None and parse(b"\xff" * 56) is None and parse(b"MESH") is None
