@@ -124,6 +124,40 @@ def _active_mtus(name: str) -> dict[int, int]:
     return mtus
 
 
+def port_netdev(device_dir: str, port: int) -> str | None:
+    """The netdev behind one port, read from as few files as will tell: Soft-RoCE's `parent`,
+    then the port's first valid GID, then the device's net/ (a failure path under TCG must not
+    read a 1024-entry GID table per device)."""
+    parent = read_sysfs(os.path.join(device_dir, "parent"))
+    if parent:
+        return parent
+    ndevs = os.path.join(device_dir, "ports", str(port), "gid_attrs", "ndevs")
+    for name in sorted(listdir(ndevs), key=int):
+        netdev = read_sysfs(os.path.join(ndevs, name))
+        if netdev:
+            return netdev
+    nets = listdir(os.path.join(device_dir, "device", "net"))
+    return nets[0] if len(nets) == 1 else None
+
+
+def port_has_ip(port_dir: str, ip: str) -> bool:
+    """Is `ip` in the port's GID table? Stops at the first match."""
+    gdir = os.path.join(port_dir, "gids")
+    for name in sorted(listdir(gdir), key=int):
+        raw = read_sysfs(os.path.join(gdir, name))
+        if raw and raw.replace(":", "").strip("0") and gid_to_ip(format_gid(raw)) == ip:
+            return True
+    return False
+
+
+def port_state(port_dir: str) -> tuple[str, str]:
+    """(state, phys_state) as `rdma link` names them."""
+    return (
+        _state(read_sysfs(os.path.join(port_dir, "state"))),
+        _state(read_sysfs(os.path.join(port_dir, "phys_state"))),
+    )
+
+
 def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Device]:
     sysfs = sysfs or SYSFS
     try:
@@ -143,11 +177,12 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
             pdir = os.path.join(ddir, "ports", pn)
             gids = _gids(pdir)
             netdev = next((g.netdev for g in gids if g.netdev), None)
+            state, phys_state = port_state(pdir)
             ports.append(
                 Port(
                     port=int(pn),
-                    state=_state(read_sysfs(os.path.join(pdir, "state"))),
-                    phys_state=_state(read_sysfs(os.path.join(pdir, "phys_state"))),
+                    state=state,
+                    phys_state=phys_state,
                     link_layer=read_sysfs(os.path.join(pdir, "link_layer")) or "UNKNOWN",
                     active_mtu=mtus.get(int(pn)),
                     rate=read_sysfs(os.path.join(pdir, "rate")),
@@ -156,7 +191,7 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
                 )
             )
         netdevs = sorted(
-            {p.netdev for p in ports if p.netdev} | set(_listdir(os.path.join(ddir, "device", "net")))
+            {p.netdev for p in ports if p.netdev} | set(listdir(os.path.join(ddir, "device", "net")))
         )
         driver_link = os.path.join(ddir, "device", "driver")
         driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
@@ -174,7 +209,7 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
     return devices
 
 
-def _listdir(path: str) -> list[str]:
+def listdir(path: str) -> list[str]:
     try:
         return os.listdir(path)
     except OSError:

@@ -93,6 +93,7 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False) -> in
         }
     )
     failed = 0
+    overran = None  # (what, seconds): the last pair ended after its slot did
     for slot, rnd in enumerate(rounds):
         if stop():
             break
@@ -107,17 +108,25 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False) -> in
         now = time.time()
         if now >= end:
             rec = pair_record(cfg, rnd, slot, peer)
+            why = (
+                f"the pair before it ({overran[0]}) ended {overran[1]:.1f} s after its slot: "
+                "raise --round-time"
+                if overran
+                else "started late: raise --launch-timeout"
+            )
             rec.update(
                 result="fail",
                 error={
-                    "message": f"this node's agent reached round {slot} {now - end:.1f} s after its slot "
-                    "ended (started late: raise --launch-timeout)",
+                    "message": f"this node's agent reached round {slot} {now - end:.1f} s after its "
+                    f"slot ended ({why})",
                     "exit_code": int(ExitCode.TIMEOUT),
                     "cause": "AGENT",
                 },
             )
         else:
             rec = run_pair(cfg, rnd, slot, peer, end, backend=backend)
+        late = time.time() - (begin + cfg.round_s)
+        overran = (f"round {slot}, with {cfg.names[peer]}", late) if late > 0 else None
         failed += rec["result"] != "pass"
         emit(rec)
     emit({"type": "done", "run": cfg.run_id, "rank": cfg.rank, "failed": failed})

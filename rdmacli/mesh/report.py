@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 CAUSES = {
     "DOWN": "a local port or netdev is down (the node's own RDMA link)",
     "ENV": "the node's RDMA environment (no device, memlock, permissions)",
-    "AGENT": "the node's agent did not run or died (launcher, ssh, srun, install)",
+    "AGENT": "the node's agent did not run, died, or missed its slot (launcher, install, --round-time)",
     "ADDR": "address resolution failed (ADDR_ERROR: no route/ARP to the partner)",
     "ROUTE": "route resolution failed (ROUTE_ERROR)",
     "UNR": "the partner was unreachable (UNREACHABLE: no answer to the CM request)",

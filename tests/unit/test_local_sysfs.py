@@ -1,0 +1,75 @@
+"""This host's side of a failure, read from a sysfs tree laid out as the kernel lays out rxe's:
+a 1024-entry GID table, mostly empty. The lab's tests/lab/test_local_causes.py proves the same
+against real devices; these pin which files are read."""
+
+from __future__ import annotations
+
+import builtins
+
+import pytest
+
+from rdmacli.diag.local import cause_for_address, local_cause
+
+EMPTY = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+def v4_gid(ip: str) -> str:
+    a, b, c, d = (int(x) for x in ip.split("."))
+    return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+
+
+def make_rxe(root, name: str, netdev: str, ips: list[str], state: str = "4: ACTIVE"):
+    ddir = root / name
+    pdir = ddir / "ports" / "1"
+    (pdir / "gids").mkdir(parents=True)
+    (pdir / "gid_attrs" / "ndevs").mkdir(parents=True)
+    (ddir / "parent").write_text(netdev + "\n")
+    (pdir / "state").write_text(state + "\n")
+    (pdir / "phys_state").write_text("5: LinkUp\n")
+    gids = ["fe80:0000:0000:0000:0000:00ff:fe00:0001", *(v4_gid(ip) for ip in ips)]
+    for i in range(1024):
+        (pdir / "gids" / str(i)).write_text((gids[i] if i < len(gids) else EMPTY) + "\n")
+    return ddir
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """The paths opened, so a test can say how much was read."""
+    paths = []
+    real = builtins.open
+
+    def spy(path, *a, **kw):
+        paths.append(str(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", spy)
+    return paths
+
+
+def test_a_healthy_port_reads_a_handful_of_files(tmp_path, opened):
+    make_rxe(tmp_path, "rxe_n01", "n01", ["10.77.1.1"])
+    make_rxe(tmp_path, "rxe_n02", "n02", ["10.77.1.2"])
+    assert local_cause("rxe_n02", 1, "10.77.1.2", sysfs=str(tmp_path)) is None
+    assert len(opened) < 10, opened  # not the 1024-entry table
+
+
+def test_a_port_that_is_down_names_it(tmp_path):
+    make_rxe(tmp_path, "rxe_n04", "n04", [], state="1: DOWN")
+    cause = local_cause("rxe_n04", 1, "10.77.1.4", sysfs=str(tmp_path))
+    assert cause is not None and "rxe_n04 port 1 is DOWN" in cause.text
+
+
+def test_an_address_that_left_the_gid_table(tmp_path):
+    make_rxe(tmp_path, "rxe_n03", "n03", ["10.77.1.9"])
+    cause = local_cause("rxe_n03", 1, "10.77.1.3", sysfs=str(tmp_path))
+    assert cause is not None and "no GID for 10.77.1.3" in cause.text and "netdev n03" in cause.text
+
+
+def test_a_removed_device(tmp_path):
+    cause = local_cause("rxe_gone", 1, None, sysfs=str(tmp_path))
+    assert cause is not None and "was removed" in cause.text
+
+
+def test_an_address_on_no_interface_is_said_so(tmp_path):
+    cause = cause_for_address("192.0.2.77", sysfs=str(tmp_path))  # TEST-NET-1: on no interface here
+    assert cause is not None and "no interface of this host holds 192.0.2.77" in cause.text
