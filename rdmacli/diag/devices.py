@@ -150,6 +150,12 @@ def port_has_ip(port_dir: str, ip: str) -> bool:
     return False
 
 
+def serves_ip(device: str, ip: str, port: int = 1, sysfs: str | None = None) -> bool:
+    """Is `device` port `port` ACTIVE with a GID for `ip`? (A lab waiting for its devices.)"""
+    pdir = os.path.join(sysfs or SYSFS, device, "ports", str(port))
+    return port_state(pdir)[0] == "ACTIVE" and port_has_ip(pdir, ip)
+
+
 def port_state(port_dir: str) -> tuple[str, str]:
     """(state, phys_state) as `rdma link` names them."""
     return (

@@ -50,18 +50,6 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
-def _gid_ips(dev: str) -> set[str]:
-    from rdmacli.diag.devices import list_devices
-
-    ips = set()
-    for d in list_devices(use_pyverbs=False):
-        if d.name == dev:
-            for p in d.ports:
-                if p.state == "ACTIVE":
-                    ips.update(g.ip for g in p.gids if g.ip)
-    return ips
-
-
 def node_setup(n: int) -> list[list[str]]:
     """N nodes on one bridge, each a veth with its own rxe device (`rdmacli lab --nodes N`)."""
     cmds = [
@@ -88,6 +76,8 @@ def node_setup(n: int) -> list[list[str]]:
 
 
 def setup(deadline_s: float = 30.0, nodes: int = 0) -> None:
+    from rdmacli.diag.devices import serves_ip
+
     for cmd in SETUP + node_setup(nodes):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
@@ -98,7 +88,7 @@ def setup(deadline_s: float = 30.0, nodes: int = 0) -> None:
     while True:
         wanted = [(side["rxe"], ip) for side in (SERVER, CLIENT) for ip in (side["ipv4"], side["ipv6"])]
         wanted += [(node(k)["rxe"], node(k)["ipv4"]) for k in range(1, nodes + 1)]
-        missing = [(rxe, ip) for rxe, ip in wanted if ip not in _gid_ips(rxe)]
+        missing = [(rxe, ip) for rxe, ip in wanted if not serves_ip(rxe, ip)]
         if not missing:
             break
         if time.monotonic() > end:

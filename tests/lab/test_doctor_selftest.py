@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from rdmacli.diag.devices import serves_ip
 from rdmacli.lab import CLIENT, SERVER
-from rdmacli.lab.guest import _gid_ips
 
 
 def sh(*cmd: str) -> None:
@@ -21,7 +21,7 @@ def sh(*cmd: str) -> None:
 def wait_lab_ready(timeout: float = 30) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if all(side["ipv4"] in _gid_ips(side["rxe"]) for side in (SERVER, CLIENT)):
+        if all(serves_ip(side["rxe"], side["ipv4"]) for side in (SERVER, CLIENT)):
             return
         time.sleep(0.2)
     pytest.fail("the lab did not recover")

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from rdmacli.diag.devices import list_devices
+from rdmacli.diag.devices import serves_ip
 from rdmacli.lab import node
 
 NODES = os.environ.get("RDMACLI_LAB_NODES", "")
@@ -70,11 +70,8 @@ def recreate_rxe(k: int, timeout: float = 60) -> None:
     sh("rdma", "link", "add", nd["rxe"], "type", "rxe", "netdev", nd["netdev"])
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        for d in list_devices(use_pyverbs=False):
-            if d.name == nd["rxe"] and any(
-                p.state == "ACTIVE" and any(g.ip == nd["ipv4"] for g in p.gids) for p in d.ports
-            ):
-                return
+        if serves_ip(nd["rxe"], nd["ipv4"]):
+            return
         time.sleep(0.5)
     pytest.fail(f"{nd['rxe']} has no GID for {nd['ipv4']} after {timeout} s")
 
