@@ -36,6 +36,34 @@ def timed(cmd: list[str], timeout: float = 300) -> tuple[float | None, str]:
     return (wall if r.returncode == 0 else None), r.stdout
 
 
+def timed_work(cmd: list[str], timeout: float = 300) -> tuple[float | None, float | None]:
+    """(wall, work) in seconds, None if the command failed or hung. work runs from the first
+    line the tool prints to its exit: for a Python process it leaves out the interpreter's
+    start (2-3 s under TCG, varying by half a second, which would swamp 31 connections' worth
+    of work), and it is measured the same way for the C tools (line-buffered by `stdbuf -oL`)."""
+    import threading
+
+    t0 = time.monotonic()
+    first = None
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    watchdog = threading.Timer(timeout, proc.kill)
+    watchdog.start()
+    try:
+        for _ in proc.stdout:
+            if first is None:
+                first = time.monotonic()
+        rc = proc.wait()
+    finally:
+        watchdog.cancel()
+    end = time.monotonic()
+    if rc != 0 or first is None:
+        return None, None
+    return end - t0, end - first
+
+
+C_LINES = ["stdbuf", "-oL"]  # a C tool's stdout line by line into a pipe, as rdmacli's JSON lines
+
+
 def server(cmd: list[str]) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
