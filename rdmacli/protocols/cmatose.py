@@ -29,7 +29,8 @@ class _Exchange(Protocol):
         self.window = 1
         self.received = self.sent = self.sends_posted = self.recvs_posted = 0
         self.bytes_received = self.bytes_sent = 0
-        self.recv_mr = self.send_mr = None
+        # one buffer for receives and sends, as ucmatose's node->mem: nobody reads the payload
+        self.mr = None
 
     @property
     def windowed(self) -> bool:
@@ -38,14 +39,13 @@ class _Exchange(Protocol):
     def setup(self, conn) -> None:
         self.window = conn.window(self.count)
         conn.create_qp(qp_type=C.QPT_RC, send_wr=self.window, recv_wr=self.window)
-        self.recv_mr = conn.reg(max(self.size, 1))
-        self.send_mr = conn.reg(max(self.size, 1))
+        self.mr = conn.reg(max(self.size, 1))  # one registration per connection, not two
         self.post_recvs(conn)
 
     def post_recvs(self, conn) -> None:
         n = min(self.count - self.recvs_posted, self.window - (self.recvs_posted - self.received))
         if n > 0:
-            conn.post_recv(RECV, self.recv_mr, 0, self.size, n=n)
+            conn.post_recv(RECV, self.mr, 0, self.size, n=n)
             self.recvs_posted += n
 
     def post_sends(self, conn) -> None:
@@ -53,7 +53,7 @@ class _Exchange(Protocol):
         counts the whole chain, whose length rides in the wr_id (RC completes in order)."""
         n = min(self.count - self.sends_posted, self.window - (self.sends_posted - self.sent))
         if n > 0:
-            conn.post_send(SEND | n << 2, self.send_mr, 0, self.size, n=n)
+            conn.post_send(SEND | n << 2, self.mr, 0, self.size, n=n)
             self.sends_posted += n
 
     def count_wc(self, conn, wc) -> None:
