@@ -1,0 +1,42 @@
+"""An agent keeps to its time slots: a pair that overruns its slot costs the next pair only when
+that pair's slot is over too, and the record then says why (the overrun, not a late start)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from rdmacli.mesh import agent
+from rdmacli.mesh.agent import AgentConfig, run_agent
+
+
+def test_a_pair_that_overran_its_slot_is_named_in_the_next_ones_failure(monkeypatch):
+    now = [1000.0]  # a clock of our own: no test here depends on how fast this host is
+    clock = SimpleNamespace(time=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
+    monkeypatch.setattr(agent, "time", clock)
+
+    def slow_pair(cfg, rnd, slot, peer, end, *, backend=None):
+        clock.sleep(0.6)  # every pair overruns its 0.4 s slot by 0.2 s
+        rec = agent.pair_record(cfg, rnd, slot, peer)
+        rec.update(result="pass", error=None)
+        return rec
+
+    monkeypatch.setattr(agent, "run_pair", slow_pair)
+    cfg = AgentConfig(
+        rank=0,
+        addresses=["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"],
+        names=["n1", "n2", "n3", "n4"],
+        run_id="00" * 8,
+        start_at=now[0] + 0.2,
+        round_s=0.4,
+        port=7490,
+    )
+    records = []
+    run_agent(cfg, records.append)
+    pairs = [r for r in records if r["type"] == "pair"]
+    assert len(pairs) == 3
+    # slot 0 runs and overruns; slot 1 starts late but before its end and runs; slot 2's end
+    # has passed by the time slot 1's pair ends
+    assert [p["result"] for p in pairs] == ["pass", "pass", "fail"]
+    err = pairs[2]["error"]
+    assert err["cause"] == "AGENT" and "the pair before it (round 1, with" in err["message"]
+    assert "raise --round-time" in err["message"] and "--launch-timeout" not in err["message"]
