@@ -85,28 +85,27 @@ def gid_to_ip(gid: str) -> str | None:
     return str(addr)
 
 
-def _gids(port_dir: str) -> list[Gid]:
-    gids = []
+def _valid_gids(port_dir: str):
+    """(index, canonical text) of each non-empty entry of a port's GID table, in index order;
+    a generator, so a caller looking for one entry stops reading at it."""
     gdir = os.path.join(port_dir, "gids")
-    try:
-        names = sorted(os.listdir(gdir), key=int)
-    except OSError:
-        return gids
-    for name in names:
+    for name in sorted(listdir(gdir), key=int):
         raw = read_sysfs(os.path.join(gdir, name))
-        if not raw or raw.replace(":", "").strip("0") == "":
-            continue
-        text = format_gid(raw)
-        gids.append(
-            Gid(
-                index=int(name),
-                gid=text,
-                type=read_sysfs(os.path.join(port_dir, "gid_attrs", "types", name)),
-                netdev=read_sysfs(os.path.join(port_dir, "gid_attrs", "ndevs", name)),
-                ip=gid_to_ip(text),
-            )
+        if raw and raw.replace(":", "").strip("0"):
+            yield name, format_gid(raw)
+
+
+def _gids(port_dir: str) -> list[Gid]:
+    return [
+        Gid(
+            index=int(name),
+            gid=text,
+            type=read_sysfs(os.path.join(port_dir, "gid_attrs", "types", name)),
+            netdev=read_sysfs(os.path.join(port_dir, "gid_attrs", "ndevs", name)),
+            ip=gid_to_ip(text),
         )
-    return gids
+        for name, text in _valid_gids(port_dir)
+    ]
 
 
 def _active_mtus(name: str) -> dict[int, int]:
@@ -142,12 +141,7 @@ def port_netdev(device_dir: str, port: int) -> str | None:
 
 def port_has_ip(port_dir: str, ip: str) -> bool:
     """Is `ip` in the port's GID table? Stops at the first match."""
-    gdir = os.path.join(port_dir, "gids")
-    for name in sorted(listdir(gdir), key=int):
-        raw = read_sysfs(os.path.join(gdir, name))
-        if raw and raw.replace(":", "").strip("0") and gid_to_ip(format_gid(raw)) == ip:
-            return True
-    return False
+    return any(gid_to_ip(text) == ip for _, text in _valid_gids(port_dir))
 
 
 def serves_ip(device: str, ip: str, port: int = 1, sysfs: str | None = None) -> bool:
