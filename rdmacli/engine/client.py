@@ -68,6 +68,7 @@ class ClientFlow(ActiveFlow):
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
         if (
             nobody_listens(ev.type, ev.status)
+            and not self.stopping
             and self.wait_until
             and time.monotonic() + self.RETRY_S < self.wait_until
         ):

@@ -52,6 +52,7 @@ class Connection:
         self.teardown_errors: list[str] = []
         self._limits = None
         self.retries = 0  # requests made again because nothing was listening yet (--wait)
+        self.timers: list = []  # its call_laters: cancelled when it is torn down
 
     @property
     def finished(self) -> bool:
@@ -79,6 +80,17 @@ class Connection:
         self.local = format_hostport(*loc) if loc else "?"
         self.remote = format_hostport(*rem) if rem else self.remote
         self.device = self.cm.device
+
+    def later(self, seconds: float, fn) -> None:
+        """Call fn(conn) in `seconds`, guarded like a handler, unless this connection has
+        finished or been torn down by then (a timer never touches a finished connection's QP)."""
+
+        def fire() -> None:
+            if not self.finished:
+                self.flow.guarded(self, fn)
+
+        self.timers = [t for t in self.timers if not t.cancelled and t.when > time.monotonic()]
+        self.timers.append(self.flow.loop.call_later(seconds, fire))
 
     # -- resources -----------------------------------------------------------------------------
     def limits(self):
@@ -204,13 +216,18 @@ class Connection:
         self.state = State.REJECTED
 
     def teardown(self) -> None:
-        """Disconnect, destroy QP, deregister MRs, destroy CQ and channel, destroy the id."""
+        """Disconnect, destroy QP, deregister MRs, destroy CQ and channel, destroy the id.
+
+        Nothing here raises: a step that fails is recorded (teardown_errors) and the next one
+        runs, so a teardown can never turn the run's result into an internal error."""
         if self.torn_down:
             return
         self.torn_down = True
+        for t in self.timers:  # from here on nothing of this connection runs again
+            t.cancel()
+        self.flow.loop.forget_cm(self.cm.key)
         timer, i = self.flow.timer, self.index
-        self.disconnect()
-        steps = []
+        steps = [(None, self.disconnect)]
         if self.group is not None:
             steps.append(("leave", lambda: self.cm.leave_multicast(self.group)))
         if self.cm.has_qp:
@@ -226,9 +243,11 @@ class Connection:
                 fn()
             except RdmaCallError as exc:
                 self.teardown_errors.append(str(exc))
+            except Exception as exc:  # a bug, named: the run's own result stands
+                what = f"{name or 'teardown'}: internal error: {type(exc).__name__}: {exc}"
+                self.teardown_errors.append(what)
             if name:
                 timer.end(name, i)
-        self.flow.loop.forget_cm(self.cm.key)
 
 
 def memlock_error(step: str, exc: RdmaCallError, size: int) -> RdmacliError:

@@ -312,14 +312,18 @@ class Flow:
         return next((c.error for c in self.all_conns if c.error), None)
 
     def stop(self) -> None:
-        """Ask a running flow to end at its next loop turn (within a second)."""
+        """Ask a running flow to end after its current loop turn (safe from a signal handler
+        and from another thread): what has already arrived is still handled (run_loop)."""
         self.stopping = True
+        self.loop.wake()
 
     def run_loop(self, done: Callable[[], bool]) -> None:
         """Run until done(); a connection whose own deadline passes ends, the others go on."""
         while True:
             try:
                 self.loop.run_until(lambda: self.stopping or done(), self.nearest_deadline)
+                if self.stopping:  # disconnects and completions already queued are judged too
+                    self.loop.settle()
                 return
             except DeadlineExpired as exc:
                 now = time.monotonic()
@@ -337,16 +341,23 @@ class Flow:
 
     # -- teardown ------------------------------------------------------------------------------
     def close(self) -> None:
+        """Tear everything down. Never raises: what fails is a warning, and the run's result
+        stands (a bug here must not turn a pass into an internal error)."""
         if self.closed:
             return
         self.closed = True
         for conn in self.all_conns:
             conn.teardown()
+        stages = (self._close_cqs, self.close_extra, self.loop.close, self.channel.close)
+        for stage in stages:
+            try:
+                stage()
+            except Exception as exc:
+                self.warn(f"teardown: internal error: {type(exc).__name__}: {exc}")
+
+    def _close_cqs(self) -> None:
         for err in self.cq_pool.close():
             self.warn(f"teardown: {err}")
-        self.close_extra()
-        self.loop.close()
-        self.channel.close()
 
     def close_extra(self) -> None:
         pass

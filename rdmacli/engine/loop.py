@@ -1,9 +1,17 @@
-"""One thread, one selector: the CM channel fd plus each connection's completion channel fd."""
+"""One thread, one selector: the CM channel fd plus each connection's completion channel fd.
+
+One dispatch turn runs the handlers of every fd that select() returned, then the timers that are
+due. A handler may tear down what a later handler of the same turn would touch (a CM disconnect
+releasing the last connection on a shared CQ while that CQ's channel is in the batch), so nothing
+runs for what is gone: a key unregistered in this turn is skipped, a cancelled timer never fires,
+a forgotten cm_id gets no handler (issue 24).
+"""
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import selectors
 import time
 from typing import Callable
@@ -17,6 +25,18 @@ class DeadlineExpired(RdmacliError):
     exit_code = ExitCode.TIMEOUT
 
 
+class Timer:
+    """A call_later; cancel() makes sure it never runs (its owner was torn down)."""
+
+    __slots__ = ("when", "fn", "cancelled")
+
+    def __init__(self, when: float, fn: Callable[[], None]):
+        self.when, self.fn, self.cancelled = when, fn, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
 class Loop:
     def __init__(self, channel, *, busy_poll: bool = False):
         self.channel = channel
@@ -26,16 +46,39 @@ class Loop:
         self.cm_handlers: dict[int, Callable[[CmEvent], None]] = {}
         self.observers: list[Callable[[CmEvent], None]] = []
         self.cqs: dict[int, tuple] = {}  # comp channel fd -> (comp channel, CQ, handler)
-        self.timers: list[tuple[float, int, Callable[[], None]]] = []
+        self.timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
+        # stop requests (a signal handler's) end a select() at once instead of at its timeout
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.sel.register(self._wake_r, selectors.EVENT_READ, self._drain_wake)
 
-    def call_later(self, seconds: float, fn: Callable[[], None]) -> None:
-        heapq.heappush(self.timers, (time.monotonic() + seconds, next(self._seq), fn))
+    def call_later(self, seconds: float, fn: Callable[[], None]) -> Timer:
+        timer = Timer(time.monotonic() + seconds, fn)
+        heapq.heappush(self.timers, (timer.when, next(self._seq), timer))
+        return timer
 
     def _fire_timers(self) -> None:
         now = time.monotonic()
         while self.timers and self.timers[0][0] <= now:
-            heapq.heappop(self.timers)[2]()
+            timer = heapq.heappop(self.timers)[2]
+            if not timer.cancelled:
+                timer.fn()
+
+    def wake(self) -> None:
+        """End the current or next select() at once (safe from a signal handler)."""
+        try:
+            os.write(self._wake_w, b"\0")
+        except (BlockingIOError, OSError):  # full (a wake is pending anyway) or closed
+            pass
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
 
     # -- registration ------------------------------------------------------------------------
     def on_cm(self, id_key: int, handler: Callable[[CmEvent], None]) -> None:
@@ -46,11 +89,14 @@ class Loop:
 
     def watch_cq(self, comp, cq, handler: Callable[[WorkCompletion], None]) -> None:
         cq.req_notify()
-        self.cqs[comp.fd] = (comp, cq, handler)
-        self.sel.register(comp.fd, selectors.EVENT_READ, lambda: self._read_cq(comp.fd))
+        fd = comp.fd
+        self.cqs[fd] = (comp, cq, handler)
+        self.sel.register(fd, selectors.EVENT_READ, lambda: self._read_cq(fd))
 
     def unwatch_cq(self, comp) -> None:
-        if comp.ptr is not None and comp.fd in self.cqs:
+        """Before comp is destroyed: its fd leaves the selector (a key of it already returned
+        by this turn's select() is skipped, see dispatch)."""
+        if comp.alive and comp.fd in self.cqs:
             self.sel.unregister(comp.fd)
             del self.cqs[comp.fd]
 
@@ -80,7 +126,7 @@ class Loop:
 
     @staticmethod
     def drain(cq, handler) -> None:
-        while cq.ptr is not None:
+        while cq.alive:
             wcs = cq.poll()
             if not wcs:
                 return
@@ -110,9 +156,32 @@ class Loop:
             if self.busy_poll:
                 self._spin()
                 timeout = 0
-            for key, _ in self.sel.select(timeout):
+            self.dispatch(timeout)
+
+    def dispatch(self, timeout: float | None) -> None:
+        """One turn: the handlers of every ready fd still registered, then the timers due."""
+        ready = self.sel.select(timeout)
+        registered = self.sel.get_map()
+        for key, _ in ready:
+            # an earlier handler of this turn may have unregistered this fd (and a new
+            # registration may have reused the number): only the key select() saw may run
+            if registered.get(key.fd) is key:
                 key.data()
-            self._fire_timers()
+        self._fire_timers()
+
+    def settle(self, turns: int = 8) -> None:
+        """Handle what has already arrived, without waiting: before a stopped run is judged,
+        the disconnects and completions queued in the channels count (issue 22)."""
+        for _ in range(turns):
+            if not self.sel.select(0):
+                return
+            self.dispatch(0)
 
     def close(self) -> None:
+        if self._wake_r < 0:
+            return
         self.sel.close()
+        self.timers.clear()
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
+        self._wake_r = self._wake_w = -1

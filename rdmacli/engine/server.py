@@ -104,6 +104,8 @@ class ServerFlow(Flow):
         )
         capacity = self.max_clients is None or self.accepted < self.max_clients
         try:
+            if self.stopping:
+                raise Reject("rdmacli: server is stopping")
             if not capacity:
                 raise Reject("rdmacli: server is full")
             conn.protocol.on_request(conn, ev)

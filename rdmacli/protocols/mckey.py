@@ -99,7 +99,7 @@ class McastSender(McastMember):
 
     def on_established(self, conn) -> None:
         if self.send_delay:
-            conn.flow.loop.call_later(self.send_delay, lambda: conn.flow.guarded(conn, self._send))
+            conn.later(self.send_delay, self._send)
         else:
             self._send(conn)
 

@@ -182,7 +182,7 @@ class RpingClient(_Rping):
         self.ping += 1
         if self.interval and not (self.count is not None and self.ping >= self.count):
             self.stages.fire("pause")
-            conn.flow.loop.call_later(self.interval, lambda: conn.flow.guarded(conn, lambda c: self._next(c)))
+            conn.later(self.interval, self._next)
         else:
             self._next(conn)
 

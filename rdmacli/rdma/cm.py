@@ -16,6 +16,7 @@ from rdmacli.errors import EnvironmentProblem
 from rdmacli.rdma import addr as _addr
 from rdmacli.rdma import constants as C
 from rdmacli.rdma._ffi import ffi, ibverbs, rdmacm
+from rdmacli.rdma.handle import Handle
 
 
 class RdmaCallError(Exception):
@@ -128,7 +129,9 @@ class CmEvent:
         return d
 
 
-class EventChannel:
+class EventChannel(Handle):
+    kind = "CM event channel"
+
     def __init__(self):
         lib, f = rdmacm(), ffi()
         ch = lib.rdma_create_event_channel()
@@ -174,7 +177,7 @@ class EventChannel:
         return out
 
     def close(self) -> None:
-        if self.ptr is not None:
+        if self.alive:
             rdmacm().rdma_destroy_event_channel(self.ptr)
             self.ptr = None
 
@@ -212,8 +215,10 @@ def _copy_event(ev) -> CmEvent:
     return out
 
 
-class CmId:
+class CmId(Handle):
     """One rdma_cm_id. Methods raise RdmaCallError; destroy() is idempotent."""
+
+    kind = "cm_id"
 
     def __init__(self, ptr, channel: EventChannel):
         self.ptr = ptr
@@ -325,7 +330,7 @@ class CmId:
             self.has_qp = False
 
     def destroy(self) -> None:
-        if self.ptr is not None:
+        if self.alive:
             self.destroy_qp()
             check(rdmacm().rdma_destroy_id(self.ptr), "rdma_destroy_id")
             self.ptr = None
@@ -341,6 +346,8 @@ class CmId:
 
     @property
     def qp(self):
+        if not self.has_qp:  # librdmacm leaves id->qp NULL: never post through it
+            raise self.gone("QP of this cm_id")
         return self.ptr.qp
 
     @property
@@ -354,7 +361,7 @@ class CmId:
     @property
     def device(self) -> str | None:
         f = ffi()
-        if self.ptr is None or self.ptr.verbs == f.NULL:
+        if not self.alive or self.ptr.verbs == f.NULL:
             return None
         return f.string(self.ptr.verbs.device.name).decode()
 

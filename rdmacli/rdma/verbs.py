@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from rdmacli.rdma import constants as C
 from rdmacli.rdma._ffi import ffi, ibverbs
 from rdmacli.rdma.cm import RdmaCallError, check
+from rdmacli.rdma.handle import Handle
 
 
 @dataclass
@@ -58,7 +59,9 @@ def query_limits(context) -> DeviceLimits | None:
     return DeviceLimits(max_qp_wr=attr.max_qp_wr, max_cqe=attr.max_cqe, max_mr_size=attr.max_mr_size)
 
 
-class CompChannel:
+class CompChannel(Handle):
+    kind = "completion channel"
+
     def __init__(self, verbs):
         f = ffi()
         ch = ibverbs().ibv_create_comp_channel(verbs)
@@ -83,12 +86,14 @@ class CompChannel:
         return pcq[0]
 
     def destroy(self) -> None:
-        if self.ptr is not None:
+        if self.alive:
             check(ibverbs().ibv_destroy_comp_channel(self.ptr), "ibv_destroy_comp_channel")
             self.ptr = None
 
 
-class CQ:
+class CQ(Handle):
+    kind = "CQ"
+
     def __init__(self, verbs, cqe: int, channel: CompChannel | None):
         f = ffi()
         cq = ibverbs().ibv_create_cq(verbs, cqe, f.NULL, channel.ptr if channel else f.NULL, 0)
@@ -138,7 +143,7 @@ class CQ:
         return out
 
     def destroy(self) -> None:
-        if self.ptr is not None:
+        if self.alive:
             if self.unacked:
                 ibverbs().ibv_ack_cq_events(self.ptr, self.unacked)
                 self.unacked = 0
@@ -146,8 +151,10 @@ class CQ:
             self.ptr = None
 
 
-class MR:
+class MR(Handle):
     """A buffer rdmacli owns, registered on a PD."""
+
+    kind = "memory region"
 
     def __init__(self, pd, size: int, access: int):
         f = ffi()
@@ -178,13 +185,15 @@ class MR:
         ffi().memmove(self.buf + offset, data, len(data))
 
     def dereg(self) -> None:
-        if self.ptr is not None:
+        if self.alive:
             check(ibverbs().ibv_dereg_mr(self.ptr), "ibv_dereg_mr")
             self.ptr = None
 
 
-class AH:
+class AH(Handle):
     """An address handle: from a CM event's ah_attr (ibv_create_ah) or from a received WC + GRH."""
+
+    kind = "address handle"
 
     def __init__(self, ptr):
         self.ptr = ptr
@@ -206,7 +215,7 @@ class AH:
         return cls(ah)
 
     def destroy(self) -> None:
-        if self.ptr is not None:
+        if self.alive:
             check(ibverbs().ibv_destroy_ah(self.ptr), "ibv_destroy_ah")
             self.ptr = None
 

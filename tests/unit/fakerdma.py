@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
+from rdmacli.rdma.handle import Handle
 from rdmacli.rdma.verbs import MR, DeviceLimits, WorkCompletion
 
 _keys = itertools.count(0x1000, 0x100)
@@ -65,12 +66,15 @@ class FakeChannel(_Pipe):
         super().close()
 
 
-class FakeCmId:
+class FakeCmId(Handle):
+    kind = "cm_id"
+
     def __init__(self, backend, channel, ps: int):
         self.backend, self.channel, self.ps = backend, channel, ps
         self.key = next(_keys)
+        self.ptr = object()
         self.has_qp = False
-        self.qp = SimpleNamespace(qp_num=self.key & 0xFFFF, cm=self)
+        self._qp = SimpleNamespace(qp_num=self.key & 0xFFFF, cm=self)
         self.recvs: list[tuple] = []  # (wr_id, mr, offset, length) posted and not yet completed
         self.device, self.port_num = "fake0", 1
         self.verbs = self.pd = object()
@@ -78,8 +82,15 @@ class FakeCmId:
         self.peer_gone = False  # the peer disconnected first: our rdma_disconnect only answers
 
     @property
+    def qp(self):  # as the real CmId: a destroyed id or QP is never posted to
+        self.ptr
+        if not self.has_qp:
+            raise self.gone("QP of this cm_id")
+        return self._qp
+
+    @property
     def qp_num(self):
-        return self.qp.qp_num if self.has_qp else None
+        return self._qp.qp_num if self.has_qp else None
 
     def local_addr(self):
         return ("10.0.0.2", 4242)
@@ -91,6 +102,7 @@ class FakeCmId:
         return 1024
 
     def _call(self, name: str, *args) -> None:
+        self.ptr  # a destroyed id takes no calls, as the real one
         self.backend.log.append((name, self.key))
         self.backend.react(self, name, *args)
 
@@ -137,7 +149,7 @@ class FakeCmId:
         self._call("create qp", attr)
         self.has_qp = True
         # the CQ it was given (shared by the flow's connections): completions land there
-        cq = next((c for c in self.backend.all_cqs if c.ptr is attr.get("send_cq")), None)
+        cq = next((c for c in self.backend.all_cqs if c.alive and c.ptr is attr.get("send_cq")), None)
         if cq is not None:
             self.backend.cqs[self.key] = cq
 
@@ -147,12 +159,17 @@ class FakeCmId:
             self._call("destroy qp")
 
     def destroy(self):
+        if not self.alive:
+            return
         self.destroy_qp()
         self.destroyed = True
         self._call("destroy id")
+        self.ptr = None
 
 
-class FakeComp(_Pipe):
+class FakeComp(_Pipe, Handle):
+    kind = "completion channel"
+
     def __init__(self, backend):
         super().__init__()
         self.backend = backend
@@ -160,18 +177,22 @@ class FakeComp(_Pipe):
 
     @property
     def fd(self) -> int:
+        self.ptr  # as the real one: a destroyed channel has no fd
         return self.r
 
     def get_event(self):
         return self.pop()
 
     def destroy(self):
-        self.backend.log.append(("destroy comp channel",))
-        self.close()
-        self.ptr = None
+        if self.alive:
+            self.backend.log.append(("destroy comp channel",))
+            self.close()
+            self.ptr = None
 
 
-class FakeCQ:
+class FakeCQ(Handle):
+    kind = "CQ"
+
     def __init__(self, backend, comp, cqe: int):
         self.backend, self.comp, self.cqe = backend, comp, cqe
         self.ptr = object()
@@ -183,6 +204,7 @@ class FakeCQ:
         self.comp.push(self)
 
     def poll(self):
+        self.ptr
         out = []
         while self.wcs and len(out) < 16:
             out.append(self.wcs.popleft())
@@ -195,11 +217,13 @@ class FakeCQ:
         pass
 
     def destroy(self):
-        self.backend.log.append(("destroy cq",))
-        self.ptr = None
+        if self.alive:
+            self.backend.log.append(("destroy cq",))
+            self.ptr = None
 
 
-class FakeMR:
+class FakeMR(Handle):
+    kind = "memory region"
     _addrs = itertools.count(0x10000, 0x100000)
 
     def __init__(self, backend, size: int, access: int):
@@ -221,16 +245,21 @@ class FakeMR:
         self.buf[offset : offset + len(data)] = data
 
     def dereg(self):
-        self.backend.log.append(("dereg mr",))
-        self.ptr = None
+        if self.alive:
+            self.backend.log.append(("dereg mr",))
+            self.ptr = None
 
 
-class FakeAH:
+class FakeAH(Handle):
+    kind = "address handle"
+
     def __init__(self, backend):
         self.backend, self.ptr = backend, object()
 
     def destroy(self):
-        self.backend.log.append(("destroy ah",))
+        if self.alive:
+            self.backend.log.append(("destroy ah",))
+            self.ptr = None
 
 
 def wc(wr_id: int, opcode: int = C.WC_RECV, *, status: int = 0, byte_len: int = 0, imm=None, qp_num=1):

@@ -451,7 +451,7 @@ def test_connections_on_one_device_share_one_cq_and_completions_find_their_conne
     out = run(flow)
     assert out.exit_code == 0 and [c.state for c in out.connections] == [State.DONE] * 5
     assert all(c.stats["messages_received"] == c.stats["messages_sent"] == 3 for c in out.connections)
-    assert len(backend.all_cqs) == 1 and backend.all_cqs[0].ptr is None  # one CQ, destroyed
+    assert len(backend.all_cqs) == 1 and not backend.all_cqs[0].alive  # one CQ, destroyed
     assert backend.calls().count("destroy cq") == 1
 
 
