@@ -158,8 +158,9 @@ class Loop:
                 timeout = 0
             self.dispatch(timeout)
 
-    def dispatch(self, timeout: float | None) -> None:
-        """One turn: the handlers of every ready fd still registered, then the timers due."""
+    def dispatch(self, timeout: float | None) -> int:
+        """One turn: the handlers of every ready fd still registered, then the timers due.
+        Returns how many fds were ready."""
         ready = self.sel.select(timeout)
         registered = self.sel.get_map()
         for key, _ in ready:
@@ -168,14 +169,14 @@ class Loop:
             if registered.get(key.fd) is key:
                 key.data()
         self._fire_timers()
+        return len(ready)
 
     def settle(self, turns: int = 8) -> None:
         """Handle what has already arrived, without waiting: before a stopped run is judged,
         the disconnects and completions queued in the channels count (issue 22)."""
         for _ in range(turns):
-            if not self.sel.select(0):
+            if not self.dispatch(0):
                 return
-            self.dispatch(0)
 
     def close(self) -> None:
         if self._wake_r < 0:

@@ -83,7 +83,7 @@ class FakeCmId(Handle):
 
     @property
     def qp(self):  # as the real CmId: a destroyed id or QP is never posted to
-        self.ptr
+        _ = self.ptr
         if not self.has_qp:
             raise self.gone("QP of this cm_id")
         return self._qp
@@ -102,7 +102,7 @@ class FakeCmId(Handle):
         return 1024
 
     def _call(self, name: str, *args) -> None:
-        self.ptr  # a destroyed id takes no calls, as the real one
+        _ = self.ptr  # a destroyed id takes no calls, as the real one
         self.backend.log.append((name, self.key))
         self.backend.react(self, name, *args)
 
@@ -177,7 +177,7 @@ class FakeComp(_Pipe, Handle):
 
     @property
     def fd(self) -> int:
-        self.ptr  # as the real one: a destroyed channel has no fd
+        _ = self.ptr  # as the real one: a destroyed channel has no fd
         return self.r
 
     def get_event(self):
@@ -204,7 +204,7 @@ class FakeCQ(Handle):
         self.comp.push(self)
 
     def poll(self):
-        self.ptr
+        _ = self.ptr
         out = []
         while self.wcs and len(out) < 16:
             out.append(self.wcs.popleft())
