@@ -9,7 +9,7 @@ LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv test unit lint lab-test lab-mesh-test lab-shell-test demo bench profile docs install clean
+.PHONY: deps venv test unit lint lab-test lab-stress lab-mesh-test lab-shell-test demo bench profile docs install clean
 
 deps:
 	@scripts/bootstrap
@@ -29,7 +29,13 @@ unit: venv
 	$(BIN)/python -m pytest -m "not rdma and not labvm and not mesh" -q tests
 
 lab-test: venv
-	$(LAB) $(BIN)/python -m pytest -m rdma --require-rdma -p no:cacheprovider -q tests
+	$(LAB) $(BIN)/python -m pytest -m "rdma and not stress" --require-rdma -p no:cacheprovider -q tests
+
+# The lab's short server and receiver cases, STRESS times each (default 20), in one boot; every
+# failure is listed with its case and repetition. For people and releases, not part of `make test`.
+STRESS ?= 20
+lab-stress: venv
+	$(LAB) env STRESS=$(STRESS) $(BIN)/python -m pytest -m stress --require-rdma -p no:cacheprovider -q -rf tests
 
 # `rdmacli mesh` on eight lab nodes (their own boot: `rdmacli lab --nodes 8`), real launchers.
 lab-mesh-test: venv

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from internal_errors import no_internal_error  # noqa: F401  (an autouse fixture for the lab suites)
 
 
 def pytest_addoption(parser):

@@ -15,6 +15,9 @@ import pytest
 
 from rdmacli.lab import resources
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
+from internal_errors import note_output  # noqa: E402  (the lab's internal-error check)
+
 pytestmark = pytest.mark.rdma
 
 
@@ -96,6 +99,7 @@ class Server:
     @classmethod
     def _read(cls, stream, into: list[str], q) -> None:
         for line in stream:
+            note_output(line)
             into.append(line)
             if q is not None:
                 q.put(line)
