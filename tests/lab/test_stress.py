@@ -9,12 +9,13 @@ in the output fails the case (tests/conftest.py). Not part of `make test`: marke
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 
 import pytest
-from conftest import summary
+from conftest import summary, validate
 
 pytestmark = pytest.mark.stress
 REPS = range(int(os.environ.get("STRESS", "20")))
@@ -32,7 +33,7 @@ def rping(c_tool, lab, *args: str) -> None:
 def rdmacli_client(lab, *args: str) -> None:
     r = lab.run(*args, "--json")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert summary(r.stdout)["result"] == "pass"
+    assert validate(json.loads(r.stdout))["result"] == "pass"
 
 
 # (server command after `rdmacli`, readiness text, client); every client exits 0 on success
