@@ -30,7 +30,9 @@ EXIT_STATUS = [
     (
         "128+N",
         "Stopped by signal N: 130 Ctrl-C (SIGINT), 129 SIGHUP, 143 SIGTERM; everything is "
-        "torn down and the summary (JSON too) is still printed.",
+        "torn down and the summary (JSON too) is still printed. Events that had already arrived "
+        "(a client's disconnect) are handled first, so a finished client counts as passed; a "
+        "signal during teardown, after the run ended, leaves its result as it was.",
     ),
 ]
 ENVIRONMENT = [
