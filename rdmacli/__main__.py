@@ -38,11 +38,11 @@ def usage_json(exc) -> None:
     """A script that asked for JSON gets a summary document for a usage error too."""
     import json
 
-    from rdmacli.errors import ExitCode, RdmacliError
+    from rdmacli.errors import Cause, RdmacliError
     from rdmacli.outcome import Outcome
 
     command = next((a for a in sys.argv[1:] if not a.startswith("-")), "rdmacli")
-    err = RdmacliError(exc.format_message(), hint="see --help", exit_code=ExitCode.USAGE)
+    err = RdmacliError(exc.format_message(), hint="see --help", cause=Cause.USAGE)
     sys.stdout.write(json.dumps(Outcome(command, error=err).to_dict(), indent=2) + "\n")
 
 

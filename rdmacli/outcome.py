@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import EXIT_OF, Cause, ExitCode, RdmacliError
 
 SCHEMA = "rdmacli/1"
 
@@ -85,14 +85,24 @@ class Outcome:
     def exit_code(self) -> int:
         if self.signal is not None:
             return signal_exit(self.signal)
-        err = self.first_error()
-        if err is not None:  # the run's own error, else the first failed connection's
+        err = self.run_error()
+        if err is not None:
             return int(err.exit_code)
         if self.failed or State.FAILED in self.states():
-            return int(ExitCode.FAILED)
-        if self.connections and State.DONE not in self.states():
-            return int(ExitCode.FAILED)  # nothing was served: only rejected ones
+            return int(EXIT_OF[Cause.CHECK_FAILED])
         return int(ExitCode.OK)
+
+    def run_error(self) -> RdmacliError | None:
+        """What failed the run: its own error, else the first failed connection's, else (a
+        server that served nobody) that every client it saw was rejected."""
+        err = self.first_error()
+        if err is not None or not self.connections or any(s != State.REJECTED for s in self.states()):
+            return err
+        return RdmacliError(
+            "no connection was served: every client was rejected",
+            hint="see each rejection's reason; raise --max-size or send smaller requests",
+            cause=Cause.ALL_REJECTED,
+        )
 
     @property
     def result(self) -> str:
@@ -121,12 +131,7 @@ class Outcome:
         return self.error or next((c.error for c in self.connections if c.error), None)
 
     def to_dict(self) -> dict:
-        err = self.first_error()
-        if err is None and self.connections and self.exit_code == ExitCode.FAILED:
-            err = RdmacliError(
-                "no connection was served: every client was rejected",
-                hint="see each rejection's reason; raise --max-size or send smaller requests",
-            )
+        err = self.run_error()
         return {
             "schema": SCHEMA,
             "type": "summary",
@@ -210,7 +215,10 @@ SUMMARY_KEYS = [
     (
         "error",
         "object or null",
-        "what ended the run: message, hint, exit_code, and step, event, status, "
+        "what ended the run: cause (one of a fixed set: nobody_listening, rejected, "
+        "unreachable, address_error, route_error, deadline, local_port_down, memlock, ...; "
+        "scripts decide from it, never from the message), message and hint (for people, "
+        "may be reworded), exit_code (follows from the cause), and step, event, status, "
         "errno or reject_reason where known",
     ),
     ("warnings", "array of strings", "what went wrong without failing the run"),
@@ -226,9 +234,10 @@ SUMMARY_KEYS = [
 # The JSON Schema of every summary document. Units are in the key names (_us, _ms, _bytes).
 _ERROR = {
     "type": ["object", "null"],
-    "required": ["message", "hint", "exit_code"],
+    "required": ["message", "hint", "exit_code", "cause"],
     "properties": {
         "message": {"type": "string"},
+        "cause": {"enum": [c.value for c in Cause]},
         "hint": {"type": ["string", "null"]},
         "exit_code": {"type": "integer"},
         "step": {"type": "string"},

@@ -8,7 +8,7 @@ import sys
 from contextlib import contextmanager, nullcontext
 
 from rdmacli.cli.app import App
-from rdmacli.errors import RdmacliError, Stopped
+from rdmacli.errors import Cause, RdmacliError, Stopped
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -95,6 +95,7 @@ def run_flow(app: App, command: str, flow_factory, *, show_events: bool, params:
             error = RdmacliError(
                 f"internal error: {type(exc).__name__}: {exc}",
                 hint="rerun with RDMACLI_DEBUG=1 for the traceback, and please report it",
+                cause=Cause.INTERNAL,
             )
     if flow is None:  # failed before anything existed (no device, bad address)
         outcome = Outcome(command, params, error=error, signal=signum)
@@ -112,8 +113,9 @@ def finish(app: App, outcome) -> None:
     from rdmacli.render.summary import print_summary
 
     doc = outcome.to_dict()
-    if doc["error"]:
-        app.report_error(RdmacliError(doc["error"]["message"], hint=doc["error"].get("hint")))
+    err = outcome.run_error()
+    if err is not None:
+        app.report_error(err)
     if app.machine:
         app.emit_json(doc)
     else:

@@ -45,7 +45,7 @@ def command(peer, port, port_space, json_mode):
     params = {"peer": peer, "port": port, "port_space": port_space}
     with app.errors("doctor", params):
         from rdmacli.diag import doctor
-        from rdmacli.errors import ExitCode
+        from rdmacli.errors import Cause
         from rdmacli.outcome import Outcome
         from rdmacli.rdma.constants import PORT_SPACES
 
@@ -62,9 +62,7 @@ def command(peer, port, port_space, json_mode):
             "doctor",
             params,
             failed=bool(failed),
-            error=RdmacliError(broken.detail, hint=broken.hint, exit_code=ExitCode.ENVIRONMENT)
-            if broken
-            else None,
+            error=RdmacliError(broken.detail, hint=broken.hint, cause=Cause.ENVIRONMENT) if broken else None,
             counts={"checks": len(checks), "checks_failed": len(failed)},
             data={"checks": rows},
         )

@@ -140,7 +140,7 @@ def command(
 
     from rdmacli.cli._run import finish
     from rdmacli.cli.app import App
-    from rdmacli.errors import ExitCode, RdmacliError, Stopped
+    from rdmacli.errors import Cause, RdmacliError, Stopped
     from rdmacli.mesh import coordinator
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.agent import AgentConfig
@@ -154,14 +154,14 @@ def command(
     t0 = time.monotonic()
     with app.errors("mesh", params):
         if address_template and map_file:
-            raise RdmacliError("give --address-template or --map, not both", exit_code=ExitCode.USAGE)
+            raise RdmacliError("give --address-template or --map, not both", cause=Cause.USAGE)
         base = None
         try:
             doc = json.load(baseline) if baseline else None
         except ValueError as exc:
-            raise RdmacliError(f"--baseline: not a JSON summary: {exc}", exit_code=ExitCode.USAGE) from exc
+            raise RdmacliError(f"--baseline: not a JSON summary: {exc}", cause=Cause.USAGE) from exc
         if doc is not None and doc.get("command") != "mesh":
-            raise RdmacliError("--baseline: not the summary of a mesh run", exit_code=ExitCode.USAGE)
+            raise RdmacliError("--baseline: not the summary of a mesh run", cause=Cause.USAGE)
         base = doc
         names = N.expand(nodes)
         plan = coordinator.Plan(
@@ -204,6 +204,7 @@ def command(
                 internal = RdmacliError(
                     f"internal error: {type(exc).__name__}: {exc}",
                     hint="rerun with RDMACLI_DEBUG=1 for the traceback, and please report it",
+                    cause=Cause.INTERNAL,
                 )
         outcome = coordinator.outcome(plan, collector, params, t0=t0, baseline=base, signal=signum)
         if internal is not None:
@@ -217,7 +218,8 @@ def command(
 
             doc = outcome.to_dict()
             print_mesh(app, doc)
-            if doc["error"]:
-                app.report_error(RdmacliError(doc["error"]["message"], hint=doc["error"].get("hint")))
+            err = outcome.run_error()
+            if err is not None:
+                app.report_error(err)
             raise SystemExit(doc["exit_code"])
         finish(app, outcome)

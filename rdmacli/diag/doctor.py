@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 
 from rdmacli.diag.devices import Device, list_devices, read_sysfs
+from rdmacli.errors import Cause
 from rdmacli.protocols.table import CONNECT
 
 NEEDED_MEMLOCK = 8 * 1024 * 1024  # rdmacli's buffers stay far below this with default options
@@ -26,9 +27,12 @@ class Check:
     verdict: str  # pass | warn | fail | info
     detail: str
     hint: str | None = None
+    cause: Cause | None = None  # for a failed probe: why, as data (errors.Cause)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["cause"] = self.cause.value if self.cause else None
+        return d
 
 
 def check_libraries() -> list[Check]:
@@ -364,7 +368,7 @@ def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check
 
     flow, err = probe(peer, CONNECT.default_port, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
     if err is not None:
-        return [Check("resolve", "fail", err.message, err.hint)]
+        return [Check("resolve", "fail", err.message, err.hint, cause=err.cause)]
     steps = {s["step"]: s["avg_us"] for s in flow.timer.summary()}
     conn = flow.all_conns[0]
     return [
@@ -378,28 +382,24 @@ def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check
     ]
 
 
-def check_peer_connect(peer: str, port: int, ps: int, connect_s: float = 5.0) -> list[Check]:
-    from rdmacli.engine.loop import DeadlineExpired
-    from rdmacli.engine.status import REJ_CONSUMER_DEFINED, REJ_INVALID_SERVICE_ID
+# what a failed connect probe is called, by its cause (errors.Cause)
+CONNECT_KIND = {
+    Cause.NOBODY_LISTENING: "nothing is listening",
+    Cause.REJECTED: "rejected",
+    Cause.UNREACHABLE: "unreachable",
+    Cause.DEADLINE: "timed out",
+}
 
+
+def check_peer_connect(peer: str, port: int, ps: int, connect_s: float = 5.0) -> list[Check]:
     _flow, err = probe(peer, port, ps, route_only=False, resolve_ms=2000, connect_s=connect_s)
     name = f"connect {port}"
     if err is None:
         return [Check(name, "pass", f"a server at {peer} port {port} accepted the connection")]
-    reason = err.details.get("reject_reason", {}).get("code")
-    if reason == REJ_INVALID_SERVICE_ID:
-        kind = "nothing is listening"
-    elif reason == REJ_CONSUMER_DEFINED:
-        kind = "rejected by the application" + (
-            f": {err.details['peer_reason']!r}" if err.details.get("peer_reason") else ""
-        )
-    elif err.details.get("event") == "UNREACHABLE":
-        kind = "unreachable"
-    elif isinstance(err, DeadlineExpired):
-        kind = "timed out"
-    else:
-        kind = "failed"
-    return [Check(name, "fail", f"{kind}: {err.message}", err.hint)]
+    kind = CONNECT_KIND.get(err.cause, "failed")
+    if err.details.get("peer_reason"):
+        kind += f" by the application: {err.details['peer_reason']!r}"
+    return [Check(name, "fail", f"{kind}: {err.message}", err.hint, cause=err.cause)]
 
 
 def peer_checks(peer: str, port: int | None, ps: int) -> list[Check]:

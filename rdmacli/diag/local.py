@@ -8,12 +8,14 @@ import os
 from dataclasses import dataclass
 
 from rdmacli.diag.devices import SYSFS, listdir, port_has_ip, port_netdev, port_state, read_sysfs
+from rdmacli.errors import Cause
 
 
 @dataclass(frozen=True)
 class LocalCause:
     text: str  # "rxe1 port 1 went DOWN: netdev veth1 is down"
     hint: str
+    cause: Cause = Cause.LOCAL_PORT_DOWN
 
 
 def local_cause(device: str | None, port: int = 1, ip: str | None = None, *, sysfs: str | None = None):
@@ -27,6 +29,7 @@ def local_cause(device: str | None, port: int = 1, ip: str | None = None, *, sys
             f"the RDMA device {device} was removed",
             "recreate it (Soft-RoCE: `rdma link add NAME type rxe netdev IFACE`) or check the driver "
             "(`dmesg`, `rdma link`)",
+            Cause.DEVICE_REMOVED,
         )
     pdir = os.path.join(ddir, "ports", str(port))
     if not os.path.isdir(pdir):
@@ -49,6 +52,7 @@ def local_cause(device: str | None, port: int = 1, ip: str | None = None, *, sys
             f"{device} port {port} has no GID for {ip} any more"
             + (f" (the address left netdev {netdev})" if netdev else ""),
             f"add the address back (`ip addr add {ip}/PREFIX dev {netdev or 'IFACE'}`) or use another",
+            Cause.LOCAL_ADDRESS_GONE,
         )
     return None
 
@@ -93,6 +97,7 @@ def cause_for_address(ip: str, *, sysfs: str | None = None) -> LocalCause | None
         return LocalCause(
             f"no interface of this host holds {ip} any more",
             f"add the address back (`ip addr add {ip}/PREFIX dev IFACE`) or use another",
+            Cause.LOCAL_ADDRESS_GONE,
         )
     root = sysfs or SYSFS
     for device in sorted(listdir(root)):
@@ -105,4 +110,5 @@ def cause_for_address(ip: str, *, sysfs: str | None = None) -> LocalCause | None
     return LocalCause(
         f"no RDMA device sits on netdev {netdev} ({ip})",
         f"Soft-RoCE: `rdma link add rxe_{netdev} type rxe netdev {netdev}`; else check the driver",
+        Cause.DEVICE_REMOVED,
     )

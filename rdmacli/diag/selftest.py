@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
-from rdmacli.errors import RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols.table import CONNECT, MCAST, PING
 from rdmacli.protocols.table import PROTOCOLS as PROTOCOL_TABLE
 
@@ -46,7 +46,7 @@ def rdma_ipv4s() -> list[tuple[str, str]]:
         raise RdmacliError(
             "no active RDMA port with an IPv4 address to test on",
             hint="see `rdmacli doctor`; without RDMA hardware use `rdmacli lab`",
-            exit_code=3,
+            cause=Cause.ENVIRONMENT,
         )
     return found
 
@@ -110,7 +110,7 @@ def _pair(make_server, make_client, ready_type: str, timeout: float) -> tuple[li
     client = None
     try:
         if not ready.wait(timeout):
-            raise RdmacliError(f"the server side was not ready within {timeout:.0f} s")
+            raise RdmacliError(f"the server side was not ready within {timeout:.0f} s", cause=Cause.DEADLINE)
         if errors:
             return errors, (time.monotonic() - t0) * 1e3
         client = make_client()

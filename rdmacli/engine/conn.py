@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import time
 
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import State
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import format_hostport
@@ -153,7 +153,7 @@ class Connection:
         return RdmacliError(
             f"{self.phase}: {exc}: asked {self.cm.device} for " + " and ".join(asked),
             hint="use a smaller count or size; `rdmacli devices` shows the device's limits",
-            exit_code=ExitCode.ENVIRONMENT,
+            cause=Cause.DEVICE_LIMIT,
             details={"step": self.phase, "call": exc.call},
         )
 
@@ -260,6 +260,6 @@ def memlock_error(step: str, exc: RdmaCallError, size: int) -> RdmacliError:
         f"{step}: {exc}: registering {size} bytes ({size / 2**20:.1f} MiB) with the locked-memory "
         f"limit (RLIMIT_MEMLOCK) at {limit}",
         hint=MEMLOCK_HINT + " or use a smaller -S",
-        exit_code=ExitCode.ENVIRONMENT,
+        cause=Cause.MEMLOCK,
         details={"step": step, "call": exc.call, "size_bytes": size, "memlock": limit},
     )

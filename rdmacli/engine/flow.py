@@ -18,7 +18,7 @@ from rdmacli.engine.loop import DeadlineExpired, Loop
 from rdmacli.engine.protocol import Protocol
 from rdmacli.engine.status import ERRNO_ADVICE, event_error, short_status
 from rdmacli.engine.timing import StepTimer
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
 from rdmacli.rdma.verbs import WorkCompletion
@@ -52,18 +52,26 @@ class Options:
     busy_poll: bool = False
 
 
+# calls whose failure is an address or route problem, not a failed call of ours
+CALL_CAUSE = {
+    "rdma_resolve_addr": Cause.ADDRESS,
+    "rdma_bind_addr": Cause.ADDRESS,
+    "rdma_resolve_route": Cause.ROUTE,
+}
+
+
 def call_error(step: str, exc: RdmaCallError, where: str) -> RdmacliError:
-    code = ExitCode.RESOLVE if "resolve" in exc.call or "bind" in exc.call else ExitCode.FAILED
     if exc.call in ("ibv_create_cq", "rdma_create_qp") and exc.errno == 12:  # MRs: Connection.reg
         return RdmacliError(
             f"{step}: {exc} [{where}]",
-            exit_code=ExitCode.ENVIRONMENT,
+            cause=Cause.MEMLOCK,
             hint=f"locked memory is limited (RLIMIT_MEMLOCK): {MEMLOCK_HINT}",
+            details={"step": step, "call": exc.call},
         )
     return RdmacliError(
         f"{step}: {exc} [{where}]",
         hint=ERRNO_ADVICE.get(exc.errno),
-        exit_code=code,
+        cause=CALL_CAUSE.get(exc.call, Cause.CALL_FAILED),
         details={"step": step, "call": exc.call},
     )
 
@@ -198,7 +206,8 @@ class Flow:
                     f"opcode {wc.opcode}) [{self.where(conn)}]",
                     hint="the peer went away or misbehaved; RETRY_EXC means no ACKs (peer dead, "
                     "wrong GID/MTU), REM_ACCESS means a bad rkey/address from the peer",
-                    exit_code=ExitCode.FAILED,
+                    cause=Cause.TRANSFER,
+                    details={"step": conn.phase, "wc_status": wc.status, "wc_opcode": wc.opcode},
                 ),
             )
             self.on_finished(conn)
@@ -244,12 +253,13 @@ class Flow:
             err = RdmacliError(
                 f"{conn.phase}: {cause.text} [{self.where(conn)}]",
                 hint=cause.hint,
-                exit_code=ExitCode.ENVIRONMENT,
+                cause=cause.cause,
                 details={
                     **err.details,
                     "step": conn.phase,
                     "local_cause": cause.text,
                     "reported": err.message,
+                    "reported_cause": err.cause.value,
                 },
             )
         conn.fail(err)

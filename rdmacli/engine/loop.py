@@ -16,13 +16,13 @@ import selectors
 import time
 from typing import Callable
 
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma.cm import CmEvent
 from rdmacli.rdma.verbs import WorkCompletion
 
 
 class DeadlineExpired(RdmacliError):
-    exit_code = ExitCode.TIMEOUT
+    cause = Cause.DEADLINE
 
 
 class Timer:

@@ -12,7 +12,7 @@ import errno
 
 from rdmacli.engine.client import ActiveFlow
 from rdmacli.engine.conn import DATA, WAIT_FOR_PEER, Connection
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
 
@@ -48,7 +48,7 @@ class McastFlow(ActiveFlow):
                     hint="this kernel or device does not support this multicast group (Soft-RoCE "
                     "on Linux 6.1 rejects IPv6 groups; mckey fails the same way): use an "
                     "IPv4 group",
-                    exit_code=ExitCode.ENVIRONMENT,
+                    cause=Cause.ENVIRONMENT,
                     details={"step": "join"},
                 ) from exc
             conn.group = self.group

@@ -3,7 +3,7 @@ and a transition table for protocols with stages (rping), h11-style."""
 
 from __future__ import annotations
 
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma.cm import CmEvent, ConnParam
 from rdmacli.rdma.verbs import WorkCompletion
 
@@ -15,7 +15,7 @@ class Reject(Exception):
 class ProtocolViolation(RdmacliError):
     """The peer (or a bug) drove a protocol through a transition its table does not have."""
 
-    exit_code = ExitCode.FAILED
+    cause = Cause.PEER_PROTOCOL
 
 
 class Transitions:

@@ -14,7 +14,7 @@ from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import Flow, call_error
 from rdmacli.engine.loop import DeadlineExpired
 from rdmacli.engine.protocol import Reject
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
@@ -85,7 +85,7 @@ class ServerFlow(Flow):
         if ev.type != C.CONNECT_REQUEST:
             if ev.type == C.DEVICE_REMOVAL:
                 raise RdmacliError(
-                    "the RDMA device under the listener was removed", exit_code=ExitCode.ENVIRONMENT
+                    "the RDMA device under the listener was removed", cause=Cause.DEVICE_REMOVED
                 )
             return
         index = self.accepted + self.rejected

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno as _errno
 
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import errno_text
 
@@ -50,6 +50,16 @@ REJ_CONSUMER_DEFINED = 28
 # enum ib_cm_sidr_status: a UD (SIDR) request's answer; rdma_cm reports it as UNREACHABLE's status
 SIDR_STATUS = {1: "UNSUPPORTED", 2: "REJECT", 3: "NO_QP", 4: "REDIRECT", 5: "UNSUPPORTED_VERSION"}
 SIDR_UNSUPPORTED = 1  # no such service id: nothing is listening on that UDP-space port
+
+
+# the error events whose cause is the event itself (REJECTED and DEVICE_REMOVAL have their own)
+EVENT_CAUSE = {
+    C.ADDR_ERROR: Cause.ADDRESS,
+    C.ROUTE_ERROR: Cause.ROUTE,
+    C.UNREACHABLE: Cause.UNREACHABLE,
+    C.CONNECT_ERROR: Cause.UNREACHABLE,
+    C.MULTICAST_ERROR: Cause.UNREACHABLE,
+}
 
 
 def nobody_listens(event: int, status: int) -> bool:
@@ -128,7 +138,7 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
             f"({ev.name}, {d['text'].replace('IB CM reject reason', 'IB CM reason')}) [{where}]",
             hint="start the server first (`rdmacli listen`) or let the client wait for it "
             "(--wait SECONDS); check the port and the port space (-P)",
-            exit_code=ExitCode.REJECTED,
+            cause=Cause.NOBODY_LISTENING,
             details=details,
         )
     if ev.type == C.REJECTED:
@@ -140,20 +150,20 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
                 + (f": {reason!r}" if reason else "")
                 + f" [{where}]",
                 hint="the server refused these parameters; see its reason above",
-                exit_code=ExitCode.REJECTED,
+                cause=Cause.REJECTED,
                 details=details,
             )
         if ev.status == -_errno.ECONNREFUSED:
             return RdmacliError(
                 f"{step}: connection refused by {remote} [{where}]",
                 hint=ERRNO_ADVICE[_errno.ECONNREFUSED],
-                exit_code=ExitCode.REJECTED,
+                cause=Cause.REJECTED,
                 details=details,
             )
         return RdmacliError(
             f"{step}: rejected by {remote}: {d['text']} [{where}]",
             hint="see the IB CM reject reason",
-            exit_code=ExitCode.REJECTED,
+            cause=Cause.REJECTED,
             details=details,
         )
     if ev.type == C.DEVICE_REMOVAL:
@@ -161,10 +171,10 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
             f"{step}: the RDMA device {device or 'under this connection'} was removed [{where}]",
             hint="recreate it (Soft-RoCE: `rdma link add NAME type rxe netdev IFACE`) or check the "
             "driver (`dmesg`, `rdma link`)",
-            exit_code=ExitCode.ENVIRONMENT,
+            cause=Cause.DEVICE_REMOVED,
             details=details,
         )
-    code = ExitCode.RESOLVE if ev.type in (C.ADDR_ERROR, C.ROUTE_ERROR) else ExitCode.REJECTED
+    cause = EVENT_CAUSE.get(ev.type, Cause.UNREACHABLE)
     advice = ERRNO_ADVICE.get(-ev.status) if ev.status < 0 else None
     if ev.type == C.ROUTE_ERROR and not advice:
         advice = "on InfiniBand a subnet manager must be running; on RoCE check the GID table"
@@ -173,9 +183,7 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
             "the peer did not answer the connection request: is the host up, is RoCE v2 "
             "(UDP 4791) allowed, do both sides use the same RoCE mode?"
         )
-    return RdmacliError(
-        f"{step}: {ev.name} {d['text']} [{where}]", hint=advice, exit_code=code, details=details
-    )
+    return RdmacliError(f"{step}: {ev.name} {d['text']} [{where}]", hint=advice, cause=cause, details=details)
 
 
 def printable(data: bytes) -> str:

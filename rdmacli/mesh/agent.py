@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from rdmacli.engine.client import ClientFlow
 from rdmacli.engine.flow import Options, Timeouts
 from rdmacli.engine.server import ServerFlow
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
 from rdmacli.mesh.token import Guarded, Token
 from rdmacli.outcome import State
@@ -116,12 +116,10 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False) -> in
             )
             rec.update(
                 result="fail",
-                error={
-                    "message": f"this node's agent reached round {slot} {now - end:.1f} s after its "
-                    f"slot ended ({why})",
-                    "exit_code": int(ExitCode.TIMEOUT),
-                    "cause": "AGENT",
-                },
+                error=RdmacliError(
+                    f"this node's agent reached round {slot} {now - end:.1f} s after its slot ended ({why})",
+                    cause=Cause.AGENT,
+                ).to_dict(),
             )
         else:
             rec = run_pair(cfg, rnd, slot, peer, end, backend=backend)
@@ -216,13 +214,16 @@ def local_cause_of(error: dict, address: str) -> dict | None:
         return None
     if cause is None:
         return None
-    return {
-        "message": f"{cause.text} [this node, {address}] (reported: {error.get('message')})",
-        "hint": cause.hint,
-        "exit_code": int(ExitCode.ENVIRONMENT),
-        "local_cause": cause.text,
-        "reported": error.get("message"),
-    }
+    return RdmacliError(
+        f"{cause.text} [this node, {address}] (reported: {error.get('message')})",
+        hint=cause.hint,
+        cause=cause.cause,
+        details={
+            "local_cause": cause.text,
+            "reported": error.get("message"),
+            "reported_cause": error.get("cause"),
+        },
+    ).to_dict()
 
 
 def judge(rec: dict, flow, error: RdmacliError | None, listen: bool, address: str = "") -> dict:
@@ -240,9 +241,11 @@ def judge(rec: dict, flow, error: RdmacliError | None, listen: bool, address: st
             err = RdmacliError(
                 "no request from the partner within the round"
                 + (f" ({len(rejected)} foreign or stale request(s) rejected)" if rejected else ""),
-                exit_code=ExitCode.TIMEOUT,
+                cause=Cause.DEADLINE,
             )
-        rec["error"] = err.to_dict() if err is not None else {"message": "failed", "exit_code": 1}
+        if err is None:
+            err = RdmacliError("the pair failed before it started", cause=Cause.INTERNAL)
+        rec["error"] = err.to_dict()
         if not rec["error"].get("local_cause"):
             here = local_cause_of(rec["error"], address)
             if here is not None:

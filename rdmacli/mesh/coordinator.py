@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
 from rdmacli.mesh.launch import ClusterShellLauncher, SrunLauncher
 from rdmacli.mesh.report import Pair, blame, compare, node_table
@@ -179,7 +179,7 @@ class Collector:
                         {
                             "rank": rank,
                             "result": "fail",
-                            "error": {"message": message, "exit_code": 3, "cause": "AGENT"},
+                            "error": RdmacliError(message, cause=Cause.AGENT).to_dict(),
                         },
                     )
 
@@ -266,7 +266,7 @@ def outcome(
                 "no agent ran on any node",
                 hint="check that rdmacli is installed on the nodes and the launcher works "
                 "(ssh: keys and host names; srun: an allocation); see data.nodes",
-                exit_code=ExitCode.ENVIRONMENT,
+                cause=Cause.AGENT,
             )
         elif failed:
             causes = {}
@@ -276,13 +276,13 @@ def outcome(
             error = RdmacliError(
                 f"{len(failed)} of {len(pair_docs)} pairs failed ({words})",
                 hint="see the blame: a bad node fails with most partners, a bad link fails alone",
-                exit_code=ExitCode.FAILED,
+                cause=Cause.CHECK_FAILED,
             )
         elif missing:
             error = RdmacliError(
                 f"incomplete: {len(missing)} of {len(pair_docs)} pairs were never reported",
                 hint="the run ended before every round did; raise --launch-timeout or --round-time",
-                exit_code=ExitCode.TIMEOUT,
+                cause=Cause.MISSING,
             )
     counts = {
         "nodes": plan.n,

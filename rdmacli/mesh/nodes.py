@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 
-from rdmacli.errors import EnvironmentProblem, ExitCode, RdmacliError
+from rdmacli.errors import Cause, EnvironmentProblem, RdmacliError
 
 
 def expand(spec: str) -> list[str]:
@@ -26,12 +26,10 @@ def expand(spec: str) -> list[str]:
         raise RdmacliError(
             f"bad node set {spec!r}: {exc}",
             hint="ClusterShell syntax: node[01-16], 10.0.0.[1-8], @group, comma-separated",
-            exit_code=ExitCode.USAGE,
+            cause=Cause.USAGE,
         ) from exc
     if len(names) < 2:
-        raise RdmacliError(
-            f"a mesh needs at least two nodes; {spec!r} is {len(names)}", exit_code=ExitCode.USAGE
-        )
+        raise RdmacliError(f"a mesh needs at least two nodes; {spec!r} is {len(names)}", cause=Cause.USAGE)
     return names
 
 
@@ -46,13 +44,11 @@ def read_map(path: str) -> dict[str, str]:
                 parts = line.split()
                 if len(parts) != 2:
                     raise RdmacliError(
-                        f"{path}:{number}: expected `NODE ADDRESS`, got {line!r}", exit_code=ExitCode.USAGE
+                        f"{path}:{number}: expected `NODE ADDRESS`, got {line!r}", cause=Cause.USAGE
                     )
                 out[parts[0]] = parts[1]
     except OSError as exc:
-        raise RdmacliError(
-            f"cannot read the map file {path}: {exc.strerror}", exit_code=ExitCode.USAGE
-        ) from exc
+        raise RdmacliError(f"cannot read the map file {path}: {exc.strerror}", cause=Cause.USAGE) from exc
     return out
 
 
@@ -64,7 +60,7 @@ def addresses(names: list[str], *, template: str | None = None, map_file: str | 
         raise RdmacliError(
             f"the map file {map_file} has no address for {', '.join(missing[:8])}"
             + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""),
-            exit_code=ExitCode.USAGE,
+            cause=Cause.USAGE,
         )
     out, unresolved = [], []
     for rank, name in enumerate(names):
@@ -86,6 +82,6 @@ def addresses(names: list[str], *, template: str | None = None, map_file: str | 
             f"cannot resolve {', '.join(unresolved[:8])}"
             + (f" and {len(unresolved) - 8} more" if len(unresolved) > 8 else ""),
             hint="give each node's RDMA address with --address-template '{node}-ib' or --map FILE",
-            exit_code=ExitCode.RESOLVE,
+            cause=Cause.ADDRESS,
         )
     return out

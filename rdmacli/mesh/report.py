@@ -11,6 +11,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from rdmacli.errors import Cause, RdmacliError
+
 # Short cause codes for the matrix, most specific first when the two ends disagree.
 CAUSES = {
     "DOWN": "a local port or netdev is down (the node's own RDMA link)",
@@ -28,29 +30,34 @@ CAUSES = {
 PRIORITY = ["DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "FAIL", "NOLSN", "TMO", "MISS"]
 
 
+# the matrix's code for each typed cause (errors.Cause); any other cause is FAIL
+CODE_OF = {
+    Cause.LOCAL_PORT_DOWN: "DOWN",
+    Cause.LOCAL_ADDRESS_GONE: "DOWN",
+    Cause.DEVICE_REMOVED: "DOWN",
+    Cause.ENVIRONMENT: "ENV",
+    Cause.MEMLOCK: "ENV",
+    Cause.DEVICE_LIMIT: "ENV",
+    Cause.AGENT: "AGENT",
+    Cause.ADDRESS: "ADDR",
+    Cause.ROUTE: "ROUTE",
+    Cause.UNREACHABLE: "UNR",
+    Cause.REJECTED: "REJ",
+    Cause.NOBODY_LISTENING: "NOLSN",
+    Cause.DEADLINE: "TMO",
+    Cause.MISSING: "MISS",
+}
+
+
 def cause_of(error: dict | None) -> str | None:
-    """A short cause code for an error dict of a summary (RdmacliError.to_dict)."""
+    """The matrix's short code for an error dict (RdmacliError.to_dict): from its typed
+    cause alone, never from its words. An unknown or malformed cause is FAIL."""
     if not error:
         return None
-    msg = (error.get("message") or "").lower()
-    code = error.get("exit_code")
-    if error.get("cause") in CAUSES:
-        return error["cause"]
-    if error.get("local_cause"):
-        return "DOWN"
-    if code == 3:
-        return "ENV"
-    if code == 4:
-        return "ROUTE" if "route" in (error.get("step") or msg) else "ADDR"
-    if error.get("event") == "UNREACHABLE" or "unreachable" in msg:
-        return "UNR"
-    if "nothing is listening" in msg:
-        return "NOLSN"
-    if code == 5:
-        return "REJ"
-    if code == 6:
-        return "TMO"
-    return "FAIL"
+    try:
+        return CODE_OF.get(Cause(error.get("cause")), "FAIL")
+    except (ValueError, TypeError):
+        return "FAIL"
 
 
 @dataclass
@@ -72,20 +79,21 @@ class Pair:
         for side, r in self.reports.items():
             if r.get("result") != "pass" and r.get("error"):
                 e = dict(r["error"])
-                e["cause"] = cause_of(e)
+                e["code"] = cause_of(e)
                 e["reported_by"] = r.get("rank")
                 e["side"] = side
                 errs.append(e)
         if not errs:
             if self.result == "missing":
-                return {"cause": "MISS", "message": "neither node reported this pair", "exit_code": 6}
+                missing = RdmacliError("neither node reported this pair", cause=Cause.MISSING)
+                return {**missing.to_dict(), "code": "MISS"}
             return None
-        return min(errs, key=lambda e: PRIORITY.index(e["cause"]) if e["cause"] in PRIORITY else 99)
+        return min(errs, key=lambda e: PRIORITY.index(e["code"]))
 
     @property
     def cause(self) -> str | None:
         e = self.error()
-        return e["cause"] if e else None
+        return e["code"] if e else None
 
     def metric(self, key: str):
         r = self.reports.get("connect") or {}

@@ -7,7 +7,7 @@ all and echoes `count` back, then the server disconnects (reference section 2).
 from __future__ import annotations
 
 from rdmacli.engine.protocol import Protocol, Reject
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import CONNECT
 from rdmacli.rdma import constants as C
@@ -80,7 +80,7 @@ class _Exchange(Protocol):
                     f"the peer disconnected early: received {self.received}/{self.count}, "
                     f"sent {self.sends_posted}/{self.count} messages [{conn.flow.where(conn)}]",
                     hint="the peer ended the test (killed, or a different -C/-S); check its output",
-                    exit_code=ExitCode.FAILED,
+                    cause=Cause.PEER_ENDED,
                 )
             )
 

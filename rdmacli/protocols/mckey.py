@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols.table import MCAST
 from rdmacli.protocols.udaddy import _Datagrams, sends_in
 from rdmacli.rdma import constants as C
@@ -40,7 +40,7 @@ class McastMember(_Datagrams):
                 f"IBV_QP_CREATE_BLOCK_SELF_MCAST_LB failed ({errno.errorcode[exc.errno]})",
                 hint="run without --no-loopback (this host's own QPs then receive what it "
                 "sends), or use a device that supports it",
-                exit_code=ExitCode.ENVIRONMENT,
+                cause=Cause.ENVIRONMENT,
                 details={"step": "create qp"},
             ) from exc
 

@@ -13,7 +13,7 @@ import struct
 import time
 
 from rdmacli.engine.protocol import Protocol, Reject, Transitions
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import PING
 from rdmacli.rdma import constants as C
@@ -95,7 +95,7 @@ class _Rping(Protocol):
             raise RdmacliError(
                 f"Received bogus data, size {wc.byte_len} [{conn.flow.where(conn)}]",
                 hint="the peer does not speak rping's 16-byte messages",
-                exit_code=ExitCode.FAILED,
+                cause=Cause.PEER_PROTOCOL,
             )
         data = self.recv_mr.read(0, INFO.size)
         conn.post_recv(RECV, self.recv_mr, 0, INFO.size)
@@ -175,7 +175,7 @@ class RpingClient(_Rping):
                 RdmacliError(
                     f"data mismatch! (ping {self.ping}) [{conn.flow.where(conn)}]",
                     hint="the data written back differs from what was sent",
-                    exit_code=ExitCode.FAILED,
+                    cause=Cause.DATA_MISMATCH,
                 )
             )
             return
@@ -195,7 +195,7 @@ class RpingClient(_Rping):
                     f"the server disconnected after {self.ping} of {self.count} pings "
                     f"[{conn.flow.where(conn)}]",
                     hint="see the server's output",
-                    exit_code=ExitCode.FAILED,
+                    cause=Cause.PEER_ENDED,
                 )
             )
 
@@ -246,11 +246,11 @@ class RpingServer(_Rping):
                 f"the client advertised {size} bytes, the server accepts 1 to {self.max_size} "
                 f"[{conn.flow.where(conn)}]",
                 hint="start the server with a larger --max-size, or the client with a smaller -S",
-                exit_code=ExitCode.FAILED,
+                cause=Cause.PEER_PROTOCOL,
             )
         if addr == 0:
             raise RdmacliError(
-                f"the client advertised address 0 [{conn.flow.where(conn)}]", exit_code=ExitCode.FAILED
+                f"the client advertised address 0 [{conn.flow.where(conn)}]", cause=Cause.PEER_PROTOCOL
             )
         if size > self.rdma_mr.length:  # a C client larger than our -S: grow the buffer once
             self.rdma_mr = conn.reg(size, RW_ACCESS)
@@ -294,7 +294,7 @@ class RpingServer(_Rping):
                 RdmacliError(
                     f"the client went away during ping {self.pings} ({self.stages.stage}) "
                     f"[{conn.flow.where(conn)}]",
-                    exit_code=ExitCode.FAILED,
+                    cause=Cause.PEER_ENDED,
                 )
             )
 

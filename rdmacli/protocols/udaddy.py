@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rdmacli.engine.conn import DATA, WAIT_FOR_PEER
 from rdmacli.engine.protocol import Protocol, Reject
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import UD
 from rdmacli.rdma import constants as C
@@ -32,7 +32,7 @@ def check_mtu(conn, size: int) -> None:
             f"message size {size} is larger than the active MTU {mtu} of {conn.cm.device} "
             f"port {conn.cm.port_num}",
             hint=f"use -S {mtu} or less (UD cannot fragment)",
-            exit_code=ExitCode.USAGE,
+            cause=Cause.USAGE,
             details={"size_bytes": size, "mtu_bytes": mtu},
         )
 
@@ -103,7 +103,7 @@ class _Datagrams(Protocol):
                 f"[{conn.flow.where(conn)}]",
                 hint="start the sender (or wait longer: --wait, or none to wait until "
                 "--timeout or Ctrl-C); check that it sends to the same group and port space",
-                exit_code=ExitCode.TIMEOUT,
+                cause=Cause.DEADLINE,
                 details={"step": conn.phase},
             )
         if self.received < self.count and conn.phase == DATA:
@@ -111,7 +111,8 @@ class _Datagrams(Protocol):
                 f"received {self.received} of {self.count} datagrams before the deadline "
                 f"({self.count - self.received} lost) [{conn.flow.where(conn)}]",
                 hint="UD does not retransmit: check the peer's count and the fabric",
-                exit_code=ExitCode.FAILED,
+                cause=Cause.LOSS,
+                details={"step": conn.phase, "datagrams_lost": self.count - self.received},
             )
         return None
 
@@ -185,7 +186,7 @@ class UdServer(_Datagrams):
             if wc.imm_data is None:
                 raise RdmacliError(
                     "the client's datagram carries no immediate data (its QP number): cannot reply",
-                    exit_code=ExitCode.FAILED,
+                    cause=Cause.PEER_PROTOCOL,
                 )
             self.remote_qpn = wc.imm_data & 0xFFFFFF
             self.remote_qkey = C.RDMA_UDP_QKEY

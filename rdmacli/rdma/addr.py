@@ -6,7 +6,7 @@ import ipaddress
 import socket
 import struct
 
-from rdmacli.errors import ExitCode, RdmacliError
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma._ffi import ffi
 
 
@@ -48,11 +48,11 @@ def resolve(host: str | None, port: int, *, passive: bool = False, what: str = "
         raise RdmacliError(
             f"cannot resolve {what} {host!r}: {exc.strerror}",
             hint="give an IP address configured on an RDMA netdev (see `rdmacli devices`)",
-            exit_code=ExitCode.RESOLVE,
+            cause=Cause.ADDRESS,
         ) from exc
     infos = [i for i in infos if i[0] in (socket.AF_INET, socket.AF_INET6)]
     if not infos:
-        raise RdmacliError(f"no IPv4/IPv6 address for {what} {host!r}", exit_code=ExitCode.RESOLVE)
+        raise RdmacliError(f"no IPv4/IPv6 address for {what} {host!r}", cause=Cause.ADDRESS)
     family, _, _, _, sa = infos[0]
     scope = sa[3] if family == socket.AF_INET6 else 0
     return SockAddr(family, sa[0], port, scope)

@@ -38,5 +38,5 @@ def test_a_pair_that_overran_its_slot_is_named_in_the_next_ones_failure(monkeypa
     # has passed by the time slot 1's pair ends
     assert [p["result"] for p in pairs] == ["pass", "pass", "fail"]
     err = pairs[2]["error"]
-    assert err["cause"] == "AGENT" and "the pair before it (round 1, with" in err["message"]
+    assert err["cause"] == "agent" and "the pair before it (round 1, with" in err["message"]
     assert "raise --round-time" in err["message"] and "--launch-timeout" not in err["message"]

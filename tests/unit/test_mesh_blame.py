@@ -5,14 +5,39 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
 from rdmacli.mesh.coordinator import Collector, Plan, outcome, start_plan
 from rdmacli.mesh.report import Pair, blame, cause_of, compare
 
 NAMES = [f"n{i}" for i in range(8)]
-DOWN = {"message": "resolve addr: port 1 of rxe_n3 is DOWN", "exit_code": 3, "local_cause": "port DOWN"}
-TMO = {"message": "listen: no request from the partner within the round", "exit_code": 6}
-UNR = {"message": "cm connect: UNREACHABLE", "exit_code": 5, "event": "UNREACHABLE"}
+
+
+def error(cause: Cause, message: str) -> dict:
+    return RdmacliError(message, cause=cause).to_dict()
+
+
+DOWN = error(Cause.LOCAL_PORT_DOWN, "resolve addr: port 1 of rxe_n3 is DOWN")
+TMO = error(Cause.DEADLINE, "listen: no request from the partner within the round")
+UNR = error(Cause.UNREACHABLE, "cm connect: UNREACHABLE")
+
+
+@pytest.fixture(params=["as written", "reworded"], autouse=True)
+def wording(request, monkeypatch):
+    """Every test here runs twice: the second time every message an error carries is replaced,
+    so blame that read words instead of causes would change (issue 18: causes are data)."""
+    if request.param == "reworded":
+        real = RdmacliError.to_dict
+
+        def to_dict(self):
+            return {**real(self), "message": "reworded", "hint": "reworded"}
+
+        monkeypatch.setattr(RdmacliError, "to_dict", to_dict)
+        for e in (DOWN, TMO, UNR):
+            monkeypatch.setitem(e, "message", "reworded")
+    return request.param
 
 
 def full_mesh(n, fail):
@@ -63,11 +88,10 @@ def test_the_most_telling_end_names_the_cause():
         0, 1, 0, {"listen": {"result": "fail", "error": TMO}, "connect": {"result": "fail", "error": DOWN}}
     )
     assert p.result == "fail" and p.cause == "DOWN"
-    assert (
-        cause_of({"message": "resolve route: ROUTE_ERROR", "exit_code": 4, "step": "resolve route"})
-        == "ROUTE"
-    )
-    assert cause_of({"message": "x: nothing is listening at 10.0.0.1:7490", "exit_code": 5}) == "NOLSN"
+    assert cause_of(error(Cause.ROUTE, "resolve route: ROUTE_ERROR")) == "ROUTE"
+    assert cause_of(error(Cause.NOBODY_LISTENING, "x: nothing is listening at 10.0.0.1:7490")) == "NOLSN"
+    assert cause_of({"message": "nothing is listening", "cause": ["x"]}) == "FAIL"  # malformed: no guess
+    assert cause_of({"message": "unreachable"}) == "FAIL"  # no cause: the words decide nothing
     assert Pair(0, 1, 0).result == "missing" and Pair(0, 1, 0).cause == "MISS"
 
 
@@ -129,7 +153,7 @@ def test_the_collector_uses_only_records_of_this_run_that_the_schedule_has():
     assert (c.pairs[(0, peer)].reports["listen"]["a"], c.pairs[(0, peer)].reports["listen"]["b"]) == (0, peer)
 
 
-def test_a_node_whose_agent_never_ran_is_blamed_with_its_launcher_words():
+def test_a_node_whose_agent_never_ran_is_blamed_with_its_launcher_words(wording):
     pl = plan()
     c = Collector(pl)
     for rank in (0, 1, 2):
@@ -150,7 +174,7 @@ def test_a_node_whose_agent_never_ran_is_blamed_with_its_launcher_words():
     assert [b["node"] for b in out["data"]["blame"]["nodes"]] == ["n3"]
     failing = [p for p in out["data"]["pairs"] if p["result"] == "fail"]
     assert {p["cause"] for p in failing} == {"AGENT"}
-    assert (
-        "exit status 127" in failing[0]["error"]["message"]
-        and "command not found" in failing[0]["error"]["message"]
-    )
+    assert failing[0]["error"]["cause"] == "agent"
+    if wording == "as written":
+        message = failing[0]["error"]["message"]
+        assert "exit status 127" in message and "command not found" in message
