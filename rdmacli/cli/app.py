@@ -19,12 +19,19 @@ class App:
     """People read stderr, programs read stdout (design: output and exit codes)."""
 
     def __init__(
-        self, *, json_mode: bool = False, json_lines: bool = False, quiet: bool = False, steps: bool = False
+        self,
+        *,
+        json_mode: bool = False,
+        json_lines: bool = False,
+        quiet: bool = False,
+        steps: bool = False,
+        backend=None,
     ):
         self.json_mode = json_mode
         self.json_lines = json_lines
         self.quiet = quiet
         self.steps = steps  # the step timing table in the summary (JSON always has steps_us)
+        self.backend = backend  # the RDMA stack tests run on: None is the real one
 
     # rich is imported only when a person is shown something: --json runs never pay for it
     @cached_property
@@ -75,24 +82,23 @@ class App:
     def errors(self, command: str, params: dict | None = None) -> Iterator[None]:
         """Turn RdmacliError and stop signals into the documented exit codes and a summary,
         never a traceback. SIGTERM and SIGHUP end a run like Ctrl-C (exit 128 + signal)."""
-        from rdmacli.cli._run import stop_signals
+        from rdmacli.cli._run import finish, stop_signals
         from rdmacli.outcome import Outcome
 
         try:
             with stop_signals():
                 yield
         except RdmacliError as exc:
-            self.report_error(exc)
-            if self.machine:
-                self.emit_json(Outcome(command, params or {}, error=exc).to_dict())
-            sys.exit(int(exc.exit_code))
+            if not self.machine:  # words are enough for a person when nothing ran
+                self.report_error(exc)
+                sys.exit(int(exc.exit_code))
+            finish(self, Outcome(command, params or {}, error=exc))
         except (Stopped, KeyboardInterrupt) as exc:
             outcome = Outcome(command, params or {}, signal=getattr(exc, "signum", signal.SIGINT))
-            if self.machine:
-                self.emit_json(outcome.to_dict())
-            else:
+            if not self.machine:
                 self.err.print("interrupted")
-            sys.exit(outcome.exit_code)
+                sys.exit(outcome.exit_code)
+            finish(self, outcome)
 
 
 def _esc(text: str) -> str:

@@ -70,27 +70,25 @@ def command(
         "ack_timeout": ack_timeout,
     }
     with app.errors("connect", params):
-        from rdmacli.cli._run import run_flow
-        from rdmacli.engine.client import ClientFlow
+        from rdmacli.cli._run import run_test
         from rdmacli.engine.flow import Options
-        from rdmacli.rdma import addr
+        from rdmacli.engine.protocol import Params
+        from rdmacli.engine.session import CLIENT, Test
         from rdmacli.rdma.constants import PORT_SPACES
 
-        client = spec.client_class()
-
-        def factory(observer):
-            dst = addr.resolve(host, port, what="server address")
-            src = addr.resolve(bind, 0, what="bind address") if bind else None
-            return ClientFlow(
-                dst=dst,
-                src=src,
-                connections=connections,
-                make_protocol=lambda: client(count, size),
-                observer=observer,
-                timeouts=timeouts,
-                options=Options(
-                    ps=PORT_SPACES[port_space], tos=tos, ack_timeout=ack_timeout, busy_poll=busy_poll
-                ),
-            )
-
-        run_flow(app, "connect", factory, show_events=show_events, params=params)
+        test = Test(
+            "connect",
+            spec,
+            CLIENT,
+            Params(count=count, size=size),
+            host=host,
+            port=port,
+            bind=bind,
+            connections=connections,
+            timeouts=timeouts,
+            options=Options(
+                ps=PORT_SPACES[port_space], tos=tos, ack_timeout=ack_timeout, busy_poll=busy_poll
+            ),
+            summary=params,
+        )
+        run_test(app, test, show_events=show_events)

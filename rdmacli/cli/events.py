@@ -57,35 +57,23 @@ def command(
         "port_space": port_space,
     }
     with app.errors("events", params):
-        from rdmacli.cli._run import run_flow
-        from rdmacli.engine.client import ClientFlow
+        from rdmacli.cli._run import run_test
         from rdmacli.engine.flow import Options
-        from rdmacli.engine.server import ServerFlow
-        from rdmacli.protocols.bare import BareClient, BareServer
-        from rdmacli.rdma import addr
+        from rdmacli.engine.session import CLIENT, SERVER, Test
+        from rdmacli.protocols.table import EVENTS
         from rdmacli.rdma.constants import PORT_SPACES
 
-        opts = Options(ps=PORT_SPACES[port_space])
-
-        def factory(observer):
-            if listen:
-                return ServerFlow(
-                    bind=addr.resolve(bind, port, passive=True, what="bind address"),
-                    max_clients=connections,
-                    make_protocol=BareServer,
-                    observer=observer,
-                    timeouts=timeouts,
-                    options=opts,
-                )
-            return ClientFlow(
-                dst=addr.resolve(host, port, what="server address"),
-                src=addr.resolve(bind, 0, what="bind address") if bind else None,
-                connections=connections,
-                make_protocol=BareClient,
-                observer=observer,
-                timeouts=timeouts,
-                options=opts,
-            )
-
+        test = Test(
+            "events",
+            EVENTS,
+            SERVER if listen else CLIENT,
+            host=host,
+            port=port,
+            bind=bind,
+            connections=connections,
+            timeouts=timeouts,
+            options=Options(ps=PORT_SPACES[port_space]),
+            summary=params,
+        )
         app.steps = True  # the step timings are what this command is for (cmtime)
-        run_flow(app, "events", factory, show_events=True, params=params)
+        run_test(app, test, show_events=True)

@@ -100,31 +100,22 @@ def command(
         "wait_s": timeouts.wait_s,
     }
     with app.errors("listen", params):
-        from rdmacli.cli._run import run_flow
+        from rdmacli.cli._run import run_test
         from rdmacli.engine.flow import Options
-        from rdmacli.engine.server import ServerFlow
-        from rdmacli.rdma import addr
+        from rdmacli.engine.protocol import Params
+        from rdmacli.engine.session import SERVER, Test
         from rdmacli.rdma.constants import PORT_SPACES
 
-        server = spec.server_class()
-        if spec is PING:
-
-            def make_protocol():
-                return server(size, max_size=max_size, corrupt=fault_corrupt)
-        else:
-
-            def make_protocol():
-                return server(count, size, max_size=max_size)
-
-        def factory(observer):
-            where = addr.resolve(bind, port, passive=True, what="bind address")
-            return ServerFlow(
-                bind=where,
-                max_clients=None if persistent else connections,
-                make_protocol=make_protocol,
-                observer=observer,
-                timeouts=timeouts,
-                options=Options(ps=PORT_SPACES[port_space], ack_timeout=ack_timeout, busy_poll=busy_poll),
-            )
-
-        run_flow(app, "listen", factory, show_events=show_events, params=params)
+        test = Test(
+            "listen",
+            spec,
+            SERVER,
+            Params(count=count, size=size, max_size=max_size, corrupt=fault_corrupt),
+            port=port,
+            bind=bind,
+            connections=None if persistent else connections,
+            timeouts=timeouts,
+            options=Options(ps=PORT_SPACES[port_space], ack_timeout=ack_timeout, busy_poll=busy_poll),
+            summary=params,
+        )
+        run_test(app, test, show_events=show_events)

@@ -111,33 +111,23 @@ def command(
         "no_loopback": no_loopback,
     }
     with app.errors("mcast", params):
-        from rdmacli.cli._run import run_flow
+        from rdmacli.cli._run import run_test
         from rdmacli.engine.flow import Options
-        from rdmacli.engine.mcast import McastFlow
-        from rdmacli.rdma import addr
+        from rdmacli.engine.protocol import Params
+        from rdmacli.engine.session import CLIENT, SERVER, Test
         from rdmacli.rdma.constants import PORT_SPACES
 
-        if send:
-            member = MCAST.client_class()
-
-            def make_protocol():
-                return member(count, size, no_loopback=no_loopback, send_delay=send_delay)
-        else:
-            member = MCAST.server_class()
-
-            def make_protocol():
-                return member(count, size, no_loopback=no_loopback)
-
-        def factory(observer):
-            return McastFlow(
-                group=addr.resolve(group, 0, what="multicast group"),
-                src=addr.resolve(bind, 0, what="bind address") if bind else None,
-                connections=qps,
-                send_only=send_only,
-                make_protocol=make_protocol,
-                observer=observer,
-                timeouts=timeouts,
-                options=Options(ps=PORT_SPACES[port_space]),
-            )
-
-        run_flow(app, "mcast", factory, show_events=show_events, params=params)
+        test = Test(
+            "mcast",
+            MCAST,
+            CLIENT if send else SERVER,
+            Params(count=count, size=size, no_loopback=no_loopback, send_delay=send_delay),
+            host=group,
+            bind=bind,
+            connections=qps,
+            send_only=send_only,
+            timeouts=timeouts,
+            options=Options(ps=PORT_SPACES[port_space]),
+            summary=params,
+        )
+        run_test(app, test, show_events=show_events)

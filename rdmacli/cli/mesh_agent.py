@@ -95,8 +95,8 @@ def command(run_id, start_at, round_time, port, test, count, names, addresses, r
 
         threading.Thread(target=watch, daemon=True).start()
     try:
-        with stop_signals():
-            run_agent(cfg, emit)
+        with stop_signals() as stops:
+            run_agent(cfg, emit, stops=stops)
     except Stopped as exc:
         emit({"type": "stopped", "run": run_id, "rank": rank, "signal": exc.signum})
         sys.exit(128 + exc.signum)

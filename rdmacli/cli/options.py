@@ -264,7 +264,14 @@ def output(f):
 
     @functools.wraps(f)
     def wrapper(*args, show_events, steps, json_mode, json_lines, quiet, **kw):
-        app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet, steps=steps or show_events)
+        obj = click.get_current_context().find_root().obj or {}
+        app = App(
+            json_mode=json_mode,
+            json_lines=json_lines,
+            quiet=quiet,
+            steps=steps or show_events,
+            backend=obj.get("backend"),  # tests inject the scripted RDMA stack here
+        )
         return f(*args, app=app, show_events=show_events, **kw)
 
     return _output_options(wrapper)

@@ -81,10 +81,10 @@ def command(
         "interval_s": interval,
     }
     with app.errors("ping", params):
-        from rdmacli.cli._run import run_flow
-        from rdmacli.engine.client import ClientFlow
+        from rdmacli.cli._run import run_test
         from rdmacli.engine.flow import Options
-        from rdmacli.rdma import addr
+        from rdmacli.engine.protocol import Params
+        from rdmacli.engine.session import CLIENT, Test
         from rdmacli.render.units import duration
 
         # a terminal gets a line per ping, or a progress bar for long counted runs
@@ -95,35 +95,31 @@ def command(
             bar = CountProgress(app, count, f"ping {host}")
         show_pings = verbose or (app.tty and not app.machine and not app.quiet and bar is None)
 
-        def factory(observer):
-            dst = addr.resolve(host, port, what="server address")
-            src = addr.resolve(bind, 0, what="source address") if bind else None
+        def on_record(rec: dict) -> None:
+            if rec["type"] != "ping":
+                return
+            if not verbose:
+                rec.pop("data", None)  # the ping data is rping -v's, shown only when asked
+            if bar is not None:
+                bar.advance()
+            if show_pings and not app.machine:
+                line = f"{size} bytes from {host}: ping={rec['ping']} rtt={duration(rec['rtt_us'])}"
+                if "valid" in rec:
+                    line += " valid" if rec["valid"] else " MISMATCH"
+                if verbose:
+                    line += f"  ping data: {rec['data']}"
+                app.err.print(line, markup=False, highlight=False)
 
-            def on_ping(rec):
-                rec = {"type": "ping", **rec}
-                if not verbose:
-                    rec.pop("data", None)
-                if bar is not None:
-                    bar.advance()
-                if app.json_lines:
-                    observer(rec)
-                elif show_pings:
-                    line = f"{size} bytes from {host}: ping={rec['ping']} rtt={duration(rec['rtt_us'])}"
-                    if "valid" in rec:
-                        line += " valid" if rec["valid"] else " MISMATCH"
-                    if verbose:
-                        line += f"  ping data: {rec['data']}"
-                    app.err.print(line, markup=False, highlight=False)
-
-            return ClientFlow(
-                dst=dst,
-                src=src,
-                make_protocol=lambda: PING.client_class()(
-                    size, count, validate=validate, interval=interval, on_ping=on_ping
-                ),
-                observer=observer,
-                timeouts=timeouts,
-                options=Options(busy_poll=busy_poll),
-            )
-
-        run_flow(app, "ping", factory, show_events=show_events, params=params, progress=bar)
+        test = Test(
+            "ping",
+            PING,
+            CLIENT,
+            Params(count=count, size=size, validate=validate, interval=interval),
+            host=host,
+            port=port,
+            bind=bind,
+            timeouts=timeouts,
+            options=Options(busy_poll=busy_poll),
+            summary=params,
+        )
+        run_test(app, test, show_events=show_events, progress=bar, on_record=on_record)

@@ -337,40 +337,34 @@ def probe(
     connect_s: float,
     src: str | None = None,
 ):
-    """Run a bare client flow to `peer`; returns (flow, error or None). Always torn down."""
-    from rdmacli.engine.client import ClientFlow
+    """The bare rdma_cm flow to `peer` (engine.session); returns (outcome, error or None)."""
     from rdmacli.engine.flow import Options, Timeouts
-    from rdmacli.errors import RdmacliError
-    from rdmacli.protocols.bare import BareClient
-    from rdmacli.rdma import addr
+    from rdmacli.engine.session import CLIENT, Test, run
+    from rdmacli.protocols.table import EVENTS
 
-    flow = None
-    try:
-        flow = ClientFlow(
-            dst=addr.resolve(peer, port, what="peer"),
-            src=addr.resolve(src, 0, what="source") if src else None,
-            route_only=route_only,
-            make_protocol=BareClient,
-            timeouts=Timeouts(resolve_ms, connect_s, connect_s, None),
-            options=Options(ps=ps),
-        )
-        flow.run()
-        return flow, flow.first_error()
-    except RdmacliError as exc:
-        return flow, exc
-    finally:
-        if flow is not None:
-            flow.close()
+    test = Test(
+        "doctor",
+        EVENTS,
+        CLIENT,
+        host=peer,
+        port=port,
+        bind=src,
+        route_only=route_only,
+        timeouts=Timeouts(resolve_ms, connect_s, connect_s, None),
+        options=Options(ps=ps),
+    )
+    outcome = run(test)
+    return outcome, outcome.run_error()
 
 
 def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check]:
     from rdmacli.render.units import duration
 
-    flow, err = probe(peer, CONNECT.default_port, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
+    outcome, err = probe(peer, CONNECT.default_port, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
     if err is not None:
         return [Check("resolve", "fail", err.message, err.hint, cause=err.cause)]
-    steps = {s["step"]: s["avg_us"] for s in flow.timer.summary()}
-    conn = flow.all_conns[0]
+    steps = {s["step"]: s["avg_us"] for s in outcome.steps_us}
+    conn = outcome.connections[0]
     return [
         Check(
             "resolve",

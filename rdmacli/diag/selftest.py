@@ -9,10 +9,14 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols.table import CONNECT, MCAST, PING
 from rdmacli.protocols.table import PROTOCOLS as PROTOCOL_TABLE
+
+if TYPE_CHECKING:
+    from rdmacli.engine.session import Test
 
 GROUP = "239.255.71.71"
 PROBE_PORT = 17470  # the path probe's request goes here: any answer proves the path
@@ -84,116 +88,81 @@ def pick_path(server: str | None = None, client: str | None = None) -> tuple[str
     return server, server, f"one device to itself: across devices failed ({problem}); see `rdmacli doctor`"
 
 
-def _pair(make_server, make_client, ready_type: str, timeout: float) -> tuple[list, float]:
-    """Run a server flow in a thread and a client flow here; returns (errors, ms)."""
+def _pair(server: Test, client: Test, ready_type: str, timeout: float) -> tuple[list, float]:
+    """Run the server side in a thread and the client side here (engine.session); returns the
+    errors that failed the row, the client's first, and how long it took in ms."""
+    from rdmacli.engine.session import run
+    from rdmacli.engine.stops import Stops
+
     ready = threading.Event()
-    errors: list = []
+    stops = Stops()
+    outcomes: dict = {}
     t0 = time.monotonic()
 
     def observe(rec: dict) -> None:
         if rec.get("type") == ready_type:
             ready.set()
 
-    server = make_server(observe)
-
     def serve() -> None:
         try:
-            server.run()
-        except Exception as exc:  # reported as the row's reason
-            errors.append(exc)
+            outcomes["server"] = run(server, observer=observe, stops=stops)
         finally:
             ready.set()
-            server.close()
 
     thread = threading.Thread(target=serve, name="selftest-server", daemon=True)
     thread.start()
-    client = None
-    try:
-        if not ready.wait(timeout):
-            raise RdmacliError(f"the server side was not ready within {timeout:.0f} s", cause=Cause.DEADLINE)
-        if errors:
-            return errors, (time.monotonic() - t0) * 1e3
-        client = make_client()
-        client.run()
-    except Exception as exc:
-        errors.append(exc)
-    finally:
-        if client is not None:
-            client.close()
-        client_failed = errors or (client is not None and client.first_error() is not None)
-        if not client_failed:
-            thread.join(5)  # let the server finish its side (its DISCONNECTED, its counts)
-        server.stop()  # a failed client will not come back: the server need not wait it out
+    if not ready.wait(timeout):
+        stops.stop()
         thread.join(timeout + 5)
+        late = RdmacliError(f"the server side was not ready within {timeout:.0f} s", cause=Cause.DEADLINE)
+        return [late], (time.monotonic() - t0) * 1e3
+    if "server" not in outcomes:  # the server side is still up: run the client against it
+        outcomes["client"] = run(client)
+        if outcomes["client"].run_error() is None:
+            thread.join(5)  # let the server finish its side (its DISCONNECTED, its counts)
+    stops.stop()  # a failed client will not come back: the server need not wait it out
+    thread.join(timeout + 5)
     # the client's own errors say most about why a row failed: they come first
-    conn_errors = [
-        c.error for flow in (client, server) if flow is not None for c in flow.all_conns if c.error
-    ]
-    return conn_errors + [e for e in errors if e not in conn_errors], (time.monotonic() - t0) * 1e3
+    errors = []
+    for side in ("client", "server"):
+        out = outcomes.get(side)
+        if out is not None:
+            errors += [c.error for c in out.connections if c.error]
+            if out.error is not None and out.error not in errors:
+                errors.append(out.error)
+    return errors, (time.monotonic() - t0) * 1e3
 
 
 def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size: int, timeout: float) -> Row:
-    from rdmacli.engine.client import ClientFlow
     from rdmacli.engine.flow import Options, Timeouts
-    from rdmacli.engine.mcast import McastFlow
-    from rdmacli.engine.server import ServerFlow
-    from rdmacli.rdma import addr
+    from rdmacli.engine.protocol import Params
+    from rdmacli.engine.session import CLIENT, SERVER, Test
     from rdmacli.rdma.constants import PORT_SPACES
 
     spec = PROTOCOL_TABLE[name]
     problem = spec.check_size(size)
     if problem:
         return Row(name, "fail", 0.0, problem)
-    tmo = Timeouts(2000, min(10.0, timeout), min(10.0, timeout), timeout, timeout)
-    opts = Options(ps=PORT_SPACES[spec.default_port_space])
-    src = addr.resolve(client_ip, 0)
-    client_cls, server_cls = spec.client_class(), spec.server_class()
+    common = dict(
+        params=Params(count=count, size=size, validate=spec is PING),
+        timeouts=Timeouts(2000, min(10.0, timeout), min(10.0, timeout), timeout, timeout),
+        options=Options(ps=PORT_SPACES[spec.default_port_space]),
+    )
     if spec is MCAST:
-        group = addr.resolve(GROUP, 0)
-
-        def make_server(obs):
-            return McastFlow(
-                group=group,
-                src=addr.resolve(server_ip, 0),
-                observer=obs,
-                make_protocol=lambda: server_cls(count, size),
-                timeouts=tmo,
-                options=opts,
-            )
-
-        def make_client():
-            return McastFlow(
-                group=group,
-                src=src,
-                timeouts=tmo,
-                options=opts,
-                make_protocol=lambda: client_cls(count, size),
-            )
-
+        server = Test("selftest", spec, SERVER, host=GROUP, bind=server_ip, **common)
+        client = Test("selftest", spec, CLIENT, host=GROUP, bind=client_ip, **common)
         ready = "joined"
         what = f"{count} datagrams of {size} B to {GROUP}"
     else:
-        bind = addr.resolve(server_ip, spec.selftest_port, passive=True)
-        dst = addr.resolve(server_ip, spec.selftest_port)
+        port = spec.selftest_port
+        server = Test("selftest", spec, SERVER, port=port, bind=server_ip, **common)
+        client = Test("selftest", spec, CLIENT, host=server_ip, port=port, bind=client_ip, **common)
+        ready = "ready"
         if spec is PING:
-            server_proto = lambda: server_cls(size)  # noqa: E731
-            client_proto = lambda: client_cls(size, count, validate=True)  # noqa: E731
             what = f"{count} validated pings of {size} B"
         else:
-            server_proto = lambda: server_cls(count, size)  # noqa: E731
-            client_proto = lambda: client_cls(count, size)  # noqa: E731
             what = f"{count} {'messages' if spec is CONNECT else 'datagrams'} of {size} B each way"
-
-        def make_server(obs):
-            return ServerFlow(
-                bind=bind, max_clients=1, make_protocol=server_proto, observer=obs, timeouts=tmo, options=opts
-            )
-
-        def make_client():
-            return ClientFlow(dst=dst, src=src, make_protocol=client_proto, timeouts=tmo, options=opts)
-
-        ready = "ready"
-    errors, ms = _pair(make_server, make_client, ready, timeout)
+    errors, ms = _pair(server, client, ready, timeout)
     if errors:
         first = errors[0]
         text = first.message if isinstance(first, RdmacliError) else f"{type(first).__name__}: {first}"

@@ -3,6 +3,8 @@ and a transition table for protocols with stages (rping), h11-style."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma.cm import CmEvent, ConnParam
 from rdmacli.rdma.verbs import WorkCompletion
@@ -38,11 +40,35 @@ class Transitions:
         return nxt
 
 
+@dataclass(frozen=True)
+class Params:
+    """What a test is built from, for every protocol alike (each reads the fields it uses), so
+    that every protocol is constructed one way: `cls.from_params(params)`."""
+
+    count: int | None = None  # messages, pings (None: until stopped), datagrams
+    size: int = 0  # bytes per message or ping buffer
+    max_size: int | None = None  # a server's largest request (None: the protocol's default)
+    validate: bool = False  # rping -V
+    interval: float = 0.0  # rping -D: the pause between pings
+    send_delay: float = 0.0  # mckey: the pause between the join and the first send
+    no_loopback: bool = False  # mckey: block multicast loopback
+    corrupt: bool = False  # fault injection: a ping server that writes back wrong data
+
+    def limits(self) -> dict:
+        """max_size as a keyword, where given."""
+        return {} if self.max_size is None else {"max_size": self.max_size}
+
+
 class Protocol:
     """One instance per connection. `conn` is an engine.conn.Connection."""
 
     name = "protocol"
     waits_for_peer = False  # a receiver that waits for a person to start its peer (no idle deadline)
+
+    @classmethod
+    def from_params(cls, p: Params) -> Protocol:
+        """The one way every protocol is built (engine.session)."""
+        return cls()
 
     def conn_param(self) -> ConnParam:
         """Client: the parameters of rdma_connect()."""

@@ -20,15 +20,16 @@ import socket
 import time
 from dataclasses import dataclass
 
-from rdmacli.engine.client import ClientFlow
 from rdmacli.engine.flow import Options, Timeouts
+from rdmacli.engine.protocol import Params
 from rdmacli.engine.server import ServerFlow
-from rdmacli.errors import Cause, RdmacliError
+from rdmacli.engine.session import CLIENT, SERVER, Test, run
+from rdmacli.engine.stops import Stops
+from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.mesh import schedule
 from rdmacli.mesh.token import Guarded, Token
-from rdmacli.outcome import State
+from rdmacli.outcome import Outcome, State
 from rdmacli.protocols.table import PROTOCOLS
-from rdmacli.rdma import addr as A
 from rdmacli.rdma.constants import PORT_SPACES
 
 TESTS = ("ping", "connect", "ud")
@@ -76,8 +77,9 @@ class MeshListenFlow(ServerFlow):
         return self.accepted >= 1 and self.all_finished()
 
 
-def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False) -> int:
-    """Run this node's rounds; emit an "agent" record, a "pair" record per pair, and "done"."""
+def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops: Stops | None = None) -> int:
+    """Run this node's rounds; emit an "agent" record, a "pair" record per pair, and "done".
+    A stop signal during a pair ends that pair between loop turns, then the agent (Stopped)."""
     rounds = schedule.rounds_for(cfg.n, cfg.quick)
     emit(
         {
@@ -122,7 +124,7 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False) -> in
                 ).to_dict(),
             )
         else:
-            rec = run_pair(cfg, rnd, slot, peer, end, backend=backend)
+            rec = run_pair(cfg, rnd, slot, peer, end, backend=backend, stops=stops)
         late = time.time() - (begin + cfg.round_s)
         overran = (f"round {slot}, with {cfg.names[peer]}", late) if late > 0 else None
         failed += rec["result"] != "pass"
@@ -146,60 +148,43 @@ def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int) -> dict:
     }
 
 
-def make_protocol(cfg: AgentConfig, listen: bool, token: Token):
-    spec = PROTOCOLS[cfg.test]
-    if cfg.test == "ping":
-        inner = spec.server_class()() if listen else spec.client_class()(spec.default_size, cfg.count)
-    else:
-        cls = spec.server_class() if listen else spec.client_class()
-        inner = cls(cfg.count, spec.default_size)
-    return Guarded(inner, token)
-
-
-def run_pair(cfg: AgentConfig, rnd: int, slot: int, peer: int, end: float, *, backend=None) -> dict:
-    """One test with one partner, bounded by the slot's end."""
-    rec = pair_record(cfg, rnd, slot, peer)
+def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float) -> Test:
+    """This node's side of a pair, bounded by the slot's end: the lower rank listens."""
     listen = cfg.rank < peer
     spec = PROTOCOLS[cfg.test]
     left = max(end - time.time(), 0.2)
     timeouts = Timeouts(
         connect_s=min(10.0, left), idle_s=min(10.0, left), overall_s=left, wait_s=left, resolve_ms=2000
     )
-    options = Options(ps=PORT_SPACES[spec.default_port_space])
-    key = bytes.fromhex(cfg.run_id)
     # the token names the connector as src: the listener checks who asks, for what
     lo, hi = (cfg.rank, peer) if listen else (peer, cfg.rank)
-    token = Token(key, rnd, hi, lo)
-    flow = None
-    error: RdmacliError | None = None
-    try:
-        me = A.resolve(cfg.addresses[cfg.rank], cfg.port if listen else 0, what="this node's address")
-        if listen:
-            flow = MeshListenFlow(
-                bind=me,
-                max_clients=1,
-                make_protocol=lambda: make_protocol(cfg, True, token),
-                timeouts=timeouts,
-                options=options,
-                backend=backend,
-            )
-        else:
-            dst = A.resolve(cfg.addresses[peer], cfg.port, what="the partner's address")
-            flow = ClientFlow(
-                dst=dst,
-                src=me,
-                make_protocol=lambda: make_protocol(cfg, False, token),
-                timeouts=timeouts,
-                options=options,
-                backend=backend,
-            )
-        flow.run()
-    except RdmacliError as exc:
-        error = exc
-    finally:
-        if flow is not None:
-            flow.close()
-    return judge(rec, flow, error, listen, cfg.addresses[cfg.rank])
+    token = Token(bytes.fromhex(cfg.run_id), rnd, hi, lo)
+    me = cfg.addresses[cfg.rank]
+    return Test(
+        "mesh-agent",
+        spec,
+        SERVER if listen else CLIENT,
+        Params(count=cfg.count, size=spec.default_size),
+        host=None if listen else cfg.addresses[peer],
+        port=cfg.port,
+        bind=me,
+        connections=1,
+        timeouts=timeouts,
+        options=Options(ps=PORT_SPACES[spec.default_port_space]),
+        wrap=lambda protocol: Guarded(protocol, token),
+        server_class=MeshListenFlow,
+    )
+
+
+def run_pair(
+    cfg: AgentConfig, rnd: int, slot: int, peer: int, end: float, *, backend=None, stops: Stops | None = None
+) -> dict:
+    """One test with one partner, bounded by the slot's end. A stop signal ends the agent."""
+    rec = pair_record(cfg, rnd, slot, peer)
+    outcome = run(pair_test(cfg, rnd, peer, end), backend=backend, stops=stops)
+    if outcome.signal is not None:
+        raise Stopped(outcome.signal)
+    return judge(rec, outcome, cfg.rank < peer, cfg.addresses[cfg.rank])
 
 
 def local_cause_of(error: dict, address: str) -> dict | None:
@@ -226,40 +211,37 @@ def local_cause_of(error: dict, address: str) -> dict | None:
     ).to_dict()
 
 
-def judge(rec: dict, flow, error: RdmacliError | None, listen: bool, address: str = "") -> dict:
+def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "") -> dict:
     """pass: the partner's connection (the accepted one, for a listener) ended done."""
-    conns = [] if flow is None else [c for c in flow.all_conns if c.state != State.REJECTED]
+    conns = [c for c in outcome.connections if c.state != State.REJECTED]
     conn = conns[-1] if conns else None
-    if conn is not None and conn.state == State.DONE and error is None and conn.error is None:
+    if conn is not None and conn.state == State.DONE and outcome.error is None and conn.error is None:
         rec["result"] = "pass"
         rec["error"] = None
     else:
         rec["result"] = "fail"
-        err = (conn.error if conn is not None else None) or error
-        if err is None and flow is not None:
-            rejected = [c for c in flow.all_conns if c.state == State.REJECTED]
+        err = (conn.error if conn is not None else None) or outcome.error
+        if err is None:
+            rejected = len(outcome.connections) - len(conns)
             err = RdmacliError(
                 "no request from the partner within the round"
-                + (f" ({len(rejected)} foreign or stale request(s) rejected)" if rejected else ""),
+                + (f" ({rejected} foreign or stale request(s) rejected)" if rejected else ""),
                 cause=Cause.DEADLINE,
             )
-        if err is None:
-            err = RdmacliError("the pair failed before it started", cause=Cause.INTERNAL)
         rec["error"] = err.to_dict()
         if not rec["error"].get("local_cause"):
             here = local_cause_of(rec["error"], address)
             if here is not None:
                 rec["error"] = here
-    if flow is not None:
-        steps = flow.timer.summary()
-        rec["steps_us"] = {s["step"]: s["avg_us"] for s in steps}
-        if not listen:
-            setup = ("resolve addr", "resolve route", "create qp", "cm connect")
-            rec["setup_us"] = round(sum(rec["steps_us"].get(k, 0) for k in setup), 1)
-        if conn is not None and conn.protocol is not None:
-            stats = conn.protocol.summary()
-            rtt = stats.get("rtt_us")
-            if rtt:
-                rec.update(rtt_p50_us=rtt["p50"], rtt_p99_us=rtt["p99"], rtt_avg_us=rtt.get("avg"))
-            rec["stats"] = {k: v for k, v in stats.items() if not isinstance(v, dict)}
+    if not outcome.connections and not outcome.steps_us:
+        return rec  # nothing was set up (this node's own address did not resolve)
+    rec["steps_us"] = {s["step"]: s["avg_us"] for s in outcome.steps_us}
+    if not listen:
+        setup = ("resolve addr", "resolve route", "create qp", "cm connect")
+        rec["setup_us"] = round(sum(rec["steps_us"].get(k, 0) for k in setup), 1)
+    if conn is not None:
+        rtt = conn.stats.get("rtt_us")
+        if rtt:
+            rec.update(rtt_p50_us=rtt["p50"], rtt_p99_us=rtt["p99"], rtt_avg_us=rtt.get("avg"))
+        rec["stats"] = {k: v for k, v in conn.stats.items() if not isinstance(v, dict)}
     return rec

@@ -32,6 +32,10 @@ class _Exchange(Protocol):
         # one buffer for receives and sends, as ucmatose's node->mem: nobody reads the payload
         self.mr = None
 
+    @classmethod
+    def from_params(cls, p):
+        return cls(p.count, p.size)
+
     @property
     def windowed(self) -> bool:
         return self.count > self.window
@@ -122,6 +126,10 @@ class CmatoseServer(_Exchange):
     ):
         super().__init__(count, size)
         self.max_size = max_size
+
+    @classmethod
+    def from_params(cls, p):
+        return cls(p.count, p.size, **p.limits())
 
     def on_request(self, conn, ev) -> None:
         hello = H.parse(ev.private_data)

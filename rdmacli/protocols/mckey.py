@@ -28,6 +28,10 @@ class McastMember(_Datagrams):
         self.no_loopback = no_loopback
         self.join_info: dict = {}
 
+    @classmethod
+    def from_params(cls, p):
+        return cls(p.count, p.size, no_loopback=p.no_loopback)
+
     def setup(self, conn) -> None:
         flags = C.QP_CREATE_BLOCK_SELF_MCAST_LB if self.no_loopback else 0
         try:
@@ -96,6 +100,10 @@ class McastSender(McastMember):
     ):
         super().__init__(count, size, **kw)
         self.send_delay = send_delay
+
+    @classmethod
+    def from_params(cls, p):
+        return cls(p.count, p.size, no_loopback=p.no_loopback, send_delay=p.send_delay)
 
     def on_established(self, conn) -> None:
         if self.send_delay:

@@ -114,11 +114,9 @@ class RpingClient(_Rping):
         *,
         validate: bool = False,
         interval: float = 0.0,
-        on_ping=None,
     ):
         super().__init__(size)
         self.count, self.validate, self.interval = count, validate, interval
-        self.on_ping = on_ping or (lambda rec: None)
         self.ping = 0
         self.stages = Transitions("rping client", CLIENT_STAGES, "idle")
         self.rtts = RttStats()
@@ -126,6 +124,10 @@ class RpingClient(_Rping):
         self.t_start = self.t_end = None
         self.start_mr = None
         self._t0 = 0.0
+
+    @classmethod
+    def from_params(cls, p):
+        return cls(p.size, p.count, validate=p.validate, interval=p.interval)
 
     def conn_param(self) -> ConnParam:
         return conn_param(H.Hello(H.KIND_PING, self.count or 0, self.size).pack())
@@ -169,7 +171,7 @@ class RpingClient(_Rping):
             else:
                 self.failed += 1
         rec["data"] = self.rdma_mr.read().split(b"\0", 1)[0].decode("ascii", "replace")
-        self.on_ping(rec)
+        conn.flow.emit({"type": "ping", "conn": conn.index, **rec})
         if self.validate and not rec["valid"]:
             conn.fail(
                 RdmacliError(
@@ -220,15 +222,17 @@ class RpingServer(_Rping):
         size: int = PING.default_size,
         *,
         max_size: int = PING.max_size,
-        on_ping=None,
         corrupt: bool = False,
     ):
         super().__init__(size)
         self.max_size = max_size
         self.corrupt = corrupt  # test hook: flip a byte before writing back
-        self.on_ping = on_ping or (lambda rec: None)
         self.stages = Transitions("rping server", SERVER_STAGES, "read_adv")
         self.pings = 0
+
+    @classmethod
+    def from_params(cls, p):
+        return cls(p.size, corrupt=p.corrupt, **p.limits())
 
     def on_request(self, conn, ev) -> None:
         hello = H.parse(ev.private_data)
@@ -282,7 +286,6 @@ class RpingServer(_Rping):
         elif wc.wr_id == WRITE:
             self.stages.fire("write_done", where)
             self.pings += 1
-            self.on_ping({"conn": conn.index, "ping": self.pings - 1})
             self.send(conn, bytes(INFO.size))
 
     def on_disconnected(self, conn) -> None:

@@ -116,6 +116,21 @@ PROTOCOLS: dict[str, Spec] = {
     )
 }
 CONNECT, PING, UD, MCAST = (PROTOCOLS[n] for n in ("connect", "ping", "ud", "mcast"))
+# `rdmacli events`: the bare rdma_cm flow, no data (cmtime's steps); not a wire protocol of its own
+EVENTS = Spec(
+    "events",
+    "cmtime",
+    "RC",
+    CONNECT.default_port,
+    CONNECT.port_spaces,
+    0,
+    0,
+    0,
+    0,
+    None,
+    "rdmacli.protocols.bare:BareClient",
+    "rdmacli.protocols.bare:BareServer",
+)
 
 
 def mode_of(*, ud: bool = False, ping: bool = False) -> Spec:

@@ -52,6 +52,10 @@ class _Datagrams(Protocol):
         self.ah = None
         self.remote_qpn = self.remote_qkey = 0
 
+    @classmethod
+    def from_params(cls, p):
+        return cls(p.count, p.size)
+
     @property
     def slot(self) -> int:
         return self.size + C.GRH_BYTES
@@ -163,6 +167,10 @@ class UdServer(_Datagrams):
     ):
         super().__init__(count, size)
         self.max_size = max_size
+
+    @classmethod
+    def from_params(cls, p):
+        return cls(p.count, p.size, **p.limits())
 
     def on_request(self, conn, ev) -> None:
         hello = H.parse(ev.private_data)

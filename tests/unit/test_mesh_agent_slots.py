@@ -14,7 +14,7 @@ def test_a_pair_that_overran_its_slot_is_named_in_the_next_ones_failure(monkeypa
     clock = SimpleNamespace(time=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
     monkeypatch.setattr(agent, "time", clock)
 
-    def slow_pair(cfg, rnd, slot, peer, end, *, backend=None):
+    def slow_pair(cfg, rnd, slot, peer, end, *, backend=None, stops=None):
         clock.sleep(0.6)  # every pair overruns its 0.4 s slot by 0.2 s
         rec = agent.pair_record(cfg, rnd, slot, peer)
         rec.update(result="pass", error=None)

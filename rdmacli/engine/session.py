@@ -1,0 +1,139 @@
+"""One way to run a test: `run(Test(...)) -> Outcome`.
+
+Every command (connect, listen, ping, mcast, events), selftest, doctor's probes and the mesh
+agent describe what to run as a Test (a protocol from the table, a role, Params, addresses,
+deadlines) and call run(). It builds the flow the role needs, runs it with stop requests
+(signals) that end it between loop turns, always tears it down, and returns the Outcome. Knows
+nothing of click or rich; the backend is injected (the scripted one in unit tests).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rdmacli.engine.flow import Flow, Observer, Options, Timeouts
+from rdmacli.engine.protocol import Params, Protocol
+from rdmacli.engine.stops import Stops
+from rdmacli.errors import Cause, RdmacliError, Stopped
+from rdmacli.outcome import Outcome, from_flow
+from rdmacli.protocols.table import MCAST, Spec
+
+CLIENT, SERVER = "client", "server"  # multicast: the sender is the client, a receiver the server
+
+
+@dataclass
+class Test:
+    """What to run. Addresses are words until run() resolves them (a bad one is a usage
+    error of the run, with its summary, not a traceback)."""
+
+    command: str  # the summary's `command`
+    spec: Spec  # protocols.table: what goes on the wire
+    role: str  # CLIENT or SERVER
+    params: Params = field(default_factory=Params)
+    host: str | None = None  # client: the server; multicast: the group
+    port: int | None = None  # None: the spec's default port
+    bind: str | None = None  # server: the address to listen on; client, multicast: the source
+    connections: int | None = 1  # client: connections; multicast: QPs; server: clients (None: until stopped)
+    send_only: bool = False  # multicast sender: join send-only
+    route_only: bool = False  # client: stop after ROUTE_RESOLVED (doctor's resolution probe)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    options: Options = field(default_factory=Options)
+    summary: dict = field(default_factory=dict)  # the summary's `params`
+    wrap: Callable[[Protocol], Protocol] | None = None  # mesh: its token around each protocol
+    server_class: type | None = None  # mesh: its own listener (a ServerFlow)
+
+    def make_protocol(self) -> Callable[[], Protocol]:
+        cls = self.spec.client_class() if self.role == CLIENT else self.spec.server_class()
+        if self.wrap is None:
+            return lambda: cls.from_params(self.params)
+        return lambda: self.wrap(cls.from_params(self.params))
+
+
+def build(test: Test, *, observer: Observer | None = None, backend=None) -> Flow:
+    """The flow a test's role needs, its addresses resolved."""
+    from rdmacli.rdma import addr
+
+    common = dict(
+        make_protocol=test.make_protocol(),
+        observer=observer,
+        timeouts=test.timeouts,
+        options=test.options,
+        backend=backend,
+    )
+    source = addr.resolve(test.bind, 0, what="source address") if test.bind and test.role == CLIENT else None
+    if test.spec is MCAST:
+        from rdmacli.engine.mcast import McastFlow
+
+        return McastFlow(
+            group=addr.resolve(test.host, 0, what="multicast group"),
+            src=addr.resolve(test.bind, 0, what="bind address") if test.bind else None,
+            connections=test.connections or 1,
+            send_only=test.send_only,
+            **common,
+        )
+    port = test.spec.default_port if test.port is None else test.port
+    if test.role == SERVER:
+        from rdmacli.engine.server import ServerFlow
+
+        return (test.server_class or ServerFlow)(
+            bind=addr.resolve(test.bind, port, passive=True, what="bind address"),
+            max_clients=test.connections,
+            **common,
+        )
+    from rdmacli.engine.client import ClientFlow
+
+    return ClientFlow(
+        dst=addr.resolve(test.host, port, what="server address"),
+        src=source,
+        connections=test.connections or 1,
+        route_only=test.route_only,
+        **common,
+    )
+
+
+def run(
+    test: Test,
+    *,
+    observer: Observer | None = None,
+    backend=None,
+    stops: Stops | None = None,
+) -> Outcome:
+    """Run a test to its end and tear it down; its Outcome says what it came to. Never raises
+    for a failed test: errors (a bug too, as an internal error) are in the outcome."""
+    stops = stops or Stops()
+    error: RdmacliError | None = None
+    signum: int | None = None
+    flow = None
+    try:
+        flow = build(test, observer=observer, backend=backend)
+        with stops.running(flow):  # from here a signal asks the flow to stop, nothing more
+            try:
+                flow.run()
+                if flow.stopping and stops.signum is not None:
+                    signum = stops.signum
+            finally:
+                flow.close()  # never raises, on success, error and signal alike
+    except Stopped as exc:  # before the flow existed
+        signum = exc.signum
+    except KeyboardInterrupt:
+        signum = signal.SIGINT
+    except RdmacliError as exc:
+        error = exc
+    except Exception as exc:  # a bug: still torn down, and reported in words
+        if os.environ.get("RDMACLI_DEBUG"):
+            raise
+        error = RdmacliError(
+            f"internal error: {type(exc).__name__}: {exc}",
+            hint="rerun with RDMACLI_DEBUG=1 for the traceback, and please report it",
+            cause=Cause.INTERNAL,
+        )
+    if flow is None:  # failed before anything existed (no device, bad address)
+        return Outcome(test.command, test.summary, error=error, signal=signum)
+    if signum is None and stops.signum is not None:
+        flow.warnings.append(
+            f"{signal.Signals(stops.signum).name} arrived after the run had ended; its result stands"
+        )
+    return from_flow(test.command, flow, test.summary, error=error, signal=signum)
