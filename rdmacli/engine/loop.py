@@ -48,6 +48,7 @@ class Loop:
         self.cqs: dict[int, tuple] = {}  # comp channel fd -> (comp channel, CQ, handler)
         self.timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
+        self.backlog: dict[int, tuple] = {}  # CQs a turn left with completions (fairness)
         # stop requests (a signal handler's) end a select() at once instead of at its timeout
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -122,16 +123,31 @@ class Loop:
             n += 1
         cq.ack_events(n)
         cq.req_notify()
-        self.drain(cq, handler)
+        if not self.drain(cq, handler, batches=self.FAIR_BATCHES):
+            self.backlog[fd] = entry
+
+    FAIR_BATCHES = 64  # polls of one CQ per turn before the CM channel and the others get theirs
 
     @staticmethod
-    def drain(cq, handler) -> None:
-        while cq.alive:
+    def drain(cq, handler, batches: int | None = None) -> bool:
+        """Handle what cq holds: all of it, or at most `batches` polls. True when it is empty
+        (the channel was re-armed before: only new completions raise a new event)."""
+        while cq.alive and batches != 0:
             wcs = cq.poll()
             if not wcs:
-                return
+                return True
             for wc in wcs:
                 handler(wc)
+            if batches is not None:
+                batches -= 1
+        return not cq.alive
+
+    def _serve_backlog(self) -> None:
+        """CQs left non-empty by a fair turn are polled again, before anything waits."""
+        backlog, self.backlog = self.backlog, {}
+        for fd, entry in backlog.items():
+            if self.cqs.get(fd) is entry and not self.drain(entry[1], entry[2], batches=self.FAIR_BATCHES):
+                self.backlog[fd] = entry
 
     def _spin(self) -> None:
         for _comp, cq, handler in list(self.cqs.values()):
@@ -156,6 +172,8 @@ class Loop:
             if self.busy_poll:
                 self._spin()
                 timeout = 0
+            if self.backlog:
+                timeout = 0
             self.dispatch(timeout)
 
     def dispatch(self, timeout: float | None) -> int:
@@ -168,8 +186,10 @@ class Loop:
             # registration may have reused the number): only the key select() saw may run
             if registered.get(key.fd) is key:
                 key.data()
+        if self.backlog:
+            self._serve_backlog()
         self._fire_timers()
-        return len(ready)
+        return len(ready) + len(self.backlog)
 
     def settle(self, turns: int = 8) -> None:
         """Handle what has already arrived, without waiting: before a stopped run is judged,

@@ -189,7 +189,13 @@ class RpingClient(_Rping):
             self._next(conn)
 
     def on_disconnected(self, conn) -> None:
-        if self.stages.stage == "done" or (self.count is None and self.ping > 0):
+        if self.stages.stage == "done":
+            conn.finish()
+        elif self.count is None and self.ping > 0:  # open-ended: the server's end is the end
+            conn.flow.warn(
+                f"connection {conn.index}: the server ended the run after {self.ping} pings "
+                f"[{conn.flow.where(conn)}]"
+            )
             conn.finish()
         else:
             conn.fail(

@@ -53,12 +53,16 @@ class FakeChannel(_Pipe):
     def __init__(self, backend):
         super().__init__()
         self.backend = backend
+        self.then: list = []  # the peer's next moves, once the engine has handled an event
 
     @property
     def fd(self) -> int:
         return self.r
 
     def get(self):
+        moves, self.then = self.then, []
+        for move in moves:  # the engine handled the last event it got: the peer moves on
+            move()
         return self.pop()
 
     def close(self) -> None:
@@ -413,6 +417,11 @@ class FakeBackend:
         wr_id, mr, offset, length = cm.recvs.pop(0)
         mr.write(data[:length], offset)
         self.cqs[cm.key].complete(wc(wr_id, C.WC_RECV, byte_len=len(data), imm=imm, qp_num=cm.qp_num))
+
+    def then(self, move) -> None:
+        """The peer's move once the engine has handled the event it is reading (a server's
+        first messages after our ESTABLISHED was handled, as on a network)."""
+        self.channel.then.append(move)
 
     def peer_disconnects(self, cm) -> None:
         cm.peer_gone = True

@@ -263,3 +263,43 @@ def test_a_cm_id_without_its_qp_refuses_to_post():
     cm.destroy()
     with pytest.raises(UseAfterDestroy, match="cm_id was already destroyed"):
         cm.resolve_route(100)
+
+
+# -- fairness: a CQ that never empties -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_cq_that_never_empties_does_not_starve_the_cm_channel(order):
+    import time
+
+    from fakerdma import FakeComp, FakeCQ
+
+    from rdmacli.engine.loop import Loop
+
+    backend = FakeBackend()
+    channel = backend.event_channel()
+    loop = Loop(channel)
+    comp = FakeComp(backend)
+    cq = FakeCQ(backend, comp, 64)
+    handled = []
+
+    def on_wc(wc_):  # every completion brings another (a peer that answers at once, forever)
+        handled.append(wc_)
+        cq.complete(wc(1))
+
+    loop.watch_cq(comp, cq, on_wc)
+    cm = backend.create_id(channel, C.PS_TCP)
+    got = []
+    loop.on_cm(cm.key, got.append)
+    cq.complete(wc(1))
+    backend.push(cm, C.DISCONNECTED)
+    real = loop.sel.select
+    loop.sel.select = lambda timeout=None: sorted(
+        real(timeout), key=lambda kv: (kv[0].fd == channel.fd) == (order == "cq first")
+    )
+    loop.run_until(lambda: bool(got), lambda: (time.monotonic() + 5, "the CM event"))
+    assert [e.type for e in got] == [C.DISCONNECTED]
+    assert len(handled) <= 2 * Loop.FAIR_BATCHES * 16  # a turn's share, then the CM channel's
+    loop.close()
+    comp.destroy()
+    channel.close()

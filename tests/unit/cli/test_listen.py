@@ -1,0 +1,103 @@
+"""`rdmacli listen` (ucmatose, rping -s, udaddy servers) through the CLI on the scripted backend."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from conftest import c_clients
+
+from rdmacli.protocols import rping
+from rdmacli.rdma import constants as C
+
+
+def test_listen_serves_a_ucmatose_client_and_exits(rdmacli, backend):
+    c_clients(backend)
+    r = rdmacli(backend, "listen", "-b", "10.0.0.1", "--json-lines")
+    assert r.exit_code == 0, r.stderr
+    assert [rec["port"] for rec in r.records("ready")] == [7471]
+    doc = r.doc
+    assert doc["totals"]["connections_passed"] == 1 and doc["totals"]["messages_received"] == 10
+
+
+def test_listen_serves_several_clients(rdmacli, backend):
+    c_clients(backend, n=3)
+    r = rdmacli(backend, "listen", "-b", "10.0.0.1", "-c", "3", "--json")
+    assert r.exit_code == 0 and r.doc["totals"]["connections_passed"] == 3
+
+
+def test_a_full_server_rejects_with_its_reason(rdmacli, backend):
+    c_clients(backend, n=2)
+    r = rdmacli(backend, "listen", "-b", "10.0.0.1", "-c", "1", "--json")
+    assert r.exit_code == 0 and r.doc["totals"]["connections_rejected"] == 1
+    assert backend.rejections[0].startswith(b"rdmacli: server is full")
+
+
+def test_a_persistent_server_stopped_by_sigterm_counts_its_finished_client(rdmacli, backend):
+    c_clients(backend)
+    echoes = []
+
+    def on_send(cm, wr):  # the client echoes; after its last echo, a service manager stops us
+        backend.deliver(cm, b"e" * wr["length"])
+        echoes.append(wr)
+        if len(echoes) == 10:
+            backend.peer_disconnects(cm)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    backend.on_send = on_send
+    r = rdmacli(backend, "listen", "--persistent", "-b", "10.0.0.1", "--json")
+    assert r.exit_code == 143
+    doc = r.doc
+    assert doc["result"] == "interrupted" and doc["error"] is None
+    assert doc["totals"]["connections_passed"] == 1 and doc["totals"]["connections_interrupted"] == 0
+
+
+def rping_client(backend, pings: int) -> None:
+    """rping -c -C pings: an advert of its source buffer, then of its sink after each go-ahead;
+    it disconnects after its last ping."""
+    backend.script["listen"] = lambda cm: [backend.request()][:0]
+    go_aheads: dict = {}
+
+    def accept(cm, param):
+        backend.then(lambda: backend.deliver(cm, rping.pack_info(0xAB0000, 0x1234, 64)))
+        return [backend.event(cm, C.ESTABLISHED)]
+
+    def on_send(cm, wr):
+        if wr["opcode"] != C.WR_SEND:
+            return  # the server's RDMA READ and WRITE
+        go_aheads[cm.key] = n = go_aheads.get(cm.key, 0) + 1
+        if n == 2 * pings:
+            backend.peer_disconnects(cm)
+        else:  # after the read: the sink advert; after the write: the next ping's source
+            backend.deliver(cm, rping.pack_info(0xAB0000 + (n % 2) * 0x1000, 0x1234, 64))
+
+    backend.script["accept"] = accept
+    backend.on_send = on_send
+
+
+def test_listen_ping_serves_an_rping_client(rdmacli, backend):
+    rping_client(backend, pings=3)
+    r = rdmacli(backend, "listen", "--ping", "-b", "10.0.0.1", "--json")
+    assert r.exit_code == 0, r.stderr
+    [conn] = r.doc["connections"]
+    assert conn["state"] == "done" and conn["pings_served"] == 3 and r.doc["params"]["port"] == 7174
+
+
+def test_an_unresolvable_bind_address_is_a_resolution_error(rdmacli, backend):
+    r = rdmacli(backend, "listen", "-b", "no-such-host.invalid", "--json")
+    assert r.exit_code == 4 and r.doc["error"]["cause"] == "address_error"
+
+
+def test_listen_ud_serves_a_udaddy_client(rdmacli, backend):
+    backend.script["listen"] = lambda cm: [backend.request(ps=C.PS_UDP)][:0]
+
+    def accept(cm, param):  # the SIDR reply is sent: udaddy's 10 datagrams carry its QP number
+        backend.then(lambda: [backend.deliver(cm, b"d" * 140, imm=77) for _ in range(10)])
+        return []
+
+    backend.script["accept"] = accept
+    r = rdmacli(backend, "listen", "--ud", "-b", "10.0.0.1", "--json")
+    assert r.exit_code == 0, r.stdout
+    [conn] = r.doc["connections"]
+    assert (conn["datagrams_received"], conn["datagrams_sent"]) == (10, 10)
+    assert {s["remote_qpn"] for s in backend.sends} == {77}  # replies go to the QPN it carried

@@ -1,0 +1,38 @@
+"""`rdmacli ping` (rping -c) through the CLI on the scripted backend."""
+
+from __future__ import annotations
+
+from conftest import rping_server
+
+
+def test_ping_counts_its_pings_and_reports_rtt(rdmacli, backend):
+    rping_server(backend)
+    r = rdmacli(backend, "ping", "10.0.0.1", "-C", "5", "--json-lines")
+    assert r.exit_code == 0, r.stderr
+    assert [p["ping"] for p in r.records("ping")] == [0, 1, 2, 3, 4]
+    assert all("data" not in p for p in r.records("ping"))  # rping -v's data only with -v
+    [conn] = r.doc["connections"]
+    assert conn["pings_completed"] == 5 and conn["rtt_us"]["p50"] > 0
+
+
+def test_an_open_ended_ping_says_that_the_server_went_away(rdmacli, backend):
+    rping_server(backend, hang_up_after=3)
+    r = rdmacli(backend, "ping", "10.0.0.1", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert r.doc["connections"][0]["pings_completed"] == 3
+    assert any("the server ended the run after 3 pings" in w for w in r.doc["warnings"]), r.doc["warnings"]
+
+
+def test_a_counted_ping_whose_server_goes_away_fails_with_its_cause(rdmacli, backend):
+    rping_server(backend, hang_up_after=2)
+    r = rdmacli(backend, "ping", "10.0.0.1", "-C", "5", "--json")
+    assert r.exit_code == 1 and r.doc["error"]["cause"] == "peer_ended_early"
+    assert r.doc["connections"][0]["pings_completed"] == 2
+
+
+def test_a_person_sees_a_line_per_ping_and_the_statistics(rdmacli, backend):
+    rping_server(backend)
+    r = rdmacli(backend, "ping", "10.0.0.1", "-C", "2", "-v")
+    assert r.exit_code == 0
+    assert "bytes from 10.0.0.1: ping=0" in r.stderr and "bytes from 10.0.0.1: ping=1" in r.stderr
+    assert "2 pings" in r.stdout or "packets" in r.stdout or "ping" in r.stdout
