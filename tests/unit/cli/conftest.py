@@ -1,47 +1,19 @@
 """Commands driven through click, as a person types them, on the scripted RDMA stack.
 
-`rdmacli(backend, *args)` runs one command with the backend injected (click's `obj`), and the
-peers below play the C tools' side of each protocol. What the commands print and exit with is
-checked here; that RDMA itself works is the lab suite's job.
+`rdmacli(backend, *args)` runs one command with the backend injected (click's `obj`); the
+peers (peers.py) play the C tools' side of each protocol. What the commands print and exit
+with is checked here; that RDMA itself works is the lab suite's job.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
+import pytest
+from click.testing import CliRunner
+from fakerdma import FakeBackend
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # fakerdma
+from rdmacli.cli import cli
 
-import pytest  # noqa: E402
-from click.testing import CliRunner  # noqa: E402
-from fakerdma import FakeBackend  # noqa: E402
-
-from rdmacli.cli import cli  # noqa: E402
-from rdmacli.outcome import SUMMARY_SCHEMA  # noqa: E402
-from rdmacli.rdma import constants as C  # noqa: E402
-
-
-class Result:
-    def __init__(self, r):
-        self.exit_code, self.stdout, self.stderr = r.exit_code, r.stdout, r.stderr
-        self.exception = r.exception
-
-    @property
-    def doc(self) -> dict:
-        """The summary (the last JSON document on stdout), validated against the schema."""
-        import jsonschema
-
-        text = self.stdout
-        if text.lstrip().startswith("{\n"):  # --json: one indented document
-            doc = json.loads(text)
-        else:  # --json-lines: the last line
-            doc = json.loads([line for line in text.splitlines() if line.startswith("{")][-1])
-        jsonschema.validate(doc, SUMMARY_SCHEMA)
-        return doc
-
-    def records(self, kind: str) -> list[dict]:
-        return [r for r in map(json.loads, self.stdout.splitlines()) if r.get("type") == kind]
+from .peers import Result
 
 
 @pytest.fixture
@@ -58,55 +30,3 @@ def rdmacli():
 @pytest.fixture
 def backend() -> FakeBackend:
     return FakeBackend()
-
-
-# -- the C tools' side of each protocol --------------------------------------------------------
-
-
-def ucmatose_server(backend: FakeBackend, count: int = 10, size: int = 100) -> None:
-    """ucmatose -s: sends COUNT messages once connected; disconnects after the echo."""
-    echoed: dict = {}
-
-    def on_connect(cm, param):
-        backend.then(lambda: [backend.deliver(cm, b"m" * size) for _ in range(count)])
-        return [backend.event(cm, C.ESTABLISHED)]
-
-    def on_send(cm, wr):
-        echoed[cm.key] = echoed.get(cm.key, 0) + 1
-        if echoed[cm.key] == count:
-            backend.peer_disconnects(cm)
-
-    backend.script["connect"] = on_connect
-    backend.on_send = on_send
-
-
-def c_clients(backend: FakeBackend, n: int = 1, ps: int = C.PS_TCP) -> None:
-    """n clients ask as soon as the server listens; each echoes what it gets (ucmatose -c)."""
-    backend.script["listen"] = lambda cm: [backend.request(ps=ps) for _ in range(n)][:0]
-    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
-
-
-def rping_server(backend: FakeBackend, hang_up_after: int | None = None) -> None:
-    """rping -s: a go-ahead for each advert; with hang_up_after, it goes away after that many
-    pings (killed, or its own -C)."""
-    adverts: dict = {}
-
-    def on_send(cm, wr):
-        if cm.peer_gone:
-            return  # it went away: nothing answers any more
-        adverts[cm.key] = adverts.get(cm.key, 0) + 1
-        backend.deliver(cm, bytes(16))
-        if hang_up_after is not None and adverts[cm.key] == 2 * hang_up_after:
-            backend.peer_disconnects(cm)
-
-    backend.on_send = on_send
-
-
-def mckey_sender(backend: FakeBackend, count: int = 10, size: int = 100) -> None:
-    """mckey -s: COUNT datagrams to the group once the receiver has joined."""
-
-    def join(cm, sa):
-        backend.then(lambda: [backend.deliver(cm, b"d" * (size + 40), imm=9) for _ in range(count)])
-        return backend.default_reaction(cm, "join")
-
-    backend.script["join"] = join

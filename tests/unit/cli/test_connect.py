@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import ucmatose_server
-
 from rdmacli.rdma import constants as C
+
+from .peers import ucmatose_server
 
 
 def test_connect_exchanges_with_a_ucmatose_server(rdmacli, backend):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import c_clients
-
 from rdmacli.rdma import constants as C
+
+from .peers import c_clients
 
 
 def test_events_walks_the_client_flow_and_times_each_step(rdmacli, backend):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import signal
 
-from conftest import c_clients
-
 from rdmacli.protocols import rping
 from rdmacli.rdma import constants as C
+
+from .peers import c_clients
 
 
 def test_listen_serves_a_ucmatose_client_and_exits(rdmacli, backend):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import mckey_sender
+from .peers import mckey_sender
 
 
 def test_a_receiver_gets_its_datagrams_from_mckey(rdmacli, backend):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import rping_server
+from .peers import rping_server
 
 
 def test_ping_counts_its_pings_and_reports_rtt(rdmacli, backend):
