@@ -35,6 +35,7 @@ class Cause(str, Enum):
     ROUTE = "route_error"  # ROUTE_ERROR
     DEADLINE = "deadline"  # rdmacli's own deadline expired
     PEER_PROTOCOL = "peer_protocol_violation"  # out of turn, malformed, out of bounds
+    UNEXPECTED_EVENT = "unexpected_cm_event"  # a CM event the lifecycle table has not for the phase
     PEER_ENDED = "peer_ended_early"  # the peer disconnected before the exchange was done
     TRANSFER = "transfer_failed"  # a work completion failed (RETRY_EXC, REM_ACCESS, ...)
     DATA_MISMATCH = "data_mismatch"  # rping -V: the data written back differs
@@ -65,6 +66,7 @@ EXIT_OF: dict[Cause, ExitCode] = {
     Cause.ROUTE: ExitCode.RESOLVE,
     Cause.DEADLINE: ExitCode.TIMEOUT,
     Cause.PEER_PROTOCOL: ExitCode.FAILED,
+    Cause.UNEXPECTED_EVENT: ExitCode.FAILED,
     Cause.PEER_ENDED: ExitCode.FAILED,
     Cause.TRANSFER: ExitCode.FAILED,
     Cause.DATA_MISMATCH: ExitCode.FAILED,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 
+from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import Flow, call_error
 from rdmacli.engine.status import nobody_listens
-from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
 
@@ -43,8 +43,7 @@ class ActiveFlow(Flow):
                 self.timer.start("bind addr", index)
                 cm.bind(self.src)
                 self.timer.end("bind addr", index)
-            self.timer.start("resolve addr", index)
-            conn.expect("resolve addr", self.timeouts.resolve_ms / 1000 + 2)
+            self.enter(conn, L.RESOLVE_ADDR)
             cm.resolve_addr(self.src, self.dst, self.timeouts.resolve_ms)
         except RdmaCallError as exc:
             raise call_error("resolve addr", exc, where) from exc
@@ -58,6 +57,7 @@ class ClientFlow(ActiveFlow):
     finds nothing listening is made again, with a new cm_id, until the wait is over."""
 
     side = "client"
+    table = L.ACTIVE
     RETRY_S = 0.5  # between requests that found nothing listening
 
     def __init__(self, *, route_only: bool = False, **kw):
@@ -87,10 +87,7 @@ class ClientFlow(ActiveFlow):
                 }
             )
         retries = conn.retries + 1
-        conn.teardown()
-        self.conns.pop(conn.cm.key, None)
-        self.all_conns.remove(conn)
-        self._first_open = 0
+        self.drop(conn)
         self.restarting.add(conn.index)
 
         def again() -> None:
@@ -100,30 +97,26 @@ class ClientFlow(ActiveFlow):
 
         self.loop.call_later(self.RETRY_S, again)
 
-    def on_event(self, conn: Connection, ev: CmEvent) -> None:
-        t = ev.type
-        if t == C.ADDR_RESOLVED:
-            self.step_done(conn, "resolve addr")
-            conn.learn_addresses()
-            if self.options.tos is not None:
-                conn.cm.set_tos(self.options.tos)
-            if self.options.ack_timeout is not None:
-                conn.cm.set_ack_timeout(self.options.ack_timeout)
-            self.timer.start("resolve route", conn.index)
-            conn.expect("resolve route", self.timeouts.resolve_ms / 1000 + 2)
-            conn.cm.resolve_route(self.timeouts.resolve_ms)
-        elif t == C.ROUTE_RESOLVED:
-            self.step_done(conn, "resolve route")
-            conn.learn_addresses()
-            if self.route_only:
-                conn.finish()
-                return
-            self.setup_qp(conn)
-            self.timer.start("cm connect", conn.index)
-            conn.expect("cm connect", self.timeouts.connect_s)
-            conn.cm.connect(conn.protocol.conn_param())
-        elif t == C.ESTABLISHED:
-            self.step_done(conn, "cm connect")
-            self.on_established(conn)
-        elif t == C.DISCONNECTED:
-            self.on_disconnected(conn, ev)
+    def on_addr_resolved(self, conn: Connection, ev: CmEvent) -> None:
+        self.leave(conn)
+        conn.learn_addresses()
+        if self.options.tos is not None:
+            conn.cm.set_tos(self.options.tos)
+        if self.options.ack_timeout is not None:
+            conn.cm.set_ack_timeout(self.options.ack_timeout)
+        self.enter(conn, L.RESOLVE_ROUTE)
+        conn.cm.resolve_route(self.timeouts.resolve_ms)
+
+    def on_route_resolved(self, conn: Connection, ev: CmEvent) -> None:
+        self.leave(conn)
+        conn.learn_addresses()
+        if self.route_only:
+            conn.finish()
+            return
+        self.setup_qp(conn)
+        self.enter(conn, L.CONNECT)
+        conn.cm.connect(conn.protocol.conn_param())
+
+    def on_established(self, conn: Connection, ev: CmEvent) -> None:
+        self.leave(conn)
+        self.start_data(conn)

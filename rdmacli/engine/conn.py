@@ -10,15 +10,13 @@ from __future__ import annotations
 import errno
 import time
 
+from rdmacli.engine.lifecycle import DATA, DISCONNECT, START, WAIT_FOR_PEER
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import State
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import format_hostport
 from rdmacli.rdma.cm import RdmaCallError
 
-# Phases in which data is awaited: progress pushes the idle deadline out, and the first datagram
-# ends a wait for a person (a multicast receiver waits for its sender without an idle deadline).
-DATA, WAIT_FOR_PEER = "data", "wait for sender"
 MAX_WINDOW = 4096  # outstanding work requests per queue, at most (and never past the device's)
 MEMLOCK_HINT = (
     "raise the locked-memory limit (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service, "
@@ -36,7 +34,7 @@ class Connection:
         self.cq = None  # shared with the flow's other connections on this device (engine.cqpool)
         self.mrs: list = []
         self.state = State.PENDING
-        self.phase = "start"
+        self.phase = START
         self.deadline: float | None = None
         self.connected = False
         self.disconnect_sent = False
@@ -61,7 +59,7 @@ class Connection:
     @property
     def closing(self) -> bool:
         """Its exchange is over and we disconnected; only the peer's answer is outstanding."""
-        return not self.finished and self.phase == "disconnect" and self.error is None
+        return not self.finished and self.phase == DISCONNECT and self.error is None
 
     # -- phases and deadlines ------------------------------------------------------------------
     def expect(self, phase: str, seconds: float | None) -> None:
@@ -188,13 +186,14 @@ class Connection:
     def disconnect(self) -> None:
         if self.connected and not self.disconnect_sent and not self.datagram:
             self.disconnect_sent = True
-            self.flow.timer.start("disconnect", self.index)
+            if self.torn_down:  # teardown's own disconnect is no phase: only its time counts
+                self.flow.timer.start(DISCONNECT, self.index)
+            else:  # an exchange that ended: the peer's answer is awaited, with its deadline
+                self.flow.enter(self, DISCONNECT)
             try:
                 self.cm.disconnect()
             except RdmaCallError as exc:
                 self.teardown_errors.append(str(exc))
-            if not self.torn_down:  # an exchange that ended; teardown's own is no phase
-                self.expect("disconnect", self.flow.timeouts.connect_s)
 
     def established(self) -> None:
         """Connected (RC), accepted (UD server) or joined (multicast)."""

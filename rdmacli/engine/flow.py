@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import MEMLOCK_HINT, Connection
 from rdmacli.engine.cqpool import CqPool
 from rdmacli.engine.loop import DeadlineExpired, Loop
@@ -152,6 +153,18 @@ class Flow:
         self.loop.on_cm(cm.key, lambda ev: self.guarded(conn, self._dispatch, ev))
         return conn
 
+    def retire(self, conn: Connection) -> None:
+        """conn is over: torn down (its timers, handlers and resources with it) and no longer
+        live in the flow; its outcome stays."""
+        conn.teardown()
+        self.conns.pop(conn.cm.key, None)
+
+    def drop(self, conn: Connection) -> None:
+        """conn is to be made again (a retry): retired and forgotten, outcome and all."""
+        self.retire(conn)
+        self.all_conns.remove(conn)
+        self._first_open = 0
+
     def create_id(self, index: int, where: str):
         self.timer.start("create id", index)
         try:
@@ -162,22 +175,57 @@ class Flow:
         return cm
 
     def setup_qp(self, conn: Connection) -> None:
-        """The protocol creates its QP, CQ and MRs and pre-posts receives ("create qp")."""
-        self.timer.start("create qp", conn.index)
-        conn.phase = "create qp"
+        """The protocol creates its QP, CQ and MRs and pre-posts receives: the "create qp"
+        step inside the phase that needs it (a failure is said as that step)."""
+        phase = conn.phase
+        self.timer.start(L.CREATE_QP, conn.index)
+        conn.phase = L.CREATE_QP
         conn.protocol.setup(conn)
-        self.step_done(conn, "create qp")
+        self.step_done(conn, L.CREATE_QP)
+        conn.phase = phase
+
+    # -- the lifecycle (engine.lifecycle) --------------------------------------------------------
+    table: dict = {}  # the side's (phase, CM event) -> action
+
+    def enter(self, conn: Connection, phase: str) -> None:
+        """conn is now in `phase`: its step is timed and its timeout bounds it."""
+        p = L.PHASES[phase]
+        if p.step:
+            self.timer.start(p.step, conn.index)
+        conn.expect(phase, self.limit_s(p.limit))
+
+    def leave(self, conn: Connection) -> None:
+        """conn's phase is over: its step's time is recorded."""
+        step = L.PHASES[conn.phase].step
+        if step:
+            self.step_done(conn, step)
+
+    def limit_s(self, limit: str | None) -> float | None:
+        t = self.timeouts
+        return {
+            "resolve": t.resolve_ms / 1000 + 2,  # rdma_resolve_*'s own timeout, and a margin
+            "connect": t.connect_s,
+            "idle": t.idle_s,
+            "wait": t.wait_s or 0,  # a wait for a person: none unless --wait
+        }.get(limit)
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
         conn.last_event = ev
         if ev.type in ERROR_EVENTS:
             self.fail_on(conn, ev)
-        else:
-            self.on_event(conn, ev)
-
-    def on_event(self, conn: Connection, ev: CmEvent) -> None:
-        """The side's own sequence (client, server, multicast): every non-error event."""
-        raise NotImplementedError
+            return
+        if conn.finished or ev.type in L.INFORMATIONAL:
+            return  # a late event of a finished connection, or one that changes nothing
+        action = self.table.get((conn.phase, ev.type))
+        if action is None:
+            raise RdmacliError(
+                f"{self.side}: CM event {ev.name} is not expected in phase {conn.phase} [{self.where(conn)}]",
+                hint="the connection manager or the peer did something out of sequence; "
+                "rerun with --events to see every event",
+                cause=Cause.UNEXPECTED_EVENT,
+                details={"side": self.side, "step": conn.phase, "event": ev.name},
+            )
+        getattr(self, "on_" + action)(conn, ev)
 
     def guarded(self, conn: Connection, fn, *args) -> None:
         """A failing call fails its connection, not the whole loop."""
@@ -215,10 +263,10 @@ class Flow:
         conn.progress()
         self.guarded(conn, lambda c, w: c.protocol.on_wc(c, w), wc)
 
-    def on_established(self, conn: Connection, phase: str = "data", seconds: float | None = None) -> None:
-        """Connected: data may move. The wait that follows is the idle deadline unless given."""
+    def start_data(self, conn: Connection, phase: str = L.DATA) -> None:
+        """Connected (or joined): data may move, bounded by the phase's own timeout."""
         conn.established()
-        conn.expect(phase, self.timeouts.idle_s if seconds is None else seconds)
+        self.enter(conn, phase)
         conn.protocol.on_established(conn)
 
     def on_disconnected(self, conn: Connection, ev: CmEvent) -> None:
@@ -298,7 +346,7 @@ class Flow:
     def on_conn_deadline(self, conn: Connection, hint: str | None) -> None:
         """A connection's own deadline passed: it fails, unless all that was left was the
         peer's answer to our disconnect (a C server busy elsewhere may never give it)."""
-        if conn.phase == "disconnect" and conn.error is None:
+        if conn.phase == L.DISCONNECT and conn.error is None:
             self.warn(
                 f"connection {conn.index}: {conn.remote} did not answer the disconnect within "
                 f"{self.timeouts.connect_s:g} s; torn down without it"

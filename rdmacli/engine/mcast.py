@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import errno
 
+from rdmacli.engine import lifecycle as L
 from rdmacli.engine.client import ActiveFlow
-from rdmacli.engine.conn import DATA, WAIT_FOR_PEER, Connection
+from rdmacli.engine.conn import Connection
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
 
 
 class McastFlow(ActiveFlow):
     side = "mcast"
+    table = L.MULTICAST
 
     def __init__(self, *, group, send_only: bool = False, **kw):
         super().__init__(dst=group, **kw)
@@ -30,32 +31,28 @@ class McastFlow(ActiveFlow):
     def remote_name(self) -> str:
         return str(self.group.host)
 
-    def on_event(self, conn: Connection, ev: CmEvent) -> None:
-        if ev.type == C.ADDR_RESOLVED:
-            self.step_done(conn, "resolve addr")
-            conn.learn_addresses()
-            conn.remote = self.group.host
-            self.setup_qp(conn)
-            self.timer.start("join", conn.index)
-            conn.expect("join", self.timeouts.connect_s)
-            try:
-                conn.cm.join_multicast(self.group, send_only=self.send_only)
-            except RdmaCallError as exc:
-                if exc.errno not in (524, errno.EOPNOTSUPP, errno.ENOSYS):
-                    raise
-                raise RdmacliError(
-                    f"join: {conn.device} cannot join {self.group.host}: {exc}",
-                    hint="this kernel or device does not support this multicast group (Soft-RoCE "
-                    "on Linux 6.1 rejects IPv6 groups; mckey fails the same way): use an "
-                    "IPv4 group",
-                    cause=Cause.ENVIRONMENT,
-                    details={"step": "join"},
-                ) from exc
-            conn.group = self.group
-        elif ev.type == C.MULTICAST_JOIN:
-            self.step_done(conn, "join")
-            self.emit({"type": "joined", "conn": conn.index, **conn.protocol.joined(conn, ev)})
-            if conn.protocol.waits_for_peer:
-                self.on_established(conn, WAIT_FOR_PEER, self.timeouts.wait_s or 0)
-            else:
-                self.on_established(conn, DATA)
+    def on_addr_resolved(self, conn: Connection, ev: CmEvent) -> None:
+        self.leave(conn)
+        conn.learn_addresses()
+        conn.remote = self.group.host
+        self.setup_qp(conn)
+        self.enter(conn, L.JOIN)
+        try:
+            conn.cm.join_multicast(self.group, send_only=self.send_only)
+        except RdmaCallError as exc:
+            if exc.errno not in (524, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+            raise RdmacliError(
+                f"join: {conn.device} cannot join {self.group.host}: {exc}",
+                hint="this kernel or device does not support this multicast group (Soft-RoCE "
+                "on Linux 6.1 rejects IPv6 groups; mckey fails the same way): use an "
+                "IPv4 group",
+                cause=Cause.ENVIRONMENT,
+                details={"step": "join"},
+            ) from exc
+        conn.group = self.group
+
+    def on_joined(self, conn: Connection, ev: CmEvent) -> None:
+        self.leave(conn)
+        self.emit({"type": "joined", "conn": conn.index, **conn.protocol.joined(conn, ev)})
+        self.start_data(conn, L.WAIT_FOR_PEER if conn.protocol.waits_for_peer else L.DATA)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import Flow, call_error
 from rdmacli.engine.loop import DeadlineExpired
@@ -22,6 +23,7 @@ from rdmacli.rdma.cm import CmEvent, RdmaCallError
 
 class ServerFlow(Flow):
     side = "server"
+    table = L.PASSIVE
 
     def __init__(self, *, bind: SockAddr, max_clients: int | None = 1, backlog: int = 0, **kw):
         super().__init__(**kw)
@@ -113,19 +115,17 @@ class ServerFlow(Flow):
             self.reject(conn, str(r))
             return
         self.accepted += 1
-        self.timer.start("accept", index)
-        conn.expect("accept", self.timeouts.connect_s)
+        self.enter(conn, L.ACCEPT)
         self.guarded(conn, self._accept)
 
     def _accept(self, conn: Connection) -> None:
         if self.options.ack_timeout is not None:
             conn.cm.set_ack_timeout(self.options.ack_timeout)
         self.setup_qp(conn)
-        conn.phase = "accept"
         conn.cm.accept(conn.protocol.accept_param())
         if conn.datagram:  # UD: the SIDR REP is sent, no ESTABLISHED follows
-            self.step_done(conn, "accept")
-            self.on_established(conn)
+            self.leave(conn)
+            self.start_data(conn)
 
     def reject(self, conn: Connection, reason: str) -> None:
         self.rejected += 1
@@ -135,15 +135,11 @@ class ServerFlow(Flow):
         except RdmaCallError:
             pass
         conn.reject()
-        conn.teardown()
-        self.conns.pop(conn.cm.key, None)
+        self.retire(conn)
 
-    def on_event(self, conn: Connection, ev: CmEvent) -> None:
-        if ev.type == C.ESTABLISHED:
-            self.step_done(conn, "accept")
-            self.on_established(conn)
-        elif ev.type == C.DISCONNECTED:
-            self.on_disconnected(conn, ev)
+    def on_established(self, conn: Connection, ev: CmEvent) -> None:
+        self.leave(conn)
+        self.start_data(conn)
 
     def on_finished(self, conn: Connection) -> None:
         if conn in self.finished_conns:
@@ -153,8 +149,7 @@ class ServerFlow(Flow):
         rec.update(conn.protocol.summary())
         if conn.error:
             rec["error"] = conn.error.to_dict()
-        conn.teardown()
-        self.conns.pop(conn.cm.key, None)
+        self.retire(conn)
         self.emit(rec)
 
     def close_extra(self) -> None:

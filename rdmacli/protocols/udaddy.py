@@ -8,7 +8,7 @@ its deadline and the summary reports the loss (reference section 3).
 
 from __future__ import annotations
 
-from rdmacli.engine.conn import DATA, WAIT_FOR_PEER
+from rdmacli.engine.lifecycle import DATA, WAIT_FOR_PEER
 from rdmacli.engine.protocol import Protocol, Reject
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H

@@ -1,0 +1,84 @@
+"""The rdma_cm lifecycle tables (engine.lifecycle): every row's phase is described, an event a
+table does not have fails its connection naming side, phase and event, and events that say
+nothing about the exchange are ignored in any phase."""
+
+from __future__ import annotations
+
+from fakerdma import FakeBackend
+
+from rdmacli.engine import lifecycle as L
+from rdmacli.engine.client import ClientFlow
+from rdmacli.engine.flow import Timeouts
+from rdmacli.engine.mcast import McastFlow
+from rdmacli.engine.server import ServerFlow
+from rdmacli.outcome import State, from_flow
+from rdmacli.protocols.bare import BareClient
+from rdmacli.protocols.cmatose import CmatoseServer
+from rdmacli.rdma import constants as C
+from rdmacli.rdma.addr import SockAddr
+
+SERVER = SockAddr(2, "10.0.0.1", 7471)
+FAST = Timeouts(resolve_ms=100, connect_s=0.5, idle_s=0.5)
+
+
+def outcome(flow):
+    try:
+        flow.run()
+    finally:
+        flow.close()
+    return from_flow("test", flow, {})
+
+
+def test_every_phase_of_every_table_is_described_and_every_action_exists():
+    for table, flow_class in ((L.ACTIVE, ClientFlow), (L.PASSIVE, ServerFlow), (L.MULTICAST, McastFlow)):
+        assert flow_class.table is table
+        for (phase, event), action in table.items():
+            assert phase in L.PHASES and event in range(16)
+            assert callable(getattr(flow_class, "on_" + action)), (flow_class, action)
+
+
+def test_an_event_out_of_sequence_fails_its_connection_in_words():
+    backend = FakeBackend()
+    # the CM answers our resolve with ESTABLISHED: not a step of rdma_cm(7)'s client sequence
+    backend.script["resolve addr"] = lambda cm, dst: [backend.event(cm, C.ESTABLISHED)]
+    out = outcome(ClientFlow(dst=SERVER, make_protocol=BareClient, timeouts=FAST, backend=backend))
+    [conn] = out.connections
+    assert conn.state == State.FAILED
+    err = conn.error
+    assert err.cause.value == "unexpected_cm_event" and err.exit_code == 1
+    assert err.details == {"side": "client", "step": "resolve addr", "event": "ESTABLISHED"}
+    assert "ESTABLISHED is not expected in phase resolve addr" in err.message
+
+
+def test_informational_events_change_nothing():
+    backend = FakeBackend()
+
+    def resolved(cm, dst):
+        return [
+            backend.event(cm, C.ADDR_CHANGE),
+            backend.event(cm, C.TIMEWAIT_EXIT),
+            backend.event(cm, C.ADDR_RESOLVED),
+        ]
+
+    backend.script["resolve addr"] = resolved
+    out = outcome(ClientFlow(dst=SERVER, make_protocol=BareClient, timeouts=FAST, backend=backend))
+    assert [c.state for c in out.connections] == [State.DONE] and out.exit_code == 0
+
+
+def test_steps_are_timed_by_the_phases_they_belong_to():
+    backend = FakeBackend()
+    out = outcome(ClientFlow(dst=SERVER, make_protocol=BareClient, timeouts=FAST, backend=backend))
+    steps = [s["step"] for s in out.steps_us]
+    for phase in (L.RESOLVE_ADDR, L.RESOLVE_ROUTE, L.CONNECT, L.DISCONNECT):
+        assert L.PHASES[phase].step in steps
+    assert "create qp" in steps and "create id" in steps
+
+
+def test_a_server_connection_that_goes_before_its_rtu_is_a_peer_that_ended_early():
+    backend = FakeBackend()
+    flow = ServerFlow(bind=SERVER, make_protocol=lambda: CmatoseServer(3, 64), timeouts=FAST, backend=backend)
+    backend.script["listen"] = lambda cm: [backend.request()][:0]
+    backend.script["accept"] = lambda cm, p: [backend.event(cm, C.DISCONNECTED)]
+    out = outcome(flow)
+    [conn] = out.connections
+    assert conn.state == State.FAILED and conn.error.cause.value == "peer_ended_early"
