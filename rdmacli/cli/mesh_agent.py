@@ -45,6 +45,7 @@ def command(run_id, start_at, round_time, port, test, count, names, addresses, r
             stop_on_eof):  # fmt: skip
     """Run this node's pairs of a mesh run; one JSON record per line on stdout."""
     from rdmacli.cli._run import stop_signals
+    from rdmacli.cli.options import injected_backend
     from rdmacli.errors import RdmacliError, Stopped
     from rdmacli.mesh.agent import AgentConfig, run_agent
 
@@ -96,7 +97,7 @@ def command(run_id, start_at, round_time, port, test, count, names, addresses, r
         threading.Thread(target=watch, daemon=True).start()
     try:
         with stop_signals() as stops:
-            run_agent(cfg, emit, stops=stops)
+            run_agent(cfg, emit, stops=stops, backend=injected_backend())
     except Stopped as exc:
         emit({"type": "stopped", "run": run_id, "rank": rank, "signal": exc.signum})
         sys.exit(128 + exc.signum)

@@ -259,18 +259,23 @@ def timeouts(f):
     return _timeout_options(wrapper)
 
 
+def injected_backend():
+    """The RDMA stack a test handed the command through click's `obj` (the scripted one of the
+    unit tests), or None: the real one."""
+    return (click.get_current_context().find_root().obj or {}).get("backend")
+
+
 def output(f):
     """--events, --steps, --json, --json-lines, -q -> `app: App` and `show_events: bool`."""
 
     @functools.wraps(f)
     def wrapper(*args, show_events, steps, json_mode, json_lines, quiet, **kw):
-        obj = click.get_current_context().find_root().obj or {}
         app = App(
             json_mode=json_mode,
             json_lines=json_lines,
             quiet=quiet,
             steps=steps or show_events,
-            backend=obj.get("backend"),  # tests inject the scripted RDMA stack here
+            backend=injected_backend(),
         )
         return f(*args, app=app, show_events=show_events, **kw)
 

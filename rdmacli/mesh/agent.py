@@ -20,7 +20,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from rdmacli.engine.flow import Options, Timeouts
+from rdmacli.engine.flow import Options, Timeouts, default_backend
 from rdmacli.engine.protocol import Params
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.session import CLIENT, SERVER, Test, run
@@ -184,17 +184,16 @@ def run_pair(
     outcome = run(pair_test(cfg, rnd, peer, end), backend=backend, stops=stops)
     if outcome.signal is not None:
         raise Stopped(outcome.signal)
-    return judge(rec, outcome, cfg.rank < peer, cfg.addresses[cfg.rank])
+    return judge(rec, outcome, cfg.rank < peer, cfg.addresses[cfg.rank], backend=backend)
 
 
-def local_cause_of(error: dict, address: str) -> dict | None:
+def local_cause_of(error: dict, address: str, backend=None) -> dict | None:
     """Look at this node first: its own port, netdev or address, said before the partner is
     blamed (the engine does this for a cm_id's device; a resolve refused at once or a listener
     that nobody reached never had one)."""
-    from rdmacli.diag.local import cause_for_address
-
+    backend = backend or default_backend()
     try:
-        cause = cause_for_address(address)
+        cause = backend.address_cause(address)
     except Exception:  # a diagnosis must never hide the error it explains
         return None
     if cause is None:
@@ -211,7 +210,7 @@ def local_cause_of(error: dict, address: str) -> dict | None:
     ).to_dict()
 
 
-def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "") -> dict:
+def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backend=None) -> dict:
     """pass: the partner's connection (the accepted one, for a listener) ended done."""
     conns = [c for c in outcome.connections if c.state != State.REJECTED]
     conn = conns[-1] if conns else None
@@ -230,7 +229,7 @@ def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "") -> dict:
             )
         rec["error"] = err.to_dict()
         if not rec["error"].get("local_cause"):
-            here = local_cause_of(rec["error"], address)
+            here = local_cause_of(rec["error"], address, backend)
             if here is not None:
                 rec["error"] = here
     if not outcome.connections and not outcome.steps_us:

@@ -56,6 +56,12 @@ class RdmaBackend:
 
         return local_cause(device, port, ip)
 
+    def address_cause(self, ip: str):
+        """What is wrong on this host with the RDMA port behind local address `ip`, or None."""
+        from rdmacli.diag.local import cause_for_address
+
+        return cause_for_address(ip)
+
     # -- the data path -------------------------------------------------------------------------
     post_send = staticmethod(verbs.post_send)
     post_recv = staticmethod(verbs.post_recv)

@@ -393,6 +393,9 @@ class FakeBackend:
     def local_cause(self, device, port, ip):
         return self.cause  # set by a test: what sysfs would say about this host
 
+    def address_cause(self, ip):
+        return self.cause
+
     def post_recv(self, qp, wr_id, mr, offset=0, length=None, *, n=1):
         length = mr.length - offset if length is None else length
         mr._bounds(offset, length)

@@ -1,0 +1,67 @@
+"""`rdmacli mesh-agent` (one node's side of a mesh run) through the CLI on the scripted backend."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from .peers import rping_server
+
+
+def agent(rdmacli, backend, rank: int, *extra: str):
+    return rdmacli(
+        backend,
+        "mesh-agent",
+        "--run-id",
+        "ab" * 8,
+        "--start-at",
+        str(time.time()),
+        "--round-time",
+        "2",
+        "--port",
+        "7490",
+        "--names",
+        "n0,n1",
+        "--addresses",
+        "10.0.0.1,10.0.0.2",
+        "--rank",
+        str(rank),
+        "--count",
+        "3",
+        *extra,
+    )
+
+
+def records(r) -> list[dict]:
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def test_the_connecting_agent_runs_its_pair_and_reports_it(rdmacli, backend):
+    rping_server(backend)
+    r = agent(rdmacli, backend, 1)
+    assert r.exit_code == 0, r.stderr
+    kinds = [rec["type"] for rec in records(r)]
+    assert kinds[0] == "agent" and kinds[-1] == "done" and kinds.count("pair") == 1
+    [pair] = [rec for rec in records(r) if rec["type"] == "pair"]
+    assert (pair["rank"], pair["peer"], pair["side"], pair["result"]) == (1, 0, "connect", "pass")
+    assert pair["stats"]["pings_completed"] == 3 and pair["rtt_p50_us"] > 0
+    token = backend.conn_params[0].private_data[-16:]  # the mesh token rides the request
+    assert token and backend.conn_params[0].private_data != token
+
+
+def test_a_partner_that_never_listens_is_its_cause_not_words(rdmacli, backend):
+    from rdmacli.rdma import constants as C
+
+    backend.script["connect"] = lambda cm, p: [backend.event(cm, C.REJECTED, 8)]
+    r = agent(rdmacli, backend, 1)
+    [pair] = [rec for rec in records(r) if rec["type"] == "pair"]
+    assert pair["result"] == "fail" and pair["error"]["cause"] == "nobody_listening"
+    assert [rec["failed"] for rec in records(r) if rec["type"] == "done"] == [1]
+
+
+def test_bad_members_are_refused_with_words(rdmacli, backend):
+    r = rdmacli(
+        backend, "mesh-agent", "--run-id", "ab" * 8, "--start-at", "0", "--round-time", "2",
+        "--port", "7490", "--names", "n0,n1", "--addresses", "10.0.0.1", "--rank", "0",
+    )  # fmt: skip
+    assert r.exit_code == 2 and "inconsistent members" in r.stderr
