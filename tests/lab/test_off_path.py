@@ -194,11 +194,13 @@ def test_datagram_counts_beyond_the_device_queue_are_created_and_counted(lab, se
         "--json",
         timeout=600,
     )
-    assert r.returncode in (0, 1), r.stdout + r.stderr
     doc = json.loads(r.stdout)
-    assert "create qp" not in (doc["error"] or {}).get("message", ""), doc["error"]
     c = doc["connections"][0]
-    assert c["datagrams_sent"] == 100000 or c["datagrams_lost"] > 0
+    assert c["datagrams_sent"] == 100000, doc["error"]  # created and sent, whatever the queue
+    if c["datagrams_lost"]:  # UD has no flow control: loss is said as loss, exit 1
+        assert (r.returncode, doc["error"]["cause"]) == (1, "datagram_loss"), doc["error"]
+    else:
+        assert r.returncode == 0, doc["error"]
     rc, out, _ = srv.finish(timeout=300)
     s = summary(out)["connections"][0]
     assert s["datagrams_received"] + s["datagrams_lost"] == 100000 and s["datagrams_received"] > 0
@@ -225,9 +227,13 @@ def test_multicast_counts_beyond_the_device_queue_are_created_and_counted(lab, s
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["connections"][0]["datagrams_sent"] == 100000
     rc, out, err = rcv.finish(timeout=300)
-    c = summary(out)["connections"][0]
-    assert rc in (0, 1), err
+    doc = summary(out)
+    c = doc["connections"][0]
     assert c["datagrams_received"] + c["datagrams_lost"] == 100000 and c["datagrams_received"] > 0
+    if c["datagrams_lost"]:  # a receiver that could not keep up says how many it lost
+        assert (rc, doc["error"]["cause"]) == (1, "datagram_loss"), err
+    else:
+        assert rc == 0, err
 
 
 def test_a_client_started_before_its_c_server_waits_for_it(lab, servers, c_tool):
