@@ -245,8 +245,11 @@ class Flow:
         if conn.finished:
             return
         if not wc.ok:
-            if wc.status == C.WC_WR_FLUSH_ERR and (conn.disconnect_sent or not conn.connected):
-                return  # flushed by our own or the peer's disconnect
+            if wc.status == C.WC_WR_FLUSH_ERR:
+                # the QP went to error for a reason said on its own: our or the peer's
+                # disconnect (its DISCONNECTED may be later in this very turn), an earlier
+                # failed completion, a device event; a flush never decides the cause
+                return
             self.fail_here_first(
                 conn,
                 RdmacliError(

@@ -303,3 +303,22 @@ def test_a_cq_that_never_empties_does_not_starve_the_cm_channel(order):
     loop.close()
     comp.destroy()
     channel.close()
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_flushed_completion_before_the_disconnect_does_not_hide_that_the_peer_left(order):
+    backend = FakeBackend()
+    flow = a_server(backend)
+    peer = batch_order(flow, order)
+
+    def on_send(cm, wr):  # the client echoes one message, then goes; our receives are flushed
+        if len(backend.sends) == 1:
+            flushed = wc(1, status=C.WC_WR_FLUSH_ERR, qp_num=cm.qp_num)
+            peer.append(lambda: backend.deliver(cm, b"e" * wr["length"]))
+            peer.append(lambda: backend.cqs[cm.key].complete(flushed))
+            peer.append(lambda: backend.peer_disconnects(cm))
+
+    backend.on_send = on_send
+    out = outcome(flow)
+    [conn] = out.connections
+    assert conn.state == State.FAILED and conn.error.cause.value == "peer_ended_early", conn.error
