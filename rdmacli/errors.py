@@ -125,6 +125,15 @@ class RdmacliError(Exception):
         return d
 
 
+def internal_error(exc: BaseException) -> RdmacliError:
+    """A bug in rdmacli, in words: the run still ends with its summary, never a traceback."""
+    return RdmacliError(
+        f"internal error: {type(exc).__name__}: {exc}",
+        hint="rerun with RDMACLI_DEBUG=1 for the traceback, and please report it",
+        cause=Cause.INTERNAL,
+    )
+
+
 class EnvironmentProblem(RdmacliError):
     cause = Cause.ENVIRONMENT
 

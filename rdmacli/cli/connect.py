@@ -25,7 +25,7 @@ from rdmacli.protocols.table import CONNECT, UD, mode_of
     help="Type of service (rdma_set_option RDMA_OPTION_ID_TOS).",
 )
 @options.ack_timeout
-@click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
+@options.busy_poll
 @options.wait_for_server
 @options.timeouts
 @options.output

@@ -46,7 +46,7 @@ from rdmacli.protocols.table import CONNECT, PING, UD, mode_of
     is_flag=True,
     help="Keep serving clients until interrupted (default: serve -c connections, exit).",
 )
-@click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
+@options.busy_poll
 @options.wait_for_peer
 @options.timeouts
 @options.output

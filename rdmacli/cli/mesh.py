@@ -140,7 +140,7 @@ def command(
 
     from rdmacli.cli._run import finish
     from rdmacli.cli.app import App
-    from rdmacli.errors import Cause, RdmacliError, Stopped
+    from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
     from rdmacli.mesh import coordinator
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.agent import AgentConfig
@@ -201,11 +201,7 @@ def command(
             except Exception as exc:  # a bug: the agents were stopped; report what came in
                 if os.environ.get("RDMACLI_DEBUG"):
                     raise
-                internal = RdmacliError(
-                    f"internal error: {type(exc).__name__}: {exc}",
-                    hint="rerun with RDMACLI_DEBUG=1 for the traceback, and please report it",
-                    cause=Cause.INTERNAL,
-                )
+                internal = internal_error(exc)
         outcome = coordinator.outcome(plan, collector, params, t0=t0, baseline=base, signal=signum)
         if internal is not None:
             outcome.error = internal

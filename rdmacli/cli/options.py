@@ -259,6 +259,9 @@ def timeouts(f):
     return _timeout_options(wrapper)
 
 
+busy_poll = click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
+
+
 def injected_backend():
     """The RDMA stack a test handed the command through click's `obj` (the scripted one of the
     unit tests), or None: the real one."""

@@ -46,7 +46,7 @@ def _size(ctx, param, value):
     metavar="SECONDS",
     help="Pause between pings.",
 )
-@click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
+@options.busy_poll
 @options.wait_for_server
 @options.timeouts
 @options.output

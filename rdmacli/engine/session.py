@@ -17,7 +17,7 @@ from typing import Callable
 from rdmacli.engine.flow import Flow, Observer, Options, Timeouts
 from rdmacli.engine.protocol import Params, Protocol
 from rdmacli.engine.stops import Stops
-from rdmacli.errors import Cause, RdmacliError, Stopped
+from rdmacli.errors import RdmacliError, Stopped, internal_error
 from rdmacli.outcome import Outcome, from_flow
 from rdmacli.protocols.table import MCAST, Spec
 
@@ -125,11 +125,7 @@ def run(
     except Exception as exc:  # a bug: still torn down, and reported in words
         if os.environ.get("RDMACLI_DEBUG"):
             raise
-        error = RdmacliError(
-            f"internal error: {type(exc).__name__}: {exc}",
-            hint="rerun with RDMACLI_DEBUG=1 for the traceback, and please report it",
-            cause=Cause.INTERNAL,
-        )
+        error = internal_error(exc)
     if flow is None:  # failed before anything existed (no device, bad address)
         return Outcome(test.command, test.summary, error=error, signal=signum)
     if signum is None and stops.signum is not None:

@@ -10,13 +10,14 @@ from rdmacli.engine.protocol import Protocol, Reject
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import CONNECT
+from rdmacli.protocols.window import Windowed, chain, sends_in
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import ConnParam
 
-RECV, SEND = 1, 2  # wr_id tags
+RECV = 0  # the wr_id of every receive (one buffer); sends are chains (protocols.window)
 
 
-class _Exchange(Protocol):
+class _Exchange(Windowed, Protocol):
     """Queues hold at most a window of work requests (Connection.window), recycled: any count
     fits any device. Up to the window every receive is posted before the connection, as
     ucmatose does; beyond it the peer is asked to retry on RNR instead of failing."""
@@ -47,7 +48,7 @@ class _Exchange(Protocol):
         self.post_recvs(conn)
 
     def post_recvs(self, conn) -> None:
-        n = min(self.count - self.recvs_posted, self.window - (self.recvs_posted - self.received))
+        n = self.recvs_due()
         if n > 0:
             conn.post_recv(RECV, self.mr, 0, self.size, n=n)
             self.recvs_posted += n
@@ -55,18 +56,18 @@ class _Exchange(Protocol):
     def post_sends(self, conn) -> None:
         """Sends go out in chains (one doorbell each), only the last signaled: its completion
         counts the whole chain, whose length rides in the wr_id (RC completes in order)."""
-        n = min(self.count - self.sends_posted, self.window - (self.sends_posted - self.sent))
+        n = self.sends_due()
         if n > 0:
-            conn.post_send(SEND | n << 2, self.mr, 0, self.size, n=n)
+            conn.post_send(chain(n), self.mr, 0, self.size, n=n)
             self.sends_posted += n
 
     def count_wc(self, conn, wc) -> None:
-        if wc.wr_id == RECV:
+        n = sends_in(wc.wr_id)
+        if n == 0:
             self.received += 1
             self.bytes_received += wc.byte_len
             self.post_recvs(conn)
-        elif wc.wr_id & 3 == SEND:
-            n = wc.wr_id >> 2
+        else:
             self.sent += n
             self.bytes_sent += n * self.size
             self.post_sends(conn)
@@ -112,7 +113,7 @@ class CmatoseClient(_Exchange):
 
     def on_wc(self, conn, wc) -> None:
         self.count_wc(conn, wc)
-        if wc.wr_id == RECV and self.received == self.count:
+        if not sends_in(wc.wr_id) and self.received == self.count:
             self.post_sends(conn)  # echo only after all of the server's messages arrived
 
 

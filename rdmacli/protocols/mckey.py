@@ -11,7 +11,8 @@ import ipaddress
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols.table import MCAST
-from rdmacli.protocols.udaddy import _Datagrams, sends_in
+from rdmacli.protocols.udaddy import _Datagrams
+from rdmacli.protocols.window import sends_in
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import format_gid
 from rdmacli.rdma.cm import RdmaCallError

@@ -13,15 +13,9 @@ from rdmacli.engine.protocol import Protocol, Reject
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import UD
+from rdmacli.protocols.window import Windowed, chain, sends_in
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import ConnParam
-
-SEND = 1 << 32  # wr_id of a chain of sends is SEND + its length; receives use their slot number
-
-
-def sends_in(wr_id: int) -> int:
-    """How many sends a completion stands for (0: it is a receive's)."""
-    return wr_id - SEND if wr_id >= SEND else 0
 
 
 def check_mtu(conn, size: int) -> None:
@@ -37,7 +31,7 @@ def check_mtu(conn, size: int) -> None:
         )
 
 
-class _Datagrams(Protocol):
+class _Datagrams(Windowed, Protocol):
     """One receive slot per outstanding receive, so each GRH stays readable (udaddy shares one
     buffer); a window of slots is recycled, so any count fits any device."""
 
@@ -80,10 +74,10 @@ class _Datagrams(Protocol):
 
     def post_sends(self, conn) -> None:
         """Chains of sends, one doorbell each, only the last signaled (mckey signals none)."""
-        n = min(self.count - self.sends_posted, self.window - (self.sends_posted - self.sent))
+        n = self.sends_due()
         if n > 0:
             conn.post_send(
-                SEND + n,
+                chain(n),
                 self.mr,
                 self.window * self.slot,
                 self.size,

@@ -20,7 +20,8 @@ from rdmacli.engine.flow import Timeouts
 from rdmacli.engine.server import ServerFlow
 from rdmacli.outcome import State, from_flow
 from rdmacli.protocols import rping
-from rdmacli.protocols.cmatose import SEND, CmatoseServer
+from rdmacli.protocols.cmatose import CmatoseServer
+from rdmacli.protocols.window import chain
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.handle import Handle, UseAfterDestroy
@@ -95,7 +96,7 @@ class DelayedReply(CmatoseServer):
     def on_wc(self, conn, wc_):
         super().on_wc(conn, wc_)
         if self.received == self.count:
-            conn.later(0, lambda c: c.post_send(SEND | 1 << 2, self.mr, 0, self.size))
+            conn.later(0, lambda c: c.post_send(chain(1), self.mr, 0, self.size))
 
 
 @pytest.mark.parametrize("order", ORDERS)
