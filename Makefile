@@ -22,8 +22,8 @@ $(BIN)/rdmacli: pyproject.toml
 venv: deps $(BIN)/rdmacli
 
 lint: venv
-	$(BIN)/ruff check rdmacli tests benchmarks
-	$(BIN)/ruff format --check rdmacli tests benchmarks
+	$(BIN)/ruff check rdmacli tests benchmarks scripts
+	$(BIN)/ruff format --check rdmacli tests benchmarks scripts
 
 unit: venv
 	$(BIN)/python -m pytest -m "not rdma and not labvm and not mesh" -q tests
@@ -60,9 +60,10 @@ bench: venv
 profile: venv
 	$(LAB) sh -c 'cd benchmarks && $(CURDIR)/$(BIN)/python profile_connect.py 128'
 
-# Regenerate man/ and completions/ from the click tree (a unit test fails when they are stale).
+# Regenerate man/ and completions/ from the click tree (a unit test fails when they are stale);
+# the generator is a build-time script (scripts/gendocs.py), not part of the installed package.
 docs: venv
-	$(BIN)/python -m rdmacli.cli._docs
+	$(BIN)/python scripts/gendocs.py
 
 # Man pages and completions for packagers: `make install PREFIX=/usr DESTDIR=...`.
 install:

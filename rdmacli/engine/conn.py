@@ -1,6 +1,6 @@
 """One connection: its cm_id, CQ on a completion channel, MRs, state, phase and deadline, teardown.
 
-Everything it creates or posts goes through the flow's backend (rdmacli.rdma.backend), so the
+Everything it creates or posts goes through the flow's backend (rdmacli.backend), so the
 same code runs on real RDMA and on the scripted stand-in of the unit tests. Its CQ is shared
 with the flow's other connections on the same device (engine.cqpool).
 """

@@ -78,7 +78,7 @@ def call_error(step: str, exc: RdmaCallError, where: str) -> RdmacliError:
 
 
 def default_backend():
-    from rdmacli.rdma.backend import RdmaBackend
+    from rdmacli.backend import RdmaBackend
 
     return RdmaBackend()
 

@@ -1,6 +1,6 @@
 """A scripted stand-in for the RDMA stack, to drive the engine's state machines without RDMA.
 
-It implements the engine's backend collaborator (rdmacli.rdma.backend.RdmaBackend): cm ids whose
+It implements the engine's backend collaborator (rdmacli.backend.RdmaBackend): cm ids whose
 calls are logged and answered by a script of CM events, an event channel and completion channels
 on real pipes (so the real selector loop runs), CQs fed by the test, MRs on bytearrays. It proves
 nothing about RDMA (the lab suite does that); it pins down what the engine does with each event.

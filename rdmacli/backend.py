@@ -1,4 +1,6 @@
-"""The RDMA stack as one collaborator of the engine: everything a flow creates or posts goes here.
+"""The RDMA stack, and this host's diagnosis of it, as one collaborator of the engine: everything
+a flow creates or posts, and every local cause it looks up, goes here (not in rdma/, which binds
+C and nothing else).
 
 The engine is handed a backend instead of calling librdmacm and libibverbs itself, so its state
 machines can be driven by a scripted stand-in in unit tests (tests/unit/fakerdma.py). This one

@@ -1,4 +1,4 @@
-"""Generates man/*.1 and completions/* from the click tree: `python -m rdmacli.cli._docs`.
+"""Generates man/*.1 and completions/* from the click tree (`make docs`); build time only.
 
 OPTIONS and SYNOPSIS come from the commands themselves, so they cannot drift (tests/unit/
 test_docs.py regenerates and compares); the hand-written parts (examples, notes) live here.
@@ -362,7 +362,7 @@ def generate() -> dict[str, str]:
 
 
 def main() -> None:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for rel, text in generate().items():
         path = os.path.join(root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
