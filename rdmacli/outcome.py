@@ -44,6 +44,8 @@ class ConnOutcome:
     remote: str = "?"
     device: str | None = None
     stats: dict = field(default_factory=dict)  # the protocol's own counts (messages, pings, ...)
+    protocol: str | None = None  # connect, ping, ud, mcast, events
+    role: str | None = None  # client or server
     error: RdmacliError | None = None
     teardown_errors: list[str] = field(default_factory=list)
 
@@ -54,6 +56,8 @@ class ConnOutcome:
             "local": self.local,
             "remote": self.remote,
             "device": self.device,
+            "protocol": self.protocol,
+            "role": self.role,
         }
         d.update(self.stats)
         if self.error is not None:
@@ -173,6 +177,8 @@ def from_flow(
                 remote=c.remote,
                 device=c.device,
                 stats=c.protocol.summary() if c.protocol else {},
+                protocol=c.protocol.name if c.protocol else None,
+                role=c.protocol.role if c.protocol else None,
                 error=c.error,
                 teardown_errors=c.teardown_errors,
             )
@@ -207,8 +213,8 @@ SUMMARY_KEYS = [
         "connections",
         "array",
         "one object per connection or multicast member: conn, state (pending, established, "
-        "done, failed, rejected, interrupted), local, remote, device, the protocol's counts and "
-        "error",
+        "done, failed, rejected, interrupted), local, remote, device, protocol (connect, ping, "
+        "ud, mcast, events) and role (client, server), the protocol's counts and error",
     ),
     ("steps_us", "array", "per rdma_cm step (cmtime's names): count, total_us, avg_us, min_us, max_us"),
     ("elapsed_ms", "number", "wall time of the run in milliseconds"),

@@ -62,7 +62,8 @@ class Params:
 class Protocol:
     """One instance per connection. `conn` is an engine.conn.Connection."""
 
-    name = "protocol"
+    name = "protocol"  # protocols.table's name: connect, ping, ud, mcast, events
+    role = "client"  # or "server" (a multicast receiver too): with name, what renderers key on
     waits_for_peer = False  # a receiver that waits for a person to start its peer (no idle deadline)
 
     @classmethod

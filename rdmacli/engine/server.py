@@ -145,7 +145,14 @@ class ServerFlow(Flow):
         if conn in self.finished_conns:
             return
         self.finished_conns.append(conn)
-        rec = {"type": "connection", "conn": conn.index, "remote": conn.remote, "state": conn.state.value}
+        rec = {
+            "type": "connection",
+            "conn": conn.index,
+            "remote": conn.remote,
+            "state": conn.state.value,
+            "protocol": conn.protocol.name,
+            "role": conn.protocol.role,
+        }
         rec.update(conn.protocol.summary())
         if conn.error:
             rec["error"] = conn.error.to_dict()

@@ -17,5 +17,7 @@ class BareClient(Protocol):
 
 
 class BareServer(BareClient):
+    role = "server"
+
     def on_established(self, conn) -> None:
         pass  # the client disconnects

@@ -118,6 +118,8 @@ class CmatoseClient(_Exchange):
 
 
 class CmatoseServer(_Exchange):
+    role = "server"
+
     def __init__(
         self,
         count: int = CONNECT.default_count,

@@ -79,6 +79,8 @@ class McastReceiver(McastMember):
     """Posts its receives before joining, as mckey does; waits for the sender without an idle
     deadline (a person starts it), then counts what arrives."""
 
+    role = "server"
+
     waits_for_peer = True
 
     def on_established(self, conn) -> None:

@@ -223,6 +223,8 @@ class RpingServer(_Rping):
     """Serves rping and rdmacli clients. Its buffer grows to what a client asks for, up to
     max_size: to an rdmacli client's hello before the accept, to a C client's first advert."""
 
+    role = "server"
+
     def __init__(
         self,
         size: int = PING.default_size,

@@ -156,6 +156,8 @@ class UdClient(_Datagrams):
 
 
 class UdServer(_Datagrams):
+    role = "server"
+
     def __init__(
         self, count: int = UD.default_count, size: int = UD.default_size, *, max_size: int = UD.max_size
     ):

@@ -11,6 +11,12 @@ import sys
 from rdmacli.render.units import duration
 
 COLUMNS = ("time", "conn", "event", "status", "details")
+# what a server's connection line says it served, by protocol
+SERVED = {
+    "connect": "{messages_received} received, {messages_sent} sent",
+    "ping": "{pings_served} pings served",
+    "ud": "{datagrams_received} datagrams received, {datagrams_sent} sent",
+}
 
 
 def _details(rec: dict) -> str:
@@ -109,12 +115,9 @@ class EventView:
 
     def _connection_line(self, rec: dict) -> None:
         text = f"connection {rec['conn']} from {rec['remote']}: {rec['state']}"
-        if "messages_received" in rec:
-            text += f" ({rec['messages_received']} received, {rec['messages_sent']} sent)"
-        elif "pings_served" in rec:
-            text += f" ({rec['pings_served']} pings served)"
-        elif "datagrams_received" in rec:
-            text += f" ({rec['datagrams_received']} datagrams received, {rec['datagrams_sent']} sent)"
+        served = SERVED.get(rec.get("protocol"))
+        if served:
+            text += f" ({served.format(**rec)})"
         if rec.get("error"):
             text += f": {rec['error']['message']}"
         self.app.err.print(text, markup=False, highlight=False)

@@ -7,38 +7,53 @@ from rdmacli.render.units import duration, durations
 
 def connection_details(c: dict) -> list[str]:
     """ping(8)-style statistics for a ping client; datagram counts for UD and multicast."""
-    if "pings_completed" in c:
-        lines = [f"--- {c['remote']} rdma ping statistics ---"]
-        text = f"{c['pings_sent']} pings sent, {c['pings_completed']} completed"
-        if "pings_validated" in c:
-            text += f", {c['pings_validated']} validated"
-        text += f", {c['pings_failed']} failed"
-        if "time_ms" in c:
-            text += f", time {duration(c['time_ms'] * 1e3)}"
-        lines.append(text)
-        if "rtt_us" in c:
-            r = c["rtt_us"]
-            keys = ("min", "avg", "max", "mdev", "p50", "p99")
-            v, unit = durations([r[k] for k in keys], by=r["avg"])  # one unit, as ping(8)
-            lines.append(
-                f"rtt min/avg/max/mdev = {'/'.join(v[:4])} {unit}, p50 {v[4]} {unit}, p99 {v[5]} {unit}"
-            )
-        if "throughput_mbps" in c:
-            lines.append(
-                f"throughput {c['throughput_mbps']:.3f} Mbit/s "
-                f"({c['size_bytes']} bytes read and written per ping)"
-            )
-        return lines
-    if "datagrams_expected" in c:
-        got = c.get("datagrams_received", c.get("datagrams_sent"))
-        verb = "received" if "datagrams_received" in c else "sent"
-        text = f"{c['remote']}: {got}/{c['datagrams_expected']} datagrams {verb}"
-        if c.get("datagrams_lost"):
-            text += f", {c['datagrams_lost']} lost"
-        if c.get("mgid"):
-            text += f" (mgid {c['mgid']}, mlid {c['mlid']:#x}, sl {c['sl']})"
-        return [text]
-    return []
+    detail = DETAILS.get((c.get("protocol"), c.get("role")))
+    return detail(c) if detail else []
+
+
+def ping_statistics(c: dict) -> list[str]:
+    """ping(8)-style statistics of a ping client."""
+    lines = [f"--- {c['remote']} rdma ping statistics ---"]
+    text = f"{c['pings_sent']} pings sent, {c['pings_completed']} completed"
+    if "pings_validated" in c:
+        text += f", {c['pings_validated']} validated"
+    text += f", {c['pings_failed']} failed"
+    if "time_ms" in c:
+        text += f", time {duration(c['time_ms'] * 1e3)}"
+    lines.append(text)
+    if "rtt_us" in c:
+        r = c["rtt_us"]
+        keys = ("min", "avg", "max", "mdev", "p50", "p99")
+        v, unit = durations([r[k] for k in keys], by=r["avg"])  # one unit, as ping(8)
+        lines.append(f"rtt min/avg/max/mdev = {'/'.join(v[:4])} {unit}, p50 {v[4]} {unit}, p99 {v[5]} {unit}")
+    if "throughput_mbps" in c:
+        lines.append(
+            f"throughput {c['throughput_mbps']:.3f} Mbit/s "
+            f"({c['size_bytes']} bytes read and written per ping)"
+        )
+    return lines
+
+
+def datagram_counts(c: dict) -> list[str]:
+    """received (or sent)/expected datagrams, and the loss, of UD and multicast."""
+    got = c.get("datagrams_received", c.get("datagrams_sent"))
+    verb = "received" if "datagrams_received" in c else "sent"
+    text = f"{c['remote']}: {got}/{c['datagrams_expected']} datagrams {verb}"
+    if c.get("datagrams_lost"):
+        text += f", {c['datagrams_lost']} lost"
+    if c.get("mgid"):
+        text += f" (mgid {c['mgid']}, mlid {c['mlid']:#x}, sl {c['sl']})"
+    return [text]
+
+
+# what a connection's summary shows beyond the totals, by (protocol, role)
+DETAILS = {
+    ("ping", "client"): ping_statistics,
+    ("ud", "client"): datagram_counts,
+    ("ud", "server"): datagram_counts,
+    ("mcast", "client"): datagram_counts,
+    ("mcast", "server"): datagram_counts,
+}
 
 
 def print_summary(app, doc: dict) -> None:

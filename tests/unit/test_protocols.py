@@ -69,6 +69,8 @@ def test_ping_summary_reads_like_ping8():
 
     c = {
         "remote": "10.0.0.1:7174",
+        "protocol": "ping",
+        "role": "client",
         **rping.ping_stats(rping.RttStats.of([0.001, 0.003]), 2, 64, 2, 0, 0.0, 1.0),
     }
     lines = connection_details(c)
