@@ -200,3 +200,66 @@ def validate(doc: dict) -> dict:
 def summary(out: str) -> dict:
     """The last JSON document of an rdmacli run's stdout (the summary), validated."""
     return validate(json.loads([line for line in out.splitlines() if line.startswith("{")][-1]))
+
+
+# -- the few ways a lab case runs (rdma-core's tests/base.py style): each case reads as a line --
+
+
+def expect(doc: dict, *, result: str = "pass", cause: str | None = None, **totals) -> dict:
+    """A summary is the outcome a case expects: its result, its error's cause, its totals."""
+    validate(doc)
+    assert doc["result"] == result, doc["error"]
+    assert (doc["error"] or {}).get("cause") == cause, doc["error"]
+    for key, value in totals.items():
+        assert doc["totals"][key] == value, (key, doc["totals"])
+    return doc
+
+
+class Flows:
+    """Servers and clients of either kind, with the lab's addresses filled in."""
+
+    def __init__(self, lab: Lab, servers, c_tool):
+        self.lab, self._servers, self._c_tool = lab, servers, c_tool
+
+    def serve(self, *args: str | int, ready: str = '"type":"ready"', bind: str | None = None) -> Server:
+        """An rdmacli server or receiver (`listen ...`, `mcast GROUP`), once it is ready."""
+        cmd = [*self.lab.rdmacli, *map(str, args), "-b", bind or self.lab.server, "--json-lines"]
+        srv = self._servers(cmd, ready=False)
+        srv.wait_for(ready)
+        return srv
+
+    def c_serve(
+        self, tool: str, *args: str | int, port: int | None = None, ready: str | None = None
+    ) -> Server:
+        """A C tool's server on the server address: ready once its listener (or `ready`) shows."""
+        cmd = ["stdbuf", "-oL", self._c_tool(tool), *map(str, args)]  # C stdout is block-buffered
+        srv = self._servers(cmd, ready=False)
+        if port is not None:
+            wait_for_listener(port)
+        if ready is not None:
+            srv.wait_for(ready)
+        return srv
+
+    def run(self, *args: str | int, code: int = 0) -> dict:
+        """An rdmacli client from the client address (--json): its summary, its exit code checked."""
+        r = self.lab.run(*map(str, args), "--json")
+        assert r.returncode == code, r.stdout + r.stderr
+        return json.loads(r.stdout)
+
+    def c_run(self, tool: str, *args: str | int, code: int = 0) -> str:
+        """A C tool's client: its output, its exit code checked."""
+        r = subprocess.run([self._c_tool(tool), *map(str, args)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == code, r.stdout + r.stderr
+        return r.stdout
+
+    @staticmethod
+    def done(srv: Server, code: int = 0) -> tuple[dict | None, str]:
+        """A server's end: its summary (None for a C tool) and its output; its exit code checked."""
+        rc, out, err = srv.finish()
+        assert rc == code, out + err
+        return (summary(out) if '"type":"summary"' in out else None), out
+
+
+@pytest.fixture
+def flows(lab, servers, c_tool) -> Flows:
+    return Flows(lab, servers, c_tool)

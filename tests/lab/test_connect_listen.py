@@ -7,119 +7,43 @@ import subprocess
 import time
 
 import pytest
-from conftest import summary, wait_for_listener
+from conftest import expect, summary
 
 UCMATOSE = "ucmatose"
 
 
 @pytest.mark.parametrize("conns,size,ps", [(1, 1, "tcp"), (8, 4096, "ib")])
-def test_rdmacli_listen_serves_ucmatose_client(lab, servers, c_tool, conns, size, ps):
-    srv = servers(
-        [
-            *lab.rdmacli,
-            "listen",
-            "-b",
-            lab.server,
-            "-c",
-            str(conns),
-            "-C",
-            "10",
-            "-S",
-            str(size),
-            "-P",
-            ps,
-            "--json-lines",
-        ],
-        ready=True,
+def test_rdmacli_listen_serves_ucmatose_client(lab, flows, conns, size, ps):
+    srv = flows.serve("listen", "-c", conns, "-C", 10, "-S", size, "-P", ps)
+    out = flows.c_run(
+        UCMATOSE, "-s", lab.server, "-b", lab.client, "-c", conns, "-C", 10, "-S", size, "-P", ps
     )
-    c = subprocess.run(
-        [
-            c_tool(UCMATOSE),
-            "-s",
-            lab.server,
-            "-b",
-            lab.client,
-            "-c",
-            str(conns),
-            "-C",
-            "10",
-            "-S",
-            str(size),
-            "-P",
-            ps,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert c.returncode == 0, c.stdout + c.stderr
-    assert "data transfers complete" in c.stdout and "return status 0" in c.stdout
-    rc, out, err = srv.finish()
-    assert rc == 0, err
-    doc = summary(out)
-    assert doc["result"] == "pass"
-    assert doc["totals"]["connections_passed"] == conns
-    assert doc["totals"]["messages_received"] == 10 * conns
-    assert doc["totals"]["bytes_received"] == 10 * conns * size
-    events = [r for r in srv.records(out) if r["type"] == "cm_event"]
-    assert sum(e["event"] == "ESTABLISHED" for e in events) == conns
-    assert sum(e["event"] == "DISCONNECTED" for e in events) == conns
+    assert "data transfers complete" in out and "return status 0" in out
+    doc, text = flows.done(srv)
+    expect(doc, connections_passed=conns, messages_received=10 * conns, bytes_received=10 * conns * size)
+    events = [r["event"] for r in srv.records(text) if r["type"] == "cm_event"]
+    assert events.count("ESTABLISHED") == events.count("DISCONNECTED") == conns
 
 
 @pytest.mark.parametrize("conns,size,ps", [(1, 4096, "tcp"), (8, 1, "ib")])
-def test_rdmacli_connect_to_ucmatose_server(lab, servers, c_tool, conns, size, ps):
-    srv = servers(
-        [c_tool(UCMATOSE), "-b", lab.server, "-c", str(conns), "-C", "10", "-S", str(size), "-P", ps],
-        ready=False,
-    )
-    wait_for_listener(7471)
-    r = lab.run(
-        "connect",
-        lab.server,
-        "-b",
-        lab.client,
-        "-c",
-        str(conns),
-        "-C",
-        "10",
-        "-S",
-        str(size),
-        "-P",
-        ps,
-        "--json",
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    doc = json.loads(r.stdout)
-    assert doc["totals"]["connections_passed"] == conns
-    assert doc["totals"]["messages_received"] == doc["totals"]["messages_sent"] == 10 * conns
-    assert {s["step"] for s in doc["steps_us"]} >= {
-        "create id",
-        "resolve addr",
-        "resolve route",
-        "create qp",
-        "cm connect",
-        "destroy id",
-    }
-    rc, out, _ = srv.finish()
-    assert rc == 0 and "return status 0" in out
+def test_rdmacli_connect_to_ucmatose_server(lab, flows, conns, size, ps):
+    srv = flows.c_serve(UCMATOSE, "-b", lab.server, "-c", conns, "-C", 10, "-S", size, "-P", ps, port=7471)
+    doc = flows.run("connect", lab.server, "-b", lab.client, "-c", conns, "-C", 10, "-S", size, "-P", ps)
+    expect(doc, connections_passed=conns, messages_received=10 * conns, messages_sent=10 * conns)
+    steps = {"create id", "resolve addr", "resolve route", "create qp", "cm connect", "destroy id"}
+    assert {s["step"] for s in doc["steps_us"]} >= steps
+    assert "return status 0" in flows.done(srv)[1]
 
 
 @pytest.mark.parametrize("family", ["ipv4", "ipv6"])
-def test_rdmacli_against_itself(lab, servers, family):
+def test_rdmacli_against_itself(lab, flows, family):
     # IPv6 between the lab's two local ports gets no answer, for ucmatose too (both addresses
     # are local routes); IPv6 runs through one port's loopback, as rdma-core's own tests do.
     server, client = (lab.server, lab.client) if family == "ipv4" else (lab.server6, lab.server6)
-    srv = servers([*lab.rdmacli, "listen", "-b", server, "-c", "8", "--json-lines"], ready=True)
+    srv = flows.serve("listen", "-c", 8, bind=server)
     # The client's count and size travel in the hello: the server was not told them.
-    r = lab.run("connect", server, "-b", client, "-c", "8", "-C", "25", "-S", "4096", "--json-lines")
-    assert r.returncode == 0, r.stdout + r.stderr
-    doc = summary(r.stdout)
-    assert doc["totals"]["messages_received"] == 200
-    rc, out, err = srv.finish()
-    assert rc == 0, err
-    sdoc = summary(out)
-    assert sdoc["totals"]["connections_passed"] == 8
-    assert sdoc["totals"]["bytes_received"] == 200 * 4096
+    expect(flows.run("connect", server, "-b", client, "-c", 8, "-C", 25, "-S", 4096), messages_received=200)
+    expect(flows.done(srv)[0], connections_passed=8, bytes_received=200 * 4096)
 
 
 def test_connect_with_nobody_listening_says_so(lab):

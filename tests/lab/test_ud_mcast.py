@@ -6,7 +6,7 @@ import json
 import subprocess
 
 import pytest
-from conftest import summary, wait_for_listener
+from conftest import expect, summary, wait_for_listener
 
 
 def line_buffered(cmd: list[str]) -> list[str]:
@@ -21,43 +21,29 @@ def mckey_send(c_tool, lab, group: str) -> None:
     assert s.returncode == 0, s.stdout + s.stderr
 
 
-def test_rdmacli_ud_client_against_udaddy_server(lab, servers, c_tool):
-    srv = servers(line_buffered([c_tool("udaddy"), "-b", lab.server]), ready=False)
-    wait_for_listener(7174)  # udaddy prints "starting server" before it listens
-    r = lab.run("connect", lab.server, "--ud", "-b", lab.client, "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    c = json.loads(r.stdout)["connections"][0]
+def test_rdmacli_ud_client_against_udaddy_server(lab, flows):
+    srv = flows.c_serve("udaddy", "-b", lab.server, port=7174)  # it prints before it listens
+    doc = expect(flows.run("connect", lab.server, "--ud", "-b", lab.client), connections_passed=1)
+    c = doc["connections"][0]
     assert c["datagrams_received"] == c["datagrams_sent"] == 10 and c["datagrams_lost"] == 0
-    rc, out, _ = srv.finish()
-    assert rc == 0 and "return status 0" in out
+    assert "return status 0" in flows.done(srv)[1]
 
 
-def test_udaddy_client_against_rdmacli_ud_server(lab, servers, c_tool):
-    srv = servers([*lab.rdmacli, "listen", "--ud", "-b", lab.server, "-c", "2", "--json-lines"], ready=True)
-    r = subprocess.run(
-        [c_tool("udaddy"), "-s", lab.server, "-b", lab.client, "-c", "2"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+def test_udaddy_client_against_rdmacli_ud_server(lab, flows):
+    srv = flows.serve("listen", "--ud", "-c", 2)
+    assert "return status 0" in flows.c_run("udaddy", "-s", lab.server, "-b", lab.client, "-c", 2)
+    doc = expect(flows.done(srv)[0], connections_passed=2)
+    assert all(c["datagrams_received"] == c["datagrams_sent"] == 10 for c in doc["connections"])
+
+
+def test_ud_against_itself_with_four_paths(lab, flows):
+    srv = flows.serve("listen", "--ud", "-c", 4)
+    expect(
+        flows.run("connect", lab.server, "--ud", "-b", lab.client, "-c", 4, "-C", 50, "-S", 1024),
+        connections_passed=4,
     )
-    assert r.returncode == 0 and "return status 0" in r.stdout, r.stdout + r.stderr
-    rc, out, err = srv.finish()
-    assert rc == 0, err
-    doc = summary(out)
-    assert doc["totals"]["connections_passed"] == 2
-    assert all(c["datagrams_received"] == 10 and c["datagrams_sent"] == 10 for c in doc["connections"])
-
-
-def test_ud_against_itself_with_four_paths(lab, servers):
-    srv = servers([*lab.rdmacli, "listen", "--ud", "-b", lab.server, "-c", "4", "--json-lines"], ready=True)
-    r = lab.run(
-        "connect", lab.server, "--ud", "-b", lab.client, "-c", "4", "-C", "50", "-S", "1024", "--json"
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert json.loads(r.stdout)["totals"]["connections_passed"] == 4
-    rc, out, _ = srv.finish()
-    assert rc == 0
-    assert sum(c["datagrams_received"] for c in summary(out)["connections"]) == 200
+    doc = expect(flows.done(srv)[0], connections_passed=4)
+    assert sum(c["datagrams_received"] for c in doc["connections"]) == 200
 
 
 def test_ud_size_above_the_mtu_is_refused(lab):
@@ -78,24 +64,18 @@ def test_ud_loss_is_reported_not_waited_for(lab, servers, c_tool):
     srv.finish()
 
 
-def test_rdmacli_mcast_receives_from_mckey(lab, servers, c_tool):
-    rcv = servers([*lab.rdmacli, "mcast", "239.1.1.1", "-b", lab.server, "--json-lines"], ready=False)
-    rcv.wait_for('"type":"joined"')
-    mckey_send(c_tool, lab, "239.1.1.1")
-    rc, out, err = rcv.finish()
-    assert rc == 0, out + err
-    c = summary(out)["connections"][0]
+def test_rdmacli_mcast_receives_from_mckey(lab, flows):
+    rcv = flows.serve("mcast", "239.1.1.1", ready='"type":"joined"')
+    flows.c_run("mckey", "-m", "239.1.1.1", "-b", lab.client, "-s")
+    c = expect(flows.done(rcv)[0], connections_passed=1)["connections"][0]
     assert c["datagrams_received"] == 10 and c["mgid"] == "::ffff:239.1.1.1"
 
 
-def test_mckey_receives_from_rdmacli_mcast(lab, servers, c_tool):
-    rcv = servers(line_buffered([c_tool("mckey"), "-m", "239.1.1.2", "-b", lab.server]), ready=False)
-    rcv.wait_for("receiving data transfers")
-    r = lab.run("mcast", "239.1.1.2", "-b", lab.client, "--send", "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert json.loads(r.stdout)["connections"][0]["datagrams_sent"] == 10
-    rc, out, _ = rcv.finish()
-    assert rc == 0 and "data transfers complete" in out
+def test_mckey_receives_from_rdmacli_mcast(lab, flows):
+    rcv = flows.c_serve("mckey", "-m", "239.1.1.2", "-b", lab.server, ready="receiving data transfers")
+    doc = expect(flows.run("mcast", "239.1.1.2", "-b", lab.client, "--send"), connections_passed=1)
+    assert doc["connections"][0]["datagrams_sent"] == 10
+    assert "data transfers complete" in flows.done(rcv)[1]
 
 
 @pytest.mark.parametrize("send_only", [False, True])
