@@ -63,7 +63,7 @@ from rdmacli.protocols.table import MCAST
 )
 @click.option(
     "--send-delay",
-    type=click.FloatRange(0, 60),
+    type=options.Finite(0, 60),
     default=0.0,
     show_default=True,
     metavar="SECONDS",

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from rdmacli.cli import options
 from rdmacli.cli.app import json_lines_option, json_option
 from rdmacli.mesh.agent import TESTS
 from rdmacli.mesh.launch import LAUNCHERS
@@ -51,14 +52,14 @@ DEFAULT_PORT = 7490
 )
 @click.option(
     "--round-time",
-    type=click.FloatRange(0.5, 3600),
+    type=options.Finite(0.5, 3600),
     default=3.0,
     show_default=True,
     help="Seconds per round: every pair's deadline. A dead node costs its pairs one round each.",
 )
 @click.option(
     "--launch-timeout",
-    type=click.FloatRange(1, 3600),
+    type=options.Finite(1, 3600),
     default=20.0,
     show_default=True,
     help="Seconds for the launcher to start every agent before round 1 begins.",
@@ -85,7 +86,7 @@ DEFAULT_PORT = 7490
 )
 @click.option(
     "--connect-timeout",
-    type=click.FloatRange(1, 600),
+    type=options.Finite(1, 600),
     default=10.0,
     show_default=True,
     help="ssh connection timeout per node.",

@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from rdmacli.cli import options
 from rdmacli.mesh.agent import TESTS
 
 RANK_ENV = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
@@ -22,8 +23,10 @@ def _list(value: str | None) -> list[str]:
 
 @click.command("mesh-agent")
 @click.option("--run-id", required=True, help="The run's id (16 hex digits), from the coordinator.")
-@click.option("--start-at", type=float, required=True, help="UNIX time at which round slot 0 begins.")
-@click.option("--round-time", type=click.FloatRange(0.5, 3600), required=True, help="Seconds per round.")
+@click.option(
+    "--start-at", type=options.Finite(0), required=True, help="UNIX time at which round slot 0 begins."
+)
+@click.option("--round-time", type=options.Finite(0.5, 3600), required=True, help="Seconds per round.")
 @click.option("--port", type=click.IntRange(1, 65535), required=True, help="RDMA CM port of the listeners.")
 @click.option(
     "--test", type=click.Choice(TESTS), default="ping", show_default=True, help="The test per pair."

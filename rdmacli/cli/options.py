@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import click
 
@@ -10,6 +11,17 @@ from rdmacli.cli import complete
 from rdmacli.cli.app import App, json_lines_option, json_option
 from rdmacli.protocols.hello import MAX_COUNT
 from rdmacli.protocols.table import CONNECT, PROTOCOLS, UD, Spec
+
+
+class Finite(click.FloatRange):
+    """A number in a range, never NaN or infinity: click's FloatRange lets NaN through (it
+    compares false with both bounds), and a NaN deadline never fires. Every float option."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def _compose(*decorators):
@@ -125,7 +137,7 @@ ud_flag = click.option(
 
 def wait_option(help: str):
     return click.option(
-        "--wait", "wait_s", type=click.FloatRange(0.1, 10 * 86400), default=None, metavar="SECONDS", help=help
+        "--wait", "wait_s", type=Finite(0.1, 10 * 86400), default=None, metavar="SECONDS", help=help
     )
 
 
@@ -176,7 +188,7 @@ _timeout_options = _compose(
     click.option(
         "--connect-timeout",
         "connect_timeout",
-        type=click.FloatRange(0.1, 3600),
+        type=Finite(0.1, 3600),
         default=10.0,
         show_default=True,
         metavar="SECONDS",
@@ -185,7 +197,7 @@ _timeout_options = _compose(
     click.option(
         "--idle-timeout",
         "idle_timeout",
-        type=click.FloatRange(0.1, 86400),
+        type=Finite(0.1, 86400),
         default=10.0,
         show_default=True,
         metavar="SECONDS",
@@ -194,7 +206,7 @@ _timeout_options = _compose(
     click.option(
         "--timeout",
         "timeout",
-        type=click.FloatRange(0.1, 10 * 86400),
+        type=Finite(0.1, 10 * 86400),
         default=None,
         metavar="SECONDS",
         help="Deadline for the whole run (default: none).",

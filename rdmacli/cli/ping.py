@@ -40,7 +40,7 @@ def _size(ctx, param, value):
 @click.option(
     "-i",
     "--interval",
-    type=click.FloatRange(0, 3600),
+    type=options.Finite(0, 3600),
     default=0.0,
     show_default=True,
     metavar="SECONDS",

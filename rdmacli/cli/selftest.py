@@ -52,7 +52,7 @@ from rdmacli.protocols.table import PING, PROTOCOLS
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(1, 3600),
+    type=options.Finite(1, 3600),
     default=30.0,
     show_default=True,
     metavar="SECONDS",
