@@ -71,12 +71,15 @@ class App:
             self.err.print(text)
 
     def report_error(self, exc: RdmacliError) -> None:
+        from rdmacli.render.text import printable  # words may carry a peer's or an agent's text
+
+        message, hint = printable(exc.message), exc.hint and printable(exc.hint)
         if self.machine:  # keep rich out of script runs
-            sys.stderr.write(f"error: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else ""))
+            sys.stderr.write(f"error: {message}\n" + (f"hint: {hint}\n" if hint else ""))
             return
-        self.err.print(f"[bold red]error:[/] {_esc(exc.message)}")
-        if exc.hint:
-            self.err.print(f"[yellow]hint:[/] {_esc(exc.hint)}")
+        self.err.print(f"[bold red]error:[/] {_esc(message)}")
+        if hint:
+            self.err.print(f"[yellow]hint:[/] {_esc(hint)}")
 
     @contextmanager
     def errors(self, command: str, params: dict | None = None) -> Iterator[None]:

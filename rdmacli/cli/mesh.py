@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from rdmacli.cli import options
@@ -98,7 +96,7 @@ DEFAULT_PORT = 7490
 )
 @click.option(
     "--baseline",
-    type=click.File("r"),
+    type=click.Path(dir_okay=False),
     metavar="FILE",
     help="An earlier run's --json summary: flag pairs that started failing or got slower.",
 )
@@ -134,7 +132,6 @@ def command(
     3 environment, 6 incomplete.
     """
     import os
-    import shlex
     import signal
     import time
     from contextlib import nullcontext
@@ -142,7 +139,7 @@ def command(
     from rdmacli.cli._run import finish
     from rdmacli.cli.app import App
     from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
-    from rdmacli.mesh import coordinator
+    from rdmacli.mesh import coordinator, inputs
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.agent import AgentConfig
     from rdmacli.render.mesh import MeshProgress
@@ -156,14 +153,11 @@ def command(
     with app.errors("mesh", params):
         if address_template and map_file:
             raise RdmacliError("give --address-template or --map, not both", cause=Cause.USAGE)
-        base = None
-        try:
-            doc = json.load(baseline) if baseline else None
-        except ValueError as exc:
-            raise RdmacliError(f"--baseline: not a JSON summary: {exc}", cause=Cause.USAGE) from exc
-        if doc is not None and doc.get("command") != "mesh":
-            raise RdmacliError("--baseline: not the summary of a mesh run", cause=Cause.USAGE)
-        base = doc
+        # everything read from people and files is checked before any agent starts
+        base = inputs.read_baseline(baseline) if baseline else None
+        agent_cmd = inputs.split_args("--agent-command", agent_command)
+        inputs.split_args("--srun-args", srun_args)
+        inputs.split_args("--ssh-options", ssh_options)
         names = N.expand(nodes)
         plan = coordinator.Plan(
             nodes_spec=nodes, names=names,
@@ -192,7 +186,7 @@ def command(
             try:
                 coordinator.run(
                     plan, collector, launcher=launcher, ssh_options=ssh_options, srun_args=srun_args,
-                    agent_cmd=shlex.split(agent_command) if agent_command else None,
+                    agent_cmd=agent_cmd,
                     connect_timeout=connect_timeout,
                 )  # fmt: skip
             except (Stopped, KeyboardInterrupt) as exc:

@@ -16,6 +16,7 @@ import subprocess
 import time
 
 from rdmacli.errors import EnvironmentProblem
+from rdmacli.mesh.inputs import clustershell_command
 
 LAUNCHERS = ("ssh", "srun", "exec")
 GRACE_S = 5.0
@@ -71,7 +72,7 @@ class ClusterShellLauncher:
         handler = Handler()
         for node, cmd in commands.items():
             # `exec`: the agent replaces the shell, so a signal to the process reaches the agent
-            w = cls(node, handler=handler, command="exec " + shlex.join(cmd), timeout=timeout, stderr=True)
+            w = cls(node, handler=handler, command=clustershell_command(cmd), timeout=timeout, stderr=True)
             self.workers.append(w)
             task.schedule(w)
         task.run(timeout=timeout + GRACE_S)

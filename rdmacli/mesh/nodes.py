@@ -11,6 +11,7 @@ import ipaddress
 import socket
 
 from rdmacli.errors import Cause, EnvironmentProblem, RdmacliError
+from rdmacli.mesh.inputs import check_names, check_template, read_map
 
 
 def expand(spec: str) -> list[str]:
@@ -28,33 +29,17 @@ def expand(spec: str) -> list[str]:
             hint="ClusterShell syntax: node[01-16], 10.0.0.[1-8], @group, comma-separated",
             cause=Cause.USAGE,
         ) from exc
+    check_names(names)
     if len(names) < 2:
         raise RdmacliError(f"a mesh needs at least two nodes; {spec!r} is {len(names)}", cause=Cause.USAGE)
     return names
 
 
-def read_map(path: str) -> dict[str, str]:
-    out = {}
-    try:
-        with open(path) as f:
-            for number, line in enumerate(f, 1):
-                line = line.split("#", 1)[0].strip()
-                if not line:
-                    continue
-                parts = line.split()
-                if len(parts) != 2:
-                    raise RdmacliError(
-                        f"{path}:{number}: expected `NODE ADDRESS`, got {line!r}", cause=Cause.USAGE
-                    )
-                out[parts[0]] = parts[1]
-    except OSError as exc:
-        raise RdmacliError(f"cannot read the map file {path}: {exc.strerror}", cause=Cause.USAGE) from exc
-    return out
-
-
 def addresses(names: list[str], *, template: str | None = None, map_file: str | None = None) -> list[str]:
     """Each node's RDMA address as an IP literal, in rank order."""
     mapping = read_map(map_file) if map_file else {}
+    if template:
+        check_template(template)
     missing = [n for n in names if mapping and n not in mapping]
     if missing:
         raise RdmacliError(
@@ -65,6 +50,7 @@ def addresses(names: list[str], *, template: str | None = None, map_file: str | 
     out, unresolved = [], []
     for rank, name in enumerate(names):
         host = mapping.get(name) or (template.format(node=name, rank=rank) if template else name)
+        check_names([host], f"address of {name} (from the template)" if template else "address")
         try:
             out.append(str(ipaddress.ip_address(host)))
             continue

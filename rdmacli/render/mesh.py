@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from rdmacli.mesh.report import CAUSES
+from rdmacli.render.text import printable
 from rdmacli.render.units import duration
 
 MATRIX_MAX = 32
@@ -107,7 +108,7 @@ def print_mesh(app, doc: dict) -> None:
             con.print(f"  [bold red]{cause}[/] ({len(items)}): {CAUSES.get(cause, '')}")
             for p in items[:12]:
                 msg = (p.get("error") or {}).get("message", "")
-                con.print(f"    {p['a']} <-> {p['b']}: {msg}", markup=False, highlight=False)
+                con.print(f"    {p['a']} <-> {p['b']}: {printable(msg)}", markup=False, highlight=False)
             if len(items) > 12:
                 con.print(f"    ... and {len(items) - 12} more (see --json)")
     ranked = sorted(nodes, key=lambda n: (-n["failed"], n["node"]))

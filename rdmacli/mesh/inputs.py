@@ -1,0 +1,156 @@
+"""What `rdmacli mesh` reads from people and files, checked before any agent starts.
+
+Node names, address templates, map and baseline files and free-text options are input: an admin
+runs the mesh as root over names that come from group files, Slurm and people. Nothing here
+reaches a shell as code; every refusal names what was wrong and is a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import math
+import os
+import re
+import shlex
+import stat
+
+from rdmacli.errors import Cause, RdmacliError
+
+# a host name (RFC 1123 labels) or a Slurm node name (underscores too); never a leading '-',
+# so a name can never be read as an option by ssh or srun
+NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})")
+MAX_FILE = 64 * 2**20  # a map or baseline file larger than this is not one
+MAX_PAIRS = 10**7  # a baseline of more pairs than 4500 nodes have is not one
+
+
+def usage(message: str, hint: str | None = None) -> RdmacliError:
+    return RdmacliError(message, hint=hint, cause=Cause.USAGE)
+
+
+def valid_name(name: str) -> bool:
+    """A host name, a Slurm node name, or an IPv4/IPv6 literal (a link-local one may carry its
+    zone, fe80::1%eth0)."""
+    if not isinstance(name, str) or not name or len(name) > 253:
+        return False
+    if NAME.fullmatch(name):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return not name.startswith("-")
+
+
+def check_names(names: list[str], what: str = "node name") -> None:
+    """The first name that is not a host name, node name or IP literal, refused by name."""
+    for name in names:
+        if not valid_name(name):
+            raise usage(
+                f"bad {what} {name!r}: not a host name, a Slurm node name or an IP address",
+                hint="names are letters, digits, '-', '_' and '.', not starting with '-'",
+            )
+
+
+def check_template(template: str) -> None:
+    """An --address-template may name {node} and {rank}, nothing else."""
+    try:
+        template.format(node="n", rank=0)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise usage(
+            f"bad --address-template {template!r}: {type(exc).__name__}: {exc}",
+            hint="use {node} and {rank}, e.g. '{node}-ib' or '10.1.0.{rank}'",
+        ) from exc
+
+
+def split_args(option: str, text: str | None) -> list[str] | None:
+    """A free-text option of words (shell quoting), or a usage error that says which."""
+    if text is None:
+        return None
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise usage(f"bad {option} {text!r}: {exc}", hint="quote as a shell would") from exc
+
+
+def read_text(path: str, what: str) -> str:
+    """A regular file of bounded size, as UTF-8 text."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise usage(f"{what} {path} is not a regular file")
+            data = f.read(MAX_FILE + 1)
+    except OSError as exc:
+        raise usage(f"cannot read {what} {path}: {exc.strerror}") from exc
+    if len(data) > MAX_FILE:
+        raise usage(f"{what} {path} is larger than {MAX_FILE // 2**20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise usage(f"{what} {path} is not UTF-8 text (byte {exc.start})") from exc
+
+
+def read_map(path: str) -> dict[str, str]:
+    """`NODE ADDRESS` lines (# comments); both checked as names."""
+    out = {}
+    for number, line in enumerate(read_text(path, "the map file").splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise usage(f"{path}:{number}: expected `NODE ADDRESS`, got {line!r}")
+        check_names([parts[0]], f"node name at {path}:{number}")
+        check_names([parts[1]], f"address at {path}:{number}")
+        out[parts[0]] = parts[1]
+    return out
+
+
+def _finite(value) -> bool:
+    return value is None or (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def read_baseline(path: str) -> dict:
+    """An earlier mesh run's summary, checked against what compare() reads: pairs of two node
+    names with a result and finite, non-negative figures. Anything else is refused before a
+    single agent starts, so a bad file never costs a run its results."""
+    try:
+        doc = json.loads(read_text(path, "the baseline"))
+    except (ValueError, RecursionError) as exc:
+        raise usage(f"--baseline {path}: not a JSON summary: {str(exc)[:200]}") from exc
+    if not isinstance(doc, dict) or doc.get("command") != "mesh" or not isinstance(doc.get("data"), dict):
+        raise usage(f"--baseline {path}: not the summary of a mesh run")
+    pairs = doc["data"].get("pairs")
+    if not isinstance(pairs, list) or len(pairs) > MAX_PAIRS:
+        raise usage(f"--baseline {path}: data.pairs is not a list of pairs")
+    for i, p in enumerate(pairs):
+        ok = (
+            isinstance(p, dict)
+            and valid_name(p.get("a"))
+            and valid_name(p.get("b"))
+            and p.get("result") in ("pass", "fail", "missing")
+            and all(_finite(p.get(k)) for k in ("rtt_p50_us", "rtt_p99_us", "setup_us"))
+        )
+        if not ok:
+            raise usage(
+                f"--baseline {path}: pair {i} is not a pair of a mesh summary",
+                hint="give the --json output of an earlier `rdmacli mesh` run",
+            )
+    return doc
+
+
+def clustershell_command(words: list[str]) -> str:
+    """A command line for ClusterShell's exec and ssh workers: shell-quoted, and every '%'
+    doubled, since the workers expand %h, %host, %n, %rank in it (a node name or a zone id
+    must never become a node's name on another command line)."""
+    line = "exec " + shlex.join(words)
+    escaped = line.replace("%", "%%")
+    if "%hosts" in escaped:  # ClusterShell runs such a command once for all nodes
+        raise usage("an argument contains '%hosts', which ClusterShell cannot pass through")
+    return escaped
