@@ -56,6 +56,7 @@ class Cause(str, Enum):
     # the mesh
     AGENT = "agent"  # a node's agent did not run, died, or missed its slot
     MISSING = "missing"  # neither end reported a pair
+    SILENT = "silent_end"  # one end reported a pair, the other never did
 
 
 EXIT_OF: dict[Cause, ExitCode] = {
@@ -84,6 +85,7 @@ EXIT_OF: dict[Cause, ExitCode] = {
     Cause.INTERNAL: ExitCode.FAILED,
     Cause.AGENT: ExitCode.ENVIRONMENT,
     Cause.MISSING: ExitCode.TIMEOUT,
+    Cause.SILENT: ExitCode.TIMEOUT,
 }
 
 

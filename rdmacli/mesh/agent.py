@@ -171,7 +171,7 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float) -> Test:
         connections=1,
         timeouts=timeouts,
         options=Options(ps=PORT_SPACES[spec.default_port_space]),
-        wrap=lambda protocol: Guarded(protocol, token),
+        wrap=lambda protocol: Guarded(protocol, token, cfg.addresses[peer] if listen else None),
         server_class=MeshListenFlow,
     )
 

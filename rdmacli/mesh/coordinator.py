@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.mesh import schedule
+from rdmacli.mesh import records, schedule
 from rdmacli.mesh.launch import ClusterShellLauncher, SrunLauncher
 from rdmacli.mesh.report import Pair, blame, compare, node_table
 from rdmacli.outcome import Outcome
@@ -72,6 +72,7 @@ class Collector:
         self.exits: dict[str, int | None] = {}
         self.stderr: dict[str, list[str]] = {}
         self.ignored = 0
+        self.violations: dict[int, list[str]] = {}  # rank -> what its agent sent that it may not
         self.by_name = {name: rank for rank, name in enumerate(plan.names)}
         self.go = None  # the launcher's go(text), set by run()
         self.t_launch = time.monotonic()
@@ -99,7 +100,22 @@ class Collector:
         failed = sum(1 for p in self.pairs.values() if p.reports and p.result == "fail")
         return {"pairs": len(self.pairs), "passed": passed, "failed": failed}
 
+    def violation(self, rank: int, what: str) -> None:
+        """The agent of `rank` said something it may not: named in the report, never used."""
+        seen = self.violations.setdefault(rank, [])
+        if len(seen) < 100:
+            seen.append(what)
+
     def on_line(self, node: str | None, line: str, is_err: bool) -> None:
+        """One line an agent printed, with the node the launcher read it from: the only
+        rank it may speak for."""
+        sender = self.by_name.get(node) if node is not None else None
+        if len(line) > records.MAX_LINE:
+            if sender is not None:
+                self.violation(sender, f"a line of {len(line)} bytes")
+            else:
+                self.ignored += 1
+            return
         line = line.strip()
         if not line:
             return
@@ -107,23 +123,29 @@ class Collector:
             self.stderr.setdefault(node or "?", []).append(line[:300])
             del self.stderr[node or "?"][:-5]
             return
-        try:
-            rec = json.loads(line)
-        except ValueError:
+        if sender is None:  # no launcher said whose it is: nobody's word
             self.ignored += 1
             return
-        if self.accept(rec):
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            self.violation(sender, "a line that is not JSON")
+            return
+        if self.accept(rec, sender):
             self.on_change(self, rec)
         else:
             self.ignored += 1
 
-    def accept(self, rec) -> bool:
-        """Use a record only if it is of this run and consistent with the schedule."""
+    def accept(self, rec, sender: int) -> bool:
+        """Use a record only if it is of this run, its sender's own, of the right shape and
+        consistent with the schedule. Another run's records are ignored; anything else that
+        fails is a violation of the sender."""
         if not isinstance(rec, dict) or rec.get("run") != self.plan.run_id:
             return False
         rank = rec.get("rank")
-        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.plan.n:
-            return False
+        if rank != sender or isinstance(rank, bool):
+            self.violation(sender, f"a record for rank {str(rank)[:20]}")
+            return True  # handled: named, not used
         kind = rec.get("type")
         if kind == "agent":
             self.agents[rank] = rec
@@ -137,24 +159,48 @@ class Collector:
             return True
         if kind != "pair":
             return False
-        rnd, peer = rec.get("round"), rec.get("peer")
-        if not isinstance(rnd, int) or not isinstance(peer, int) or not 0 <= peer < self.plan.n:
-            return False
-        if schedule.partner(rank, rnd, self.plan.n) != peer:
-            return False
+        why = records.check_pair(rec)
+        if why:
+            self.violation(sender, f"a pair record whose {why}")
+            return True
+        rnd, peer = rec["round"], rec["peer"]
+        if not 0 <= peer < self.plan.n or schedule.partner(rank, rnd, self.plan.n) != peer:
+            self.violation(sender, f"a pair the schedule does not have (round {rnd}, peer {peer})")
+            return True
         pair = self.pairs.get((min(rank, peer), max(rank, peer)))
+        if pair is None or pair.round != rnd:
+            self.violation(sender, f"a pair the schedule does not have (round {rnd}, peer {peer})")
+            return True
         side = "listen" if rank < peer else "connect"
-        if pair is None or pair.round != rnd or rec.get("result") not in ("pass", "fail"):
-            return False
-        if not isinstance(rec.get("error"), (dict, type(None))):
-            return False
-        rec["side"], rec["a"], rec["b"] = side, pair.a, pair.b  # ours, not what the agent said
-        pair.reports[side] = rec
+        if side in pair.reports:
+            self.violation(sender, f"a second report of its pair in round {rnd}")
+            return True
+        report = records.pair_copy(rec)
+        report["side"], report["a"], report["b"] = side, pair.a, pair.b  # ours, not the agent's
+        pair.reports[side] = report
         return True
 
     def on_exit(self, node: str | None, rc: int | None) -> None:
         if node is not None:
             self.exits[node] = rc
+
+    def fill_silent_ends(self) -> None:
+        """A pair one end reported and the other never did: the silent end's own failure (a
+        pair passes only when both ends say so)."""
+        for p in self.pairs.values():
+            if len(p.reports) != 1:
+                continue
+            side = "connect" if "listen" in p.reports else "listen"
+            rank = p.b if side == "connect" else p.a
+            if rank not in self.agents:
+                continue  # fill_missing_agents says why
+            name = self.plan.names[rank]
+            message = f"{name} never reported its side of the pair in round {p.round}"
+            p.reports[side] = {
+                "rank": rank,
+                "result": "fail",
+                "error": RdmacliError(message, cause=Cause.SILENT).to_dict(),
+            }
 
     def missing_agents(self) -> list[int]:
         return [r for r in range(self.plan.n) if r not in self.agents]
@@ -237,12 +283,14 @@ def outcome(
     signal: int | None = None,
 ) -> Outcome:
     collector.fill_missing_agents()
+    collector.fill_silent_ends()
     pairs = sorted(collector.pairs.values(), key=lambda p: (p.round, p.a))
     pair_docs = [p.to_dict(plan.names) for p in pairs]
     verdict = blame(plan.n, pairs, plan.names)
     nodes = node_table(plan.n, pairs, plan.names, plan.addresses)
     for row in nodes:
         row["agent"] = "ran" if row["rank"] in collector.agents else "missing"
+        row["violations"] = len(collector.violations.get(row["rank"], []))
     failed = [p for p in pair_docs if p["result"] == "fail"]
     missing = [p for p in pair_docs if p["result"] == "missing"]
     data = {
@@ -253,6 +301,11 @@ def outcome(
         "blame": verdict,
     }
     warnings = []
+    for rank, what in sorted(collector.violations.items()):
+        warnings.append(
+            f"{plan.names[rank]}'s agent sent {len(what)} record(s) it may not; none was used "
+            f"(first: {what[0]})"
+        )
     if collector.ignored:
         warnings.append(
             f"{collector.ignored} agent output line(s) were not records of this run and were ignored"

@@ -9,6 +9,7 @@ exit) and kills what is left after a grace period.
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import shlex
 import signal
@@ -107,9 +108,13 @@ class ClusterShellLauncher:
                 pass
 
 
+LABEL = re.compile(r"\s*(\d+): ?(.*)", re.S)
+
+
 class SrunLauncher:
     """One srun step, one task per node: each agent takes its rank from SLURM_PROCID. srun's
-    stdout interleaves whole lines of all tasks; every record names its rank."""
+    stdout interleaves whole lines of all tasks, each labelled with its task (--label): that
+    label, not what a line claims, says whose it is."""
 
     def __init__(self, *, srun_args: str | None = None):
         self.srun_args = srun_args
@@ -121,7 +126,7 @@ class SrunLauncher:
             if self.srun_args is not None
             else [f"--nodelist={nodes}", f"--nodes={n}", "--ntasks-per-node=1"]
         )
-        fixed = ["srun", f"--ntasks={n}", "--kill-on-bad-exit=0", "--unbuffered", "--input=all"]
+        fixed = ["srun", f"--ntasks={n}", "--kill-on-bad-exit=0", "--unbuffered", "--input=all", "--label"]
         return [*fixed, *placement, *agent_cmd]
 
     def run(self, cmd: list[str], names: list[str], on_line, on_exit, timeout: float) -> None:
@@ -154,13 +159,21 @@ class SrunLauncher:
                 buf = pending[key.data] + data
                 *lines, pending[key.data] = buf.split(b"\n")
                 for line in lines:
-                    on_line(None, line.decode(errors="replace"), key.data)
+                    on_line(*self.sender(line.decode(errors="replace"), names), key.data)
         sel.close()
         if self.proc.poll() is None:
             self.stop()
         rc = self.proc.wait()
         for node in names:
             on_exit(node, rc)
+
+    @staticmethod
+    def sender(line: str, names: list[str]) -> tuple[str | None, str]:
+        """(the node of the task that printed a line, the line without its label)."""
+        m = LABEL.match(line)
+        if m is None or int(m.group(1)) >= len(names):
+            return None, line  # srun's own words: nobody's record
+        return names[int(m.group(1))], m.group(2)
 
     def go(self, text: str) -> None:
         """srun --input=all copies its stdin to every task."""

@@ -26,8 +26,9 @@ CAUSES = {
     "TMO": "a deadline expired (the partner never came, or stopped answering)",
     "FAIL": "the data exchange failed (work completion error, loss, early disconnect)",
     "MISS": "no report from either end (the run ended first)",
+    "SILENT": "one end reported the pair, the other never did (its agent skipped or hid it)",
 }
-PRIORITY = ["DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "FAIL", "NOLSN", "TMO", "MISS"]
+PRIORITY = ["DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "FAIL", "NOLSN", "TMO", "SILENT", "MISS"]
 
 
 # the matrix's code for each typed cause (errors.Cause); any other cause is FAIL
@@ -46,6 +47,7 @@ CODE_OF = {
     Cause.NOBODY_LISTENING: "NOLSN",
     Cause.DEADLINE: "TMO",
     Cause.MISSING: "MISS",
+    Cause.SILENT: "SILENT",
 }
 
 

@@ -8,6 +8,7 @@ words that travel back to it. Untrusted input: parsed from a fixed offset, check
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import struct
 from dataclasses import dataclass
 
@@ -40,27 +41,35 @@ def parse(data: bytes) -> Token | None:
 
 
 def check(got: Token | None, want: Token) -> str | None:
-    """Why a request is not the partner this listener waits for, or None."""
+    """Why a request is not the partner this listener waits for, or None. The run id is public
+    (it is on every agent's command line): a reason says what was wrong with the request, and
+    echoes nothing this listener expects, so a refusal teaches a forger nothing."""
     if got is None:
-        return f"rdmacli mesh: not a peer of mesh run {want.run.hex()} (no run id in the request)"
+        return "rdmacli mesh: not a mesh request (no run id)"
     if got.run != want.run:
-        return f"rdmacli mesh: request of another run {got.run.hex()} (this is run {want.run.hex()})"
+        return "rdmacli mesh: a request of another run"
     if got.round != want.round:
-        return f"rdmacli mesh: stale request of round {got.round} (this is round {want.round})"
+        return f"rdmacli mesh: a request of round {got.round}, not this listener's"
     if (got.src, got.dst) != (want.src, want.dst):
-        return (
-            f"rdmacli mesh: rank {got.src} asked for rank {got.dst}; "
-            f"round {want.round} pairs {want.src} with {want.dst}"
-        )
+        return f"rdmacli mesh: a request from rank {got.src} for rank {got.dst}, not this listener's partner"
     return None
+
+
+def same_host(remote: str, address: str) -> bool:
+    """A connection's remote "host:port" (or "[v6]:port") is `address`."""
+    host = remote.rsplit(":", 1)[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host) == ipaddress.ip_address(address)
+    except ValueError:
+        return False
 
 
 class Guarded:
     """A protocol with the token: appended to its private data (client), checked before its own
     on_request (server). Everything else is the protocol's own."""
 
-    def __init__(self, inner, token: Token):
-        self._inner, self._token = inner, token
+    def __init__(self, inner, token: Token, partner: str | None = None):
+        self._inner, self._token, self._partner = inner, token, partner  # listener: its address
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
@@ -71,6 +80,9 @@ class Guarded:
         return dataclasses.replace(param, private_data=pd + self._token.pack())
 
     def on_request(self, conn, ev) -> None:
+        """Only the scheduled partner, from its address, for this round and these ranks."""
+        if self._partner is not None and not same_host(conn.remote, self._partner):
+            raise Reject("rdmacli mesh: a request from an address that is not this listener's partner")
         reason = check(parse(ev.private_data or b""), self._token)
         if reason:
             raise Reject(reason)

@@ -120,37 +120,107 @@ def plan(n=4):
     return p
 
 
+def pair_rec(pl, rank, rnd, result="pass", **kw) -> dict:
+    peer = schedule.partner(rank, rnd, pl.n)
+    rec = {"type": "pair", "run": pl.run_id, "rank": rank, "peer": peer, "round": rnd, "result": result}
+    rec.update(kw)
+    return rec
+
+
 def test_the_collector_uses_only_records_of_this_run_that_the_schedule_has():
     pl = plan()
     c = Collector(pl)
     rnd = pl.rounds[0]
-    peer = schedule.partner(0, rnd, 4)
-    good = {
-        "type": "pair",
-        "run": pl.run_id,
-        "rank": 0,
-        "peer": peer,
-        "round": rnd,
-        "result": "pass",
-        "error": None,
-    }
+    good = pair_rec(pl, 0, rnd)
+    peer = good["peer"]
+    c.on_line("n0", json.dumps({**good, "run": "cd" * 8}), False)  # another run: not ours
+    assert c.ignored == 1 and not c.violations
     for bad in (
-        {**good, "run": "cd" * 8},  # another run
-        {**good, "peer": (peer % 3) + 1 if (peer % 3) + 1 != peer else 3 - peer},  # not this round's partner
+        {**good, "peer": (peer % 3) + 1 if (peer % 3) + 1 != peer else 3 - peer},  # not its partner
         {**good, "rank": 9},  # no such node
         {**good, "rank": True},
         {**good, "result": "maybe"},
         {**good, "error": "text"},
-        [1, 2],
     ):
         c.on_line("n0", json.dumps(bad), False)
-    c.on_line("n0", "not json {", False)
     c.on_line("n0", "{broken", False)
-    assert c.ignored == 7 and all(not p.reports for p in c.pairs.values())
-    assert c.stderr["n0"] == ["[1, 2]", "not json {"]  # kept as words for a node that never reports
-    c.on_line("n0", json.dumps({**good, "a": 99, "b": "x"}), False)  # a/b are recomputed, not trusted
-    assert c.pairs[(0, peer)].reports["listen"]["result"] == "pass"
-    assert (c.pairs[(0, peer)].reports["listen"]["a"], c.pairs[(0, peer)].reports["listen"]["b"]) == (0, peer)
+    c.on_line("n0", "not json {", False)
+    c.on_line("n0", json.dumps([1, 2]), False)
+    assert len(c.violations[0]) == 6 and all(not p.reports for p in c.pairs.values())
+    assert c.stderr["n0"] == ["not json {", "[1, 2]"]  # kept as words for a node that never reports
+    c.on_line("n0", json.dumps({**good, "a": 99, "b": "x", "evil": "[red]x"}), False)  # a/b recomputed
+    report = c.pairs[(0, peer)].reports["listen"]
+    assert report["result"] == "pass" and (report["a"], report["b"]) == (0, peer) and "evil" not in report
+
+
+def test_an_agent_speaks_only_for_its_own_node():
+    """A stand-in agent on n3 prints records as ranks 0 and 1: named, never used; the honest
+    records of n0 and n1 decide their pairs."""
+    pl = plan()
+    c = Collector(pl)
+    for rnd in pl.rounds:
+        for rank in (0, 1):
+            if schedule.partner(rank, rnd, 4) in (2, 3) or schedule.partner(rank, rnd, 4) == 1 - rank:
+                c.on_line("n3", json.dumps(pair_rec(pl, rank, rnd, "fail", error=TMO)), False)
+    assert (
+        c.violations[3]
+        and all("record for rank" in v for v in c.violations[3])
+        and not any(p.reports for p in c.pairs.values())
+    )
+    out = outcome(pl, c, {}, t0=0).to_dict()
+    assert any("n3's agent sent" in w for w in out["warnings"])
+    assert [n["violations"] for n in out["data"]["nodes"]] == [0, 0, 0, len(c.violations[3])]
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"error": {"message": 5}},
+        {"error": {"message": "x", "cause": ["DOWN"]}},
+        {"rtt_p99_us": "fast"},
+        {"rtt_p50_us": float("nan")},
+        {"steps_us": {"x": -1}},
+        {"error": {"message": "x" * 10_000}},
+    ],
+)
+def test_a_malformed_record_is_its_senders_violation_and_the_run_goes_on(hostile):
+    pl = plan()
+    c = Collector(pl)
+    rnd = pl.rounds[0]
+    rec = pair_rec(pl, 0, rnd, "fail" if "error" in hostile else "pass", **hostile)
+    c.on_line("n0", json.dumps(rec), False)
+    assert len(c.violations[0]) == 1 and not c.pairs[(0, rec["peer"])].reports
+    doc = outcome(pl, c, {}, t0=0).to_dict()  # the summary still comes, valid JSON
+    json.dumps(doc, allow_nan=False)
+
+
+def test_lines_too_long_or_too_deep_are_refused_not_parsed():
+    pl = plan()
+    c = Collector(pl)
+    c.on_line("n1", "{" + " " * 100_000 + "}", False)  # longer than any record: not parsed
+    c.on_line("n1", "[" * 30_000 + "]" * 30_000, False)  # not a record: words, bounded
+    c.on_line("n1", '{"a":' * 10_000 + "1" + "}" * 10_000, False)  # deeper than Python recurses
+    assert c.violations[1] == ["a line of 100002 bytes", "a line that is not JSON"]
+    assert len(c.stderr["n1"][0]) <= 300
+
+
+def test_a_pair_passes_only_when_both_ends_say_so(wording):
+    """An agent that prints its `agent` line and exits: its partners' passes do not make the
+    pairs pass; its silence is its own cause, and it is the node blamed."""
+    pl = plan()
+    c = Collector(pl)
+    for rank in range(4):
+        c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.run_id, "rank": rank}), False)
+    for rnd in pl.rounds:
+        for rank in (0, 1, 2):
+            c.on_line(NAMES[rank], json.dumps(pair_rec(pl, rank, rnd)), False)
+    out = outcome(pl, c, {}, t0=0).to_dict()
+    failing = [p for p in out["data"]["pairs"] if p["result"] == "fail"]
+    assert len(failing) == 3 and {p["cause"] for p in failing} == {"SILENT"}
+    assert all(p["error"]["cause"] == "silent_end" for p in failing)
+    if wording == "as written":
+        assert all("n3 never reported" in p["error"]["message"] for p in failing)
+    assert [b["node"] for b in out["data"]["blame"]["nodes"]] == ["n3"] and out["exit_code"] != 0
 
 
 def test_a_node_whose_agent_never_ran_is_blamed_with_its_launcher_words(wording):
