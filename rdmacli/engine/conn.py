@@ -165,6 +165,17 @@ class Connection:
         self.mrs.append(mr)
         return mr
 
+    def replace_mr(self, old, size: int, access: int = C.ACCESS_LOCAL_WRITE):
+        """A larger buffer instead of `old`, which is deregistered at once: what a connection
+        pins stays what its protocol needs, whatever its peer asks for."""
+        mr = self.reg(size, access)
+        self.mrs.remove(old)
+        try:
+            old.dereg()
+        except RdmaCallError as exc:
+            self.teardown_errors.append(str(exc))
+        return mr
+
     def ah_from_attr(self, ah_attr):
         ah = self.backend.ah_from_attr(self.cm, ah_attr)
         self.ahs.append(ah)

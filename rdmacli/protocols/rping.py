@@ -264,9 +264,11 @@ class RpingServer(_Rping):
             raise RdmacliError(
                 f"the client advertised address 0 [{conn.flow.where(conn)}]", cause=Cause.PEER_PROTOCOL
             )
-        if size > self.rdma_mr.length:  # a C client larger than our -S: grow the buffer once
-            self.rdma_mr = conn.reg(size, RW_ACCESS)
-            self.size = size
+        if size > self.rdma_mr.length:
+            # a C client larger than our -S: grow the one buffer once, to the most it may ask
+            # for (--max-size); a client that asks for more each ping pins nothing more
+            self.rdma_mr = conn.replace_mr(self.rdma_mr, self.max_size, RW_ACCESS)
+        self.size = size
         return addr, rkey, size
 
     def on_wc(self, conn, wc) -> None:

@@ -175,6 +175,9 @@ class UdServer(_Datagrams):
         reason = H.check(hello, H.KIND_UD, self.max_size)
         if reason:
             raise Reject(reason)
+        mtu = conn.cm.active_mtu()
+        if mtu is not None and hello.size > mtu:  # refused with words, not a failed server
+            raise Reject(f"rdmacli: size {hello.size} is larger than this path's MTU {mtu}")
         self.count, self.size = hello.count, hello.size
 
     def accept_param(self) -> ConnParam:

@@ -107,6 +107,19 @@ def test_rping_server_grows_its_buffer_to_a_c_clients_advert():
     flow.close()
 
 
+def test_a_peer_that_asks_for_more_each_ping_pins_no_more():
+    """An rping client whose every advert is a byte larger: one growth, to --max-size, and the
+    old buffer released; what the connection pins stays bounded (issue 19)."""
+    flow, backend, conn = rping_server(size=64, max_size=4096)
+    p = conn.protocol
+    for size in range(100, 2100):
+        p._advert(conn, rping.pack_info(0xAB0000, 0x1234, size))
+    regs = [entry for entry in backend.log if entry[0] == "reg mr"]
+    assert regs == [("reg mr", 16), ("reg mr", 16), ("reg mr", 64), ("reg mr", 4096)]
+    assert len(conn.mrs) == 3 and p.rdma_mr.length == 4096 and backend.log.count(("dereg mr",)) == 1
+    flow.close()
+
+
 @pytest.mark.parametrize(
     "info,text",
     [
@@ -234,3 +247,18 @@ def test_ud_server_refuses_a_datagram_without_its_senders_qpn():
     pump(flow)
     assert conn.state == State.FAILED and "carries no immediate data" in conn.error.message
     flow.close()
+
+
+def test_a_ud_request_above_the_path_mtu_is_refused_with_its_reason():
+    from types import SimpleNamespace
+
+    from rdmacli.engine.protocol import Reject
+    from rdmacli.protocols import hello as H
+
+    server = UdServer()
+    conn = SimpleNamespace(cm=SimpleNamespace(active_mtu=lambda: 1024))
+    ev = SimpleNamespace(private_data=H.Hello(H.KIND_UD, 10, 4000).pack())
+    with pytest.raises(Reject, match="size 4000 is larger than this path's MTU 1024"):
+        server.on_request(conn, ev)
+    server.on_request(conn, SimpleNamespace(private_data=H.Hello(H.KIND_UD, 10, 1000).pack()))
+    assert (server.count, server.size) == (10, 1000)
