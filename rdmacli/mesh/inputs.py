@@ -20,6 +20,7 @@ from rdmacli.errors import Cause, RdmacliError
 # a host name (RFC 1123 labels) or a Slurm node name (underscores too); never a leading '-',
 # so a name can never be read as an option by ssh or srun
 NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})")
+ZONE = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # an interface name, as a link-local address's zone
 MAX_FILE = 64 * 2**20  # a map or baseline file larger than this is not one
 MAX_PAIRS = 10**7  # a baseline of more pairs than 4500 nodes have is not one
 
@@ -35,8 +36,11 @@ def valid_name(name: str) -> bool:
         return False
     if NAME.fullmatch(name):
         return True
+    address, _, zone = name.partition("%")
+    if zone and not ZONE.fullmatch(zone):  # Python takes any text as an IPv6 zone id
+        return False
     try:
-        ipaddress.ip_address(name)
+        ipaddress.ip_address(address if not zone else name)
     except ValueError:
         return False
     return not name.startswith("-")

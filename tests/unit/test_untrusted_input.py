@@ -1,0 +1,122 @@
+"""Property-based tests (Hypothesis) of every parser of outside input: what peers put in private
+data (the hello of connect and ud, rping's adverts, the mesh token), what agents print, what
+people write in node names, map and baseline files. None may raise anything but its own refusal,
+and what passes a check is safe to use."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import string
+
+import pytest
+from ClusterShell.Worker.Exec import _replace_cmd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rdmacli.errors import RdmacliError
+from rdmacli.mesh import inputs, records
+from rdmacli.mesh import token as T
+from rdmacli.mesh.coordinator import Collector, Plan, start_plan
+from rdmacli.protocols import hello as H
+from rdmacli.protocols import rping
+
+FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=50),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@FAST
+@given(st.binary(max_size=200))
+def test_private_data_parsers_never_raise_on_any_bytes(data):
+    hello = H.parse(data)
+    if hello is not None:  # a hello that parses is then only ever checked, with words
+        for kind in (H.KIND_CONNECT, H.KIND_PING, H.KIND_UD):
+            reason = H.check(hello, kind, 65535)
+            assert reason is None or isinstance(reason, str)
+    tok = T.parse(data)
+    want = T.Token(bytes(8), 1, 2, 3)
+    reason = T.check(tok, want)
+    assert reason is None or (tok == want) is False
+    if reason:
+        assert want.run.hex() not in reason  # a refusal echoes nothing expected
+    try:
+        addr, rkey, size = rping.unpack_info(data)
+    except ValueError:
+        assert len(data) != rping.INFO.size
+    else:
+        assert 0 <= size < 2**32 and 0 <= addr < 2**64
+
+
+@FAST
+@given(st.text(max_size=300) | st.builds(lambda t: "fe80::1%" + t, st.text(max_size=20)))
+def test_node_names_that_pass_are_safe_on_any_command_line(name):
+    if inputs.valid_name(name):
+        assert not name.startswith("-")
+        assert not set(name) & set(string.whitespace + "'\"`$;&|<>()\\*?[]{}!/")
+    else:
+        with pytest.raises(RdmacliError) as exc:
+            inputs.check_names([name])
+        assert exc.value.exit_code == 2
+
+
+@FAST
+@given(st.lists(st.text(max_size=30), min_size=1, max_size=6))
+def test_clustershell_gets_back_exactly_the_words_it_was_given(words):
+    try:
+        line = inputs.clustershell_command(words)
+    except RdmacliError:
+        assert any("%hosts" in w.replace("%", "%%") for w in words) or "%hosts" in shlex.join(words)
+        return
+    # the exec worker expands %h, %n, ... in its command: after it, the words are ours again
+    assert _replace_cmd(line, "nodeX", 7) == "exec " + shlex.join(words)
+
+
+@FAST
+@given(json_values)
+def test_agent_records_of_any_shape_never_crash_the_collector(value):
+    plan = Plan(
+        nodes_spec="n[0-3]", names=["n0", "n1", "n2", "n3"], addresses=["10.0.0.1"] * 4,
+        run_id="ab" * 8, round_s=1, launch_s=1, port=7490, test="ping", count=5, quick=False,
+    )  # fmt: skip
+    start_plan(plan)
+    c = Collector(plan)
+    rec = value if not isinstance(value, dict) else {"type": "pair", "run": plan.run_id, "rank": 1, **value}
+    line = json.dumps(rec, allow_nan=True)
+    c.on_line("n1", line, False)
+    c.on_line("n1", line[:1000], False)
+    for p in c.pairs.values():
+        for r in p.reports.values():
+            assert records.check_pair(r) is None  # only checked records are ever used
+            json.dumps(r, allow_nan=False)
+
+
+@FAST
+@given(st.binary(max_size=400))
+def test_map_and_baseline_files_of_any_bytes_are_read_or_refused_in_words(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("in") / "f"
+    path.write_bytes(data)
+    for read in (inputs.read_map, inputs.read_baseline):
+        try:
+            read(str(path))
+        except RdmacliError as exc:
+            assert exc.exit_code == 2
+
+
+@FAST
+@given(json_values)
+def test_baselines_of_any_json_are_read_or_refused_in_words(tmp_path_factory, value):
+    path = tmp_path_factory.mktemp("b") / "baseline.json"
+    doc = {"command": "mesh", "data": {"pairs": [value]}} if not isinstance(value, list) else value
+    path.write_text(json.dumps(doc))
+    try:
+        got = inputs.read_baseline(str(path))
+    except RdmacliError as exc:
+        assert exc.exit_code == 2
+    else:
+        from rdmacli.mesh.report import compare
+
+        compare(got, [{"a": "n0", "b": "n1", "result": "fail", "cause": "TMO"}])
