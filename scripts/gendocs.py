@@ -164,7 +164,7 @@ EXTRA = {
         "travel in the request's private data and a stale or foreign request is rejected with "
         "words. Causes in the matrix: DOWN (the node's own port or netdev), ENV, AGENT (its agent "
         "never ran), ADDR, ROUTE, UNR (unreachable), REJ, NOLSN (nothing listened), TMO (a deadline), "
-        "FAIL (the data exchange), MISS (never reported). Blame: a node that reports a local cause, "
+        "FAIL (the data exchange), SILENT (one end never reported), MISS (neither did). Blame: a node that reports a local cause, "
         "or fails with more than half of its partners (at least two), is a bad node; a failing pair "
         "whose nodes both pass elsewhere is a bad link. JSON: the summary's data holds run_id, "
         "nodes, pairs (a, b, result, cause, error, setup_us, rtt_p50_us, rtt_p99_us, steps_us), "
@@ -172,6 +172,25 @@ EXTRA = {
         "got 1.5 times slower. Launchers: ssh and exec are ClusterShell workers with the fanout "
         "raised to N (agents are long-lived); ssh agents end when their ssh session does; srun runs "
         "one step of N tasks, each agent taking its rank from SLURM_PROCID.",
+        "security": "The mesh is run as root across many nodes, so it trusts little. Node names "
+        "(from the command line, group files, Slurm), address templates, map and baseline files "
+        "and the free-text options are input: a node name must be a host name, a Slurm node name "
+        "or an IP literal (never starting with '-'), a template may name {node} and {rank} only, "
+        "map and baseline files must be regular UTF-8 files under 64 MiB of the documented "
+        "shape, and all of it is checked before any agent starts (exit 2 with the first bad "
+        "item named). Nothing read reaches a shell as code: commands are shell-quoted and every "
+        "'%' is doubled for ClusterShell's workers, which expand %h and %n. Each agent is trusted "
+        "for its own node only: a record counts only if the launcher read it from that node "
+        "(ClusterShell's node, srun's task label), is of this run, has the documented types, "
+        "ranges and sizes (a line over 64 KiB is not parsed) and names a pair the schedule has; "
+        "anything else is a violation of the sender, named in warnings and data.nodes, never "
+        "used. A pair passes only when both ends report pass; an end that stays silent is its "
+        "own cause (SILENT). The run id is public (it is on every agent's command line), so a "
+        "listener admits only its scheduled partner's address with the right round and ranks, "
+        "and its refusals say what was wrong with a request without echoing what it expects. "
+        "What agents and peers say is printed with control characters escaped. Not defended: a "
+        "peer that can spoof its partner's IP address on the fabric, and a launcher (ssh, srun) "
+        "that is itself compromised.",
     },
     "mesh-agent": {
         "examples": [
@@ -315,6 +334,8 @@ def man_page(name: str, cmd: click.Command) -> str:
         out += [".TP", f".B {esc(opts)}", esc(" ".join(text.split()))]
     if extra.get("notes"):
         out += [".SH NOTES", esc(extra["notes"])]
+    if extra.get("security"):
+        out += [".SH SECURITY", esc(extra["security"])]
     if name == "rdmacli":
         out += protocols_section() + json_section()
     out.append(".SH EXIT STATUS")

@@ -315,3 +315,57 @@ def test_sigterm_to_the_coordinator_stops_every_agent_and_still_reports(tmp_path
     assert_no_agent_left()
     r = subprocess.run(["rdma", "resource", "show", "cm_id"], capture_output=True, text=True)
     assert "7490" not in r.stdout, r.stdout  # no listener or connection of an agent left behind
+
+
+def test_a_hostile_agent_is_named_and_the_honest_results_stand():
+    """n04's agent impersonates n01 and n02, floods junk and exits at once: its lies are
+    never used, it is the node blamed, and every pair of the honest nodes passes."""
+    evil = os.path.join(os.path.dirname(__file__), "evil_agent.py")
+    r, doc, wall = mesh("--agent-command", f"{sys.executable} {evil} 3 -m rdmacli", timeout=900)
+    assert r.returncode == 1, doc["error"]
+    pairs = by_pair(doc)
+    for p in pairs.values():
+        if "n04" in (p["a"], p["b"]):
+            assert p["result"] == "fail", p
+        else:
+            assert p["result"] == "pass", p  # n01's and n02's forged failures changed nothing
+    assert [b["node"] for b in doc["data"]["blame"]["nodes"]] == ["n04"]
+    assert doc["data"]["blame"]["links"] == []
+    n04 = next(n for n in doc["data"]["nodes"] if n["node"] == "n04")
+    assert n04["violations"] >= 5 and n04["agent"] == "missing"
+    assert {p["cause"] for p in pairs.values() if "n04" in (p["a"], p["b"])} == {"AGENT"}
+    assert any(w.startswith("n04's agent sent") for w in doc["warnings"]), doc["warnings"]
+    assert "\x1b" not in r.stderr  # what an agent printed reaches the terminal escaped
+    assert_no_agent_left()
+
+
+def test_a_forged_request_cannot_take_a_listeners_slot():
+    """Rank 1's token from a third node's address (the run id is public): refused, and the
+    listener still serves its real partner in the same slot."""
+    a, b, c = (node(k)["ipv4"] for k in (1, 2, 3))
+    run_id, start = "fe" * 8, time.time() + 30
+    common = ["--run-id", run_id, "--start-at", str(start), "--round-time", "90", "--port", "7491",
+              "--test", "connect", "--count", "10", "--names", "n01,n02"]  # fmt: skip
+    agent = [sys.executable, "-m", "rdmacli", "mesh-agent", *common]
+
+    def spawn(addresses: str, rank: int) -> subprocess.Popen:
+        return subprocess.Popen([*agent, "--addresses", addresses, "--rank", str(rank)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    listener = spawn(f"{a},{b}", 0)
+    forger = spawn(f"{a},{c}", 1)  # the same token, asked from n03's address
+    try:
+        f_out, _ = forger.communicate(timeout=200)  # it asks until the listener refuses it
+        partner = spawn(f"{a},{b}", 1)
+        p_out, _ = partner.communicate(timeout=200)
+        l_out, _ = listener.communicate(timeout=200)
+    finally:
+        for proc in (listener, forger):
+            if proc.poll() is None:
+                proc.kill()
+    pair = lambda out: next(json.loads(x) for x in out.splitlines() if '"type":"pair"' in x)  # noqa: E731
+    forged = pair(f_out)
+    assert forged["result"] == "fail" and forged["error"]["cause"] == "rejected", forged
+    assert "not this listener's partner" in forged["error"].get("peer_reason", ""), forged["error"]
+    assert pair(p_out)["result"] == "pass" and pair(l_out)["result"] == "pass", (p_out, l_out)

@@ -248,3 +248,22 @@ def test_a_node_whose_agent_never_ran_is_blamed_with_its_launcher_words(wording)
     if wording == "as written":
         message = failing[0]["error"]["message"]
         assert "exit status 127" in message and "command not found" in message
+
+
+def test_words_from_agents_reach_a_terminal_escaped(capsys, wording):
+    from rdmacli.cli.app import App
+    from rdmacli.render.mesh import print_mesh
+
+    pl = plan()
+    c = Collector(pl)
+    for rank in (0, 1, 2):
+        c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.run_id, "rank": rank}), False)
+    c.on_line("n3", "\x1b]0;owned\x07\x1b[2J junk", True)
+    c.on_exit("n3", 1)
+    doc = outcome(pl, c, {}, t0=0).to_dict()
+    print_mesh(App(), doc)
+    App().report_error(RdmacliError("agent said \x1b[2J", cause=Cause.AGENT))
+    out = capsys.readouterr()
+    assert "\x1b]" not in out.out + out.err and "\x1b[2J" not in out.out + out.err
+    if wording == "as written":
+        assert "\\x1b]0;owned\\x07" in out.out
