@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 
-from conftest import summary, wait_for_listener
+from conftest import expect, summary, wait_for_listener
 from test_ud_mcast import line_buffered, mckey_send
 
 
@@ -21,37 +21,26 @@ def rping_client(c_tool, lab, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_listen_ping_keeps_an_explicit_size(lab, servers, c_tool):
-    srv = servers(
-        [*lab.rdmacli, "listen", "--ping", "-b", lab.server, "-S", "100", "--json-lines"], ready=True
-    )
-    r = rping_client(c_tool, lab, "-C", "3", "-S", "100", "-V")
-    assert r.returncode == 0, r.stdout + r.stderr
-    rc, out, err = srv.finish()
-    doc = summary(out)
-    assert rc == 0, err
+def test_listen_ping_keeps_an_explicit_size(lab, flows):
+    srv = flows.serve("listen", "--ping", "-S", 100)
+    flows.c_run("rping", "-c", "-a", lab.server, "-I", lab.client, "-C", 3, "-S", 100, "-V")
+    doc = expect(flows.done(srv)[0], connections_passed=1)
     assert doc["params"]["size_bytes"] == 100 and doc["connections"][0]["size_bytes"] == 100
 
 
-def test_rping_client_larger_than_the_servers_default_is_served(lab, servers, c_tool):
-    srv = servers([*lab.rdmacli, "listen", "--ping", "-b", lab.server, "--json-lines"], ready=True)
-    r = rping_client(c_tool, lab, "-C", "3", "-S", "65535", "-V")
-    assert r.returncode == 0, r.stdout + r.stderr
-    rc, out, err = srv.finish()
-    assert rc == 0, err
-    conn = summary(out)["connections"][0]
+def test_rping_client_larger_than_the_servers_default_is_served(lab, flows):
+    srv = flows.serve("listen", "--ping")
+    flows.c_run("rping", "-c", "-a", lab.server, "-I", lab.client, "-C", 3, "-S", 65535, "-V")
+    conn = expect(flows.done(srv)[0], connections_passed=1)["connections"][0]
     assert (conn["pings_served"], conn["size_bytes"]) == (3, 65535)
 
 
-def test_rping_client_above_max_size_is_refused_in_words(lab, servers, c_tool):
-    srv = servers(
-        [*lab.rdmacli, "listen", "--ping", "-b", lab.server, "--max-size", "1024", "--json-lines"], ready=True
-    )
+def test_rping_client_above_max_size_is_refused_in_words(lab, flows, c_tool):
+    srv = flows.serve("listen", "--ping", "--max-size", 1024)
     r = rping_client(c_tool, lab, "-C", "3", "-S", "4096")
     assert "DISCONNECT" in r.stderr, r.stdout + r.stderr  # rping exits 0 whatever happened
-    rc, out, _ = srv.finish()
-    conn = summary(out)["connections"][0]
-    assert rc == 1 and "the server accepts 1 to 1024" in conn["error"]["message"]
+    doc = expect(flows.done(srv, code=1)[0], result="fail", cause="peer_protocol_violation")
+    assert "the server accepts 1 to 1024" in doc["connections"][0]["error"]["message"]
 
 
 def test_a_multicast_receiver_waits_for_a_sender_started_later(lab, servers, c_tool):

@@ -7,55 +7,28 @@ import subprocess
 import sys
 
 import pytest
-from conftest import summary, wait_for_listener, wait_released
+from conftest import expect, summary, wait_released
 
 
 @pytest.mark.parametrize("size,count", [(23, 1), (64, 500), (4096, 50), (65535, 5)])
-def test_rdmacli_ping_against_rping_server(lab, servers, c_tool, size, count):
-    srv = servers([c_tool("rping"), "-s", "-a", lab.server, "-S", str(size), "-V"], ready=False)
-    wait_for_listener(7174)
-    r = lab.run("ping", lab.server, "-I", lab.client, "-C", str(count), "-S", str(size), "-V", "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
-    doc = json.loads(r.stdout)
+def test_rdmacli_ping_against_rping_server(lab, flows, size, count):
+    srv = flows.c_serve("rping", "-s", "-a", lab.server, "-S", size, "-V", port=7174)
+    doc = expect(
+        flows.run("ping", lab.server, "-I", lab.client, "-C", count, "-S", size, "-V"), connections_passed=1
+    )
     stats = doc["connections"][0]
     assert stats["pings_completed"] == stats["pings_validated"] == count
     assert 0 < stats["rtt_us"]["min"] <= stats["rtt_us"]["p50"] <= stats["rtt_us"]["max"]
-    rc, out, err = srv.finish()
-    assert rc == 0, out + err  # rping -s exits 0 once the client disconnects
-    assert "data mismatch" not in err
+    assert "data mismatch" not in flows.done(srv)[1]  # rping -s exits 0 once the client disconnects
 
 
 @pytest.mark.parametrize("size,count", [(23, 1), (64, 500), (4096, 20), (65535, 5)])
-def test_rping_client_against_rdmacli_listen(lab, servers, c_tool, size, count):
-    srv = servers(
-        [*lab.rdmacli, "listen", "--ping", "-b", lab.server, "-S", str(size), "--json-lines"], ready=True
-    )
-    r = subprocess.run(
-        [
-            c_tool("rping"),
-            "-c",
-            "-a",
-            lab.server,
-            "-I",
-            lab.client,
-            "-C",
-            str(count),
-            "-S",
-            str(size),
-            "-V",
-            "-v",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("ping data: ")]
-    assert len(lines) == count
-    assert "data mismatch" not in r.stderr
-    rc, out, err = srv.finish()
-    assert rc == 0, err
-    assert summary(out)["connections"][0]["pings_served"] == count
+def test_rping_client_against_rdmacli_listen(lab, flows, size, count):
+    srv = flows.serve("listen", "--ping", "-S", size)
+    out = flows.c_run("rping", "-c", "-a", lab.server, "-I", lab.client, "-C", count, "-S", size, "-V", "-v")
+    assert len([ln for ln in out.splitlines() if ln.startswith("ping data: ")]) == count
+    doc = expect(flows.done(srv)[0], connections_passed=1)
+    assert doc["connections"][0]["pings_served"] == count
 
 
 def test_rping_data_pattern_on_the_wire(lab, servers, c_tool):
