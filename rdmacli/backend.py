@@ -58,6 +58,12 @@ class RdmaBackend:
 
         return local_cause(device, port, ip)
 
+    def port_holders(self, port: int) -> list[str]:
+        """Who holds an RDMA CM port here (diag.local.port_holders)."""
+        from rdmacli.diag.local import port_holders
+
+        return port_holders(port)
+
     def address_cause(self, ip: str):
         """What is wrong on this host with the RDMA port behind local address `ip`, or None."""
         from rdmacli.diag.local import cause_for_address

@@ -47,6 +47,7 @@ class Cause(str, Enum):
     DEVICE_REMOVED = "device_removed"
     MEMLOCK = "memlock"  # RLIMIT_MEMLOCK refused a registration or a queue
     DEVICE_LIMIT = "device_limit"  # a queue or size above what the device holds
+    PORT_IN_USE = "port_in_use"  # another listener (another run, another server) holds the port
     ENVIRONMENT = "environment"  # no device, permissions, libraries, tools
     CALL_FAILED = "call_failed"  # a librdmacm/verbs call failed with an errno
     # rdmacli itself and its checks
@@ -78,6 +79,7 @@ EXIT_OF: dict[Cause, ExitCode] = {
     Cause.DEVICE_REMOVED: ExitCode.ENVIRONMENT,
     Cause.MEMLOCK: ExitCode.ENVIRONMENT,
     Cause.DEVICE_LIMIT: ExitCode.ENVIRONMENT,
+    Cause.PORT_IN_USE: ExitCode.ENVIRONMENT,
     Cause.ENVIRONMENT: ExitCode.ENVIRONMENT,
     Cause.CALL_FAILED: ExitCode.FAILED,
     Cause.USAGE: ExitCode.USAGE,

@@ -57,6 +57,28 @@ def local_cause(device: str | None, port: int = 1, ip: str | None = None, *, sys
     return None
 
 
+def port_holders(port: int) -> list[str]:
+    """Who holds RDMA CM port `port` on this host, as "comm (pid N)", from `rdma resource show
+    cm_id` (empty where that cannot be read: no iproute2, no permission)."""
+    import json
+    import subprocess
+
+    try:
+        r = subprocess.run(
+            ["rdma", "-j", "resource", "show", "cm_id"], capture_output=True, text=True, timeout=5
+        )
+        entries = json.loads(r.stdout or "[]")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return []
+    held = []
+    for e in entries if isinstance(entries, list) else []:
+        if isinstance(e, dict) and str(e.get("src-addr", "")).endswith(f":{port}"):
+            who = f"{e.get('comm', '?')} (pid {e.get('pid', '?')})"
+            if who not in held:
+                held.append(who)
+    return held
+
+
 def netdev_of(ip: str) -> str | None:
     """The network interface that holds `ip` on this host, or None."""
     import ipaddress

@@ -8,6 +8,7 @@ side: the accept itself establishes.
 
 from __future__ import annotations
 
+import errno
 import time
 
 from rdmacli.engine import lifecycle as L
@@ -44,6 +45,8 @@ class ServerFlow(Flow):
             self.timer.end("bind addr", -1)
             self.listen_id.listen(self.backlog)
         except RdmaCallError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise self.port_in_use(exc) from exc
             raise call_error("listen", exc, str(self.bind_addr)) from exc
         self.loop.on_cm(self.listen_id.key, self.on_listen_event)
         self.ready_at = time.monotonic()
@@ -56,6 +59,19 @@ class ServerFlow(Flow):
             }
         )
         self.run_loop(self.done)
+
+    def port_in_use(self, exc: RdmaCallError) -> RdmacliError:
+        """The port is held here already: said as such, with who holds it where that shows."""
+        port = self.bind_addr.port
+        holders = self.backend.port_holders(port)
+        return RdmacliError(
+            f"listen: port {port} on {self.bind_addr.host} is in use"
+            + (f" by {', '.join(holders)}" if holders else "")
+            + f" ({exc})",
+            hint="another server (or another mesh run) listens there: stop it, or choose another port",
+            cause=Cause.PORT_IN_USE,
+            details={"step": "listen", "call": exc.call, "holders": holders},
+        )
 
     def done(self) -> bool:
         return (

@@ -17,6 +17,7 @@ from rdmacli.errors import Cause, RdmacliError
 CAUSES = {
     "DOWN": "a local port or netdev is down (the node's own RDMA link)",
     "ENV": "the node's RDMA environment (no device, memlock, permissions)",
+    "BUSY": "the mesh port was held on the node (another mesh run or server listens there)",
     "AGENT": "the node's agent did not run, died, or missed its slot (launcher, install, --round-time)",
     "ADDR": "address resolution failed (ADDR_ERROR: no route/ARP to the partner)",
     "ROUTE": "route resolution failed (ROUTE_ERROR)",
@@ -28,7 +29,21 @@ CAUSES = {
     "MISS": "no report from either end (the run ended first)",
     "SILENT": "one end reported the pair, the other never did (its agent skipped or hid it)",
 }
-PRIORITY = ["DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "FAIL", "NOLSN", "TMO", "SILENT", "MISS"]
+PRIORITY = [
+    "DOWN",
+    "BUSY",
+    "ENV",
+    "AGENT",
+    "ADDR",
+    "ROUTE",
+    "UNR",
+    "REJ",
+    "FAIL",
+    "NOLSN",
+    "TMO",
+    "SILENT",
+    "MISS",
+]
 
 
 # the matrix's code for each typed cause (errors.Cause); any other cause is FAIL
@@ -37,6 +52,7 @@ CODE_OF = {
     Cause.LOCAL_ADDRESS_GONE: "DOWN",
     Cause.DEVICE_REMOVED: "DOWN",
     Cause.ENVIRONMENT: "ENV",
+    Cause.PORT_IN_USE: "BUSY",
     Cause.MEMLOCK: "ENV",
     Cause.DEVICE_LIMIT: "ENV",
     Cause.AGENT: "AGENT",
@@ -158,7 +174,7 @@ def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
     return {"nodes": list(bad.values()), "links": links, "unexplained": unexplained}
 
 
-LOCAL = ("DOWN", "ENV", "AGENT")
+LOCAL = ("DOWN", "BUSY", "ENV", "AGENT")
 
 
 def own_cause(p: Pair, x: int) -> str | None:

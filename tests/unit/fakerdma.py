@@ -291,6 +291,7 @@ class FakeBackend:
         self.channel: FakeChannel | None = None
         self.listener: FakeCmId | None = None
         self.cause = None
+        self.holders: list[str] = []
 
     # -- events ----------------------------------------------------------------------------------
     def event(self, cm, type_: int, status: int = 0, **fields) -> CmEvent:
@@ -395,6 +396,9 @@ class FakeBackend:
 
     def address_cause(self, ip):
         return self.cause
+
+    def port_holders(self, port):
+        return self.holders  # set by a test: who `rdma resource show` says holds the port
 
     def post_recv(self, qp, wr_id, mr, offset=0, length=None, *, n=1):
         length = mr.length - offset if length is None else length

@@ -101,3 +101,20 @@ def test_listen_ud_serves_a_udaddy_client(rdmacli, backend):
     [conn] = r.doc["connections"]
     assert (conn["datagrams_received"], conn["datagrams_sent"]) == (10, 10)
     assert {s["remote_qpn"] for s in backend.sends} == {77}  # replies go to the QPN it carried
+
+
+def test_a_port_already_held_is_said_with_who_holds_it(rdmacli, backend):
+    import errno
+
+    from rdmacli.rdma.cm import RdmaCallError
+
+    def bind(cm, sa):
+        raise RdmaCallError("rdma_bind_addr", errno.EADDRINUSE)
+
+    backend.script["bind"] = bind
+    backend.holders = ["rping (pid 4242)"]
+    r = rdmacli(backend, "listen", "--ping", "-b", "10.0.0.1", "--json")
+    assert r.exit_code == 3
+    err = r.doc["error"]
+    assert err["cause"] == "port_in_use" and err["holders"] == ["rping (pid 4242)"]
+    assert "port 7174 on 10.0.0.1 is in use by rping (pid 4242)" in err["message"]
