@@ -43,6 +43,12 @@ class Timeouts:
     idle_s: float = 10.0  # data phase: longest time without progress
     overall_s: float | None = None  # the whole run
     wait_s: float | None = None  # a server's or receiver's wait for its first peer (a person)
+    # how messages name these limits: the options of the command that set them (the mesh's differ)
+    overall_words: str = "the overall --timeout"
+    wait_words: str = "--wait {s:g} s"
+
+    def waited(self) -> str:
+        return self.wait_words.format(s=self.wait_s or 0)
 
 
 @dataclass
@@ -339,7 +345,7 @@ class Flow:
         soonest = self._soonest
         if soonest is not None and soonest[0] > time.monotonic():
             return soonest
-        best = (self.deadline_all, "the overall --timeout") if self.deadline_all else None
+        best = (self.deadline_all, self.timeouts.overall_words) if self.deadline_all else None
         for conn in self.conns.values():
             if not conn.finished and conn.deadline and (best is None or conn.deadline < best[0]):
                 best = (conn.deadline, f"{conn.phase} on connection {conn.index}")

@@ -91,8 +91,7 @@ class ServerFlow(Flow):
     def on_run_deadline(self, exc: DeadlineExpired) -> DeadlineExpired:
         if self.timeouts.wait_s and not self.all_conns:
             return DeadlineExpired(
-                f"no client connected within --wait {self.timeouts.wait_s:g} s "
-                f"(listening on {self.bind_addr})",
+                f"no client connected within {self.timeouts.waited()} (listening on {self.bind_addr})",
                 hint="start the client, check that it uses this address, port and port space, "
                 "or wait longer (--wait, or none to wait until --timeout or Ctrl-C)",
                 details={"step": "listen"},

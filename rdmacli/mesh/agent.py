@@ -154,7 +154,13 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float) -> Test:
     spec = PROTOCOLS[cfg.test]
     left = max(end - time.time(), 0.2)
     timeouts = Timeouts(
-        connect_s=min(10.0, left), idle_s=min(10.0, left), overall_s=left, wait_s=left, resolve_ms=2000
+        connect_s=min(10.0, left),
+        idle_s=min(10.0, left),
+        overall_s=left,
+        wait_s=left,
+        resolve_ms=2000,
+        overall_words=f"the end of this pair's slot (--round-time {cfg.round_s:g} s)",
+        wait_words="the {s:.1f} s left of this pair's slot (--round-time)",
     )
     # the token names the connector as src: the listener checks who asks, for what
     lo, hi = (cfg.rank, peer) if listen else (peer, cfg.rank)

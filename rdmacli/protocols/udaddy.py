@@ -97,8 +97,7 @@ class _Datagrams(Windowed, Protocol):
     def on_deadline(self, conn) -> RdmacliError | None:
         if conn.phase == WAIT_FOR_PEER:
             return RdmacliError(
-                f"no datagram arrived within --wait {conn.flow.timeouts.wait_s:g} s "
-                f"[{conn.flow.where(conn)}]",
+                f"no datagram arrived within {conn.flow.timeouts.waited()} [{conn.flow.where(conn)}]",
                 hint="start the sender (or wait longer: --wait, or none to wait until "
                 "--timeout or Ctrl-C); check that it sends to the same group and port space",
                 cause=Cause.DEADLINE,

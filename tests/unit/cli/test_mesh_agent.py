@@ -65,3 +65,12 @@ def test_bad_members_are_refused_with_words(rdmacli, backend):
         "--port", "7490", "--names", "n0,n1", "--addresses", "10.0.0.1", "--rank", "0",
     )  # fmt: skip
     assert r.exit_code == 2 and "inconsistent members" in r.stderr
+
+
+def test_a_pairs_deadline_speaks_of_the_meshs_own_options(rdmacli, backend):
+    r = agent(rdmacli, backend, 0)  # the listener; its partner never comes
+    [pair] = [rec for rec in records(r) if rec["type"] == "pair"]
+    err = pair["error"]
+    assert pair["result"] == "fail" and err["cause"] == "deadline"
+    assert "--round-time" in err["message"] and "--timeout" not in err["message"]
+    assert "--wait" not in err["message"]
