@@ -13,6 +13,7 @@ not be up yet). Every record goes to `emit`; the agent never needs to hear from 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -20,7 +21,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from rdmacli.engine.flow import Options, Timeouts, default_backend
+from rdmacli.engine.flow import Options, Timeouts, call_error, default_backend
 from rdmacli.engine.protocol import Params
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.session import CLIENT, SERVER, Test, run
@@ -30,6 +31,7 @@ from rdmacli.mesh import schedule
 from rdmacli.mesh.token import Guarded, Token
 from rdmacli.outcome import Outcome, State
 from rdmacli.protocols.table import PROTOCOLS
+from rdmacli.rdma.cm import RdmaCallError
 from rdmacli.rdma.constants import PORT_SPACES
 
 TESTS = ("ping", "connect", "ud")
@@ -81,6 +83,7 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops
     """Run this node's rounds; emit an "agent" record, a "pair" record per pair, and "done".
     A stop signal during a pair ends that pair between loop turns, then the agent (Stopped)."""
     rounds = schedule.rounds_for(cfg.n, cfg.quick)
+    problem = preflight(cfg, backend)  # reported as ready only when a pair can run
     emit(
         {
             "type": "agent",
@@ -92,6 +95,7 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops
             "pid": os.getpid(),
             "clock": round(time.time(), 3),
             "rounds": len(rounds),
+            "ready": problem is None,
         }
     )
     failed = 0
@@ -108,7 +112,10 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops
         begin = cfg.start_at + slot * cfg.round_s
         end = begin + cfg.round_s * (1 - GAP)
         now = time.time()
-        if now >= end:
+        if problem is not None:  # this node cannot run a pair: each says why, none is tried
+            rec = pair_record(cfg, rnd, slot, peer)
+            rec.update(result="fail", error=problem.to_dict())
+        elif now >= end:
             rec = pair_record(cfg, rnd, slot, peer)
             why = (
                 f"the pair before it ({overran[0]}) ended {overran[1]:.1f} s after its slot: "
@@ -131,6 +138,41 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops
         emit(rec)
     emit({"type": "done", "run": cfg.run_id, "rank": cfg.rank, "failed": failed})
     return 0
+
+
+def preflight(cfg: AgentConfig, backend=None) -> RdmacliError | None:
+    """Can this node run a pair? Its RDMA stack opens, and its address takes a listener on the
+    mesh port (bound, listened on, released): what stops every pair is found before round 1,
+    and said once as its cause (a port another run holds, no device, an address not here)."""
+    backend = backend or default_backend()
+    me = cfg.addresses[cfg.rank]
+    try:
+        from rdmacli.rdma import addr
+
+        where = addr.resolve(me, cfg.port, passive=True, what="this node's address")
+        channel = backend.event_channel()
+        try:
+            cm = backend.create_id(channel, PORT_SPACES[PROTOCOLS[cfg.test].default_port_space])
+            try:
+                cm.bind(where)
+                cm.listen(0)
+            finally:
+                cm.destroy()
+        finally:
+            channel.close()
+    except RdmaCallError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            holders = backend.port_holders(cfg.port)
+            return RdmacliError(
+                f"port {cfg.port} on {me} is in use" + (f" by {', '.join(holders)}" if holders else ""),
+                hint="another mesh run (or a server) holds the mesh port: wait for it, or use --port",
+                cause=Cause.PORT_IN_USE,
+                details={"step": "preflight", "holders": holders},
+            )
+        return call_error("preflight", exc, f"{me}:{cfg.port}")
+    except RdmacliError as exc:
+        return exc
+    return None
 
 
 def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int) -> dict:

@@ -289,7 +289,8 @@ def outcome(
     verdict = blame(plan.n, pairs, plan.names)
     nodes = node_table(plan.n, pairs, plan.names, plan.addresses)
     for row in nodes:
-        row["agent"] = "ran" if row["rank"] in collector.agents else "missing"
+        said = collector.agents.get(row["rank"])
+        row["agent"] = "missing" if said is None else "not ready" if said.get("ready") is False else "ran"
         row["violations"] = len(collector.violations.get(row["rank"], []))
     failed = [p for p in pair_docs if p["result"] == "fail"]
     missing = [p for p in pair_docs if p["result"] == "missing"]

@@ -3,7 +3,10 @@ that pair's slot is over too, and the record then says why (the overrun, not a l
 
 from __future__ import annotations
 
+import errno
 from types import SimpleNamespace
+
+from fakerdma import FakeBackend
 
 from rdmacli.mesh import agent
 from rdmacli.mesh.agent import AgentConfig, run_agent
@@ -31,7 +34,8 @@ def test_a_pair_that_overran_its_slot_is_named_in_the_next_ones_failure(monkeypa
         port=7490,
     )
     records = []
-    run_agent(cfg, records.append)
+    run_agent(cfg, records.append, backend=FakeBackend())
+    assert records[0]["type"] == "agent" and records[0]["ready"] is True
     pairs = [r for r in records if r["type"] == "pair"]
     assert len(pairs) == 3
     # slot 0 runs and overruns; slot 1 starts late but before its end and runs; slot 2's end
@@ -40,3 +44,31 @@ def test_a_pair_that_overran_its_slot_is_named_in_the_next_ones_failure(monkeypa
     err = pairs[2]["error"]
     assert err["cause"] == "agent" and "the pair before it (round 1, with" in err["message"]
     assert "raise --round-time" in err["message"] and "--launch-timeout" not in err["message"]
+
+
+def test_an_agent_whose_mesh_port_is_held_says_so_once_and_runs_no_pair(monkeypatch):
+    """Ready means ready: the agent binds and listens on the mesh port before it reports; a port
+    another run holds is found then, said as its cause with the holder, for every pair."""
+    from rdmacli.rdma.cm import RdmaCallError
+
+    backend = FakeBackend()
+
+    def bind(cm, sa):
+        raise RdmaCallError("rdma_bind_addr", errno.EADDRINUSE)
+
+    backend.script["bind"] = bind
+    backend.holders = ["python3 (pid 77)"]
+    ran = []
+    monkeypatch.setattr(agent, "run_pair", lambda *a, **kw: ran.append(a))
+    cfg = AgentConfig(
+        rank=1, addresses=["10.0.0.1", "10.0.0.2", "10.0.0.3"], names=["n1", "n2", "n3"],
+        run_id="00" * 8, start_at=0, round_s=1, port=7490,
+    )  # fmt: skip
+    records = []
+    run_agent(cfg, records.append, backend=backend)
+    assert records[0]["type"] == "agent" and records[0]["ready"] is False
+    pairs = [r for r in records if r["type"] == "pair"]
+    assert pairs and not ran
+    for p in pairs:
+        assert p["result"] == "fail" and p["error"]["cause"] == "port_in_use"
+        assert p["error"]["holders"] == ["python3 (pid 77)"]
