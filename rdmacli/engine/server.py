@@ -16,6 +16,7 @@ from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import Flow, call_error
 from rdmacli.engine.loop import DeadlineExpired
 from rdmacli.engine.protocol import Reject
+from rdmacli.engine.status import port_in_use
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
@@ -46,7 +47,9 @@ class ServerFlow(Flow):
             self.listen_id.listen(self.backlog)
         except RdmaCallError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise self.port_in_use(exc) from exc
+                port, host = self.bind_addr.port, self.bind_addr.host
+                holders = self.backend.port_holders(port)
+                raise port_in_use("listen", host, port, holders, exc.call) from exc
             raise call_error("listen", exc, str(self.bind_addr)) from exc
         self.loop.on_cm(self.listen_id.key, self.on_listen_event)
         self.ready_at = time.monotonic()
@@ -59,19 +62,6 @@ class ServerFlow(Flow):
             }
         )
         self.run_loop(self.done)
-
-    def port_in_use(self, exc: RdmaCallError) -> RdmacliError:
-        """The port is held here already: said as such, with who holds it where that shows."""
-        port = self.bind_addr.port
-        holders = self.backend.port_holders(port)
-        return RdmacliError(
-            f"listen: port {port} on {self.bind_addr.host} is in use"
-            + (f" by {', '.join(holders)}" if holders else "")
-            + f" ({exc})",
-            hint="another server (or another mesh run) listens there: stop it, or choose another port",
-            cause=Cause.PORT_IN_USE,
-            details={"step": "listen", "call": exc.call, "holders": holders},
-        )
 
     def done(self) -> bool:
         return (

@@ -186,6 +186,16 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
     return RdmacliError(f"{step}: {ev.name} {d['text']} [{where}]", hint=advice, cause=cause, details=details)
 
 
+def port_in_use(step: str, host: str, port: int, holders: list[str], call: str) -> RdmacliError:
+    """A port this host holds already, said as such, with who holds it where that shows."""
+    return RdmacliError(
+        f"{step}: port {port} on {host} is in use" + (f" by {', '.join(holders)}" if holders else ""),
+        hint="another server (or another mesh run) listens there: stop it, or choose another port",
+        cause=Cause.PORT_IN_USE,
+        details={"step": step, "call": call, "holders": holders},
+    )
+
+
 def printable(data: bytes) -> str:
     """Private data as text: up to the first NUL, non-printables dropped (it is untrusted)."""
     text = data.split(b"\0", 1)[0].decode("utf-8", "replace")

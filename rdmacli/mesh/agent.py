@@ -25,6 +25,7 @@ from rdmacli.engine.flow import Options, Timeouts, call_error, default_backend
 from rdmacli.engine.protocol import Params
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.session import CLIENT, SERVER, Test, run
+from rdmacli.engine.status import port_in_use
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.mesh import schedule
@@ -162,13 +163,7 @@ def preflight(cfg: AgentConfig, backend=None) -> RdmacliError | None:
             channel.close()
     except RdmaCallError as exc:
         if exc.errno == errno.EADDRINUSE:
-            holders = backend.port_holders(cfg.port)
-            return RdmacliError(
-                f"port {cfg.port} on {me} is in use" + (f" by {', '.join(holders)}" if holders else ""),
-                hint="another mesh run (or a server) holds the mesh port: wait for it, or use --port",
-                cause=Cause.PORT_IN_USE,
-                details={"step": "preflight", "holders": holders},
-            )
+            return port_in_use("preflight", me, cfg.port, backend.port_holders(cfg.port), exc.call)
         return call_error("preflight", exc, f"{me}:{cfg.port}")
     except RdmacliError as exc:
         return exc
