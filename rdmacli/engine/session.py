@@ -63,7 +63,6 @@ def build(test: Test, *, observer: Observer | None = None, backend=None) -> Flow
         options=test.options,
         backend=backend,
     )
-    source = addr.resolve(test.bind, 0, what="source address") if test.bind and test.role == CLIENT else None
     if test.spec is MCAST:
         from rdmacli.engine.mcast import McastFlow
 
@@ -87,7 +86,7 @@ def build(test: Test, *, observer: Observer | None = None, backend=None) -> Flow
 
     return ClientFlow(
         dst=addr.resolve(test.host, port, what="server address"),
-        src=source,
+        src=addr.resolve(test.bind, 0, what="source address") if test.bind else None,
         connections=test.connections or 1,
         route_only=test.route_only,
         **common,
