@@ -127,6 +127,7 @@ def run(
         error = internal_error(exc)
     if flow is None:  # failed before anything existed (no device, bad address)
         return Outcome(test.command, test.summary, error=error, signal=signum)
+    flow.close()  # a no-op, unless a stop came between the flow's creation and its run
     if signum is None and stops.signum is not None:
         flow.warnings.append(
             f"{signal.Signals(stops.signum).name} arrived after the run had ended; its result stands"
