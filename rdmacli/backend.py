@@ -64,6 +64,12 @@ class RdmaBackend:
 
         return port_holders(port)
 
+    def read_counters(self, device: str, port: int) -> dict[str, int]:
+        """The port's counters by name, from sysfs (diag.counters)."""
+        from rdmacli.diag.counters import read
+
+        return read(device, port)
+
     def address_cause(self, ip: str):
         """What is wrong on this host with the RDMA port behind local address `ip`, or None."""
         from rdmacli.diag.local import cause_for_address

@@ -41,6 +41,10 @@ class Cause(str, Enum):
     DATA_MISMATCH = "data_mismatch"  # rping -V: the data written back differs
     LOSS = "datagram_loss"  # UD: datagrams that never came
     ALL_REJECTED = "all_rejected"  # a server of ours refused every client
+    # what the NIC's counters say moved while the test was slow or failed (diag.counters)
+    PACKET_LOSS = "packet_loss"  # retransmits, sequence errors, ACK timeouts
+    RNR = "receiver_not_ready"  # RNR NAKs: the receiver had no receive posted
+    LINK_ERRORS = "link_errors"  # link downed, symbol errors, port receive/transmit errors
     # this host
     LOCAL_PORT_DOWN = "local_port_down"  # the local port or its netdev went down
     LOCAL_ADDRESS_GONE = "local_address_gone"  # the local address or its GID vanished
@@ -58,6 +62,7 @@ class Cause(str, Enum):
     AGENT = "agent"  # a node's agent did not run, died, or missed its slot
     MISSING = "missing"  # neither end reported a pair
     SILENT = "silent_end"  # one end reported a pair, the other never did
+    OVERRUN = "slot_overrun"  # a pair still running when its slot ended: torn down there
 
 
 EXIT_OF: dict[Cause, ExitCode] = {
@@ -74,6 +79,9 @@ EXIT_OF: dict[Cause, ExitCode] = {
     Cause.DATA_MISMATCH: ExitCode.FAILED,
     Cause.LOSS: ExitCode.FAILED,
     Cause.ALL_REJECTED: ExitCode.FAILED,
+    Cause.PACKET_LOSS: ExitCode.FAILED,
+    Cause.RNR: ExitCode.FAILED,
+    Cause.LINK_ERRORS: ExitCode.FAILED,
     Cause.LOCAL_PORT_DOWN: ExitCode.ENVIRONMENT,
     Cause.LOCAL_ADDRESS_GONE: ExitCode.ENVIRONMENT,
     Cause.DEVICE_REMOVED: ExitCode.ENVIRONMENT,
@@ -88,6 +96,7 @@ EXIT_OF: dict[Cause, ExitCode] = {
     Cause.AGENT: ExitCode.ENVIRONMENT,
     Cause.MISSING: ExitCode.TIMEOUT,
     Cause.SILENT: ExitCode.TIMEOUT,
+    Cause.OVERRUN: ExitCode.TIMEOUT,
 }
 
 

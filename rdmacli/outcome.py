@@ -80,6 +80,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     counts: dict = field(default_factory=dict)  # totals of a non-connection command
     data: dict = field(default_factory=dict)  # what only this command reports (devices, checks)
+    counters: list[dict] = field(default_factory=list)  # ports' counters that moved (diag.counters)
 
     # -- derived -------------------------------------------------------------------------------
     def states(self) -> list[State]:
@@ -149,6 +150,7 @@ class Outcome:
             "elapsed_ms": self.elapsed_ms,
             "error": err.to_dict() if err is not None else None,
             "warnings": list(self.warnings),
+            "counters": list(self.counters),
             "data": self.data,
         }
 
@@ -229,6 +231,14 @@ SUMMARY_KEYS = [
     ),
     ("warnings", "array of strings", "what went wrong without failing the run"),
     (
+        "counters",
+        "array",
+        "per RDMA port the test used (device, port): the counters of its counters/ and "
+        "hw_counters/ that moved during the test (moved: name -> delta), the trouble kinds "
+        "among them (kinds: loss, rnr, link, errors, congestion) and those that went backwards "
+        "(reset). A port's counters are shared by everything on it, not this process's own",
+    ),
+    (
         "data",
         "object",
         "what only this command reports: devices (devices), checks (doctor), rows, "
@@ -270,6 +280,7 @@ SUMMARY_SCHEMA = {
         "elapsed_ms",
         "error",
         "warnings",
+        "counters",
         "data",
     ],
     "properties": {
@@ -313,6 +324,20 @@ SUMMARY_SCHEMA = {
         "elapsed_ms": {"type": "number", "minimum": 0},
         "error": _ERROR,
         "warnings": {"type": "array", "items": {"type": "string"}},
+        "counters": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["device", "port", "moved"],
+                "properties": {
+                    "device": {"type": "string"},
+                    "port": {"type": "integer"},
+                    "moved": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+                    "kinds": {"type": "object"},
+                    "reset": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
         "data": {"type": "object"},
     },
 }

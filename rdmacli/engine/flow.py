@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from rdmacli.diag.counters import Watch
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import MEMLOCK_HINT, Connection
 from rdmacli.engine.cqpool import CqPool
@@ -46,6 +47,9 @@ class Timeouts:
     # how messages name these limits: the options of the command that set them (the mesh's differ)
     overall_words: str = "the overall --timeout"
     wait_words: str = "--wait {s:g} s"
+    # what a connection still running at the overall deadline is: a deadline of the run, or (a
+    # mesh pair at the end of its slot) an overrun, said with the step it was in
+    overall_cause: Cause = Cause.DEADLINE
 
     def waited(self) -> str:
         return self.wait_words.format(s=self.wait_s or 0)
@@ -112,6 +116,7 @@ class Flow:
         self.loop = Loop(self.channel, busy_poll=self.options.busy_poll)
         self.loop.observers.append(self._observe)
         self.cq_pool = CqPool(self)
+        self.counters = Watch(self.backend.read_counters)  # the ports' counters around the run
         self.conns: dict[int, Connection] = {}  # cm id key -> connection
         self.all_conns: list[Connection] = []
         self.warnings: list[str] = []
@@ -402,9 +407,20 @@ class Flow:
                 for conn in expired:
                     self.on_conn_deadline(conn, exc.hint)
 
-    def on_run_deadline(self, exc: DeadlineExpired) -> DeadlineExpired:
+    def on_run_deadline(self, exc: DeadlineExpired) -> RdmacliError:
         """The overall --timeout (or a flow-wide wait) passed: the error that explains it."""
-        return exc
+        live = [c for c in self.conns.values() if not c.finished]
+        if self.timeouts.overall_cause is Cause.DEADLINE or not live:
+            return exc
+        conn = live[0]
+        return RdmacliError(
+            f"{conn.phase}: still running at {self.timeouts.overall_words}; torn down there "
+            f"[{self.where(conn)}]",
+            hint="a pair that needs more than its slot: raise --round-time (a slow or lossy "
+            "partner also overruns; see the counters)",
+            cause=self.timeouts.overall_cause,
+            details={"step": conn.phase},
+        )
 
     # -- teardown ------------------------------------------------------------------------------
     def close(self) -> None:

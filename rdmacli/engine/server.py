@@ -52,6 +52,7 @@ class ServerFlow(Flow):
                 raise port_in_use("listen", host, port, holders, exc.call) from exc
             raise call_error("listen", exc, str(self.bind_addr)) from exc
         self.loop.on_cm(self.listen_id.key, self.on_listen_event)
+        self.counters.see(self.listen_id.device, self.listen_id.port_num)  # a bound address has one
         self.ready_at = time.monotonic()
         self.emit(
             {
@@ -86,7 +87,7 @@ class ServerFlow(Flow):
                 "or wait longer (--wait, or none to wait until --timeout or Ctrl-C)",
                 details={"step": "listen"},
             )
-        return exc
+        return super().on_run_deadline(exc)
 
     def on_listen_event(self, ev: CmEvent) -> None:
         if ev.type != C.CONNECT_REQUEST:

@@ -14,6 +14,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Callable
 
+from rdmacli.diag.counters import explain
 from rdmacli.engine.flow import Flow, Observer, Options, Timeouts
 from rdmacli.engine.protocol import Params, Protocol
 from rdmacli.engine.stops import Stops
@@ -132,4 +133,17 @@ def run(
         flow.warnings.append(
             f"{signal.Signals(stops.signum).name} arrived after the run had ended; its result stands"
         )
-    return from_flow(test.command, flow, test.summary, error=error, signal=signum)
+    outcome = from_flow(test.command, flow, test.summary, error=error, signal=signum)
+    with_counters(outcome, flow.counters.finish())
+    return outcome
+
+
+def with_counters(outcome: Outcome, deltas) -> None:
+    """The ports' counter deltas into the outcome; a failure the counters explain (a deadline
+    while retransmits moved) is said as what they show: packet loss, RNR, link errors."""
+    outcome.counters = [d.to_dict() for d in deltas]
+    if outcome.signal is not None:
+        return
+    outcome.error = explain(outcome.error, deltas) or outcome.error
+    for c in outcome.connections:
+        c.error = explain(c.error, deltas) or c.error

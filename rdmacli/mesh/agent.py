@@ -21,6 +21,8 @@ import socket
 import time
 from dataclasses import dataclass
 
+from rdmacli.engine import lifecycle as L
+from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import Options, Timeouts, call_error, default_backend
 from rdmacli.engine.protocol import Params
 from rdmacli.engine.server import ServerFlow
@@ -74,7 +76,28 @@ class AgentConfig:
 
 
 class MeshListenFlow(ServerFlow):
-    """A listener for one partner: a stale or foreign request is rejected and it goes on."""
+    """A listener for one partner: a stale or foreign request is rejected and it goes on. A
+    request withdrawn before it was accepted (its requester gave up or asked again: its REJ
+    came, or rdma_create_qp failed with EINVAL on a request the CM had already closed) is set
+    aside, its error kept, and it goes on waiting: the partner asks again until the slot ends."""
+
+    withdrawn = 0
+
+    def on_finished(self, conn: Connection) -> None:
+        if (
+            conn.state == State.FAILED
+            and not conn.connected
+            and conn.phase in (L.ACCEPT, L.CREATE_QP)
+            and not self.stopping
+        ):
+            self.withdrawn += 1
+            self.accepted -= 1
+            self.warn(f"request {conn.index} from {conn.remote} ended before it was accepted "
+                      f"({conn.error.message if conn.error else 'no reason'}); still waiting")  # fmt: skip
+            conn.reject()  # not the pair's connection; its error stays for the record
+            self.retire(conn)
+            return
+        super().on_finished(conn)
 
     def done(self) -> bool:
         return self.accepted >= 1 and self.all_finished()
@@ -133,6 +156,7 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops
             )
         else:
             rec = run_pair(cfg, rnd, slot, peer, end, backend=backend, stops=stops)
+            rec["took_s"] = round(max(time.time() - max(begin, now), 0.0), 3)  # torn down too
         late = time.time() - (begin + cfg.round_s)
         overran = (f"round {slot}, with {cfg.names[peer]}", late) if late > 0 else None
         failed += rec["result"] != "pass"
@@ -198,6 +222,7 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float) -> Test:
         resolve_ms=2000,
         overall_words=f"the end of this pair's slot (--round-time {cfg.round_s:g} s)",
         wait_words="the {s:.1f} s left of this pair's slot (--round-time)",
+        overall_cause=Cause.OVERRUN,
     )
     # the token names the connector as src: the listener checks who asks, for what
     lo, hi = (cfg.rank, peer) if listen else (peer, cfg.rank)
@@ -257,12 +282,21 @@ def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backe
     """pass: the partner's connection (the accepted one, for a listener) ended done."""
     conns = [c for c in outcome.connections if c.state != State.REJECTED]
     conn = conns[-1] if conns else None
+    withdrawn = [c.error for c in outcome.connections if c.state == State.REJECTED and c.error]
+    if outcome.counters:
+        rec["counters"] = [
+            {k: p[k] for k in ("device", "port", "moved", "reset") if k in p} for p in outcome.counters
+        ]
     if conn is not None and conn.state == State.DONE and outcome.error is None and conn.error is None:
         rec["result"] = "pass"
         rec["error"] = None
     else:
         rec["result"] = "fail"
-        err = (conn.error if conn is not None else None) or outcome.error
+        err = (
+            (conn.error if conn is not None else None)
+            or (withdrawn[-1] if withdrawn else None)
+            or outcome.error
+        )
         if err is None:
             rejected = len(outcome.connections) - len(conns)
             err = RdmacliError(

@@ -13,7 +13,9 @@ MAX_LINE = 64 * 1024  # an agent's records are a few hundred bytes
 MAX_TEXT = 4096  # an error message or hint
 MAX_KEY = 64
 MAX_ENTRIES = 64  # steps_us, stats
-FIGURES = ("rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "setup_us")
+FIGURES = ("rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "setup_us", "took_s")
+MAX_PORTS = 8  # ports whose counters a pair reports (one, on every driver we know)
+MAX_COUNTERS = 256  # counters of one port (mlx5: about a hundred)
 
 
 def _int(v) -> bool:
@@ -53,6 +55,25 @@ def _error(e) -> str | None:
     return None
 
 
+def _port_counters(p) -> bool:
+    """One port's counter deltas: {"device": name, "port": n, "moved": {name: n}, "reset": [name]}."""
+    return (
+        isinstance(p, dict)
+        and isinstance(p.get("device"), str)
+        and 0 < len(p["device"]) <= MAX_KEY
+        and _int(p.get("port"))
+        and 0 <= p["port"] < 256
+        and isinstance(p.get("moved"), dict)
+        and len(p["moved"]) <= MAX_COUNTERS
+        and all(
+            isinstance(k, str) and len(k) <= MAX_KEY and _int(v) and v >= 0 for k, v in p["moved"].items()
+        )
+        and isinstance(p.get("reset", []), list)
+        and len(p.get("reset", [])) <= MAX_COUNTERS
+        and all(isinstance(k, str) and len(k) <= MAX_KEY for k in p.get("reset", []))
+    )
+
+
 def check_pair(rec: dict) -> str | None:
     """Why a pair record cannot be used, or None. Run, rank and schedule are the collector's."""
     if not _int(rec.get("round")) or not _int(rec.get("peer")):
@@ -69,10 +90,26 @@ def check_pair(rec: dict) -> str | None:
         return "steps_us is not a table of figures"
     if rec.get("stats") is not None and not _table(rec["stats"], _scalar):
         return "stats is not a table of short values"
+    counters = rec.get("counters")
+    if counters is not None and not (
+        isinstance(counters, list) and len(counters) <= MAX_PORTS and all(map(_port_counters, counters))
+    ):
+        return "counters is not a list of ports' counter deltas"
     return None
 
 
 def pair_copy(rec: dict) -> dict:
     """The keys of a checked pair record that the report uses, and nothing else."""
     keep = ("type", "run", "rank", "peer", "round", "slot", "result", "error", "steps_us", "stats", *FIGURES)
-    return {k: rec[k] for k in keep if k in rec}
+    out = {k: rec[k] for k in keep if k in rec}
+    if rec.get("counters"):  # what the report derives (kinds) is derived again, not taken
+        out["counters"] = [
+            {
+                "device": p["device"],
+                "port": p["port"],
+                "moved": dict(p["moved"]),
+                "reset": list(p.get("reset", [])),
+            }
+            for p in rec["counters"]
+        ]
+    return out

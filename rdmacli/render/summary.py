@@ -67,10 +67,22 @@ def print_summary(app, doc: dict) -> None:
     details = [text for c in doc["connections"] for text in connection_details(c)]
     # ping(8): the statistics are the summary; other commands lead with a line of totals
     lines = [] if doc["command"] == "ping" and details else [totals_line(doc)]
-    for text in lines + details:
+    for text in lines + details + counter_lines(doc.get("counters") or []):
         app.out.print(text, markup=False, highlight=False)
     for text in doc["warnings"]:
         app.err.print(f"warning: {text}", markup=False, highlight=False)
+
+
+def counter_lines(ports: list[dict]) -> list[str]:
+    """A line per port whose error or retransmit counters moved during the test (congestion
+    notifications and plain traffic are in the JSON only)."""
+    out = []
+    for p in ports:
+        kinds = {k: v for k, v in (p.get("kinds") or {}).items() if k != "congestion"}
+        if kinds:
+            moved = ", ".join(f"{n} +{v}" for c in kinds.values() for n, v in sorted(c.items()))
+            out.append(f"counters: {p['device']} port {p['port']} (the port's, shared): {moved}")
+    return out
 
 
 def totals_line(doc: dict) -> str:

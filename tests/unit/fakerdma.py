@@ -291,6 +291,7 @@ class FakeBackend:
         self.channel: FakeChannel | None = None
         self.listener: FakeCmId | None = None
         self.cause = None
+        self.counter_values: dict[str, dict[str, int]] = {}  # set by a test: device -> counters now
         self.holders: list[str] = []
 
     # -- events ----------------------------------------------------------------------------------
@@ -396,6 +397,9 @@ class FakeBackend:
 
     def address_cause(self, ip):
         return self.cause
+
+    def read_counters(self, device, port):
+        return dict(self.counter_values.get(device, {}))
 
     def port_holders(self, port):
         return self.holders  # set by a test: who `rdma resource show` says holds the port
