@@ -180,6 +180,9 @@ def command(
                     app.emit_json({"type": "pair", **pair.to_dict(plan.names)})
             if progress is not None:
                 progress.update(collector)
+            words = collector.new_margin_words()
+            if words and not app.machine:  # said once, as soon as it shows (the summary repeats it)
+                app.err.print(f"warning: {words}", markup=False, highlight=False)
 
         collector = coordinator.Collector(plan, on_change)
         signum = internal = None

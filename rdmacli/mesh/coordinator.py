@@ -8,9 +8,11 @@ belongs to this run and names a pair the schedule has, seen from the side it cla
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import records, schedule
@@ -77,8 +79,27 @@ class Collector:
         self.go = None  # the launcher's go(text), set by run()
         self.t_launch = time.monotonic()
         self.agents_up_s: float | None = None  # launch to the last agent's first record
+        self.cut = False  # the launcher stopped agents still running at end_at()
+        self.slowest: tuple[float, Pair] | None = None  # the longest a pair took of its slot
+        self.margin_said = False
 
     GO_LEAD_S = 2.0  # between the go line and round 1: for it to reach every agent
+
+    def grace_s(self) -> float:
+        """After the schedule's last slot, for the agents' last records and exits."""
+        return max(END_GRACE_S, self.plan.round_s)
+
+    def end_at(self) -> float:
+        """When the coordinator stops waiting (monotonic): the schedule's end plus grace. It
+        moves earlier with the go line; agents still running then are stopped and named."""
+        end = self.plan.start_at + len(self.plan.rounds) * self.plan.round_s + self.grace_s()
+        return time.monotonic() + (end - time.time())
+
+    def late(self) -> list[int]:
+        """Agents that were up but had not finished when the run was cut at its end."""
+        if not self.cut:
+            return []
+        return [r for r in sorted(self.agents) if r not in self.done]
 
     def all_up(self) -> None:
         """Every agent reported: start round 1 now rather than at the launch deadline."""
@@ -178,7 +199,34 @@ class Collector:
         report = records.pair_copy(rec)
         report["side"], report["a"], report["b"] = side, pair.a, pair.b  # ours, not the agent's
         pair.reports[side] = report
+        took = report.get("took_s")
+        if took is not None and (self.slowest is None or took > self.slowest[0]):
+            self.slowest = (took, pair)
         return True
+
+    SLOT_FULL = 0.7  # of a slot: a pair that takes more is close to overrunning
+
+    def margin(self) -> str | None:
+        """Words when pairs take most of their slot (measured by the agents: a pair's setup,
+        test and teardown), with the round time that would leave room."""
+        if self.slowest is None or self.slowest[0] <= self.SLOT_FULL * self.plan.round_s:
+            return None
+        took, p = self.slowest
+        names = self.plan.names
+        want = math.ceil(took / self.SLOT_FULL * 2) / 2
+        return (
+            f"pairs take up to {took:.1f} s of their {self.plan.round_s:g} s slot ({names[p.a]}-"
+            f"{names[p.b]}, round {p.round}): a slower pair will overrun; "
+            f"raise --round-time to {want:g} or more"
+        )
+
+    def new_margin_words(self) -> str | None:
+        """margin(), the first time it has something to say (said once, live)."""
+        if self.margin_said:
+            return None
+        words = self.margin()
+        self.margin_said = words is not None
+        return words
 
     def on_exit(self, node: str | None, rc: int | None) -> None:
         if node is not None:
@@ -186,7 +234,8 @@ class Collector:
 
     def fill_silent_ends(self) -> None:
         """A pair one end reported and the other never did: the silent end's own failure (a
-        pair passes only when both ends say so)."""
+        pair passes only when both ends say so). An agent cut at the run's end is named so."""
+        late = set(self.late())
         for p in self.pairs.values():
             if len(p.reports) != 1:
                 continue
@@ -195,12 +244,17 @@ class Collector:
             if rank not in self.agents:
                 continue  # fill_missing_agents says why
             name = self.plan.names[rank]
-            message = f"{name} never reported its side of the pair in round {p.round}"
-            p.reports[side] = {
-                "rank": rank,
-                "result": "fail",
-                "error": RdmacliError(message, cause=Cause.SILENT).to_dict(),
-            }
+            if rank in late:
+                message = (
+                    f"{name}'s agent was still running {self.grace_s():g} s after the schedule's "
+                    f"end and was stopped; it never reported its side of round {p.round}"
+                )
+                error = RdmacliError(message, cause=Cause.AGENT, hint="see that node's agent (hung, or "
+                                     "its clock behind the coordinator's)")  # fmt: skip
+            else:
+                message = f"{name} never reported its side of the pair in round {p.round}"
+                error = RdmacliError(message, cause=Cause.SILENT)
+            p.reports[side] = {"rank": rank, "result": "fail", "error": error.to_dict()}
 
     def missing_agents(self) -> list[int]:
         return [r for r in range(self.plan.n) if r not in self.agents]
@@ -230,6 +284,9 @@ class Collector:
                     )
 
 
+END_GRACE_S = 10.0  # at least, after the last slot (a round, if longer)
+
+
 def start_plan(plan: Plan) -> None:
     plan.rounds = schedule.rounds_for(plan.n, plan.quick)
     plan.start_at = time.time() + plan.launch_s
@@ -249,11 +306,13 @@ def run(
     """Launch the agents of a started plan (start_plan) and collect until the schedule's end,
     plus grace. A stop signal propagates after the agents were asked to stop."""
     base = agent_cmd or ([sys.executable, "-m", "rdmacli"] if launcher == "exec" else ["rdmacli"])
-    timeout = plan.duration_s + 15
+    timeout = plan.duration_s + 15  # a backstop: collector.end_at() ends the run first
     if launcher == "srun":
         lau = SrunLauncher(srun_args=srun_args)
         cmd = lau.command(plan.nodes_spec, plan.n, [*base, *plan.agent_args(), "--rank-from-env"])
-        runner = lambda: lau.run(cmd, plan.names, collector.on_line, collector.on_exit, timeout)  # noqa: E731
+        runner = partial(
+            lau.run, cmd, plan.names, collector.on_line, collector.on_exit, timeout, collector.end_at
+        )
     else:
         lau = ClusterShellLauncher(
             launcher, connect_timeout=connect_timeout, ssh_options=ssh_options, fanout=fanout
@@ -263,7 +322,7 @@ def run(
             name: [*base, *plan.agent_args(), "--rank", str(rank), *extra]
             for rank, name in enumerate(plan.names)
         }
-        runner = lambda: lau.run(commands, collector.on_line, collector.on_exit, timeout)  # noqa: E731
+        runner = partial(lau.run, commands, collector.on_line, collector.on_exit, timeout, collector.end_at)
     collector.go = lau.go
     collector.t_launch = time.monotonic()
     try:
@@ -271,6 +330,8 @@ def run(
     except BaseException:
         lau.stop()
         raise
+    finally:
+        collector.cut = lau.cut
 
 
 def outcome(
@@ -284,13 +345,22 @@ def outcome(
 ) -> Outcome:
     collector.fill_missing_agents()
     collector.fill_silent_ends()
+    late = set(collector.late())
     pairs = sorted(collector.pairs.values(), key=lambda p: (p.round, p.a))
     pair_docs = [p.to_dict(plan.names) for p in pairs]
     verdict = blame(plan.n, pairs, plan.names)
     nodes = node_table(plan.n, pairs, plan.names, plan.addresses)
     for row in nodes:
         said = collector.agents.get(row["rank"])
-        row["agent"] = "missing" if said is None else "not ready" if said.get("ready") is False else "ran"
+        row["agent"] = (
+            "missing"
+            if said is None
+            else "not ready"
+            if said.get("ready") is False
+            else "late"
+            if row["rank"] in late
+            else "ran"
+        )
         row["violations"] = len(collector.violations.get(row["rank"], []))
     failed = [p for p in pair_docs if p["result"] == "fail"]
     missing = [p for p in pair_docs if p["result"] == "missing"]
@@ -306,6 +376,14 @@ def outcome(
         warnings.append(
             f"{plan.names[rank]}'s agent sent {len(what)} record(s) it may not; none was used "
             f"(first: {what[0]})"
+        )
+    margin = collector.margin()
+    if margin:
+        warnings.append(margin)
+    if late:
+        warnings.append(
+            f"the run was cut {collector.grace_s():g} s after the schedule's end: agent(s) still "
+            f"running on {', '.join(plan.names[r] for r in sorted(late))} were stopped"
         )
     if collector.ignored:
         warnings.append(

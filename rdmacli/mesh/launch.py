@@ -2,8 +2,10 @@
 
 Each launcher runs one agent per node and hands every line an agent prints to `on_line(node,
 line)`, and its exit status to `on_exit(node, rc)`. Nothing here talks to an agent otherwise:
-the schedule needs no controller. `stop()` asks the agents to end (SIGTERM: they tear down and
-exit) and kills what is left after a grace period.
+the schedule needs no controller. The run ends when every agent has exited or at `end_at()`
+(monotonic; the coordinator's schedule end plus grace, which moves with the go line): then, as
+on `stop()`, the agents left are asked to end (SIGTERM: they tear down and exit) and what is
+still there after a grace period is killed; `cut` says that it happened.
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ class ClusterShellLauncher:
         self.connect_timeout, self.ssh_options, self.fanout = connect_timeout, ssh_options, fanout
         self.task = None
         self.workers = []
+        self.cut = False  # agents were still running at end_at() and were stopped
+        self._term_at: float | None = None
 
-    def run(self, commands: dict[str, list[str]], on_line, on_exit, timeout: float) -> None:
+    def run(self, commands: dict[str, list[str]], on_line, on_exit, timeout: float, end_at=None) -> None:
         EventHandler, task_self, ExecWorker, WorkerSsh = _clustershell()
 
         class Handler(EventHandler):
@@ -64,6 +68,10 @@ class ClusterShellLauncher:
                 for node in worker.iter_keys_timeout() if timedout else ():
                     on_exit(str(node), None)
 
+            def ev_timer(self, timer):
+                launcher.check_end(end_at)
+
+        launcher = self
         self.task = task = task_self()
         task.set_info("fanout", max(self.fanout or 64, len(commands)))
         task.set_info("connect_timeout", self.connect_timeout)
@@ -76,7 +84,32 @@ class ClusterShellLauncher:
             w = cls(node, handler=handler, command=clustershell_command(cmd), timeout=timeout, stderr=True)
             self.workers.append(w)
             task.schedule(w)
+        if end_at is not None:  # does not keep the task alive once every agent has exited
+            task.timer(0.5, handler, interval=0.5, autoclose=True)
         task.run(timeout=timeout + GRACE_S)
+
+    def _running(self):
+        for w in self.workers:
+            for client in getattr(w, "_clients", []):
+                popen = getattr(client, "popen", None)
+                if popen is not None and popen.poll() is None:
+                    yield popen
+
+    def check_end(self, end_at) -> None:
+        """In ClusterShell's loop: past end_at, SIGTERM what still runs; GRACE_S later, abort
+        the task (its workers kill what is left)."""
+        now = time.monotonic()
+        if self._term_at is None:
+            if now < end_at() or not any(True for _ in self._running()):
+                return
+            self.cut, self._term_at = True, now
+            for popen in self._running():
+                try:
+                    popen.send_signal(signal.SIGTERM)
+                except OSError:
+                    pass
+        elif now >= self._term_at + GRACE_S or not any(True for _ in self._running()):
+            self.task.abort()
 
     def go(self, text: str) -> None:
         """One line to every agent's stdin (ClusterShell keeps it open)."""
@@ -86,20 +119,13 @@ class ClusterShellLauncher:
     def stop(self) -> None:
         """SIGTERM to every agent (ssh: to its ssh client; the agent sees its stdin close),
         then, after the grace period, ClusterShell's own abort kills what is left."""
-        for w in self.workers:
-            for client in getattr(w, "_clients", []):
-                popen = getattr(client, "popen", None)
-                if popen is not None and popen.poll() is None:
-                    try:
-                        popen.send_signal(signal.SIGTERM)
-                    except OSError:
-                        pass
+        for popen in self._running():
+            try:
+                popen.send_signal(signal.SIGTERM)
+            except OSError:
+                pass
         end = time.monotonic() + GRACE_S
-        while time.monotonic() < end and any(
-            getattr(c, "popen", None) is not None and c.popen.poll() is None
-            for w in self.workers
-            for c in getattr(w, "_clients", [])
-        ):
+        while time.monotonic() < end and any(True for _ in self._running()):
             time.sleep(0.1)
         if self.task is not None:
             try:
@@ -119,6 +145,7 @@ class SrunLauncher:
     def __init__(self, *, srun_args: str | None = None):
         self.srun_args = srun_args
         self.proc = None
+        self.cut = False
 
     def command(self, nodes: str, n: int, agent_cmd: list[str]) -> list[str]:
         placement = (
@@ -129,7 +156,7 @@ class SrunLauncher:
         fixed = ["srun", f"--ntasks={n}", "--kill-on-bad-exit=0", "--unbuffered", "--input=all", "--label"]
         return [*fixed, *placement, *agent_cmd]
 
-    def run(self, cmd: list[str], names: list[str], on_line, on_exit, timeout: float) -> None:
+    def run(self, cmd: list[str], names: list[str], on_line, on_exit, timeout: float, end_at=None) -> None:
         try:
             self.proc = subprocess.Popen(
                 cmd,
@@ -147,10 +174,11 @@ class SrunLauncher:
             os.set_blocking(stream.fileno(), False)
             sel.register(stream, selectors.EVENT_READ, is_err)
         pending = {False: b"", True: b""}
-        end = time.monotonic() + timeout + GRACE_S
+        backstop = time.monotonic() + timeout + GRACE_S
+        end = lambda: min(backstop, end_at() if end_at is not None else backstop)  # noqa: E731
         open_streams = 2
-        while open_streams and time.monotonic() < end:
-            for key, _ in sel.select(min(1.0, max(end - time.monotonic(), 0))):
+        while open_streams and time.monotonic() < end():
+            for key, _ in sel.select(min(1.0, max(end() - time.monotonic(), 0))):
                 data = key.fileobj.read()
                 if not data:
                     sel.unregister(key.fileobj)
@@ -162,6 +190,7 @@ class SrunLauncher:
                     on_line(*self.sender(line.decode(errors="replace"), names), key.data)
         sel.close()
         if self.proc.poll() is None:
+            self.cut = True
             self.stop()
         rc = self.proc.wait()
         for node in names:

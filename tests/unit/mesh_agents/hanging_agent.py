@@ -1,0 +1,37 @@
+"""A stand-in mesh agent for the coordinator's tests (no RDMA): `python hanging_agent.py HANG_RANK
+mesh-agent ...`. Every rank reports itself and passes its pairs at once; the rank HANG_RANK
+reports its first pair only, then ignores SIGTERM and sleeps (a hung agent)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+
+from rdmacli.mesh import schedule
+
+
+def main() -> None:
+    hang, args = int(sys.argv[1]), sys.argv[3:]
+    opts = dict(zip(args[0::2], args[1::2]))
+    run, rank, n = opts["--run-id"], int(opts["--rank"]), len(opts["--names"].split(","))
+
+    def say(rec: dict) -> None:
+        print(json.dumps({"run": run, "rank": rank, **rec}), flush=True)
+
+    say({"type": "agent", "ready": True})
+    for slot, rnd in enumerate(schedule.rounds_for(n, "--quick" in args)):
+        peer = schedule.partner(rank, rnd, n)
+        if peer is None:
+            continue
+        if rank == hang and slot > 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            while True:
+                time.sleep(60)
+        say({"type": "pair", "round": rnd, "slot": slot, "peer": peer, "result": "pass", "error": None})
+    say({"type": "done", "failed": 0})
+
+
+if __name__ == "__main__":
+    main()

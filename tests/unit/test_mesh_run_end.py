@@ -1,0 +1,38 @@
+"""The coordinator's own deadline: the run ends at the schedule's end plus the grace it states,
+whatever an agent does. Real ClusterShell exec workers and processes; the agents are stand-ins
+(tests/unit/mesh_agents), so no RDMA is needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(__file__)
+
+
+def test_a_hung_agent_is_stopped_at_the_schedules_end_and_named_late(tmp_path):
+    mapfile = tmp_path / "map"
+    mapfile.write_text("".join(f"n{k} 192.0.2.{k}\n" for k in range(1, 5)))
+    agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'hanging_agent.py')} 1"
+    cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-4]", "--launcher", "exec", "--map", str(mapfile),
+           "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json"]  # fmt: skip
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
+    wall = time.monotonic() - t0
+    doc = json.loads(r.stdout)
+    up = doc["data"]["agents_up_s"]
+    assert up is not None
+    # go (2 s) + 3 rounds of 1 s + the stated grace (10 s) + SIGTERM's grace (5 s), and slack
+    assert wall < up + 2 + 3 + 10 + 5 + 10, (wall, up)
+    assert wall > up + 2 + 3 + 10 - 1  # it did wait for the grace it states
+    rows = {n["node"]: n for n in doc["data"]["nodes"]}
+    assert rows["n2"]["agent"] == "late" and all(rows[x]["agent"] == "ran" for x in ("n1", "n3", "n4"))
+    assert any("cut 10 s after the schedule's end" in w and "n2" in w for w in doc["warnings"])
+    late_pairs = [p for p in doc["data"]["pairs"] if p["result"] == "fail"]
+    assert late_pairs and all("n2" in (p["a"], p["b"]) and p["cause"] == "AGENT" for p in late_pairs)
+    assert r.returncode == 1
+    left = subprocess.run(["pgrep", "-f", "hanging_agent.py"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", left.stdout
