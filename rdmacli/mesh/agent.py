@@ -14,8 +14,10 @@ not be up yet). Every record goes to `emit`; the agent never needs to hear from 
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
+import tempfile
 import secrets
 import socket
 import time
@@ -107,7 +109,45 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops
     """Run this node's rounds; emit an "agent" record, a "pair" record per pair, and "done".
     A stop signal during a pair ends that pair between loop turns, then the agent (Stopped)."""
     rounds = schedule.rounds_for(cfg.n, cfg.quick)
-    problem = preflight(cfg, backend)  # reported as ready only when a pair can run
+    lock, holder = hold_port(cfg)
+    try:
+        if holder is not None:
+            problem = port_in_use("preflight", cfg.addresses[cfg.rank], cfg.port, [holder], "flock")
+        else:
+            problem = preflight(cfg, backend)  # reported as ready only when a pair can run
+        return _run_rounds(cfg, rounds, problem, emit, backend=backend, stop=stop, stops=stops)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+LOCK_DIRS = ("/run/lock", tempfile.gettempdir())
+
+
+def hold_port(cfg: AgentConfig) -> tuple[int | None, str | None]:
+    """This run's claim on its address and port for the agent's whole life (a flock): another
+    mesh run's agent for the same address finds it even between pairs, when no listener shows
+    (its preflight bind would pass), and says who holds it. (fd, None), or (None, holder's
+    words), or (None, None) where no lock can be made (the bind check still runs)."""
+    name = f"rdmacli-mesh-{cfg.addresses[cfg.rank]}-{cfg.port}.lock"
+    for d in LOCK_DIRS:
+        try:  # never through a link; a file another user planted is refused (protected_regular)
+            fd = os.open(os.path.join(d, name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            said = os.pread(fd, 200, 0).decode("utf-8", "replace")
+            os.close(fd)
+            return None, "".join(ch for ch in said if ch.isprintable())[:120] or "another process"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} (rdmacli mesh-agent, run {cfg.run_id})".encode(), 0)
+        return fd, None
+    return None, None
+
+
+def _run_rounds(cfg, rounds, problem, emit, *, backend, stop, stops) -> int:
     emit(
         {
             "type": "agent",

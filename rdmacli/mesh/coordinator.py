@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 
+from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import records, schedule
 from rdmacli.mesh.launch import ClusterShellLauncher, SrunLauncher
@@ -409,6 +410,13 @@ def outcome(
                 f"{len(failed)} of {len(pair_docs)} pairs failed ({words})",
                 hint="see the blame: a bad node fails with most partners, a bad link fails alone",
                 cause=Cause.CHECK_FAILED,
+            )
+        elif verdict["nodes"] or verdict["links"]:  # passed, but NICs retransmitted: named
+            who = [b["node"] for b in verdict["nodes"]] + [f"{x['a']}-{x['b']}" for x in verdict["links"]]
+            error = RdmacliError(
+                f"every pair passed, but the NICs' counters show trouble on {', '.join(who)}",
+                hint=ADVICE["loss"],
+                cause=Cause.PACKET_LOSS,
             )
         elif missing:
             error = RdmacliError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
 
 # Short cause codes for the matrix, most specific first when the two ends disagree.
@@ -19,11 +20,15 @@ CAUSES = {
     "ENV": "the node's RDMA environment (no device, memlock, permissions)",
     "BUSY": "the mesh port was held on the node (another mesh run or server listens there)",
     "AGENT": "the node's agent did not run, died, or missed its slot (launcher, install, --round-time)",
+    "LINK": "the NIC's link counters moved (link downed, symbol or port errors) during the pair",
+    "LOSS": "packet loss: the NICs retransmitted or saw sequence errors during the pair (counters)",
+    "RNR": "receiver not ready: RNR NAKs during the pair (a slow or overloaded peer)",
     "ADDR": "address resolution failed (ADDR_ERROR: no route/ARP to the partner)",
     "ROUTE": "route resolution failed (ROUTE_ERROR)",
     "UNR": "the partner was unreachable (UNREACHABLE: no answer to the CM request)",
     "REJ": "the partner rejected the connection (reason in the error)",
     "NOLSN": "nothing listened at the partner (its agent was late or elsewhere)",
+    "OVER": "the pair was still running when its slot ended (torn down there; the step is named)",
     "TMO": "a deadline expired (the partner never came, or stopped answering)",
     "FAIL": "the data exchange failed (work completion error, loss, early disconnect)",
     "MISS": "no report from either end (the run ended first)",
@@ -34,12 +39,16 @@ PRIORITY = [
     "BUSY",
     "ENV",
     "AGENT",
+    "LINK",
+    "LOSS",
+    "RNR",
     "ADDR",
     "ROUTE",
     "UNR",
     "REJ",
     "FAIL",
     "NOLSN",
+    "OVER",
     "TMO",
     "SILENT",
     "MISS",
@@ -62,6 +71,10 @@ CODE_OF = {
     Cause.REJECTED: "REJ",
     Cause.NOBODY_LISTENING: "NOLSN",
     Cause.DEADLINE: "TMO",
+    Cause.OVERRUN: "OVER",
+    Cause.PACKET_LOSS: "LOSS",
+    Cause.RNR: "RNR",
+    Cause.LINK_ERRORS: "LINK",
     Cause.MISSING: "MISS",
     Cause.SILENT: "SILENT",
 }
@@ -113,6 +126,30 @@ class Pair:
         e = self.error()
         return e["code"] if e else None
 
+    def trouble(self, side: str | None = None) -> dict[str, int]:
+        """The trouble counters (loss, rnr, link, errors) that moved on one end's port during
+        the pair, or on both ends' (summed)."""
+        out: dict[str, int] = {}
+        for s, r in self.reports.items():
+            if side is not None and s != side:
+                continue
+            for port in r.get("counters") or []:
+                d = ctr.Deltas(port["device"], port["port"], port["moved"])
+                for kind, names in d.kinds().items():
+                    if kind in ctr.TROUBLE:
+                        for name, v in names.items():
+                            out[name] = out.get(name, 0) + v
+        return out
+
+    @property
+    def lossy(self) -> bool:
+        return bool(self.trouble())
+
+    @property
+    def bad(self) -> bool:
+        """Failed, or passed while its NICs' trouble counters moved: blame looks at both."""
+        return self.result == "fail" or (self.result == "pass" and self.lossy)
+
     def metric(self, key: str):
         r = self.reports.get("connect") or {}
         return r.get(key)
@@ -130,6 +167,7 @@ class Pair:
         }
         for key in ("setup_us", "rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "steps_us"):
             d[key] = self.metric(key)
+        d["counters"] = {side: t for side in ("listen", "connect") if (t := self.trouble(side))} or None
         return d
 
 
@@ -140,6 +178,7 @@ def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
     left whose nodes both pass elsewhere is a bad link; any other is unexplained (two nodes
     alone cannot tell a node from a link). O(N^2) per bad node, with pairs indexed by node."""
     judged = [p for p in pairs if p.result in ("pass", "fail")]
+    # a pair that passed while its NICs retransmitted counts against them like a failure
     of: list[list[Pair]] = [[] for _ in range(n)]
     for p in judged:
         of[p.a].append(p)
@@ -155,7 +194,7 @@ def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
             if x in bad:
                 continue
             mine = [p for p in of[x] if p.a not in bad and p.b not in bad]
-            failed = [p for p in mine if p.result == "fail"]
+            failed = [p for p in mine if p.bad]
             if len(failed) >= 2 and len(failed) * 2 > len(mine):
                 share = len(failed) / len(mine)
                 if best is None or share > best[0]:
@@ -164,12 +203,14 @@ def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
             break
         _, x, failed, tested = best
         bad[x] = _bad(names, x, failed, tested)
-    passes = [any(p.result == "pass" for p in of[x]) for x in range(n)]
+    passes = [any(p.result == "pass" and not p.lossy for p in of[x]) for x in range(n)]
     links, unexplained = [], []
     for p in judged:
-        if p.result != "fail" or p.a in bad or p.b in bad:
+        if not p.bad or p.a in bad or p.b in bad:
             continue
-        entry = {"a": names[p.a], "b": names[p.b], "cause": p.cause}
+        entry = {"a": names[p.a], "b": names[p.b], "cause": p.cause or "LOSS"}
+        if p.lossy:
+            entry["counters"] = p.trouble()
         (links if passes[p.a] and passes[p.b] else unexplained).append(entry)
     return {"nodes": list(bad.values()), "links": links, "unexplained": unexplained}
 
@@ -185,9 +226,16 @@ def own_cause(p: Pair, x: int) -> str | None:
 
 def _bad(names: list[str], x: int, failed: list[Pair], tested: int) -> dict:
     causes: dict[str, int] = {}
+    own: dict[str, int] = {}  # the node's own port's trouble counters over those pairs
     for p in failed:
-        causes[p.cause or "FAIL"] = causes.get(p.cause or "FAIL", 0) + 1
-    return {"node": names[x], "rank": x, "failed": len(failed), "tested": tested, "causes": causes}
+        code = p.cause or "LOSS"  # passed, with its counters moving
+        causes[code] = causes.get(code, 0) + 1
+        for name, v in p.trouble("listen" if x == p.a else "connect").items():
+            own[name] = own.get(name, 0) + v
+    entry = {"node": names[x], "rank": x, "failed": len(failed), "tested": tested, "causes": causes}
+    if own:
+        entry["counters"] = own
+    return entry
 
 
 def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[str]) -> list[dict]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from rdmacli.diag.counters import ADVICE
 from rdmacli.mesh.report import CAUSES
 from rdmacli.render.text import printable
 from rdmacli.render.units import duration
@@ -66,6 +67,10 @@ class MeshProgress:
 def _lat(p: dict) -> str:
     v = p.get("rtt_p50_us") if p.get("rtt_p50_us") is not None else p.get("setup_us")
     return "ok" if v is None else duration(v)
+
+
+def counter_words(counters: dict) -> str:
+    return ", ".join(f"{name} +{n}" for name, n in sorted(counters.items()))
 
 
 def print_mesh(app, doc: dict) -> None:
@@ -130,9 +135,16 @@ def print_mesh(app, doc: dict) -> None:
         causes = ", ".join(f"{c} {n}" for c, n in b["causes"].items())
         share = f"{b['failed']} of {b['tested']}"
         con.print(f"  [bold red]bad node[/] {b['node']}: failed with {share} partners ({causes})")
+        if b.get("counters"):
+            con.print(f"    its NIC's counters (the port's, shared): {counter_words(b['counters'])}")
     for link in verdict.get("links", []):
         ends = f"{link['a']} <-> {link['b']}"
         con.print(f"  [bold red]bad link[/] {ends} ({link['cause']}): both pass with everyone else")
+        if link.get("counters"):
+            con.print(f"    counters of both ends during the pair: {counter_words(link['counters'])}")
+    if any(c in ("LOSS", "LINK", "RNR") for e in verdict.get("nodes", []) + verdict.get("links", [])
+           for c in (e.get("causes") or {e.get("cause"): 1})):  # fmt: skip
+        con.print(f"  what to check: {ADVICE['loss']}")
     for u in verdict.get("unexplained", []):
         con.print(
             f"  [yellow]unexplained[/] {u['a']} <-> {u['b']} ({u['cause']}): "
