@@ -37,9 +37,9 @@ STRESS ?= 20
 lab-stress: venv
 	$(LAB) env STRESS=$(STRESS) $(BIN)/python -m pytest -m stress --require-rdma -p no:cacheprovider -q -rf tests
 
-# `rdmacli mesh` on eight lab nodes (their own boot: `rdmacli lab --nodes 8`), real launchers.
+# `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real launchers.
 lab-mesh-test: venv
-	$(BIN)/rdmacli lab run --nodes 8 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q tests
+	$(BIN)/rdmacli lab run --nodes 16 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q tests
 
 # `rdmacli lab shell` driven through a pty from the host: it boots its own VM.
 lab-shell-test: venv

@@ -17,9 +17,9 @@ import errno
 import fcntl
 import json
 import os
-import tempfile
 import secrets
 import socket
+import tempfile
 import time
 from dataclasses import dataclass
 

@@ -17,16 +17,17 @@ import pytest
 from rdmacli.diag.devices import serves_ip
 from rdmacli.lab import node
 
-NODES = os.environ.get("RDMACLI_LAB_NODES", "")
+ALL_NODES = os.environ.get("RDMACLI_LAB_NODES", "")  # n[01-16]: the suite's boot
+NODES = "n[01-08]"  # the eight-node tests
 MAP = os.environ.get("RDMACLI_LAB_NODES_MAP", "")
 ROUND_S = 6.0  # per pair under TCG: setup plus 10 pings, with room
 LAUNCH_S = 180.0  # an upper bound only: round 1 starts when every agent has reported
-KNOWN_CAUSES = {"DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "NOLSN", "TMO", "FAIL"}
+KNOWN_CAUSES = {"DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "NOLSN", "OVER", "TMO", "FAIL"}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def nodes_present():
-    if not NODES or not MAP:
+    if not ALL_NODES or not MAP:
         pytest.fail("no lab nodes: run with `make lab-mesh-test` (rdmacli lab --nodes 8)")
 
 
@@ -39,10 +40,14 @@ def validate(doc: dict) -> dict:
     return doc
 
 
-def mesh(*args: str, nodes: str = NODES, launcher: str = "exec", timeout: float = 600):
+def mesh(*args: str, nodes: str = NODES, launcher: str = "exec", timeout: float = 600,
+         round_s: float | None = ROUND_S, count: int | None = 10):  # fmt: skip
+    """A mesh run; round_s or count None: the command's own default."""
     cmd = [
         sys.executable, "-m", "rdmacli", "mesh", nodes, "--launcher", launcher, "--map", MAP,
-        "--round-time", str(ROUND_S), "--launch-timeout", str(LAUNCH_S), "--count", "10", "--json", *args,
+        "--launch-timeout", str(LAUNCH_S), "--json", *args,
+        *(["--round-time", str(round_s)] if round_s is not None else []),
+        *(["--count", str(count)] if count is not None else []),
     ]  # fmt: skip
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -123,8 +128,47 @@ def test_a_node_whose_netdev_is_down_is_blamed_and_the_others_pass():
     assert_no_agent_left()
 
 
-def test_a_blocked_link_is_blamed_not_its_nodes():
-    a, b = node(2)["ipv4"], node(5)["ipv4"]
+def ends_on_time(doc: dict) -> None:
+    """The run ended at its schedule's end plus the grace it states (10 s), whatever happened."""
+    rounds, up = doc["totals"]["rounds"], doc["data"]["agents_up_s"]
+    schedule_end = up + 2 + rounds * doc["params"]["round_time_s"]
+    assert doc["elapsed_ms"] / 1e3 < schedule_end + 10 + 10, (doc["elapsed_ms"], up, rounds)
+
+
+def failures(doc: dict) -> list:
+    return [(p["a"], p["b"], p["round"], p["cause"], (p["error"] or {}).get("message"))
+            for p in doc["data"]["pairs"] if p["result"] != "pass"]  # fmt: skip
+
+
+@pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
+def test_eight_nodes_at_the_defaults_pass_three_runs_in_a_row(quick):
+    """The defaults (--round-time 3, 20 pings) on a healthy lab fabric: no failed pair, run after
+    run, and no agent left behind."""
+    for run in range(3):
+        r, doc, wall = mesh(*(["--quick"] if quick else []), round_s=None, count=None)
+        assert r.returncode == 0 and not failures(doc), (run, failures(doc), doc["warnings"])
+        assert doc["data"]["blame"]["nodes"] == [] and doc["data"]["blame"]["links"] == []
+        ends_on_time(doc)
+        assert_no_agent_left()
+
+
+def test_sixteen_nodes_at_the_lab_round_time_pass():
+    """16 nodes, full schedule, at the round time the README gives for 16 lab nodes (6 s)."""
+    with open(MAP) as f:
+        lab_nodes = sum(1 for _ in f)
+    if lab_nodes < 16:
+        pytest.fail("the mesh suite boots 16 lab nodes (make lab-mesh-test)")
+    r, doc, wall = mesh(nodes="n[01-16]", round_s=6.0, count=None, timeout=900)
+    assert r.returncode == 0 and not failures(doc), (failures(doc), doc["warnings"])
+    assert doc["totals"]["pairs_passed"] == 120
+    ends_on_time(doc)
+    assert_no_agent_left()
+
+
+@pytest.mark.parametrize("ranks", [(1, 4), (2, 5)], ids=["last-round", "first-round"])
+def test_a_blocked_link_is_blamed_not_its_nodes(ranks):
+    a, b = node(ranks[0] + 1)["ipv4"], node(ranks[1] + 1)["ipv4"]
+    names = {f"n{ranks[0] + 1:02d}", f"n{ranks[1] + 1:02d}"}
     rules = "\n".join(
         [
             "table inet rdmacli_mesh_test {",
@@ -143,10 +187,11 @@ def test_a_blocked_link_is_blamed_not_its_nodes():
         subprocess.run(["nft", "delete", "table", "inet", "rdmacli_mesh_test"], capture_output=True)
     assert r.returncode == 1, doc["error"]
     failing = [p for p in doc["data"]["pairs"] if p["result"] == "fail"]
-    assert [{p["a"], p["b"]} for p in failing] == [{"n02", "n05"}]
+    assert [{p["a"], p["b"]} for p in failing] == [names], failures(doc)
     assert failing[0]["cause"] in KNOWN_CAUSES
     blame = doc["data"]["blame"]
-    assert blame["nodes"] == [] and [{x["a"], x["b"]} for x in blame["links"]] == [{"n02", "n05"}]
+    assert blame["nodes"] == [] and [{x["a"], x["b"]} for x in blame["links"]] == [names]
+    ends_on_time(doc)
     assert_no_agent_left()
 
 
@@ -369,3 +414,101 @@ def test_a_forged_request_cannot_take_a_listeners_slot():
     assert forged["result"] == "fail" and forged["error"]["cause"] == "rejected", forged
     assert "not this listener's partner" in forged["error"].get("peer_reason", ""), forged["error"]
     assert pair(p_out)["result"] == "pass" and pair(l_out)["result"] == "pass", (p_out, l_out)
+
+
+def netem(dev: str, spec: str, dst: str | None = None) -> None:
+    """Loss on dev's egress: all of it, or only towards dst (a prio band with a u32 filter)."""
+    if dst is None:
+        sh("tc", "qdisc", "add", "dev", dev, "root", "netem", *spec.split())
+        return
+    sh("tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "prio")
+    sh("tc", "qdisc", "add", "dev", dev, "parent", "1:3", "handle", "30:", "netem", *spec.split())
+    sh("tc", "filter", "add", "dev", dev, "protocol", "ip", "parent", "1:0", "prio", "3", "u32",
+       "match", "ip", "dst", f"{dst}/32", "flowid", "1:3")  # fmt: skip
+
+
+def no_netem(*devs: str) -> None:
+    for dev in devs:
+        subprocess.run(["tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)
+
+
+def test_a_lossy_node_is_named_for_packet_loss_and_nothing_else_fails():
+    """n05 drops 5 % of its packets both ways (netem on its netdev and its bridge port): three
+    runs in a row name n05 for packet loss with its counters, and no other pair fails."""
+    lossy = node(5)
+    netem(lossy["netdev"], "loss 5%")
+    netem(lossy["port"], "loss 5%")
+    try:
+        for run in range(3):
+            r, doc, wall = mesh()
+            bad = doc["data"]["blame"]
+            assert [b["node"] for b in bad["nodes"]] == ["n05"], (run, bad, failures(doc))
+            assert "LOSS" in bad["nodes"][0]["causes"], bad  # named for loss, by the counters
+            assert bad["nodes"][0]["counters"], bad  # with its NIC's deltas
+            others = [f for f in failures(doc) if "n05" not in f[:2]]
+            assert others == [] and bad["links"] == [], (run, others, bad)
+            assert r.returncode == 1
+            ends_on_time(doc)
+            assert_no_agent_left()
+    finally:
+        no_netem(lossy["netdev"], lossy["port"])
+
+
+def test_a_lossy_link_is_named_and_its_nodes_are_clean():
+    """10 % loss only between n02 and n07 (a filter on each one's egress towards the other)."""
+    a, b = node(2), node(7)
+    netem(a["netdev"], "loss 10%", dst=b["ipv4"])
+    netem(b["netdev"], "loss 10%", dst=a["ipv4"])
+    try:
+        r, doc, wall = mesh(count=None)
+    finally:
+        no_netem(a["netdev"], b["netdev"])
+    bad = doc["data"]["blame"]
+    assert bad["nodes"] == [], (bad, failures(doc))
+    assert [{x["a"], x["b"]} for x in bad["links"]] == [{"n02", "n07"}], (bad, failures(doc))
+    assert bad["links"][0]["cause"] in ("LOSS", "RNR", "LINK") and bad["links"][0].get("counters"), bad
+    assert [f for f in failures(doc) if {f[0], f[1]} != {"n02", "n07"}] == []
+    assert r.returncode == 1
+    assert_no_agent_left()
+
+
+def test_a_second_run_on_the_same_port_says_the_first_holds_it():
+    """Two runs on the same nodes and port: the second finds the first's claim on every node
+    (even between pairs) and says so, naming the holder; the first passes untouched."""
+    import fcntl
+
+    cmd = [sys.executable, "-m", "rdmacli", "mesh", NODES, "--launcher", "exec", "--map", MAP,
+           "--round-time", "20", "--launch-timeout", str(LAUNCH_S), "--json"]  # fmt: skip
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        locks = [f"/run/lock/rdmacli-mesh-{node(k)['ipv4']}-7490.lock" for k in range(1, 9)]
+        end = time.monotonic() + LAUNCH_S
+        while True:  # the first run's agents hold their claims: its readiness, not a fixed time
+            held = 0
+            for path in locks:
+                try:
+                    with open(path) as f:
+                        try:
+                            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        except OSError:
+                            held += 1
+                except OSError:
+                    pass
+            if held == len(locks):
+                break
+            assert time.monotonic() < end and first.poll() is None, (
+                first.stderr.read() if first.poll() else ""
+            )
+            time.sleep(0.5)
+        r2, second, _ = mesh()
+        out, err = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    first_doc = validate(json.loads(out))
+    assert first.returncode == 0 and not failures(first_doc), failures(first_doc)
+    assert r2.returncode == 1
+    assert {p["cause"] for p in second["data"]["pairs"]} == {"BUSY"}, failures(second)
+    msg = second["data"]["pairs"][0]["error"]["message"]
+    assert "in use by pid" in msg and "rdmacli mesh-agent, run " + first_doc["data"]["run_id"] in msg, msg
+    assert_no_agent_left()

@@ -1,0 +1,85 @@
+"""Stopping is a normal end: a server or receiver stopped by SIGTERM, SIGINT or SIGHUP at any
+moment (idle, while a client is being accepted or pinging, under a load of 100 clients) ends
+with its true summary and 128 + the signal, and holds nothing afterwards. Clients of each kind:
+rping, ucmatose and rdmacli."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+import pytest
+from conftest import resources_of, summary
+
+SIGNALS = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT, "sighup": signal.SIGHUP}
+# (server, the client that faces it): long exchanges, so the signal lands mid-exchange
+CLIENTS = {
+    "rping": (["listen", "--ping", "--persistent"], lambda lab, c: [c("rping"), "-c", "-a", lab.server,
+                                                                     "-I", lab.client, "-C", "100000"]),
+    "ucmatose": (["listen", "--persistent"], lambda lab, c: [c("ucmatose"), "-s", lab.server, "-b",
+                                                             lab.client, "-C", "100000"]),
+    "rdmacli": (["listen", "--ping", "--persistent"], lambda lab, c: [*lab.rdmacli, "ping", lab.server,
+                                                                       "-I", lab.client, "-C", "100000"]),
+}  # fmt: skip
+
+
+def stopped(srv, signum: int) -> dict:
+    """The server's end after a signal: 128 + signum, a summary that adds up, nothing held."""
+    pid = srv.proc.pid
+    srv.proc.send_signal(signum)
+    rc, out, err = srv.finish(timeout=60)
+    assert rc == 128 + signum, err
+    doc = summary(out)
+    assert doc["result"] == "interrupted" and doc["exit_code"] == 128 + signum, doc
+    t = doc["totals"]
+    ended = t["connections_passed"] + t["connections_failed"] + t["connections_interrupted"]
+    assert ended == t["connections"], t  # every connection has its final state
+    assert "Traceback" not in err and "internal error" not in out + err
+    held = resources_of(pid)
+    assert not any(held.values()), held  # the process is gone and left nothing behind
+    return doc
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+def test_an_idle_server_stops_with_its_summary(lab, flows, sig):
+    srv = flows.serve("listen", "--persistent")
+    doc = stopped(srv, SIGNALS[sig])
+    assert doc["totals"]["connections"] == 0
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_server_stopped_mid_exchange(lab, flows, c_tool, client, sig):
+    args, cmd = CLIENTS[client]
+    srv = flows.serve(*args)
+    peer = subprocess.Popen(cmd(lab, c_tool), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        srv.wait_for('"type":"request"')  # the client is being accepted, or already exchanging
+        doc = stopped(srv, SIGNALS[sig])
+    finally:
+        peer.kill()
+        peer.wait()
+    t = doc["totals"]
+    assert t["connections"] == 1 and t["connections_interrupted"] + t["connections_passed"] == 1, doc
+
+
+def test_a_server_under_100_rping_clients_stopped_mid_run(lab, flows, c_tool):
+    srv = flows.serve("listen", "--ping", "--persistent")
+    peers = [
+        subprocess.Popen(
+            [c_tool("rping"), "-c", "-a", lab.server, "-I", lab.client, "-C", "50"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for _ in range(100)
+    ]
+    try:
+        for _ in range(20):  # a fifth of them have come in
+            srv.wait_for('"type":"request"', timeout=120)
+        doc = stopped(srv, signal.SIGTERM)
+    finally:
+        for p in peers:
+            p.kill()
+            p.wait()
+    t = doc["totals"]
+    assert t["connections"] >= 20 and t["connections_failed"] == 0, t  # stopped, not failed
