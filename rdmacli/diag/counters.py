@@ -206,15 +206,11 @@ NAME_OF_KIND = {
     "rnr": "receiver not ready (RNR)",
     "errors": "port errors",
 }
-# the causes that lost packets explain: silence, retries exhausted, a peer that seemed to leave
-EXPLAINED = (
-    Cause.DEADLINE,
-    Cause.OVERRUN,
-    Cause.TRANSFER,
-    Cause.PEER_ENDED,
-    Cause.UNREACHABLE,
-    Cause.LOSS,
-)
+# The causes lost packets explain: a deadline or slot that ran out while the NIC retransmitted,
+# a CM request never answered. Not a peer that left (its DREQ, or retries exhausted: a killed
+# peer makes the NIC retransmit too, and that is no fault of the fabric), nor UD loss (no
+# retransmits there: it says loss already).
+EXPLAINED = (Cause.DEADLINE, Cause.OVERRUN, Cause.UNREACHABLE)
 
 
 def explain(err: RdmacliError | None, deltas: list[Deltas]) -> RdmacliError | None:

@@ -109,8 +109,10 @@ def test_a_deadline_with_retransmits_is_packet_loss_and_keeps_its_first_words():
     assert got.cause is Cause.PACKET_LOSS and got.exit_code == 1
     assert got.details["reported_cause"] == "deadline" and got.details["step"] == "data"
     assert "completer_retry_err +35" in got.message and "sent_pkts" not in got.message
-    # a rejection is a decision, not loss; and nothing moved: nothing to say
-    assert C.explain(RdmacliError("no", cause=Cause.REJECTED), [d]) is None
+    # a rejection is a decision, a peer that left or a dead one (retries exhausted) is no fault
+    # of the fabric though the NIC retransmitted; and nothing moved: nothing to say
+    for cause in (Cause.REJECTED, Cause.PEER_ENDED, Cause.TRANSFER, Cause.LOSS):
+        assert C.explain(RdmacliError("no", cause=cause), [d]) is None
     assert C.explain(err, [C.Deltas("rxe0", 1, {"sent_pkts": 10})]) is None
 
 
