@@ -138,6 +138,38 @@ EXTRA = {
         "two local ports reach each other only with net.ipv4.conf.*.accept_local=1 and "
         'rp_filter=0, which `rdmacli doctor` checks ("local ports").',
     },
+    "bw": {
+        "examples": [
+            ("The server side (another host)", "rdmacli listen --bw"),
+            ("RDMA WRITE bandwidth for 10 s, 64 KiB messages", "rdmacli bw 10.0.0.1 --duration 10"),
+            (
+                "Four QPs of RDMA READ, 1 MiB each, JSON",
+                "rdmacli bw 10.0.0.1 --op read -S 1048576 --qps 4 --json",
+            ),
+        ],
+        "notes": "rdmacli to rdmacli (not perftest's wire exchange): the client's hello names the "
+        "operation and size, the server registers one buffer of that size per connection (up to "
+        "its --max-size, 64 MiB by default) and advertises it in its accept; the client never "
+        "writes or reads past what it asked for and the server confirmed. Reported per QP and "
+        "overall: Gb/s, messages/s and, from the port's sysfs `rate`, the fraction of line rate "
+        "(data.bw in JSON). --depth above the device's max_qp_wr is an error (exit 3), never "
+        "silently lowered. Not yet: --bidir, facing perftest's ib_write_bw.",
+    },
+    "lat": {
+        "examples": [
+            ("The server side (another host)", "rdmacli listen --lat"),
+            ("SEND/RECV latency, 10000 iterations of 64 bytes", "rdmacli lat 10.0.0.1 -C 10000"),
+            ("RDMA WRITE with immediate", "rdmacli lat 10.0.0.1 --op write -S 64"),
+        ],
+        "notes": "Figures as perftest prints them (one way, half the round trip: t_min, t_typical "
+        "= median, t_avg, p99, p99.9, t_max) in JSON latency_us, with rtt_us (the round trip the "
+        "client measured) and network_rtt_us (each round trip minus the hold time the server "
+        "measured on its own clock, from its receive polled to its reply posted, carried in the "
+        "first 8 bytes of the reply: R-Pingmesh's correction). A hold the server reports that is "
+        "longer than the round trip itself is ignored. --op write uses RDMA WRITE with immediate "
+        "(the responder learns of each message from its completion), not ib_write_lat's polling "
+        "of memory.",
+    },
     "mesh": {
         "examples": [
             (
@@ -170,8 +202,8 @@ EXTRA = {
         "that failed while retransmit, sequence-error or timeout counters moved is LOSS (RNR, LINK "
         "for those counters), and blame counts a pair that passed while they moved against its "
         "NICs too: a node retransmitting with most partners is named with its counter deltas, a "
-        "lossy pair between clean nodes is a lossy link. In each pair the lower rank listens on --port and the "
-        "higher connects, asking again every 0.5 s until the slot ends; the run id, round and ranks "
+        "lossy pair between clean nodes is a lossy link. In each pair the lower rank listens on "
+        "--port and the higher connects, asking again every 0.5 s until the slot ends; the run id, round and ranks "
         "travel in the request's private data and a stale or foreign request is rejected with "
         "words. Causes in the matrix: DOWN (the node's own port or netdev), BUSY (its mesh port was "
         "held by another run or server), ENV, AGENT (its agent "

@@ -13,6 +13,8 @@ COMMANDS = {
     "connect": ("rdmacli.cli.connect", "Connect to a server and exchange messages (like ucmatose -s)."),
     "listen": ("rdmacli.cli.listen", "Serve connect/ping clients (like ucmatose, rping -s)."),
     "ping": ("rdmacli.cli.ping", "RDMA READ/WRITE ping-pong with round-trip times (like rping -c)."),
+    "bw": ("rdmacli.cli.bw", "Measure bandwidth to `rdmacli listen --bw` (like ib_write_bw)."),
+    "lat": ("rdmacli.cli.lat", "Measure latency to `rdmacli listen --lat` (like ib_send_lat)."),
     "mcast": ("rdmacli.cli.mcast", "Join a multicast group and receive, or send to it (like mckey)."),
     "events": ("rdmacli.cli.events", "Run the bare rdma_cm flow and show every event and step time."),
     "devices": ("rdmacli.cli.devices", "List RDMA devices, ports, GIDs and netdevs."),

@@ -32,9 +32,10 @@ def stop_signals():
             signal.signal(s, h)
 
 
-def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None) -> None:
+def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None, then=None) -> None:
     """Run a test (engine.session) with its events shown as they come, print its summary and
-    exit with its status. `on_record` sees every record first (a command's own lines)."""
+    exit with its status. `on_record` sees every record first (a command's own lines); `then`
+    adds a command's own figures to the outcome (its `data`) before it is printed."""
     from rdmacli.engine.session import run
     from rdmacli.render.events import EventView
 
@@ -48,6 +49,8 @@ def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None
 
     with view, progress or nullcontext():
         outcome = run(test, observer=observer, backend=app.backend, stops=_current[-1] if _current else None)
+    if then is not None:
+        then(outcome)
     finish(app, outcome)
 
 

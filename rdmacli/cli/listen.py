@@ -5,14 +5,14 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import options
-from rdmacli.protocols.table import CONNECT, PING, UD, mode_of
+from rdmacli.protocols.table import BW, CONNECT, PING, UD, mode_of
 
 
 @click.command("listen")
 @options.bind_option("Address to listen on (default: all, 0.0.0.0; use :: for IPv6).")
 @options.port_option(
     f"RDMA CM port to listen on  [default: {CONNECT.default_port}; {PING.default_port} with --ping, "
-    f"{UD.default_port} with --ud]."
+    f"{UD.default_port} with --ud, {BW.default_port} with --bw or --lat]."
 )
 @options.ud_flag
 @click.option(
@@ -22,17 +22,20 @@ from rdmacli.protocols.table import CONNECT, PING, UD, mode_of
     help="Serve `rdmacli ping` and rping clients (like rping -s) instead of connect; -S defaults "
     f"to {PING.default_size} and grows to what a client asks for, up to --max-size.",
 )
+@click.option("--bw", "bw_mode", is_flag=True, help="Serve `rdmacli bw` clients (perftest's ib_*_bw job).")
+@click.option("--lat", "lat_mode", is_flag=True, help="Serve `rdmacli lat` clients (ib_send_lat's job).")
 @options.exchange
 @options.port_space
 @options.ack_timeout
 @click.option(
     "--max-size",
     "max_size",
-    type=click.IntRange(1, 64 * 1024 * 1024),
+    type=click.IntRange(1, 1 << 30),
     default=None,
     metavar="BYTES",
     help="Largest size a client may ask for; larger requests are rejected "
-    f"[default: {CONNECT.max_size // 2**20} MiB; {PING.max_size} with --ping, {UD.max_size} with --ud].",
+    f"[default: {CONNECT.max_size // 2**20} MiB ({BW.max_size // 2**20} MiB with --bw); {PING.max_size} "
+    f"with --ping, {UD.max_size} with --ud].",
 )
 @click.option(
     "--fault-corrupt",
@@ -55,6 +58,8 @@ def command(
     port,
     ud,
     ping_mode,
+    bw_mode,
+    lat_mode,
     connections,
     count,
     size,
@@ -80,10 +85,10 @@ def command(
     --idle-timeout apply once the client has arrived. SIGTERM, SIGHUP and Ctrl-C end the run
     with its summary (exit 128 + signal).
     """
-    if ud and ping_mode:
-        raise click.UsageError("--ud and --ping are different protocols: choose one")
+    if sum((ud, ping_mode, bw_mode, lat_mode)) > 1:
+        raise click.UsageError("--ud, --ping, --bw and --lat are different protocols: choose one")
     ctx = click.get_current_context()
-    spec = mode_of(ud=ud, ping=ping_mode)
+    spec = mode_of(ud=ud, ping=ping_mode, bw=bw_mode, lat=lat_mode)
     port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
     size = options.mode_size(ctx, spec, size)
     max_size = max_size if options.given(ctx, "max_size") else spec.max_size

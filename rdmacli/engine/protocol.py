@@ -53,6 +53,9 @@ class Params:
     send_delay: float = 0.0  # mckey: the pause between the join and the first send
     no_loopback: bool = False  # mckey: block multicast loopback
     corrupt: bool = False  # fault injection: a ping server that writes back wrong data
+    op: str = "write"  # bw: write, read, send; lat: send, write
+    duration: float | None = None  # bw: seconds to run instead of a count
+    depth: int = 128  # bw: work requests in flight per QP
 
     def limits(self) -> dict:
         """max_size as a keyword, where given."""

@@ -15,8 +15,8 @@ MAGIC = b"RDMACLI"
 VERSION = 1
 FORMAT = ">7sBBBHII"  # magic, version, kind, flags, reserved, count, size
 SIZE = struct.calcsize(FORMAT)  # 20
-KIND_CONNECT, KIND_PING, KIND_UD = 1, 2, 3
-KIND_NAMES = {KIND_CONNECT: "connect", KIND_PING: "ping", KIND_UD: "ud"}
+KIND_CONNECT, KIND_PING, KIND_UD, KIND_BW, KIND_LAT = 1, 2, 3, 4, 5
+KIND_NAMES = {KIND_CONNECT: "connect", KIND_PING: "ping", KIND_UD: "ud", KIND_BW: "bw", KIND_LAT: "lat"}
 
 MAX_COUNT = 1_000_000
 MAX_SIZE = 64 * 1024 * 1024

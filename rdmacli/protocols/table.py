@@ -133,9 +133,17 @@ EVENTS = Spec(
 )
 
 
-def mode_of(*, ud: bool = False, ping: bool = False) -> Spec:
+# perftest's jobs (`rdmacli bw`, `rdmacli lat`): rdmacli to rdmacli, on perftest's default port;
+# not C-tool wire protocols, so not in PROTOCOLS (selftest, mesh tests)
+BW = Spec("bw", "ib_write_bw", "RC", 18515, ("tcp",), None, 65536, 1, 64 << 20, None,
+          "rdmacli.protocols.bw:BwClient", "rdmacli.protocols.bw:BwServer")  # fmt: skip
+LAT = Spec("lat", "ib_send_lat", "RC", 18515, ("tcp",), 1000, 64, 8, 1 << 20, None,
+           "rdmacli.protocols.lat:LatClient", "rdmacli.protocols.lat:LatServer")  # fmt: skip
+
+
+def mode_of(*, ud: bool = False, ping: bool = False, bw: bool = False, lat: bool = False) -> Spec:
     """The protocol a `connect`/`listen` invocation speaks, from its mode flags."""
-    return UD if ud else PING if ping else CONNECT
+    return UD if ud else PING if ping else BW if bw else LAT if lat else CONNECT
 
 
 def known_ports() -> dict[int, str]:

@@ -46,9 +46,36 @@ def datagram_counts(c: dict) -> list[str]:
     return [text]
 
 
+def bandwidth(c: dict) -> list[str]:
+    """One QP of `rdmacli bw`: its rate and message rate."""
+    return [
+        f"{c['remote']}: {c['op']} {c['size_bytes']} B x {c['messages_sent']}: {c['gbps']:.3f} Gb/s, "
+        f"{c['msg_per_s']:,.0f} msg/s in {duration(c['elapsed_us'])} (depth {c['depth']})"
+    ]
+
+
+def latency(c: dict) -> list[str]:
+    """`rdmacli lat`: perftest's columns (one way), then the round trips."""
+    if "latency_us" not in c:
+        return [f"{c['remote']}: {c['iterations']} iterations"]
+    lat, host, net = c["latency_us"], c["rtt_us"], c["network_rtt_us"]
+    keys = ("t_min", "t_typical", "t_avg", "p99", "p99_9", "t_max")
+    v, unit = durations([lat[k] for k in keys], by=lat["t_typical"])
+    return [
+        f"--- {c['remote']} rdma {c['op']} latency, {c['size_bytes']} bytes, "
+        f"{c['iterations']} iterations ---",
+        "one way: t_min {} t_typical {} t_avg {} p99 {} p99.9 {} t_max {} {}".format(*v, unit),
+        f"round trip p50: host {duration(host['t_typical'])}, network {duration(net['t_typical'])} "
+        f"(the server's own hold time taken out); p99: host {duration(host['p99'])}, "
+        f"network {duration(net['p99'])}",
+    ]
+
+
 # what a connection's summary shows beyond the totals, by (protocol, role)
 DETAILS = {
     ("ping", "client"): ping_statistics,
+    ("bw", "client"): bandwidth,
+    ("lat", "client"): latency,
     ("ud", "client"): datagram_counts,
     ("ud", "server"): datagram_counts,
     ("mcast", "client"): datagram_counts,
@@ -67,6 +94,12 @@ def print_summary(app, doc: dict) -> None:
     details = [text for c in doc["connections"] for text in connection_details(c)]
     # ping(8): the statistics are the summary; other commands lead with a line of totals
     lines = [] if doc["command"] == "ping" and details else [totals_line(doc)]
+    bw = doc["data"].get("bw")
+    if bw:
+        text = f"bw: {bw['gbps']:.3f} Gb/s, {bw['msg_per_s']:,.0f} msg/s over {len(doc['connections'])} QP(s)"
+        if "line_rate_fraction" in bw:
+            text += f", {bw['line_rate_fraction']:.1%} of the port's {bw['line_rate_gbps']:g} Gb/s"
+        details.append(text)
     for text in lines + details + counter_lines(doc.get("counters") or []):
         app.out.print(text, markup=False, highlight=False)
     for text in doc["warnings"]:

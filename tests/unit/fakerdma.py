@@ -23,7 +23,7 @@ from rdmacli.rdma.verbs import MR, DeviceLimits, WorkCompletion
 _keys = itertools.count(0x1000, 0x100)
 RXE_LIMITS = DeviceLimits(max_qp_wr=16384, max_cqe=32767, max_mr_size=1 << 40)  # roughly Soft-RoCE's
 WC_OPCODE = {C.WR_SEND: C.WC_SEND, C.WR_SEND_WITH_IMM: C.WC_SEND, C.WR_RDMA_READ: C.WC_RDMA_READ}
-WC_OPCODE[C.WR_RDMA_WRITE] = C.WC_RDMA_WRITE
+WC_OPCODE[C.WR_RDMA_WRITE] = WC_OPCODE[C.WR_RDMA_WRITE_WITH_IMM] = C.WC_RDMA_WRITE
 
 
 class _Pipe:

@@ -1,0 +1,138 @@
+"""`rdmacli bw HOST`: bandwidth against `rdmacli listen --bw` (perftest's ib_write_bw job)."""
+
+from __future__ import annotations
+
+import click
+
+from rdmacli.cli import options
+from rdmacli.protocols.table import BW
+
+
+def _duration(ctx, param, value):
+    if value is not None and value <= 0:
+        raise click.BadParameter("must be more than 0 seconds")
+    return value
+
+
+@click.command("bw")
+@options.host_argument()
+@options.port_option("RDMA CM port of the server.", default=BW.default_port)
+@options.bind_option("Source address.", "-I")
+@click.option(
+    "--op",
+    type=click.Choice(["write", "read", "send"]),
+    default="write",
+    show_default=True,
+    help="RDMA WRITE (ib_write_bw), RDMA READ (ib_read_bw) or SEND (ib_send_bw).",
+)
+@click.option(
+    "-S",
+    "--size",
+    type=click.IntRange(BW.min_size, 1 << 30),
+    default=BW.default_size,
+    show_default=True,
+    help="Message size in bytes (one buffer per QP: memlock bounds it).",
+)
+@click.option(
+    "--qps",
+    type=click.IntRange(1, 1024),
+    default=1,
+    show_default=True,
+    help="Connections (QPs), each with its own buffer, run at once.",
+)
+@click.option(
+    "--depth",
+    type=click.IntRange(1, 65536),
+    default=128,
+    show_default=True,
+    help="Work requests in flight per QP (at most the device's max_qp_wr).",
+)
+@click.option(
+    "-C",
+    "--count",
+    type=click.IntRange(1, 1 << 40),
+    default=None,
+    help="Messages per QP (default: run for --duration).",
+)
+@click.option(
+    "-D",
+    "--duration",
+    type=options.Finite(0, 86400),
+    default=None,
+    callback=_duration,
+    metavar="SECONDS",
+    help="Seconds to run  [default: 5, unless -C].",
+)
+@options.busy_poll
+@options.wait_for_server
+@options.timeouts
+@options.output
+def command(host, port, bind, op, size, qps, depth, count, duration, busy_poll, timeouts, app, show_events):
+    """Measure bandwidth to HOST, which runs `rdmacli listen --bw`.
+
+    Keeps --depth work requests of SIZE bytes in flight on each of --qps connections, for -C
+    messages or --duration seconds, and reports Gb/s and messages/s overall and per QP, and the
+    fraction of the port's line rate (its `rate` in sysfs). A progress line each second on a
+    terminal.
+    """
+    if count is None and duration is None:
+        duration = 5.0
+    params = {
+        "host": host,
+        "port": port,
+        "bind": bind,
+        "op": op,
+        "size_bytes": size,
+        "qps": qps,
+        "depth": depth,
+        "count": count,
+        "duration_s": duration,
+        "wait_s": timeouts.wait_s,
+    }
+    with app.errors("bw", params):
+        from rdmacli.cli._run import run_test
+        from rdmacli.engine.flow import Options
+        from rdmacli.engine.protocol import Params
+        from rdmacli.engine.session import CLIENT, Test
+
+        def on_record(rec: dict) -> None:
+            if rec["type"] == "bw" and app.live:
+                app.err.print(
+                    f"conn {rec['conn']}: {rec['seconds']:.1f} s  {rec['gbps']:.3f} Gb/s  "
+                    f"{rec['msg_per_s']:,.0f} msg/s",
+                    markup=False,
+                    highlight=False,
+                )
+
+        test = Test(
+            "bw",
+            BW,
+            CLIENT,
+            Params(count=count, size=size, op=op, duration=duration, depth=depth),
+            host=host,
+            port=port,
+            bind=bind,
+            connections=qps,
+            timeouts=timeouts,
+            options=Options(busy_poll=busy_poll),
+            summary=params,
+        )
+        run_test(app, test, show_events=show_events, on_record=on_record, then=aggregate)
+
+
+def aggregate(outcome) -> None:
+    """Overall figures of all QPs (they ran at once) and the port's line rate."""
+    from rdmacli.protocols.bw import port_rate_gbps
+
+    conns = [c for c in outcome.connections if "gbps" in c.stats]
+    if not conns:
+        return
+    nbytes = sum(c.stats["bytes_sent"] for c in conns)
+    secs = max(c.stats["elapsed_us"] for c in conns) / 1e6 or 1e-9
+    msgs = sum(c.stats["messages_sent"] for c in conns)
+    d = {"gbps": round(nbytes * 8 / secs / 1e9, 4), "msg_per_s": round(msgs / secs, 1), "seconds": secs}
+    rate = port_rate_gbps(conns[0].device, 1)
+    if rate:
+        d["line_rate_gbps"] = rate
+        d["line_rate_fraction"] = round(d["gbps"] / rate, 4)
+    outcome.data["bw"] = d

@@ -1,0 +1,84 @@
+"""`rdmacli lat HOST`: latency against `rdmacli listen --lat` (perftest's ib_send_lat job)."""
+
+from __future__ import annotations
+
+import click
+
+from rdmacli.cli import options
+from rdmacli.protocols.table import LAT
+
+
+@click.command("lat")
+@options.host_argument()
+@options.port_option("RDMA CM port of the server.", default=LAT.default_port)
+@options.bind_option("Source address.", "-I")
+@click.option(
+    "--op",
+    type=click.Choice(["send", "write"]),
+    default="send",
+    show_default=True,
+    help="SEND/RECV ping-pong (ib_send_lat), or RDMA WRITE with immediate (ib_write_lat).",
+)
+@click.option(
+    "-S",
+    "--size",
+    type=click.IntRange(LAT.min_size, LAT.max_size),
+    default=LAT.default_size,
+    show_default=True,
+    help="Message size in bytes (16 or more with --op write).",
+)
+@click.option(
+    "-C",
+    "--count",
+    type=click.IntRange(1, 100_000_000),
+    default=LAT.default_count,
+    show_default=True,
+    help="Iterations.",
+)
+@click.option(
+    "--no-busy-poll", "sleep", is_flag=True, help="Sleep on completion events instead of spinning on the CQ."
+)
+@options.wait_for_server
+@options.timeouts
+@options.output
+def command(host, port, bind, op, size, count, sleep, timeouts, app, show_events):
+    """Measure latency to HOST, which runs `rdmacli listen --lat`.
+
+    A ping-pong of SIZE-byte messages, -C iterations, busy-polled. Reported as perftest does
+    (t_min, t_typical, t_avg, p99, p99.9, t_max: one way, half the round trip), plus the round
+    trip and the network round trip: the host round trip minus the server's own hold time
+    (its receive polled to its reply posted, measured on its clock and carried in the reply).
+    """
+    if op == "write" and size < 16:
+        raise click.BadParameter(
+            "--op write carries the buffer address in the first message: 16 or more", param_hint="-S"
+        )
+    params = {
+        "host": host,
+        "port": port,
+        "bind": bind,
+        "op": op,
+        "size_bytes": size,
+        "count": count,
+        "busy_poll": not sleep,
+        "wait_s": timeouts.wait_s,
+    }
+    with app.errors("lat", params):
+        from rdmacli.cli._run import run_test
+        from rdmacli.engine.flow import Options
+        from rdmacli.engine.protocol import Params
+        from rdmacli.engine.session import CLIENT, Test
+
+        test = Test(
+            "lat",
+            LAT,
+            CLIENT,
+            Params(count=count, size=size, op=op),
+            host=host,
+            port=port,
+            bind=bind,
+            timeouts=timeouts,
+            options=Options(busy_poll=not sleep),
+            summary=params,
+        )
+        run_test(app, test, show_events=show_events)

@@ -1,0 +1,70 @@
+"""`rdmacli bw` and `rdmacli lat`, and `listen --bw/--lat`, on the scripted RDMA stack: what
+they put on the wire, what they count and print, and what they refuse. (Figures are the lab's.)"""
+
+from __future__ import annotations
+
+import struct
+
+from rdmacli.protocols import hello as H
+from rdmacli.protocols.rping import pack_info
+from rdmacli.rdma import constants as C
+
+
+def bw_server(backend, size: int = 65536, advertised: int | None = None) -> None:
+    """`listen --bw`: accepts and advertises a buffer of `advertised` bytes."""
+    info = pack_info(0x10000, 0x77, size if advertised is None else advertised)
+    backend.script["connect"] = lambda cm, p: [backend.event(cm, C.ESTABLISHED, private_data=info)]
+
+
+def test_bw_writes_its_count_into_the_advertised_buffer_and_reports_rates(rdmacli, backend):
+    bw_server(backend)
+    r = rdmacli(backend, "bw", "10.0.0.1", "-C", "100", "--depth", "16", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    [c] = r.doc["connections"]
+    assert c["messages_sent"] == 100 and c["bytes_sent"] == 100 * 65536 and c["gbps"] > 0
+    writes = [w for w in backend.sends if w["opcode"] == C.WR_RDMA_WRITE]
+    assert len(writes) == 100 and {(w["remote_addr"], w["rkey"], w["length"]) for w in writes} == {
+        (0x10000, 0x77, 65536)
+    }
+    hello = H.parse(backend.conn_params[0].private_data)
+    assert (hello.kind, hello.size, hello.flags) == (H.KIND_BW, 65536, 0)
+    assert r.doc["data"]["bw"]["gbps"] > 0
+
+
+def test_bw_never_writes_past_what_the_server_advertised(rdmacli, backend):
+    bw_server(backend, advertised=4096)  # less than the 64 KiB it asked for
+    r = rdmacli(backend, "bw", "10.0.0.1", "-C", "10", "--json")
+    assert r.exit_code == 1 and r.doc["error"]["cause"] == "peer_protocol_violation"
+    assert not [w for w in backend.sends if w["opcode"] == C.WR_RDMA_WRITE]
+
+
+def test_bw_refuses_a_zero_duration_and_a_depth_above_the_device(rdmacli, backend):
+    r = rdmacli(backend, "bw", "10.0.0.1", "--duration", "0")
+    assert r.exit_code == 2 and "more than 0" in r.stderr
+    bw_server(backend)
+    r = rdmacli(backend, "bw", "10.0.0.1", "-C", "10", "--depth", "60000", "--json")
+    assert r.exit_code == 3 and r.doc["error"]["cause"] == "device_limit", r.doc["error"]
+
+
+def test_lat_times_a_send_ping_pong_and_takes_out_the_servers_hold(rdmacli, backend):
+    hold_ns = 40_000
+
+    def answer(cm, wr):  # the server answers each message with its hold time in front
+        if wr["opcode"] == C.WR_SEND:
+            backend.deliver(cm, struct.pack(">Q", hold_ns) + bytes(56))
+
+    backend.on_send = answer
+    r = rdmacli(backend, "lat", "10.0.0.1", "-C", "50", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    [c] = r.doc["connections"]
+    assert c["iterations"] == 50
+    for key in ("t_min", "t_typical", "t_avg", "t_max", "p99", "p99_9"):
+        assert c["latency_us"][key] > 0
+    assert c["network_rtt_us"]["t_typical"] < c["rtt_us"]["t_typical"]  # hold taken out
+    assert abs(c["latency_us"]["t_typical"] * 2 - c["rtt_us"]["t_typical"]) < 0.1
+
+
+def test_lat_server_rejects_a_client_without_its_hello(rdmacli, backend):
+    backend.script["listen"] = lambda cm: [backend.request()][:0]
+    r = rdmacli(backend, "listen", "--lat", "--json")
+    assert r.exit_code != 0 and b"needs an rdmacli lat client" in backend.rejections[0]
