@@ -265,8 +265,85 @@ def startup() -> list[str]:
     ]
 
 
+PERF_PORT = 18515  # perftest's and rdmacli bw/lat's default port
+PERF = ["-R", "-F", "-p", str(PERF_PORT)]  # rdma_cm, no CPU-frequency warning
+
+
+def perftest(tool: str, args: list[str]) -> str | None:
+    """One perftest run (its server on rxe0, its client on rxe1): the client's output."""
+    srv = subprocess.Popen([tool, *PERF, "-d", "rxe0", "--source_ip", SERVER, *args],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_listener(PERF_PORT)
+        r = subprocess.run([tool, *PERF, "-d", "rxe1", "--source_ip", CLIENT, *args, SERVER],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    finally:
+        stop(srv, timeout=30)
+        wait_no_listener(PERF_PORT)
+    return r.stdout if r.returncode == 0 else None
+
+
+def perftest_row(out: str | None, size: int) -> list[str] | None:
+    """The results row of a perftest report: the line that starts with the size."""
+    for line in (out or "").splitlines():
+        cols = line.split()
+        if cols and cols[0] == str(size) and len(cols) >= 4:
+            return cols
+    return None
+
+
+def rdmacli_perf(mode: str, args: list[str]) -> dict | None:
+    import json
+
+    srv = server([*RDMACLI, "listen", f"--{mode}", "-b", SERVER])
+    try:
+        wait_listener(PERF_PORT)
+        r = subprocess.run([*RDMACLI, mode, SERVER, "-I", CLIENT, *args, "--json"],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    finally:
+        stop(srv, timeout=30)
+        wait_no_listener(PERF_PORT)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def bw() -> list[str]:
+    """Gb/s of RDMA WRITE for 3 s, rdmacli bw / ib_write_bw (goal: 0.9 or more at 64 KiB+)."""
+    lines = [f"bandwidth, RDMA WRITE, 3 s each, median of {RUNS} (ratio rdmacli / ib_write_bw, goal >= 0.9)"]
+    for size in (4096, 65536, 1048576):
+        cs, rs = [], []
+        for _ in range(RUNS):
+            row = perftest_row(perftest("ib_write_bw", ["-s", str(size), "-D", "3", "--report_gbits"]), size)
+            cs.append(float(row[3]) if row else None)  # BW average[Gb/sec]
+            doc = rdmacli_perf("bw", ["-S", str(size), "--duration", "3"])
+            rs.append(doc["data"]["bw"]["gbps"] if doc else None)
+        c, r = median(cs), median(rs)
+        lines.append(
+            f"  {size:>8} B   ib_write_bw {c or 0:8.3f} Gb/s   rdmacli {r or 0:8.3f} Gb/s   {ratio(r, c)}"
+        )
+    return lines
+
+
+def lat() -> list[str]:
+    """t_typical at 64 B, rdmacli lat / ib_send_lat and / ib_write_lat (goal: 1.25 or less)."""
+    lines = [
+        f"latency, 64 B, 1000 iterations, t_typical, median of {RUNS} (rdmacli / perftest, goal <= 1.25)"
+    ]
+    for tool, op in (("ib_send_lat", "send"), ("ib_write_lat", "write")):
+        cs, rs = [], []
+        for _ in range(RUNS):
+            row = perftest_row(perftest(tool, ["-s", "64", "-n", "1000"]), 64)
+            cs.append(float(row[4]) if row else None)  # t_typical[usec]
+            doc = rdmacli_perf("lat", ["--op", op, "-S", "64", "-C", "1000"])
+            rs.append(doc["connections"][0]["latency_us"]["t_typical"] if doc else None)
+        c, r = median(cs), median(rs)
+        lines.append(
+            f"  {tool:<13} {c or 0:8.2f} µs   rdmacli lat --op {op:<5} {r or 0:8.2f} µs   {ratio(r, c)}"
+        )
+    return lines
+
+
 def main() -> None:
-    only = sys.argv[1:] or ["startup", "connect", "ping", "ud", "mcast", "steps"]
+    only = sys.argv[1:] or ["startup", "connect", "ping", "ud", "mcast", "steps", "bw", "lat"]
     # warm-up: ARP and neighbour caches, page cache for both tools
     with_server(["ucmatose", "-b", SERVER], CONNECT_PORT, ["ucmatose", "-s", SERVER, "-b", CLIENT])
     for name in only:

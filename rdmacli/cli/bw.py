@@ -42,7 +42,7 @@ def _duration(ctx, param, value):
 )
 @click.option(
     "--depth",
-    type=click.IntRange(1, 65536),
+    type=click.IntRange(1, 1 << 24),
     default=128,
     show_default=True,
     help="Work requests in flight per QP (at most the device's max_qp_wr).",

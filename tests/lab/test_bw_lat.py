@@ -1,0 +1,99 @@
+"""`rdmacli bw` and `rdmacli lat` against `rdmacli listen --bw/--lat` on real Soft-RoCE: every
+operation, both address families, several QPs; a throttled netdev shows as a lower rate; a
+server killed mid-run ends the client with words; bad input gets its exit code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import summary, validate
+
+
+def addresses(lab, family: str) -> tuple[str, str]:
+    return (lab.server, lab.client) if family == "ipv4" else (lab.server6, lab.client6)
+
+
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+@pytest.mark.parametrize("op", ["write", "read", "send"])
+def test_bw_each_op_with_two_qps(lab, flows, op, family):
+    server, client = addresses(lab, family)
+    srv = flows.serve("listen", "--bw", "-c", "2", bind=server)
+    doc = flows.run("bw", server, "-I", client, "--op", op, "--qps", "2", "-C", "200", "-S", "16384")
+    assert doc["result"] == "pass" and len(doc["connections"]) == 2
+    for c in doc["connections"]:
+        assert c["messages_sent"] == 200 and c["bytes_sent"] == 200 * 16384 and c["gbps"] > 0
+    bw = doc["data"]["bw"]
+    assert bw["gbps"] > 0 and 0 < bw["line_rate_fraction"] < 1, bw  # rxe has a sysfs rate too
+    sdoc, _ = flows.done(srv)
+    if op == "send":
+        assert sdoc["totals"]["messages_received"] == 400
+    assert sdoc["totals"]["connections_passed"] == 2
+
+
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+@pytest.mark.parametrize("op", ["send", "write"])
+def test_lat_each_op(lab, flows, op, family):
+    server, client = addresses(lab, family)
+    srv = flows.serve("listen", "--lat", bind=server)
+    doc = flows.run("lat", server, "-I", client, "--op", op, "-C", "300")
+    [c] = doc["connections"]
+    assert c["iterations"] == 300
+    lat, host, net = c["latency_us"], c["rtt_us"], c["network_rtt_us"]
+    assert 0 < lat["t_min"] <= lat["t_typical"] <= lat["p99"] <= lat["p99_9"] <= lat["t_max"]
+    assert 0 < net["t_typical"] <= host["t_typical"]
+    flows.done(srv)
+
+
+def run_bw(lab, flows, seconds: float = 3.0) -> float:
+    srv = flows.serve("listen", "--bw")
+    doc = flows.run("bw", lab.server, "-I", lab.client, "--duration", seconds)
+    flows.done(srv)
+    return doc["data"]["bw"]["line_rate_fraction"]
+
+
+def test_a_throttled_netdev_shows_as_a_lower_fraction_of_line_rate(lab, flows):
+    free = run_bw(lab, flows)
+    subprocess.run(["tc", "qdisc", "add", "dev", "veth1", "root", "tbf", "rate", "20mbit",
+                    "burst", "32kbit", "latency", "400ms"], check=True)  # fmt: skip
+    try:
+        throttled = run_bw(lab, flows)
+    finally:
+        subprocess.run(["tc", "qdisc", "del", "dev", "veth1", "root"], capture_output=True)
+    assert throttled < free * 0.5, (free, throttled)
+
+
+def test_a_server_killed_mid_run_ends_the_client_with_words(lab, flows):
+    srv = flows.serve("listen", "--bw")
+    cmd = [*lab.rdmacli, "bw", lab.server, "-I", lab.client, "--duration", "120", "--json-lines"]
+    client = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in client.stdout:
+        lines.append(line)
+        if '"type":"bw"' in line:  # data is moving
+            srv.proc.kill()
+            break
+    t0 = time.monotonic()
+    out, err = client.communicate(timeout=120)
+    doc = summary("".join(lines) + out)
+    assert client.returncode == 1, err
+    assert doc["error"]["cause"] in ("peer_ended_early", "transfer_failed"), doc["error"]
+    assert time.monotonic() - t0 < 60  # within its deadlines, not the 120 s it was asked for
+
+
+def test_bad_input_gets_its_exit_code(lab, flows):
+    srv = flows.serve("listen", "--bw", "--persistent")
+    r = subprocess.run(["prlimit", "--memlock=65536:65536", sys.executable, "-m", "rdmacli", "bw", lab.server,
+                        "-I", lab.client, "-S", "1048576", "-C", "10", "--json"],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    doc = validate(json.loads(r.stdout))
+    assert (r.returncode, doc["error"]["cause"]) == (3, "memlock"), doc["error"]
+    r = lab.run("bw", lab.server, "-I", lab.client, "--depth", "16000000", "-C", "10", "--json")
+    assert (r.returncode, json.loads(r.stdout)["error"]["cause"]) == (3, "device_limit"), r.stdout
+    r = lab.run("bw", lab.server, "--duration", "0")
+    assert r.returncode == 2 and "more than 0" in r.stderr
+    srv.proc.terminate()
+    srv.finish()
