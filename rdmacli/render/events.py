@@ -16,6 +16,8 @@ SERVED = {
     "connect": "{messages_received} received, {messages_sent} sent",
     "ping": "{pings_served} pings served",
     "ud": "{datagrams_received} datagrams received, {datagrams_sent} sent",
+    "bw": "{op} of {size_bytes} bytes, {messages_received} sends received",
+    "lat": "{op}, {iterations_answered} iterations answered",
 }
 
 
