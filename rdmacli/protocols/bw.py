@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from rdmacli.engine.protocol import Protocol, Reject
+from rdmacli.engine.protocol import Protocol
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.rping import INFO, pack_info, unpack_info
@@ -192,15 +192,7 @@ class BwServer(Protocol):
         return cls(p.size, **p.limits())
 
     def on_request(self, conn, ev) -> None:
-        hello = H.parse(ev.private_data)
-        if hello is None:
-            raise Reject("rdmacli: a bw server needs an rdmacli bw client (its hello)")
-        reason = H.check(hello, H.KIND_BW, self.max_size)
-        if reason:
-            raise Reject(reason)
-        if hello.flags not in OP_NAMES or hello.size == 0:
-            raise Reject(f"rdmacli: bad bw request (op {hello.flags}, size {hello.size})")
-        self.op, self.size = OP_NAMES[hello.flags], hello.size
+        self.op, self.size = H.operation(ev.private_data, H.KIND_BW, self.max_size, OP_NAMES, BW.min_size)
 
     def setup(self, conn) -> None:
         recv = conn.window(self.depth) if self.op == "send" else 1

@@ -43,6 +43,23 @@ def parse(data: bytes) -> Hello | None:
     return Hello(kind=kind, count=count, size=size, flags=flags)
 
 
+def operation(data: bytes, kind: int, max_size: int, ops: dict[int, str], min_size: int) -> tuple[str, int]:
+    """bw and lat: the (operation, size) a client's hello asks for; anything else is refused
+    with words (the caller's Reject). Those servers serve rdmacli clients only."""
+    from rdmacli.engine.protocol import Reject
+
+    hello = parse(data)
+    name = KIND_NAMES[kind]
+    if hello is None:
+        raise Reject(f"rdmacli: a {name} server needs an rdmacli {name} client (its hello)")
+    reason = check(hello, kind, max_size)
+    if reason:
+        raise Reject(reason)
+    if hello.flags not in ops or hello.size < min_size:
+        raise Reject(f"rdmacli: bad {name} request (op {hello.flags}, size {hello.size})")
+    return ops[hello.flags], hello.size
+
+
 def check(hello: Hello, expected_kind: int, max_size: int = MAX_SIZE) -> str | None:
     """A reason to reject this hello, or None if it is acceptable."""
     if hello.kind != expected_kind:

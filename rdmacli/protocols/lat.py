@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 import time
 
-from rdmacli.engine.protocol import Protocol, Reject
+from rdmacli.engine.protocol import Protocol
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.rping import INFO, RttStats, _pct, pack_info, unpack_info
@@ -165,15 +165,7 @@ class LatServer(_PingPong):
         return cls(p.size, **p.limits())
 
     def on_request(self, conn, ev) -> None:
-        hello = H.parse(ev.private_data)
-        if hello is None:
-            raise Reject("rdmacli: a lat server needs an rdmacli lat client (its hello)")
-        reason = H.check(hello, H.KIND_LAT, self.max_size)
-        if reason:
-            raise Reject(reason)
-        if hello.flags not in OP_NAMES or hello.size < LAT.min_size:
-            raise Reject(f"rdmacli: bad lat request (op {hello.flags}, size {hello.size})")
-        self.op, self.size = OP_NAMES[hello.flags], hello.size
+        self.op, self.size = H.operation(ev.private_data, H.KIND_LAT, self.max_size, OP_NAMES, LAT.min_size)
 
     def accept_param(self) -> ConnParam:
         return ConnParam(private_data=self.advert(), retry_count=7, rnr_retry_count=7)

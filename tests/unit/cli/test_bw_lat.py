@@ -47,7 +47,7 @@ def test_bw_refuses_a_zero_duration_and_a_depth_above_the_device(rdmacli, backen
 
 
 def test_lat_times_a_send_ping_pong_and_takes_out_the_servers_hold(rdmacli, backend):
-    hold_ns = 40_000
+    hold_ns = 1_000  # less than any round trip through Python
 
     def answer(cm, wr):  # the server answers each message with its hold time in front
         if wr["opcode"] == C.WR_SEND:
@@ -60,7 +60,7 @@ def test_lat_times_a_send_ping_pong_and_takes_out_the_servers_hold(rdmacli, back
     assert c["iterations"] == 50
     for key in ("t_min", "t_typical", "t_avg", "t_max", "p99", "p99_9"):
         assert c["latency_us"][key] > 0
-    assert c["network_rtt_us"]["t_typical"] < c["rtt_us"]["t_typical"]  # hold taken out
+    assert c["network_rtt_us"]["t_avg"] < c["rtt_us"]["t_avg"]  # the hold taken out
     assert abs(c["latency_us"]["t_typical"] * 2 - c["rtt_us"]["t_typical"]) < 0.1
 
 
