@@ -49,6 +49,19 @@ KINDS = {
     ),
 }  # fmt: skip
 KIND_OF = {name: kind for kind, names in KINDS.items() for name in names}
+
+
+def kind_of(name: str) -> str | None:
+    """A counter's kind by its name. The CM's duplicates received are loss (the peer is alive
+    and asked again: what it sent or our answer was lost); its own retries are not trouble by
+    themselves (a dead peer makes them too), only shown."""
+    if name.startswith("cm_rx_duplicates."):
+        return "loss"
+    if name.startswith("cm_tx_retries."):
+        return "cm_retries"
+    return KIND_OF.get(name.removeprefix("device."))
+
+
 # the kinds that mean trouble, most telling first (a link that went down also loses packets;
 # congestion notifications are the fabric working as configured)
 TROUBLE = ("link", "loss", "rnr", "errors")
@@ -63,13 +76,19 @@ ADVICE = {
 
 
 def port_dirs(device: str, port: int, sysfs: str | None = None) -> list[tuple[str, str]]:
-    """(prefix, directory) of every counter directory of a device's port."""
-    root = os.path.join(sysfs or SYSFS, device)
+    """(prefix, directory) of every counter directory of a device's port: the verbs counters,
+    and the connection manager's per message type (/sys/class/infiniband_cm: its MADs are lost
+    before any QP exists, so a lossy path often shows there first)."""
+    base = sysfs or SYSFS
+    root = os.path.join(base, device)
     pdir = os.path.join(root, "ports", str(port))
+    cm = os.path.join(os.path.dirname(base.rstrip("/")), "infiniband_cm", device, str(port))
     return [
         ("", os.path.join(pdir, "counters")),
         ("", os.path.join(pdir, "hw_counters")),
         ("device.", os.path.join(root, "hw_counters")),
+        ("cm_rx_duplicates.", os.path.join(cm, "cm_rx_duplicates")),
+        ("cm_tx_retries.", os.path.join(cm, "cm_tx_retries")),
     ]
 
 
@@ -112,7 +131,7 @@ class Deltas:
         """The moved counters of each trouble kind (loss, rnr, link, errors, congestion)."""
         out: dict[str, dict[str, int]] = {}
         for name, n in self.moved.items():
-            kind = KIND_OF.get(name.removeprefix("device."))
+            kind = kind_of(name)
             if kind:
                 out.setdefault(kind, {})[name] = n
         return out

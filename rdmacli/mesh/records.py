@@ -40,6 +40,10 @@ def _table(d, value_ok) -> bool:
     )
 
 
+def _list(v, value_ok) -> bool:
+    return isinstance(v, list) and len(v) <= MAX_ENTRIES and all(map(value_ok, v))
+
+
 def _error(e) -> str | None:
     if e is None:
         return None
@@ -50,7 +54,7 @@ def _error(e) -> str | None:
     for k, v in e.items():
         if not (isinstance(k, str) and len(k) <= MAX_KEY):
             return "its error has a key that is not a short text"
-        if not (_scalar(v) or _table(v, _scalar)):
+        if not (_scalar(v) or _table(v, _scalar) or _list(v, _scalar)):  # holders: a list of words
             return f"its error's {k[:20]!r} is not a short value"
     return None
 

@@ -36,3 +36,16 @@ def test_a_hung_agent_is_stopped_at_the_schedules_end_and_named_late(tmp_path):
     assert r.returncode == 1
     left = subprocess.run(["pgrep", "-f", "hanging_agent.py"], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
+
+
+def test_an_agents_port_in_use_record_is_taken_with_its_holders():
+    """A BUSY pair record as the agent makes it (its error carries `holders`, a list) passes the
+    coordinator's checks: found in the lab, where every such record was once a violation."""
+    from rdmacli.engine.status import port_in_use
+    from rdmacli.mesh import records
+
+    err = port_in_use("preflight", "10.0.0.1", 7490, ["pid 42 (rdmacli mesh-agent, run ab)"], "flock")
+    rec = {"type": "pair", "round": 0, "peer": 1, "result": "fail", "error": err.to_dict()}
+    assert records.check_pair(rec) is None
+    rec["error"]["holders"] = [["nested"]] * 3
+    assert records.check_pair(rec) is not None

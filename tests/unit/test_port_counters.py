@@ -175,3 +175,24 @@ def test_an_agents_kinds_are_never_taken_only_derived():
     assert records.pair_copy(rec)["counters"] == [
         {"device": "rxe0", "port": 1, "moved": {"sent_pkts": 3}, "reset": []}
     ]
+
+
+def test_the_connection_managers_duplicates_are_loss_and_its_retries_only_shown(tmp_path):
+    """ib_cm's per-port counters (/sys/class/infiniband_cm/DEV/PORT/...): a lossy path often
+    loses CM messages before any QP exists."""
+    ib = tmp_path / "infiniband"
+    tree(ib, "rxe0", RXE)
+    cm = tmp_path / "infiniband_cm" / "rxe0" / "1"
+    for d in ("cm_rx_duplicates", "cm_tx_retries"):
+        (cm / d).mkdir(parents=True)
+        for msg in ("req", "rep", "rtu"):
+            (cm / d / msg).write_text("0\n")
+    before = C.read("rxe0", 1, sysfs=str(ib))
+    assert before["cm_rx_duplicates.req"] == 0 and before["cm_tx_retries.rep"] == 0
+    (cm / "cm_rx_duplicates" / "req").write_text("2\n")
+    (cm / "cm_tx_retries" / "req").write_text("3\n")
+    d = C.delta("rxe0", 1, before, C.read("rxe0", 1, sysfs=str(ib)))
+    assert d.kinds() == {"loss": {"cm_rx_duplicates.req": 2}, "cm_retries": {"cm_tx_retries.req": 3}}
+    assert d.trouble() == ["loss"]
+    only_retries = C.Deltas("rxe0", 1, {"cm_tx_retries.req": 3})
+    assert only_retries.trouble() == []  # a dead peer makes the CM retry too: not loss
