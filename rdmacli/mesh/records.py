@@ -54,7 +54,7 @@ def _error(e) -> str | None:
     for k, v in e.items():
         if not (isinstance(k, str) and len(k) <= MAX_KEY):
             return "its error has a key that is not a short text"
-        if not (_scalar(v) or _table(v, _scalar) or _list(v, _scalar)):  # holders: a list of words
+        if not (_scalar(v) or _table(v, _scalar) or (k == "holders" and _list(v, _scalar))):
             return f"its error's {k[:20]!r} is not a short value"
     return None
 
