@@ -77,8 +77,9 @@ ADVICE = {
 
 def port_dirs(device: str, port: int, sysfs: str | None = None) -> list[tuple[str, str]]:
     """(prefix, directory) of every counter directory of a device's port: the verbs counters,
-    and the connection manager's per message type (/sys/class/infiniband_cm: its MADs are lost
-    before any QP exists, so a lossy path often shows there first)."""
+    and the connection manager's per message type (its MADs are lost before any QP exists, so
+    a lossy path often shows there first): under the port since Linux 5.14, in
+    /sys/class/infiniband_cm before."""
     base = sysfs or SYSFS
     root = os.path.join(base, device)
     pdir = os.path.join(root, "ports", str(port))
@@ -87,6 +88,8 @@ def port_dirs(device: str, port: int, sysfs: str | None = None) -> list[tuple[st
         ("", os.path.join(pdir, "counters")),
         ("", os.path.join(pdir, "hw_counters")),
         ("device.", os.path.join(root, "hw_counters")),
+        ("cm_rx_duplicates.", os.path.join(pdir, "cm_rx_duplicates")),
+        ("cm_tx_retries.", os.path.join(pdir, "cm_tx_retries")),
         ("cm_rx_duplicates.", os.path.join(cm, "cm_rx_duplicates")),
         ("cm_tx_retries.", os.path.join(cm, "cm_tx_retries")),
     ]

@@ -13,14 +13,21 @@ from conftest import resources_of, summary
 
 SIGNALS = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT, "sighup": signal.SIGHUP}
 # (server, the client that faces it): long exchanges, so the signal lands mid-exchange
+UCMATOSE = ["-C", "10000", "-S", "64"]  # the server must match: a C client sends no hello
 CLIENTS = {
-    "rping": (["listen", "--ping", "--persistent"], lambda lab, c: [c("rping"), "-c", "-a", lab.server,
-                                                                     "-I", lab.client, "-C", "100000"]),
-    "ucmatose": (["listen", "--persistent"], lambda lab, c: [c("ucmatose"), "-s", lab.server, "-b",
-                                                             lab.client, "-C", "10000", "-S", "64"]),
-    "rdmacli": (["listen", "--ping", "--persistent"], lambda lab, c: [*lab.rdmacli, "ping", lab.server,
-                                                                       "-I", lab.client, "-C", "100000"]),
-}  # fmt: skip
+    "rping": (
+        ["listen", "--ping", "--persistent"],
+        lambda lab, c: [c("rping"), "-c", "-a", lab.server, "-I", lab.client, "-C", "100000"],
+    ),
+    "ucmatose": (
+        ["listen", "--persistent", *UCMATOSE],
+        lambda lab, c: [c("ucmatose"), "-s", lab.server, "-b", lab.client, *UCMATOSE],
+    ),
+    "rdmacli": (
+        ["listen", "--ping", "--persistent"],
+        lambda lab, c: [*lab.rdmacli, "ping", lab.server, "-I", lab.client, "-C", "100000"],
+    ),
+}
 
 
 def stopped(srv, signum: int) -> dict:

@@ -69,6 +69,15 @@ def test_mlx5_kinds(tmp_path):
     assert d.trouble() == ["link", "loss", "rnr"]  # congestion is the fabric working
 
 
+def test_the_older_kernels_place_of_the_cm_counters(tmp_path):
+    ib = tmp_path / "infiniband"
+    tree(ib, "rxe0", RXE)
+    old = tmp_path / "infiniband_cm" / "rxe0" / "1" / "cm_rx_duplicates"
+    old.mkdir(parents=True)
+    (old / "rep").write_text("4\n")
+    assert C.read("rxe0", 1, sysfs=str(ib))["cm_rx_duplicates.rep"] == 4
+
+
 def test_a_device_without_hw_counters_or_without_anything(tmp_path):
     tree(tmp_path, "mlx4_0", {"counters": {"port_rcv_errors": 1}})
     assert C.read("mlx4_0", 1, sysfs=str(tmp_path)) == {"port_rcv_errors": 1}
@@ -178,11 +187,11 @@ def test_an_agents_kinds_are_never_taken_only_derived():
 
 
 def test_the_connection_managers_duplicates_are_loss_and_its_retries_only_shown(tmp_path):
-    """ib_cm's per-port counters (/sys/class/infiniband_cm/DEV/PORT/...): a lossy path often
-    loses CM messages before any QP exists."""
+    """ib_cm's per-port counters (under the port since Linux 5.14; /sys/class/infiniband_cm/DEV/PORT
+    before): a lossy path often loses CM messages before any QP exists."""
     ib = tmp_path / "infiniband"
     tree(ib, "rxe0", RXE)
-    cm = tmp_path / "infiniband_cm" / "rxe0" / "1"
+    cm = ib / "rxe0" / "ports" / "1"
     for d in ("cm_rx_duplicates", "cm_tx_retries"):
         (cm / d).mkdir(parents=True)
         for msg in ("req", "rep", "rtu"):
