@@ -63,11 +63,11 @@ def _duration(ctx, param, value):
     metavar="SECONDS",
     help="Seconds to run  [default: 5, unless -C].",
 )
-@options.busy_poll
+@options.no_busy_poll
 @options.wait_for_server
 @options.timeouts
 @options.output
-def command(host, port, bind, op, size, qps, depth, count, duration, busy_poll, timeouts, app, show_events):
+def command(host, port, bind, op, size, qps, depth, count, duration, sleep, timeouts, app, show_events):
     """Measure bandwidth to HOST, which runs `rdmacli listen --bw`.
 
     Keeps --depth work requests of SIZE bytes in flight on each of --qps connections, for -C
@@ -87,6 +87,7 @@ def command(host, port, bind, op, size, qps, depth, count, duration, busy_poll, 
         "depth": depth,
         "count": count,
         "duration_s": duration,
+        "busy_poll": not sleep,
         "wait_s": timeouts.wait_s,
     }
     with app.errors("bw", params):
@@ -114,7 +115,7 @@ def command(host, port, bind, op, size, qps, depth, count, duration, busy_poll, 
             bind=bind,
             connections=qps,
             timeouts=timeouts,
-            options=Options(busy_poll=busy_poll),
+            options=Options(busy_poll=not sleep),
             summary=params,
         )
         run_test(app, test, show_events=show_events, on_record=on_record, then=aggregate)

@@ -35,9 +35,7 @@ from rdmacli.protocols.table import LAT
     show_default=True,
     help="Iterations.",
 )
-@click.option(
-    "--no-busy-poll", "sleep", is_flag=True, help="Sleep on completion events instead of spinning on the CQ."
-)
+@options.no_busy_poll
 @options.wait_for_server
 @options.timeouts
 @options.output

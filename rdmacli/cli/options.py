@@ -272,6 +272,10 @@ def timeouts(f):
 
 
 busy_poll = click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
+# bw and lat spin by default, as perftest does: a wake-up per completion is what they would measure
+no_busy_poll = click.option(
+    "--no-busy-poll", "sleep", is_flag=True, help="Sleep on completion events instead of spinning on the CQ."
+)
 
 
 def injected_backend():
