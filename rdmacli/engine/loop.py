@@ -122,7 +122,8 @@ class Loop:
         while comp.get_event() is not None:
             n += 1
         cq.ack_events(n)
-        cq.req_notify()
+        if not self.busy_poll:  # a spinning loop polls its CQs itself: no wake-ups to pay for
+            cq.req_notify()
         if not self.drain(cq, handler, batches=self.FAIR_BATCHES):
             self.backlog[fd] = entry
 
@@ -149,9 +150,31 @@ class Loop:
             if self.cqs.get(fd) is entry and not self.drain(entry[1], entry[2], batches=self.FAIR_BATCHES):
                 self.backlog[fd] = entry
 
-    def _spin(self) -> None:
+    SPIN_TURNS = 64  # busy poll: CQ-only turns between two looks at the CM channel and timers
+    SPIN_S = 0.002  # ... or this long, whichever comes first
+
+    def _spin(self) -> bool:
+        """Poll every CQ once through; True if anything was handled."""
+        handled = False
         for _comp, cq, handler in list(self.cqs.values()):
-            self.drain(cq, handler)
+            wcs = cq.poll() if cq.alive else []
+            if wcs:
+                handled = True
+                for wc in wcs:
+                    handler(wc)
+                self.drain(cq, handler, batches=self.FAIR_BATCHES)
+        return handled
+
+    def _spin_turns(self, done: Callable[[], bool]) -> None:
+        """Busy poll: CQ polls only (no system call), until done(), a while without any
+        completion, or SPIN_TURNS turns with completions: then the caller's full turn."""
+        until = time.monotonic() + self.SPIN_S
+        turns = 0
+        while not done() and turns < self.SPIN_TURNS:
+            if self._spin():
+                turns += 1
+            elif time.monotonic() >= until:
+                return
 
     # -- running -----------------------------------------------------------------------------
     def run_until(self, done: Callable[[], bool], deadline: Callable[[], tuple[float, str] | None]) -> None:
@@ -170,7 +193,9 @@ class Loop:
             if self.timers:
                 timeout = max(0.0, min(timeout, self.timers[0][0] - time.monotonic()))
             if self.busy_poll:
-                self._spin()
+                self._spin_turns(done)
+                if done():
+                    return
                 timeout = 0
             if self.backlog:
                 timeout = 0
