@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import click
 
@@ -39,6 +40,9 @@ ENVIRONMENT = [
     ("NO_COLOR", "Disables colour and the live event table."),
     ("RDMACLI_DEBUG", "Show the Python traceback of an internal error instead of a summary."),
 ]
+# what a run looked like in the lab, for the man page (captured by hand; see the README)
+LOSSY_NODE_CAPTURE = (Path(__file__).parent / "captures" / "mesh-lossy-node.txt").read_text().rstrip()
+
 EXTRA = {
     "rdmacli": {
         "description": "Each subcommand speaks the wire protocol of one librdmacm utility, so it "
@@ -181,6 +185,11 @@ EXTRA = {
                 'rdmacli mesh "$SLURM_JOB_NODELIST" --launcher srun --quick --json > mesh.json',
             ),
             ("Compare with last week's run", "rdmacli mesh @rack3 --baseline mesh-last-week.json"),
+            (
+                "A lossy node in the lab (netem 5 % loss on n05's netdev and bridge port; captured, "
+                "abridged, lines cut at 100 columns)",
+                LOSSY_NODE_CAPTURE,
+            ),
             (
                 "Eight lab nodes, agents on this machine",
                 'rdmacli lab --nodes 8 run -- sh -c \'rdmacli mesh "$RDMACLI_LAB_NODES" --launcher exec '

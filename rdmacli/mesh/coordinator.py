@@ -200,8 +200,12 @@ class Collector:
         report = records.pair_copy(rec)
         report["side"], report["a"], report["b"] = side, pair.a, pair.b  # ours, not the agent's
         pair.reports[side] = report
-        took = report.get("took_s")
-        if took is not None and (self.slowest is None or took > self.slowest[0]):
+        took = report.get("took_s")  # a healthy pair's: a failing one runs to the wall
+        if (
+            report["result"] == "pass"
+            and took is not None
+            and (self.slowest is None or took > self.slowest[0])
+        ):
             self.slowest = (took, pair)
         return True
 
