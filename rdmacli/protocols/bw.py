@@ -28,6 +28,9 @@ OPS = {"write": 0, "read": 1, "send": 2}
 OP_NAMES = {v: k for k, v in OPS.items()}
 OPCODES = {"write": C.WR_RDMA_WRITE, "read": C.WR_RDMA_READ, "send": C.WR_SEND}
 RECV = 0
+BEAT = 1  # a one-sided test's heartbeat: an empty SEND each PROGRESS_S, so the server sees
+# progress (it sees no completion of a WRITE or READ) and keeps an idle deadline that means
+# something: a client that stalls or vanishes still ends the server's wait
 CHAIN = 16  # work requests per doorbell, at most
 PROGRESS_S = 1.0  # between progress records
 
@@ -78,7 +81,7 @@ class BwClient(Protocol):
                 details={"step": "create qp"},
             )
         self.window = min(self.depth, lim.max_qp_wr) if lim is not None else self.depth
-        conn.create_qp(qp_type=C.QPT_RC, send_wr=self.window, recv_wr=1)
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=self.window + 1, recv_wr=1)  # + the heartbeat
         access = C.ACCESS_LOCAL_WRITE
         self.mr = conn.reg(max(self.size, 1), access)
 
@@ -132,6 +135,8 @@ class BwClient(Protocol):
         if now >= self.next_progress:
             self.next_progress = now + PROGRESS_S
             conn.flow.emit({"type": "bw", "conn": conn.index, **self.figures(now)})
+            if self.op != "send" and wc.wr_id != BEAT:
+                conn.post_send(BEAT, self.mr, 0, 0)
         self.post(conn)
         if self.completed == self.posted and self.due() == 0 and not self.done_sent:
             self.t_end = now
@@ -195,13 +200,12 @@ class BwServer(Protocol):
         self.op, self.size = H.operation(ev.private_data, H.KIND_BW, self.max_size, OP_NAMES, BW.min_size)
 
     def setup(self, conn) -> None:
-        recv = conn.window(self.depth) if self.op == "send" else 1
+        recv = conn.window(self.depth) if self.op == "send" else 1  # write, read: heartbeats only
         self.window = recv
         conn.create_qp(qp_type=C.QPT_RC, send_wr=1, recv_wr=recv)
         access = C.ACCESS_LOCAL_WRITE | C.ACCESS_REMOTE_WRITE | C.ACCESS_REMOTE_READ
         self.mr = conn.reg(self.size, access)
-        if self.op == "send":
-            conn.post_recv(RECV, self.mr, 0, self.size, n=recv)
+        conn.post_recv(RECV, self.mr, 0, self.size if self.op == "send" else 1, n=recv)
 
     def accept_param(self) -> ConnParam:
         data = pack_info(self.mr.addr, self.mr.rkey, self.size) if self.mr is not None else b""
@@ -210,9 +214,12 @@ class BwServer(Protocol):
 
     def on_wc(self, conn, wc) -> None:
         if wc.opcode & C.WC_RECV:
-            self.received += 1
-            self.bytes_received += wc.byte_len
-            conn.post_recv(RECV, self.mr, 0, self.size)
+            if self.op == "send":
+                self.received += 1
+                self.bytes_received += wc.byte_len
+                conn.post_recv(RECV, self.mr, 0, self.size)
+            else:  # a heartbeat (empty): the engine counted it as progress
+                conn.post_recv(RECV, self.mr, 0, 1)
 
     def on_disconnected(self, conn) -> None:
         conn.finish()  # the client ends the test; its figures are its own

@@ -68,3 +68,11 @@ def test_lat_server_rejects_a_client_without_its_hello(rdmacli, backend):
     backend.script["listen"] = lambda cm: [backend.request()][:0]
     r = rdmacli(backend, "listen", "--lat", "--json")
     assert r.exit_code != 0 and b"needs an rdmacli lat client" in backend.rejections[0]
+
+
+def test_a_one_sided_run_sends_the_server_a_heartbeat_each_second(rdmacli, backend):
+    bw_server(backend)
+    r = rdmacli(backend, "bw", "10.0.0.1", "--duration", "1.3", "--depth", "4", "-S", "64", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    beats = [w for w in backend.sends if w["opcode"] == C.WR_SEND]
+    assert len(beats) == 1 and beats[0]["length"] == 0  # the server's recv completes: progress
