@@ -245,7 +245,11 @@ EXTRA = {
         "own cause (SILENT). The run id is public (it is on every agent's command line), so a "
         "listener admits only its scheduled partner's address with the right round and ranks, "
         "and its refusals say what was wrong with a request without echoing what it expects. "
-        "What agents and peers say is printed with control characters escaped. Not defended: a "
+        "What agents and peers say is printed with control characters escaped. Counters an agent "
+        "reports are checked (at most 8 ports of 256 counters, names and non-negative integers) "
+        "and their kinds derived again. An agent claims its address and port with a lock file in "
+        "/run/lock (no links followed, mode 0600, its pid and run id inside): a local user who "
+        "holds it can make a run say BUSY, nothing more. Not defended: a "
         "peer that can spoof its partner's IP address on the fabric, and a launcher (ssh, srun) "
         "that is itself compromised.",
     },
