@@ -170,9 +170,11 @@ class Loop:
         completion, or SPIN_TURNS turns with completions: then the caller's full turn."""
         until = time.monotonic() + self.SPIN_S
         turns = 0
-        while not done() and turns < self.SPIN_TURNS:
-            if self._spin():
+        while turns < self.SPIN_TURNS:
+            if self._spin():  # only a completion can change done(): asked then, not per spin
                 turns += 1
+                if done():
+                    return
             elif time.monotonic() >= until:
                 return
 
