@@ -83,8 +83,6 @@ class MeshListenFlow(ServerFlow):
     came, or rdma_create_qp failed with EINVAL on a request the CM had already closed) is set
     aside, its error kept, and it goes on waiting: the partner asks again until the slot ends."""
 
-    withdrawn = 0
-
     def on_finished(self, conn: Connection) -> None:
         if (
             conn.state == State.FAILED
@@ -92,7 +90,6 @@ class MeshListenFlow(ServerFlow):
             and conn.phase in (L.ACCEPT, L.CREATE_QP)
             and not self.stopping
         ):
-            self.withdrawn += 1
             self.accepted -= 1
             self.warn(f"request {conn.index} from {conn.remote} ended before it was accepted "
                       f"({conn.error.message if conn.error else 'no reason'}); still waiting")  # fmt: skip
