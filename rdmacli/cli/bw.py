@@ -123,7 +123,7 @@ def command(host, port, bind, op, size, qps, depth, count, duration, sleep, time
 
 def aggregate(outcome) -> None:
     """Overall figures of all QPs (they ran at once) and the port's line rate."""
-    from rdmacli.protocols.bw import port_rate_gbps
+    from rdmacli.diag.devices import port_rate_gbps
 
     conns = [c for c in outcome.connections if "gbps" in c.stats]
     if not conns:

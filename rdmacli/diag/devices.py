@@ -214,3 +214,14 @@ def listdir(path: str) -> list[str]:
         return os.listdir(path)
     except OSError:
         return []
+
+
+def port_rate_gbps(device: str | None, port: int) -> float | None:
+    """The port's line rate from sysfs (`rate`: "100 Gb/sec (4X EDR)"), or None."""
+    if not device or "/" in device:
+        return None
+    text = read_sysfs(os.path.join(SYSFS, device, "ports", str(port), "rate")) or ""
+    try:
+        return float(text.split()[0])
+    except (ValueError, IndexError):
+        return None

@@ -35,19 +35,6 @@ CHAIN = 16  # work requests per doorbell, at most
 PROGRESS_S = 1.0  # between progress records
 
 
-def port_rate_gbps(device: str | None, port: int) -> float | None:
-    """The port's line rate from sysfs (`rate`: "100 Gb/sec (4X EDR)"), or None."""
-    from rdmacli.diag.devices import SYSFS, read_sysfs
-
-    if not device or "/" in device:
-        return None
-    text = read_sysfs(f"{SYSFS}/{device}/ports/{port}/rate") or ""
-    try:
-        return float(text.split()[0])
-    except (ValueError, IndexError):
-        return None
-
-
 class BwClient(Protocol):
     name = "bw"
 

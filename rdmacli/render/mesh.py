@@ -10,7 +10,7 @@ import time
 from rdmacli.diag.counters import ADVICE
 from rdmacli.mesh.report import CAUSES
 from rdmacli.render.text import printable
-from rdmacli.render.units import duration
+from rdmacli.render.units import counter_words, duration
 
 MATRIX_MAX = 32
 
@@ -67,10 +67,6 @@ class MeshProgress:
 def _lat(p: dict) -> str:
     v = p.get("rtt_p50_us") if p.get("rtt_p50_us") is not None else p.get("setup_us")
     return "ok" if v is None else duration(v)
-
-
-def counter_words(counters: dict) -> str:
-    return ", ".join(f"{name} +{n}" for name, n in sorted(counters.items()))
 
 
 def print_mesh(app, doc: dict) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rdmacli.render.units import duration, durations
+from rdmacli.render.units import counter_words, duration, durations
 
 
 def connection_details(c: dict) -> list[str]:
@@ -113,7 +113,7 @@ def counter_lines(ports: list[dict]) -> list[str]:
     for p in ports:
         kinds = {k: v for k, v in (p.get("kinds") or {}).items() if k != "congestion"}
         if kinds:
-            moved = ", ".join(f"{n} +{v}" for c in kinds.values() for n, v in sorted(c.items()))
+            moved = ", ".join(counter_words(c) for c in kinds.values())
             out.append(f"counters: {p['device']} port {p['port']} (the port's, shared): {moved}")
     return out
 

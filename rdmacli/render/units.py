@@ -35,3 +35,8 @@ def _sig3(x: float) -> str:
     if abs(x) >= 10:
         return f"{x:.1f}"
     return f"{x:.2f}"
+
+
+def counter_words(counters: dict) -> str:
+    """Counter deltas for people: 'completer_retry_err +3, duplicate_request +3'."""
+    return ", ".join(f"{name} +{n}" for name, n in sorted(counters.items()))
