@@ -88,27 +88,33 @@ class ClusterShellLauncher:
             task.timer(0.5, handler, interval=0.5, autoclose=True)
         task.run(timeout=timeout + GRACE_S)
 
-    def _running(self):
-        for w in self.workers:
-            for client in getattr(w, "_clients", []):
-                popen = getattr(client, "popen", None)
-                if popen is not None and popen.poll() is None:
-                    yield popen
+    def _running(self) -> list:
+        """The agent processes (ssh: their ssh clients) still running."""
+        return [
+            popen
+            for w in self.workers
+            for client in getattr(w, "_clients", [])
+            if (popen := getattr(client, "popen", None)) is not None and popen.poll() is None
+        ]
+
+    def _terminate(self) -> None:
+        """SIGTERM to every agent still running: they tear down and exit."""
+        for popen in self._running():
+            try:
+                popen.send_signal(signal.SIGTERM)
+            except OSError:
+                pass
 
     def check_end(self, end_at) -> None:
         """In ClusterShell's loop: past end_at, SIGTERM what still runs; GRACE_S later, abort
         the task (its workers kill what is left)."""
         now = time.monotonic()
         if self._term_at is None:
-            if now < end_at() or not any(True for _ in self._running()):
+            if now < end_at() or not self._running():
                 return
             self.cut, self._term_at = True, now
-            for popen in self._running():
-                try:
-                    popen.send_signal(signal.SIGTERM)
-                except OSError:
-                    pass
-        elif now >= self._term_at + GRACE_S or not any(True for _ in self._running()):
+            self._terminate()
+        elif now >= self._term_at + GRACE_S or not self._running():
             self.task.abort()
 
     def go(self, text: str) -> None:
@@ -119,13 +125,9 @@ class ClusterShellLauncher:
     def stop(self) -> None:
         """SIGTERM to every agent (ssh: to its ssh client; the agent sees its stdin close),
         then, after the grace period, ClusterShell's own abort kills what is left."""
-        for popen in self._running():
-            try:
-                popen.send_signal(signal.SIGTERM)
-            except OSError:
-                pass
+        self._terminate()
         end = time.monotonic() + GRACE_S
-        while time.monotonic() < end and any(True for _ in self._running()):
+        while time.monotonic() < end and self._running():
             time.sleep(0.1)
         if self.task is not None:
             try:
