@@ -63,17 +63,25 @@ def _duration(ctx, param, value):
     metavar="SECONDS",
     help="Seconds to run  [default: 5, unless -C].",
 )
+@click.option(
+    "--bidir",
+    is_flag=True,
+    help="Both ways at once (perftest's -b): the server sends too, for as long as this side does.",
+)
 @options.no_busy_poll
 @options.wait_for_server
 @options.timeouts
 @options.output
-def command(host, port, bind, op, size, qps, depth, count, duration, sleep, timeouts, app, show_events):
+def command(
+    host, port, bind, op, size, qps, depth, count, duration, bidir, sleep, timeouts, app, show_events
+):
     """Measure bandwidth to HOST, which runs `rdmacli listen --bw`.
 
     Keeps --depth work requests of SIZE bytes in flight on each of --qps connections, for -C
     messages or --duration seconds, and reports Gb/s and messages/s overall and per QP, and the
     fraction of the port's line rate (its `rate` in sysfs). A progress line each second on a
-    terminal.
+    terminal. With --bidir the server sends as well and reports its figures back: both
+    directions and their sum.
     """
     if count is None and duration is None:
         duration = 5.0
@@ -85,6 +93,7 @@ def command(host, port, bind, op, size, qps, depth, count, duration, sleep, time
         "size_bytes": size,
         "qps": qps,
         "depth": depth,
+        "bidir": bidir,
         "count": count,
         "duration_s": duration,
         "busy_poll": not sleep,
@@ -109,7 +118,7 @@ def command(host, port, bind, op, size, qps, depth, count, duration, sleep, time
             "bw",
             BW,
             CLIENT,
-            Params(count=count, size=size, op=op, duration=duration, depth=depth),
+            Params(count=count, size=size, op=op, duration=duration, depth=depth, bidir=bidir),
             host=host,
             port=port,
             bind=bind,
@@ -132,6 +141,11 @@ def aggregate(outcome) -> None:
     secs = max(c.stats["elapsed_us"] for c in conns) / 1e6 or 1e-9
     msgs = sum(c.stats["messages_sent"] for c in conns)
     d = {"gbps": round(nbytes * 8 / secs / 1e9, 4), "msg_per_s": round(msgs / secs, 1), "seconds": secs}
+    back = [c.stats["reverse"] for c in conns if c.stats.get("reverse")]
+    if back:  # --bidir: the server's direction, as each server reported it, and the sum
+        rsecs = max(r["seconds"] for r in back) or 1e-9
+        d["reverse_gbps"] = round(sum(r["bytes"] for r in back) * 8 / rsecs / 1e9, 4)
+        d["total_gbps"] = round(d["gbps"] + d["reverse_gbps"], 4)
     rate = port_rate_gbps(conns[0].device, 1)
     if rate:
         d["line_rate_gbps"] = rate

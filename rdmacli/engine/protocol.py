@@ -56,6 +56,7 @@ class Params:
     op: str = "write"  # bw: write, read, send; lat: send, write
     duration: float | None = None  # bw: seconds to run instead of a count
     depth: int = 128  # bw: work requests in flight per QP
+    bidir: bool = False  # bw: both ways at once
 
     def limits(self) -> dict:
         """max_size as a keyword, where given."""

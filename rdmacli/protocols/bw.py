@@ -7,12 +7,20 @@ flight on each QP, in chains of one doorbell with only the last signaled, for a 
 messages or a duration, then disconnects; the server ends on that disconnect. For SEND the
 server keeps `depth` receives posted and counts what arrives.
 
-What the server advertises is untrusted: the client only ever writes or reads within the size it
-asked for and the server confirmed, and never past its own buffer.
+`--bidir` (perftest's -b): the server sends too, for as long as the client does. Control
+messages are SENDs with immediate data, apart from the data: the client's ADVERT (its buffer,
+for WRITE and READ) starts the server's stream, its DONE stops it, and the server's RESULT (its
+messages and seconds) comes back before the client disconnects, so one side reports both ways.
+
+What the peer advertises or reports is untrusted: each side only ever writes or reads within
+the size the client asked for and the server confirmed, never past its own buffer, and a
+reported figure outside sane bounds is refused.
 """
 
 from __future__ import annotations
 
+import math
+import struct
 import time
 
 from rdmacli.engine.protocol import Protocol
@@ -31,30 +39,146 @@ RECV = 0
 BEAT = 1  # a one-sided test's heartbeat: an empty SEND each PROGRESS_S, so the server sees
 # progress (it sees no completion of a WRITE or READ) and keeps an idle deadline that means
 # something: a client that stalls or vanishes still ends the server's wait
+CTL = 2  # the wr_id of a control message's send
+ADVERT, DONE, RESULT = 1, 2, 3  # control messages, by their immediate data
+RESULT_FORMAT = struct.Struct(">Qd")  # the server's stream: messages completed, seconds
+CTL_SIZE = 32  # bytes of a control message's buffer
+CTL_RECVS = 4  # control receives kept posted (heartbeats, ADVERT, DONE, RESULT)
 CHAIN = 16  # work requests per doorbell, at most
 PROGRESS_S = 1.0  # between progress records
+MAX_MESSAGES = 1 << 40
 
 
-class BwClient(Protocol):
+class Stream:
+    """One direction's sender: `window` work requests in flight, in chains of one doorbell with
+    only the last signaled, until its count, its duration or a stop."""
+
+    def __init__(self, op: str, size: int, window: int, count: int | None = None,
+                 duration: float | None = None):  # fmt: skip
+        self.op, self.size, self.window, self.count, self.duration = op, size, window, count, duration
+        self.remote: tuple[int, int] | None = None  # (address, rkey) the peer advertised
+        self.posted = self.completed = 0
+        self.t_start: float | None = None
+        self.t_end: float | None = None
+        self.t_stop: float | None = None  # post nothing after this
+        self.stopped = False
+
+    def start(self) -> None:
+        self.t_start = time.monotonic()
+        if self.duration:
+            self.t_stop = self.t_start + self.duration
+
+    def due(self) -> int:
+        if self.t_start is None or self.stopped:
+            return 0
+        room = self.window - (self.posted - self.completed)
+        if self.count is not None:
+            room = min(room, self.count - self.posted)
+        if self.t_stop is not None and time.monotonic() >= self.t_stop:
+            room = 0
+        return max(room, 0)
+
+    def post(self, conn, mr) -> None:
+        n = self.due()
+        kw = {"opcode": OPCODES[self.op]}
+        if self.remote is not None:
+            kw.update(remote_addr=self.remote[0], rkey=self.remote[1])
+        while n > 0:
+            k = min(n, CHAIN)
+            conn.post_send(chain(k), mr, 0, self.size, n=k, **kw)
+            self.posted += k
+            n -= k
+
+    def completion(self, wc) -> None:
+        self.completed += sends_in(wc.wr_id)
+
+    def finished(self) -> bool:
+        """Started, nothing more due and nothing in flight; marks the end time once."""
+        if self.t_start is None or self.completed != self.posted or self.due():
+            return False
+        if self.t_end is None:
+            self.t_end = time.monotonic()
+        return True
+
+    def figures(self, now: float | None = None) -> dict:
+        return rates(self.completed, self.size, (self.t_end or now or time.monotonic()) - (self.t_start or 0))
+
+
+def rates(messages: int, size: int, seconds: float) -> dict:
+    secs = max(seconds, 1e-9)
+    nbytes = messages * size
+    return {
+        "messages": messages,
+        "bytes": nbytes,
+        "seconds": round(secs, 6),
+        "gbps": round(nbytes * 8 / secs / 1e9, 4),
+        "msg_per_s": round(messages / secs, 1),
+    }
+
+
+def advertised(conn, data: bytes, size: int, who: str) -> tuple[int, int]:
+    """(address, rkey) of a peer's buffer, refused unless it holds `size` bytes."""
+    if len(data) < INFO.size:
+        raise RdmacliError(
+            f"the {who} advertised no buffer ({len(data)} bytes) [{conn.flow.where(conn)}]",
+            hint="the peer is not rdmacli bw / listen --bw",
+            cause=Cause.PEER_PROTOCOL,
+        )
+    addr, rkey, got = unpack_info(data[: INFO.size])
+    if got < size:  # never past what the peer holds, whatever else it says
+        raise RdmacliError(
+            f"the {who} advertised {got} bytes for {size}-byte messages [{conn.flow.where(conn)}]",
+            cause=Cause.PEER_PROTOCOL,
+        )
+    return addr, rkey
+
+
+class _Side(Protocol):
+    """What both ends of a bidirectional run share: a data buffer, control buffers, a stream."""
+
     name = "bw"
 
+    def buffers(self, conn, recv_window: int, remote_access: bool) -> None:
+        access = C.ACCESS_LOCAL_WRITE
+        if remote_access:
+            access |= C.ACCESS_REMOTE_WRITE | C.ACCESS_REMOTE_READ
+        self.mr = conn.reg(max(self.size, CTL_SIZE), access)
+        self.out = conn.reg(CTL_SIZE)  # control messages leave from here
+        # receives: data and control alike for SEND; control alone (into its own buffer) else
+        self.inbox = self.mr if self.op == "send" else conn.reg(CTL_SIZE)
+        self.recv_len = max(self.size, CTL_SIZE) if self.op == "send" else CTL_SIZE
+        if recv_window:
+            conn.post_recv(RECV, self.inbox, 0, self.recv_len, n=recv_window)
+
+    def tell(self, conn, what: int, payload: bytes = b"") -> None:
+        if payload:
+            self.out.write(payload)
+        conn.post_send(CTL, self.out, 0, len(payload), opcode=C.WR_SEND_WITH_IMM, imm=what)
+
+    def repost(self, conn) -> None:
+        conn.post_recv(RECV, self.inbox, 0, self.recv_len)
+
+
+class BwClient(_Side):
     def __init__(self, op: str = "write", size: int = BW.default_size, count: int | None = None,
-                 duration: float | None = None, depth: int = 128):  # fmt: skip
+                 duration: float | None = None, depth: int = 128, bidir: bool = False):  # fmt: skip
         self.op, self.size, self.count, self.duration, self.depth = op, size, count, duration, depth
+        self.bidir = bidir
         self.mr = None
-        self.remote: tuple[int, int] | None = None  # (address, rkey) the server advertised
-        self.posted = self.completed = 0
-        self.t_start = self.t_end = None
-        self.t_stop: float | None = None  # duration mode: post nothing after this
+        self.stream: Stream | None = None
+        self.reverse: dict | None = None  # the server's stream, as it reported it
+        self.received = 0  # SEND --bidir: the server's messages that arrived
         self.next_progress = 0.0
-        self.done_sent = False
+        self.done_told = self.done_sent = False
 
     @classmethod
     def from_params(cls, p):
-        return cls(p.op, p.size, p.count, p.duration, p.depth)
+        return cls(p.op, p.size, p.count, p.duration, p.depth, p.bidir)
 
     def conn_param(self) -> ConnParam:
-        hello = H.Hello(H.KIND_BW, 0, self.size, flags=OPS[self.op])  # the count is ours alone
+        flags = OPS[self.op] | (H.BIDIR if self.bidir else 0)
+        depth = min(self.depth, H.MAX_COUNT) if self.bidir else 0  # the server's window, --bidir
+        hello = H.Hello(H.KIND_BW, depth, self.size, flags=flags)  # the count is ours alone
         return ConnParam(private_data=hello.pack(), responder_resources=16, initiator_depth=16,
                          retry_count=7, rnr_retry_count=7)  # fmt: skip
 
@@ -67,132 +191,122 @@ class BwClient(Protocol):
                 cause=Cause.DEVICE_LIMIT,
                 details={"step": "create qp"},
             )
-        self.window = min(self.depth, lim.max_qp_wr) if lim is not None else self.depth
-        conn.create_qp(qp_type=C.QPT_RC, send_wr=self.window + 1, recv_wr=1)  # + the heartbeat
-        access = C.ACCESS_LOCAL_WRITE
-        self.mr = conn.reg(max(self.size, 1), access)
+        window = min(self.depth, lim.max_qp_wr) if lim is not None else self.depth
+        self.stream = Stream(self.op, self.size, window, self.count, self.duration)
+        recvs = (conn.window(self.depth) if self.op == "send" else CTL_RECVS) if self.bidir else 0
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=window + CTL_RECVS, recv_wr=max(recvs, 1))
+        self.buffers(conn, recvs, remote_access=self.bidir)
 
     def on_established(self, conn) -> None:
         ev = conn.last_event
-        data = ev.private_data if ev is not None else b""
         if self.op != "send":
-            if len(data) < INFO.size:
-                raise RdmacliError(
-                    f"the server advertised no buffer ({len(data)} bytes of private data) "
-                    f"[{conn.flow.where(conn)}]",
-                    hint="the peer is not an `rdmacli listen --bw` server",
-                    cause=Cause.PEER_PROTOCOL,
-                )
-            addr, rkey, size = unpack_info(data[: INFO.size])
-            if size < self.size:  # never past what the server holds, whatever else it says
-                raise RdmacliError(
-                    f"the server advertised {size} bytes for {self.size}-byte messages "
-                    f"[{conn.flow.where(conn)}]",
-                    cause=Cause.PEER_PROTOCOL,
-                )
-            self.remote = (addr, rkey)
-        self.t_start = time.monotonic()
-        self.next_progress = self.t_start + PROGRESS_S
-        if self.duration:
-            self.t_stop = self.t_start + self.duration
-        self.post(conn)
-
-    def due(self) -> int:
-        room = self.window - (self.posted - self.completed)
-        if self.count is not None:
-            room = min(room, self.count - self.posted)
-        if self.t_stop is not None and time.monotonic() >= self.t_stop:
-            room = 0
-        return max(room, 0)
-
-    def post(self, conn) -> None:
-        n = self.due()
-        while n > 0:
-            k = min(n, CHAIN)
-            kw = {"opcode": OPCODES[self.op]}
-            if self.remote is not None:
-                kw.update(remote_addr=self.remote[0], rkey=self.remote[1])
-            conn.post_send(chain(k), self.mr, 0, self.size, n=k, **kw)
-            self.posted += k
-            n -= k
+            data = ev.private_data if ev is not None else b""
+            self.stream.remote = advertised(conn, data, self.size, "server")
+        self.stream.start()
+        self.next_progress = self.stream.t_start + PROGRESS_S
+        if self.bidir:  # the server's stream starts on this (and, for WRITE and READ, needs it)
+            mine = pack_info(self.mr.addr, self.mr.rkey, self.size) if self.op != "send" else b""
+            self.tell(conn, ADVERT, mine)
+        self.stream.post(conn, self.mr)
 
     def on_wc(self, conn, wc) -> None:
-        self.completed += sends_in(wc.wr_id)
         now = time.monotonic()
+        if wc.opcode & C.WC_RECV:
+            if wc.imm_data == RESULT:
+                self.reverse = self.result(conn, wc)
+            elif wc.imm_data is None and self.op == "send":
+                self.received += 1
+            self.repost(conn)
+        else:
+            self.stream.completion(wc)
         if now >= self.next_progress:
             self.next_progress = now + PROGRESS_S
-            conn.flow.emit({"type": "bw", "conn": conn.index, **self.figures(now)})
+            conn.flow.emit({"type": "bw", "conn": conn.index, **self.stream.figures(now)})
             if self.op != "send" and wc.wr_id != BEAT:
                 conn.post_send(BEAT, self.mr, 0, 0)
-        self.post(conn)
-        if self.completed == self.posted and self.due() == 0 and not self.done_sent:
-            self.t_end = now
+        self.stream.post(conn, self.mr)
+        if not self.stream.finished():
+            return
+        if self.bidir and not self.done_told:
+            self.done_told = True
+            self.tell(conn, DONE)  # after every data WR on this QP: in order at the server
+        if (not self.bidir or self.reverse is not None) and not self.done_sent:
             self.done_sent = True
             conn.disconnect()
+
+    def result(self, conn, wc) -> dict:
+        """The server's RESULT, checked: a figure no run can have is a protocol violation."""
+        raw = self.inbox.read(0, RESULT_FORMAT.size) if wc.byte_len >= RESULT_FORMAT.size else b""
+        messages, seconds = RESULT_FORMAT.unpack(raw) if raw else (-1, -1.0)
+        if not (0 <= messages <= MAX_MESSAGES and math.isfinite(seconds) and 0 < seconds < 1e7):
+            raise RdmacliError(
+                f"the server reported an impossible result ({wc.byte_len} bytes) [{conn.flow.where(conn)}]",
+                hint="the peer is not rdmacli listen --bw",
+                cause=Cause.PEER_PROTOCOL,
+            )
+        return rates(messages, self.size, seconds)
 
     def on_disconnected(self, conn) -> None:
         if self.done_sent:
             conn.finish()
         else:
+            s = self.stream
             conn.fail(
                 RdmacliError(
-                    f"the server disconnected after {self.completed} of "
+                    f"the server disconnected after {s.completed if s else 0} of "
                     f"{self.count if self.count is not None else '?'} messages [{conn.flow.where(conn)}]",
                     hint="the server ended the test (killed, or stopped); check its output",
                     cause=Cause.PEER_ENDED,
                 )
             )
 
-    def figures(self, now: float | None = None) -> dict:
-        end = self.t_end or now or time.monotonic()
-        secs = max(end - (self.t_start or end), 1e-9)
-        nbytes = self.completed * self.size
-        return {
-            "messages": self.completed,
-            "bytes": nbytes,
-            "seconds": round(secs, 6),
-            "gbps": round(nbytes * 8 / secs / 1e9, 4) if self.t_start else 0.0,
-            "msg_per_s": round(self.completed / secs, 1) if self.t_start else 0.0,
-        }
-
     def summary(self) -> dict:
-        f = self.figures()
-        return {
+        f = self.stream.figures() if self.stream and self.stream.t_start else rates(0, self.size, 1e-9)
+        d = {
             "op": self.op,
             "size_bytes": self.size,
-            "depth": getattr(self, "window", self.depth),
-            "messages_sent": self.completed,
+            "depth": self.stream.window if self.stream else self.depth,
+            "messages_sent": f["messages"],
             "bytes_sent": f["bytes"],
-            "elapsed_us": round(f["seconds"] * 1e6, 1),
-            "gbps": f["gbps"],
-            "msg_per_s": f["msg_per_s"],
+            "elapsed_us": round(f["seconds"] * 1e6, 1) if self.stream and self.stream.t_start else 0.0,
+            "gbps": f["gbps"] if self.stream and self.stream.t_start else 0.0,
+            "msg_per_s": f["msg_per_s"] if self.stream and self.stream.t_start else 0.0,
         }
+        if self.bidir:
+            d["reverse"] = self.reverse  # None: the server's result never came
+        return d
 
 
-class BwServer(Protocol):
-    name = "bw"
+class BwServer(_Side):
     role = "server"
 
     def __init__(self, size: int = BW.default_size, *, max_size: int = BW.max_size, depth: int = 128):
         self.size, self.max_size, self.depth = size, max_size, depth
         self.op = "write"
+        self.bidir = False
         self.mr = None
+        self.stream: Stream | None = None
         self.received = self.bytes_received = 0
+        self.result_sent = False
 
     @classmethod
     def from_params(cls, p):
         return cls(p.size, **p.limits())
 
     def on_request(self, conn, ev) -> None:
-        self.op, self.size = H.operation(ev.private_data, H.KIND_BW, self.max_size, OP_NAMES, BW.min_size)
+        self.op, self.size, extra = H.operation(
+            ev.private_data, H.KIND_BW, self.max_size, OP_NAMES, BW.min_size, options=H.BIDIR
+        )
+        self.bidir = bool(extra & H.BIDIR)
+        if self.bidir:  # the client's depth, within what this device and server allow
+            self.depth = max(1, min(H.parse(ev.private_data).count or self.depth, self.depth))
 
     def setup(self, conn) -> None:
-        recv = conn.window(self.depth) if self.op == "send" else 1  # write, read: heartbeats only
-        self.window = recv
-        conn.create_qp(qp_type=C.QPT_RC, send_wr=1, recv_wr=recv)
-        access = C.ACCESS_LOCAL_WRITE | C.ACCESS_REMOTE_WRITE | C.ACCESS_REMOTE_READ
-        self.mr = conn.reg(self.size, access)
-        conn.post_recv(RECV, self.mr, 0, self.size if self.op == "send" else 1, n=recv)
+        recvs = conn.window(self.depth) if self.op == "send" else CTL_RECVS  # else: control only
+        window = conn.window(self.depth) if self.bidir else 0
+        self.stream = Stream(self.op, self.size, window) if self.bidir else None
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=window + CTL_RECVS, recv_wr=recvs)
+        self.buffers(conn, recvs, remote_access=True)
 
     def accept_param(self) -> ConnParam:
         data = pack_info(self.mr.addr, self.mr.rkey, self.size) if self.mr is not None else b""
@@ -200,21 +314,41 @@ class BwServer(Protocol):
                          retry_count=7, rnr_retry_count=7)  # fmt: skip
 
     def on_wc(self, conn, wc) -> None:
+        s = self.stream
         if wc.opcode & C.WC_RECV:
-            if self.op == "send":
+            if wc.imm_data == ADVERT and s is not None and s.t_start is None:
+                if self.op != "send":
+                    theirs = self.inbox.read(0, min(wc.byte_len, INFO.size))
+                    s.remote = advertised(conn, theirs, self.size, "client")
+                s.start()
+            elif wc.imm_data == DONE and s is not None:
+                s.stopped = True
+            elif wc.imm_data is None and self.op == "send":
                 self.received += 1
                 self.bytes_received += wc.byte_len
-                conn.post_recv(RECV, self.mr, 0, self.size)
-            else:  # a heartbeat (empty): the engine counted it as progress
-                conn.post_recv(RECV, self.mr, 0, 1)
+            # else: a heartbeat (empty): the engine counted it as progress
+            self.repost(conn)
+        elif s is not None:
+            s.completion(wc)
+        if s is None:
+            return
+        s.post(conn, self.mr)
+        if s.stopped and s.finished() and not self.result_sent:
+            self.result_sent = True
+            f = s.figures()
+            self.tell(conn, RESULT, RESULT_FORMAT.pack(f["messages"], f["seconds"]))
 
     def on_disconnected(self, conn) -> None:
         conn.finish()  # the client ends the test; its figures are its own
 
     def summary(self) -> dict:
-        return {
+        d = {
             "op": self.op,
             "size_bytes": self.size,
             "messages_received": self.received,
             "bytes_received": self.bytes_received,
         }
+        if self.stream is not None and self.stream.t_start is not None:
+            f = self.stream.figures()
+            d.update(messages_sent=f["messages"], bytes_sent=f["bytes"], gbps_sent=f["gbps"])
+        return d

@@ -43,9 +43,16 @@ def parse(data: bytes) -> Hello | None:
     return Hello(kind=kind, count=count, size=size, flags=flags)
 
 
-def operation(data: bytes, kind: int, max_size: int, ops: dict[int, str], min_size: int) -> tuple[str, int]:
-    """bw and lat: the (operation, size) a client's hello asks for; anything else is refused
-    with words (the caller's Reject). Those servers serve rdmacli clients only."""
+OP_MASK = 0x0F  # bw and lat: the operation in the flags' low bits, options above them
+BIDIR = 0x10  # bw: the server sends too
+
+
+def operation(
+    data: bytes, kind: int, max_size: int, ops: dict[int, str], min_size: int, options: int = 0
+) -> tuple[str, int, int]:
+    """bw and lat: the (operation, size, option bits) a client's hello asks for; anything else
+    (an unknown operation or option) is refused with words (the caller's Reject). Those servers
+    serve rdmacli clients only."""
     from rdmacli.engine.protocol import Reject
 
     hello = parse(data)
@@ -55,9 +62,10 @@ def operation(data: bytes, kind: int, max_size: int, ops: dict[int, str], min_si
     reason = check(hello, kind, max_size)
     if reason:
         raise Reject(reason)
-    if hello.flags not in ops or hello.size < min_size:
-        raise Reject(f"rdmacli: bad {name} request (op {hello.flags}, size {hello.size})")
-    return ops[hello.flags], hello.size
+    op, extra = hello.flags & OP_MASK, hello.flags & ~OP_MASK
+    if op not in ops or extra & ~options or hello.size < min_size:
+        raise Reject(f"rdmacli: bad {name} request (flags {hello.flags:#x}, size {hello.size})")
+    return ops[op], hello.size, extra
 
 
 def check(hello: Hello, expected_kind: int, max_size: int = MAX_SIZE) -> str | None:

@@ -165,7 +165,8 @@ class LatServer(_PingPong):
         return cls(p.size, **p.limits())
 
     def on_request(self, conn, ev) -> None:
-        self.op, self.size = H.operation(ev.private_data, H.KIND_LAT, self.max_size, OP_NAMES, LAT.min_size)
+        pd = ev.private_data
+        self.op, self.size, _ = H.operation(pd, H.KIND_LAT, self.max_size, OP_NAMES, LAT.min_size)
 
     def accept_param(self) -> ConnParam:
         return ConnParam(private_data=self.advert(), retry_count=7, rnr_retry_count=7)

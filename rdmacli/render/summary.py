@@ -48,10 +48,17 @@ def datagram_counts(c: dict) -> list[str]:
 
 def bandwidth(c: dict) -> list[str]:
     """One QP of `rdmacli bw`: its rate and message rate."""
-    return [
+    lines = [
         f"{c['remote']}: {c['op']} {c['size_bytes']} B x {c['messages_sent']}: {c['gbps']:.3f} Gb/s, "
         f"{c['msg_per_s']:,.0f} msg/s in {duration(c['elapsed_us'])} (depth {c['depth']})"
     ]
+    r = c.get("reverse")
+    if r:
+        lines.append(
+            f"{c['remote']}: back from the server, {r['messages']} x {c['size_bytes']} B: "
+            f"{r['gbps']:.3f} Gb/s, {r['msg_per_s']:,.0f} msg/s in {duration(r['seconds'] * 1e6)}"
+        )
+    return lines
 
 
 def latency(c: dict) -> list[str]:
@@ -97,6 +104,8 @@ def print_summary(app, doc: dict) -> None:
     bw = doc["data"].get("bw")
     if bw:
         text = f"bw: {bw['gbps']:.3f} Gb/s, {bw['msg_per_s']:,.0f} msg/s over {len(doc['connections'])} QP(s)"
+        if "total_gbps" in bw:
+            text += f"; back {bw['reverse_gbps']:.3f} Gb/s, both ways {bw['total_gbps']:.3f} Gb/s"
         if "line_rate_fraction" in bw:
             text += f", {bw['line_rate_fraction']:.1%} of the port's {bw['line_rate_gbps']:g} Gb/s"
         details.append(text)

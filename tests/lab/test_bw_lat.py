@@ -39,6 +39,29 @@ def test_bw_each_op_with_two_qps(lab, flows, op, family):
     assert sdoc["totals"]["connections_passed"] == 2
 
 
+@pytest.mark.parametrize("op", ["write", "read", "send"])
+def test_bw_bidir_reports_both_ways(lab, flows, op):
+    """--bidir: the server streams back for as long as the client does and reports its figures,
+    which the client checks and adds; the server's own summary says the same."""
+    srv = flows.serve("listen", "--bw", "-c", "2", bind=lab.server)
+    doc = flows.run("bw", lab.server, "-I", lab.client, "--op", op, "--qps", "2", "--bidir",
+                    "--duration", "2", "-S", "16384", "--depth", "16")  # fmt: skip
+    assert doc["result"] == "pass", doc.get("error")
+    sent_back = 0
+    for c in doc["connections"]:
+        assert c["messages_sent"] > 0 and c["reverse"]["messages"] > 0, c
+        assert c["reverse"]["bytes"] == c["reverse"]["messages"] * 16384
+        sent_back += c["reverse"]["messages"]
+    bw = doc["data"]["bw"]
+    assert bw["reverse_gbps"] > 0
+    assert bw["total_gbps"] == pytest.approx(bw["gbps"] + bw["reverse_gbps"], abs=1e-3)
+    sdoc, _ = flows.done(srv)
+    assert sdoc["totals"]["connections_passed"] == 2
+    assert sum(c["messages_sent"] for c in sdoc["connections"]) == sent_back
+    if op == "send":  # each side's sends arrived at the other
+        assert sdoc["totals"]["messages_received"] == sum(c["messages_sent"] for c in doc["connections"])
+
+
 @pytest.mark.parametrize("family", ["ipv4", "ipv6"])
 @pytest.mark.parametrize("op", ["send", "write"])
 def test_lat_each_op(lab, flows, op, family):

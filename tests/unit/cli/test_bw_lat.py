@@ -76,3 +76,56 @@ def test_a_one_sided_run_sends_the_server_a_heartbeat_each_second(rdmacli, backe
     assert r.exit_code == 0, r.stdout + r.stderr
     beats = [w for w in backend.sends if w["opcode"] == C.WR_SEND]
     assert len(beats) == 1 and beats[0]["length"] == 0  # the server's recv completes: progress
+
+
+def bidir_server(backend, result: bytes) -> None:
+    """A `listen --bw` that answers the client's DONE with `result` as its RESULT."""
+    from rdmacli.protocols import bw
+
+    bw_server(backend)
+
+    def answer(cm, wr):
+        if wr["opcode"] == C.WR_SEND_WITH_IMM and wr.get("imm") == bw.DONE:
+            backend.deliver(cm, result, imm=bw.RESULT)
+
+    backend.on_send = answer
+
+
+def test_bidir_advertises_its_buffer_stops_the_server_and_reports_both_ways(rdmacli, backend):
+    from rdmacli.protocols import bw
+
+    bidir_server(backend, bw.RESULT_FORMAT.pack(40, 0.5))
+    r = rdmacli(backend, "bw", "10.0.0.1", "-C", "50", "--depth", "8", "--bidir", "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    hello = H.parse(backend.conn_params[0].private_data)
+    assert hello.flags == H.BIDIR | 0 and hello.count == 8  # write, both ways, the server's window
+    ctl = [w for w in backend.sends if w["opcode"] == C.WR_SEND_WITH_IMM]
+    assert [w["imm"] for w in ctl] == [bw.ADVERT, bw.DONE]
+    advert = ctl[0]["mr"].read(0, 16)
+    addr, rkey, size = struct.unpack(">QII", advert)
+    assert size == 65536 and ctl[0]["length"] == 16
+    [c] = r.doc["connections"]
+    assert c["reverse"]["messages"] == 40 and c["reverse"]["bytes"] == 40 * 65536
+    b = r.doc["data"]["bw"]
+    assert b["reverse_gbps"] == round(40 * 65536 * 8 / 0.5 / 1e9, 4)
+    assert b["total_gbps"] == round(b["gbps"] + b["reverse_gbps"], 4)
+
+
+def test_bidir_refuses_an_impossible_result_from_the_server(rdmacli, backend):
+    from rdmacli.protocols import bw
+
+    bidir_server(backend, bw.RESULT_FORMAT.pack(1 << 50, float("nan")))
+    r = rdmacli(backend, "bw", "10.0.0.1", "-C", "10", "--bidir", "--json")
+    assert r.exit_code == 1 and r.doc["error"]["cause"] == "peer_protocol_violation", r.doc["error"]
+
+
+def test_bw_server_refuses_unknown_options_in_the_hello():
+    import pytest
+
+    from rdmacli.engine.protocol import Reject
+
+    data = H.Hello(H.KIND_BW, 0, 4096, flags=0x40).pack()
+    with pytest.raises(Reject, match="bad bw request"):
+        H.operation(data, H.KIND_BW, 1 << 20, {0: "write"}, 1, options=H.BIDIR)
+    assert H.operation(H.Hello(H.KIND_BW, 0, 4096, flags=H.BIDIR | 1).pack(), H.KIND_BW, 1 << 20,
+                       {1: "read"}, 1, options=H.BIDIR) == ("read", 4096, H.BIDIR)  # fmt: skip
