@@ -150,6 +150,7 @@ EXTRA = {
                 "Four QPs of RDMA READ, 1 MiB each, JSON",
                 "rdmacli bw 10.0.0.1 --op read -S 1048576 --qps 4 --json",
             ),
+            ("Both ways at once (ib_write_bw -b)", "rdmacli bw 10.0.0.1 --bidir"),
         ],
         "notes": "rdmacli to rdmacli (not perftest's wire exchange): the client's hello names the "
         "operation and size, the server registers one buffer of that size per connection (up to "
@@ -157,7 +158,13 @@ EXTRA = {
         "writes or reads past what it asked for and the server confirmed. Reported per QP and "
         "overall: Gb/s, messages/s and, from the port's sysfs `rate`, the fraction of line rate "
         "(data.bw in JSON). --depth above the device's max_qp_wr is an error (exit 3), never "
-        "silently lowered. Not yet: --bidir, facing perftest's ib_write_bw.",
+        "silently lowered. --bidir: the client's hello asks the server to send too; the client "
+        "advertises its own buffer in a SEND with immediate data (ADVERT), which starts the "
+        "server's stream, stops it with another (DONE) when its own run ends, and the server "
+        "answers with its messages and seconds (RESULT) before the client disconnects; the "
+        "client checks that report (a count or time no run can have is a protocol violation) "
+        "and prints both directions and their sum (data.bw reverse_gbps, total_gbps). Not "
+        "facing perftest's ib_write_bw (its own exchange over rdma_cm).",
     },
     "lat": {
         "examples": [
@@ -185,6 +192,7 @@ EXTRA = {
                 'rdmacli mesh "$SLURM_JOB_NODELIST" --launcher srun --quick --json > mesh.json',
             ),
             ("Compare with last week's run", "rdmacli mesh @rack3 --baseline mesh-last-week.json"),
+            ("Bandwidth of every pair, both ways", "rdmacli mesh @rack3 --test bw --round-time 6"),
             (
                 "A lossy node in the lab (netem 5 % loss on n05's netdev and bridge port; captured, "
                 "abridged, lines cut at 100 columns)",
@@ -196,7 +204,15 @@ EXTRA = {
                 '--map "$RDMACLI_LAB_NODES_MAP"\'',
             ),
         ],
-        "notes": "Schedule: with N nodes (N+1 if odd) every agent computes the same circle-method "
+        "notes": "Tests: ping (the default) is the latency probe of `rdmacli lat`, a SEND/RECV "
+        "ping-pong of --count 64-byte messages whose figures are network round trips: the "
+        "listener's own hold time, from its receive polled to its reply posted, is measured on its "
+        "clock, carried back and taken out (rtt_p50_us, rtt_p99_us; host_rtt_p50_us is the round "
+        "trip as the connector's host saw it); rping is rping's cycle (SEND, READ, SEND, WRITE per "
+        "ping) for those who want that protocol's figure; connect and ud are ucmatose's and "
+        "udaddy's exchanges; bw is `rdmacli bw --bidir` (RDMA WRITE of 64 KiB, 16 in flight) for a "
+        "quarter of the slot (0.5 to 10 s): both directions at once, gbps_ab and gbps_ba, the "
+        "matrix showing the slower. Schedule: with N nodes (N+1 if odd) every agent computes the same circle-method "
         "round robin, N-1 rounds of disjoint pairs; --quick runs about log2(N) of them, spread out. "
         "Rounds are time slots of --round-time seconds; round 1 starts two seconds after the last "
         "agent reported itself ready (its device opened, its address and port bound and held for "
@@ -224,7 +240,8 @@ EXTRA = {
         "node that reports a local cause, "
         "or fails with more than half of its partners (at least two), is a bad node; a failing pair "
         "whose nodes both pass elsewhere is a bad link. JSON: the summary's data holds run_id, "
-        "nodes, pairs (a, b, result, cause, error, setup_us, rtt_p50_us, rtt_p99_us, steps_us), "
+        "nodes, pairs (a, b, result, cause, error, setup_us, rtt_p50_us, rtt_p99_us, "
+        "host_rtt_p50_us, gbps_ab, gbps_ba, steps_us), "
         "blame (nodes, links, unexplained) and, with --baseline, the pairs that started failing or "
         "got 1.5 times slower. Launchers: ssh and exec are ClusterShell workers with the fanout "
         "raised to N (agents are long-lived); ssh agents end when their ssh session does; srun runs "

@@ -47,6 +47,8 @@ def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None
             on_record(rec)
             view(rec)
 
+        observer.detailed = view.detailed
+
     with view, progress or nullcontext():
         outcome = run(test, observer=observer, backend=app.backend, stops=_current[-1] if _current else None)
     if then is not None:

@@ -27,7 +27,8 @@ DEFAULT_PORT = 7490
     type=click.Choice(TESTS),
     default="ping",
     show_default=True,
-    help="Per pair: ping (setup + latency p50/p99), connect (ucmatose exchange) or ud (udaddy).",
+    help="Per pair: ping (network round trip p50/p99, the lat probe), rping (rping's cycle), "
+    "connect (ucmatose exchange), ud (udaddy) or bw (Gb/s both ways at once).",
 )
 @click.option(
     "-C",

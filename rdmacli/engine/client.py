@@ -108,8 +108,7 @@ class ClientFlow(ActiveFlow):
         conn.cm.resolve_route(self.timeouts.resolve_ms)
 
     def on_route_resolved(self, conn: Connection, ev: CmEvent) -> None:
-        self.leave(conn)
-        conn.learn_addresses()
+        self.leave(conn)  # addresses and device were learnt at ADDR_RESOLVED: they stay
         if self.route_only:
             conn.finish()
             return

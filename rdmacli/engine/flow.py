@@ -107,6 +107,9 @@ class Flow:
     ):
         self.make_protocol = make_protocol
         self.observer = observer or (lambda rec: None)
+        # a record per CM event and per step costs a dict, a clock read and a call each: made
+        # only for an observer that shows them (an observer says so with `detailed = False`)
+        self.detailed = getattr(observer, "detailed", observer is not None)
         self.timeouts = timeouts or Timeouts()
         self.options = options or Options()
         self.backend = backend or default_backend()
@@ -133,6 +136,8 @@ class Flow:
         self.observer(rec)
 
     def _observe(self, ev: CmEvent) -> None:
+        if not self.detailed:
+            return
         conn = self.conns.get(ev.id)
         rec = {
             "type": "cm_event",
@@ -151,7 +156,7 @@ class Flow:
 
     def step_done(self, conn: Connection, step: str) -> None:
         us = self.timer.end(step, conn.index)
-        if us is not None:
+        if us is not None and self.detailed:
             self.emit({"type": "step", "conn": conn.index, "step": step, "us": round(us, 1)})
 
     # -- connections ---------------------------------------------------------------------------

@@ -35,11 +35,23 @@ from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.mesh import schedule
 from rdmacli.mesh.token import Guarded, Token
 from rdmacli.outcome import Outcome, State
-from rdmacli.protocols.table import PROTOCOLS
+from rdmacli.protocols.table import BW, LAT, PROTOCOLS
 from rdmacli.rdma.cm import RdmaCallError
 from rdmacli.rdma.constants import PORT_SPACES
 
-TESTS = ("ping", "connect", "ud")
+# what a pair runs: `ping` is the latency probe (`rdmacli lat`'s send ping-pong: a network round
+# trip, the responder's hold taken out); `rping` is rping's cycle, for a user who asks for that
+# protocol; `bw` is `rdmacli bw --bidir`, each pair measured both ways at once
+SPECS = {
+    "ping": LAT,
+    "rping": PROTOCOLS["ping"],
+    "connect": PROTOCOLS["connect"],
+    "ud": PROTOCOLS["ud"],
+    "bw": BW,
+}
+TESTS = tuple(SPECS)
+BW_SHARE = 0.25  # of a slot, streamed by `--test bw` (at least BW_MIN_S, at most BW_MAX_S)
+BW_MIN_S, BW_MAX_S, BW_DEPTH = 0.5, 10.0, 16
 GAP = 0.15  # of a slot, kept free at its end for teardown before the next round
 
 
@@ -214,7 +226,7 @@ def preflight(cfg: AgentConfig, backend=None) -> RdmacliError | None:
         where = addr.resolve(me, cfg.port, passive=True, what="this node's address")
         channel = backend.event_channel()
         try:
-            cm = backend.create_id(channel, PORT_SPACES[PROTOCOLS[cfg.test].default_port_space])
+            cm = backend.create_id(channel, PORT_SPACES[SPECS[cfg.test].default_port_space])
             try:
                 cm.bind(where)
                 cm.listen(0)
@@ -249,7 +261,7 @@ def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int) -> dict:
 def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float) -> Test:
     """This node's side of a pair, bounded by the slot's end: the lower rank listens."""
     listen = cfg.rank < peer
-    spec = PROTOCOLS[cfg.test]
+    spec = SPECS[cfg.test]
     left = max(end - time.time(), 0.2)
     timeouts = Timeouts(
         connect_s=min(10.0, left),
@@ -269,7 +281,7 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float) -> Test:
         "mesh-agent",
         spec,
         SERVER if listen else CLIENT,
-        Params(count=cfg.count, size=spec.default_size),
+        pair_params(cfg),
         host=None if listen else cfg.addresses[peer],
         port=cfg.port,
         bind=me,
@@ -279,6 +291,15 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float) -> Test:
         wrap=lambda protocol: Guarded(protocol, token, cfg.addresses[peer] if listen else None),
         server_class=MeshListenFlow,
     )
+
+
+def pair_params(cfg: AgentConfig) -> Params:
+    if cfg.test == "ping":
+        return Params(count=cfg.count, size=LAT.default_size, op="send")
+    if cfg.test == "bw":
+        seconds = min(max(cfg.round_s * BW_SHARE, BW_MIN_S), BW_MAX_S)
+        return Params(size=BW.default_size, op="write", duration=seconds, depth=BW_DEPTH, bidir=True)
+    return Params(count=cfg.count, size=SPECS[cfg.test].default_size)
 
 
 def run_pair(
@@ -353,8 +374,24 @@ def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backe
         setup = ("resolve addr", "resolve route", "create qp", "cm connect")
         rec["setup_us"] = round(sum(rec["steps_us"].get(k, 0) for k in setup), 1)
     if conn is not None:
-        rtt = conn.stats.get("rtt_us")
-        if rtt:
-            rec.update(rtt_p50_us=rtt["p50"], rtt_p99_us=rtt["p99"], rtt_avg_us=rtt.get("avg"))
-        rec["stats"] = {k: v for k, v in conn.stats.items() if not isinstance(v, dict)}
+        rec.update(figures(conn.stats))
+        rec["stats"] = {k: v for k, v in conn.stats.items() if not isinstance(v, (dict, type(None)))}
     return rec
+
+
+def figures(stats: dict) -> dict:
+    """A pair's figures from its connector's stats, whichever test it ran: round trips (the
+    network's, when the latency probe measured it), and Gb/s each way (a listens, b connects:
+    the connector's own stream is b to a, the listener's, reported back, a to b)."""
+    out = {}
+    net, host = stats.get("network_rtt_us"), stats.get("rtt_us")
+    if net:  # the latency probe: perftest's columns
+        out.update(rtt_p50_us=net["t_typical"], rtt_p99_us=net["p99"], rtt_avg_us=net["t_avg"])
+        out["host_rtt_p50_us"] = host["t_typical"]
+    elif host:  # rping's cycle
+        out.update(rtt_p50_us=host["p50"], rtt_p99_us=host["p99"], rtt_avg_us=host.get("avg"))
+    if "gbps" in stats:
+        out["gbps_ba"] = stats["gbps"]
+        if stats.get("reverse"):
+            out["gbps_ab"] = stats["reverse"]["gbps"]
+    return out

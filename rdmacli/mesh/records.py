@@ -13,7 +13,16 @@ MAX_LINE = 64 * 1024  # an agent's records are a few hundred bytes
 MAX_TEXT = 4096  # an error message or hint
 MAX_KEY = 64
 MAX_ENTRIES = 64  # steps_us, stats
-FIGURES = ("rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "setup_us", "took_s")
+FIGURES = (
+    "rtt_p50_us",
+    "rtt_p99_us",
+    "rtt_avg_us",
+    "host_rtt_p50_us",
+    "setup_us",
+    "took_s",
+    "gbps_ab",
+    "gbps_ba",
+)
 MAX_PORTS = 8  # ports whose counters a pair reports (one, on every driver we know)
 MAX_COUNTERS = 256  # counters of one port (mlx5: about a hundred)
 

@@ -165,8 +165,11 @@ class Pair:
             "cause": self.cause,
             "error": self.error(),
         }
-        for key in ("setup_us", "rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "steps_us"):
+        for key in ("setup_us", "rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "host_rtt_p50_us", "steps_us"):
             d[key] = self.metric(key)
+        for key in ("gbps_ab", "gbps_ba"):
+            if self.metric(key) is not None:
+                d[key] = self.metric(key)
         d["counters"] = {side: t for side in ("listen", "connect") if (t := self.trouble(side))} or None
         return d
 

@@ -57,6 +57,11 @@ class EventView:
         self.live = None
         self.table = None
 
+    @property
+    def detailed(self) -> bool:
+        """Whether the engine need make a record per CM event and step (engine.flow)."""
+        return self.show or self.app.json_lines
+
     def __enter__(self):
         if self.show and self.app.live:
             from rich.live import Live

@@ -64,7 +64,10 @@ class MeshProgress:
             self.progress = None
 
 
-def _lat(p: dict) -> str:
+def _figure(p: dict) -> str:
+    """A passing pair's cell: the slower direction's Gb/s, the round trip's p50, or setup time."""
+    if p.get("gbps_ab") is not None or p.get("gbps_ba") is not None:
+        return f"{min(v for v in (p.get('gbps_ab'), p.get('gbps_ba')) if v is not None):.2f}G"
     v = p.get("rtt_p50_us") if p.get("rtt_p50_us") is not None else p.get("setup_us")
     return "ok" if v is None else duration(v)
 
@@ -76,7 +79,15 @@ def print_mesh(app, doc: dict) -> None:
     nodes, pairs, verdict = data.get("nodes", []), data.get("pairs", []), data.get("blame", {})
     con = app.out
     if nodes and len(nodes) <= MATRIX_MAX:
-        metric = "p50 ping latency" if any(p.get("rtt_p50_us") is not None for p in pairs) else "setup time"
+        metric = (
+            "Gb/s, the slower way"
+            if any(p.get("gbps_ba") is not None for p in pairs)
+            else "p50 network round trip"
+            if any(p.get("host_rtt_p50_us") is not None for p in pairs)
+            else "p50 ping latency"
+            if any(p.get("rtt_p50_us") is not None for p in pairs)
+            else "setup time"
+        )
         table = Table(
             title=f"rdmacli mesh: {metric} per pair (failures as cause codes)", box=None, pad_edge=False
         )
@@ -85,7 +96,7 @@ def print_mesh(app, doc: dict) -> None:
             table.add_column(str(i), justify="right")
         cell = {}
         for p in pairs:
-            text = _lat(p) if p["result"] == "pass" else (p.get("cause") or "?")
+            text = _figure(p) if p["result"] == "pass" else (p.get("cause") or "?")
             style = "" if p["result"] == "pass" else ("yellow" if p["result"] == "missing" else "bold red")
             cell[(p["a_rank"], p["b_rank"])] = cell[(p["b_rank"], p["a_rank"])] = (text, style)
         for row in nodes:

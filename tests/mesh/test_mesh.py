@@ -97,6 +97,7 @@ def test_eight_nodes_every_pair_passes():
     for p in doc["data"]["pairs"]:
         assert p["result"] == "pass" and p["error"] is None
         assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"] and p["setup_us"] > 0
+        assert p["rtt_p50_us"] <= p["host_rtt_p50_us"]  # the lat probe: the listener's hold out
         assert {"resolve addr", "resolve route", "cm connect"} <= set(p["steps_us"])
     assert doc["data"]["blame"] == {"nodes": [], "links": [], "unexplained": []}
     assert all(n["agent"] == "ran" and n["passed"] == 7 for n in doc["data"]["nodes"])
@@ -195,13 +196,19 @@ def test_a_blocked_link_is_blamed_not_its_nodes(ranks):
     assert_no_agent_left()
 
 
-@pytest.mark.parametrize("test", ["connect", "ud"])
+@pytest.mark.parametrize("test", ["connect", "ud", "rping", "bw"])
 def test_the_other_pair_tests(test):
     r, doc, wall = mesh("--test", test, nodes="n[01-04]")
     assert r.returncode == 0, doc["error"]
     assert doc["totals"]["pairs_passed"] == 6 and doc["params"]["test"] == test
     for p in doc["data"]["pairs"]:
-        assert p["setup_us"] > 0 and p["rtt_p50_us"] is None  # no ping: setup time in the matrix
+        assert p["setup_us"] > 0 and p["host_rtt_p50_us"] is None
+        if test == "rping":  # rping's cycle, as before the lat probe
+            assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"]
+        else:  # no ping: setup time (or Gb/s) in the matrix
+            assert p["rtt_p50_us"] is None
+        if test == "bw":  # both ways, each measured
+            assert p["gbps_ab"] > 0 and p["gbps_ba"] > 0, p
     assert_no_agent_left()
 
 

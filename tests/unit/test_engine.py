@@ -102,6 +102,29 @@ def test_client_sequence_exchange_and_teardown_order():
     assert steps[:5] == ["create id", "resolve addr", "resolve route", "create qp", "cm connect"]
 
 
+def records_of(detailed: bool) -> tuple[list[dict], object]:
+    backend = FakeBackend()
+    records = []
+
+    def observer(rec: dict) -> None:
+        records.append(rec)
+
+    observer.detailed = detailed
+    flow = ClientFlow(dst=SERVER, src=CLIENT, make_protocol=lambda: CmatoseClient(3, 64), timeouts=FAST,
+                      backend=backend, observer=observer)  # fmt: skip
+    cmatose_peer(backend, flow)
+    return records, run(flow)
+
+
+def test_records_per_event_and_step_are_made_only_for_an_observer_that_shows_them():
+    shown, out = records_of(True)
+    assert {"cm_event", "step"} <= {r["type"] for r in shown}
+    quiet, out2 = records_of(False)
+    assert not {"cm_event", "step"} & {r["type"] for r in quiet}
+    # the outcome's step table is the same either way: only the records were skipped
+    assert [s["step"] for s in out2.steps_us] == [s["step"] for s in out.steps_us]
+
+
 def test_client_conn_param_is_ucmatose_and_carries_the_hello():
     backend = FakeBackend()
     flow = client(backend)
@@ -222,7 +245,7 @@ def test_server_sequence_with_a_c_client():
     # the C client echoes each message it gets (it sends no hello: our -C/-S apply)
     backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
     records = []
-    flow.observer = records.append
+    flow.observer, flow.detailed = records.append, True
     out = run(flow)
     assert out.exit_code == 0 and out.connections[0].state == State.DONE
     conn_cm = backend.ids[1]
@@ -382,7 +405,7 @@ def test_a_client_with_wait_asks_again_until_the_server_listens():
 
     backend.script["connect"] = connect
     records = []
-    flow.observer = records.append
+    flow.observer, flow.detailed = records.append, True
     out = run(flow)
     assert out.exit_code == 0 and len(out.connections) == 1 and out.connections[0].state == State.DONE
     assert len(tries) == 3 and all(cm.destroyed for cm in tries)  # each refused id torn down

@@ -33,7 +33,7 @@ def established(flow, backend):
         if rec.get("type") == "step" and rec["step"] == "accept" and flow.all_conns[0].datagram:
             flow.stop()
 
-    flow.observer = observe
+    flow.observer, flow.detailed = observe, True
     flow.run()
     flow.stopping = False
     return flow.all_conns[0]

@@ -38,7 +38,7 @@ def records(r) -> list[dict]:
 
 def test_the_connecting_agent_runs_its_pair_and_reports_it(rdmacli, backend):
     rping_server(backend)
-    r = agent(rdmacli, backend, 1)
+    r = agent(rdmacli, backend, 1, "--test", "rping")
     assert r.exit_code == 0, r.stderr
     kinds = [rec["type"] for rec in records(r)]
     assert kinds[0] == "agent" and kinds[-1] == "done" and kinds.count("pair") == 1
@@ -47,6 +47,37 @@ def test_the_connecting_agent_runs_its_pair_and_reports_it(rdmacli, backend):
     assert pair["stats"]["pings_completed"] == 3 and pair["rtt_p50_us"] > 0
     token = backend.conn_params[0].private_data[-16:]  # the mesh token rides the request
     assert token and backend.conn_params[0].private_data != token
+
+
+def test_the_default_probe_reports_the_network_round_trip_beside_the_hosts(rdmacli, backend):
+    import struct
+
+    from rdmacli.rdma import constants as C
+
+    def answer(cm, wr):  # the listener answers each ping with its hold time in front
+        if wr["opcode"] == C.WR_SEND:
+            backend.deliver(cm, struct.pack(">Q", 1000) + bytes(56))
+
+    backend.on_send = answer
+    r = agent(rdmacli, backend, 1)
+    [pair] = [rec for rec in records(r) if rec["type"] == "pair"]
+    assert pair["result"] == "pass", pair
+    assert pair["stats"]["iterations"] == 3
+    assert 0 < pair["rtt_p50_us"] < pair["host_rtt_p50_us"]  # the listener's hold taken out
+    hello = backend.conn_params[0].private_data[:20]
+    assert hello.startswith(b"RDMACLI") and hello[8] == 5  # lat's hello, before the token
+
+
+def test_a_bw_pair_is_measured_both_ways(rdmacli, backend):
+    from rdmacli.protocols import bw
+
+    from .test_bw_lat import bidir_server
+
+    bidir_server(backend, bw.RESULT_FORMAT.pack(30, 0.25))
+    r = agent(rdmacli, backend, 1, "--test", "bw")
+    [pair] = [rec for rec in records(r) if rec["type"] == "pair"]
+    assert pair["result"] == "pass", pair
+    assert pair["gbps_ba"] > 0 and pair["gbps_ab"] == round(30 * 65536 * 8 / 0.25 / 1e9, 4)
 
 
 def test_a_partner_that_never_listens_is_its_cause_not_words(rdmacli, backend):
