@@ -239,6 +239,26 @@ def post_recv(qp, wr_id: int, mr: MR, offset: int = 0, length: int | None = None
         raise RdmaCallError("ibv_post_recv", rc)
 
 
+_ONE_SEND: tuple | None = None
+_ZERO_WR: tuple[bytes, int] = (b"", 0)
+
+
+def _one_send() -> tuple:
+    """One send WR, its SGE and the bad-WR pointer, made once and reused: ibv_post_send copies
+    the WR into the send queue before it returns, and the engine is single-threaded."""
+    global _ONE_SEND, _ZERO_WR
+    if _ONE_SEND is None:
+        f = ffi()
+        size = f.sizeof("struct ibv_send_wr")
+        _ZERO_WR = (bytes(size), size)
+        _ONE_SEND = (
+            f.new("struct ibv_send_wr[]", 1),
+            f.new("struct ibv_sge *"),
+            f.new("struct ibv_send_wr **"),
+        )
+    return _ONE_SEND
+
+
 def post_send(
     qp,
     wr_id: int,
@@ -261,8 +281,15 @@ def post_send(
     f = ffi()
     if length:
         mr._bounds(offset, length)
-    wrs = f.new("struct ibv_send_wr[]", n)
-    sge = f.new("struct ibv_sge *")
+    if n == 1:  # the common post (a ping-pong's every message): no allocation, a cleared WR
+        wrs, sge, bad = _one_send()
+        f.memmove(wrs, _ZERO_WR[0], _ZERO_WR[1])
+    else:
+        wrs, sge, bad = (
+            f.new("struct ibv_send_wr[]", n),
+            f.new("struct ibv_sge *"),
+            f.new("struct ibv_send_wr **"),
+        )
     if length:
         sge.addr, sge.length, sge.lkey = mr.addr + offset, length, mr.lkey
     imm_be = socket.htonl(imm) if imm is not None else None
@@ -281,6 +308,6 @@ def post_send(
             wr.wr.ud.ah, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey = ah, remote_qpn, remote_qkey
         if i + 1 < n:
             wr.next = wrs + i + 1
-    rc = qp.context.ops.post_send(qp, wrs, f.new("struct ibv_send_wr **"))
+    rc = qp.context.ops.post_send(qp, wrs, bad)
     if rc:
         raise RdmaCallError("ibv_post_send", rc)
