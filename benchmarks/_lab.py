@@ -61,6 +61,27 @@ def timed_work(cmd: list[str], timeout: float = 300) -> tuple[float | None, floa
     return end - t0, end - first
 
 
+def timed_own(cmd: list[str], timeout: float = 300) -> tuple[float | None, float | None]:
+    """(wall, work) of an rdmacli command run with --json as a user runs it (no record per
+    event or step): work is its own clock, `elapsed_ms` of its summary, from its engine's start
+    (event channel open, before the first connection) to the end of its teardown."""
+    import json
+
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, None
+    wall = time.monotonic() - t0
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        return None, None
+    if r.returncode != 0:
+        return None, None
+    return wall, doc["elapsed_ms"] / 1e3
+
+
 C_LINES = ["stdbuf", "-oL"]  # a C tool's stdout line by line into a pipe, as rdmacli's JSON lines
 
 

@@ -28,6 +28,7 @@ from _lab import (
     server,
     stop,
     timed,
+    timed_own,
     timed_work,
     wait_listener,
     wait_no_listener,
@@ -46,13 +47,15 @@ def ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b <= 0 else f"{a / b:.2f}x"
 
 
-def with_server(srv_cmd: list[str], port: int | None, client: list[str], settle: float = 0.0):
+def with_server(
+    srv_cmd: list[str], port: int | None, client: list[str], settle: float = 0.0, clock=timed_work
+):
     srv = server(srv_cmd)
     if port is not None:
         wait_listener(port)
     else:
         time.sleep(settle)
-    times = timed_work(client)
+    times = clock(client)
     stop(srv, timeout=30)
     if port is not None:
         wait_no_listener(port)
@@ -123,16 +126,18 @@ def connect() -> list[str]:
             [*C_LINES, "ucmatose", "-s", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10"],
         )
 
-    def r_run(n):
+    def r_run(n):  # as a user runs it: --json, no record per event; its own clock (elapsed_ms)
         return with_server(
             ["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"],
             CONNECT_PORT,
-            [*RDMACLI, "connect", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10", "--json-lines"],
+            [*RDMACLI, "connect", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10", "--json"],
+            clock=timed_own,
         )
 
     t = sweep(sizes, c_run, r_run)
     return report(
-        f"connect: N connections x 10 messages each way against `ucmatose -c N` (median of {RUNS})",
+        f"connect: N connections x 10 messages each way against `ucmatose -c N` (median of {RUNS}; "
+        "rdmacli --json, its elapsed_ms)",
         "conn",
         "ucmatose",
         t,

@@ -225,8 +225,15 @@ def post_recv(qp, wr_id: int, mr: MR, offset: int = 0, length: int | None = None
     f = ffi()
     length = mr.length - offset if length is None else length
     mr._bounds(offset, length)
-    sges = f.new("struct ibv_sge[]", n)
-    wrs = f.new("struct ibv_recv_wr[]", n)
+    if n == 1:
+        wrs, sges, bad, zero = _reused("recv")
+        f.memmove(wrs, zero, len(zero))
+    else:
+        wrs, sges, bad = (
+            f.new("struct ibv_recv_wr[]", n),
+            f.new("struct ibv_sge[]", n),
+            f.new("struct ibv_recv_wr **"),
+        )
     addr, lkey = mr.addr + offset, mr.lkey
     for i in range(n):
         sge, wr = sges[i], wrs[i]
@@ -234,29 +241,26 @@ def post_recv(qp, wr_id: int, mr: MR, offset: int = 0, length: int | None = None
         wr.wr_id, wr.sg_list, wr.num_sge = wr_id, sges + i, 1
         if i + 1 < n:
             wr.next = wrs + i + 1
-    rc = qp.context.ops.post_recv(qp, wrs, f.new("struct ibv_recv_wr **"))
+    rc = qp.context.ops.post_recv(qp, wrs, bad)
     if rc:
         raise RdmaCallError("ibv_post_recv", rc)
 
 
-_ONE_SEND: tuple | None = None
-_ZERO_WR: tuple[bytes, int] = (b"", 0)
+_REUSED: dict[str, tuple] = {}
 
 
-def _one_send() -> tuple:
-    """One send WR, its SGE and the bad-WR pointer, made once and reused: ibv_post_send copies
-    the WR into the send queue before it returns, and the engine is single-threaded."""
-    global _ONE_SEND, _ZERO_WR
-    if _ONE_SEND is None:
+def _reused(kind: str) -> tuple:
+    """("send" or "recv") one WR, its SGE, the bad-WR pointer and the WR's zero bytes, made once
+    and reused by every single post: ibv_post_send and ibv_post_recv copy the WR into the queue
+    before they return, and the engine is single-threaded (a ping-pong posts one of each per
+    message: three cffi allocations each, saved)."""
+    got = _REUSED.get(kind)
+    if got is None:
         f = ffi()
-        size = f.sizeof("struct ibv_send_wr")
-        _ZERO_WR = (bytes(size), size)
-        _ONE_SEND = (
-            f.new("struct ibv_send_wr[]", 1),
-            f.new("struct ibv_sge *"),
-            f.new("struct ibv_send_wr **"),
-        )
-    return _ONE_SEND
+        wr = f"struct ibv_{kind}_wr"
+        got = (f.new(f"{wr}[]", 1), f.new("struct ibv_sge[]", 1), f.new(f"{wr} **"), bytes(f.sizeof(wr)))
+        _REUSED[kind] = got
+    return got
 
 
 def post_send(
@@ -281,23 +285,24 @@ def post_send(
     f = ffi()
     if length:
         mr._bounds(offset, length)
-    if n == 1:  # the common post (a ping-pong's every message): no allocation, a cleared WR
-        wrs, sge, bad = _one_send()
-        f.memmove(wrs, _ZERO_WR[0], _ZERO_WR[1])
+    if n == 1:
+        wrs, sges, bad, zero = _reused("send")
+        f.memmove(wrs, zero, len(zero))
     else:
-        wrs, sge, bad = (
+        wrs, sges, bad = (
             f.new("struct ibv_send_wr[]", n),
-            f.new("struct ibv_sge *"),
+            f.new("struct ibv_sge[]", 1),
             f.new("struct ibv_send_wr **"),
         )
     if length:
+        sge = sges[0]
         sge.addr, sge.length, sge.lkey = mr.addr + offset, length, mr.lkey
     imm_be = socket.htonl(imm) if imm is not None else None
     for i in range(n):
         wr = wrs[i]
         wr.wr_id, wr.opcode = wr_id, opcode
         if length:
-            wr.sg_list, wr.num_sge = sge, 1
+            wr.sg_list, wr.num_sge = sges, 1
         if signaled and i == n - 1:
             wr.send_flags = C.SEND_SIGNALED
         if imm_be is not None:
