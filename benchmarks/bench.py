@@ -308,7 +308,10 @@ def rdmacli_perf(mode: str, args: list[str]) -> dict | None:
     finally:
         stop(srv, timeout=30)
         wait_no_listener(PERF_PORT)
-    return json.loads(r.stdout) if r.returncode == 0 else None
+    if r.returncode != 0:  # said, so that a failed row can be read
+        print(f"  ({mode} {' '.join(args)}: exit {r.returncode}: {r.stderr.strip()[-300:]})", file=sys.stderr)
+        return None
+    return json.loads(r.stdout)
 
 
 def bw() -> list[str]:
