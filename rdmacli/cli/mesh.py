@@ -98,6 +98,14 @@ DEFAULT_PORT = 7490
     help="srun placement options instead of --nodelist=NODES --ntasks-per-node=1.",
 )
 @click.option(
+    "--retest-rounds",
+    type=click.IntRange(0, 64),
+    default=3,
+    show_default=True,
+    help="Extra rounds at the end in which failed pairs are tested again before they count "
+    "(confirmed or transient in the report); 0: no re-tests.",
+)
+@click.option(
     "--baseline",
     type=click.Path(dir_okay=False),
     metavar="FILE",
@@ -114,6 +122,7 @@ def command(
     port,
     quick,
     round_time,
+    retest_rounds,
     launch_timeout,
     address_template,
     map_file,
@@ -151,7 +160,7 @@ def command(
     app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
     params = {
         "nodes": nodes, "launcher": launcher, "test": test, "count": count, "port": port, "quick": quick,
-        "round_time_s": round_time, "launch_timeout_s": launch_timeout,
+        "round_time_s": round_time, "launch_timeout_s": launch_timeout, "retest_rounds": retest_rounds,
     }  # fmt: skip
     t0 = time.monotonic()
     with app.errors("mesh", params):
@@ -167,7 +176,7 @@ def command(
             nodes_spec=nodes, names=names,
             addresses=N.addresses(names, template=address_template, map_file=map_file),
             run_id=AgentConfig.new_run_id(), round_s=round_time, launch_s=launch_timeout, port=port,
-            test=test, count=count, quick=quick,
+            test=test, count=count, quick=quick, retest_rounds=retest_rounds,
         )  # fmt: skip
         params["run_id"] = plan.run_id
         seen: set[tuple[int, int]] = set()
@@ -176,11 +185,14 @@ def command(
 
         def on_change(collector, rec) -> None:
             if app.json_lines and rec.get("type") == "pair":
-                key = (rec["a"], rec["b"])
-                pair = collector.pairs[key]
-                if key not in seen and (len(pair.reports) == 2 or pair.result == "fail"):
+                rnd = rec.get("round")  # the agent's words: looked up, never trusted
+                again = isinstance(rnd, int) and rnd in collector.retests
+                key = (rec.get("a"), rec.get("b"), again)
+                pairs = collector.retests[rnd] if again else collector.pairs
+                pair = pairs.get(key[:2]) if all(isinstance(x, int) for x in key[:2]) else None
+                if pair and key not in seen and (len(pair.reports) == 2 or pair.result == "fail"):
                     seen.add(key)
-                    app.emit_json({"type": "pair", **pair.to_dict(plan.names)})
+                    app.emit_json({"type": "pair", **pair.to_dict(plan.names), "retest": again})
             if progress is not None:
                 progress.update(collector)
             words = collector.new_margin_words()

@@ -44,8 +44,13 @@ def _list(value: str | None) -> list[str]:
 )
 @click.option("--quick", is_flag=True, help="Run the quick schedule (about log2(N) rounds).")
 @click.option("--stop-on-eof", is_flag=True, help="End when stdin closes (an ssh launcher went away).")
+@click.option(
+    "--retests",
+    is_flag=True,
+    help="After the rounds, wait (a round and 10 s at most) for the coordinator's re-test rounds on stdin.",
+)
 def command(run_id, start_at, round_time, port, test, count, names, addresses, rank, rank_from_env, quick,
-            stop_on_eof):  # fmt: skip
+            stop_on_eof, retests):  # fmt: skip
     """Run this node's pairs of a mesh run; one JSON record per line on stdout."""
     from rdmacli.cli._run import stop_signals
     from rdmacli.cli.options import injected_backend
@@ -83,7 +88,7 @@ def command(run_id, start_at, round_time, port, test, count, names, addresses, r
         fail(f"bad run id {run_id!r}")
     cfg = AgentConfig(
         rank=rank, addresses=addr_list, names=name_list, run_id=run_id, start_at=start_at,
-        round_s=round_time, port=port, test=test, count=count, quick=quick,
+        round_s=round_time, port=port, test=test, count=count, quick=quick, retests=retests,
     )  # fmt: skip
     if not sys.stdin.isatty():
         import signal
@@ -92,7 +97,7 @@ def command(run_id, start_at, round_time, port, test, count, names, addresses, r
         def watch() -> None:
             """The coordinator's go line; with --stop-on-eof the end of stdin ends the agent."""
             for line in sys.stdin:
-                if cfg.go(line):
+                if cfg.take(line) == "go":
                     emit({"type": "go", "run": run_id, "rank": rank, "start_at": cfg.start_at})
             if stop_on_eof:
                 os.kill(os.getpid(), signal.SIGHUP)

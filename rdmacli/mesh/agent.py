@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import math
 import os
 import secrets
 import socket
@@ -67,6 +68,8 @@ class AgentConfig:
     test: str = "ping"
     count: int = 20
     quick: bool = False
+    retests: bool = False  # after its rounds, wait for the coordinator's re-test rounds
+    retest: dict | None = None  # {"at": T, "rounds": [[(a, b), ...], ...]}, set by take()
 
     @property
     def n(self) -> int:
@@ -76,17 +79,69 @@ class AgentConfig:
     def new_run_id() -> str:
         return secrets.token_hex(8)
 
-    def go(self, line: str) -> bool:
+    def take(self, line: str) -> str | None:
+        """A line from the coordinator: "go" or "retest" if it was one and was taken."""
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):
+            return None
+        if isinstance(msg, dict) and "go" in msg:
+            return "go" if self.go(msg["go"]) else None
+        if isinstance(msg, dict) and "retest" in msg and self.retests and self.retest is None:
+            plan = retest_plan(msg["retest"], self.n)
+            if plan is not None:
+                self.retest = plan  # one assignment: the rounds' thread sees all of it or none
+                return "retest"
+        return None
+
+    def go(self, value) -> bool:
         """The coordinator's `{"go": T}` (every agent is up): round 1 starts at T instead of the
         --start-at fallback. Only ever earlier, and never in the past."""
         try:
-            t = float(json.loads(line)["go"])
-        except (ValueError, KeyError, TypeError):
+            t = float(value)
+        except (ValueError, TypeError):
             return False
         if time.time() - 1 <= t < self.start_at:
             self.start_at = t
             return True
         return False
+
+
+MAX_RETEST_ROUNDS = 64
+
+
+def retest_plan(value, n: int) -> dict | None:
+    """The coordinator's re-test rounds, checked (its line reaches us through the launcher, but
+    is input all the same): a start time that is not past, and rounds of disjoint pairs of
+    ranks of this run. None if anything is off (the agent then just ends)."""
+    try:
+        at, rounds = float(value["at"]), value["rounds"]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (math.isfinite(at) and at >= time.time() - 60) or not isinstance(rounds, list):
+        return None
+    if len(rounds) > MAX_RETEST_ROUNDS:
+        return None
+    out = []
+    for rnd in rounds:
+        if not isinstance(rnd, list) or len(rnd) > n:
+            return None
+        seen: set[int] = set()
+        pairs = []
+        for pair in rnd:
+            if not (isinstance(pair, list) and len(pair) == 2 and all(_rank(x, n) for x in pair)):
+                return None
+            a, b = pair
+            if a == b or a in seen or b in seen:
+                return None
+            seen.update(pair)
+            pairs.append((min(a, b), max(a, b)))
+        out.append(pairs)
+    return {"at": at, "rounds": out}
+
+
+def _rank(x, n: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < n
 
 
 class MeshListenFlow(ServerFlow):
@@ -156,6 +211,9 @@ def hold_port(cfg: AgentConfig) -> tuple[int | None, str | None]:
     return None, None
 
 
+RETEST_WAIT_S = 10.0  # after its rounds, an agent waits this long (plus a round) for re-tests
+
+
 def _run_rounds(cfg, rounds, problem, emit, *, backend, stop, stops) -> int:
     emit(
         {
@@ -171,18 +229,48 @@ def _run_rounds(cfg, rounds, problem, emit, *, backend, stop, stops) -> int:
             "ready": problem is None,
         }
     )
+    main = [
+        (rnd, slot, lambda s=slot: cfg.start_at + s * cfg.round_s, schedule.partner(cfg.rank, rnd, cfg.n))
+        for slot, rnd in enumerate(rounds)
+    ]
+    failed = _run_slots(cfg, main, problem, emit, backend=backend, stop=stop, stops=stops)
+    if cfg.retests:
+        plan = wait_for_retests(cfg, cfg.start_at + len(rounds) * cfg.round_s, stop)
+        if plan is not None:
+            base = schedule.retest_base(cfg.n)
+            slots = []
+            for k, pairs in enumerate(plan["rounds"]):
+                peer = next((b if a == cfg.rank else a for a, b in pairs if cfg.rank in (a, b)), None)
+                slots.append((base + k, len(rounds) + k, lambda k=k: plan["at"] + k * cfg.round_s, peer))
+            failed += _run_slots(
+                cfg, slots, problem, emit, backend=backend, stop=stop, stops=stops, retest=True
+            )
+    emit({"type": "done", "run": cfg.run_id, "rank": cfg.rank, "failed": failed})
+    return 0
+
+
+def wait_for_retests(cfg: AgentConfig, main_end: float, stop) -> dict | None:
+    """The coordinator's re-test rounds (possibly none), or None when they did not come in time
+    (a coordinator that died or was cut off: the agent ends rather than wait on it)."""
+    deadline = main_end + RETEST_WAIT_S + cfg.round_s
+    while cfg.retest is None and time.time() < deadline and not stop():
+        time.sleep(0.05)
+    return cfg.retest
+
+
+def _run_slots(cfg, slots, problem, emit, *, backend, stop, stops, retest: bool = False) -> int:
+    """Run this node's pairs of some slots: (round, slot index, its start time, peer or None)."""
     failed = 0
     overran = None  # (what, seconds): the last pair ended after its slot did
-    for slot, rnd in enumerate(rounds):
+    for rnd, slot, begin_at, peer in slots:
         if stop():
             break
-        peer = schedule.partner(cfg.rank, rnd, cfg.n)
         if peer is None:
             continue
         # wait for the slot; start_at may move earlier meanwhile (the coordinator's "go")
-        while (wait := cfg.start_at + slot * cfg.round_s - time.time()) > 0 and not stop():
+        while (wait := begin_at() - time.time()) > 0 and not stop():
             time.sleep(min(wait, 0.1))
-        begin = cfg.start_at + slot * cfg.round_s
+        begin = begin_at()
         end = begin + cfg.round_s * (1 - GAP)
         now = time.time()
         if problem is not None:  # this node cannot run a pair: each says why, none is tried
@@ -206,12 +294,13 @@ def _run_rounds(cfg, rounds, problem, emit, *, backend, stop, stops) -> int:
         else:
             rec = run_pair(cfg, rnd, slot, peer, end, backend=backend, stops=stops)
             rec["took_s"] = round(max(time.time() - max(begin, now), 0.0), 3)  # torn down too
+        if retest:
+            rec["retest"] = True
         late = time.time() - (begin + cfg.round_s)
         overran = (f"round {slot}, with {cfg.names[peer]}", late) if late > 0 else None
         failed += rec["result"] != "pass"
         emit(rec)
-    emit({"type": "done", "run": cfg.run_id, "rank": cfg.rank, "failed": failed})
-    return 0
+    return failed
 
 
 def preflight(cfg: AgentConfig, backend=None) -> RdmacliError | None:

@@ -18,7 +18,7 @@ from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import records, schedule
 from rdmacli.mesh.launch import ClusterShellLauncher, SrunLauncher
-from rdmacli.mesh.report import Pair, blame, compare, node_table
+from rdmacli.mesh.report import LOCAL, Pair, blame, compare, node_table
 from rdmacli.outcome import Outcome
 
 
@@ -34,6 +34,7 @@ class Plan:
     test: str
     count: int
     quick: bool
+    retest_rounds: int = 0  # at most, after the schedule, for the pairs that failed (0: none)
     start_at: float = 0.0
     rounds: list[int] = field(default_factory=list)
 
@@ -43,7 +44,11 @@ class Plan:
 
     @property
     def duration_s(self) -> float:
-        return self.launch_s + len(self.rounds) * self.round_s
+        return self.launch_s + (len(self.rounds) + self.retest_rounds) * self.round_s + RETEST_DECIDE_S
+
+    def main_end(self) -> float:
+        """When the schedule's last slot ends (wall clock)."""
+        return self.start_at + len(self.rounds) * self.round_s
 
     def agent_args(self) -> list[str]:
         return [
@@ -57,6 +62,7 @@ class Plan:
             "--names", ",".join(self.names),
             "--addresses", ",".join(self.addresses),
             *(["--quick"] if self.quick else []),
+            *(["--retests"] if self.retest_rounds else []),
         ]  # fmt: skip
 
 
@@ -83,6 +89,8 @@ class Collector:
         self.cut = False  # the launcher stopped agents still running at end_at()
         self.slowest: tuple[float, Pair] | None = None  # the longest a pair took of its slot
         self.margin_said = False
+        self.retest_at: float | None = None  # when the re-test rounds start (None: not decided)
+        self.retests: dict[int, dict[tuple[int, int], Pair]] = {}  # round -> its re-tested pairs
 
     GO_LEAD_S = 2.0  # between the go line and round 1: for it to reach every agent
 
@@ -91,10 +99,44 @@ class Collector:
         return max(END_GRACE_S, self.plan.round_s)
 
     def end_at(self) -> float:
-        """When the coordinator stops waiting (monotonic): the schedule's end plus grace. It
-        moves earlier with the go line; agents still running then are stopped and named."""
-        end = self.plan.start_at + len(self.plan.rounds) * self.plan.round_s + self.grace_s()
-        return time.monotonic() + (end - time.time())
+        """When the coordinator stops waiting (monotonic): the schedule's end, and its re-test
+        rounds, plus grace. It moves earlier with the go line; agents still running then are
+        stopped and named. The launchers ask every half second: the moment to decide the
+        re-tests too, if every record has not already decided them."""
+        self.decide_retests()
+        end = self.plan.main_end()
+        if self.plan.retest_rounds:
+            if self.retest_at is None:  # not decided yet: the longest they may take
+                end += RETEST_DECIDE_S + Collector.GO_LEAD_S + self.plan.retest_rounds * self.plan.round_s
+            else:
+                end = self.retest_at + len(self.retests) * self.plan.round_s
+        return time.monotonic() + (end + self.grace_s() - time.time())
+
+    def decide_retests(self, force: bool = False) -> None:
+        """Once every pair of the schedule is in (or RETEST_DECIDE_S after its end), the failed
+        pairs whose agents both ran are tested again in up to --retest-rounds extra rounds of
+        disjoint pairs; every agent is told the rounds (possibly none) through the launcher."""
+        if not self.plan.retest_rounds or self.retest_at is not None or self.go is None:
+            return
+        complete = all(len(p.reports) == 2 for p in self.pairs.values())
+        if not (complete or force or time.time() >= self.plan.main_end() + RETEST_DECIDE_S):
+            return
+        ran = {r for r, rec in self.agents.items() if rec.get("ready") is not False}
+        # a node that said the fault is its own (its port down, its port held, its agent late)
+        # has said what a re-test would say again
+        failed = [p for p in self.pairs.values() if p.result == "fail" and {p.a, p.b} <= ran
+                  and p.cause not in LOCAL]  # fmt: skip
+        # a node that fails with most partners is named anyway: its pairs come last, so the
+        # rounds go first to what could be a link, or a fault that came and went
+        first = blame(self.plan.n, list(self.pairs.values()), self.plan.names)
+        blamed = {b["rank"] for b in first["nodes"]}
+        failed.sort(key=lambda p: (bool({p.a, p.b} & blamed), p.round, p.a))
+        rounds = schedule.retest_rounds([(p.a, p.b) for p in failed], self.plan.retest_rounds)
+        base = schedule.retest_base(self.plan.n)
+        self.retests = {base + k: {ab: Pair(*ab, base + k) for ab in prs} for k, prs in enumerate(rounds)}
+        self.retest_at = max(time.time(), self.plan.main_end()) + Collector.GO_LEAD_S
+        msg = {"at": round(self.retest_at, 3), "rounds": [[list(ab) for ab in prs] for prs in rounds]}
+        self.go(json.dumps({"retest": msg}) + "\n")
 
     def late(self) -> list[int]:
         """Agents that were up but had not finished when the run was cut at its end."""
@@ -186,10 +228,12 @@ class Collector:
             self.violation(sender, f"a pair record whose {why}")
             return True
         rnd, peer = rec["round"], rec["peer"]
-        if not 0 <= peer < self.plan.n or schedule.partner(rank, rnd, self.plan.n) != peer:
-            self.violation(sender, f"a pair the schedule does not have (round {rnd}, peer {peer})")
-            return True
-        pair = self.pairs.get((min(rank, peer), max(rank, peer)))
+        if rnd in self.retests:  # a re-test: of the rounds this coordinator sent
+            pair = self.retests[rnd].get((min(rank, peer), max(rank, peer)))
+        elif 0 <= peer < self.plan.n and schedule.partner(rank, rnd, self.plan.n) == peer:
+            pair = self.pairs.get((min(rank, peer), max(rank, peer)))
+        else:
+            pair = None
         if pair is None or pair.round != rnd:
             self.violation(sender, f"a pair the schedule does not have (round {rnd}, peer {peer})")
             return True
@@ -207,6 +251,7 @@ class Collector:
             and (self.slowest is None or took > self.slowest[0])
         ):
             self.slowest = (took, pair)
+        self.decide_retests()
         return True
 
     SLOT_FULL = 0.7  # of a slot: a pair that takes more is close to overrunning
@@ -237,11 +282,14 @@ class Collector:
         if node is not None:
             self.exits[node] = rc
 
+    def retested(self) -> list[Pair]:
+        return [p for prs in self.retests.values() for p in prs.values()]
+
     def fill_silent_ends(self) -> None:
         """A pair one end reported and the other never did: the silent end's own failure (a
         pair passes only when both ends say so). An agent cut at the run's end is named so."""
         late = set(self.late())
-        for p in self.pairs.values():
+        for p in [*self.pairs.values(), *self.retested()]:
             if len(p.reports) != 1:
                 continue
             side = "connect" if "listen" in p.reports else "listen"
@@ -290,6 +338,7 @@ class Collector:
 
 
 END_GRACE_S = 10.0  # at least, after the last slot (a round, if longer)
+RETEST_DECIDE_S = 3.0  # after the schedule's end, re-tests are decided with the records in
 
 
 def start_plan(plan: Plan) -> None:
@@ -351,8 +400,21 @@ def outcome(
     collector.fill_missing_agents()
     collector.fill_silent_ends()
     late = set(collector.late())
-    pairs = sorted(collector.pairs.values(), key=lambda p: (p.round, p.a))
-    pair_docs = [p.to_dict(plan.names) for p in pairs]
+    firsts = sorted(collector.pairs.values(), key=lambda p: (p.round, p.a))
+    again = {(p.a, p.b): p for p in collector.retested() if p.reports}
+    pairs = [again.get((p.a, p.b), p) for p in firsts]  # what counts: a re-test's result, if run
+    pair_docs = []
+    for first, p in zip(firsts, pairs):
+        d = p.to_dict(plan.names)
+        d["round"] = first.round
+        d["retest"] = None
+        if p is not first:  # confirmed: failed again; transient: passed the second time
+            d["retest"] = {
+                "round": p.round,
+                "verdict": "confirmed" if p.result == "fail" else "transient",
+                "first": {"result": first.result, "cause": first.cause, "error": first.error()},
+            }
+        pair_docs.append(d)
     verdict = blame(plan.n, pairs, plan.names)
     nodes = node_table(plan.n, pairs, plan.names, plan.addresses)
     for row in nodes:
@@ -389,6 +451,12 @@ def outcome(
         warnings.append(
             f"the run was cut {collector.grace_s():g} s after the schedule's end: agent(s) still "
             f"running on {', '.join(plan.names[r] for r in sorted(late))} were stopped"
+        )
+    transient = [d for d in pair_docs if d["retest"] and d["retest"]["verdict"] == "transient"]
+    if transient:
+        warnings.append(
+            f"{len(transient)} pair(s) failed once and passed when tested again at the end (transient, "
+            f"not blamed): {', '.join(d['a'] + '-' + d['b'] for d in transient[:8])}"
         )
     if collector.ignored:
         warnings.append(
@@ -428,9 +496,13 @@ def outcome(
                 hint="the run ended before every round did; raise --launch-timeout or --round-time",
                 cause=Cause.MISSING,
             )
+    retested = [d["retest"]["verdict"] for d in pair_docs if d["retest"]]
     counts = {
         "nodes": plan.n,
         "rounds": len(plan.rounds),
+        "retest_rounds": len(collector.retests),
+        "pairs_retested": len(retested),
+        "pairs_transient": retested.count("transient"),
         "pairs": len(pair_docs),
         "pairs_passed": sum(p["result"] == "pass" for p in pair_docs),
         "pairs_failed": len(failed),

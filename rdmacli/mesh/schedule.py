@@ -46,3 +46,27 @@ def pairs(n: int, rnd: int) -> list[tuple[int, int]]:
         if p is not None and x < p:
             out.append((x, p))
     return out
+
+
+def retest_base(n: int) -> int:
+    """The round number of the first re-test round: past every round of the schedule, so a
+    re-test's token never matches a first test's."""
+    return round_count(n)
+
+
+def retest_rounds(todo: list[tuple[int, int]], limit: int) -> list[list[tuple[int, int]]]:
+    """Pairs to test again, packed in the order given into at most `limit` rounds of disjoint
+    pairs (first fit: each pair in the first round where both its nodes are free); pairs that do
+    not fit are left out."""
+    rounds: list[list[tuple[int, int]]] = []
+    busy: list[set[int]] = []
+    for a, b in todo:
+        for k in range(limit):
+            if k == len(rounds):
+                rounds.append([])
+                busy.append(set())
+            if a not in busy[k] and b not in busy[k]:
+                rounds[k].append((a, b))
+                busy[k].update((a, b))
+                break
+    return rounds

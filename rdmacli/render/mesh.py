@@ -123,6 +123,18 @@ def print_mesh(app, doc: dict) -> None:
                 con.print(f"    {p['a']} <-> {p['b']}: {printable(msg)}", markup=False, highlight=False)
             if len(items) > 12:
                 con.print(f"    ... and {len(items) - 12} more (see --json)")
+    again = [p for p in pairs if p.get("retest")]
+    if again:
+        transient = [p for p in again if p["retest"]["verdict"] == "transient"]
+        con.print(
+            f"\n[bold]re-tested[/] {len(again)} failed pair(s) at the end: {len(again) - len(transient)} "
+            f"confirmed, {len(transient)} transient (passed the second time: counted as passed, not blamed)"
+        )
+        for p in transient[:12]:
+            first = p["retest"]["first"]
+            msg = (first.get("error") or {}).get("message", "")
+            con.print(f"    transient {p['a']} <-> {p['b']} ({first.get('cause')}): {printable(msg)}",
+                      markup=False, highlight=False)  # fmt: skip
     ranked = sorted(nodes, key=lambda n: (-n["failed"], n["node"]))
     if any(n["failed"] for n in nodes):
         con.print(

@@ -18,7 +18,8 @@ def test_a_hung_agent_is_stopped_at_the_schedules_end_and_named_late(tmp_path):
     mapfile.write_text("".join(f"n{k} 192.0.2.{k}\n" for k in range(1, 5)))
     agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'hanging_agent.py')} 1"
     cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-4]", "--launcher", "exec", "--map", str(mapfile),
-           "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json"]  # fmt: skip
+           "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json",
+           "--retest-rounds", "0"]  # fmt: skip
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
     wall = time.monotonic() - t0
@@ -49,3 +50,30 @@ def test_an_agents_port_in_use_record_is_taken_with_its_holders():
     assert records.check_pair(rec) is None
     rec["error"]["holders"] = [["nested"]] * 3
     assert records.check_pair(rec) is not None
+
+
+def test_failed_pairs_are_tested_again_before_they_count(tmp_path):
+    """The coordinator sends the re-test rounds once every pair is in; a pair that passes the
+    second time is transient and not blamed, one that fails again is confirmed."""
+    mapfile = tmp_path / "map"
+    mapfile.write_text("".join(f"n{k} 192.0.2.{k}\n" for k in range(1, 5)))
+    agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'flaky_agent.py')}"
+    cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-4]", "--launcher", "exec", "--map", str(mapfile),
+           "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.path.join(HERE, "mesh_agents")}
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env=env)
+    doc = json.loads(r.stdout)
+    pairs = {(p["a"], p["b"]): p for p in doc["data"]["pairs"]}
+    flaky, bad = pairs[("n1", "n2")], pairs[("n3", "n4")]
+    assert flaky["result"] == "pass" and flaky["retest"]["verdict"] == "transient", (
+        flaky,
+        doc["totals"],
+        r.stderr[-1500:],
+    )
+    assert flaky["retest"]["first"]["cause"] == "TMO" and flaky["retest"]["round"] >= 3
+    assert bad["result"] == "fail" and bad["retest"]["verdict"] == "confirmed", bad
+    assert all(p["retest"] is None for k, p in pairs.items() if k not in (("n1", "n2"), ("n3", "n4")))
+    assert doc["data"]["blame"]["links"] == [{"a": "n3", "b": "n4", "cause": "TMO"}]
+    t = doc["totals"]
+    assert (t["retest_rounds"], t["pairs_retested"], t["pairs_transient"], t["pairs_failed"]) == (1, 2, 1, 1)
+    assert r.returncode == 1

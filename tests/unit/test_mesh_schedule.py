@@ -49,3 +49,40 @@ def test_quick_runs_about_log2_rounds_each_a_full_round(n):
         assert len(partners) == len(rounds)  # distinct partners for every node
     else:
         assert rounds == list(range(round_count(n)))
+
+
+def test_retest_rounds_are_disjoint_keep_order_and_stop_at_the_limit():
+    from rdmacli.mesh.schedule import retest_rounds
+
+    todo = [(0, 1), (0, 2), (0, 3), (2, 3), (4, 5), (0, 4)]
+    rounds = retest_rounds(todo, 2)
+    assert rounds == [[(0, 1), (2, 3), (4, 5)], [(0, 2)]]  # (0, 3), (0, 4): no round left for node 0
+    for rnd in rounds:
+        nodes = [x for pair in rnd for x in pair]
+        assert len(nodes) == len(set(nodes))
+    assert retest_rounds([], 3) == [] and retest_rounds(todo, 0) == []
+
+
+def test_a_retest_line_is_checked_before_the_agent_uses_it():
+    import time
+
+    from rdmacli.mesh.agent import retest_plan
+
+    now = time.time()
+    assert retest_plan({"at": now, "rounds": [[[0, 1], [3, 2]], []]}, 4) == {
+        "at": now,
+        "rounds": [[(0, 1), (2, 3)], []],
+    }
+    for bad in (
+        None,
+        {"at": "soon", "rounds": []},
+        {"at": now - 3600, "rounds": []},  # long past
+        {"at": float("nan"), "rounds": []},
+        {"at": now, "rounds": [[[0, 1], [1, 2]]]},  # node 1 twice in a round
+        {"at": now, "rounds": [[[0, 4]]]},  # no rank 4
+        {"at": now, "rounds": [[[0, 0]]]},
+        {"at": now, "rounds": [[[0, True]]]},
+        {"at": now, "rounds": [[[0, 1]]] * 65},  # too many rounds
+        {"at": now, "rounds": [[[0, 1, 2]]]},
+    ):
+        assert retest_plan(bad, 4) is None, bad

@@ -14,7 +14,7 @@ from rdmacli.mesh import schedule
 
 def main() -> None:
     hang, args = int(sys.argv[1]), sys.argv[3:]
-    opts = dict(zip(args[0::2], args[1::2]))
+    opts = options(args)
     run, rank, n = opts["--run-id"], int(opts["--rank"]), len(opts["--names"].split(","))
 
     def say(rec: dict) -> None:
@@ -31,6 +31,17 @@ def main() -> None:
                 time.sleep(60)
         say({"type": "pair", "round": rnd, "slot": slot, "peer": peer, "result": "pass", "error": None})
     say({"type": "done", "failed": 0})
+
+
+def options(args: list[str]) -> dict:
+    """--name value pairs; a flag (no value) maps to True."""
+    opts, i = {}, 0
+    while i < len(args):
+        if i + 1 < len(args) and not args[i + 1].startswith("--"):
+            opts[args[i]], i = args[i + 1], i + 2
+        else:
+            opts[args[i]], i = True, i + 1
+    return opts
 
 
 if __name__ == "__main__":
