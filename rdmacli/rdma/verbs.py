@@ -220,47 +220,44 @@ class AH(Handle):
             self.ptr = None
 
 
+# Work requests already built, by everything that goes into them: a post identical to an earlier
+# one (a ping-pong's every message, a bandwidth test's every chain) reposts the same memory.
+# ibv_post_send and ibv_post_recv copy a WR into the queue before they return and never change
+# it, and the engine is single-threaded, so a built chain can be posted any number of times.
+_BUILT: dict[tuple, tuple] = {}
+MAX_BUILT = 256  # kinds of post kept at once (a run uses a handful); the cache starts over past it
+
+
+def _built(key: tuple, build) -> tuple:
+    got = _BUILT.get(key)
+    if got is None:
+        if len(_BUILT) >= MAX_BUILT:
+            _BUILT.clear()
+        got = _BUILT[key] = build()
+    return got
+
+
 def post_recv(qp, wr_id: int, mr: MR, offset: int = 0, length: int | None = None, *, n: int = 1) -> None:
     """Post n receives of the same buffer, chained into one ibv_post_recv call."""
-    f = ffi()
     length = mr.length - offset if length is None else length
     mr._bounds(offset, length)
-    if n == 1:
-        wrs, sges, bad, zero = _reused("recv")
-        f.memmove(wrs, zero, len(zero))
-    else:
-        wrs, sges, bad = (
-            f.new("struct ibv_recv_wr[]", n),
-            f.new("struct ibv_sge[]", n),
-            f.new("struct ibv_recv_wr **"),
-        )
     addr, lkey = mr.addr + offset, mr.lkey
-    for i in range(n):
-        sge, wr = sges[i], wrs[i]
-        sge.addr, sge.length, sge.lkey = addr, length, lkey
-        wr.wr_id, wr.sg_list, wr.num_sge = wr_id, sges + i, 1
-        if i + 1 < n:
-            wr.next = wrs + i + 1
+
+    def build() -> tuple:
+        f = ffi()
+        sges, wrs = f.new("struct ibv_sge[]", n), f.new("struct ibv_recv_wr[]", n)
+        for i in range(n):
+            sge, wr = sges[i], wrs[i]
+            sge.addr, sge.length, sge.lkey = addr, length, lkey
+            wr.wr_id, wr.sg_list, wr.num_sge = wr_id, sges + i, 1
+            if i + 1 < n:
+                wr.next = wrs + i + 1
+        return wrs, sges, f.new("struct ibv_recv_wr **")
+
+    wrs, _, bad = _built(("recv", wr_id, n, addr, length, lkey), build)
     rc = qp.context.ops.post_recv(qp, wrs, bad)
     if rc:
         raise RdmaCallError("ibv_post_recv", rc)
-
-
-_REUSED: dict[str, tuple] = {}
-
-
-def _reused(kind: str) -> tuple:
-    """("send" or "recv") one WR, its SGE, the bad-WR pointer and the WR's zero bytes, made once
-    and reused by every single post: ibv_post_send and ibv_post_recv copy the WR into the queue
-    before they return, and the engine is single-threaded (a ping-pong posts one of each per
-    message: three cffi allocations each, saved)."""
-    got = _REUSED.get(kind)
-    if got is None:
-        f = ffi()
-        wr = f"struct ibv_{kind}_wr"
-        got = (f.new(f"{wr}[]", 1), f.new("struct ibv_sge[]", 1), f.new(f"{wr} **"), bytes(f.sizeof(wr)))
-        _REUSED[kind] = got
-    return got
 
 
 def post_send(
@@ -282,37 +279,38 @@ def post_send(
 ) -> None:
     """Post n identical sends chained into one ibv_post_send call (one doorbell); `signaled`
     asks for a completion of the last (a QP made with sq_sig_all signals every one)."""
-    f = ffi()
     if length:
         mr._bounds(offset, length)
-    if n == 1:
-        wrs, sges, bad, zero = _reused("send")
-        f.memmove(wrs, zero, len(zero))
-    else:
-        wrs, sges, bad = (
-            f.new("struct ibv_send_wr[]", n),
-            f.new("struct ibv_sge[]", 1),
-            f.new("struct ibv_send_wr **"),
-        )
-    if length:
-        sge = sges[0]
-        sge.addr, sge.length, sge.lkey = mr.addr + offset, length, mr.lkey
-    imm_be = socket.htonl(imm) if imm is not None else None
-    for i in range(n):
-        wr = wrs[i]
-        wr.wr_id, wr.opcode = wr_id, opcode
+    addr, lkey = (mr.addr + offset, mr.lkey) if length else (0, 0)
+
+    def build() -> tuple:
+        f = ffi()
+        wrs, sges = f.new("struct ibv_send_wr[]", n), f.new("struct ibv_sge[]", 1)
         if length:
-            wr.sg_list, wr.num_sge = sges, 1
-        if signaled and i == n - 1:
-            wr.send_flags = C.SEND_SIGNALED
-        if imm_be is not None:
-            wr.imm_data = imm_be
-        if remote_addr is not None:
-            wr.wr.rdma.remote_addr, wr.wr.rdma.rkey = remote_addr, rkey
-        if ah is not None:
-            wr.wr.ud.ah, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey = ah, remote_qpn, remote_qkey
-        if i + 1 < n:
-            wr.next = wrs + i + 1
+            sges[0].addr, sges[0].length, sges[0].lkey = addr, length, lkey
+        imm_be = socket.htonl(imm) if imm is not None else None
+        for i in range(n):
+            wr = wrs[i]
+            wr.wr_id, wr.opcode = wr_id, opcode
+            if length:
+                wr.sg_list, wr.num_sge = sges, 1
+            if signaled and i == n - 1:
+                wr.send_flags = C.SEND_SIGNALED
+            if imm_be is not None:
+                wr.imm_data = imm_be
+            if remote_addr is not None:
+                wr.wr.rdma.remote_addr, wr.wr.rdma.rkey = remote_addr, rkey
+            if ah is not None:
+                wr.wr.ud.ah, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey = ah, remote_qpn, remote_qkey
+            if i + 1 < n:
+                wr.next = wrs + i + 1
+        return wrs, sges, f.new("struct ibv_send_wr **")
+
+    if ah is None:  # an address handle's life is the caller's: such posts are built each time
+        key = ("send", wr_id, n, opcode, signaled, imm, remote_addr, rkey, addr, length, lkey)
+        wrs, _, bad = _built(key, build)
+    else:
+        wrs, _, bad = build()
     rc = qp.context.ops.post_send(qp, wrs, bad)
     if rc:
         raise RdmaCallError("ibv_post_send", rc)

@@ -1,0 +1,65 @@
+"""verbs.post_send/post_recv build a work request chain once and repost it when the same post
+comes again: what reaches the provider is checked through a stand-in for its function pointer
+(no RDMA: the WRs are real cffi memory, read back as the provider would)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from rdmacli.rdma import constants as C
+from rdmacli.rdma import verbs
+
+
+class Buffer:
+    addr, lkey, length = 0x10000, 0x55, 4096
+
+    def _bounds(self, offset, length):
+        assert offset + length <= self.length
+
+
+def provider(seen: list):
+    f = verbs.ffi()
+
+    def post(qp, wrs, bad):
+        chain, wr = [], f.cast(f.typeof(wrs).item.cname + " *", wrs)
+        while wr != f.NULL:
+            sge = wr.sg_list[0] if wr.num_sge else None
+            where = int(f.cast("uintptr_t", wr))
+            if hasattr(wr, "opcode"):
+                rdma = wr.wr.rdma
+                chain.append((wr.wr_id, wr.opcode, wr.send_flags, rdma.remote_addr, rdma.rkey,
+                              (sge.addr, sge.length, sge.lkey) if sge else None, where))  # fmt: skip
+            else:
+                chain.append((wr.wr_id, None, None, None, None, (sge.addr, sge.length, sge.lkey), where))
+            wr = wr.next
+        seen.append(chain)
+        return 0
+
+    return SimpleNamespace(context=SimpleNamespace(ops=SimpleNamespace(post_send=post, post_recv=post)))
+
+
+def test_an_identical_post_reposts_the_same_chain_and_a_different_one_does_not():
+    seen: list = []
+    qp, mr = provider(seen), Buffer()
+    for _ in range(2):
+        verbs.post_send(qp, 7, mr, 64, 512, n=3, opcode=C.WR_RDMA_WRITE, remote_addr=0xAB00, rkey=9)
+    verbs.post_send(qp, 7, mr, 64, 512, n=3, opcode=C.WR_RDMA_WRITE, remote_addr=0xCD00, rkey=9)
+    first, again, other = seen
+    assert first == again  # the same memory, the same contents
+    assert [w[:6] for w in first] == [
+        (7, C.WR_RDMA_WRITE, 0, 0xAB00, 9, (0x10000 + 64, 512, 0x55)),
+        (7, C.WR_RDMA_WRITE, 0, 0xAB00, 9, (0x10000 + 64, 512, 0x55)),
+        (7, C.WR_RDMA_WRITE, C.SEND_SIGNALED, 0xAB00, 9, (0x10000 + 64, 512, 0x55)),  # the last signals
+    ]
+    assert [w[3] for w in other] == [0xCD00] * 3 and other[0][6] != first[0][6]
+
+
+def test_receives_are_reposted_alike_and_the_cache_stays_bounded():
+    seen: list = []
+    qp, mr = provider(seen), Buffer()
+    verbs.post_recv(qp, 1, mr, 0, 256)
+    verbs.post_recv(qp, 1, mr, 0, 256)
+    assert seen[0] == seen[1] and seen[0][0][5] == (0x10000, 256, 0x55)
+    for k in range(verbs.MAX_BUILT + 10):
+        verbs.post_recv(qp, k, mr, 0, 8)
+    assert len(verbs._BUILT) <= verbs.MAX_BUILT
