@@ -111,6 +111,14 @@ DEFAULT_PORT = 7490
     metavar="FILE",
     help="An earlier run's --json summary: flag pairs that started failing or got slower.",
 )
+@click.option(
+    "--prometheus",
+    "prometheus_file",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="Also write the run's per-pair and per-node figures for Prometheus (node_exporter's "
+    "textfile collector), atomically.",
+)
 @json_option
 @json_lines_option
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary.")
@@ -131,6 +139,7 @@ def command(
     connect_timeout,
     srun_args,
     baseline,
+    prometheus_file,
     json_mode,
     json_lines,
     quiet,
@@ -166,6 +175,10 @@ def command(
     with app.errors("mesh", params):
         if address_template and map_file:
             raise RdmacliError("give --address-template or --map, not both", cause=Cause.USAGE)
+        if prometheus_file:  # found out now, not after the run
+            where = os.path.dirname(os.path.abspath(prometheus_file))
+            if not (os.path.isdir(where) and os.access(where, os.W_OK)):
+                raise RdmacliError(f"--prometheus: cannot write in {where}", cause=Cause.USAGE)
         # everything read from people and files is checked before any agent starts
         base = inputs.read_baseline(baseline) if baseline else None
         agent_cmd = inputs.split_args("--agent-command", agent_command)
@@ -224,9 +237,16 @@ def command(
             outcome = Outcome("mesh", params, error=internal_error(exc), signal=signum)
         if internal is not None:
             outcome.error = internal
+        if prometheus_file:
+            from rdmacli.render import prometheus
+
+            try:
+                prometheus.write(prometheus_file, outcome.to_dict())
+            except OSError as exc:
+                outcome.warnings.append(f"--prometheus: could not write {prometheus_file}: {exc.strerror}")
         if app.json_lines:
             for p in outcome.data.get("pairs", []):
-                if (p["a_rank"], p["b_rank"]) not in seen:
+                if (p["a_rank"], p["b_rank"], False) not in seen:
                     app.emit_json({"type": "pair", **p})
         from rdmacli.render.mesh import print_mesh
 

@@ -217,14 +217,18 @@ def unblock_links() -> None:
     subprocess.run(["nft", "delete", "table", "inet", "rdmacli_mesh_test"], capture_output=True)
 
 
-def test_a_link_blocked_only_in_its_first_slot_is_transient_not_blamed():
+def test_a_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_path):
     """n03-n06 (ranks 2 and 5) meet in round 0; their link is blocked until their failure is
     reported (the live JSON line, not a fixed time), then freed: the re-test at the end passes,
-    the pair is transient, nothing is blamed and the run passes."""
+    the pair is transient, nothing is blamed and the run passes. Its Prometheus file, parsed
+    back by prometheus_client, says the same."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     block_link(node(3)["ipv4"], node(6)["ipv4"])
+    prom = tmp_path / "mesh.prom"
     cmd = [sys.executable, "-m", "rdmacli", "mesh", NODES, "--launcher", "exec", "--map", MAP,
            "--launch-timeout", str(LAUNCH_S), "--round-time", str(ROUND_S), "--count", "10",
-           "--json-lines"]  # fmt: skip
+           "--json-lines", "--prometheus", str(prom)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     doc, freed = None, False
     try:
@@ -249,6 +253,14 @@ def test_a_link_blocked_only_in_its_first_slot_is_transient_not_blamed():
     assert doc["totals"]["pairs_transient"] == 1 and doc["totals"]["pairs_failed"] == 0
     assert any("transient" in w for w in doc["warnings"])
     assert proc.returncode == 0, doc.get("error")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}  # fmt: skip
+    assert samples[("rdmacli_mesh_pair_transient", (("a", "n03"), ("b", "n06")))] == 1
+    ups = [v for (name, _), v in samples.items() if name == "rdmacli_mesh_pair_up"]
+    assert len(ups) == 28 and all(v == 1 for v in ups)
+    rtts = [v for (name, labels), v in samples.items() if name == "rdmacli_mesh_pair_rtt_seconds"]
+    assert len(rtts) == 56 and all(v > 0 for v in rtts)  # p50 and p99 of every pair
+    assert samples[("rdmacli_mesh_run_exit_code", ())] == 0
     ends_on_time(doc)
     assert_no_agent_left()
 

@@ -59,7 +59,8 @@ def test_failed_pairs_are_tested_again_before_they_count(tmp_path):
     mapfile.write_text("".join(f"n{k} 192.0.2.{k}\n" for k in range(1, 5)))
     agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'flaky_agent.py')}"
     cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-4]", "--launcher", "exec", "--map", str(mapfile),
-           "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json"]  # fmt: skip
+           "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json",
+           "--prometheus", str(tmp_path / "mesh.prom")]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.path.join(HERE, "mesh_agents")}
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env=env)
     doc = json.loads(r.stdout)
@@ -77,3 +78,28 @@ def test_failed_pairs_are_tested_again_before_they_count(tmp_path):
     t = doc["totals"]
     assert (t["retest_rounds"], t["pairs_retested"], t["pairs_transient"], t["pairs_failed"]) == (1, 2, 1, 1)
     assert r.returncode == 1
+    metrics = parse_metrics((tmp_path / "mesh.prom").read_text())
+    assert metrics[("rdmacli_mesh_pair_up", (("a", "n1"), ("b", "n2"), ("test", "ping")))] == 1
+    assert metrics[("rdmacli_mesh_pair_up", (("a", "n3"), ("b", "n4"), ("test", "ping")))] == 0
+    assert metrics[("rdmacli_mesh_pair_transient", (("a", "n1"), ("b", "n2")))] == 1
+    assert metrics[("rdmacli_mesh_link_bad", (("a", "n3"), ("b", "n4"), ("cause", "TMO")))] == 1
+    assert metrics[("rdmacli_mesh_run_exit_code", ())] == 1
+    assert metrics[("rdmacli_mesh_run_pairs", (("result", "transient"),))] == 1
+
+
+def parse_metrics(text: str) -> dict:
+    """Samples by (name, sorted labels), read back with prometheus_client's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_prometheus_needs_a_directory_it_can_write_before_anything_starts(tmp_path):
+    cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-2]", "--launcher", "exec",
+           "--prometheus", str(tmp_path / "no" / "such" / "dir.prom"), "--json"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "cannot write in" in json.loads(r.stdout)["error"]["message"]
