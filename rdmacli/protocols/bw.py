@@ -26,7 +26,7 @@ import time
 from rdmacli.engine.protocol import Protocol
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
-from rdmacli.protocols.rping import INFO, pack_info, unpack_info
+from rdmacli.protocols.rping import INFO, advertised, pack_info
 from rdmacli.protocols.table import BW
 from rdmacli.protocols.window import chain, sends_in
 from rdmacli.rdma import constants as C
@@ -116,23 +116,6 @@ def rates(messages: int, size: int, seconds: float) -> dict:
     }
 
 
-def advertised(conn, data: bytes, size: int, who: str) -> tuple[int, int]:
-    """(address, rkey) of a peer's buffer, refused unless it holds `size` bytes."""
-    if len(data) < INFO.size:
-        raise RdmacliError(
-            f"the {who} advertised no buffer ({len(data)} bytes) [{conn.flow.where(conn)}]",
-            hint="the peer is not rdmacli bw / listen --bw",
-            cause=Cause.PEER_PROTOCOL,
-        )
-    addr, rkey, got = unpack_info(data[: INFO.size])
-    if got < size:  # never past what the peer holds, whatever else it says
-        raise RdmacliError(
-            f"the {who} advertised {got} bytes for {size}-byte messages [{conn.flow.where(conn)}]",
-            cause=Cause.PEER_PROTOCOL,
-        )
-    return addr, rkey
-
-
 class _Side(Protocol):
     """What both ends of a bidirectional run share: a data buffer, control buffers, a stream."""
 
@@ -201,7 +184,7 @@ class BwClient(_Side):
         ev = conn.last_event
         if self.op != "send":
             data = ev.private_data if ev is not None else b""
-            self.stream.remote = advertised(conn, data, self.size, "server")
+            self.stream.remote = advertised(conn, data, self.size, "server", "bw")
         self.stream.start()
         self.next_progress = self.stream.t_start + PROGRESS_S
         if self.bidir:  # the server's stream starts on this (and, for WRITE and READ, needs it)
@@ -319,7 +302,7 @@ class BwServer(_Side):
             if wc.imm_data == ADVERT and s is not None and s.t_start is None:
                 if self.op != "send":
                     theirs = self.inbox.read(0, min(wc.byte_len, INFO.size))
-                    s.remote = advertised(conn, theirs, self.size, "client")
+                    s.remote = advertised(conn, theirs, self.size, "client", "bw")
                 s.start()
             elif wc.imm_data == DONE and s is not None:
                 s.stopped = True

@@ -20,7 +20,7 @@ import time
 from rdmacli.engine.protocol import Protocol
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
-from rdmacli.protocols.rping import INFO, RttStats, _pct, pack_info, unpack_info
+from rdmacli.protocols.rping import INFO, RttStats, _pct, advertised, pack_info
 from rdmacli.protocols.table import LAT
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import ConnParam
@@ -62,22 +62,9 @@ class _PingPong(Protocol):
         conn.post_recv(RECV, self.recv_mr, 0, self.size)
         return True
 
-    def learn_remote(self, conn, data: bytes) -> None:
-        if self.op != "write":
-            return
-        if len(data) < INFO.size:
-            raise RdmacliError(
-                f"the peer advertised no buffer [{conn.flow.where(conn)}]",
-                hint="the peer is not rdmacli lat / listen --lat",
-                cause=Cause.PEER_PROTOCOL,
-            )
-        addr, rkey, size = unpack_info(data[: INFO.size])
-        if size < self.size:
-            raise RdmacliError(
-                f"the peer advertised {size} bytes for {self.size}-byte messages [{conn.flow.where(conn)}]",
-                cause=Cause.PEER_PROTOCOL,
-            )
-        self.remote = (addr, rkey)
+    def learn_remote(self, conn, data: bytes, who: str) -> None:
+        if self.op == "write":
+            self.remote = advertised(conn, data, self.size, who, "lat")
 
     def advert(self) -> bytes:
         return pack_info(self.recv_mr.addr, self.recv_mr.rkey, self.size) if self.op == "write" else b""
@@ -105,7 +92,7 @@ class LatClient(_PingPong):
 
     def on_established(self, conn) -> None:
         ev = conn.last_event
-        self.learn_remote(conn, ev.private_data if ev is not None else b"")
+        self.learn_remote(conn, ev.private_data if ev is not None else b"", "server")
         if self.op == "write":
             # the server needs ours too: the first message carries it (then it answers in kind)
             self.send_mr.write(self.advert())
@@ -176,7 +163,7 @@ class LatServer(_PingPong):
         if not self.received(conn, wc):
             return
         if self.op == "write" and self.remote is None:  # the client's first write: its buffer
-            self.learn_remote(conn, self.recv_mr.read(0, INFO.size))
+            self.learn_remote(conn, self.recv_mr.read(0, INFO.size), "client")
         self.answered += 1
         if self.size >= HOLD.size:
             self.send_mr.write(HOLD.pack(int((time.perf_counter() - t_in) * 1e9)))

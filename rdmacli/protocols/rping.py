@@ -47,6 +47,24 @@ def unpack_info(data: bytes) -> tuple[int, int, int]:
     return INFO.unpack(data)
 
 
+def advertised(conn, data: bytes, size: int, who: str, command: str) -> tuple[int, int]:
+    """(address, rkey) of a buffer a peer of `rdmacli bw` or `lat` advertised in this layout,
+    refused unless it holds `size` bytes: never past what the peer holds, whatever it says."""
+    if len(data) < INFO.size:
+        raise RdmacliError(
+            f"the {who} advertised no buffer ({len(data)} bytes) [{conn.flow.where(conn)}]",
+            hint=f"the peer is not rdmacli {command} / listen --{command}",
+            cause=Cause.PEER_PROTOCOL,
+        )
+    addr, rkey, got = unpack_info(data[: INFO.size])
+    if got < size:
+        raise RdmacliError(
+            f"the {who} advertised {got} bytes for {size}-byte messages [{conn.flow.where(conn)}]",
+            cause=Cause.PEER_PROTOCOL,
+        )
+    return addr, rkey
+
+
 def conn_param(private_data: bytes = b"") -> ConnParam:
     return ConnParam(
         private_data=private_data, responder_resources=1, initiator_depth=1, retry_count=7, rnr_retry_count=7

@@ -167,37 +167,6 @@ def test_sixteen_nodes_at_the_lab_round_time_pass():
     assert_no_agent_left()
 
 
-@pytest.mark.parametrize("ranks", [(1, 4), (2, 5)], ids=["last-round", "first-round"])
-def test_a_blocked_link_is_blamed_not_its_nodes(ranks):
-    a, b = node(ranks[0] + 1)["ipv4"], node(ranks[1] + 1)["ipv4"]
-    names = {f"n{ranks[0] + 1:02d}", f"n{ranks[1] + 1:02d}"}
-    rules = "\n".join(
-        [
-            "table inet rdmacli_mesh_test {",
-            "  chain input {",
-            "    type filter hook input priority 0; policy accept;",
-            f"    ip saddr {a} ip daddr {b} udp dport 4791 drop",
-            f"    ip saddr {b} ip daddr {a} udp dport 4791 drop",
-            "  }",
-            "}",
-        ]
-    )
-    subprocess.run(["nft", "-f", "-"], input=rules, check=True, text=True, capture_output=True)
-    try:
-        r, doc, wall = mesh()
-    finally:
-        subprocess.run(["nft", "delete", "table", "inet", "rdmacli_mesh_test"], capture_output=True)
-    assert r.returncode == 1, doc["error"]
-    failing = [p for p in doc["data"]["pairs"] if p["result"] == "fail"]
-    assert [{p["a"], p["b"]} for p in failing] == [names], failures(doc)
-    assert failing[0]["cause"] in KNOWN_CAUSES
-    assert failing[0]["retest"]["verdict"] == "confirmed"  # still blocked when tested again
-    blame = doc["data"]["blame"]
-    assert blame["nodes"] == [] and [{x["a"], x["b"]} for x in blame["links"]] == [names]
-    ends_on_time(doc)
-    assert_no_agent_left()
-
-
 def block_link(a: str, b: str) -> None:
     rules = "\n".join(
         [
@@ -215,6 +184,25 @@ def block_link(a: str, b: str) -> None:
 
 def unblock_links() -> None:
     subprocess.run(["nft", "delete", "table", "inet", "rdmacli_mesh_test"], capture_output=True)
+
+
+@pytest.mark.parametrize("ranks", [(1, 4), (2, 5)], ids=["last-round", "first-round"])
+def test_a_blocked_link_is_blamed_not_its_nodes(ranks):
+    names = {f"n{ranks[0] + 1:02d}", f"n{ranks[1] + 1:02d}"}
+    block_link(node(ranks[0] + 1)["ipv4"], node(ranks[1] + 1)["ipv4"])
+    try:
+        r, doc, wall = mesh()
+    finally:
+        unblock_links()
+    assert r.returncode == 1, doc["error"]
+    failing = [p for p in doc["data"]["pairs"] if p["result"] == "fail"]
+    assert [{p["a"], p["b"]} for p in failing] == [names], failures(doc)
+    assert failing[0]["cause"] in KNOWN_CAUSES
+    assert failing[0]["retest"]["verdict"] == "confirmed"  # still blocked when tested again
+    blame = doc["data"]["blame"]
+    assert blame["nodes"] == [] and [{x["a"], x["b"]} for x in blame["links"]] == [names]
+    ends_on_time(doc)
+    assert_no_agent_left()
 
 
 def test_a_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_path):
