@@ -128,7 +128,7 @@ def print_mesh(app, doc: dict) -> None:
         transient = [p for p in again if p["retest"]["verdict"] == "transient"]
         con.print(
             f"\n[bold]re-tested[/] {len(again)} failed pair(s) at the end: {len(again) - len(transient)} "
-            f"confirmed, {len(transient)} transient (passed the second time: counted as passed, not blamed)"
+            f"confirmed, {len(transient)} transient (passed the second time: counted as passed)"
         )
         for p in transient[:12]:
             first = p["retest"]["first"]
