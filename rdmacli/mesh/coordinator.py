@@ -91,6 +91,7 @@ class Collector:
         self.margin_said = False
         self.retest_at: float | None = None  # when the re-test rounds start (None: not decided)
         self.retests: dict[int, dict[tuple[int, int], Pair]] = {}  # round -> its re-tested pairs
+        self.complete = 0  # pairs of the schedule both ends reported (counted, never scanned)
 
     GO_LEAD_S = 2.0  # between the go line and round 1: for it to reach every agent
 
@@ -112,14 +113,14 @@ class Collector:
                 end = self.retest_at + len(self.retests) * self.plan.round_s
         return time.monotonic() + (end + self.grace_s() - time.time())
 
-    def decide_retests(self, force: bool = False) -> None:
+    def decide_retests(self) -> None:
         """Once every pair of the schedule is in (or RETEST_DECIDE_S after its end), the failed
         pairs whose agents both ran are tested again in up to --retest-rounds extra rounds of
         disjoint pairs; every agent is told the rounds (possibly none) through the launcher."""
         if not self.plan.retest_rounds or self.retest_at is not None or self.go is None:
             return
-        complete = all(len(p.reports) == 2 for p in self.pairs.values())
-        if not (complete or force or time.time() >= self.plan.main_end() + RETEST_DECIDE_S):
+        complete = self.complete == len(self.pairs)
+        if not (complete or time.time() >= self.plan.main_end() + RETEST_DECIDE_S):
             return
         ran = {r for r, rec in self.agents.items() if rec.get("ready") is not False}
         # a node that said the fault is its own (its port down, its port held, its agent late)
@@ -244,6 +245,8 @@ class Collector:
         report = records.pair_copy(rec)
         report["side"], report["a"], report["b"] = side, pair.a, pair.b  # ours, not the agent's
         pair.reports[side] = report
+        if len(pair.reports) == 2 and pair.round == rnd and rnd not in self.retests:
+            self.complete += 1
         took = report.get("took_s")  # a healthy pair's: a failing one runs to the wall
         if (
             report["result"] == "pass"
@@ -455,8 +458,8 @@ def outcome(
     transient = [d for d in pair_docs if d["retest"] and d["retest"]["verdict"] == "transient"]
     if transient:
         warnings.append(
-            f"{len(transient)} pair(s) failed once and passed when tested again at the end (transient, "
-            f"not blamed): {', '.join(d['a'] + '-' + d['b'] for d in transient[:8])}"
+            f"{len(transient)} pair(s) failed once and passed when tested again at the end (transient: "
+            f"counted as passed): {', '.join(d['a'] + '-' + d['b'] for d in transient[:8])}"
         )
     if collector.ignored:
         warnings.append(

@@ -126,9 +126,9 @@ class _Side(Protocol):
         if remote_access:
             access |= C.ACCESS_REMOTE_WRITE | C.ACCESS_REMOTE_READ
         self.mr = conn.reg(max(self.size, CTL_SIZE), access)
-        self.out = conn.reg(CTL_SIZE)  # control messages leave from here
+        self.out = conn.reg(CTL_SIZE) if self.bidir else None  # control messages leave from here
         # receives: data and control alike for SEND; control alone (into its own buffer) else
-        self.inbox = self.mr if self.op == "send" else conn.reg(CTL_SIZE)
+        self.inbox = self.mr if self.op == "send" else conn.reg(CTL_SIZE) if recv_window else None
         self.recv_len = max(self.size, CTL_SIZE) if self.op == "send" else CTL_SIZE
         if recv_window:
             conn.post_recv(RECV, self.inbox, 0, self.recv_len, n=recv_window)
