@@ -244,16 +244,18 @@ class BwClient(_Side):
             )
 
     def summary(self) -> dict:
-        f = self.stream.figures() if self.stream and self.stream.t_start else rates(0, self.size, 1e-9)
+        started = self.stream is not None and self.stream.t_start is not None
+        f = self.stream.figures() if started else {"messages": 0, "bytes": 0, "seconds": 0.0, "gbps": 0.0,
+                                                   "msg_per_s": 0.0}  # fmt: skip
         d = {
             "op": self.op,
             "size_bytes": self.size,
             "depth": self.stream.window if self.stream else self.depth,
             "messages_sent": f["messages"],
             "bytes_sent": f["bytes"],
-            "elapsed_us": round(f["seconds"] * 1e6, 1) if self.stream and self.stream.t_start else 0.0,
-            "gbps": f["gbps"] if self.stream and self.stream.t_start else 0.0,
-            "msg_per_s": f["msg_per_s"] if self.stream and self.stream.t_start else 0.0,
+            "elapsed_us": round(f["seconds"] * 1e6, 1),
+            "gbps": f["gbps"],
+            "msg_per_s": f["msg_per_s"],
         }
         if self.bidir:
             d["reverse"] = self.reverse  # None: the server's result never came
