@@ -100,10 +100,11 @@ DEFAULT_PORT = 7490
 @click.option(
     "--retest-rounds",
     type=click.IntRange(0, 64),
-    default=3,
+    default=0,
     show_default=True,
     help="Extra rounds at the end in which failed pairs are tested again before they count "
-    "(confirmed or transient in the report); 0: no re-tests.",
+    "(confirmed or transient in the report); 0: no re-tests. Opt-in for now: a lossy node's "
+    "transient pairs can hide it from the node blame.",
 )
 @click.option(
     "--baseline",

@@ -191,7 +191,7 @@ def test_a_blocked_link_is_blamed_not_its_nodes(ranks):
     names = {f"n{ranks[0] + 1:02d}", f"n{ranks[1] + 1:02d}"}
     block_link(node(ranks[0] + 1)["ipv4"], node(ranks[1] + 1)["ipv4"])
     try:
-        r, doc, wall = mesh()
+        r, doc, wall = mesh("--retest-rounds", "3")
     finally:
         unblock_links()
     assert r.returncode == 1, doc["error"]
@@ -216,7 +216,7 @@ def test_a_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_path)
     prom = tmp_path / "mesh.prom"
     cmd = [sys.executable, "-m", "rdmacli", "mesh", NODES, "--launcher", "exec", "--map", MAP,
            "--launch-timeout", str(LAUNCH_S), "--round-time", str(ROUND_S), "--count", "10",
-           "--json-lines", "--prometheus", str(prom)]  # fmt: skip
+           "--json-lines", "--prometheus", str(prom), "--retest-rounds", "3"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     doc, freed = None, False
     try:

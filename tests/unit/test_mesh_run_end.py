@@ -60,7 +60,7 @@ def test_failed_pairs_are_tested_again_before_they_count(tmp_path):
     agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'flaky_agent.py')}"
     cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-4]", "--launcher", "exec", "--map", str(mapfile),
            "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json",
-           "--prometheus", str(tmp_path / "mesh.prom")]  # fmt: skip
+           "--prometheus", str(tmp_path / "mesh.prom"), "--retest-rounds", "3"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.path.join(HERE, "mesh_agents")}
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env=env)
     doc = json.loads(r.stdout)
