@@ -63,6 +63,7 @@ class Cause(str, Enum):
     MISSING = "missing"  # neither end reported a pair
     SILENT = "silent_end"  # one end reported a pair, the other never did
     OVERRUN = "slot_overrun"  # a pair still running when its slot ended: torn down there
+    SLOW = "slow"  # passed, but slower than the fabric's best comparable pair by --slow-factor
 
 
 EXIT_OF: dict[Cause, ExitCode] = {
@@ -96,6 +97,7 @@ EXIT_OF: dict[Cause, ExitCode] = {
     Cause.AGENT: ExitCode.ENVIRONMENT,
     Cause.MISSING: ExitCode.TIMEOUT,
     Cause.SILENT: ExitCode.TIMEOUT,
+    Cause.SLOW: ExitCode.FAILED,
     Cause.OVERRUN: ExitCode.TIMEOUT,
 }
 

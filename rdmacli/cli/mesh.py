@@ -98,13 +98,53 @@ DEFAULT_PORT = 7490
     help="srun placement options instead of --nodelist=NODES --ntasks-per-node=1.",
 )
 @click.option(
+    "--rails",
+    "rails_spec",
+    default="auto",
+    show_default=True,
+    metavar="auto|DEVICES",
+    help="Each node's NICs to test: auto (every ACTIVE port with an address, devices in natural "
+    "order, then ports) or device names in rail order (mlx5_0,mlx5_3; {node} stands for the "
+    "node's name). Found by each node's agent first. With --map or --address-template the "
+    "addresses given are the rails.",
+)
+@click.option("-6", "--ipv6", is_flag=True, help="With --rails: the nodes' IPv6 addresses instead of IPv4.")
+@click.option(
+    "--cross-rail",
+    is_flag=True,
+    help="Test every rail of a node with every rail of the others (R x R per pair of nodes, R "
+    "times the rounds), not only rail k with rail k.",
+)
+@click.option(
+    "--rail",
+    "show_rail",
+    type=click.IntRange(0, 15),
+    metavar="K",
+    help="Show rail K's matrix (default: the worst rail's) besides the per-node summary.",
+)
+@click.option(
+    "--slow-factor",
+    type=options.Finite(1.0, 1000),
+    default=2.0,
+    show_default=True,
+    help="A passing pair is slow when its latency (p50) exceeds this times the best comparable "
+    "pair's (same test, rail-aligned or cross-rail).",
+)
+@click.option(
+    "--slow-fraction",
+    type=options.Finite(0.0, 1.0),
+    default=0.9,
+    show_default=True,
+    help="With --test bw, a passing pair is slow when a direction's Gb/s is below this fraction of the best.",
+)
+@click.option(
     "--retest-rounds",
     type=click.IntRange(0, 64),
-    default=0,
+    default=2,
     show_default=True,
-    help="Extra rounds at the end in which failed pairs are tested again before they count "
-    "(confirmed or transient in the report); 0: no re-tests. Opt-in for now: a lossy node's "
-    "transient pairs can hide it from the node blame.",
+    help="Extra rounds at the end in which failed and slow pairs are tested again before they "
+    "count (confirmed or transient in the report); 0: no re-tests. A NIC that failed first still "
+    "counts against it; a link is blamed only when confirmed.",
 )
 @click.option(
     "--baseline",
@@ -131,6 +171,12 @@ def command(
     port,
     quick,
     round_time,
+    rails_spec,
+    ipv6,
+    cross_rail,
+    show_rail,
+    slow_factor,
+    slow_fraction,
     retest_rounds,
     launch_timeout,
     address_template,
@@ -157,6 +203,7 @@ def command(
     import signal
     import time
     from contextlib import nullcontext
+    from functools import partial
 
     from rdmacli.cli._run import finish
     from rdmacli.cli.app import App
@@ -171,6 +218,8 @@ def command(
     params = {
         "nodes": nodes, "launcher": launcher, "test": test, "count": count, "port": port, "quick": quick,
         "round_time_s": round_time, "launch_timeout_s": launch_timeout, "retest_rounds": retest_rounds,
+        "rails": rails_spec, "cross_rail": cross_rail, "slow_factor": slow_factor,
+        "slow_fraction": slow_fraction,
     }  # fmt: skip
     t0 = time.monotonic()
     with app.errors("mesh", params):
@@ -186,12 +235,43 @@ def command(
         inputs.split_args("--srun-args", srun_args)
         inputs.split_args("--ssh-options", ssh_options)
         names = N.expand(nodes)
+        run_id = AgentConfig.new_run_id()
+        launch = coordinator.Launch(launcher, agent_cmd, ssh_options, srun_args, connect_timeout)
+        devices = None
+        if address_template or map_file:
+            if rails_spec != "auto":
+                raise RdmacliError(
+                    "--rails names devices the agents find; with --map or --address-template the "
+                    "addresses given are the rails",
+                    cause=Cause.USAGE,
+                )
+            addresses = N.addresses(names, template=address_template, map_file=map_file)
+        else:
+            from rdmacli.mesh.rails import parse_devices
+
+            if rails_spec != "auto":
+                try:
+                    parse_devices(rails_spec)
+                except ValueError as exc:
+                    raise RdmacliError(f"bad --rails {rails_spec!r}: {exc}", cause=Cause.USAGE) from exc
+            addresses, devices = coordinator.discover(
+                nodes, names, launch, run_id=run_id, timeout=launch_timeout,
+                rails_spec=None if rails_spec == "auto" else rails_spec, family=6 if ipv6 else 4,
+            )  # fmt: skip
+        if show_rail is not None and show_rail >= len(addresses[0]):
+            raise RdmacliError(
+                f"--rail {show_rail}: the nodes have {len(addresses[0])} rail(s)", cause=Cause.USAGE
+            )
         plan = coordinator.Plan(
-            nodes_spec=nodes, names=names,
-            addresses=N.addresses(names, template=address_template, map_file=map_file),
-            run_id=AgentConfig.new_run_id(), round_s=round_time, launch_s=launch_timeout, port=port,
-            test=test, count=count, quick=quick, retest_rounds=retest_rounds,
+            nodes_spec=nodes, names=names, addresses=addresses, devices=devices,
+            run_id=run_id, round_s=round_time, launch_s=launch_timeout, port=port,
+            test=test, count=count, quick=quick, retest_rounds=retest_rounds, cross_rail=cross_rail,
+            slow_factor=slow_factor, slow_fraction=slow_fraction,
         )  # fmt: skip
+        if port + plan.rails - 1 > 65535:
+            raise RdmacliError(
+                f"--port {port}: rail {plan.rails - 1} would listen past 65535", cause=Cause.USAGE
+            )
         params["run_id"] = plan.run_id
         seen: set[tuple[int, int]] = set()
         coordinator.start_plan(plan)
@@ -201,12 +281,15 @@ def command(
             if app.json_lines and rec.get("type") == "pair":
                 rnd = rec.get("round")  # the agent's words: looked up, never trusted
                 again = isinstance(rnd, int) and rnd in collector.retests
-                key = (rec.get("a"), rec.get("b"), again)
                 pairs = collector.retests[rnd] if again else collector.pairs
-                pair = pairs.get(key[:2]) if all(isinstance(x, int) for x in key[:2]) else None
-                if pair and key not in seen and (len(pair.reports) == 2 or pair.result == "fail"):
-                    seen.add(key)
-                    app.emit_json({"type": "pair", **pair.to_dict(plan.names), "retest": again})
+                pair = pairs.get(pair_key(rec))
+                if (
+                    pair
+                    and (pair.key, again) not in seen
+                    and (len(pair.reports) == 2 or pair.result == "fail")
+                ):
+                    seen.add((pair.key, again))
+                    app.emit_json({"type": "pair", **pair.to_dict(plan.names, plan.devices), "retest": again})
             if progress is not None:
                 progress.update(collector)
             words = collector.new_margin_words()
@@ -217,11 +300,7 @@ def command(
         signum = internal = None
         with progress or nullcontext():
             try:
-                coordinator.run(
-                    plan, collector, launcher=launcher, ssh_options=ssh_options, srun_args=srun_args,
-                    agent_cmd=agent_cmd,
-                    connect_timeout=connect_timeout,
-                )  # fmt: skip
+                coordinator.run(plan, collector, launch)
             except (Stopped, KeyboardInterrupt) as exc:
                 signum = getattr(exc, "signum", signal.SIGINT)
             except RdmacliError:
@@ -247,8 +326,18 @@ def command(
                 outcome.warnings.append(f"--prometheus: could not write {prometheus_file}: {exc.strerror}")
         if app.json_lines:
             for p in outcome.data.get("pairs", []):
-                if (p["a_rank"], p["b_rank"], False) not in seen:
+                if ((p["a_rank"], p["rail_a"], p["b_rank"], p["rail_b"]), False) not in seen:
                     app.emit_json({"type": "pair", **p})
         from rdmacli.render.mesh import print_mesh
 
-        finish(app, outcome, render=print_mesh if outcome.data else None)
+        finish(app, outcome, render=partial(print_mesh, rail=show_rail) if outcome.data else None)
+
+
+def pair_key(rec: dict) -> tuple | None:
+    """The collector's key of an agent's pair record (its words, only looked up)."""
+    a, b, rail, peer_rail, rank = (rec.get(k) for k in ("a", "b", "rail", "peer_rail", "rank"))
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (a, b, rank)):
+        return None
+    rail = rail if isinstance(rail, int) else 0
+    peer_rail = peer_rail if isinstance(peer_rail, int) else 0
+    return (a, rail, b, peer_rail) if rank == a else (a, peer_rail, b, rail)

@@ -37,7 +37,22 @@ def _list(value: str | None) -> list[str]:
 @click.option(
     "--names", help="Every node's name, comma-separated, in rank order (default: SLURM_STEP_NODELIST)."
 )
-@click.option("--addresses", help="Every node's RDMA address, comma-separated, in rank order.")
+@click.option(
+    "--addresses",
+    help="Every node's RDMA addresses, comma-separated in rank order; a node's rails joined by '+'.",
+)
+@click.option("--cross-rail", is_flag=True, help="Every rail pair, not only rail k with rail k.")
+@click.option(
+    "--discover",
+    is_flag=True,
+    help="Only report this node's rails (one JSON record) and end: the coordinator's first pass.",
+)
+@click.option(
+    "--rails", "rails_spec", help="With --discover: device names to take ({node}: this node's name)."
+)
+@click.option(
+    "--family", type=click.Choice(["4", "6"]), default="4", help="With --discover: the address family."
+)
 @click.option("--rank", type=click.IntRange(0), help="This node's rank.")
 @click.option(
     "--rank-from-env", is_flag=True, help="Take the rank from SLURM_PROCID (or the MPI launchers')."
@@ -49,8 +64,8 @@ def _list(value: str | None) -> list[str]:
     is_flag=True,
     help="After the rounds, wait (a round and 10 s at most) for the coordinator's re-test rounds on stdin.",
 )
-def command(run_id, start_at, round_time, port, test, count, names, addresses, rank, rank_from_env, quick,
-            stop_on_eof, retests):  # fmt: skip
+def command(run_id, start_at, round_time, port, test, count, names, addresses, cross_rail, discover,
+            rails_spec, family, rank, rank_from_env, quick, stop_on_eof, retests):  # fmt: skip
     """Run this node's pairs of a mesh run; one JSON record per line on stdout."""
     from rdmacli.cli._run import stop_signals
     from rdmacli.cli.options import injected_backend
@@ -71,16 +86,30 @@ def command(run_id, start_at, round_time, port, test, count, names, addresses, r
         rank = int(found) if found is not None else None
     if rank is None:
         fail("no rank: give --rank, or --rank-from-env inside srun (SLURM_PROCID)")
-    name_list, addr_list = _list(names), _list(addresses)
+    name_list = _list(names)
+    addr_list = [a.split("+") for a in _list(addresses)]
     if not name_list and os.environ.get("SLURM_STEP_NODELIST"):
         from rdmacli.mesh.nodes import expand
 
         name_list = expand(os.environ["SLURM_STEP_NODELIST"])
+    if discover:
+        from rdmacli.mesh.rails import discover as find
+        from rdmacli.mesh.rails import parse_devices
+
+        me = name_list[rank] if rank < len(name_list) else None
+        try:
+            devices = parse_devices(rails_spec, me) if rails_spec else None
+        except ValueError as exc:
+            fail(f"--rails: {exc}")
+        found = [r.to_dict() for r in find(int(family), devices)]
+        emit({"type": "rails", "run": run_id, "rank": rank, "rails": found})
+        return
     if not addr_list:
         from rdmacli.mesh.nodes import addresses as resolve
 
         addr_list = resolve(name_list)
-    if len(name_list) != len(addr_list) or len(addr_list) < 2 or rank >= len(addr_list):
+    if (len(name_list) != len(addr_list) or len(addr_list) < 2 or rank >= len(addr_list)
+            or len({len(a) for a in addr_list}) != 1):  # fmt: skip
         fail(f"inconsistent members: {len(name_list)} names, {len(addr_list)} addresses, rank {rank}")
     try:
         bytes.fromhex(run_id)
@@ -88,7 +117,7 @@ def command(run_id, start_at, round_time, port, test, count, names, addresses, r
         fail(f"bad run id {run_id!r}")
     cfg = AgentConfig(
         rank=rank, addresses=addr_list, names=name_list, run_id=run_id, start_at=start_at,
-        round_s=round_time, port=port, test=test, count=count, quick=quick, retests=retests,
+        round_s=round_time, port=port, test=test, count=count, quick=quick, retests=retests, cross=cross_rail,
     )  # fmt: skip
     if not sys.stdin.isatty():
         import signal

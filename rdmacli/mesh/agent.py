@@ -59,7 +59,7 @@ GAP = 0.15  # of a slot, kept free at its end for teardown before the next round
 @dataclass
 class AgentConfig:
     rank: int
-    addresses: list[str]  # every member's RDMA address, by rank
+    addresses: list[list[str]]  # every member's RDMA addresses (its rails, in order), by rank
     names: list[str]  # every member's name, by rank (for records people read)
     run_id: str  # 16 hex digits
     start_at: float  # UNIX time at which round slot 0 begins
@@ -69,11 +69,27 @@ class AgentConfig:
     count: int = 20
     quick: bool = False
     retests: bool = False  # after its rounds, wait for the coordinator's re-test rounds
-    retest: dict | None = None  # {"at": T, "rounds": [[(a, b), ...], ...]}, set by take()
+    retest: dict | None = None  # {"at": T, "rounds": [[(a, ra, b, rb), ...], ...]}, set by take()
+    cross: bool = False  # every rail pair (--cross-rail), not only rail k with rail k
 
     @property
     def n(self) -> int:
         return len(self.addresses)
+
+    @property
+    def rails(self) -> int:
+        return len(self.addresses[0])
+
+    def address(self, rank: int, rail: int) -> str:
+        return self.addresses[rank][rail]
+
+    def port_of(self, rail: int) -> int:
+        """The listener port of a rail: each rail its own (a node listens on all at once)."""
+        return self.port + rail
+
+    def nic(self, rank: int, rail: int) -> int:
+        """A NIC's number in the tokens: rank * rails + rail (the rank itself with one rail)."""
+        return rank * self.rails + rail
 
     @staticmethod
     def new_run_id() -> str:
@@ -88,7 +104,7 @@ class AgentConfig:
         if isinstance(msg, dict) and "go" in msg:
             return "go" if self.go(msg["go"]) else None
         if isinstance(msg, dict) and "retest" in msg and self.retests and self.retest is None:
-            plan = retest_plan(msg["retest"], self.n)
+            plan = retest_plan(msg["retest"], self.n, self.rails)
             if plan is not None:
                 self.retest = plan  # one assignment: the rounds' thread sees all of it or none
                 return "retest"
@@ -110,10 +126,11 @@ class AgentConfig:
 MAX_RETEST_ROUNDS = 64
 
 
-def retest_plan(value, n: int) -> dict | None:
+def retest_plan(value, n: int, rails: int = 1) -> dict | None:
     """The coordinator's re-test rounds, checked (its line reaches us through the launcher, but
-    is input all the same): a start time that is not past, and rounds of disjoint pairs of
-    ranks of this run. None if anything is off (the agent then just ends)."""
+    is input all the same): a start time that is not past, and rounds of tests [a, rail of a,
+    b, rail of b] between two ranks of this run, no NIC in two tests of a round. None if
+    anything is off (the agent then just ends)."""
     try:
         at, rounds = float(value["at"]), value["rounds"]
     except (KeyError, TypeError, ValueError):
@@ -124,19 +141,20 @@ def retest_plan(value, n: int) -> dict | None:
         return None
     out = []
     for rnd in rounds:
-        if not isinstance(rnd, list) or len(rnd) > n:
+        if not isinstance(rnd, list) or len(rnd) > n * rails:
             return None
-        seen: set[int] = set()
-        pairs = []
-        for pair in rnd:
-            if not (isinstance(pair, list) and len(pair) == 2 and all(_rank(x, n) for x in pair)):
+        seen: set[tuple[int, int]] = set()
+        tests = []
+        for t in rnd:
+            if not (isinstance(t, list) and len(t) == 4 and _rank(t[0], n) and _rank(t[2], n)
+                    and _rank(t[1], rails) and _rank(t[3], rails)):  # fmt: skip
                 return None
-            a, b = pair
-            if a == b or a in seen or b in seen:
+            a, ra, b, rb = t
+            if a == b or (a, ra) in seen or (b, rb) in seen:
                 return None
-            seen.update(pair)
-            pairs.append((min(a, b), max(a, b)))
-        out.append(pairs)
+            seen.update(((a, ra), (b, rb)))
+            tests.append((a, ra, b, rb) if a < b else (b, rb, a, ra))
+        out.append(tests)
     return {"at": at, "rounds": out}
 
 
@@ -170,30 +188,35 @@ class MeshListenFlow(ServerFlow):
 
 
 def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops: Stops | None = None) -> int:
-    """Run this node's rounds; emit an "agent" record, a "pair" record per pair, and "done".
+    """Run this node's rounds; emit an "agent" record, a "pair" record per test, and "done".
     A stop signal during a pair ends that pair between loop turns, then the agent (Stopped)."""
-    rounds = schedule.rounds_for(cfg.n, cfg.quick)
-    lock, holder = hold_port(cfg)
+    locks = []
     try:
-        if holder is not None:
-            problem = port_in_use("preflight", cfg.addresses[cfg.rank], cfg.port, [holder], "flock")
-        else:
-            problem = preflight(cfg, backend)  # reported as ready only when a pair can run
-        return _run_rounds(cfg, rounds, problem, emit, backend=backend, stop=stop, stops=stops)
+        problems = []  # per rail: why none of its pairs can run, or None
+        for rail in range(cfg.rails):
+            address, port = cfg.address(cfg.rank, rail), cfg.port_of(rail)
+            lock, holder = hold_port(cfg, address, port)
+            locks.append(lock)
+            if holder is not None:
+                problems.append(port_in_use("preflight", address, port, [holder], "flock"))
+            else:  # reported as ready only when a pair can run
+                problems.append(preflight(cfg, rail, backend))
+        return _run_rounds(cfg, problems, emit, backend=backend, stop=stop, stops=stops)
     finally:
-        if lock is not None:
-            os.close(lock)
+        for lock in locks:
+            if lock is not None:
+                os.close(lock)
 
 
 LOCK_DIRS = ("/run/lock", tempfile.gettempdir())
 
 
-def hold_port(cfg: AgentConfig) -> tuple[int | None, str | None]:
-    """This run's claim on its address and port for the agent's whole life (a flock): another
+def hold_port(cfg: AgentConfig, address: str, port: int) -> tuple[int | None, str | None]:
+    """This run's claim on an address and port for the agent's whole life (a flock): another
     mesh run's agent for the same address finds it even between pairs, when no listener shows
     (its preflight bind would pass), and says who holds it. (fd, None), or (None, holder's
     words), or (None, None) where no lock can be made (the bind check still runs)."""
-    name = f"rdmacli-mesh-{cfg.addresses[cfg.rank]}-{cfg.port}.lock"
+    name = f"rdmacli-mesh-{address}-{port}.lock"
     for d in LOCK_DIRS:
         try:  # never through a link; a file another user planted is refused (protected_regular)
             fd = os.open(os.path.join(d, name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -214,39 +237,57 @@ def hold_port(cfg: AgentConfig) -> tuple[int | None, str | None]:
 RETEST_WAIT_S = 10.0  # after its rounds, an agent waits this long (plus a round) for re-tests
 
 
-def _run_rounds(cfg, rounds, problem, emit, *, backend, stop, stops) -> int:
+def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
+    rounds = schedule.main_rounds(cfg.n, cfg.quick, cfg.rails, cfg.cross)
+    rails = []
+    for rail in range(cfg.rails):
+        address = cfg.address(cfg.rank, rail)
+        rails.append({"rail": rail, "address": address, "device": _device_of(address),
+                      "port": cfg.port_of(rail), "ready": problems[rail] is None})  # fmt: skip
     emit(
         {
             "type": "agent",
             "run": cfg.run_id,
             "rank": cfg.rank,
             "node": cfg.names[cfg.rank],
-            "address": cfg.addresses[cfg.rank],
+            "address": cfg.address(cfg.rank, 0),
+            "rails": rails,
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "clock": round(time.time(), 3),
             "rounds": len(rounds),
-            "ready": problem is None,
+            "ready": all(p is None for p in problems),
         }
     )
     main = [
-        (rnd, slot, lambda s=slot: cfg.start_at + s * cfg.round_s, schedule.partner(cfg.rank, rnd, cfg.n))
+        (rnd, slot, lambda s=slot: cfg.start_at + s * cfg.round_s,
+         schedule.tests_of(cfg.rank, rnd, cfg.n, cfg.rails, cfg.cross))
         for slot, rnd in enumerate(rounds)
-    ]
-    failed = _run_slots(cfg, main, problem, emit, backend=backend, stop=stop, stops=stops)
+    ]  # fmt: skip
+    failed = _run_slots(cfg, main, problems, emit, backend=backend, stop=stop, stops=stops)
     if cfg.retests:
         plan = wait_for_retests(cfg, cfg.start_at + len(rounds) * cfg.round_s, stop)
         if plan is not None:
-            base = schedule.retest_base(cfg.n)
+            base = schedule.retest_base(cfg.n, cfg.rails, cfg.cross)
             slots = []
-            for k, pairs in enumerate(plan["rounds"]):
-                peer = next((b if a == cfg.rank else a for a, b in pairs if cfg.rank in (a, b)), None)
-                slots.append((base + k, len(rounds) + k, lambda k=k: plan["at"] + k * cfg.round_s, peer))
+            for k, tests in enumerate(plan["rounds"]):
+                mine = [(ra, b, rb) for a, ra, b, rb in tests if a == cfg.rank]
+                mine += [(rb, a, ra) for a, ra, b, rb in tests if b == cfg.rank]
+                slots.append((base + k, len(rounds) + k, lambda k=k: plan["at"] + k * cfg.round_s, mine))
             failed += _run_slots(
-                cfg, slots, problem, emit, backend=backend, stop=stop, stops=stops, retest=True
+                cfg, slots, problems, emit, backend=backend, stop=stop, stops=stops, retest=True
             )
     emit({"type": "done", "run": cfg.run_id, "rank": cfg.rank, "failed": failed})
     return 0
+
+
+def _device_of(address: str) -> str | None:
+    from rdmacli.mesh.rails import device_of
+
+    try:
+        return device_of(address)
+    except Exception:  # a name for the report only: never a reason not to run
+        return None
 
 
 def wait_for_retests(cfg: AgentConfig, main_end: float, stop) -> dict | None:
@@ -258,61 +299,108 @@ def wait_for_retests(cfg: AgentConfig, main_end: float, stop) -> dict | None:
     return cfg.retest
 
 
-def _run_slots(cfg, slots, problem, emit, *, backend, stop, stops, retest: bool = False) -> int:
-    """Run this node's pairs of some slots: (round, slot index, its start time, peer or None)."""
+def _run_slots(cfg, slots, problems, emit, *, backend, stop, stops, retest: bool = False) -> int:
+    """Run this node's tests of some slots: (round, slot index, its start time, tests), a test
+    being (this node's rail, the partner, the partner's rail). The tests of one slot run at
+    once, one thread each: they are separate NICs."""
     failed = 0
     overran = None  # (what, seconds): the last pair ended after its slot did
-    for rnd, slot, begin_at, peer in slots:
+    for rnd, slot, begin_at, tests in slots:
         if stop():
             break
-        if peer is None:
+        if not tests:
             continue
         # wait for the slot; start_at may move earlier meanwhile (the coordinator's "go")
         while (wait := begin_at() - time.time()) > 0 and not stop():
             time.sleep(min(wait, 0.1))
         begin = begin_at()
         end = begin + cfg.round_s * (1 - GAP)
-        now = time.time()
-        if problem is not None:  # this node cannot run a pair: each says why, none is tried
-            rec = pair_record(cfg, rnd, slot, peer)
-            rec.update(result="fail", error=problem.to_dict())
-        elif now >= end:
-            rec = pair_record(cfg, rnd, slot, peer)
-            why = (
-                f"the pair before it ({overran[0]}) ended {overran[1]:.1f} s after its slot: "
-                "raise --round-time"
-                if overran
-                else "started late: raise --launch-timeout"
-            )
-            rec.update(
-                result="fail",
-                error=RdmacliError(
-                    f"this node's agent reached round {slot} {now - end:.1f} s after its slot ended ({why})",
-                    cause=Cause.AGENT,
-                ).to_dict(),
-            )
-        else:
-            rec = run_pair(cfg, rnd, slot, peer, end, backend=backend, stops=stops)
-            rec["took_s"] = round(max(time.time() - max(begin, now), 0.0), 3)  # torn down too
-        if retest:
-            rec["retest"] = True
+
+        def one(test, begin=begin, end=end, rnd=rnd, slot=slot, overran=overran) -> dict:
+            rail, peer, peer_rail = test
+            now = time.time()
+            if problems[rail] is not None:  # this NIC cannot run a pair: each says why, none is tried
+                rec = pair_record(cfg, rnd, slot, peer, rail, peer_rail)
+                rec.update(result="fail", error=problems[rail].to_dict())
+            elif now >= end:
+                rec = pair_record(cfg, rnd, slot, peer, rail, peer_rail)
+                why = (
+                    f"the pair before it ({overran[0]}) ended {overran[1]:.1f} s after its slot: "
+                    "raise --round-time"
+                    if overran
+                    else "started late: raise --launch-timeout"
+                )
+                rec.update(
+                    result="fail",
+                    error=RdmacliError(
+                        f"this node's agent reached round {slot} {now - end:.1f} s after its slot "
+                        f"ended ({why})",
+                        cause=Cause.AGENT,
+                    ).to_dict(),
+                )
+            else:
+                rec = run_pair(cfg, rnd, slot, peer, end, rail, peer_rail, backend=backend, stops=stops)
+                rec["took_s"] = round(max(time.time() - max(begin, now), 0.0), 3)  # torn down too
+            if retest:
+                rec["retest"] = True
+            return rec
+
+        recs = at_once(one, tests, stops)
         late = time.time() - (begin + cfg.round_s)
-        overran = (f"round {slot}, with {cfg.names[peer]}", late) if late > 0 else None
-        failed += rec["result"] != "pass"
-        emit(rec)
+        peers = sorted({cfg.names[p] for _, p, _ in tests})
+        overran = (f"round {slot}, with {', '.join(peers)}", late) if late > 0 else None
+        for rec in recs:
+            failed += rec["result"] != "pass"
+            emit(rec)
     return failed
 
 
-def preflight(cfg: AgentConfig, backend=None) -> RdmacliError | None:
-    """Can this node run a pair? Its RDMA stack opens, and its address takes a listener on the
-    mesh port (bound, listened on, released): what stops every pair is found before round 1,
+def at_once(fn, items: list, stops: Stops | None) -> list:
+    """fn over items, each in a thread of its own (inline when there is one), results in order.
+    A stop signal stops every running test (Stops holds them all); the first exception of a
+    thread (Stopped) is raised here once every thread has ended."""
+    if len(items) == 1:
+        return [fn(items[0])]
+    import threading
+
+    results: list = [None] * len(items)
+    errors: list = []
+
+    def work(i, item):
+        try:
+            results[i] = fn(item)
+        except BaseException as exc:  # raised in the caller's thread, below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i, it), daemon=True) for i, it in enumerate(items)]
+    for t in threads:
+        t.start()
+    stopped = None
+    for t in threads:
+        while t.is_alive():
+            try:
+                t.join(0.2)
+            except Stopped as exc:  # a signal between two flows: the threads' flows stop at start
+                stopped = stopped or exc
+                if stops is not None:
+                    stops.stop()
+    if stopped is not None:
+        raise stopped
+    if errors:
+        raise errors[0]
+    return results
+
+
+def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | None:
+    """Can this NIC run a pair? Its RDMA stack opens, and its address takes a listener on the
+    rail's port (bound, listened on, released): what stops every pair is found before round 1,
     and said once as its cause (a port another run holds, no device, an address not here)."""
     backend = backend or default_backend()
-    me = cfg.addresses[cfg.rank]
+    me, port = cfg.address(cfg.rank, rail), cfg.port_of(rail)
     try:
         from rdmacli.rdma import addr
 
-        where = addr.resolve(me, cfg.port, passive=True, what="this node's address")
+        where = addr.resolve(me, port, passive=True, what="this node's address")
         channel = backend.event_channel()
         try:
             cm = backend.create_id(channel, PORT_SPACES[SPECS[cfg.test].default_port_space])
@@ -325,14 +413,14 @@ def preflight(cfg: AgentConfig, backend=None) -> RdmacliError | None:
             channel.close()
     except RdmaCallError as exc:
         if exc.errno == errno.EADDRINUSE:
-            return port_in_use("preflight", me, cfg.port, backend.port_holders(cfg.port), exc.call)
-        return call_error("preflight", exc, f"{me}:{cfg.port}")
+            return port_in_use("preflight", me, port, backend.port_holders(port), exc.call)
+        return call_error("preflight", exc, f"{me}:{port}")
     except RdmacliError as exc:
         return exc
     return None
 
 
-def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int) -> dict:
+def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int, rail: int = 0, peer_rail: int = 0) -> dict:
     a, b = sorted((cfg.rank, peer))
     return {
         "type": "pair",
@@ -341,14 +429,17 @@ def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int) -> dict:
         "slot": slot,
         "rank": cfg.rank,
         "peer": peer,
+        "rail": rail,
+        "peer_rail": peer_rail,
         "a": a,
         "b": b,
         "side": "listen" if cfg.rank < peer else "connect",
     }
 
 
-def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float) -> Test:
-    """This node's side of a pair, bounded by the slot's end: the lower rank listens."""
+def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, peer_rail: int = 0) -> Test:
+    """This NIC's side of a test, bounded by the slot's end: the lower rank listens, on its
+    rail's address and port."""
     listen = cfg.rank < peer
     spec = SPECS[cfg.test]
     left = max(end - time.time(), 0.2)
@@ -362,22 +453,23 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float) -> Test:
         wait_words="the {s:.1f} s left of this pair's slot (--round-time)",
         overall_cause=Cause.OVERRUN,
     )
-    # the token names the connector as src: the listener checks who asks, for what
-    lo, hi = (cfg.rank, peer) if listen else (peer, cfg.rank)
+    # the token names the connector's NIC as src: the listener checks who asks, for what
+    me, them = cfg.nic(cfg.rank, rail), cfg.nic(peer, peer_rail)
+    lo, hi = (me, them) if listen else (them, me)
     token = Token(bytes.fromhex(cfg.run_id), rnd, hi, lo)
-    me = cfg.addresses[cfg.rank]
+    partner = cfg.address(peer, peer_rail)
     return Test(
         "mesh-agent",
         spec,
         SERVER if listen else CLIENT,
         pair_params(cfg),
-        host=None if listen else cfg.addresses[peer],
-        port=cfg.port,
-        bind=me,
+        host=None if listen else partner,
+        port=cfg.port_of(rail if listen else peer_rail),
+        bind=cfg.address(cfg.rank, rail),
         connections=1,
         timeouts=timeouts,
         options=Options(ps=PORT_SPACES[spec.default_port_space]),
-        wrap=lambda protocol: Guarded(protocol, token, cfg.addresses[peer] if listen else None),
+        wrap=lambda protocol: Guarded(protocol, token, partner if listen else None),
         server_class=MeshListenFlow,
     )
 
@@ -392,14 +484,15 @@ def pair_params(cfg: AgentConfig) -> Params:
 
 
 def run_pair(
-    cfg: AgentConfig, rnd: int, slot: int, peer: int, end: float, *, backend=None, stops: Stops | None = None
-) -> dict:
-    """One test with one partner, bounded by the slot's end. A stop signal ends the agent."""
-    rec = pair_record(cfg, rnd, slot, peer)
-    outcome = run(pair_test(cfg, rnd, peer, end), backend=backend, stops=stops)
+    cfg: AgentConfig, rnd: int, slot: int, peer: int, end: float, rail: int = 0, peer_rail: int = 0, *,
+    backend=None, stops: Stops | None = None,
+) -> dict:  # fmt: skip
+    """One test with one partner's NIC, bounded by the slot's end. A stop signal ends the agent."""
+    rec = pair_record(cfg, rnd, slot, peer, rail, peer_rail)
+    outcome = run(pair_test(cfg, rnd, peer, end, rail, peer_rail), backend=backend, stops=stops)
     if outcome.signal is not None:
         raise Stopped(outcome.signal)
-    return judge(rec, outcome, cfg.rank < peer, cfg.addresses[cfg.rank], backend=backend)
+    return judge(rec, outcome, cfg.rank < peer, cfg.address(cfg.rank, rail), backend=backend)
 
 
 def local_cause_of(error: dict, address: str, backend=None) -> dict | None:

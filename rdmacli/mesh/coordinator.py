@@ -18,7 +18,8 @@ from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import records, schedule
 from rdmacli.mesh.launch import ClusterShellLauncher, SrunLauncher
-from rdmacli.mesh.report import LOCAL, Pair, blame, compare, node_table
+from rdmacli.mesh.rails import DEVICE
+from rdmacli.mesh.report import LOCAL, Pair, blame, compare, judge_slow, nic_table, node_table
 from rdmacli.outcome import Outcome
 
 
@@ -26,7 +27,7 @@ from rdmacli.outcome import Outcome
 class Plan:
     nodes_spec: str
     names: list[str]
-    addresses: list[str]
+    addresses: list[list[str]]  # by rank, its rails in order
     run_id: str
     round_s: float
     launch_s: float
@@ -35,12 +36,20 @@ class Plan:
     count: int
     quick: bool
     retest_rounds: int = 0  # at most, after the schedule, for the pairs that failed (0: none)
+    cross_rail: bool = False
+    slow_factor: float = 2.0
+    slow_fraction: float = 0.9
+    devices: list[list] | None = None  # by rank and rail, where discovery named them
     start_at: float = 0.0
     rounds: list[int] = field(default_factory=list)
 
     @property
     def n(self) -> int:
         return len(self.names)
+
+    @property
+    def rails(self) -> int:
+        return len(self.addresses[0])
 
     @property
     def duration_s(self) -> float:
@@ -60,8 +69,9 @@ class Plan:
             "--test", self.test,
             "--count", str(self.count),
             "--names", ",".join(self.names),
-            "--addresses", ",".join(self.addresses),
+            "--addresses", ",".join("+".join(rails) for rails in self.addresses),
             *(["--quick"] if self.quick else []),
+            *(["--cross-rail"] if self.cross_rail else []),
             *(["--retests"] if self.retest_rounds else []),
         ]  # fmt: skip
 
@@ -72,10 +82,10 @@ class Collector:
     def __init__(self, plan: Plan, on_change=lambda collector, rec: None):
         self.plan = plan
         self.on_change = on_change
-        self.pairs: dict[tuple[int, int], Pair] = {}
+        self.pairs: dict[tuple[int, int, int, int], Pair] = {}  # (a, rail of a, b, rail of b)
         for rnd in plan.rounds:
-            for a, b in schedule.pairs(plan.n, rnd):
-                self.pairs[(a, b)] = Pair(a, b, rnd)
+            for a, ra, b, rb in schedule.nic_pairs(plan.n, rnd, plan.rails, plan.cross_rail):
+                self.pairs[(a, ra, b, rb)] = Pair(a, b, rnd, ra=ra, rb=rb)
         self.agents: dict[int, dict] = {}  # rank -> its "agent" record
         self.done: set[int] = set()
         self.exits: dict[str, int | None] = {}
@@ -90,7 +100,8 @@ class Collector:
         self.slowest: tuple[float, Pair] | None = None  # the longest a pair took of its slot
         self.margin_said = False
         self.retest_at: float | None = None  # when the re-test rounds start (None: not decided)
-        self.retests: dict[int, dict[tuple[int, int], Pair]] = {}  # round -> its re-tested pairs
+        self.retests: dict[int, dict[tuple, Pair]] = {}  # round -> its re-tested pairs
+        self.reference: dict | None = None  # the best figures of the first attempts (slow)
         self.complete = 0  # pairs of the schedule both ends reported (counted, never scanned)
 
     GO_LEAD_S = 2.0  # between the go line and round 1: for it to reach every agent
@@ -115,28 +126,39 @@ class Collector:
 
     def decide_retests(self) -> None:
         """Once every pair of the schedule is in (or RETEST_DECIDE_S after its end), the failed
-        pairs whose agents both ran are tested again in up to --retest-rounds extra rounds of
-        disjoint pairs; every agent is told the rounds (possibly none) through the launcher."""
+        and slow pairs whose agents both ran are tested again in up to --retest-rounds extra
+        rounds (no NIC in two tests of a round); every agent is told the rounds (possibly none)
+        through the launcher."""
         if not self.plan.retest_rounds or self.retest_at is not None or self.go is None:
             return
         complete = self.complete == len(self.pairs)
         if not (complete or time.time() >= self.plan.main_end() + RETEST_DECIDE_S):
             return
+        plan = self.plan
         ran = {r for r, rec in self.agents.items() if rec.get("ready") is not False}
+        firsts = list(self.pairs.values())
+        self.reference = judge_slow(firsts, plan.slow_factor, plan.slow_fraction)
         # a node that said the fault is its own (its port down, its port held, its agent late)
         # has said what a re-test would say again
-        failed = [p for p in self.pairs.values() if p.result == "fail" and {p.a, p.b} <= ran
-                  and p.cause not in LOCAL]  # fmt: skip
-        # a node that fails with most partners is named anyway: its pairs come last, so the
+        again = [p for p in firsts if (p.result == "fail" and p.cause not in LOCAL or p.slow)
+                 and {p.a, p.b} <= ran]  # fmt: skip
+        # a NIC that fails with most partners is named anyway: its pairs come last, so the
         # rounds go first to what could be a link, or a fault that came and went
-        first = blame(self.plan.n, list(self.pairs.values()), self.plan.names)
-        blamed = {b["rank"] for b in first["nodes"]}
-        failed.sort(key=lambda p: (bool({p.a, p.b} & blamed), p.round, p.a))
-        rounds = schedule.retest_rounds([(p.a, p.b) for p in failed], self.plan.retest_rounds)
-        base = schedule.retest_base(self.plan.n)
-        self.retests = {base + k: {ab: Pair(*ab, base + k) for ab in prs} for k, prs in enumerate(rounds)}
-        self.retest_at = max(time.time(), self.plan.main_end()) + Collector.GO_LEAD_S
-        msg = {"at": round(self.retest_at, 3), "rounds": [[list(ab) for ab in prs] for prs in rounds]}
+        first = blame(plan.n, firsts, plan.names, plan.rails)
+        blamed = {(b["rank"], b.get("rail", k)) for b in first["nodes"] for k in range(plan.rails)}
+        blamed |= {(b["rank"], b["rail"]) for b in first["nics"]}
+        again.sort(key=lambda p: (bool({(p.a, p.ra), (p.b, p.rb)} & blamed), p.round, p.a, p.ra))
+        rounds = schedule.retest_rounds([((p.a, p.ra), (p.b, p.rb)) for p in again], plan.retest_rounds)
+        base = schedule.retest_base(plan.n, plan.rails, plan.cross_rail)
+        self.retests = {}
+        for k, tests in enumerate(rounds):
+            keys = [(a, ra, b, rb) for (a, ra), (b, rb) in tests]
+            self.retests[base + k] = {key: Pair(key[0], key[2], base + k, ra=key[1], rb=key[3]) for key in keys}
+        self.retest_at = max(time.time(), plan.main_end()) + Collector.GO_LEAD_S
+        msg = {
+            "at": round(self.retest_at, 3),
+            "rounds": [[list(key) for key in prs] for prs in self.retests.values()],
+        }
         self.go(json.dumps({"retest": msg}) + "\n")
 
     def late(self) -> list[int]:
@@ -201,6 +223,19 @@ class Collector:
         else:
             self.ignored += 1
 
+    def take_devices(self, rank: int, rails) -> None:
+        """The device names an agent found behind its rails' addresses: words for the report
+        (checked as device names), never used to decide anything."""
+        plan = self.plan
+        if not isinstance(rails, list) or len(rails) != plan.rails:
+            return
+        if plan.devices is None:
+            plan.devices = [[None] * plan.rails for _ in range(plan.n)]
+        for k, r in enumerate(rails):
+            dev = r.get("device") if isinstance(r, dict) else None
+            if plan.devices[rank][k] is None and isinstance(dev, str) and DEVICE.fullmatch(dev):
+                plan.devices[rank][k] = dev
+
     def accept(self, rec, sender: int) -> bool:
         """Use a record only if it is of this run, its sender's own, of the right shape and
         consistent with the schedule. Another run's records are ignored; anything else that
@@ -214,6 +249,7 @@ class Collector:
         kind = rec.get("type")
         if kind == "agent":
             self.agents[rank] = rec
+            self.take_devices(rank, rec.get("rails"))
             if len(self.agents) == self.plan.n:
                 self.all_up()
             return True
@@ -228,19 +264,24 @@ class Collector:
         if why:
             self.violation(sender, f"a pair record whose {why}")
             return True
-        rnd, peer = rec["round"], rec["peer"]
+        rnd, peer, rail, peer_rail = rec["round"], rec["peer"], rec.get("rail", 0), rec.get("peer_rail", 0)
+        key = (rank, rail, peer, peer_rail) if rank < peer else (peer, peer_rail, rank, rail)
         if rnd in self.retests:  # a re-test: of the rounds this coordinator sent
-            pair = self.retests[rnd].get((min(rank, peer), max(rank, peer)))
-        elif 0 <= peer < self.plan.n and schedule.partner(rank, rnd, self.plan.n) == peer:
-            pair = self.pairs.get((min(rank, peer), max(rank, peer)))
+            pair = self.retests[rnd].get(key)
+        elif 0 <= peer < self.plan.n and (rail, peer, peer_rail) in schedule.tests_of(
+            rank, rnd, self.plan.n, self.plan.rails, self.plan.cross_rail
+        ):
+            pair = self.pairs.get(key)
         else:
             pair = None
         if pair is None or pair.round != rnd:
-            self.violation(sender, f"a pair the schedule does not have (round {rnd}, peer {peer})")
+            self.violation(
+                sender, f"a pair the schedule does not have (round {rnd}, peer {peer}, rail {rail})"
+            )
             return True
         side = "listen" if rank < peer else "connect"
         if side in pair.reports:
-            self.violation(sender, f"a second report of its pair in round {rnd}")
+            self.violation(sender, f"a second report of its pair in round {rnd} (rail {rail})")
             return True
         report = records.pair_copy(rec)
         report["side"], report["a"], report["b"] = side, pair.a, pair.b  # ours, not the agent's
@@ -344,42 +385,61 @@ END_GRACE_S = 10.0  # at least, after the last slot (a round, if longer)
 RETEST_DECIDE_S = 3.0  # after the schedule's end, re-tests are decided with the records in
 
 
+def blamed_names(verdict: dict, rails: int) -> list[str]:
+    """The blamed nodes, NICs and links, as people read them (n03, n03:1, n01-n04)."""
+    who = [b["node"] for b in verdict["nodes"]]
+    who += [
+        f"{b['node']}:{b['rail']}" + (f" ({b['device']})" if b.get("device") else "") for b in verdict["nics"]
+    ]
+    for x in verdict["links"]:
+        if rails > 1:
+            who.append(f"{x['a']}:{x['rail_a']}-{x['b']}:{x['rail_b']}")
+        else:
+            who.append(f"{x['a']}-{x['b']}")
+    return who
+
+
 def start_plan(plan: Plan) -> None:
-    plan.rounds = schedule.rounds_for(plan.n, plan.quick)
+    plan.rounds = schedule.main_rounds(plan.n, plan.quick, plan.rails, plan.cross_rail)
     plan.start_at = time.time() + plan.launch_s
 
 
-def run(
-    plan: Plan,
-    collector: Collector,
-    *,
-    launcher: str,
-    agent_cmd: list[str] | None = None,
-    ssh_options: str | None = None,
-    srun_args: str | None = None,
-    connect_timeout: float = 10,
-    fanout: int | None = None,
-) -> None:
-    """Launch the agents of a started plan (start_plan) and collect until the schedule's end,
-    plus grace. A stop signal propagates after the agents were asked to stop."""
-    base = agent_cmd or ([sys.executable, "-m", "rdmacli"] if launcher == "exec" else ["rdmacli"])
-    timeout = plan.duration_s + 15  # a backstop: collector.end_at() ends the run first
-    if launcher == "srun":
-        lau = SrunLauncher(srun_args=srun_args)
-        cmd = lau.command(plan.nodes_spec, plan.n, [*base, *plan.agent_args(), "--rank-from-env"])
-        runner = partial(
-            lau.run, cmd, plan.names, collector.on_line, collector.on_exit, timeout, collector.end_at
-        )
-    else:
+@dataclass
+class Launch:
+    """How agents start: the launcher and its options, the same for discovery and the run."""
+
+    launcher: str
+    agent_cmd: list[str] | None = None
+    ssh_options: str | None = None
+    srun_args: str | None = None
+    connect_timeout: float = 10
+    fanout: int | None = None
+
+    def start(self, nodes_spec: str, names: list[str], args: list[str], on_line, on_exit, timeout: float,
+              end_at=None):  # fmt: skip
+        """The launcher, and a call that runs `args` (mesh-agent's) on every node to the end."""
+        launcher = self.launcher
+        base = self.agent_cmd or ([sys.executable, "-m", "rdmacli"] if launcher == "exec" else ["rdmacli"])
+        if launcher == "srun":
+            lau = SrunLauncher(srun_args=self.srun_args)
+            cmd = lau.command(nodes_spec, len(names), [*base, *args, "--rank-from-env"])
+            return lau, partial(lau.run, cmd, names, on_line, on_exit, timeout, end_at)
         lau = ClusterShellLauncher(
-            launcher, connect_timeout=connect_timeout, ssh_options=ssh_options, fanout=fanout
+            launcher, connect_timeout=self.connect_timeout, ssh_options=self.ssh_options, fanout=self.fanout
         )
         extra = ["--stop-on-eof"] if launcher == "ssh" else []
-        commands = {
-            name: [*base, *plan.agent_args(), "--rank", str(rank), *extra]
-            for rank, name in enumerate(plan.names)
-        }
-        runner = partial(lau.run, commands, collector.on_line, collector.on_exit, timeout, collector.end_at)
+        commands = {name: [*base, *args, "--rank", str(rank), *extra] for rank, name in enumerate(names)}
+        return lau, partial(lau.run, commands, on_line, on_exit, timeout, end_at)
+
+
+def run(plan: Plan, collector: Collector, launch: Launch) -> None:
+    """Launch the agents of a started plan (start_plan) and collect until the schedule's end,
+    plus grace. A stop signal propagates after the agents were asked to stop."""
+    timeout = plan.duration_s + 15  # a backstop: collector.end_at() ends the run first
+    lau, runner = launch.start(
+        plan.nodes_spec, plan.names, plan.agent_args(), collector.on_line, collector.on_exit, timeout,
+        collector.end_at,
+    )  # fmt: skip
     collector.go = lau.go
     collector.t_launch = time.monotonic()
     try:
@@ -389,6 +449,68 @@ def run(
         raise
     finally:
         collector.cut = lau.cut
+
+
+def discover(nodes_spec: str, names: list[str], launch: Launch, *, run_id: str, timeout: float,
+             rails_spec: str | None = None, family: int = 4) -> tuple[list[list[str]], list]:  # fmt: skip
+    """Every node's rails, found by its own agent (`mesh-agent --discover`, one launch before
+    the run): (addresses, device names) by rank. A node that reports none, or a different
+    number from most, or nothing usable, is a usage error that names it."""
+    from rdmacli.mesh.nodes import check_rail_counts
+    from rdmacli.mesh.rails import check_report
+
+    by_name = {name: rank for rank, name in enumerate(names)}
+    found: dict[int, list] = {}
+    said: dict[int, str] = {}
+
+    def on_line(node, line, is_err):
+        rank = by_name.get(node)
+        if rank is None or is_err or len(line) > records.MAX_LINE or not line.lstrip().startswith("{"):
+            if rank is not None and is_err and line.strip():
+                said[rank] = line.strip()[:200]
+            return
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(rec, dict) or rec.get("run") != run_id or rec.get("rank") != rank:
+            return
+        if rec.get("type") == "rails":
+            rails = check_report(rec.get("rails"), family)
+            if isinstance(rails, str):
+                said[rank] = f"its agent reported {rails}"
+            else:
+                found[rank] = rails
+        elif rec.get("type") == "error" and isinstance(rec.get("message"), str):
+            said[rank] = rec["message"][:200]
+
+    args = ["mesh-agent", "--discover", "--run-id", run_id, "--start-at", "0", "--round-time", "1",
+            "--port", "1", "--names", ",".join(names), "--family", str(family),
+            *(["--rails", rails_spec] if rails_spec else [])]  # fmt: skip
+    lau, runner = launch.start(nodes_spec, names, args, on_line, lambda node, rc: None, timeout)
+    try:
+        runner()
+    except BaseException:
+        lau.stop()
+        raise
+    silent = [r for r in range(len(names)) if r not in found]
+    if silent:
+        why = "; ".join(f"{names[r]}: {said.get(r, 'no report')}" for r in silent[:8])
+        raise RdmacliError(
+            f"rail discovery: {len(silent)} node(s) did not report their rails ({why})",
+            hint="check the launcher and rdmacli on those nodes, or give the addresses with --map",
+            cause=Cause.AGENT,
+        )
+    what = f"--rails {rails_spec}" if rails_spec else "--rails auto"
+    check_rail_counts(
+        names, [len(found[r]) for r in range(len(names))],
+        hint=f"{what} found these ACTIVE ports with an IPv{family} address; bring the missing ones up, "
+        "name the devices with --rails, or give the addresses with --map",
+    )  # fmt: skip
+    return (
+        [[rail.address for rail in found[r]] for r in range(len(names))],
+        [[rail.device for rail in found[r]] for r in range(len(names))],
+    )
 
 
 def outcome(
@@ -403,22 +525,27 @@ def outcome(
     collector.fill_missing_agents()
     collector.fill_silent_ends()
     late = set(collector.late())
-    firsts = sorted(collector.pairs.values(), key=lambda p: (p.round, p.a))
-    again = {(p.a, p.b): p for p in collector.retested() if p.reports}
-    pairs = [again.get((p.a, p.b), p) for p in firsts]  # what counts: a re-test's result, if run
+    firsts = sorted(collector.pairs.values(), key=lambda p: (p.round, p.a, p.ra))
+    reference = judge_slow(firsts, plan.slow_factor, plan.slow_fraction, collector.reference)
+    again = {p.key: p for p in collector.retested() if p.reports}
+    for p in again.values():
+        p.first = collector.pairs[p.key]
+    judge_slow(list(again.values()), plan.slow_factor, plan.slow_fraction, reference)  # by the same best
+    pairs = [again.get(p.key, p) for p in firsts]  # what counts: a re-test's result, if run
     pair_docs = []
     for first, p in zip(firsts, pairs):
-        d = p.to_dict(plan.names)
+        d = p.to_dict(plan.names, plan.devices)
         d["round"] = first.round
         d["retest"] = None
-        if p is not first:  # confirmed: failed again; transient: passed the second time
+        if p is not first:  # confirmed: failed (or was slow) again; transient: passed this time
             d["retest"] = {
                 "round": p.round,
-                "verdict": "confirmed" if p.result == "fail" else "transient",
-                "first": {"result": first.result, "cause": first.cause, "error": first.error()},
-            }
+                "verdict": "confirmed" if p.bad else "transient",
+                "first": {"result": first.result, "cause": first.cause or ("SLOW" if first.slow else None),
+                          "error": first.error(), "slow": first.slow},
+            }  # fmt: skip
         pair_docs.append(d)
-    verdict = blame(plan.n, pairs, plan.names)
+    verdict = blame(plan.n, pairs, plan.names, plan.rails, plan.devices)
     nodes = node_table(plan.n, pairs, plan.names, plan.addresses)
     for row in nodes:
         said = collector.agents.get(row["rank"])
@@ -437,8 +564,12 @@ def outcome(
     data = {
         "run_id": plan.run_id,
         "agents_up_s": collector.agents_up_s,
+        "rails": plan.rails,
+        "cross_rail": plan.cross_rail,
         "nodes": nodes,
+        "nics": nic_table(plan.n, plan.rails, pairs, plan.names, plan.addresses, plan.devices),
         "pairs": pair_docs,
+        "slow_reference": reference,
         "blame": verdict,
     }
     warnings = []
@@ -486,13 +617,31 @@ def outcome(
                 hint="see the blame: a bad node fails with most partners, a bad link fails alone",
                 cause=Cause.CHECK_FAILED,
             )
-        elif verdict["nodes"] or verdict["links"]:  # passed, but NICs retransmitted: named
-            who = [b["node"] for b in verdict["nodes"]] + [f"{x['a']}-{x['b']}" for x in verdict["links"]]
-            error = RdmacliError(
-                f"every pair passed, but the NICs' counters show trouble on {', '.join(who)}",
-                hint=ADVICE["loss"],
-                cause=Cause.PACKET_LOSS,
-            )
+        elif verdict["nodes"] or verdict["nics"] or verdict["links"]:  # passed, yet named
+            who = blamed_names(verdict, plan.rails)
+            slow = [p for p in pair_docs if p["slow"]]
+            if any(p.lossy or (p.first is not None and p.first.lossy) for p in pairs):
+                error = RdmacliError(
+                    f"every pair passed, but the NICs' counters show trouble on {', '.join(who)}",
+                    hint=ADVICE["loss"],
+                    cause=Cause.PACKET_LOSS,
+                )
+            elif slow:
+                error = RdmacliError(
+                    f"every pair passed, but {len(slow)} were slower than the fabric's best "
+                    f"(x{plan.slow_factor:g} latency, {plan.slow_fraction:g} of the bandwidth): "
+                    f"{', '.join(who)}",
+                    hint="see data.pairs[].slow for the figures judged; a slow NIC or node: its "
+                    "link speed, PCIe slot, firmware, or congestion on its switch port",
+                    cause=Cause.SLOW,
+                )
+            else:
+                error = RdmacliError(
+                    f"every pair passed when tested again, but {', '.join(who)} failed first with "
+                    "most partners",
+                    hint="an intermittent fault: see data.pairs[].retest for the first attempts",
+                    cause=Cause.CHECK_FAILED,
+                )
         elif missing:
             error = RdmacliError(
                 f"incomplete: {len(missing)} of {len(pair_docs)} pairs were never reported",
@@ -510,7 +659,10 @@ def outcome(
         "pairs_passed": sum(p["result"] == "pass" for p in pair_docs),
         "pairs_failed": len(failed),
         "pairs_missing": len(missing),
+        "pairs_slow": sum(bool(p["slow"]) for p in pair_docs),
+        "rails": plan.rails,
         "bad_nodes": len(verdict["nodes"]),
+        "bad_nics": len(verdict["nics"]),
         "bad_links": len(verdict["links"]),
     }
     return Outcome(

@@ -95,19 +95,25 @@ def read_text(path: str, what: str) -> str:
         raise usage(f"{what} {path} is not UTF-8 text (byte {exc.start})") from exc
 
 
-def read_map(path: str) -> dict[str, str]:
-    """`NODE ADDRESS` lines (# comments); both checked as names."""
+def read_map(path: str) -> dict[str, list[str]]:
+    """`NODE ADDRESS [ADDRESS...]` lines (# comments): a node's rails, in order; all checked as
+    names."""
     out = {}
     for number, line in enumerate(read_text(path, "the map file").splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         parts = line.split()
-        if len(parts) != 2:
-            raise usage(f"{path}:{number}: expected `NODE ADDRESS`, got {line!r}")
+        if not 2 <= len(parts) <= 17:
+            raise usage(
+                f"{path}:{number}: expected `NODE ADDRESS [ADDRESS...]` (16 rails at most), "
+                f"got {line[:200]!r}"
+            )
         check_names([parts[0]], f"node name at {path}:{number}")
-        check_names([parts[1]], f"address at {path}:{number}")
-        out[parts[0]] = parts[1]
+        check_names(parts[1:], f"address at {path}:{number}")
+        if len(set(parts[1:])) != len(parts) - 1:
+            raise usage(f"{path}:{number}: the same address twice for {parts[0]}")
+        out[parts[0]] = parts[1:]
     return out
 
 

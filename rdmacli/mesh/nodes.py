@@ -35,8 +35,11 @@ def expand(spec: str) -> list[str]:
     return names
 
 
-def addresses(names: list[str], *, template: str | None = None, map_file: str | None = None) -> list[str]:
-    """Each node's RDMA address as an IP literal, in rank order."""
+def addresses(
+    names: list[str], *, template: str | None = None, map_file: str | None = None
+) -> list[list[str]]:
+    """Each node's RDMA addresses (its rails, in order) as IP literals, in rank order; every
+    node with as many rails as the first, or a usage error naming those that differ."""
     mapping = read_map(map_file) if map_file else {}
     if template:
         check_template(template)
@@ -49,20 +52,15 @@ def addresses(names: list[str], *, template: str | None = None, map_file: str | 
         )
     out, unresolved = [], []
     for rank, name in enumerate(names):
-        host = mapping.get(name) or (template.format(node=name, rank=rank) if template else name)
-        check_names([host], f"address of {name} (from the template)" if template else "address")
-        try:
-            out.append(str(ipaddress.ip_address(host)))
-            continue
-        except ValueError:
-            pass
-        try:
-            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except socket.gaierror:
-            unresolved.append(f"{name} ({host})" if host != name else name)
-            continue
-        infos.sort(key=lambda i: i[0] != socket.AF_INET)  # IPv4 first, as RoCE setups mostly are
-        out.append(infos[0][4][0])
+        hosts = mapping.get(name) or [template.format(node=name, rank=rank) if template else name]
+        rails = []
+        for host in hosts:
+            check_names([host], f"address of {name} (from the template)" if template else "address")
+            found = resolve(host)
+            if found is None:
+                unresolved.append(f"{name} ({host})" if host != name else name)
+            rails.append(found)
+        out.append(rails)
     if unresolved:
         raise RdmacliError(
             f"cannot resolve {', '.join(unresolved[:8])}"
@@ -70,4 +68,38 @@ def addresses(names: list[str], *, template: str | None = None, map_file: str | 
             hint="give each node's RDMA address with --address-template '{node}-ib' or --map FILE",
             cause=Cause.ADDRESS,
         )
+    check_rail_counts(names, [len(r) for r in out])
     return out
+
+
+def resolve(host: str) -> str | None:
+    """An IP literal as itself, a name through the resolver (IPv4 first), or None."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return None
+    infos.sort(key=lambda i: i[0] != socket.AF_INET)  # IPv4 first, as RoCE setups mostly are
+    return infos[0][4][0]
+
+
+def check_rail_counts(names: list[str], counts: list[int], hint: str | None = None) -> None:
+    """Every node has as many rails as most do, or a usage error that names those that do not."""
+    if not counts:
+        return
+    common = max(set(counts), key=counts.count)
+    odd = [f"{n} ({c})" for n, c in zip(names, counts) if c != common]
+    if odd or common == 0:
+        raise RdmacliError(
+            f"nodes have different numbers of rails: most have {common}, "
+            + ", ".join(odd[:8])
+            + (f" and {len(odd) - 8} more" if len(odd) > 8 else "")
+            + " do not",
+            hint=hint
+            or "rail k of every node is tested against rail k of the others: give every "
+            "node the same number of addresses (or fix the NICs that are missing)",
+            cause=Cause.USAGE,
+        )

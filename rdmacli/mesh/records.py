@@ -91,6 +91,8 @@ def check_pair(rec: dict) -> str | None:
     """Why a pair record cannot be used, or None. Run, rank and schedule are the collector's."""
     if not _int(rec.get("round")) or not _int(rec.get("peer")):
         return "round or peer is not a number"
+    if not all(_int(rec.get(k, 0)) for k in ("rail", "peer_rail")):
+        return "rail or peer_rail is not a number"
     if rec.get("result") not in ("pass", "fail"):
         return "its result is neither pass nor fail"
     why = _error(rec.get("error"))
@@ -113,7 +115,21 @@ def check_pair(rec: dict) -> str | None:
 
 def pair_copy(rec: dict) -> dict:
     """The keys of a checked pair record that the report uses, and nothing else."""
-    keep = ("type", "run", "rank", "peer", "round", "slot", "result", "error", "steps_us", "stats", *FIGURES)
+    keep = (
+        "type",
+        "run",
+        "rank",
+        "peer",
+        "rail",
+        "peer_rail",
+        "round",
+        "slot",
+        "result",
+        "error",
+        "steps_us",
+        "stats",
+        *FIGURES,
+    )
     out = {k: rec[k] for k in keep if k in rec}
     if rec.get("counters"):  # what the report derives (kinds) is derived again, not taken
         out["counters"] = [

@@ -33,6 +33,7 @@ CAUSES = {
     "FAIL": "the data exchange failed (work completion error, loss, early disconnect)",
     "MISS": "no report from either end (the run ended first)",
     "SILENT": "one end reported the pair, the other never did (its agent skipped or hid it)",
+    "SLOW": "passed, but slower than the fabric's best comparable pair (--slow-factor, --slow-fraction)",
 }
 PRIORITY = [
     "DOWN",
@@ -52,6 +53,7 @@ PRIORITY = [
     "TMO",
     "SILENT",
     "MISS",
+    "SLOW",
 ]
 
 
@@ -93,10 +95,20 @@ def cause_of(error: dict | None) -> str | None:
 
 @dataclass
 class Pair:
+    """One test of two NICs: rail ra of node a (the lower rank, it listens) and rail rb of b."""
+
     a: int
     b: int
     round: int
     reports: dict = field(default_factory=dict)  # "listen"/"connect" -> the agent's pair record
+    ra: int = 0
+    rb: int = 0
+    first: Pair | None = None  # a re-test's first attempt
+    slow: dict | None = None  # passed, but slow: the figure, its value, the best, the limit
+
+    @property
+    def key(self) -> tuple[int, int, int, int]:
+        return (self.a, self.ra, self.b, self.rb)
 
     @property
     def result(self) -> str:
@@ -147,23 +159,35 @@ class Pair:
 
     @property
     def bad(self) -> bool:
-        """Failed, or passed while its NICs' trouble counters moved: blame looks at both."""
-        return self.result == "fail" or (self.result == "pass" and self.lossy)
+        """Failed, or passed slow or while its NICs' trouble counters moved: blame looks at all."""
+        return self.result == "fail" or (self.result == "pass" and (self.lossy or self.slow is not None))
+
+    @property
+    def ever_bad(self) -> bool:
+        """Bad now or in its first attempt: a NIC that failed and then passed its re-test is
+        still evidence against that NIC (a lossy one passes now and then); a link is blamed
+        only on what stayed bad."""
+        return self.bad or (self.first is not None and self.first.bad)
 
     def metric(self, key: str):
         r = self.reports.get("connect") or {}
         return r.get(key)
 
-    def to_dict(self, names: list[str]) -> dict:
+    def to_dict(self, names: list[str], devices: list[list] | None = None) -> dict:
         d = {
             "a": names[self.a],
             "b": names[self.b],
             "a_rank": self.a,
             "b_rank": self.b,
+            "rail_a": self.ra,
+            "rail_b": self.rb,
+            "device_a": _device(devices, self.a, self.ra),
+            "device_b": _device(devices, self.b, self.rb),
             "round": self.round,
             "result": self.result,
-            "cause": self.cause,
+            "cause": self.cause or ("SLOW" if self.slow else None),
             "error": self.error(),
+            "slow": self.slow,
         }
         for key in ("setup_us", "rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "host_rtt_p50_us", "steps_us"):
             d[key] = self.metric(key)
@@ -174,30 +198,50 @@ class Pair:
         return d
 
 
-def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
-    """Bad nodes first: a node that says the fault is its own (LOCAL causes) on most of its
-    pairs; then, greedily, the node failing with the largest share of its not yet explained
-    partners, at least two and more than half, explains those failures; repeat. A failing pair
-    left whose nodes both pass elsewhere is a bad link; any other is unexplained (two nodes
-    alone cannot tell a node from a link). O(N^2) per bad node, with pairs indexed by node."""
+def _device(devices: list[list] | None, rank: int, rail: int) -> str | None:
+    try:
+        return devices[rank][rail] if devices else None
+    except (IndexError, TypeError):
+        return None
+
+
+def nic_name(names: list[str], rank: int, rail: int, rails: int) -> str:
+    """n03 with one rail; n03:1 (rail 1 of n03) with several."""
+    return names[rank] if rails == 1 else f"{names[rank]}:{rail}"
+
+
+def blame(
+    n: int, pairs: list[Pair], names: list[str], rails: int = 1, devices: list[list] | None = None
+) -> dict:
+    """Bad NICs first: a NIC whose node says the fault is its own (LOCAL causes) on most of its
+    pairs; then, greedily, the NIC failing (or slow, or lossy, in either attempt) with the
+    largest share of its not yet explained partners, at least two and more than half, explains
+    those; repeat. A node whose every rail is a bad NIC is a bad node (with one rail, a bad NIC
+    is its node). A pair still bad whose NICs both pass elsewhere is a bad link; any other is
+    unexplained (two NICs alone cannot tell a NIC from a link). O(M^2) per bad NIC, M NICs."""
+    m = n * rails
     judged = [p for p in pairs if p.result in ("pass", "fail")]
-    # a pair that passed while its NICs retransmitted counts against them like a failure
-    of: list[list[Pair]] = [[] for _ in range(n)]
+
+    def ends(p: Pair) -> tuple[int, int]:
+        return p.a * rails + p.ra, p.b * rails + p.rb
+
+    of: list[list[Pair]] = [[] for _ in range(m)]
     for p in judged:
-        of[p.a].append(p)
-        of[p.b].append(p)
-    bad: dict[int, dict] = {}
-    for x in range(n):
-        own = [p for p in of[x] if own_cause(p, x) in LOCAL]
+        x, y = ends(p)
+        of[x].append(p)
+        of[y].append(p)
+    bad: dict[int, list] = {}  # NIC -> [its bad pairs, pairs counted]
+    for x in range(m):
+        own = [p for p in of[x] if own_cause(p, x // rails) in LOCAL]
         if own and len(own) * 2 > len(of[x]):
-            bad[x] = _bad(names, x, own, len(of[x]))
+            bad[x] = [own, len(of[x])]
     while True:
         best = None
-        for x in range(n):
+        for x in range(m):
             if x in bad:
                 continue
-            mine = [p for p in of[x] if p.a not in bad and p.b not in bad]
-            failed = [p for p in mine if p.bad]
+            mine = [p for p in of[x] if not (set(ends(p)) - {x}) & bad.keys()]
+            failed = [p for p in mine if p.ever_bad]
             if len(failed) >= 2 and len(failed) * 2 > len(mine):
                 share = len(failed) / len(mine)
                 if best is None or share > best[0]:
@@ -205,17 +249,34 @@ def blame(n: int, pairs: list[Pair], names: list[str]) -> dict:
         if best is None:
             break
         _, x, failed, tested = best
-        bad[x] = _bad(names, x, failed, tested)
-    passes = [any(p.result == "pass" and not p.lossy for p in of[x]) for x in range(n)]
+        bad[x] = [failed, tested]
+    whole = [r for r in range(n) if all(r * rails + k in bad for k in range(rails))]
+    nodes = []
+    for r in whole:
+        failed = [p for k in range(rails) for p in bad[r * rails + k][0]]
+        tested = sum(bad[r * rails + k][1] for k in range(rails))
+        nodes.append(_bad(names, r, None, failed, tested))
+    nics = [
+        {**_bad(names, x // rails, x % rails, *bad[x]), "device": _device(devices, x // rails, x % rails)}
+        for x in sorted(bad)
+        if x // rails not in whole
+    ]
+    passes = [any(p.result == "pass" and not p.lossy and p.slow is None for p in of[x]) for x in range(m)]
     links, unexplained = [], []
     for p in judged:
-        if not p.bad or p.a in bad or p.b in bad:
+        x, y = ends(p)
+        if not p.bad or x in bad or y in bad:
             continue
-        entry = {"a": names[p.a], "b": names[p.b], "cause": p.cause or "LOSS"}
+        entry = {"a": names[p.a], "b": names[p.b], "cause": p.cause or ("SLOW" if p.slow else "LOSS")}
+        if rails > 1:
+            entry.update(rail_a=p.ra, rail_b=p.rb, device_a=_device(devices, p.a, p.ra),
+                         device_b=_device(devices, p.b, p.rb))  # fmt: skip
         if p.lossy:
             entry["counters"] = p.trouble()
-        (links if passes[p.a] and passes[p.b] else unexplained).append(entry)
-    return {"nodes": list(bad.values()), "links": links, "unexplained": unexplained}
+        if p.slow:
+            entry["slow"] = p.slow
+        (links if passes[x] and passes[y] else unexplained).append(entry)
+    return {"nodes": nodes, "nics": nics, "links": links, "unexplained": unexplained}
 
 
 LOCAL = ("DOWN", "BUSY", "ENV", "AGENT")
@@ -227,22 +288,61 @@ def own_cause(p: Pair, x: int) -> str | None:
     return cause_of(r.get("error")) if r and r.get("result") != "pass" else None
 
 
-def _bad(names: list[str], x: int, failed: list[Pair], tested: int) -> dict:
+def _bad(names: list[str], x: int, rail: int | None, failed: list[Pair], tested: int) -> dict:
     causes: dict[str, int] = {}
     own: dict[str, int] = {}  # the node's own port's trouble counters over those pairs
     for p in failed:
-        code = p.cause or "LOSS"  # passed, with its counters moving
+        code = p.cause or ("SLOW" if p.slow else "LOSS")  # passed, slow or with counters moving
+        if p.first is not None and not p.bad:  # bad only in its first attempt
+            code = p.first.cause or ("SLOW" if p.first.slow else "LOSS")
         causes[code] = causes.get(code, 0) + 1
         for name, v in p.trouble("listen" if x == p.a else "connect").items():
             own[name] = own.get(name, 0) + v
-    entry = {"node": names[x], "rank": x, "failed": len(failed), "tested": tested, "causes": causes}
+    entry = {"node": names[x], "rank": x, **({"rail": rail} if rail is not None else {}),
+             "failed": len(failed), "tested": tested, "causes": causes}  # fmt: skip
     if own:
         entry["counters"] = own
     return entry
 
 
-def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[str]) -> list[dict]:
-    """Per node: pairs passed and failed, and the median of its pairs' p99 latency."""
+def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dict | None = None) -> dict:
+    """Mark passing pairs slow against the best comparable pair (same test, rail-aligned or
+    cross-rail): latency (rtt_p50_us) above factor x the best, or a direction's Gb/s below
+    fraction x the best. The reference (the best figures) is computed from these pairs unless
+    given (a re-test is judged by its first round's best). Returns the reference."""
+    if reference is None:
+        reference = {}
+        for p in pairs:
+            if p.result != "pass":
+                continue
+            ref = reference.setdefault("aligned" if p.ra == p.rb else "cross", {})
+            lat = p.metric("rtt_p50_us")
+            if lat:
+                ref["rtt_p50_us"] = min(ref.get("rtt_p50_us", lat), lat)
+            for key in ("gbps_ab", "gbps_ba"):
+                g = p.metric(key)
+                if g:
+                    ref["gbps"] = max(ref.get("gbps", g), g)
+    for p in pairs:
+        p.slow = None
+        ref = reference.get("aligned" if p.ra == p.rb else "cross") or {}
+        if p.result != "pass":
+            continue
+        lat, best = p.metric("rtt_p50_us"), ref.get("rtt_p50_us")
+        if lat and best and lat > factor * best:
+            p.slow = {"figure": "rtt_p50_us", "value": lat, "best": best, "limit": round(factor * best, 1)}
+            continue
+        best = ref.get("gbps")
+        for key in ("gbps_ab", "gbps_ba"):
+            g = p.metric(key)
+            if g is not None and best and g < fraction * best:
+                p.slow = {"figure": key, "value": g, "best": best, "limit": round(fraction * best, 3)}
+                break
+    return reference
+
+
+def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[list[str]]) -> list[dict]:
+    """Per node: pairs passed, failed and slow, and the median of its pairs' p99 latency."""
     of: list[list[Pair]] = [[] for _ in range(n)]
     for p in pairs:
         of[p.a].append(p)
@@ -255,11 +355,40 @@ def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[str]
             {
                 "node": names[x],
                 "rank": x,
-                "address": addresses[x],
+                "address": addresses[x][0],
+                "addresses": addresses[x],
                 "passed": sum(p.result == "pass" for p in mine),
                 "failed": sum(p.result == "fail" for p in mine),
                 "missing": sum(p.result == "missing" for p in mine),
+                "slow": sum(p.slow is not None for p in mine),
                 "p99_us": round(statistics.median(p99s), 1) if p99s else None,
+            }
+        )
+    return rows
+
+
+def nic_table(n: int, rails: int, pairs: list[Pair], names: list[str], addresses: list[list[str]],
+              devices: list[list] | None = None) -> list[dict]:  # fmt: skip
+    """Per NIC (node, rail): the same counts and the median p50 of its passing pairs."""
+    of: dict[tuple[int, int], list[Pair]] = {(x, k): [] for x in range(n) for k in range(rails)}
+    for p in pairs:
+        of[(p.a, p.ra)].append(p)
+        of[(p.b, p.rb)].append(p)
+    rows = []
+    for (x, k), mine in of.items():
+        p50s = [p.metric("rtt_p50_us") for p in mine if p.result == "pass" and p.metric("rtt_p50_us")]
+        rows.append(
+            {
+                "node": names[x],
+                "rank": x,
+                "rail": k,
+                "device": _device(devices, x, k),
+                "address": addresses[x][k],
+                "passed": sum(p.result == "pass" for p in mine),
+                "failed": sum(p.result == "fail" for p in mine),
+                "missing": sum(p.result == "missing" for p in mine),
+                "slow": sum(p.slow is not None for p in mine),
+                "p50_us": round(statistics.median(p50s), 1) if p50s else None,
             }
         )
     return rows

@@ -72,12 +72,33 @@ def _figure(p: dict) -> str:
     return "ok" if v is None else duration(v)
 
 
-def print_mesh(app, doc: dict) -> None:
+def _end(p: dict, side: str, rails: int) -> str:
+    """n03 with one rail; n03:1 (rail 1 of n03) with several."""
+    return p[side] if rails == 1 else f"{p[side]}:{p.get('rail_' + side, 0)}"
+
+
+def worst_rail(nics: list[dict], rails: int) -> int:
+    """The rail with the most failed, then slow, pairs (rail 0 when all are clean)."""
+    score = [[0, 0] for _ in range(rails)]
+    for n in nics:
+        if 0 <= n.get("rail", 0) < rails:
+            score[n["rail"]][0] += n.get("failed", 0)
+            score[n["rail"]][1] += n.get("slow", 0)
+    return max(range(rails), key=lambda k: (score[k], -k))
+
+
+def print_mesh(app, doc: dict, rail: int | None = None) -> None:
     from rich.table import Table
 
     data = doc.get("data") or {}
-    nodes, pairs, verdict = data.get("nodes", []), data.get("pairs", []), data.get("blame", {})
+    nodes, all_pairs, verdict = data.get("nodes", []), data.get("pairs", []), data.get("blame", {})
+    rails = data.get("rails", 1)
     con = app.out
+    pairs = all_pairs
+    if rails > 1:
+        shown = rail if rail is not None else worst_rail(data.get("nics", []), rails)
+        pairs = [p for p in all_pairs if p.get("rail_a") == p.get("rail_b") == shown]
+        _rail_summary(app, data, rails)
     if nodes and len(nodes) <= MATRIX_MAX:
         metric = (
             "Gb/s, the slower way"
@@ -88,16 +109,21 @@ def print_mesh(app, doc: dict) -> None:
             if any(p.get("rtt_p50_us") is not None for p in pairs)
             else "setup time"
         )
+        where = f" on rail {shown}" if rails > 1 else ""
         table = Table(
-            title=f"rdmacli mesh: {metric} per pair (failures as cause codes)", box=None, pad_edge=False
+            title=f"rdmacli mesh: {metric} per pair{where} (failures as cause codes)",
+            box=None,
+            pad_edge=False,
         )
         table.add_column("")
         for i, _ in enumerate(nodes):
             table.add_column(str(i), justify="right")
         cell = {}
         for p in pairs:
-            text = _figure(p) if p["result"] == "pass" else (p.get("cause") or "?")
+            text = _figure(p) if p["result"] == "pass" and not p.get("slow") else (p.get("cause") or "?")
             style = "" if p["result"] == "pass" else ("yellow" if p["result"] == "missing" else "bold red")
+            if p["result"] == "pass" and p.get("slow"):
+                text, style = f"{_figure(p)}!", "yellow"
             cell[(p["a_rank"], p["b_rank"])] = cell[(p["b_rank"], p["a_rank"])] = (text, style)
         for row in nodes:
             r = row["rank"]
@@ -107,9 +133,12 @@ def print_mesh(app, doc: dict) -> None:
                 cells.append(f"[{style}]{text}[/]" if style else text)
             table.add_row(f"{r} {row['node']}", *cells)
         con.print(table)
-        used = sorted({p.get("cause") for p in pairs if p.get("cause")})
+        if any(p.get("slow") for p in pairs):
+            con.print("[yellow]![/] slow: passed, but beyond --slow-factor/--slow-fraction of the best pair")
+        used = sorted({p.get("cause") for p in pairs if p.get("cause") and p["result"] != "pass"})
         if used:
             con.print("legend: " + "; ".join(f"[bold red]{c}[/] {CAUSES.get(c, '')}" for c in used))
+    pairs = all_pairs
     failing = [p for p in pairs if p["result"] != "pass"]
     if failing:
         con.print("\n[bold]failing pairs by cause[/]")
@@ -120,20 +149,37 @@ def print_mesh(app, doc: dict) -> None:
             con.print(f"  [bold red]{cause}[/] ({len(items)}): {CAUSES.get(cause, '')}")
             for p in items[:12]:
                 msg = (p.get("error") or {}).get("message", "")
-                con.print(f"    {p['a']} <-> {p['b']}: {printable(msg)}", markup=False, highlight=False)
+                ends = f"{_end(p, 'a', rails)} <-> {_end(p, 'b', rails)}"
+                con.print(f"    {ends}: {printable(msg)}", markup=False, highlight=False)
             if len(items) > 12:
                 con.print(f"    ... and {len(items) - 12} more (see --json)")
+    slow = [p for p in pairs if p.get("slow")]
+    if slow:
+        con.print(
+            f"\n[bold]slow pairs[/] ({len(slow)}): passed, but beyond the fabric's best comparable pair"
+        )
+        for p in sorted(slow, key=lambda p: -p["slow"]["value"] / max(p["slow"]["best"], 1e-9))[:12]:
+            s = p["slow"]
+            if s["figure"] == "rtt_p50_us":
+                figure = f"p50 {duration(s['value'])} > {duration(s['limit'])} (best {duration(s['best'])})"
+            else:
+                figure = f"{s['figure']} {s['value']:.2f} < {s['limit']:.2f} Gb/s (best {s['best']:.2f})"
+            con.print(f"    {_end(p, 'a', rails)} <-> {_end(p, 'b', rails)}: {figure}")
+        if len(slow) > 12:
+            con.print(f"    ... and {len(slow) - 12} more (see --json)")
     again = [p for p in pairs if p.get("retest")]
     if again:
         transient = [p for p in again if p["retest"]["verdict"] == "transient"]
         con.print(
-            f"\n[bold]re-tested[/] {len(again)} failed pair(s) at the end: {len(again) - len(transient)} "
-            f"confirmed, {len(transient)} transient (passed the second time: counted as passed)"
+            f"\n[bold]re-tested[/] {len(again)} failed or slow pair(s) at the end: "
+            f"{len(again) - len(transient)} confirmed, {len(transient)} transient "
+            "(passed the second time: counted as passed)"
         )
         for p in transient[:12]:
             first = p["retest"]["first"]
-            msg = (first.get("error") or {}).get("message", "")
-            con.print(f"    transient {p['a']} <-> {p['b']} ({first.get('cause')}): {printable(msg)}",
+            msg = (first.get("error") or {}).get("message", "") or ("slow" if first.get("slow") else "")
+            ends = f"{_end(p, 'a', rails)} <-> {_end(p, 'b', rails)}"
+            con.print(f"    transient {ends} ({first.get('cause')}): {printable(msg)}",
                       markup=False, highlight=False)  # fmt: skip
     ranked = sorted(nodes, key=lambda n: (-n["failed"], n["node"]))
     if any(n["failed"] for n in nodes):
@@ -141,14 +187,16 @@ def print_mesh(app, doc: dict) -> None:
             "\n[bold]nodes by failures[/]  "
             + ", ".join(f"{n['node']} {n['failed']}" for n in ranked if n["failed"])
         )
-    slow = sorted((n for n in nodes if n.get("p99_us")), key=lambda n: -n["p99_us"])
-    if slow:
+    by_p99 = sorted((n for n in nodes if n.get("p99_us")), key=lambda n: -n["p99_us"])
+    if by_p99:
         con.print(
             "[bold]nodes by p99 latency[/]  "
-            + ", ".join(f"{n['node']} {duration(n['p99_us'])}" for n in slow[:8])
+            + ", ".join(f"{n['node']} {duration(n['p99_us'])}" for n in by_p99[:8])
         )
     con.print("\n[bold]blame[/]")
-    if not (verdict.get("nodes") or verdict.get("links") or verdict.get("unexplained")):
+    if not (
+        verdict.get("nodes") or verdict.get("nics") or verdict.get("links") or verdict.get("unexplained")
+    ):
         con.print("  nothing to blame: every pair passed" if not failing else "  nothing decided")
     for b in verdict.get("nodes", []):
         causes = ", ".join(f"{c} {n}" for c, n in b["causes"].items())
@@ -156,8 +204,13 @@ def print_mesh(app, doc: dict) -> None:
         con.print(f"  [bold red]bad node[/] {b['node']}: failed with {share} partners ({causes})")
         if b.get("counters"):
             con.print(f"    its NIC's counters (the port's, shared): {counter_words(b['counters'])}")
+    for b in verdict.get("nics", []):
+        causes = ", ".join(f"{c} {n}" for c, n in b["causes"].items())
+        dev = f" ({b['device']})" if b.get("device") else ""
+        con.print(f"  [bold red]bad NIC[/] {b['node']} rail {b['rail']}{dev}: failed or slow with "
+                  f"{b['failed']} of {b['tested']} partners ({causes}); its other rails pass")  # fmt: skip
     for link in verdict.get("links", []):
-        ends = f"{link['a']} <-> {link['b']}"
+        ends = f"{_end(link, 'a', rails)} <-> {_end(link, 'b', rails)}"
         con.print(f"  [bold red]bad link[/] {ends} ({link['cause']}): both pass with everyone else")
         if link.get("counters"):
             con.print(f"    counters of both ends during the pair: {counter_words(link['counters'])}")
@@ -166,7 +219,7 @@ def print_mesh(app, doc: dict) -> None:
         con.print(f"  what to check: {ADVICE['loss']}")
     for u in verdict.get("unexplained", []):
         con.print(
-            f"  [yellow]unexplained[/] {u['a']} <-> {u['b']} ({u['cause']}): "
+            f"  [yellow]unexplained[/] {_end(u, 'a', rails)} <-> {_end(u, 'b', rails)} ({u['cause']}): "
             "too few passing pairs to tell node from link"
         )
     for change in data.get("baseline") or []:
@@ -174,6 +227,33 @@ def print_mesh(app, doc: dict) -> None:
     t = doc.get("totals", {})
     con.print(
         f"\nmesh: {doc['result']} - {t.get('pairs_passed', 0)}/{t.get('pairs', 0)} pairs passed, "
-        f"{t.get('pairs_failed', 0)} failed, {t.get('pairs_missing', 0)} missing; {t.get('nodes', 0)} nodes, "
+        f"{t.get('pairs_failed', 0)} failed, {t.get('pairs_slow', 0)} slow, "
+        f"{t.get('pairs_missing', 0)} missing; "
+        f"{t.get('nodes', 0)} nodes" + (f" x {rails} rails" if rails > 1 else "") + ", "
         f"{t.get('rounds', 0)} rounds in {duration(doc.get('elapsed_ms', 0) * 1e3)}"
     )
+
+
+def _rail_summary(app, data: dict, rails: int) -> None:
+    """Per node, per rail: pairs passed of tested, failed and slow marked (the device named)."""
+    from rich.table import Table
+
+    table = Table(title="rdmacli mesh: per node and rail (passed/tested)", box=None, pad_edge=False)
+    table.add_column("node")
+    for k in range(rails):
+        table.add_column(f"rail {k}", justify="right")
+    rows: dict[int, list[str]] = {}
+    for n in data.get("nics", []):
+        tested = n["passed"] + n["failed"] + n["missing"]
+        text = f"{n['passed']}/{tested}"
+        if n.get("device"):
+            text += f" {n['device']}"
+        style = "bold red" if n["failed"] else "yellow" if n.get("slow") or n["missing"] else ""
+        if n.get("slow"):
+            text += f" ({n['slow']} slow)"
+        cells = rows.setdefault(n["rank"], [n["node"]] + [""] * rails)
+        if 0 <= n["rail"] < rails:
+            cells[1 + n["rail"]] = f"[{style}]{text}[/]" if style else text
+    for rank in sorted(rows):
+        table.add_row(*rows[rank])
+    app.out.print(table)

@@ -18,48 +18,66 @@ def write(path: str, doc: dict) -> None:
     def gauge(name: str, text: str, labels: tuple[str, ...] = ()) -> Gauge:
         return Gauge(PREFIX + name, text, labels, registry=reg)
 
-    up = gauge(
-        "pair_up", "1 if the pair passed (after its re-test, if it had one), else 0", ("a", "b", "test")
+    pair = ("a", "b", "rail_a", "rail_b")  # a pair of NICs: rail k of node a, rail j of node b
+    up = gauge("pair_up", "1 if the pair passed (after its re-test, if it had one), else 0", (*pair, "test"))
+    cause = gauge("pair_failed", "1 for a failed pair, labelled with its cause code", (*pair, "cause"))
+    slow = gauge("pair_slow", "1 for a passing pair slower than the fabric's best (--slow-factor)", pair)
+    transient = gauge(
+        "pair_transient", "1 if the pair failed (or was slow) once and passed its re-test", pair
     )
-    cause = gauge("pair_failed", "1 for a failed pair, labelled with its cause code", ("a", "b", "cause"))
-    transient = gauge("pair_transient", "1 if the pair failed once and passed its re-test", ("a", "b"))
     rtt = gauge("pair_rtt_seconds", "round trip of the pair's test (network, for the ping probe)",
-                ("a", "b", "quantile"))  # fmt: skip
-    setup = gauge(
-        "pair_setup_seconds", "connection setup (resolve, route, QP, connect) of the pair", ("a", "b")
-    )
-    gbps = gauge("pair_bandwidth_gbps", "Gb/s of the pair's bw test, by direction", ("a", "b", "direction"))
+                (*pair, "quantile"))  # fmt: skip
+    setup = gauge("pair_setup_seconds", "connection setup (resolve, route, QP, connect) of the pair", pair)
+    gbps = gauge("pair_bandwidth_gbps", "Gb/s of the pair's bw test, by direction", (*pair, "direction"))
     test = str((doc.get("params") or {}).get("test", ""))
     for p in data.get("pairs") or []:
-        a, b = str(p["a"]), str(p["b"])
-        up.labels(a, b, test).set(1 if p["result"] == "pass" else 0)
+        ends = (str(p["a"]), str(p["b"]), str(p.get("rail_a", 0)), str(p.get("rail_b", 0)))
+        up.labels(*ends, test).set(1 if p["result"] == "pass" else 0)
         if p["result"] != "pass":
-            cause.labels(a, b, str(p.get("cause") or "FAIL")).set(1)
+            cause.labels(*ends, str(p.get("cause") or "FAIL")).set(1)
+        slow.labels(*ends).set(1 if p.get("slow") else 0)
         if p.get("retest"):
-            transient.labels(a, b).set(1 if p["retest"]["verdict"] == "transient" else 0)
+            transient.labels(*ends).set(1 if p["retest"]["verdict"] == "transient" else 0)
         for q, key in (("0.5", "rtt_p50_us"), ("0.99", "rtt_p99_us")):
             if isinstance(p.get(key), (int, float)):
-                rtt.labels(a, b, q).set(p[key] / 1e6)
+                rtt.labels(*ends, q).set(p[key] / 1e6)
         if isinstance(p.get("setup_us"), (int, float)):
-            setup.labels(a, b).set(p["setup_us"] / 1e6)
+            setup.labels(*ends).set(p["setup_us"] / 1e6)
         for key, direction in (("gbps_ab", "a_to_b"), ("gbps_ba", "b_to_a")):
             if isinstance(p.get(key), (int, float)):
-                gbps.labels(a, b, direction).set(p[key])
+                gbps.labels(*ends, direction).set(p[key])
+    verdict = data.get("blame") or {}
     passed = gauge("node_pairs_passed", "pairs of the node that passed", ("node", "address"))
     failed = gauge("node_pairs_failed", "pairs of the node that failed", ("node", "address"))
-    bad = gauge("node_bad", "1 if the blame names the node (or its NIC) bad", ("node", "address"))
-    blamed = {b["node"] for b in (data.get("blame") or {}).get("nodes", [])}
+    bad = gauge("node_bad", "1 if the blame names the node bad (every rail of it)", ("node", "address"))
+    blamed = {b["node"] for b in verdict.get("nodes", [])}
     for n in data.get("nodes") or []:
         node, address = str(n["node"]), str(n.get("address", ""))
         passed.labels(node, address).set(n["passed"])
         failed.labels(node, address).set(n["failed"])
         bad.labels(node, address).set(1 if node in blamed else 0)
-    link = gauge("link_bad", "1 for a pair of nodes the blame names a bad link", ("a", "b", "cause"))
-    for x in (data.get("blame") or {}).get("links", []):
-        link.labels(str(x["a"]), str(x["b"]), str(x.get("cause", ""))).set(1)
+    nic = ("node", "rail", "device", "address")
+    nic_passed = gauge("nic_pairs_passed", "pairs of the NIC (node, rail) that passed", nic)
+    nic_failed = gauge("nic_pairs_failed", "pairs of the NIC that failed", nic)
+    nic_slow = gauge("nic_pairs_slow", "pairs of the NIC that passed slow", nic)
+    nic_p50 = gauge("nic_rtt_p50_seconds", "median p50 round trip of the NIC's passing pairs", nic)
+    nic_bad = gauge("nic_bad", "1 if the blame names the NIC bad (or its whole node)", nic)
+    bad_nics = {(b["node"], b["rail"]) for b in verdict.get("nics", [])}
+    for n in data.get("nics") or []:
+        labels = (str(n["node"]), str(n["rail"]), str(n.get("device") or ""), str(n.get("address", "")))
+        nic_passed.labels(*labels).set(n["passed"])
+        nic_failed.labels(*labels).set(n["failed"])
+        nic_slow.labels(*labels).set(n.get("slow", 0))
+        if isinstance(n.get("p50_us"), (int, float)):
+            nic_p50.labels(*labels).set(n["p50_us"] / 1e6)
+        nic_bad.labels(*labels).set(1 if (n["node"], n["rail"]) in bad_nics or n["node"] in blamed else 0)
+    link = gauge("link_bad", "1 for a pair of NICs the blame names a bad link", (*pair, "cause"))
+    for x in verdict.get("links", []):
+        ends = (str(x["a"]), str(x["b"]), str(x.get("rail_a", 0)), str(x.get("rail_b", 0)))
+        link.labels(*ends, str(x.get("cause", ""))).set(1)
     totals = doc.get("totals") or {}
     run = gauge("run_pairs", "pairs of the run, by result", ("result",))
-    for result in ("passed", "failed", "missing", "transient"):
+    for result in ("passed", "failed", "missing", "transient", "slow"):
         run.labels(result).set(totals.get(f"pairs_{result}", 0))
     gauge("run_exit_code", "the run's exit status (0: every pair passed)").set(doc.get("exit_code", 0))
     gauge("run_elapsed_seconds", "wall time of the run").set((doc.get("elapsed_ms") or 0) / 1e3)

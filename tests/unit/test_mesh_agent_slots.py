@@ -17,7 +17,7 @@ def test_a_pair_that_overran_its_slot_is_named_in_the_next_ones_failure(monkeypa
     clock = SimpleNamespace(time=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + s))
     monkeypatch.setattr(agent, "time", clock)
 
-    def slow_pair(cfg, rnd, slot, peer, end, *, backend=None, stops=None):
+    def slow_pair(cfg, rnd, slot, peer, end, rail=0, peer_rail=0, *, backend=None, stops=None):
         clock.sleep(0.6)  # every pair overruns its 0.4 s slot by 0.2 s
         rec = agent.pair_record(cfg, rnd, slot, peer)
         rec.update(result="pass", error=None)
@@ -26,7 +26,7 @@ def test_a_pair_that_overran_its_slot_is_named_in_the_next_ones_failure(monkeypa
     monkeypatch.setattr(agent, "run_pair", slow_pair)
     cfg = AgentConfig(
         rank=0,
-        addresses=["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"],
+        addresses=[["10.0.0.1"], ["10.0.0.2"], ["10.0.0.3"], ["10.0.0.4"]],
         names=["n1", "n2", "n3", "n4"],
         run_id="00" * 8,
         start_at=now[0] + 0.2,
@@ -61,7 +61,7 @@ def test_an_agent_whose_mesh_port_is_held_says_so_once_and_runs_no_pair(monkeypa
     ran = []
     monkeypatch.setattr(agent, "run_pair", lambda *a, **kw: ran.append(a))
     cfg = AgentConfig(
-        rank=1, addresses=["10.0.0.1", "10.0.0.2", "10.0.0.3"], names=["n1", "n2", "n3"],
+        rank=1, addresses=[["10.0.0.1"], ["10.0.0.2"], ["10.0.0.3"]], names=["n1", "n2", "n3"],
         run_id="00" * 8, start_at=0, round_s=1, port=7490,
     )  # fmt: skip
     records = []

@@ -113,7 +113,7 @@ def test_baseline_flags_pairs_that_started_failing_or_got_slower():
 
 def plan(n=4):
     p = Plan(
-        nodes_spec="n[0-3]", names=NAMES[:n], addresses=[f"10.0.0.{i}" for i in range(n)], run_id="ab" * 8,
+        nodes_spec="n[0-3]", names=NAMES[:n], addresses=[[f"10.0.0.{i}"] for i in range(n)], run_id="ab" * 8,
         round_s=1, launch_s=1, port=7490, test="ping", count=5, quick=False,
     )  # fmt: skip
     start_plan(p)
@@ -149,7 +149,7 @@ def test_the_collector_uses_only_records_of_this_run_that_the_schedule_has():
     assert len(c.violations[0]) == 6 and all(not p.reports for p in c.pairs.values())
     assert c.stderr["n0"] == ["not json {", "[1, 2]"]  # kept as words for a node that never reports
     c.on_line("n0", json.dumps({**good, "a": 99, "b": "x", "evil": "[red]x"}), False)  # a/b recomputed
-    report = c.pairs[(0, peer)].reports["listen"]
+    report = c.pairs[(0, 0, peer, 0)].reports["listen"]
     assert report["result"] == "pass" and (report["a"], report["b"]) == (0, peer) and "evil" not in report
 
 
@@ -189,7 +189,7 @@ def test_a_malformed_record_is_its_senders_violation_and_the_run_goes_on(hostile
     rnd = pl.rounds[0]
     rec = pair_rec(pl, 0, rnd, "fail" if "error" in hostile else "pass", **hostile)
     c.on_line("n0", json.dumps(rec), False)
-    assert len(c.violations[0]) == 1 and not c.pairs[(0, rec["peer"])].reports
+    assert len(c.violations[0]) == 1 and not c.pairs[(0, 0, rec["peer"], 0)].reports
     doc = outcome(pl, c, {}, t0=0).to_dict()  # the summary still comes, valid JSON
     json.dumps(doc, allow_nan=False)
 

@@ -79,10 +79,37 @@ def test_failed_pairs_are_tested_again_before_they_count(tmp_path):
     assert (t["retest_rounds"], t["pairs_retested"], t["pairs_transient"], t["pairs_failed"]) == (1, 2, 1, 1)
     assert r.returncode == 1
     metrics = parse_metrics((tmp_path / "mesh.prom").read_text())
-    assert metrics[("rdmacli_mesh_pair_up", (("a", "n1"), ("b", "n2"), ("test", "ping")))] == 1
-    assert metrics[("rdmacli_mesh_pair_up", (("a", "n3"), ("b", "n4"), ("test", "ping")))] == 0
-    assert metrics[("rdmacli_mesh_pair_transient", (("a", "n1"), ("b", "n2")))] == 1
-    assert metrics[("rdmacli_mesh_link_bad", (("a", "n3"), ("b", "n4"), ("cause", "TMO")))] == 1
+    assert (
+        metrics[
+            (
+                "rdmacli_mesh_pair_up",
+                (("a", "n1"), ("b", "n2"), ("rail_a", "0"), ("rail_b", "0"), ("test", "ping")),
+            )
+        ]
+        == 1
+    )
+    assert (
+        metrics[
+            (
+                "rdmacli_mesh_pair_up",
+                (("a", "n3"), ("b", "n4"), ("rail_a", "0"), ("rail_b", "0"), ("test", "ping")),
+            )
+        ]
+        == 0
+    )
+    assert (
+        metrics[("rdmacli_mesh_pair_transient", (("a", "n1"), ("b", "n2"), ("rail_a", "0"), ("rail_b", "0")))]
+        == 1
+    )
+    assert (
+        metrics[
+            (
+                "rdmacli_mesh_link_bad",
+                (("a", "n3"), ("b", "n4"), ("cause", "TMO"), ("rail_a", "0"), ("rail_b", "0")),
+            )
+        ]
+        == 1
+    )
     assert metrics[("rdmacli_mesh_run_exit_code", ())] == 1
     assert metrics[("rdmacli_mesh_run_pairs", (("result", "transient"),))] == 1
 

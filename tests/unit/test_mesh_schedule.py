@@ -69,20 +69,23 @@ def test_a_retest_line_is_checked_before_the_agent_uses_it():
     from rdmacli.mesh.agent import retest_plan
 
     now = time.time()
-    assert retest_plan({"at": now, "rounds": [[[0, 1], [3, 2]], []]}, 4) == {
+    assert retest_plan({"at": now, "rounds": [[[0, 0, 1, 0], [3, 0, 2, 0]], []]}, 4) == {
         "at": now,
-        "rounds": [[(0, 1), (2, 3)], []],
+        "rounds": [[(0, 0, 1, 0), (2, 0, 3, 0)], []],
     }
+    # two rails: node 0 in two tests of a round, on different NICs, is fine
+    assert retest_plan({"at": now, "rounds": [[[0, 0, 1, 0], [0, 1, 2, 1]]]}, 4, 2) is not None
     for bad in (
         None,
         {"at": "soon", "rounds": []},
         {"at": now - 3600, "rounds": []},  # long past
         {"at": float("nan"), "rounds": []},
-        {"at": now, "rounds": [[[0, 1], [1, 2]]]},  # node 1 twice in a round
-        {"at": now, "rounds": [[[0, 4]]]},  # no rank 4
-        {"at": now, "rounds": [[[0, 0]]]},
-        {"at": now, "rounds": [[[0, True]]]},
-        {"at": now, "rounds": [[[0, 1]]] * 65},  # too many rounds
-        {"at": now, "rounds": [[[0, 1, 2]]]},
+        {"at": now, "rounds": [[[0, 0, 1, 0], [1, 0, 2, 0]]]},  # NIC (1, 0) twice in a round
+        {"at": now, "rounds": [[[0, 0, 4, 0]]]},  # no rank 4
+        {"at": now, "rounds": [[[0, 0, 1, 1]]]},  # no rail 1 with one rail
+        {"at": now, "rounds": [[[0, 0, 0, 0]]]},
+        {"at": now, "rounds": [[[0, 0, True, 0]]]},
+        {"at": now, "rounds": [[[0, 0, 1, 0]]] * 65},  # too many rounds
+        {"at": now, "rounds": [[[0, 1]]]},  # the one-rail form of before
     ):
         assert retest_plan(bad, 4) is None, bad

@@ -79,7 +79,7 @@ def test_clustershell_gets_back_exactly_the_words_it_was_given(words):
 @given(json_values)
 def test_agent_records_of_any_shape_never_crash_the_collector(value):
     plan = Plan(
-        nodes_spec="n[0-3]", names=["n0", "n1", "n2", "n3"], addresses=["10.0.0.1"] * 4,
+        nodes_spec="n[0-3]", names=["n0", "n1", "n2", "n3"], addresses=[["10.0.0.1"]] * 4,
         run_id="ab" * 8, round_s=1, launch_s=1, port=7490, test="ping", count=5, quick=False,
     )  # fmt: skip
     start_plan(plan)

@@ -22,7 +22,7 @@ CONFIRMED = {(2, 3)}
 def main() -> None:
     opts = options(sys.argv[2:])
     run, rank, n = opts["--run-id"], int(opts["--rank"]), len(opts["--names"].split(","))
-    cfg = AgentConfig(rank=rank, addresses=[""] * n, names=[""] * n, run_id=run, start_at=time.time() + 600,
+    cfg = AgentConfig(rank=rank, addresses=[[""]] * n, names=[""] * n, run_id=run, start_at=time.time() + 600,
                       round_s=1.0, port=1, retests=True)  # fmt: skip
 
     def say(rec: dict) -> None:
@@ -48,7 +48,7 @@ def main() -> None:
     while cfg.retest is None and time.time() < deadline:
         time.sleep(0.05)
     for k, pairs in enumerate((cfg.retest or {}).get("rounds", [])):
-        for a, b in pairs:
+        for a, _, b, _ in pairs:
             if rank in (a, b):
                 pair(schedule.retest_base(n) + k, b if rank == a else a, (a, b) in CONFIRMED, retest=True)
     say({"type": "done", "failed": 0})

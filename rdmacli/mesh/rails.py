@@ -1,0 +1,166 @@
+"""A node's rails: its RDMA NICs, each with the address a mesh tests it through.
+
+`--rails auto` takes every ACTIVE port that carries an address of the family in use (a RoCE
+port's GID table; an InfiniBand port's IPoIB netdev), in a stable order: device names in
+natural order (mlx5_2 before mlx5_10), then port number. `--rails mlx5_0,mlx5_3` takes the
+named devices' ports, in the order named. Rail k of every node is then "the k-th NIC": the
+coordinator checks that every node found as many.
+
+Everything here is read on the node by its agent (`mesh-agent --discover`); what it reports is
+checked again by the coordinator (check_report) before a word of it is used.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from dataclasses import asdict, dataclass
+
+from rdmacli.diag.devices import SYSFS, gid_to_ip, list_devices, listdir, port_netdev, read_sysfs
+
+DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # an RDMA device name (IB_DEVICE_NAME_MAX is 64)
+MAX_RAILS = 16
+
+
+@dataclass(frozen=True)
+class Rail:
+    device: str
+    port: int
+    address: str
+    netdev: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def natural(name: str) -> list:
+    """mlx5_2 before mlx5_10: digit runs compare as numbers."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def discover(family: int = 4, devices: list[str] | None = None, *, sysfs: str | None = None) -> list[Rail]:
+    """This node's rails: ACTIVE ports with an address of `family`, of `devices` if named (in
+    their order), else of every device (natural order, then port)."""
+    found = {d.name: d for d in list_devices(sysfs, use_pyverbs=False)}
+    names = devices if devices else sorted(found, key=natural)
+    rails = []
+    for name in names:
+        dev = found.get(name)
+        if dev is None:
+            continue
+        for port in sorted(dev.ports, key=lambda p: p.port):
+            if port.state != "ACTIVE":
+                continue
+            address = _roce_address(port, family) if port.link_layer == "Ethernet" else None
+            netdev = port.netdev
+            if address is None and port.link_layer != "Ethernet":  # InfiniBand: its IPoIB netdev
+                netdev = port_netdev(os.path.join(sysfs or SYSFS, name), port.port)
+                address = netdev_address(netdev, family) if netdev else None
+            if address is not None:
+                rails.append(Rail(name, port.port, address, netdev))
+    return rails
+
+
+def _roce_address(port, family: int) -> str | None:
+    """The port's first GID address of the family; RoCE v2 entries first (routable)."""
+    gids = sorted(port.gids, key=lambda g: (g.type or "") != "RoCE v2")
+    for g in gids:
+        if g.ip and ipaddress.ip_address(g.ip).version == family:
+            return g.ip
+    return None
+
+
+def netdev_address(netdev: str, family: int, *, proc: str = "/proc") -> str | None:
+    """A netdev's address of the family: IPv4 by SIOCGIFADDR, IPv6 the first global one of
+    /proc/net/if_inet6."""
+    if family == 6:
+        try:
+            with open(os.path.join(proc, "net", "if_inet6")) as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) >= 6 and fields[5] == netdev and fields[3] == "00":  # global scope
+                        return str(ipaddress.IPv6Address(int(fields[0], 16)))
+        except (OSError, ValueError):
+            return None
+        return None
+    import fcntl
+    import socket
+    import struct
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", netdev.encode()[:15]))  # SIOCGIFADDR
+    except OSError:
+        return None
+    return socket.inet_ntoa(raw[20:24])
+
+
+def device_of(address: str, *, sysfs: str | None = None) -> str | None:
+    """The RDMA device whose port carries `address` (for a rail given by address)."""
+    root = sysfs or SYSFS
+    for name in sorted(listdir(root), key=natural):
+        for port in sorted(
+            listdir(os.path.join(root, name, "ports")), key=lambda p: int(p) if p.isdigit() else 0
+        ):
+            gdir = os.path.join(root, name, "ports", port, "gids")
+            for entry in listdir(gdir):
+                raw = read_sysfs(os.path.join(gdir, entry)) or ""
+                if raw.replace(":", "").strip("0") and gid_to_ip(raw) == address:
+                    return name
+    return None
+
+
+def parse_devices(text: str, node: str | None = None) -> list[str]:
+    """`--rails mlx5_0,mlx5_3`: device names, `{node}` standing for the node's name (for hosts
+    whose device names carry it, as the lab's do). ValueError says what is wrong."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise ValueError("no device names")
+    if len(names) > MAX_RAILS:
+        raise ValueError(f"more than {MAX_RAILS} rails")
+    out = []
+    for t in names:
+        if "{" in t or "}" in t:
+            if node is None:
+                bad = t.replace("{node}", "")
+                if "{" in bad or "}" in bad:
+                    raise ValueError(f"{t!r}: only {{node}} may stand in a device name")
+                t = t.replace("{node}", "n")  # checked with a stand-in; filled on the node
+            else:
+                t = t.replace("{node}", node)
+        if not DEVICE.fullmatch(t):
+            raise ValueError(f"{t!r} is not an RDMA device name")
+        out.append(t)
+    if len(set(out)) != len(out) and node is not None:
+        raise ValueError("a device is named twice")
+    return out
+
+
+def check_report(value, family: int) -> list[Rail] | str:
+    """An agent's discovered rails, or why they cannot be used: a list of at most MAX_RAILS
+    {device, port, address[, netdev]} with a device name, a port number and an IP literal of the
+    family in use; no address twice."""
+    if not isinstance(value, list) or len(value) > MAX_RAILS:
+        return "its rails are not a list of at most 16"
+    out = []
+    for r in value:
+        if not isinstance(r, dict):
+            return "a rail that is not an object"
+        dev, port, addr, netdev = r.get("device"), r.get("port"), r.get("address"), r.get("netdev")
+        if not (isinstance(dev, str) and DEVICE.fullmatch(dev)):
+            return "a rail whose device is not a device name"
+        if not (isinstance(port, int) and not isinstance(port, bool) and 0 < port < 256):
+            return "a rail whose port is not a port number"
+        try:
+            ok = isinstance(addr, str) and len(addr) <= 64 and ipaddress.ip_address(addr).version == family
+        except ValueError:
+            ok = False
+        if not ok:
+            return f"a rail whose address is not an IPv{family} address"
+        if netdev is not None and not (isinstance(netdev, str) and DEVICE.fullmatch(netdev)):
+            netdev = None
+        out.append(Rail(dev, port, str(ipaddress.ip_address(addr)), netdev))
+    if len({r.address for r in out}) != len(out):
+        return "the same address on two rails"
+    return out
