@@ -39,7 +39,7 @@ lab-stress: venv
 
 # `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real launchers.
 lab-mesh-test: venv
-	$(BIN)/rdmacli lab run --nodes 16 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q tests
+	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q tests
 
 # `rdmacli lab shell` driven through a pty from the host: it boots its own VM.
 lab-shell-test: venv

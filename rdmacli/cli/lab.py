@@ -7,10 +7,17 @@ import sys
 import click
 
 from rdmacli.cli.app import App
-from rdmacli.lab import MAX_NODES
+from rdmacli.lab import MAX_NODES, MAX_RAILS
 
 
 def nodes_option(f):
+    f = click.option(
+        "--rails",
+        type=click.IntRange(1, MAX_RAILS),
+        default=None,
+        help="With --nodes: R NICs per node, rail r of every node on its own bridge and subnet "
+        "10.77.(1+r).0/24 (the map of every rail: RDMACLI_LAB_RAILS_MAP inside).",
+    )(f)
     return click.option(
         "--nodes",
         type=click.IntRange(0, MAX_NODES),
@@ -23,7 +30,7 @@ def nodes_option(f):
 @click.group("lab")
 @nodes_option
 @click.pass_context
-def command(ctx: click.Context, nodes: int | None) -> None:
+def command(ctx: click.Context, nodes: int | None, rails: int | None) -> None:
     """Run commands in a disposable Soft-RoCE VM (virtme-ng + qemu + rdma_rxe).
 
     Inside, rxe0 sits on veth0 (10.77.0.1, fd77::1) and rxe1 on veth1 (10.77.0.2, fd77::2);
@@ -33,7 +40,7 @@ def command(ctx: click.Context, nodes: int | None) -> None:
     With --nodes N there are N more nodes for `rdmacli mesh` (try `rdmacli lab --nodes 8 run --
     sh -c 'rdmacli mesh "$RDMACLI_LAB_NODES" --launcher exec --map "$RDMACLI_LAB_NODES_MAP"'`).
     """
-    ctx.obj = {"nodes": nodes or 0}
+    ctx.obj = {"nodes": nodes or 0, "rails": rails or 1}
 
 
 @command.command("run", context_settings={"ignore_unknown_options": True})
@@ -47,24 +54,28 @@ def command(ctx: click.Context, nodes: int | None) -> None:
 @nodes_option
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
-def run_cmd(ctx: click.Context, rwdirs: tuple[str, ...], nodes: int | None, cmd: tuple[str, ...]) -> None:
+def run_cmd(
+    ctx: click.Context, rwdirs: tuple[str, ...], nodes: int | None, rails: int | None, cmd: tuple[str, ...]
+) -> None:
     """Boot the lab, run CMD in the current directory and exit with its status."""
     app = App()
     with app.errors("lab"):
         from rdmacli.lab import vm
 
         n = nodes if nodes is not None else ctx.obj["nodes"]
-        sys.exit(vm.run(list(cmd), rwdirs=rwdirs, nodes=n, say=lambda t: app.err.print(f"lab: {t}")))
+        r = rails if rails is not None else ctx.obj["rails"]
+        sys.exit(vm.run(list(cmd), rwdirs=rwdirs, nodes=n, rails=r, say=lambda t: app.err.print(f"lab: {t}")))
 
 
 @command.command("shell")
 @nodes_option
 @click.pass_context
-def shell_cmd(ctx: click.Context, nodes: int | None) -> None:
+def shell_cmd(ctx: click.Context, nodes: int | None, rails: int | None) -> None:
     """Boot the lab and open an interactive shell in it."""
     app = App()
     with app.errors("lab"):
         from rdmacli.lab import vm
 
         n = nodes if nodes is not None else ctx.obj["nodes"]
-        sys.exit(vm.run([], shell=True, nodes=n, say=lambda t: app.err.print(f"lab: {t}")))
+        r = rails if rails is not None else ctx.obj["rails"]
+        sys.exit(vm.run([], shell=True, nodes=n, rails=r, say=lambda t: app.err.print(f"lab: {t}")))

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from rdmacli.lab import CLIENT, NODES_BRIDGE, NODES_MAP, SERVER, node
+from rdmacli.lab import CLIENT, NODES_MAP, RAILS_MAP, SERVER, node
 
 SETUP = [
     ["modprobe", "-a", "rdma_rxe", "rdma_ucm", "ib_uverbs"],
@@ -50,35 +50,35 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
-def node_setup(n: int) -> list[list[str]]:
-    """N nodes on one bridge, each a veth with its own rxe device (`rdmacli lab --nodes N`)."""
-    cmds = [
-        ["modprobe", "-a", "bridge", "veth"],
-        ["ip", "link", "add", NODES_BRIDGE, "type", "bridge"],
-        ["ip", "link", "set", NODES_BRIDGE, "up"],
-    ]
-    for k in range(1, n + 1):
-        nd = node(k)
-        cmds += [
-            ["ip", "link", "add", nd["netdev"], "type", "veth", "peer", "name", nd["port"]],
-            ["ip", "link", "set", nd["port"], "master", NODES_BRIDGE, "up"],
-            ["ip", "addr", "add", nd["ipv4"] + "/24", "dev", nd["netdev"]],
-            ["ip", "link", "set", nd["netdev"], "up"],
-            [
-                "sysctl",
-                "-qw",
-                f"net.ipv4.conf.{nd['netdev']}.accept_local=1",
-                f"net.ipv4.conf.{nd['netdev']}.rp_filter=0",
-            ],
-            ["rdma", "link", "add", nd["rxe"], "type", "rxe", "netdev", nd["netdev"]],
-        ]
+def node_setup(n: int, rails: int = 1) -> list[list[str]]:
+    """N nodes, each a veth per rail with its own rxe device, rail r of every node on bridge r
+    (`rdmacli lab --nodes N --rails R`)."""
+    cmds = [["modprobe", "-a", "bridge", "veth"]] if n else []
+    for rail in range(rails if n else 0):
+        bridge = node(1, rail)["bridge"]
+        cmds += [["ip", "link", "add", bridge, "type", "bridge"], ["ip", "link", "set", bridge, "up"]]
+        for k in range(1, n + 1):
+            nd = node(k, rail)
+            cmds += [
+                ["ip", "link", "add", nd["netdev"], "type", "veth", "peer", "name", nd["port"]],
+                ["ip", "link", "set", nd["port"], "master", bridge, "up"],
+                ["ip", "addr", "add", nd["ipv4"] + "/24", "dev", nd["netdev"]],
+                ["ip", "link", "set", nd["netdev"], "up"],
+                [
+                    "sysctl",
+                    "-qw",
+                    f"net.ipv4.conf.{nd['netdev']}.accept_local=1",
+                    f"net.ipv4.conf.{nd['netdev']}.rp_filter=0",
+                ],
+                ["rdma", "link", "add", nd["rxe"], "type", "rxe", "netdev", nd["netdev"]],
+            ]
     return cmds
 
 
-def setup(deadline_s: float = 30.0, nodes: int = 0) -> None:
+def setup(deadline_s: float = 30.0, nodes: int = 0, rails: int = 1) -> None:
     from rdmacli.diag.devices import serves_ip
 
-    for cmd in SETUP + node_setup(nodes):
+    for cmd in SETUP + node_setup(nodes, rails):
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"lab: setup step failed: {' '.join(cmd)}: {r.stderr.strip()}")
@@ -87,7 +87,7 @@ def setup(deadline_s: float = 30.0, nodes: int = 0) -> None:
     end = time.monotonic() + deadline_s
     while True:
         wanted = [(side["rxe"], ip) for side in (SERVER, CLIENT) for ip in (side["ipv4"], side["ipv6"])]
-        wanted += [(node(k)["rxe"], node(k)["ipv4"]) for k in range(1, nodes + 1)]
+        wanted += [(node(k, r)["rxe"], node(k, r)["ipv4"]) for k in range(1, nodes + 1) for r in range(rails)]
         missing = [(rxe, ip) for rxe, ip in wanted if not serves_ip(rxe, ip)]
         if not missing:
             break
@@ -99,13 +99,18 @@ def setup(deadline_s: float = 30.0, nodes: int = 0) -> None:
     if nodes:
         with open(NODES_MAP, "w") as f:
             f.writelines(f"{node(k)['name']} {node(k)['ipv4']}\n" for k in range(1, nodes + 1))
+        with open(RAILS_MAP, "w") as f:
+            f.writelines(
+                f"{node(k)['name']} {' '.join(node(k, r)['ipv4'] for r in range(rails))}\n"
+                for k in range(1, nodes + 1)
+            )
         _say(
-            f"{nodes} nodes n01..n{nodes:02d} (10.77.1.1-{nodes}) on bridge {NODES_BRIDGE}, one rxe each; "
-            f"map: {NODES_MAP}"
+            f"{nodes} nodes n01..n{nodes:02d} x {rails} rail(s) (rail r: 10.77.(1+r).1-{nodes} on its own "
+            f"bridge), one rxe per rail; maps: {NODES_MAP} (rail 0), {RAILS_MAP} (every rail)"
         )
 
 
-def lab_env(nodes: int = 0) -> dict[str, str]:
+def lab_env(nodes: int = 0, rails: int = 1) -> dict[str, str]:
     env = dict(os.environ)
     if nodes:
         env.update(
@@ -113,6 +118,8 @@ def lab_env(nodes: int = 0) -> dict[str, str]:
                 "RDMACLI_LAB_NODES": f"n[01-{nodes:02d}]" if nodes > 1 else "n01",
                 "RDMACLI_LAB_NODE_ADDRS": f"10.77.1.[1-{nodes}]",
                 "RDMACLI_LAB_NODES_MAP": NODES_MAP,
+                "RDMACLI_LAB_RAILS": str(rails),
+                "RDMACLI_LAB_RAILS_MAP": RAILS_MAP,
             }
         )
     env.update(
@@ -132,11 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cwd")
     parser.add_argument("--shell", action="store_true")
     parser.add_argument("--nodes", type=int, default=0)
+    parser.add_argument("--rails", type=int, default=1)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     t0 = time.monotonic()
-    setup(nodes=args.nodes)
+    setup(nodes=args.nodes, rails=args.rails)
     _say(f"ready in {time.monotonic() - t0:.1f} s")
     if args.cwd:
         os.chdir(args.cwd)
@@ -144,10 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [os.environ.get("SHELL", "/bin/bash"), "-i"]
     if os.environ.get("RDMACLI_LAB_TTY"):  # the host side is a terminal: give the command one
         return run_in_pty(
-            cmd, lab_env(args.nodes), os.environ["RDMACLI_LAB_TTY"], os.environ.get("RDMACLI_LAB_WINSIZE")
+            cmd,
+            lab_env(args.nodes, args.rails),
+            os.environ["RDMACLI_LAB_TTY"],
+            os.environ.get("RDMACLI_LAB_WINSIZE"),
         )
     try:
-        return subprocess.call(cmd, env=lab_env(args.nodes))
+        return subprocess.call(cmd, env=lab_env(args.nodes, args.rails))
     except FileNotFoundError:
         _say(f"command not found: {cmd[0]}")
         return 127

@@ -152,6 +152,7 @@ def vng_command(
     cpus: int | None = None,
     extra_env: dict[str, str] | None = None,
     nodes: int = 0,
+    rails: int = 1,
 ) -> list[str]:
     cwd = cwd or os.getcwd()
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -175,7 +176,7 @@ def vng_command(
     if shell:
         guest.append("--shell")
     if nodes:
-        guest += ["--nodes", str(nodes)]
+        guest += ["--nodes", str(nodes), "--rails", str(rails)]
     guest += ["--", *command]
     cmd = [
         tools.vng,
@@ -234,6 +235,7 @@ def run(
     shell: bool = False,
     rwdirs: tuple[str, ...] = (),
     nodes: int = 0,
+    rails: int = 1,
     say=lambda text: None,
 ) -> int:
     tools = find_tools()
@@ -253,10 +255,13 @@ def run(
                 rwdirs=(*rwdirs, relay.dir),
                 extra_env=relay.guest_env(),
                 nodes=nodes,
+                rails=rails,
             )
             rc = relay.run(cmd, env)
     else:
-        rc = _call_relayed(vng_command(tools, command, shell=shell, kvm=kvm, rwdirs=rwdirs, nodes=nodes), env)
+        rc = _call_relayed(
+            vng_command(tools, command, shell=shell, kvm=kvm, rwdirs=rwdirs, nodes=nodes, rails=rails), env
+        )
     say(f"VM exited with status {rc} after {time.monotonic() - t0:.1f} s")
     return rc
 

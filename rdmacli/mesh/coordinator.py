@@ -103,6 +103,8 @@ class Collector:
         self.retests: dict[int, dict[tuple, Pair]] = {}  # round -> its re-tested pairs
         self.reference: dict | None = None  # the best figures of the first attempts (slow)
         self.complete = 0  # pairs of the schedule both ends reported (counted, never scanned)
+        self.refused: RdmacliError | None = None  # the run cannot go on (cross-rail, no route)
+        self.first_in: set[tuple] = set()  # cross-rail: pairs of the first node round that are in
 
     GO_LEAD_S = 2.0  # between the go line and round 1: for it to reach every agent
 
@@ -115,6 +117,8 @@ class Collector:
         rounds, plus grace. It moves earlier with the go line; agents still running then are
         stopped and named. The launchers ask every half second: the moment to decide the
         re-tests too, if every record has not already decided them."""
+        if self.refused is not None:  # the launcher stops the agents at its next look
+            return time.monotonic() - 1
         self.decide_retests()
         end = self.plan.main_end()
         if self.plan.retest_rounds:
@@ -153,7 +157,9 @@ class Collector:
         self.retests = {}
         for k, tests in enumerate(rounds):
             keys = [(a, ra, b, rb) for (a, ra), (b, rb) in tests]
-            self.retests[base + k] = {key: Pair(key[0], key[2], base + k, ra=key[1], rb=key[3]) for key in keys}
+            self.retests[base + k] = {
+                key: Pair(key[0], key[2], base + k, ra=key[1], rb=key[3]) for key in keys
+            }
         self.retest_at = max(time.time(), plan.main_end()) + Collector.GO_LEAD_S
         msg = {
             "at": round(self.retest_at, 3),
@@ -236,6 +242,41 @@ class Collector:
             if plan.devices[rank][k] is None and isinstance(dev, str) and DEVICE.fullmatch(dev):
                 plan.devices[rank][k] = dev
 
+    UNROUTED = ("ADDR", "ROUTE", "UNR")
+
+    def check_cross_rail(self, pair: Pair) -> None:
+        """--cross-rail on rails that are separate networks: once every pair of the first node
+        round is in, if every cross-rail one failed to resolve or reach its partner while a
+        rail-aligned one passed, the run stops there and is refused in words, rather than go on
+        to blame every cross-rail pair as a bad link."""
+        plan = self.plan
+        if not plan.cross_rail or plan.rails == 1 or self.refused is not None:
+            return
+        first = set(plan.rounds[: schedule.subrounds(plan.rails, True)])
+        if pair.round not in first or not (len(pair.reports) == 2 or self._settled(pair)):
+            return
+        self.first_in.add(pair.key)  # counted, so the round is scanned once, when complete
+        if len(self.first_in) < (plan.n // 2) * plan.rails * plan.rails:
+            return
+        mine = [p for p in self.pairs.values() if p.round in first]
+        cross = [p for p in mine if p.ra != p.rb]
+        if not (cross and all(p.result == "fail" and p.cause in self.UNROUTED for p in cross)):
+            return
+        if not any(p.result == "pass" for p in mine if p.ra == p.rb):
+            return
+        p = cross[0]
+        names = plan.names
+        self.refused = RdmacliError(
+            f"--cross-rail: every cross-rail pair of the first round failed to reach its partner "
+            f"({p.cause}, e.g. {names[p.a]}:{p.ra} -> {names[p.b]}:{p.rb}: "
+            f"{(p.error() or {}).get('message', '')[:160]}) while rail-aligned pairs passed: the "
+            "rails are separate networks here; the run was stopped",
+            hint="cross-rail tests need routing between the rails' subnets (through the spine, "
+            "each rail's source address routed out of its own NIC); run rail-aligned (without "
+            "--cross-rail) on this fabric",
+            cause=Cause.USAGE,
+        )
+
     def accept(self, rec, sender: int) -> bool:
         """Use a record only if it is of this run, its sender's own, of the right shape and
         consistent with the schedule. Another run's records are ignored; anything else that
@@ -288,6 +329,7 @@ class Collector:
         pair.reports[side] = report
         if len(pair.reports) == 2 and pair.round == rnd and rnd not in self.retests:
             self.complete += 1
+        self.check_cross_rail(pair)
         took = report.get("took_s")  # a healthy pair's: a failing one runs to the wall
         if (
             report["result"] == "pass"
@@ -522,6 +564,9 @@ def outcome(
     baseline: dict | None = None,
     signal: int | None = None,
 ) -> Outcome:
+    if collector.refused is not None:
+        return Outcome("mesh", params, error=collector.refused, signal=signal,
+                       elapsed_ms=round((time.monotonic() - t0) * 1e3, 1))  # fmt: skip
     collector.fill_missing_agents()
     collector.fill_silent_ends()
     late = set(collector.late())

@@ -164,10 +164,11 @@ class Pair:
 
     @property
     def ever_bad(self) -> bool:
-        """Bad now or in its first attempt: a NIC that failed and then passed its re-test is
-        still evidence against that NIC (a lossy one passes now and then); a link is blamed
-        only on what stayed bad."""
-        return self.bad or (self.first is not None and self.first.bad)
+        """Bad now, or failed (or lossy) in its first attempt: a NIC that failed and then passed
+        its re-test is still evidence against that NIC (a lossy one passes now and then); a
+        slowness that went away is not (jitter), and a link is blamed only on what stayed bad."""
+        first = self.first
+        return self.bad or (first is not None and (first.result == "fail" or first.lossy))
 
     def metric(self, key: str):
         r = self.reports.get("connect") or {}
@@ -294,7 +295,7 @@ def _bad(names: list[str], x: int, rail: int | None, failed: list[Pair], tested:
     for p in failed:
         code = p.cause or ("SLOW" if p.slow else "LOSS")  # passed, slow or with counters moving
         if p.first is not None and not p.bad:  # bad only in its first attempt
-            code = p.first.cause or ("SLOW" if p.first.slow else "LOSS")
+            code = p.first.cause or "LOSS"
         causes[code] = causes.get(code, 0) + 1
         for name, v in p.trouble("listen" if x == p.a else "connect").items():
             own[name] = own.get(name, 0) + v
@@ -305,38 +306,53 @@ def _bad(names: list[str], x: int, rail: int | None, failed: list[Pair], tested:
     return entry
 
 
+MIN_COMPARABLE = 3  # pairs of a class: fewer have no "best" worth judging against
+
+
 def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dict | None = None) -> dict:
     """Mark passing pairs slow against the best comparable pair (same test, rail-aligned or
-    cross-rail): latency (rtt_p50_us) above factor x the best, or a direction's Gb/s below
-    fraction x the best. The reference (the best figures) is computed from these pairs unless
-    given (a re-test is judged by its first round's best). Returns the reference."""
+    cross-rail). Latency: a pair's p50 above factor x the best p50, and above the class's median
+    p99 too (the fabric's own jitter: a loaded or emulated fabric whose typical tail reaches
+    that far cannot tell a slow pair from a busy moment). Bandwidth: a direction's Gb/s below
+    fraction x the best direction's. The reference is computed from these pairs unless given
+    (a re-test is judged by its first round's). Returns the reference."""
     if reference is None:
         reference = {}
+        classes: dict[str, list[Pair]] = {}
         for p in pairs:
-            if p.result != "pass":
+            if p.result == "pass":
+                classes.setdefault("aligned" if p.ra == p.rb else "cross", []).append(p)
+        for name, members in classes.items():
+            if len(members) < MIN_COMPARABLE:
                 continue
-            ref = reference.setdefault("aligned" if p.ra == p.rb else "cross", {})
-            lat = p.metric("rtt_p50_us")
-            if lat:
-                ref["rtt_p50_us"] = min(ref.get("rtt_p50_us", lat), lat)
-            for key in ("gbps_ab", "gbps_ba"):
-                g = p.metric(key)
-                if g:
-                    ref["gbps"] = max(ref.get("gbps", g), g)
+            ref = reference[name] = {"pairs": len(members)}
+            p50s = [v for p in members if (v := p.metric("rtt_p50_us"))]
+            p99s = [v for p in members if (v := p.metric("rtt_p99_us"))]
+            if p50s:
+                ref["rtt_p50_us"] = min(p50s)
+                ref["limit_us"] = round(max(factor * min(p50s), statistics.median(p99s) if p99s else 0), 1)
+            gbps = [v for p in members for k in ("gbps_ab", "gbps_ba") if (v := p.metric(k))]
+            if gbps:
+                ref["gbps"] = max(gbps)
+                ref["limit_gbps"] = round(fraction * max(gbps), 3)
     for p in pairs:
         p.slow = None
         ref = reference.get("aligned" if p.ra == p.rb else "cross") or {}
         if p.result != "pass":
             continue
-        lat, best = p.metric("rtt_p50_us"), ref.get("rtt_p50_us")
-        if lat and best and lat > factor * best:
-            p.slow = {"figure": "rtt_p50_us", "value": lat, "best": best, "limit": round(factor * best, 1)}
+        lat = p.metric("rtt_p50_us")
+        if lat and ref.get("limit_us") and lat > ref["limit_us"]:
+            p.slow = {
+                "figure": "rtt_p50_us",
+                "value": lat,
+                "best": ref["rtt_p50_us"],
+                "limit": ref["limit_us"],
+            }
             continue
-        best = ref.get("gbps")
         for key in ("gbps_ab", "gbps_ba"):
             g = p.metric(key)
-            if g is not None and best and g < fraction * best:
-                p.slow = {"figure": key, "value": g, "best": best, "limit": round(fraction * best, 3)}
+            if g is not None and ref.get("limit_gbps") and g < ref["limit_gbps"]:
+                p.slow = {"figure": key, "value": g, "best": ref["gbps"], "limit": ref["limit_gbps"]}
                 break
     return reference
 

@@ -13,77 +13,34 @@ import sys
 import time
 
 import pytest
+from meshlab import (
+    ALL_NODES,
+    KNOWN_CAUSES,
+    LAUNCH_S,
+    MAP,
+    NODES,
+    ROUND_S,
+    assert_no_agent_left,
+    block_link,
+    by_pair,
+    ends_on_time,
+    failures,
+    mesh,
+    netem,
+    no_netem,
+    recreate_rxe,
+    sh,
+    unblock_links,
+    validate,
+)  # fmt: skip
 
-from rdmacli.diag.devices import serves_ip
 from rdmacli.lab import node
-
-ALL_NODES = os.environ.get("RDMACLI_LAB_NODES", "")  # n[01-16]: the suite's boot
-NODES = "n[01-08]"  # the eight-node tests
-MAP = os.environ.get("RDMACLI_LAB_NODES_MAP", "")
-ROUND_S = 6.0  # per pair under TCG: setup plus 10 pings, with room
-LAUNCH_S = 180.0  # an upper bound only: round 1 starts when every agent has reported
-KNOWN_CAUSES = {"DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "NOLSN", "OVER", "TMO", "FAIL"}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def nodes_present():
     if not ALL_NODES or not MAP:
         pytest.fail("no lab nodes: run with `make lab-mesh-test` (rdmacli lab --nodes 8)")
-
-
-def validate(doc: dict) -> dict:
-    import jsonschema
-
-    from rdmacli.outcome import SUMMARY_SCHEMA
-
-    jsonschema.validate(doc, SUMMARY_SCHEMA)
-    return doc
-
-
-def mesh(*args: str, nodes: str = NODES, launcher: str = "exec", timeout: float = 600,
-         round_s: float | None = ROUND_S, count: int | None = 10):  # fmt: skip
-    """A mesh run; round_s or count None: the command's own default."""
-    cmd = [
-        sys.executable, "-m", "rdmacli", "mesh", nodes, "--launcher", launcher, "--map", MAP,
-        "--launch-timeout", str(LAUNCH_S), "--json", *args,
-        *(["--round-time", str(round_s)] if round_s is not None else []),
-        *(["--count", str(count)] if count is not None else []),
-    ]  # fmt: skip
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    wall = time.monotonic() - t0
-    try:
-        doc = validate(json.loads(r.stdout))
-    except ValueError:
-        pytest.fail(f"no JSON summary (exit {r.returncode}): {r.stderr[-3000:]}")
-    return r, doc, wall
-
-
-def by_pair(doc: dict) -> dict[frozenset, dict]:
-    return {frozenset((p["a"], p["b"])): p for p in doc["data"]["pairs"]}
-
-
-def sh(*cmd: str) -> None:
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-
-
-def recreate_rxe(k: int, timeout: float = 60) -> None:
-    """Give node k a fresh rxe device (a Linux 6.1 rxe that saw its netdev go down may make no new
-    connection) and wait for its GID."""
-    nd = node(k)
-    subprocess.run(["rdma", "link", "delete", nd["rxe"]], capture_output=True)
-    sh("rdma", "link", "add", nd["rxe"], "type", "rxe", "netdev", nd["netdev"])
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if serves_ip(nd["rxe"], nd["ipv4"]):
-            return
-        time.sleep(0.5)
-    pytest.fail(f"{nd['rxe']} has no GID for {nd['ipv4']} after {timeout} s")
-
-
-def assert_no_agent_left() -> None:
-    r = subprocess.run(["pgrep", "-f", "rdmacli mesh-agent"], capture_output=True, text=True)
-    assert r.stdout.strip() == "", f"agents still running: {r.stdout}"
 
 
 def test_eight_nodes_every_pair_passes():
@@ -99,7 +56,7 @@ def test_eight_nodes_every_pair_passes():
         assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"] and p["setup_us"] > 0
         assert p["rtt_p50_us"] <= p["host_rtt_p50_us"]  # the lat probe: the listener's hold out
         assert {"resolve addr", "resolve route", "cm connect"} <= set(p["steps_us"])
-    assert doc["data"]["blame"] == {"nodes": [], "links": [], "unexplained": []}
+    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
     assert all(n["agent"] == "ran" and n["passed"] == 7 for n in doc["data"]["nodes"])
     # round 1 started when every agent had reported, not at the launch deadline
     assert wall < LAUNCH_S
@@ -129,19 +86,6 @@ def test_a_node_whose_netdev_is_down_is_blamed_and_the_others_pass():
     assert_no_agent_left()
 
 
-def ends_on_time(doc: dict) -> None:
-    """The run ended at its schedule's end plus the grace it states (10 s), whatever happened."""
-    rounds, up = doc["totals"]["rounds"], doc["data"]["agents_up_s"]
-    retests = doc["totals"]["retest_rounds"]  # decided 3 s after the schedule at the latest, 2 s lead
-    schedule_end = up + 2 + (rounds + retests) * doc["params"]["round_time_s"] + (5 if retests else 0)
-    assert doc["elapsed_ms"] / 1e3 < schedule_end + 10 + 10, (doc["elapsed_ms"], up, rounds)
-
-
-def failures(doc: dict) -> list:
-    return [(p["a"], p["b"], p["round"], p["cause"], (p["error"] or {}).get("message"))
-            for p in doc["data"]["pairs"] if p["result"] != "pass"]  # fmt: skip
-
-
 @pytest.mark.parametrize("quick", [False, True], ids=["full", "quick"])
 def test_eight_nodes_at_the_defaults_pass_three_runs_in_a_row(quick):
     """The defaults (--round-time 3, 20 pings) on a healthy lab fabric: no failed pair, run after
@@ -165,25 +109,6 @@ def test_sixteen_nodes_at_the_lab_round_time_pass():
     assert doc["totals"]["pairs_passed"] == 120
     ends_on_time(doc)
     assert_no_agent_left()
-
-
-def block_link(a: str, b: str) -> None:
-    rules = "\n".join(
-        [
-            "table inet rdmacli_mesh_test {",
-            "  chain input {",
-            "    type filter hook input priority 0; policy accept;",
-            f"    ip saddr {a} ip daddr {b} udp dport 4791 drop",
-            f"    ip saddr {b} ip daddr {a} udp dport 4791 drop",
-            "  }",
-            "}",
-        ]
-    )
-    subprocess.run(["nft", "-f", "-"], input=rules, check=True, text=True, capture_output=True)
-
-
-def unblock_links() -> None:
-    subprocess.run(["nft", "delete", "table", "inet", "rdmacli_mesh_test"], capture_output=True)
 
 
 @pytest.mark.parametrize("ranks", [(1, 4), (2, 5)], ids=["last-round", "first-round"])
@@ -237,13 +162,18 @@ def test_a_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_path)
     p = by_pair(doc)[frozenset(("n03", "n06"))]
     assert p["result"] == "pass" and p["retest"]["verdict"] == "transient", p
     assert p["retest"]["first"]["result"] == "fail" and p["retest"]["first"]["cause"] in KNOWN_CAUSES
-    assert doc["data"]["blame"] == {"nodes": [], "links": [], "unexplained": []}
+    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
     assert doc["totals"]["pairs_transient"] == 1 and doc["totals"]["pairs_failed"] == 0
     assert any("transient" in w for w in doc["warnings"])
     assert proc.returncode == 0, doc.get("error")
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}  # fmt: skip
-    assert samples[("rdmacli_mesh_pair_transient", (("a", "n03"), ("b", "n06")))] == 1
+    assert (
+        samples[
+            ("rdmacli_mesh_pair_transient", (("a", "n03"), ("b", "n06"), ("rail_a", "0"), ("rail_b", "0")))
+        ]
+        == 1
+    )
     ups = [v for (name, _), v in samples.items() if name == "rdmacli_mesh_pair_up"]
     assert len(ups) == 28 and all(v == 1 for v in ups)
     rtts = [v for (name, labels), v in samples.items() if name == "rdmacli_mesh_pair_rtt_seconds"]
@@ -482,22 +412,6 @@ def test_a_forged_request_cannot_take_a_listeners_slot():
     assert forged["result"] == "fail" and forged["error"]["cause"] == "rejected", forged
     assert "not this listener's partner" in forged["error"].get("peer_reason", ""), forged["error"]
     assert pair(p_out)["result"] == "pass" and pair(l_out)["result"] == "pass", (p_out, l_out)
-
-
-def netem(dev: str, spec: str, dst: str | None = None) -> None:
-    """Loss on dev's egress: all of it, or only towards dst (a prio band with a u32 filter)."""
-    if dst is None:
-        sh("tc", "qdisc", "add", "dev", dev, "root", "netem", *spec.split())
-        return
-    sh("tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "prio")
-    sh("tc", "qdisc", "add", "dev", dev, "parent", "1:3", "handle", "30:", "netem", *spec.split())
-    sh("tc", "filter", "add", "dev", dev, "protocol", "ip", "parent", "1:0", "prio", "3", "u32",
-       "match", "ip", "dst", f"{dst}/32", "flowid", "1:3")  # fmt: skip
-
-
-def no_netem(*devs: str) -> None:
-    for dev in devs:
-        subprocess.run(["tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)
 
 
 def test_a_lossy_node_is_named_for_packet_loss_and_nothing_else_fails():

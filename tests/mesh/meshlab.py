@@ -1,0 +1,127 @@
+"""What the mesh lab tests share: running `rdmacli mesh` on the lab's nodes, reading its
+summary, and putting faults on the lab's netdevs (down, nftables drops, netem)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rdmacli.diag.devices import serves_ip
+from rdmacli.lab import node
+
+ALL_NODES = os.environ.get("RDMACLI_LAB_NODES", "")  # n[01-16]: the suite's boot
+NODES = "n[01-08]"  # the eight-node tests
+MAP = os.environ.get("RDMACLI_LAB_NODES_MAP", "")  # rail 0 of every node
+RAILS_MAP = os.environ.get("RDMACLI_LAB_RAILS_MAP", "")  # every rail (the suite boots two)
+ROUND_S = 6.0  # per pair under TCG: setup plus 10 pings, with room
+LAUNCH_S = 180.0  # an upper bound only: round 1 starts when every agent has reported
+KNOWN_CAUSES = {"DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "NOLSN", "OVER", "TMO", "FAIL"}
+
+
+def validate(doc: dict) -> dict:
+    import jsonschema
+
+    from rdmacli.outcome import SUMMARY_SCHEMA
+
+    jsonschema.validate(doc, SUMMARY_SCHEMA)
+    return doc
+
+
+def mesh(*args: str, nodes: str = NODES, launcher: str = "exec", timeout: float = 600,
+         round_s: float | None = ROUND_S, count: int | None = 10, map_file: str | None = MAP):  # fmt: skip
+    """A mesh run; round_s, count or map_file None: the command's own default."""
+    cmd = [
+        sys.executable, "-m", "rdmacli", "mesh", nodes, "--launcher", launcher,
+        *(["--map", map_file] if map_file else []),
+        "--launch-timeout", str(LAUNCH_S), "--json", *args,
+        *(["--round-time", str(round_s)] if round_s is not None else []),
+        *(["--count", str(count)] if count is not None else []),
+    ]  # fmt: skip
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - t0
+    try:
+        doc = validate(json.loads(r.stdout))
+    except ValueError:
+        pytest.fail(f"no JSON summary (exit {r.returncode}): {r.stderr[-3000:]}")
+    return r, doc, wall
+
+
+def by_pair(doc: dict) -> dict[frozenset, dict]:
+    return {frozenset((p["a"], p["b"])): p for p in doc["data"]["pairs"]}
+
+
+def sh(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+def recreate_rxe(k: int, timeout: float = 60, rail: int = 0) -> None:
+    """Give node k (its rail) a fresh rxe device (a Linux 6.1 rxe that saw its netdev go down may
+    make no new connection) and wait for its GID."""
+    nd = node(k, rail)
+    subprocess.run(["rdma", "link", "delete", nd["rxe"]], capture_output=True)
+    sh("rdma", "link", "add", nd["rxe"], "type", "rxe", "netdev", nd["netdev"])
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if serves_ip(nd["rxe"], nd["ipv4"]):
+            return
+        time.sleep(0.5)
+    pytest.fail(f"{nd['rxe']} has no GID for {nd['ipv4']} after {timeout} s")
+
+
+def assert_no_agent_left() -> None:
+    r = subprocess.run(["pgrep", "-f", "rdmacli mesh-agent"], capture_output=True, text=True)
+    assert r.stdout.strip() == "", f"agents still running: {r.stdout}"
+
+
+def ends_on_time(doc: dict) -> None:
+    """The run ended at its schedule's end plus the grace it states (10 s), whatever happened."""
+    rounds, up = doc["totals"]["rounds"], doc["data"]["agents_up_s"]
+    retests = doc["totals"]["retest_rounds"]  # decided 3 s after the schedule at the latest, 2 s lead
+    schedule_end = up + 2 + (rounds + retests) * doc["params"]["round_time_s"] + (5 if retests else 0)
+    assert doc["elapsed_ms"] / 1e3 < schedule_end + 10 + 10, (doc["elapsed_ms"], up, rounds)
+
+
+def failures(doc: dict) -> list:
+    return [(p["a"], p["b"], p["round"], p["cause"], (p["error"] or {}).get("message"))
+            for p in doc["data"]["pairs"] if p["result"] != "pass"]  # fmt: skip
+
+
+def block_link(a: str, b: str) -> None:
+    rules = "\n".join(
+        [
+            "table inet rdmacli_mesh_test {",
+            "  chain input {",
+            "    type filter hook input priority 0; policy accept;",
+            f"    ip saddr {a} ip daddr {b} udp dport 4791 drop",
+            f"    ip saddr {b} ip daddr {a} udp dport 4791 drop",
+            "  }",
+            "}",
+        ]
+    )
+    subprocess.run(["nft", "-f", "-"], input=rules, check=True, text=True, capture_output=True)
+
+
+def unblock_links() -> None:
+    subprocess.run(["nft", "delete", "table", "inet", "rdmacli_mesh_test"], capture_output=True)
+
+
+def netem(dev: str, spec: str, dst: str | None = None) -> None:
+    """Loss on dev's egress: all of it, or only towards dst (a prio band with a u32 filter)."""
+    if dst is None:
+        sh("tc", "qdisc", "add", "dev", dev, "root", "netem", *spec.split())
+        return
+    sh("tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "prio")
+    sh("tc", "qdisc", "add", "dev", dev, "parent", "1:3", "handle", "30:", "netem", *spec.split())
+    sh("tc", "filter", "add", "dev", dev, "protocol", "ip", "parent", "1:0", "prio", "3", "u32",
+       "match", "ip", "dst", f"{dst}/32", "flowid", "1:3")  # fmt: skip
+
+
+def no_netem(*devs: str) -> None:
+    for dev in devs:
+        subprocess.run(["tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)

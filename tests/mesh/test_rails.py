@@ -1,0 +1,192 @@
+"""`rdmacli mesh` over two rails: eight lab nodes with two NICs each (rail r on its own bridge and
+subnet, 10.77.(1+r).K, as rails have their own leaf switch). Faults are real: a NIC's netdev set
+down, netem delay on a node's netdevs, an nftables drop on one rail's link."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from meshlab import (
+    LAUNCH_S,
+    NODES,
+    RAILS_MAP,
+    assert_no_agent_left,
+    block_link,
+    ends_on_time,
+    failures,
+    mesh,
+    netem,
+    no_netem,
+    recreate_rxe,
+    sh,
+    unblock_links,
+    validate,
+)  # fmt: skip
+
+from rdmacli.lab import node
+
+RAILS_ROUND_S = 8.0  # two tests per node at once under TCG: twice the work of one rail's round
+EIGHT = [f"n{k:02d}" for k in range(1, 9)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def two_rails():
+    if os.environ.get("RDMACLI_LAB_RAILS") != "2" or not RAILS_MAP:
+        pytest.fail("no two-rail lab: run with `make lab-mesh-test` (rdmacli lab --nodes 16 --rails 2)")
+
+
+def rails_mesh(*args: str, **kw):
+    kw.setdefault("map_file", RAILS_MAP)
+    kw.setdefault("round_s", RAILS_ROUND_S)
+    return mesh(*args, **kw)
+
+
+def prometheus_samples(path) -> dict:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(path.read_text()) for s in f.samples}  # fmt: skip
+
+
+def test_two_rails_found_by_device_name_every_rail_aligned_pair_passes():
+    """The rails found by each node's agent (device names; {node} because the lab's devices are
+    named per node): 28 node pairs x 2 rails, rail k with rail k, all pass."""
+    r, doc, wall = rails_mesh("--rails", "rxe_{node},rxe_{node}r1", map_file=None)
+    assert r.returncode == 0, (doc["error"], failures(doc), doc["warnings"])
+    t = doc["totals"]
+    assert (t["nodes"], t["rails"], t["rounds"], t["pairs"], t["pairs_passed"]) == (8, 2, 7, 56, 56)
+    seen = set()
+    for p in doc["data"]["pairs"]:
+        assert p["rail_a"] == p["rail_b"] and p["result"] == "pass" and p["slow"] is None, p
+        tail = "r1" if p["rail_a"] else ""
+        assert (p["device_a"], p["device_b"]) == (f"rxe_{p['a']}{tail}", f"rxe_{p['b']}{tail}"), p
+        assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"]
+        seen.add((p["a"], p["b"], p["rail_a"]))
+    assert len(seen) == 56
+    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
+    nics = doc["data"]["nics"]
+    assert len(nics) == 16 and all(n["passed"] == 7 and n["failed"] == 0 for n in nics)
+    assert {n["address"] for n in nics} == {node(k, r)["ipv4"] for k in range(1, 9) for r in (0, 1)}
+    ends_on_time(doc)
+    assert_no_agent_left()
+
+
+def test_cross_rail_on_rails_that_are_separate_networks_is_refused_in_words():
+    """The lab's rails are separate subnets with no routing between them (as rail-isolated
+    fabrics are): the first round's cross-rail pairs cannot resolve their partner while the
+    rail-aligned ones pass, so the run stops there with a usage error (2), not 112 bad links."""
+    r, doc, wall = rails_mesh("--cross-rail", round_s=6.0)
+    assert r.returncode == 2, (doc["error"], doc["warnings"])
+    err = doc["error"]
+    assert (
+        err["cause"] == "usage" and "--cross-rail" in err["message"] and "separate networks" in err["message"]
+    )
+    assert "without --cross-rail" in err["hint"]
+    # stopped after the first node round (two sub-rounds), far short of its 14 rounds
+    assert wall < LAUNCH_S and doc["elapsed_ms"] / 1e3 < 14 * 6.0
+    assert_no_agent_left()
+
+
+def test_one_nic_down_blames_that_nic_not_its_node_nor_its_other_rail(tmp_path):
+    """Rail 1 of n03 down: its seven pairs fail (DOWN, said by n03 itself), the NIC is blamed by
+    node, rail and device; n03 is not a bad node and its rail-0 pairs pass. The Prometheus file
+    says the same per NIC."""
+    nic = node(3, 1)
+    prom = tmp_path / "mesh.prom"
+    sh("ip", "link", "set", nic["netdev"], "down")
+    try:
+        r, doc, wall = rails_mesh("--prometheus", str(prom))
+    finally:
+        sh("ip", "link", "set", nic["netdev"], "up")
+        recreate_rxe(3, rail=1)
+    assert r.returncode == 1, doc["error"]
+    failing = [p for p in doc["data"]["pairs"] if p["result"] == "fail"]
+    assert len(failing) == 7, failures(doc)
+    assert all(("n03", 1) in ((p["a"], p["rail_a"]), (p["b"], p["rail_b"])) for p in failing), failures(doc)
+    assert {p["cause"] for p in failing} == {"DOWN"}, failures(doc)
+    assert all(
+        p["result"] == "pass" for p in doc["data"]["pairs"] if "n03" in (p["a"], p["b"]) and p["rail_a"] == 0
+    )
+    blame = doc["data"]["blame"]
+    assert blame["nodes"] == [] and blame["links"] == [] and blame["unexplained"] == [], blame
+    assert [(b["node"], b["rail"], b["device"]) for b in blame["nics"]] == [("n03", 1, "rxe_n03r1")], blame
+    assert blame["nics"][0]["failed"] == 7 and blame["nics"][0]["causes"] == {"DOWN": 7}
+    samples = prometheus_samples(prom)
+    bad = {labels: v for (name, labels), v in samples.items() if name == "rdmacli_mesh_nic_bad"}
+    assert len(bad) == 16 and sum(bad.values()) == 1
+    assert bad[(("address", "10.77.2.3"), ("device", "rxe_n03r1"), ("node", "n03"), ("rail", "1"))] == 1
+    ups = [v for (name, _), v in samples.items() if name == "rdmacli_mesh_pair_up"]
+    assert len(ups) == 56 and sum(ups) == 49
+    assert samples[("rdmacli_mesh_run_exit_code", ())] == 1
+    ends_on_time(doc)
+    assert_no_agent_left()
+
+
+def test_a_slowed_node_is_flagged_slow_on_both_rails_confirmed_and_named():
+    """n05 delays everything it sends by 40 ms on both netdevs (netem; the lab's own p50 spread is
+    a few ms, its median p99 some 10 to 20 ms): its 14 pairs are slow by the fabric's best,
+    re-tested, confirmed, and n05 is named a bad node for it; nothing else is slow or blamed."""
+    slow = [node(5, 0)["netdev"], node(5, 1)["netdev"]]
+    for dev in slow:
+        netem(dev, "delay 40ms")
+    try:
+        r, doc, wall = rails_mesh()
+    finally:
+        no_netem(*slow)
+    assert r.returncode == 1 and doc["error"]["cause"] == "slow", (doc["error"], failures(doc))
+    pairs = doc["data"]["pairs"]
+    assert failures(doc) == []
+    flagged = [p for p in pairs if p["slow"]]
+    assert len(flagged) == 14 and all("n05" in (p["a"], p["b"]) for p in flagged), [
+        (p["a"], p["b"], p["rail_a"], p["rtt_p50_us"]) for p in flagged
+    ]
+    for p in flagged:
+        s = p["slow"]
+        assert s["figure"] == "rtt_p50_us" and s["value"] > s["limit"] >= 2 * s["best"], s
+        assert p["rtt_p50_us"] > 40_000  # the delay, measured
+    again = [p for p in flagged if p["retest"]]
+    assert again and all(p["retest"]["verdict"] == "confirmed" for p in again), again
+    blame = doc["data"]["blame"]
+    assert [b["node"] for b in blame["nodes"]] == ["n05"], blame
+    assert blame["nodes"][0]["causes"] == {"SLOW": 14}
+    assert blame["nics"] == [] and blame["links"] == [], blame
+    assert_no_agent_left()
+
+
+def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed():
+    """Rail 1 between n03 and n06 (round 0) is blocked until that pair's failure is reported
+    (the live JSON line), then freed: its re-test passes, it is transient, nothing is blamed, the
+    run passes, and rail 0 of the same two nodes never failed."""
+    a, b = node(3, 1)["ipv4"], node(6, 1)["ipv4"]
+    block_link(a, b)
+    cmd = [sys.executable, "-m", "rdmacli", "mesh", NODES, "--launcher", "exec", "--map", RAILS_MAP,
+           "--launch-timeout", str(LAUNCH_S), "--round-time", str(RAILS_ROUND_S), "--count", "10",
+           "--json-lines"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    doc, freed = None, False
+    try:
+        for line in proc.stdout:
+            rec = json.loads(line)
+            first = rec.get("type") == "pair" and not rec["retest"]
+            if first and {rec["a"], rec["b"]} == {"n03", "n06"} and rec["rail_a"] == 1:
+                assert rec["result"] == "fail", rec
+                unblock_links()
+                freed = True
+            elif rec.get("type") == "summary":
+                doc = validate(rec)
+        proc.wait(timeout=600)
+    finally:
+        unblock_links()
+        if proc.poll() is None:
+            proc.kill()
+    assert freed and doc is not None, proc.stderr.read()[-2000:]
+    mine = {p["rail_a"]: p for p in doc["data"]["pairs"] if {p["a"], p["b"]} == {"n03", "n06"}}
+    assert mine[1]["result"] == "pass" and mine[1]["retest"]["verdict"] == "transient", mine[1]
+    assert mine[0]["result"] == "pass" and mine[0]["retest"] is None, mine[0]
+    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
+    assert proc.returncode == 0, doc.get("error")
+    assert_no_agent_left()
