@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # Run the rdma-marked suite directly where the host has RDMA devices, else in one lab boot.
 HAS_RDMA := $(shell ls /sys/class/infiniband 2>/dev/null | head -n1)
 LAB    := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --)
-LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --)
+LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
 
@@ -50,7 +50,7 @@ test: lint unit lab-test lab-mesh-test lab-shell-test
 demo: venv
 	$(LAB_NODES) sh -c '$(BIN)/rdmacli devices && $(BIN)/rdmacli selftest && \
 	  if [ -n "$$RDMACLI_LAB_NODES" ]; then $(BIN)/rdmacli mesh "$$RDMACLI_LAB_NODES" --launcher exec \
-	    --map "$$RDMACLI_LAB_NODES_MAP" --round-time 6 --launch-timeout 120; fi'
+	    --map "$$RDMACLI_LAB_RAILS_MAP" --round-time 6 --launch-timeout 120; fi'
 
 # Benchmarks: rdmacli and the C tools side by side in one lab boot (not part of `make test`).
 bench: venv

@@ -254,6 +254,7 @@ def command(
                     parse_devices(rails_spec)
                 except ValueError as exc:
                     raise RdmacliError(f"bad --rails {rails_spec!r}: {exc}", cause=Cause.USAGE) from exc
+            t_discover = time.monotonic()
             addresses, devices = coordinator.discover(
                 nodes, names, launch, run_id=run_id, timeout=launch_timeout,
                 rails_spec=None if rails_spec == "auto" else rails_spec, family=6 if ipv6 else 4,
@@ -268,6 +269,8 @@ def command(
             test=test, count=count, quick=quick, retest_rounds=retest_rounds, cross_rail=cross_rail,
             slow_factor=slow_factor, slow_fraction=slow_fraction,
         )  # fmt: skip
+        if devices is not None:
+            plan.discovery_s = round(time.monotonic() - t_discover, 3)
         if port + plan.rails - 1 > 65535:
             raise RdmacliError(
                 f"--port {port}: rail {plan.rails - 1} would listen past 65535", cause=Cause.USAGE

@@ -40,6 +40,7 @@ class Plan:
     slow_factor: float = 2.0
     slow_fraction: float = 0.9
     devices: list[list] | None = None  # by rank and rail, where discovery named them
+    discovery_s: float | None = None  # the rails' discovery launch, before this plan's
     start_at: float = 0.0
     rounds: list[int] = field(default_factory=list)
 
@@ -608,6 +609,7 @@ def outcome(
     missing = [p for p in pair_docs if p["result"] == "missing"]
     data = {
         "run_id": plan.run_id,
+        "discovery_s": plan.discovery_s,
         "agents_up_s": collector.agents_up_s,
         "rails": plan.rails,
         "cross_rail": plan.cross_rail,

@@ -81,7 +81,7 @@ def assert_no_agent_left() -> None:
 
 def ends_on_time(doc: dict) -> None:
     """The run ended at its schedule's end plus the grace it states (10 s), whatever happened."""
-    rounds, up = doc["totals"]["rounds"], doc["data"]["agents_up_s"]
+    rounds, up = doc["totals"]["rounds"], doc["data"]["agents_up_s"] + (doc["data"]["discovery_s"] or 0)
     retests = doc["totals"]["retest_rounds"]  # decided 3 s after the schedule at the latest, 2 s lead
     schedule_end = up + 2 + (rounds + retests) * doc["params"]["round_time_s"] + (5 if retests else 0)
     assert doc["elapsed_ms"] / 1e3 < schedule_end + 10 + 10, (doc["elapsed_ms"], up, rounds)
