@@ -544,6 +544,18 @@ def discover(nodes_spec: str, names: list[str], launch: Launch, *, run_id: str, 
             hint="check the launcher and rdmacli on those nodes, or give the addresses with --map",
             cause=Cause.AGENT,
         )
+    owner: dict[str, int] = {}
+    for r in range(len(names)):
+        for rail in found[r]:
+            other = owner.setdefault(rail.address, r)
+            if other != r:
+                raise RdmacliError(
+                    f"rail discovery: {names[other]} and {names[r]} both report {rail.address}: "
+                    "one host, or nodes that share their devices (the lab's nodes do)",
+                    hint="give each node's addresses with --map, or name each node's devices with "
+                    "--rails (e.g. 'rxe_{node}')",
+                    cause=Cause.USAGE,
+                )
     what = f"--rails {rails_spec}" if rails_spec else "--rails auto"
     check_rail_counts(
         names, [len(found[r]) for r in range(len(names))],
