@@ -373,14 +373,20 @@ def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[list
                 "rank": x,
                 "address": addresses[x][0],
                 "addresses": addresses[x],
-                "passed": sum(p.result == "pass" for p in mine),
-                "failed": sum(p.result == "fail" for p in mine),
-                "missing": sum(p.result == "missing" for p in mine),
-                "slow": sum(p.slow is not None for p in mine),
+                **_counts(mine),
                 "p99_us": round(statistics.median(p99s), 1) if p99s else None,
             }
         )
     return rows
+
+
+def _counts(pairs: list[Pair]) -> dict:
+    return {
+        "passed": sum(p.result == "pass" for p in pairs),
+        "failed": sum(p.result == "fail" for p in pairs),
+        "missing": sum(p.result == "missing" for p in pairs),
+        "slow": sum(p.slow is not None for p in pairs),
+    }
 
 
 def nic_table(n: int, rails: int, pairs: list[Pair], names: list[str], addresses: list[list[str]],
@@ -400,10 +406,7 @@ def nic_table(n: int, rails: int, pairs: list[Pair], names: list[str], addresses
                 "rail": k,
                 "device": _device(devices, x, k),
                 "address": addresses[x][k],
-                "passed": sum(p.result == "pass" for p in mine),
-                "failed": sum(p.result == "fail" for p in mine),
-                "missing": sum(p.result == "missing" for p in mine),
-                "slow": sum(p.slow is not None for p in mine),
+                **_counts(mine),
                 "p50_us": round(statistics.median(p50s), 1) if p50s else None,
             }
         )

@@ -125,3 +125,27 @@ def netem(dev: str, spec: str, dst: str | None = None) -> None:
 def no_netem(*devs: str) -> None:
     for dev in devs:
         subprocess.run(["tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)
+
+
+def run_freeing(cmd: list[str], first_failure) -> tuple[dict | None, bool, subprocess.Popen]:
+    """Run a --json-lines mesh whose link is blocked; unblock it when `first_failure(rec)` says
+    a live pair record is the blocked pair's first (failing) result: freed on the record, never
+    after a fixed time. (summary, freed, the ended process)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    doc, freed = None, False
+    try:
+        for line in proc.stdout:
+            rec = json.loads(line)
+            if rec.get("type") == "pair" and not rec["retest"] and first_failure(rec):
+                assert rec["result"] == "fail", rec
+                unblock_links()
+                freed = True
+            elif rec.get("type") == "summary":
+                doc = validate(rec)
+        proc.wait(timeout=600)
+    finally:
+        unblock_links()
+        if proc.poll() is None:
+            proc.kill()
+    assert freed and doc is not None, proc.stderr.read()[-2000:]
+    return doc, freed, proc

@@ -29,6 +29,7 @@ from meshlab import (
     netem,
     no_netem,
     recreate_rxe,
+    run_freeing,
     sh,
     unblock_links,
     validate,
@@ -142,23 +143,7 @@ def test_a_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_path)
     cmd = [sys.executable, "-m", "rdmacli", "mesh", NODES, "--launcher", "exec", "--map", MAP,
            "--launch-timeout", str(LAUNCH_S), "--round-time", str(ROUND_S), "--count", "10",
            "--json-lines", "--prometheus", str(prom), "--retest-rounds", "3"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    doc, freed = None, False
-    try:
-        for line in proc.stdout:
-            rec = json.loads(line)
-            if rec.get("type") == "pair" and {rec["a"], rec["b"]} == {"n03", "n06"} and not rec["retest"]:
-                assert rec["result"] == "fail", rec
-                unblock_links()
-                freed = True
-            elif rec.get("type") == "summary":
-                doc = validate(rec)
-        proc.wait(timeout=600)
-    finally:
-        unblock_links()
-        if proc.poll() is None:
-            proc.kill()
-    assert freed and doc is not None, proc.stderr.read()[-2000:]
+    doc, freed, proc = run_freeing(cmd, lambda rec: {rec["a"], rec["b"]} == {"n03", "n06"})
     p = by_pair(doc)[frozenset(("n03", "n06"))]
     assert p["result"] == "pass" and p["retest"]["verdict"] == "transient", p
     assert p["retest"]["first"]["result"] == "fail" and p["retest"]["first"]["cause"] in KNOWN_CAUSES

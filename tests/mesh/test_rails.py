@@ -4,9 +4,7 @@ down, netem delay on a node's netdevs, an nftables drop on one rail's link."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -22,9 +20,8 @@ from meshlab import (
     netem,
     no_netem,
     recreate_rxe,
+    run_freeing,
     sh,
-    unblock_links,
-    validate,
 )  # fmt: skip
 
 from rdmacli.lab import node
@@ -166,24 +163,9 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed():
     cmd = [sys.executable, "-m", "rdmacli", "mesh", NODES, "--launcher", "exec", "--map", RAILS_MAP,
            "--launch-timeout", str(LAUNCH_S), "--round-time", str(RAILS_ROUND_S), "--count", "10",
            "--json-lines"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    doc, freed = None, False
-    try:
-        for line in proc.stdout:
-            rec = json.loads(line)
-            first = rec.get("type") == "pair" and not rec["retest"]
-            if first and {rec["a"], rec["b"]} == {"n03", "n06"} and rec["rail_a"] == 1:
-                assert rec["result"] == "fail", rec
-                unblock_links()
-                freed = True
-            elif rec.get("type") == "summary":
-                doc = validate(rec)
-        proc.wait(timeout=600)
-    finally:
-        unblock_links()
-        if proc.poll() is None:
-            proc.kill()
-    assert freed and doc is not None, proc.stderr.read()[-2000:]
+    doc, freed, proc = run_freeing(
+        cmd, lambda rec: {rec["a"], rec["b"]} == {"n03", "n06"} and rec["rail_a"] == 1
+    )
     mine = {p["rail_a"]: p for p in doc["data"]["pairs"] if {p["a"], p["b"]} == {"n03", "n06"}}
     assert mine[1]["result"] == "pass" and mine[1]["retest"]["verdict"] == "transient", mine[1]
     assert mine[0]["result"] == "pass" and mine[0]["retest"] is None, mine[0]
