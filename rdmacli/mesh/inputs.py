@@ -146,6 +146,10 @@ def read_baseline(path: str) -> dict:
             and valid_name(p.get("b"))
             and p.get("result") in ("pass", "fail", "missing")
             and all(_finite(p.get(k)) for k in ("rtt_p50_us", "rtt_p99_us", "setup_us"))
+            and all(
+                isinstance(p.get(k, 0), int) and not isinstance(p.get(k, 0), bool)
+                for k in ("rail_a", "rail_b")
+            )  # fmt: skip
         )
         if not ok:
             raise usage(

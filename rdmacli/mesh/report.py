@@ -415,13 +415,17 @@ def nic_table(n: int, rails: int, pairs: list[Pair], names: list[str], addresses
 
 def compare(baseline: dict, pairs: list[dict], slower_by: float = 1.5) -> list[dict]:
     """Pairs that started failing or got slower than in an earlier run's summary document."""
+
+    def nics(p: dict) -> frozenset:  # a pair of NICs: (node, rail) at each end
+        return frozenset(((p["a"], p.get("rail_a", 0)), (p["b"], p.get("rail_b", 0))))
+
     before = {}
     for p in (baseline.get("data") or {}).get("pairs") or []:
         if isinstance(p, dict) and "a" in p and "b" in p:
-            before[frozenset((p["a"], p["b"]))] = p
+            before[nics(p)] = p
     flagged = []
     for p in pairs:
-        old = before.get(frozenset((p["a"], p["b"])))
+        old = before.get(nics(p))
         if old is None:
             continue
         if p["result"] == "fail" and old.get("result") == "pass":
