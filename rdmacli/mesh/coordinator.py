@@ -673,7 +673,7 @@ def outcome(
             words = ", ".join(f"{n} {c}" for c, n in sorted(causes.items(), key=lambda kv: -kv[1]))
             error = RdmacliError(
                 f"{len(failed)} of {len(pair_docs)} pairs failed ({words})",
-                hint="see the blame: a bad node fails with most partners, a bad link fails alone",
+                hint="see the blame: a bad NIC or node fails with most partners, a bad link fails alone",
                 cause=Cause.CHECK_FAILED,
             )
         elif verdict["nodes"] or verdict["nics"] or verdict["links"]:  # passed, yet named

@@ -141,8 +141,10 @@ def check_report(value, family: int) -> list[Rail] | str:
     """An agent's discovered rails, or why they cannot be used: a list of at most MAX_RAILS
     {device, port, address[, netdev]} with a device name, a port number and an IP literal of the
     family in use; no address twice."""
-    if not isinstance(value, list) or len(value) > MAX_RAILS:
-        return "its rails are not a list of at most 16"
+    if not isinstance(value, list):
+        return "rails that are not a list"
+    if len(value) > MAX_RAILS:
+        return f"{len(value)} rails, more than {MAX_RAILS} (name the devices with --rails)"
     out = []
     for r in value:
         if not isinstance(r, dict):

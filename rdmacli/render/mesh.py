@@ -201,7 +201,7 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
     for b in verdict.get("nodes", []):
         causes = ", ".join(f"{c} {n}" for c, n in b["causes"].items())
         share = f"{b['failed']} of {b['tested']}"
-        con.print(f"  [bold red]bad node[/] {b['node']}: failed with {share} partners ({causes})")
+        con.print(f"  [bold red]bad node[/] {b['node']}: failed or was slow with {share} partners ({causes})")
         if b.get("counters"):
             con.print(f"    its NIC's counters (the port's, shared): {counter_words(b['counters'])}")
     for b in verdict.get("nics", []):
