@@ -42,6 +42,7 @@ ENVIRONMENT = [
 ]
 # what a run looked like in the lab, for the man page (captured by hand; see the README)
 LOSSY_NODE_CAPTURE = (Path(__file__).parent / "captures" / "mesh-lossy-node.txt").read_text().rstrip()
+TWO_RAILS_CAPTURE = (Path(__file__).parent / "captures" / "mesh-two-rails.txt").read_text().rstrip()
 
 EXTRA = {
     "rdmacli": {
@@ -197,6 +198,15 @@ EXTRA = {
                 "A lossy node in the lab (netem 5 % loss on n05's netdev and bridge port; captured, "
                 "abridged, lines cut at 100 columns)",
                 LOSSY_NODE_CAPTURE,
+            ),
+            (
+                "Two rails in the lab (rdmacli lab --nodes 8 --rails 2): rail 1 of n03 down, n05 "
+                "delayed 40 ms on both rails by netem; captured, abridged, lines cut at 100 columns",
+                TWO_RAILS_CAPTURE,
+            ),
+            (
+                "Every NIC of every node, named devices, every rail pair",
+                "rdmacli mesh @gpu --rails mlx5_0,mlx5_3 --cross-rail",
             ),
             (
                 "Eight lab nodes, agents on this machine",
