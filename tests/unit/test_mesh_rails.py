@@ -230,3 +230,97 @@ def test_a_retested_pair_counts_its_first_failure_against_a_nic_but_not_as_a_lin
             }
             p.first.slow = {"figure": "rtt_p50_us", "value": 99.0, "best": 10.0, "limit": 20.0}
     assert blame(8, pairs, NAMES, 2)["nics"] == []
+
+
+def rails_plan(n: int = 4, rails: int = 2, cross: bool = False):
+    from rdmacli.mesh.coordinator import Plan, start_plan
+
+    p = Plan(
+        nodes_spec=f"n[0-{n - 1}]", names=NAMES[:n], run_id="ab" * 8, round_s=1, launch_s=1, port=7490,
+        addresses=[[f"10.{k}.0.{i}" for k in range(rails)] for i in range(n)], test="ping", count=5,
+        quick=False, cross_rail=cross,
+    )  # fmt: skip
+    start_plan(p)
+    return p
+
+
+def record(plan, rank: int, rnd: int, rail: int, peer: int, peer_rail: int, error: dict | None = None) -> str:
+    import json
+
+    return json.dumps({"type": "pair", "run": plan.run_id, "rank": rank, "peer": peer, "round": rnd,
+                       "rail": rail, "peer_rail": peer_rail, "result": "fail" if error else "pass",
+                       "error": error})  # fmt: skip
+
+
+def test_the_collector_takes_each_nics_record_once_and_refuses_rails_the_schedule_has_not():
+    from rdmacli.mesh.coordinator import Collector
+
+    pl = rails_plan()
+    c = Collector(pl)
+    assert len(c.pairs) == 6 * 2 and pl.rounds == [0, 1, 2]
+    rnd = pl.rounds[0]
+    (rail, peer, peer_rail), _ = schedule.tests_of(0, rnd, 4, 2)
+    c.on_line("n0", record(pl, 0, rnd, rail, peer, peer_rail), False)
+    assert c.pairs[(0, rail, peer, peer_rail)].reports["listen"]["rail"] == rail
+    for bad in (
+        record(pl, 0, rnd, rail, peer, peer_rail),  # a second report of the same NIC pair
+        record(pl, 0, rnd, 0, peer, 1),  # rail 0 with rail 1: not rail-aligned
+        record(pl, 0, rnd, 2, peer, 2),  # no rail 2
+    ):
+        c.on_line("n0", bad, False)
+    assert len(c.violations[0]) == 3, c.violations
+    c.on_line("n0", record(pl, 0, rnd, rail, peer, peer_rail).replace('"rail": 0', '"rail": [0]'), False)
+    assert len(c.violations[0]) == 4 and "rail" in c.violations[0][-1]
+
+
+ADDR = RdmacliError("resolve addr: ADDR_ERROR ETIMEDOUT", cause=Cause.ADDRESS).to_dict()
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["separate-rails", "routed"])
+def test_cross_rail_on_separate_rail_networks_is_refused_after_the_first_node_round(routed):
+    from rdmacli.mesh.coordinator import Collector
+
+    pl = rails_plan(cross=True)
+    c = Collector(pl)
+    first = pl.rounds[:2]  # node round 0: sub-round 0 rail-aligned, sub-round 1 cross-rail
+    for rnd in first:
+        for a, ra, b, rb in schedule.nic_pairs(4, rnd, 2, True):
+            err = ADDR if ra != rb and not routed else None
+            assert c.refused is None  # not before the first node round is in
+            c.on_line(NAMES[a], record(pl, a, rnd, ra, b, rb, err), False)
+            c.on_line(NAMES[b], record(pl, b, rnd, rb, a, ra, err), False)
+    if routed:
+        assert c.refused is None
+        return
+    assert c.refused is not None and c.refused.cause == Cause.USAGE
+    assert "--cross-rail" in c.refused.message and "separate networks" in c.refused.message
+    from rdmacli.mesh.coordinator import outcome
+
+    doc = outcome(pl, c, {}, t0=0).to_dict()
+    assert doc["exit_code"] == 2 and doc["error"]["cause"] == "usage"
+
+
+def test_an_infiniband_port_takes_its_ipoib_netdevs_address(tmp_path, monkeypatch):
+    from rdmacli.mesh import rails
+
+    make_device(tmp_path, "mlx5_0", {1: ("4: ACTIVE", [])}, link_layer="InfiniBand")
+    (tmp_path / "mlx5_0" / "device" / "net" / "ib0").mkdir(parents=True)
+    monkeypatch.setattr(rails, "port_netdev", lambda ddir, port: "ib0")
+    monkeypatch.setattr(rails, "netdev_address", lambda netdev, family: {4: "10.9.0.1", 6: None}[family])
+    assert [(r.device, r.address, r.netdev) for r in discover(4, sysfs=str(tmp_path))] == [
+        ("mlx5_0", "10.9.0.1", "ib0")
+    ]
+    assert discover(6, sysfs=str(tmp_path)) == []
+
+
+def test_an_ipv6_netdev_address_is_its_first_global_one(tmp_path):
+    from rdmacli.mesh.rails import netdev_address
+
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "if_inet6").write_text(
+        "fe800000000000000000000000000001 05 40 20 80     ib0\n"  # link-local: scope 20
+        "fd000000000000000000000000000009 05 40 00 80     ib0\n"
+        "fd000000000000000000000000000008 06 40 00 80     ib1\n"
+    )
+    assert netdev_address("ib0", 6, proc=str(tmp_path)) == "fd00::9"
+    assert netdev_address("ib2", 6, proc=str(tmp_path)) is None
