@@ -226,14 +226,16 @@ def blame(
     def ends(p: Pair) -> tuple[int, int]:
         return p.a * rails + p.ra, p.b * rails + p.rb
 
-    of: list[list[Pair]] = [[] for _ in range(m)]
+    # NIC -> (its pair, the other NIC, whether the pair counts against them): judged once
+    of: list[list[tuple[Pair, int, bool]]] = [[] for _ in range(m)]
     for p in judged:
         x, y = ends(p)
-        of[x].append(p)
-        of[y].append(p)
+        against = p.ever_bad
+        of[x].append((p, y, against))
+        of[y].append((p, x, against))
     bad: dict[int, list] = {}  # NIC -> [its bad pairs, pairs counted]
     for x in range(m):
-        own = [p for p in of[x] if own_cause(p, x // rails) in LOCAL]
+        own = [p for p, _, against in of[x] if against and own_cause(p, x // rails) in LOCAL]
         if own and len(own) * 2 > len(of[x]):
             bad[x] = [own, len(of[x])]
     while True:
@@ -241,8 +243,8 @@ def blame(
         for x in range(m):
             if x in bad:
                 continue
-            mine = [p for p in of[x] if not (set(ends(p)) - {x}) & bad.keys()]
-            failed = [p for p in mine if p.ever_bad]
+            mine = [(p, against) for p, y, against in of[x] if y not in bad]
+            failed = [p for p, against in mine if against]
             if len(failed) >= 2 and len(failed) * 2 > len(mine):
                 share = len(failed) / len(mine)
                 if best is None or share > best[0]:
@@ -262,7 +264,9 @@ def blame(
         for x in sorted(bad)
         if x // rails not in whole
     ]
-    passes = [any(p.result == "pass" and not p.lossy and p.slow is None for p in of[x]) for x in range(m)]
+    passes = [
+        any(p.result == "pass" and not p.lossy and p.slow is None for p, _, _ in of[x]) for x in range(m)
+    ]
     links, unexplained = [], []
     for p in judged:
         x, y = ends(p)
