@@ -140,13 +140,13 @@ class Collector:
         if not (complete or time.time() >= self.plan.main_end() + RETEST_DECIDE_S):
             return
         plan = self.plan
-        ran = {r for r, rec in self.agents.items() if rec.get("ready") is not False}
+        ran = {nic for r, rec in self.agents.items() for nic in self.ready_nics(r, rec)}
         firsts = list(self.pairs.values())
         self.reference = judge_slow(firsts, plan.slow_factor, plan.slow_fraction)
         # a node that said the fault is its own (its port down, its port held, its agent late)
         # has said what a re-test would say again
         again = [p for p in firsts if (p.result == "fail" and p.cause not in LOCAL or p.slow)
-                 and {p.a, p.b} <= ran]  # fmt: skip
+                 and {(p.a, p.ra), (p.b, p.rb)} <= ran]  # fmt: skip
         # a NIC that fails with most partners is named anyway: its pairs come last, so the
         # rounds go first to what could be a link, or a fault that came and went
         first = blame(plan.n, firsts, plan.names, plan.rails)
@@ -167,6 +167,18 @@ class Collector:
             "rounds": [[list(key) for key in prs] for prs in self.retests.values()],
         }
         self.go(json.dumps({"retest": msg}) + "\n")
+
+    def ready_nics(self, rank: int, rec: dict) -> list[tuple[int, int]]:
+        """The NICs an agent said can run pairs: per rail where it said so, else by its word
+        for the node (its record is only a reason not to re-test, never a verdict)."""
+        rails = rec.get("rails")
+        if (
+            isinstance(rails, list)
+            and len(rails) == self.plan.rails
+            and all(isinstance(x, dict) for x in rails)
+        ):
+            return [(rank, k) for k, x in enumerate(rails) if x.get("ready") is not False]
+        return [(rank, k) for k in range(self.plan.rails)] if rec.get("ready") is not False else []
 
     def late(self) -> list[int]:
         """Agents that were up but had not finished when the run was cut at its end."""
