@@ -124,12 +124,13 @@ def test_one_nic_down_blames_that_nic_not_its_node_nor_its_other_rail(tmp_path):
 
 
 def test_a_slowed_node_is_flagged_slow_on_both_rails_confirmed_and_named():
-    """n05 delays everything it sends by 40 ms on both netdevs (netem; the lab's own p50 spread is
-    a few ms, its median p99 some 10 to 20 ms): its 14 pairs are slow by the fabric's best,
-    re-tested, confirmed, and n05 is named a bad node for it; nothing else is slow or blamed."""
+    """n05 delays everything it sends by 80 ms on both netdevs (netem). The lab's own jitter,
+    measured with two rails under TCG: p50s 1.7 to 21 ms, median p99 28 ms (the slow limit); its
+    14 pairs are slow by the fabric's best, re-tested, confirmed, and n05 is named a bad node for
+    it; nothing else is slow or blamed."""
     slow = [node(5, 0)["netdev"], node(5, 1)["netdev"]]
     for dev in slow:
-        netem(dev, "delay 40ms")
+        netem(dev, "delay 80ms")
     try:
         r, doc, wall = rails_mesh()
     finally:
@@ -144,7 +145,7 @@ def test_a_slowed_node_is_flagged_slow_on_both_rails_confirmed_and_named():
     for p in flagged:
         s = p["slow"]
         assert s["figure"] == "rtt_p50_us" and s["value"] > s["limit"] >= 2 * s["best"], s
-        assert p["rtt_p50_us"] > 40_000  # the delay, measured
+        assert p["rtt_p50_us"] > 80_000  # the delay, measured
     again = [p for p in flagged if p["retest"]]
     assert again and all(p["retest"]["verdict"] == "confirmed" for p in again), again
     blame = doc["data"]["blame"]
