@@ -128,7 +128,8 @@ DEFAULT_PORT = 7490
     default=2.0,
     show_default=True,
     help="A passing pair is slow when its latency (p50) exceeds this times the best comparable "
-    "pair's (same test, rail-aligned or cross-rail).",
+    "pair's (same test, rail-aligned or cross-rail) and the median p99 of those pairs (the "
+    "fabric's own jitter).",
 )
 @click.option(
     "--slow-fraction",
