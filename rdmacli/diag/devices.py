@@ -95,7 +95,7 @@ def _valid_gids(port_dir: str):
             yield name, format_gid(raw)
 
 
-def _gids(port_dir: str) -> list[Gid]:
+def port_gids(port_dir: str) -> list[Gid]:
     return [
         Gid(
             index=int(name),
@@ -175,7 +175,7 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
             port_names = []
         for pn in port_names:
             pdir = os.path.join(ddir, "ports", pn)
-            gids = _gids(pdir)
+            gids = port_gids(pdir)
             netdev = next((g.netdev for g in gids if g.netdev), None)
             state, phys_state = port_state(pdir)
             ports.append(

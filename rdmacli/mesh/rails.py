@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import asdict, dataclass
 
-from rdmacli.diag.devices import SYSFS, gid_to_ip, list_devices, listdir, port_netdev, read_sysfs
+from rdmacli.diag.devices import SYSFS, listdir, port_gids, port_netdev, port_state, read_sysfs
 
 DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # an RDMA device name (IB_DEVICE_NAME_MAX is 64)
 MAX_RAILS = 16
@@ -41,34 +41,38 @@ def natural(name: str) -> list:
 
 def discover(family: int = 4, devices: list[str] | None = None, *, sysfs: str | None = None) -> list[Rail]:
     """This node's rails: ACTIVE ports with an address of `family`, of `devices` if named (in
-    their order), else of every device (natural order, then port)."""
-    found = {d.name: d for d in list_devices(sysfs, use_pyverbs=False)}
-    names = devices if devices else sorted(found, key=natural)
+    their order), else of every device (natural order, then port). Only the devices taken are
+    read (a GID table is up to 1024 files a port)."""
+    root = sysfs or SYSFS
+    names = devices if devices else sorted(listdir(root), key=natural)
     rails = []
     for name in names:
-        dev = found.get(name)
-        if dev is None:
-            continue
-        for port in sorted(dev.ports, key=lambda p: p.port):
-            if port.state != "ACTIVE":
+        ddir = os.path.join(root, name)
+        for port in sorted(int(p) for p in listdir(os.path.join(ddir, "ports")) if p.isdigit()):
+            pdir = os.path.join(ddir, "ports", str(port))
+            if port_state(pdir)[0] != "ACTIVE":
                 continue
-            address = _roce_address(port, family) if port.link_layer == "Ethernet" else None
-            netdev = port.netdev
-            if address is None and port.link_layer != "Ethernet":  # InfiniBand: its IPoIB netdev
-                netdev = port_netdev(os.path.join(sysfs or SYSFS, name), port.port)
+            if (read_sysfs(os.path.join(pdir, "link_layer")) or "Ethernet") == "Ethernet":
+                address, netdev = _roce_address(pdir, family)
+            else:  # InfiniBand: the address of its IPoIB netdev
+                netdev = port_netdev(ddir, port)
                 address = netdev_address(netdev, family) if netdev else None
             if address is not None:
-                rails.append(Rail(name, port.port, address, netdev))
+                rails.append(Rail(name, port, address, netdev))
     return rails
 
 
-def _roce_address(port, family: int) -> str | None:
-    """The port's first GID address of the family; RoCE v2 entries first (routable)."""
-    gids = sorted(port.gids, key=lambda g: (g.type or "") != "RoCE v2")
-    for g in gids:
+def _roce_address(port_dir: str, family: int) -> tuple[str | None, str | None]:
+    """The port's first GID address of the family, RoCE v2 entries first (routable), and the
+    netdev behind it."""
+    found = []
+    for g in port_gids(port_dir):
         if g.ip and ipaddress.ip_address(g.ip).version == family:
-            return g.ip
-    return None
+            found.append(((g.type or "") != "RoCE v2", g.index, g.ip, g.netdev))
+    if not found:
+        return None, None
+    _, _, ip, netdev = min(found)
+    return ip, netdev
 
 
 def netdev_address(netdev: str, family: int, *, proc: str = "/proc") -> str | None:
@@ -97,17 +101,18 @@ def netdev_address(netdev: str, family: int, *, proc: str = "/proc") -> str | No
 
 
 def device_of(address: str, *, sysfs: str | None = None) -> str | None:
-    """The RDMA device whose port carries `address` (for a rail given by address)."""
+    """The RDMA device on the netdev that holds `address` (for a rail given by address): the
+    netdev first, then each device's port netdev (a file or two each, never a GID table)."""
+    from rdmacli.diag.local import netdev_of
+
+    netdev = netdev_of(address)
+    if netdev is None:
+        return None
     root = sysfs or SYSFS
     for name in sorted(listdir(root), key=natural):
-        for port in sorted(
-            listdir(os.path.join(root, name, "ports")), key=lambda p: int(p) if p.isdigit() else 0
-        ):
-            gdir = os.path.join(root, name, "ports", port, "gids")
-            for entry in listdir(gdir):
-                raw = read_sysfs(os.path.join(gdir, entry)) or ""
-                if raw.replace(":", "").strip("0") and gid_to_ip(raw) == address:
-                    return name
+        for port in listdir(os.path.join(root, name, "ports")):
+            if port.isdigit() and port_netdev(os.path.join(root, name), int(port)) == netdev:
+                return name
     return None
 
 
