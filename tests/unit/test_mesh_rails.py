@@ -337,3 +337,42 @@ def test_a_rail_given_by_address_is_named_by_the_device_on_its_netdev(tmp_path, 
     assert device_of("10.3.0.1", sysfs=str(tmp_path)) == "mlx5_3"
     assert device_of("10.0.0.1", sysfs=str(tmp_path)) == "mlx5_0"
     assert device_of("10.9.9.9", sysfs=str(tmp_path)) is None  # no netdev holds it
+
+
+def test_a_stop_reaches_every_rails_test_of_a_slot_and_the_agent_ends_after_all():
+    """The tests of one slot run in threads: a signal (Stops.handler) stops every running flow,
+    and at_once raises the workers' Stopped only once every thread has ended."""
+    import threading
+    import time
+
+    from rdmacli.engine.stops import Stops
+    from rdmacli.errors import Stopped
+    from rdmacli.mesh.agent import at_once
+
+    stops = Stops()
+    started = threading.Barrier(3)
+
+    class Flow:
+        def __init__(self):
+            self.stopped = threading.Event()
+
+        def stop(self):
+            self.stopped.set()
+
+    def test(rail):
+        flow = Flow()
+        with stops.running(flow):
+            started.wait(5)
+            if not flow.stopped.wait(10):
+                return "ran to its deadline"
+        raise Stopped(15)  # as run_pair does when its outcome carries the signal
+
+    t0 = time.monotonic()
+    timer = threading.Thread(target=lambda: (started.wait(5), stops.handler(15, None)))
+    timer.start()
+    with pytest.raises(Stopped):
+        at_once(test, [0, 1], stops)
+    timer.join()
+    assert time.monotonic() - t0 < 5 and stops.flows == [] and stops.signum == 15
+    assert at_once(lambda rail: rail * 10, [1], None) == [10]  # one test: inline
+    assert at_once(lambda rail: rail * 10, [1, 2, 3], None) == [10, 20, 30]
