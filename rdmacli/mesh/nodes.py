@@ -91,13 +91,16 @@ def check_rail_counts(names: list[str], counts: list[int], hint: str | None = No
     if not counts:
         return
     common = max(set(counts), key=counts.count)
-    odd = [f"{n} ({c})" for n, c in zip(names, counts) if c != common]
+    tied = sum(counts.count(c) == counts.count(common) for c in set(counts)) > 1
+    odd = [f"{n} ({c})" for n, c in zip(names, counts) if c != common or tied]
     if odd or common == 0:
+        head = "no number of rails is shared by most nodes: " if tied else f"most have {common}, "
         raise RdmacliError(
-            f"nodes have different numbers of rails: most have {common}, "
+            "nodes have different numbers of rails: "
+            + head
             + ", ".join(odd[:8])
             + (f" and {len(odd) - 8} more" if len(odd) > 8 else "")
-            + " do not",
+            + ("" if tied else " do not"),
             hint=hint
             or "rail k of every node is tested against rail k of the others: give every "
             "node the same number of addresses (or fix the NICs that are missing)",

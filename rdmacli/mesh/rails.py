@@ -124,6 +124,8 @@ def parse_devices(text: str, node: str | None = None) -> list[str]:
         raise ValueError("no device names")
     if len(names) > MAX_RAILS:
         raise ValueError(f"more than {MAX_RAILS} rails")
+    if len(set(names)) != len(names):
+        raise ValueError("a device is named twice")
     out = []
     for t in names:
         if "{" in t or "}" in t:
@@ -137,8 +139,8 @@ def parse_devices(text: str, node: str | None = None) -> list[str]:
         if not DEVICE.fullmatch(t):
             raise ValueError(f"{t!r} is not an RDMA device name")
         out.append(t)
-    if len(set(out)) != len(out) and node is not None:
-        raise ValueError("a device is named twice")
+    if len(set(out)) != len(out) and node is not None:  # `rxe_{node},rxe_n01` on n01
+        raise ValueError(f"a device is named twice on {node}")
     return out
 
 

@@ -73,8 +73,12 @@ def test_device_lists_and_agent_reports_are_checked():
     for bad in ("", "a;b", "{rank}", "-x" * 40, ",".join(f"d{i}" for i in range(17))):
         with pytest.raises(ValueError):
             parse_devices(bad)
-    with pytest.raises(ValueError):
-        parse_devices("mlx5_0,mlx5_0", "n1")
+    for node in ("n1", None):  # a repeat is refused on the coordinator, before any launch
+        with pytest.raises(ValueError, match="twice"):
+            parse_devices("mlx5_0,mlx5_0", node)
+    assert parse_devices("rxe_{node},rxe_n") == ["rxe_n", "rxe_n"]  # distinct on every node but one
+    with pytest.raises(ValueError, match="twice on n"):
+        parse_devices("rxe_{node},rxe_n", "n")
     good = [{"device": "mlx5_0", "port": 1, "address": "10.0.0.1", "netdev": "eth0"}]
     assert [r.address for r in check_report(good, 4)] == ["10.0.0.1"]
     for bad in (
@@ -95,6 +99,11 @@ def test_a_map_gives_several_rails_and_every_node_must_have_as_many(tmp_path):
     with pytest.raises(RdmacliError) as exc:
         addresses(["n1", "n2", "n3"], map_file=str(odd))
     assert exc.value.cause == Cause.USAGE and "n3 (1)" in exc.value.message
+    tie = tmp_path / "tie"  # one of each: neither is named the odd one out
+    tie.write_text("n1 10.0.0.1 10.1.0.1\nn2 10.0.0.2\n")
+    with pytest.raises(RdmacliError) as exc:
+        addresses(["n1", "n2"], map_file=str(tie))
+    assert "shared by most" in exc.value.message and "n1 (2), n2 (1)" in exc.value.message
     twice = tmp_path / "twice"
     twice.write_text("n1 10.0.0.1 10.0.0.1\n")
     with pytest.raises(RdmacliError):
