@@ -511,7 +511,7 @@ def discover(nodes_spec: str, names: list[str], launch: Launch, *, run_id: str, 
     """Every node's rails, found by its own agent (`mesh-agent --discover`, one launch before
     the run): (addresses, device names) by rank. A node that reports none, or a different
     number from most, or nothing usable, is a usage error that names it."""
-    from rdmacli.mesh.nodes import check_rail_counts
+    from rdmacli.mesh.nodes import check_rail_counts, check_unique
     from rdmacli.mesh.rails import check_report
 
     by_name = {name: rank for rank, name in enumerate(names)}
@@ -556,18 +556,12 @@ def discover(nodes_spec: str, names: list[str], launch: Launch, *, run_id: str, 
             hint="check the launcher and rdmacli on those nodes, or give the addresses with --map",
             cause=Cause.AGENT,
         )
-    owner: dict[str, int] = {}
-    for r in range(len(names)):
-        for rail in found[r]:
-            other = owner.setdefault(rail.address, r)
-            if other != r:
-                raise RdmacliError(
-                    f"rail discovery: {names[other]} and {names[r]} both report {rail.address}: "
-                    "one host, or nodes that share their devices (the lab's nodes do)",
-                    hint="give each node's addresses with --map, or name each node's devices with "
-                    "--rails (e.g. 'rxe_{node}')",
-                    cause=Cause.USAGE,
-                )
+    check_unique(
+        names, [[rail.address for rail in found[r]] for r in range(len(names))],
+        "rail discovery (one host, or nodes that share their devices, as the lab's do)",
+        hint="give each node's addresses with --map, or name each node's devices with --rails "
+        "(e.g. 'rxe_{node}')",
+    )  # fmt: skip
     what = f"--rails {rails_spec}" if rails_spec else "--rails auto"
     check_rail_counts(
         names, [len(found[r]) for r in range(len(names))],

@@ -98,7 +98,7 @@ def read_text(path: str, what: str) -> str:
 def read_map(path: str) -> dict[str, list[str]]:
     """`NODE ADDRESS [ADDRESS...]` lines (# comments): a node's rails, in order; all checked as
     names."""
-    out = {}
+    out, where = {}, {}
     for number, line in enumerate(read_text(path, "the map file").splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -113,7 +113,9 @@ def read_map(path: str) -> dict[str, list[str]]:
         check_names(parts[1:], f"address at {path}:{number}")
         if len(set(parts[1:])) != len(parts) - 1:
             raise usage(f"{path}:{number}: the same address twice for {parts[0]}")
-        out[parts[0]] = parts[1:]
+        if parts[0] in out:
+            raise usage(f"{path}:{number}: {parts[0]} is already given at line {where[parts[0]]}")
+        out[parts[0]], where[parts[0]] = parts[1:], number
     return out
 
 

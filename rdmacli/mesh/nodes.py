@@ -69,7 +69,23 @@ def addresses(
             cause=Cause.ADDRESS,
         )
     check_rail_counts(names, [len(r) for r in out])
+    check_unique(names, out, "--map" if map_file else "--address-template" if template else "name resolution")
     return out
+
+
+def check_unique(names: list[str], addrs: list[list[str]], source: str, hint: str | None = None) -> None:
+    """No address on two NICs: two nodes on one address would test a host against itself and
+    blame one for the other."""
+    owner: dict[str, int] = {}
+    for r, rails in enumerate(addrs):
+        for address in rails:
+            other = owner.setdefault(address, r)
+            if other != r:
+                raise RdmacliError(
+                    f"{source}: {names[other]} and {names[r]} both have {address}",
+                    hint=hint or "give each node its own RDMA addresses",
+                    cause=Cause.USAGE,
+                )
 
 
 def resolve(host: str) -> str | None:

@@ -4,6 +4,7 @@ synthetic results, and the map file's several addresses per node."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -385,3 +386,61 @@ def test_a_stop_reaches_every_rails_test_of_a_slot_and_the_agent_ends_after_all(
     assert time.monotonic() - t0 < 5 and stops.flows == [] and stops.signum == 15
     assert at_once(lambda rail: rail * 10, [1], None) == [10]  # one test: inline
     assert at_once(lambda rail: rail * 10, [1, 2, 3], None) == [10, 20, 30]
+
+
+class ReportingLaunch:
+    """A launch whose agents print the given discovery records (the launcher is not under test)."""
+
+    def __init__(self, reports: dict[str, object]):
+        self.reports = reports
+
+    def start(self, nodes_spec, names, args, on_line, on_exit, timeout, end_at=None):
+        run_id = args[args.index("--run-id") + 1]
+
+        def runner():
+            for rank, name in enumerate(names):
+                rec = {"type": "rails", "run": run_id, "rank": rank, "rails": self.reports[name]}
+                on_line(name, json.dumps(rec), False)
+
+        return None, runner
+
+
+def rail(address, device="mlx5_0"):
+    return {"device": device, "port": 1, "address": address, "netdev": "eth0"}
+
+
+def test_discovery_refuses_an_address_on_two_nodes_and_unequal_rail_counts():
+    from rdmacli.mesh.coordinator import discover
+
+    names = ["n1", "n2", "n3"]
+    two = {n: [rail(f"10.0.0.{i}"), rail(f"10.1.0.{i}", "mlx5_1")] for i, n in enumerate(names, 1)}
+    ok = ReportingLaunch(two)
+    addrs, devices = discover("n[1-3]", names, ok, run_id="r1", timeout=5)
+    assert addrs[2] == ["10.0.0.3", "10.1.0.3"] and devices[0] == ["mlx5_0", "mlx5_1"]
+    shared = ReportingLaunch({"n1": [rail("10.0.0.1")], "n2": [rail("10.0.0.2")], "n3": [rail("10.0.0.1")]})
+    with pytest.raises(RdmacliError) as exc:  # the lab's nodes share their devices: --rails auto sees all
+        discover("n[1-3]", names, shared, run_id="r1", timeout=5)
+    assert exc.value.cause == Cause.USAGE and "n1 and n3 both have 10.0.0.1" in exc.value.message
+    short = ReportingLaunch({"n1": [rail("10.0.0.1"), rail("10.1.0.1", "mlx5_1")], "n2": [rail("10.0.0.2")],
+                             "n3": [rail("10.0.0.3"), rail("10.1.0.3", "mlx5_1")]})  # fmt: skip
+    with pytest.raises(RdmacliError) as exc:
+        discover("n[1-3]", names, short, run_id="r1", timeout=5)
+    assert exc.value.cause == Cause.USAGE and "most have 2, n2 (1) do not" in exc.value.message
+
+
+def test_a_map_or_resolution_giving_one_address_to_two_nodes_is_refused(tmp_path):
+    from rdmacli.mesh.nodes import addresses
+
+    shared = tmp_path / "shared"
+    shared.write_text("n1 10.0.0.1 10.1.0.1\nn2 10.1.0.1 10.0.0.2\n")
+    with pytest.raises(RdmacliError) as exc:
+        addresses(["n1", "n2"], map_file=str(shared))
+    assert exc.value.cause == Cause.USAGE and "n1 and n2 both have 10.1.0.1" in exc.value.message
+    again = tmp_path / "again"
+    again.write_text("n1 10.0.0.1\nn2 10.0.0.2\nn1 10.0.0.3\n")
+    with pytest.raises(RdmacliError) as exc:
+        addresses(["n1", "n2"], map_file=str(again))
+    assert "n1 is already given at line 1" in exc.value.message
+    with pytest.raises(RdmacliError) as exc:  # two names, one host
+        addresses(["n1", "n2"], template="127.0.0.1")
+    assert "both have 127.0.0.1" in exc.value.message
