@@ -149,3 +149,39 @@ def run_freeing(cmd: list[str], first_failure) -> tuple[dict | None, bool, subpr
             proc.kill()
     assert freed and doc is not None, proc.stderr.read()[-2000:]
     return doc, freed, proc
+
+
+def sigterm_mid_run(map_file: str, round_s: float) -> tuple[int, dict]:
+    """SIGTERM to a mesh coordinator once a pair has completed (agents mid-run), as a service
+    manager stops it: (exit code, the summary it still printed). Every agent must be gone and
+    no cm_id of theirs left (any rail's port)."""
+    import queue
+    import signal
+    import threading
+
+    cmd = [
+        sys.executable, "-m", "rdmacli", "mesh", NODES, "--launcher", "exec", "--map", map_file,
+        "--round-time", str(round_s), "--launch-timeout", str(LAUNCH_S), "--count", "10", "--json-lines",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+    try:
+        end = time.monotonic() + LAUNCH_S + 60
+        while True:
+            line = lines.get(timeout=max(end - time.monotonic(), 0.1))
+            if '"type":"pair"' in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = []
+    while not lines.empty():
+        out.append(lines.get())
+    doc = validate(json.loads(out[-1]))
+    assert_no_agent_left()
+    r = subprocess.run(["rdma", "resource", "show", "cm_id"], capture_output=True, text=True)
+    assert not any(f"{port}" in r.stdout for port in (7490, 7491, 7492, 7493)), r.stdout
+    return rc, doc

@@ -22,6 +22,7 @@ from meshlab import (
     recreate_rxe,
     run_freeing,
     sh,
+    sigterm_mid_run,
 )  # fmt: skip
 
 from rdmacli.lab import node
@@ -173,3 +174,13 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed():
     assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
     assert proc.returncode == 0, doc.get("error")
     assert_no_agent_left()
+
+
+def test_sigterm_mid_run_stops_both_rails_tests_of_a_slot_and_still_reports():
+    """A stop reaches every rail's test of a slot: the pair records of one rail may be in while
+    the other rail's test of the same slot is mid-flight. Nothing is left listening on either
+    rail's port, and the summary counts every rail pair."""
+    rc, doc = sigterm_mid_run(RAILS_MAP, RAILS_ROUND_S)
+    assert rc == 143 and doc["result"] == "interrupted" and doc["command"] == "mesh"
+    assert doc["totals"]["pairs"] == 56 and doc["totals"]["pairs_passed"] >= 1
+    assert doc["data"]["rails"] == 2
