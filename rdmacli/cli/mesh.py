@@ -256,10 +256,20 @@ def command(
                 except ValueError as exc:
                     raise RdmacliError(f"bad --rails {rails_spec!r}: {exc}", cause=Cause.USAGE) from exc
             t_discover = time.monotonic()
-            addresses, devices = coordinator.discover(
-                nodes, names, launch, run_id=run_id, timeout=launch_timeout,
-                rails_spec=None if rails_spec == "auto" else rails_spec, family=6 if ipv6 else 4,
-            )  # fmt: skip
+            try:
+                addresses, devices = coordinator.discover(
+                    nodes, names, launch, run_id=run_id, timeout=launch_timeout,
+                    rails_spec=None if rails_spec == "auto" else rails_spec, family=6 if ipv6 else 4,
+                )  # fmt: skip
+            except (Stopped, KeyboardInterrupt) as exc:  # the agents were stopped; say where it was
+                took = time.monotonic() - t_discover
+                outcome = Outcome(
+                    "mesh", params, signal=getattr(exc, "signum", signal.SIGINT),
+                    elapsed_ms=round((time.monotonic() - t0) * 1e3, 1),
+                    warnings=[f"stopped during rail discovery, after {took:.1f} s on {len(names)} "
+                              "node(s): no pair was tested"],
+                )  # fmt: skip
+                finish(app, outcome)
         if show_rail is not None and show_rail >= len(addresses[0]):
             raise RdmacliError(
                 f"--rail {show_rail}: the nodes have {len(addresses[0])} rail(s)", cause=Cause.USAGE

@@ -95,6 +95,7 @@ def print_summary(app, doc: dict) -> None:
     t = doc["totals"]
     if "connections" not in t:  # nothing was set up (an error before any connection)
         app.out.print(f"{doc['command']}: {doc['result']}", markup=False, highlight=False)
+        print_warnings(app, doc)
         return
     if app.steps and doc["steps_us"]:
         app.out.print(steps_table(doc["steps_us"]))
@@ -111,6 +112,10 @@ def print_summary(app, doc: dict) -> None:
         details.append(text)
     for text in lines + details + counter_lines(doc.get("counters") or []):
         app.out.print(text, markup=False, highlight=False)
+    print_warnings(app, doc)
+
+
+def print_warnings(app, doc: dict) -> None:
     for text in doc["warnings"]:
         app.err.print(f"warning: {text}", markup=False, highlight=False)
 

@@ -130,3 +130,30 @@ def test_prometheus_needs_a_directory_it_can_write_before_anything_starts(tmp_pa
            "--prometheus", str(tmp_path / "no" / "such" / "dir.prom"), "--json"]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "cannot write in" in json.loads(r.stdout)["error"]["message"]
+
+
+def test_a_stop_during_rail_discovery_stops_the_agents_and_says_where_it_was(tmp_path):
+    """SIGTERM while `mesh-agent --discover` runs (no --map: rails are found first): every
+    agent is stopped, and the summary says the stop came in discovery, before any pair."""
+    import signal
+
+    agent = f"sh -c 'touch {tmp_path}/$$.up; exec sleep 67' sh"  # each agent marks that it runs
+    cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-3]", "--launcher", "exec", "--launch-timeout", "120",
+           "--agent-command", agent, "--json"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 120
+        while not list(tmp_path.glob("*.up")) and time.monotonic() < end:  # an agent is running
+            time.sleep(0.1)
+        assert list(tmp_path.glob("*.up")), "no agent started"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    doc = json.loads(out)
+    assert proc.returncode == 143 and doc["result"] == "interrupted", err[-1500:]
+    assert any(w.startswith("stopped during rail discovery") for w in doc["warnings"]), doc["warnings"]
+    assert doc["elapsed_ms"] > 0
+    left = subprocess.run(["pgrep", "-f", "sleep 67"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", left.stdout
