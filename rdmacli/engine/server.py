@@ -96,6 +96,9 @@ class ServerFlow(Flow):
                     "the RDMA device under the listener was removed", cause=Cause.DEVICE_REMOVED
                 )
             return
+        # Decided before the request is announced: a stop that comes after its record finds
+        # this client accepted (and interrupts it), never rejected after the fact.
+        stopping = self.stopping
         index = self.accepted + self.rejected
         conn = self.new_conn(index, self.backend.request_id(ev, self.channel))
         conn.learn_addresses()
@@ -112,7 +115,7 @@ class ServerFlow(Flow):
         )
         capacity = self.max_clients is None or self.accepted < self.max_clients
         try:
-            if self.stopping:
+            if stopping:
                 raise Reject("rdmacli: server is stopping")
             if not capacity:
                 raise Reject("rdmacli: server is full")

@@ -18,6 +18,7 @@ from rdmacli.engine.flow import Options, Timeouts
 from rdmacli.engine.loop import DeadlineExpired
 from rdmacli.engine.mcast import McastFlow
 from rdmacli.engine.server import ServerFlow
+from rdmacli.engine.stops import Stops
 from rdmacli.errors import ExitCode, Stopped
 from rdmacli.outcome import State, from_flow
 from rdmacli.protocols import hello as H
@@ -300,6 +301,38 @@ def test_a_stopped_persistent_server_reports_open_connections_as_interrupted():
     out = run(flow)
     assert [c.state for c in out.connections] == [State.INTERRUPTED]
     assert out.exit_code == 143 and out.result == "interrupted"
+
+
+def test_a_stop_that_comes_after_a_request_was_announced_interrupts_it_never_rejects_it():
+    """The lab's signal test stops the server as soon as it sees the request record: under TCG
+    the signal could land before the server had decided, and the client was rejected as
+    'server is stopping' after being announced. The decision comes first now."""
+    backend = FakeBackend()
+    flow = server(backend, max_clients=None, timeouts=Timeouts(100, 5, 5))
+    backend.auto_complete_sends = False
+
+    stops = Stops()
+
+    def observe(rec):
+        if rec["type"] == "request":
+            stops.handler(signal.SIGTERM, None)  # the signal, as the record reaches its reader
+
+    flow.observer = observe
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, backend.request) and []
+    with stops.running(flow):
+        flow.run()
+    flow.close()
+    out = from_flow("listen", flow, {}, signal=stops.signum)
+    assert [c.state for c in out.connections] == [State.INTERRUPTED]
+    assert backend.rejections == []
+    # a request that arrives once the stop is known is still turned away, with the reason
+    backend = FakeBackend()
+    flow = server(backend, max_clients=None, timeouts=Timeouts(100, 5, 5))
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, backend.request) and []
+    flow.observer = lambda rec: rec["type"] == "ready" and flow.stop()
+    out = run(flow)
+    assert [c.state for c in out.connections] == [State.REJECTED]
+    assert backend.rejections == [b"rdmacli: server is stopping\0"]
 
 
 def test_the_first_client_is_awaited_without_deadline_unless_wait_is_given():
