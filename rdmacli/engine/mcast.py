@@ -54,5 +54,6 @@ class McastFlow(ActiveFlow):
 
     def on_joined(self, conn: Connection, ev: CmEvent) -> None:
         self.leave(conn)
-        self.emit({"type": "joined", "conn": conn.index, **conn.protocol.joined(conn, ev)})
+        joined = {"type": "joined", "conn": conn.index, **conn.protocol.joined(conn, ev)}
         self.start_data(conn, L.WAIT_FOR_PEER if conn.protocol.waits_for_peer else L.DATA)
+        self.emit(joined)  # a readiness record: a receiver's buffers are posted by now
