@@ -238,7 +238,9 @@ class BwClient(_Side):
                 RdmacliError(
                     f"the server disconnected after {s.completed if s else 0} of "
                     f"{self.count if self.count is not None else '?'} messages [{conn.flow.where(conn)}]",
-                    hint="the server ended the test (killed, or stopped); check its output",
+                    hint="the server ended the test: stopped, or its own --idle-timeout passed (under loss, "
+                    "retransmissions hold the heartbeat behind the window: see the counters, "
+                    "or use a smaller --depth or a longer --idle-timeout); check its output",
                     cause=Cause.PEER_ENDED,
                 )
             )
