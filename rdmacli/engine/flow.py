@@ -35,6 +35,10 @@ ERROR_EVENTS = (
     C.MULTICAST_ERROR,
 )
 Observer = Callable[[dict], None]
+# how long a disconnected connection waits for its outstanding completions (lifecycle.SETTLE):
+# an ACK overtaken by the DREQ comes in milliseconds; one that does not come by then never will
+# (the peer's QP is gone), and the protocol judges what is known
+SETTLE_S = 3.0
 
 
 @dataclass
@@ -223,6 +227,7 @@ class Flow:
             "connect": t.connect_s,
             "idle": t.idle_s,
             "wait": t.wait_s or 0,  # a wait for a person: none unless --wait
+            "settle": min(t.connect_s, SETTLE_S),
         }.get(limit)
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
@@ -260,6 +265,9 @@ class Flow:
     def on_wc(self, conn: Connection, wc: WorkCompletion) -> None:
         if conn.finished:
             return
+        if conn.phase == L.SETTLE:
+            self.settled(conn, wc)
+            return
         if not wc.ok:
             if wc.status == C.WC_WR_FLUSH_ERR:
                 # the QP went to error for a reason said on its own: our or the peer's
@@ -292,8 +300,25 @@ class Flow:
         # Completions may wait in the CQ while the CM fd was served first: count them before
         # judging the exchange, and before our own disconnect flushes what is left.
         self.cq_pool.drain(conn)
-        was_ours = conn.disconnect_sent
-        if was_ours:
+        if not conn.disconnect_sent and conn.protocol.outstanding() > 0:
+            # the peer's DREQ overtook the ACKs of our last sends: their completions are the
+            # evidence, and our answer would flush them. Wait for them (bounded: settle_s).
+            self.enter(conn, L.SETTLE)
+            return
+        self.judge_disconnect(conn)
+
+    def settled(self, conn: Connection, wc: WorkCompletion) -> None:
+        """A completion while we wait for the evidence of a disconnected connection: counted if
+        it succeeded; a failed one (the peer's QP is gone: no ACK will come) ends the wait."""
+        if wc.ok:
+            self.guarded(conn, lambda c, w: c.protocol.on_wc(c, w), wc)
+        if not conn.finished and (not wc.ok or conn.protocol.outstanding() == 0):
+            self.guarded(conn, self.judge_disconnect)
+
+    def judge_disconnect(self, conn: Connection) -> None:
+        """The connection is disconnected and its own evidence is in (or will not come): answer
+        the peer's DREQ (that flushes our QP) and let the protocol judge the exchange."""
+        if conn.disconnect_sent:
             self.step_done(conn, "disconnect")
         else:
             conn.disconnect()  # answer the peer's DREQ: flushes our QP
@@ -365,6 +390,9 @@ class Flow:
     def on_conn_deadline(self, conn: Connection, hint: str | None) -> None:
         """A connection's own deadline passed: it fails, unless all that was left was the
         peer's answer to our disconnect (a C server busy elsewhere may never give it)."""
+        if conn.phase == L.SETTLE:  # the evidence did not come in time: judge without it
+            self.guarded(conn, self.judge_disconnect)
+            return
         if conn.phase == L.DISCONNECT and conn.error is None:
             self.warn(
                 f"connection {conn.index}: {conn.remote} did not answer the disconnect within "

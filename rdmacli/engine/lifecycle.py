@@ -26,6 +26,10 @@ JOIN = "join"
 WAIT_FOR_PEER = "wait for sender"  # a multicast receiver waits for a person to start a sender
 DATA = "data"
 DISCONNECT = "disconnect"  # we disconnected; the peer's answer is outstanding
+# the peer disconnected while our sends' completions were outstanding: our answer (which flushes
+# the QP) waits for them, so that no verdict is taken before its evidence is in (an ACK can be
+# overtaken by the peer's DREQ, and RNR retries widen that window)
+SETTLE = "settle"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ PHASES = {
     WAIT_FOR_PEER: Phase(None, "wait"),
     DATA: Phase(None, "idle"),
     DISCONNECT: Phase("disconnect", "connect"),
+    SETTLE: Phase(None, "settle"),
 }
 
 # (phase, CM event) -> action: the flow's on_<action>(conn, event)

@@ -95,6 +95,11 @@ class Protocol:
     def on_wc(self, conn, wc: WorkCompletion) -> None:
         pass
 
+    def outstanding(self) -> int:
+        """Work requests posted whose completions are still evidence of the exchange (sends
+        the peer may not have acknowledged yet): a disconnect is judged once they are in."""
+        return 0
+
     def on_disconnected(self, conn) -> None:
         """The peer disconnected. Default: finish if the exchange is complete."""
         conn.finish()

@@ -29,6 +29,7 @@ class _Exchange(Windowed, Protocol):
         self.size = size
         self.window = 1
         self.received = self.sent = self.sends_posted = self.recvs_posted = 0
+        self.unconfirmed = 0  # sends confirmed by the server's disconnect, not their completions
         self.bytes_received = self.bytes_sent = 0
         # one buffer for receives and sends, as ucmatose's node->mem: nobody reads the payload
         self.mr = None
@@ -76,14 +77,33 @@ class _Exchange(Windowed, Protocol):
     def complete(self) -> bool:
         return self.received == self.count and self.sent == self.count
 
+    def outstanding(self) -> int:
+        """Sends whose completions can still complete the exchange: once every send is posted,
+        a peer's disconnect is judged only after their completions (or the settle deadline)."""
+        return self.sends_posted - self.sent if self.sends_posted == self.count else 0
+
     def on_disconnected(self, conn) -> None:
         if self.complete:
+            conn.finish()
+        elif self.role == "client" and self.received == self.count and self.sends_posted == self.count:
+            # ucmatose (and rdmacli listen) disconnect only once every message has arrived
+            # (cmatose.c run_server): the disconnect itself says the peer received them
+            self.unconfirmed = self.count - self.sent
+            self.sent = self.count
+            self.bytes_sent = self.count * self.size
+            conn.flow.warn(
+                f"connection {conn.index}: the last {self.unconfirmed} of {self.count} sends were "
+                "confirmed by the server's disconnect (it disconnects only once it has received "
+                "every message), not by their completions [" + conn.flow.where(conn) + "]"
+            )
             conn.finish()
         else:
             conn.fail(
                 RdmacliError(
                     f"the peer disconnected early: received {self.received}/{self.count}, "
-                    f"sent {self.sends_posted}/{self.count} messages [{conn.flow.where(conn)}]",
+                    f"sent {self.sent}/{self.count} messages"
+                    + (f" ({self.sends_posted - self.sent} more posted)" if self.sends_posted > self.sent else "")
+                    + f" [{conn.flow.where(conn)}]",
                     hint="the peer ended the test (killed, or a different -C/-S); check its output",
                     cause=Cause.PEER_ENDED,
                 )
@@ -97,6 +117,7 @@ class _Exchange(Windowed, Protocol):
             "bytes_received": self.bytes_received,
             "bytes_sent": self.bytes_sent,
             "size_bytes": self.size,
+            "sends_confirmed_by_disconnect": self.unconfirmed,
         }
 
 

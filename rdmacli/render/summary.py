@@ -135,10 +135,11 @@ def counter_lines(ports: list[dict]) -> list[str]:
 def totals_line(doc: dict) -> str:
     t = doc["totals"]
     line = f"{doc['command']}: {doc['result']} - {t['connections_passed']}/{t['connections']} connections"
-    if "messages_received" in t:
+    if "messages_received" in t or "messages_sent" in t:  # a one-way test has only one side's
+        total_bytes = t.get("bytes_received", 0) + t.get("bytes_sent", 0)
         line += (
-            f", {t['messages_received']} messages received, {t['messages_sent']} sent, "
-            f"{t['bytes_received'] + t['bytes_sent']} bytes"
+            f", {t.get('messages_received', 0)} messages received, {t.get('messages_sent', 0)} sent, "
+            f"{total_bytes} bytes"
         )
     for state in ("rejected", "interrupted"):
         if t.get(f"connections_{state}"):

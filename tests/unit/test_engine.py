@@ -103,6 +103,67 @@ def test_client_sequence_exchange_and_teardown_order():
     assert steps[:5] == ["create id", "resolve addr", "resolve route", "create qp", "cm connect"]
 
 
+def overtaking_peer(backend, flow, *, ack_after: float | None):
+    """A ucmatose server whose DREQ overtakes the ACK of the client's last sends: the echo's
+    completions come `ack_after` s after the DISCONNECTED (None: never, the peer's QP is gone)."""
+    backend.auto_complete_sends = False
+    cmatose_peer(backend, flow)
+    sends = []
+
+    def on_send(cm, wr):
+        sends.append(wr)
+        if len(sends) == 3:
+            backend.peer_disconnects(cm)  # it received all three: it disconnects at once
+            if ack_after is not None:
+                flow.loop.call_later(
+                    ack_after, lambda: backend.cqs[cm.key].complete(wc(wr["wr_id"], C.WC_SEND, qp_num=cm.qp_num))
+                )
+
+    backend.on_send = on_send
+
+
+def test_a_disconnect_that_overtakes_the_last_acks_is_judged_once_their_completions_are_in():
+    backend = FakeBackend()
+    flow = client(backend, timeouts=Timeouts(resolve_ms=100, connect_s=2, idle_s=2))
+    overtaking_peer(backend, flow, ack_after=0.05)
+    out = run(flow)
+    assert out.exit_code == 0 and out.result == "pass", out.error
+    stats = out.connections[0].stats
+    assert stats["messages_sent"] == 3 and stats["sends_confirmed_by_disconnect"] == 0
+    assert not out.warnings
+    # our answer to the DREQ (it flushes the QP) came only after the completions
+    assert backend.calls(backend.ids[0].key).count("disconnect") == 1
+
+
+def test_sends_whose_acks_never_come_are_confirmed_by_ucmatoses_disconnect_and_said_so():
+    backend = FakeBackend()
+    flow = client(backend, timeouts=Timeouts(resolve_ms=100, connect_s=0.3, idle_s=2))
+    overtaking_peer(backend, flow, ack_after=None)
+    out = run(flow)
+    assert out.exit_code == 0 and out.result == "pass", out.error
+    stats = out.connections[0].stats
+    assert stats["messages_sent"] == 3 and stats["sends_confirmed_by_disconnect"] == 3
+    assert "confirmed by the server's disconnect" in out.warnings[0]
+
+
+def test_an_early_disconnect_names_the_same_counts_as_the_totals():
+    """A peer that disconnects before all of its messages arrived: a failure whose words count
+    what the totals count."""
+    backend = FakeBackend()
+    flow = client(backend, make_protocol=lambda: CmatoseClient(5, 64))
+
+    def on_connect(cm, param):
+        flow.loop.call_later(0, lambda: (backend.deliver(cm, b"m" * 64), backend.peer_disconnects(cm)))
+        return [backend.event(cm, C.ESTABLISHED)]
+
+    backend.script["connect"] = on_connect
+    out = run(flow)
+    [conn] = out.connections
+    assert out.exit_code == 1 and conn.error.cause.value == "peer_ended_early"
+    stats = conn.stats
+    assert f"received {stats['messages_received']}/5, sent {stats['messages_sent']}/5" in conn.error.message
+
+
 def records_of(detailed: bool) -> tuple[list[dict], object]:
     backend = FakeBackend()
     records = []
