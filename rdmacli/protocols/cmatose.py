@@ -98,11 +98,12 @@ class _Exchange(Windowed, Protocol):
             )
             conn.finish()
         else:
+            posted = self.sends_posted - self.sent
             conn.fail(
                 RdmacliError(
                     f"the peer disconnected early: received {self.received}/{self.count}, "
                     f"sent {self.sent}/{self.count} messages"
-                    + (f" ({self.sends_posted - self.sent} more posted)" if self.sends_posted > self.sent else "")
+                    + (f" ({posted} more posted, unacknowledged)" if posted else "")
                     + f" [{conn.flow.where(conn)}]",
                     hint="the peer ended the test (killed, or a different -C/-S); check its output",
                     cause=Cause.PEER_ENDED,

@@ -115,9 +115,8 @@ def overtaking_peer(backend, flow, *, ack_after: float | None):
         if len(sends) == 3:
             backend.peer_disconnects(cm)  # it received all three: it disconnects at once
             if ack_after is not None:
-                flow.loop.call_later(
-                    ack_after, lambda: backend.cqs[cm.key].complete(wc(wr["wr_id"], C.WC_SEND, qp_num=cm.qp_num))
-                )
+                ack = wc(wr["wr_id"], C.WC_SEND, qp_num=cm.qp_num)
+                flow.loop.call_later(ack_after, lambda: backend.cqs[cm.key].complete(ack))
 
     backend.on_send = on_send
 
