@@ -98,6 +98,7 @@ class Collector:
         self.t_launch = time.monotonic()
         self.agents_up_s: float | None = None  # launch to the last agent's first record
         self.cut = False  # the launcher stopped agents still running at end_at()
+        self.abandoned = False  # ...and some did not exit even when killed: left behind
         self.slowest: tuple[float, Pair] | None = None  # the longest a pair took of its slot
         self.margin_said = False
         self.retest_at: float | None = None  # when the re-test rounds start (None: not decided)
@@ -504,6 +505,7 @@ def run(plan: Plan, collector: Collector, launch: Launch) -> None:
         raise
     finally:
         collector.cut = lau.cut
+        collector.abandoned = lau.abandoned
 
 
 def discover(nodes_spec: str, names: list[str], launch: Launch, *, run_id: str, timeout: float,
@@ -650,6 +652,12 @@ def outcome(
         warnings.append(
             f"the run was cut {collector.grace_s():g} s after the schedule's end: agent(s) still "
             f"running on {', '.join(plan.names[r] for r in sorted(late))} were stopped"
+        )
+    if collector.abandoned:
+        warnings.append(
+            "some agent processes did not exit even when killed (a process held in the kernel, such "
+            "as rdma_destroy_id waiting out its disconnect's retries on a cut link): the run ended "
+            "without them; check those nodes for leftover rdmacli mesh-agent processes"
         )
     transient = [d for d in pair_docs if d["retest"] and d["retest"]["verdict"] == "transient"]
     if transient:

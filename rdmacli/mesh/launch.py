@@ -5,7 +5,9 @@ line)`, and its exit status to `on_exit(node, rc)`. Nothing here talks to an age
 the schedule needs no controller. The run ends when every agent has exited or at `end_at()`
 (monotonic; the coordinator's schedule end plus grace, which moves with the go line): then, as
 on `stop()`, the agents left are asked to end (SIGTERM: they tear down and exit) and what is
-still there after a grace period is killed; `cut` says that it happened.
+still there after a grace period is killed; `cut` says that it happened. A launcher whose loop
+still does not end (a process the kernel holds past SIGKILL, a worker that never closes) is given
+up at a hard deadline (run_bounded): `abandoned` says so, and the run ends on time regardless.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import selectors
 import shlex
 import signal
 import subprocess
+import threading
 import time
 
 from rdmacli.errors import EnvironmentProblem
@@ -23,6 +26,51 @@ from rdmacli.mesh.inputs import clustershell_command
 
 LAUNCHERS = ("ssh", "srun", "exec")
 GRACE_S = 5.0
+
+
+class Gate:
+    """The launcher's callbacks pass through until the run is given up; after that, nothing a
+    worker still says reaches the coordinator (which is judging by then)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.open = True
+
+    def wrap(self, fn):
+        def call(*args):
+            with self.lock:
+                if self.open:
+                    return fn(*args)
+            return None
+
+        return call
+
+    def close(self) -> None:
+        with self.lock:
+            self.open = False
+
+
+def run_bounded(target, hard_end, gate: Gate) -> bool:
+    """Run a launcher's loop (`target`) in a thread and return by `hard_end()` (monotonic, may
+    move) whatever it does: ClusterShell's abort waits for each killed process, and an agent
+    held in the kernel (rdma_destroy_id waiting out its DREQ's retries on a cut link) outlives
+    SIGKILL for minutes. True when it was given up (its thread is left behind, a daemon)."""
+    failure: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            target()
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=body, name="launcher", daemon=True)
+    thread.start()
+    while thread.is_alive() and time.monotonic() < hard_end():
+        thread.join(min(0.2, max(hard_end() - time.monotonic(), 0.01)))
+    gate.close()
+    if failure:
+        raise failure[0]
+    return thread.is_alive()
 
 
 def _clustershell():
@@ -51,10 +99,27 @@ class ClusterShellLauncher:
         self.task = None
         self.workers = []
         self.cut = False  # agents were still running at end_at() and were stopped
+        self.abandoned = False  # the launcher's loop did not end: given up, agents left behind
         self._term_at: float | None = None
+        self._gate = Gate()
+
+    def hard_end(self, backstop: float) -> float:
+        """When the run is given up whatever the workers do: SIGTERM's and SIGKILL's graces
+        after the agents were told to end, or the backstop."""
+        if self._term_at is not None:
+            return min(backstop, self._term_at + 3 * GRACE_S)
+        return backstop
 
     def run(self, commands: dict[str, list[str]], on_line, on_exit, timeout: float, end_at=None) -> None:
-        EventHandler, task_self, ExecWorker, WorkerSsh = _clustershell()
+        parts = _clustershell()
+        backstop = time.monotonic() + timeout + 3 * GRACE_S
+        on_line, on_exit = self._gate.wrap(on_line), self._gate.wrap(on_exit)
+        target = lambda: self._run_task(parts, commands, on_line, on_exit, timeout, end_at)  # noqa: E731
+        self.abandoned = run_bounded(target, lambda: self.hard_end(backstop), self._gate)
+        self.cut = self.cut or self.abandoned
+
+    def _run_task(self, parts, commands, on_line, on_exit, timeout: float, end_at) -> None:
+        EventHandler, task_self, ExecWorker, WorkerSsh = parts
 
         class Handler(EventHandler):
             def ev_read(self, worker, node, sname, msg):
@@ -106,12 +171,14 @@ class ClusterShellLauncher:
                 pass
 
     def check_end(self, end_at) -> None:
-        """In ClusterShell's loop: past end_at, SIGTERM what still runs; GRACE_S later, abort
-        the task (its workers kill what is left)."""
+        """In ClusterShell's loop (its timer runs only while a worker is open): past end_at,
+        SIGTERM what still runs; GRACE_S later, abort the task (its workers kill what is left)."""
         now = time.monotonic()
         if self._term_at is None:
-            if now < end_at() or not self._running():
+            if now < end_at():
                 return
+            # a worker still open past the end: an agent still running, or pipes that another
+            # process holds open after the agent exited (both end here)
             self.cut, self._term_at = True, now
             self._terminate()
         elif now >= self._term_at + GRACE_S or not self._running():
@@ -124,14 +191,23 @@ class ClusterShellLauncher:
 
     def stop(self) -> None:
         """SIGTERM to every agent (ssh: to its ssh client; the agent sees its stdin close),
-        then, after the grace period, ClusterShell's own abort kills what is left."""
+        then, after the grace period, SIGKILL to what is left. Called from the caller's thread
+        (a signal): ClusterShell's loop is asked to abort by message, never waited for."""
+        if self._term_at is None:
+            self._term_at = time.monotonic()
         self._terminate()
         end = time.monotonic() + GRACE_S
         while time.monotonic() < end and self._running():
             time.sleep(0.1)
+        for popen in self._running():
+            try:
+                popen.kill()
+            except OSError:
+                pass
+        self._gate.close()
         if self.task is not None:
             try:
-                self.task.abort(kill=True)
+                self.task._abort(kill=False)  # ClusterShell's thread-safe abort: a message to its loop
             except Exception:  # the task may be half torn down already
                 pass
 
@@ -148,6 +224,7 @@ class SrunLauncher:
         self.srun_args = srun_args
         self.proc = None
         self.cut = False
+        self.abandoned = False
 
     def command(self, nodes: str, n: int, agent_cmd: list[str]) -> list[str]:
         placement = (
@@ -194,7 +271,11 @@ class SrunLauncher:
         if self.proc.poll() is None:
             self.cut = True
             self.stop()
-        rc = self.proc.wait()
+        try:
+            rc = self.proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:  # srun outlived SIGKILL: left behind, said so
+            self.abandoned = self.cut = True
+            rc = None
         for node in names:
             on_exit(node, rc)
 

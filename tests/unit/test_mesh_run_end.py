@@ -157,3 +157,42 @@ def test_a_stop_during_rail_discovery_stops_the_agents_and_says_where_it_was(tmp
     assert doc["elapsed_ms"] > 0
     left = subprocess.run(["pgrep", "-f", "sleep 67"], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
+
+
+def hung_run(tmp_path, env: dict) -> tuple[subprocess.CompletedProcess, float, dict]:
+    mapfile = tmp_path / "map"
+    mapfile.write_text("".join(f"n{k} 192.0.2.{k}\n" for k in range(1, 5)))
+    agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'hanging_agent.py')} 1"
+    cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-4]", "--launcher", "exec", "--map", str(mapfile),
+           "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json",
+           "--retest-rounds", "0"]  # fmt: skip
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env={**os.environ, **env})
+    wall = time.monotonic() - t0
+    return r, wall, json.loads(r.stdout)
+
+
+def test_an_agent_whose_pipes_stay_open_after_it_exits_does_not_hold_the_run(tmp_path):
+    r, wall, doc = hung_run(tmp_path, {"HANG_MODE": "pipes"})
+    up = doc["data"]["agents_up_s"]
+    # go (2 s) + 3 rounds of 1 s + the stated grace (10 s), one look (0.5 s), and slack
+    assert wall < up + 2 + 3 + 10 + 10, (wall, up)
+    rows = {n["node"]: n for n in doc["data"]["nodes"]}
+    assert rows["n2"]["agent"] != "ran" and all(rows[x]["agent"] == "ran" for x in ("n1", "n3", "n4"))
+    assert r.returncode == 1
+    subprocess.run(["pkill", "-f", "signal.signal(15, signal.SIG_IGN); time.sleep(90)"])
+
+
+def test_an_agent_the_kernel_holds_past_sigkill_does_not_hold_the_run(tmp_path):
+    """ClusterShell's abort waits for every process it killed; one held in the kernel (here: a
+    reap that never returns, injected into the real exec worker) is left behind, said so."""
+    env = {"PYTHONPATH": os.path.join(HERE, "mesh_agents", "unreapable")}
+    r, wall, doc = hung_run(tmp_path, env)
+    up = doc["data"]["agents_up_s"]
+    # go + rounds + the stated grace (10 s) + SIGTERM's and SIGKILL's graces (3 x 5 s), and slack
+    assert wall < up + 2 + 3 + 10 + 15 + 10, (wall, up)
+    assert any("did not exit even when killed" in w for w in doc["warnings"]), doc["warnings"]
+    rows = {n["node"]: n for n in doc["data"]["nodes"]}
+    assert rows["n2"]["agent"] == "late" and all(rows[x]["agent"] == "ran" for x in ("n1", "n3", "n4"))
+    assert r.returncode == 1
+    subprocess.run(["pkill", "-9", "-f", "hanging_agent.py"])

@@ -1,11 +1,15 @@
 """A stand-in mesh agent for the coordinator's tests (no RDMA): `python hanging_agent.py HANG_RANK
 mesh-agent ...`. Every rank reports itself and passes its pairs at once; the rank HANG_RANK
-reports its first pair only, then ignores SIGTERM and sleeps (a hung agent)."""
+reports its first pair only, then ignores SIGTERM and sleeps (a hung agent). With HANG_MODE=pipes
+it leaves instead a process of its own session behind that holds its stdout and stderr open, and
+exits (a worker whose pipes never close)."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -27,6 +31,10 @@ def main() -> None:
             continue
         if rank == hang and slot > 0:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if os.environ.get("HANG_MODE") == "pipes":
+                holder = "import signal, time; signal.signal(15, signal.SIG_IGN); time.sleep(90)"
+                subprocess.Popen([sys.executable, "-c", holder], start_new_session=True)
+                os._exit(0)
             while True:
                 time.sleep(60)
         say({"type": "pair", "round": rnd, "slot": slot, "peer": peer, "result": "pass", "error": None})
