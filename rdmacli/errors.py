@@ -40,6 +40,7 @@ class Cause(str, Enum):
     TRANSFER = "transfer_failed"  # a work completion failed (RETRY_EXC, REM_ACCESS, ...)
     DATA_MISMATCH = "data_mismatch"  # rping -V: the data written back differs
     LOSS = "datagram_loss"  # UD: datagrams that never came
+    UNANSWERED = "unanswered"  # ping(8): no ping answered, or fewer than -C by the deadline
     ALL_REJECTED = "all_rejected"  # a server of ours refused every client
     # what the NIC's counters say moved while the test was slow or failed (diag.counters)
     PACKET_LOSS = "packet_loss"  # retransmits, sequence errors, ACK timeouts
@@ -79,6 +80,7 @@ EXIT_OF: dict[Cause, ExitCode] = {
     Cause.TRANSFER: ExitCode.FAILED,
     Cause.DATA_MISMATCH: ExitCode.FAILED,
     Cause.LOSS: ExitCode.FAILED,
+    Cause.UNANSWERED: ExitCode.FAILED,
     Cause.ALL_REJECTED: ExitCode.FAILED,
     Cause.PACKET_LOSS: ExitCode.FAILED,
     Cause.RNR: ExitCode.FAILED,

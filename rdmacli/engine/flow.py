@@ -413,6 +413,21 @@ class Flow:
             )
         self.on_finished(conn)
 
+    def end_open(self, why: str) -> bool:
+        """The run was ended from outside (a deadline or a signal): each open connection's
+        protocol says whether that is its normal end (ping(8)), a failure of its own, or
+        neither. True when every open connection had its say (the stop is then no error)."""
+        open_conns = [c for c in self.all_conns if not c.finished]
+        said = [(c, c.protocol.on_stop(c, why) if c.protocol else None) for c in open_conns]
+        if not open_conns or any(verdict is None for _, verdict in said):
+            return False
+        for conn, verdict in said:
+            if verdict is True:
+                conn.finish()
+            else:
+                conn.fail(verdict)
+        return True
+
     def first_error(self) -> RdmacliError | None:
         return next((c.error for c in self.all_conns if c.error), None)
 

@@ -10,6 +10,25 @@ from rdmacli.rdma.cm import CmEvent, ConnParam
 from rdmacli.rdma.verbs import WorkCompletion
 
 
+def stopped_like_ping(answered: int, count: int | None, why: str, what: str, where: str):
+    """ping(8)'s meaning of success for a run ended by a deadline or a signal: a normal end
+    (True) once answers came, a failure when none did, or when a count was given and the
+    deadline came first; an unanswered ping is lost, never a dead peer."""
+    if answered == 0:
+        return RdmacliError(
+            f"no {what} was answered before the run was stopped ({why}) [{where}]",
+            hint="the connection was up but nothing came back: see the counters and the server's output",
+            cause=Cause.UNANSWERED,
+        )
+    if why == "deadline" and count is not None and answered < count:
+        return RdmacliError(
+            f"{answered} of {count} {what}s answered before the deadline [{where}]",
+            hint="raise --timeout, or give no -C to count what the deadline allows (ping(8)'s -w)",
+            cause=Cause.UNANSWERED,
+        )
+    return True
+
+
 class Reject(Exception):
     """Raised by on_request to refuse a client; the text travels back as private data."""
 
@@ -57,6 +76,7 @@ class Params:
     duration: float | None = None  # bw: seconds to run instead of a count
     depth: int = 128  # bw: work requests in flight per QP
     bidir: bool = False  # bw: both ways at once
+    group: int = 1  # client: the connections of this test (bw --qps, connect -c), said to the server
 
     def limits(self) -> dict:
         """max_size as a keyword, where given."""
@@ -83,6 +103,11 @@ class Protocol:
         """Server: the parameters of rdma_accept(); None passes NULL like the C tools."""
         return None
 
+    def companions(self, ev: CmEvent) -> int:
+        """Server: how many connections (this one included) the requesting client opens as one
+        test (its hello says so): a server counts them as one client."""
+        return 1
+
     def on_request(self, conn, ev: CmEvent) -> None:
         """Server: a CONNECT_REQUEST arrived; raise Reject to refuse it."""
 
@@ -103,6 +128,13 @@ class Protocol:
     def on_disconnected(self, conn) -> None:
         """The peer disconnected. Default: finish if the exchange is complete."""
         conn.finish()
+
+    def on_stop(self, conn, why: str):
+        """The run was ended from outside (`why`: "deadline" for the overall --timeout, or the
+        signal's name) while this connection was open: True if that is a normal end of this
+        protocol (ping(8): an open-ended run), an RdmacliError if it is a failure of its own,
+        None for the engine's default (interrupted, or the deadline's error)."""
+        return None
 
     def on_deadline(self, conn):
         """The connection's deadline passed: an RdmacliError that says more than "deadline

@@ -35,6 +35,7 @@ class ServerFlow(Flow):
         self.rejected = 0
         self.finished_conns: list[Connection] = []
         self.ready_at: float | None = None
+        self.companions_due: dict[str, int] = {}  # client host -> connections of its test to come
 
     def run(self) -> None:
         self.timer.start("create id", -1)
@@ -113,7 +114,7 @@ class ServerFlow(Flow):
                 "device": conn.device,
             }
         )
-        capacity = self.max_clients is None or self.accepted < self.max_clients
+        capacity = self.admit(conn, ev)
         try:
             if stopping:
                 raise Reject("rdmacli: server is stopping")
@@ -126,6 +127,24 @@ class ServerFlow(Flow):
         self.accepted += 1
         self.enter(conn, L.ACCEPT)
         self.guarded(conn, self._accept)
+
+    def admit(self, conn: Connection, ev: CmEvent) -> bool:
+        """Room for this request? A client's test of several connections (its hello says how
+        many, up to hello.MAX_GROUP) counts as one client of -c: its companions get room."""
+        if self.max_clients is None:
+            return True
+        host = conn.remote.rsplit(":", 1)[0]
+        due = self.companions_due.get(host, 0)
+        if due > 0:  # a companion of a test already admitted
+            self.companions_due[host] = due - 1
+            self.max_clients += 1
+            return True
+        if self.accepted >= self.max_clients:
+            return False
+        group = conn.protocol.companions(ev)
+        if group > 1:
+            self.companions_due[host] = group - 1
+        return True
 
     def _accept(self, conn: Connection) -> None:
         if self.options.ack_timeout is not None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from rdmacli.diag.counters import explain
 from rdmacli.engine.flow import Flow, Observer, Options, Timeouts
 from rdmacli.engine.protocol import Params, Protocol
 from rdmacli.engine.stops import Stops
-from rdmacli.errors import RdmacliError, Stopped, internal_error
+from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
 from rdmacli.outcome import Outcome, from_flow
 from rdmacli.protocols.table import MCAST, Spec
 
@@ -48,9 +48,12 @@ class Test:
 
     def make_protocol(self) -> Callable[[], Protocol]:
         cls = self.spec.client_class() if self.role == CLIENT else self.spec.server_class()
+        params = self.params
+        if self.role == CLIENT and self.connections and self.connections > 1:
+            params = replace(params, group=self.connections)  # said to the server (hello)
         if self.wrap is None:
-            return lambda: cls.from_params(self.params)
-        return lambda: self.wrap(cls.from_params(self.params))
+            return lambda: cls.from_params(params)
+        return lambda: self.wrap(cls.from_params(params))
 
 
 def build(test: Test, *, observer: Observer | None = None, backend=None) -> Flow:
@@ -129,6 +132,11 @@ def run(
     if flow is None:  # failed before anything existed (no device, bad address)
         return Outcome(test.command, test.summary, error=error, signal=signum)
     flow.close()  # a no-op, unless a stop came between the flow's creation and its run
+    why = signal.Signals(signum).name if signum is not None else None
+    if why is None and error is not None and error.cause is Cause.DEADLINE and not error.details.get("step"):
+        why = "deadline"  # the overall --timeout (a connection's own deadline names its step)
+    if why is not None and flow.end_open(why):
+        signum = error = None  # ping(8): a stop is the normal end of an open-ended run
     if signum is None and stops.signum is not None:
         flow.warnings.append(
             f"{signal.Signals(stops.signum).name} arrived after the run had ended; its result stands"

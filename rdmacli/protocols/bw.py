@@ -153,15 +153,18 @@ class BwClient(_Side):
         self.received = 0  # SEND --bidir: the server's messages that arrived
         self.next_progress = 0.0
         self.done_told = self.done_sent = False
+        self.group = 1  # --qps: said in the hello, so that a default server takes them all
 
     @classmethod
     def from_params(cls, p):
-        return cls(p.op, p.size, p.count, p.duration, p.depth, p.bidir)
+        client = cls(p.op, p.size, p.count, p.duration, p.depth, p.bidir)
+        client.group = p.group
+        return client
 
     def conn_param(self) -> ConnParam:
         flags = OPS[self.op] | (H.BIDIR if self.bidir else 0)
         depth = min(self.depth, H.MAX_COUNT) if self.bidir else 0  # the server's window, --bidir
-        hello = H.Hello(H.KIND_BW, depth, self.size, flags=flags)  # the count is ours alone
+        hello = H.Hello(H.KIND_BW, depth, self.size, flags=flags, group=self.group)  # the count is ours
         return ConnParam(private_data=hello.pack(), responder_resources=16, initiator_depth=16,
                          retry_count=7, rnr_retry_count=7)  # fmt: skip
 
@@ -279,6 +282,9 @@ class BwServer(_Side):
     @classmethod
     def from_params(cls, p):
         return cls(p.size, **p.limits())
+
+    def companions(self, ev) -> int:
+        return H.companions(ev.private_data, H.KIND_BW)
 
     def on_request(self, conn, ev) -> None:
         self.op, self.size, extra = H.operation(

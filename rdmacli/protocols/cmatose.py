@@ -123,10 +123,18 @@ class _Exchange(Windowed, Protocol):
 
 
 class CmatoseClient(_Exchange):
+    group = 1  # -c: said in the hello, so that a default rdmacli server takes them all
+
+    @classmethod
+    def from_params(cls, p):
+        client = cls(p.count, p.size)
+        client.group = p.group
+        return client
+
     def conn_param(self) -> ConnParam:
         # cmatose.c:256-262; the hello is rdmacli's addition (ignored by ucmatose)
         return ConnParam(
-            private_data=H.Hello(H.KIND_CONNECT, self.count, self.size).pack(),
+            private_data=H.Hello(H.KIND_CONNECT, self.count, self.size, group=self.group).pack(),
             responder_resources=1,
             initiator_depth=1,
             retry_count=5,
@@ -155,6 +163,9 @@ class CmatoseServer(_Exchange):
     @classmethod
     def from_params(cls, p):
         return cls(p.count, p.size, **p.limits())
+
+    def companions(self, ev) -> int:
+        return H.companions(ev.private_data, H.KIND_CONNECT)
 
     def on_request(self, conn, ev) -> None:
         hello = H.parse(ev.private_data)

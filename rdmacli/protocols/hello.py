@@ -13,13 +13,16 @@ from dataclasses import dataclass
 
 MAGIC = b"RDMACLI"
 VERSION = 1
-FORMAT = ">7sBBBHII"  # magic, version, kind, flags, reserved, count, size
+FORMAT = ">7sBBBHII"  # magic, version, kind, flags, group, count, size
 SIZE = struct.calcsize(FORMAT)  # 20
 KIND_CONNECT, KIND_PING, KIND_UD, KIND_BW, KIND_LAT = 1, 2, 3, 4, 5
 KIND_NAMES = {KIND_CONNECT: "connect", KIND_PING: "ping", KIND_UD: "ud", KIND_BW: "bw", KIND_LAT: "lat"}
 
 MAX_COUNT = 1_000_000
 MAX_SIZE = 64 * 1024 * 1024
+# the connections one client opens as one test (bw --qps, connect -c), said in its hello so that a
+# server counts them as one client; a server takes at most this many from one client unasked
+MAX_GROUP = 64
 
 
 @dataclass(frozen=True)
@@ -28,19 +31,30 @@ class Hello:
     count: int
     size: int
     flags: int = 0
+    group: int = 1  # connections of this client's test, this one included (0 on the wire: 1)
 
     def pack(self) -> bytes:
-        return struct.pack(FORMAT, MAGIC, VERSION, self.kind, self.flags, 0, self.count, self.size)
+        group = min(max(self.group, 1), 0xFFFF)
+        return struct.pack(FORMAT, MAGIC, VERSION, self.kind, self.flags, group, self.count, self.size)
 
 
 def parse(data: bytes) -> Hello | None:
     """The hello in a private data area, or None when the peer sent none (a C tool)."""
     if len(data) < SIZE or not data.startswith(MAGIC):
         return None
-    magic, version, kind, flags, _, count, size = struct.unpack(FORMAT, data[:SIZE])
+    magic, version, kind, flags, group, count, size = struct.unpack(FORMAT, data[:SIZE])
     if version != VERSION:
         return None
-    return Hello(kind=kind, count=count, size=size, flags=flags)
+    return Hello(kind=kind, count=count, size=size, flags=flags, group=max(group, 1))
+
+
+def companions(data: bytes, kind: int) -> int:
+    """How many connections (this one included) the client opens as one test, as its hello
+    says, within MAX_GROUP; 1 for a C client or another kind's hello."""
+    hello = parse(data)
+    if hello is None or hello.kind != kind:
+        return 1
+    return min(hello.group, MAX_GROUP)
 
 
 OP_MASK = 0x0F  # bw and lat: the operation in the flags' low bits, options above them

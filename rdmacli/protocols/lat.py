@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 import time
 
-from rdmacli.engine.protocol import Protocol
+from rdmacli.engine.protocol import Protocol, stopped_like_ping
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.rping import INFO, RttStats, _pct, advertised, pack_info
@@ -80,6 +80,7 @@ class LatClient(_PingPong):
         self.t_post = 0.0
         self.t_start: float | None = None
         self.t_end = 0.0
+        self.stopped_by: str | None = None  # a deadline or signal that ended the run (ping(8))
 
     @classmethod
     def from_params(cls, p):
@@ -117,6 +118,12 @@ class LatClient(_PingPong):
         self.t_post = time.perf_counter()
         self.send(conn)
 
+    def on_stop(self, conn, why: str):
+        if self.t_start is None:
+            return None  # not connected yet: interrupted, or the deadline's own error
+        self.t_end, self.stopped_by = time.monotonic(), why
+        return stopped_like_ping(self.host.n, self.count, why, "iteration", conn.flow.where(conn))
+
     def on_disconnected(self, conn) -> None:
         if self.host.n >= self.count:
             conn.finish()
@@ -132,6 +139,8 @@ class LatClient(_PingPong):
 
     def summary(self) -> dict:
         d = {"op": self.op, "size_bytes": self.size, "iterations": self.host.n}
+        if self.stopped_by is not None:
+            d["stopped_by"] = self.stopped_by
         if self.host.n:
             d["latency_us"] = perftest_figures(self.host, half=True)
             d["rtt_us"] = perftest_figures(self.host)

@@ -12,7 +12,7 @@ import random
 import struct
 import time
 
-from rdmacli.engine.protocol import Protocol, Reject, Transitions
+from rdmacli.engine.protocol import Protocol, Reject, Transitions, stopped_like_ping
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import PING
@@ -140,6 +140,7 @@ class RpingClient(_Rping):
         self.rtts = RttStats()
         self.validated = self.failed = 0
         self.t_start = self.t_end = None
+        self.stopped_by: str | None = None  # a deadline or signal that ended the run (ping(8))
         self.start_mr = None
         self._t0 = 0.0
 
@@ -206,6 +207,12 @@ class RpingClient(_Rping):
         else:
             self._next(conn)
 
+    def on_stop(self, conn, why: str):
+        if self.t_start is None:
+            return None  # not connected yet: interrupted, or the deadline's own error
+        self.t_end, self.stopped_by = time.monotonic(), why
+        return stopped_like_ping(self.rtts.n, self.count, why, "ping", conn.flow.where(conn))
+
     def on_disconnected(self, conn) -> None:
         if self.stages.stage == "done":
             conn.finish()
@@ -226,7 +233,7 @@ class RpingClient(_Rping):
             )
 
     def summary(self) -> dict:
-        return ping_stats(
+        d = ping_stats(
             self.rtts,
             self.ping,
             self.size,
@@ -235,6 +242,13 @@ class RpingClient(_Rping):
             self.t_start,
             self.t_end or time.monotonic(),
         )
+        if self.stopped_by is not None:
+            # the ping in flight at the stop is sent and lost, as ping(8) counts it
+            d["pings_sent"] = max(
+                d["pings_sent"], self.ping + (self.stages.stage in ("read_adv", "write_adv"))
+            )
+            d["stopped_by"] = self.stopped_by
+        return d
 
 
 class RpingServer(_Rping):

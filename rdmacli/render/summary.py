@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rdmacli.render.units import counter_words, duration, durations
+from rdmacli.render.units import counter_words, duration, durations, plural
 
 
 def connection_details(c: dict) -> list[str]:
@@ -21,6 +21,8 @@ def ping_statistics(c: dict) -> list[str]:
     if "time_ms" in c:
         text += f", time {duration(c['time_ms'] * 1e3)}"
     lines.append(text)
+    if c.get("stopped_by"):
+        lines.append(stopped_words(c["pings_completed"], "ping", c["stopped_by"]))
     if "rtt_us" in c:
         r = c["rtt_us"]
         keys = ("min", "avg", "max", "mdev", "p50", "p99")
@@ -32,6 +34,12 @@ def ping_statistics(c: dict) -> list[str]:
             f"({c['size_bytes']} bytes read and written per ping)"
         )
     return lines
+
+
+def stopped_words(n: int, what: str, why: str) -> str:
+    """ping(8)'s normal end of an open-ended run, said."""
+    by = "the deadline (--timeout)" if why == "deadline" else why
+    return f"stopped after {plural(n, what)} by {by}"
 
 
 def datagram_counts(c: dict) -> list[str]:
@@ -68,7 +76,8 @@ def latency(c: dict) -> list[str]:
     lat, host, net = c["latency_us"], c["rtt_us"], c["network_rtt_us"]
     keys = ("t_min", "t_typical", "t_avg", "p99", "p99_9", "t_max")
     v, unit = durations([lat[k] for k in keys], by=lat["t_typical"])
-    return [
+    stopped = [stopped_words(c["iterations"], "iteration", c["stopped_by"])] if c.get("stopped_by") else []
+    return stopped + [
         f"--- {c['remote']} rdma {c['op']} latency, {c['size_bytes']} bytes, "
         f"{c['iterations']} iterations ---",
         "one way: t_min {} t_typical {} t_avg {} p99 {} p99.9 {} t_max {} {}".format(*v, unit),

@@ -40,3 +40,8 @@ def _sig3(x: float) -> str:
 def counter_words(counters: dict) -> str:
     """Counter deltas for people: 'completer_retry_err +3, duplicate_request +3'."""
     return ", ".join(f"{name} +{n}" for name, n in sorted(counters.items()))
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """'1 ping', '2 pings' (or the plural given: '2 sheep')."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"

@@ -59,15 +59,22 @@ def c_clients(backend: FakeBackend, n: int = 1, ps: int = C.PS_TCP) -> None:
     backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
 
 
-def rping_server(backend: FakeBackend, hang_up_after: int | None = None) -> None:
+def rping_server(
+    backend: FakeBackend, hang_up_after: int | None = None, mute_after: int | None = None, then=None
+) -> None:
     """rping -s: a go-ahead for each advert; with hang_up_after, it goes away after that many
-    pings (killed, or its own -C)."""
+    pings (killed, or its own -C); with mute_after, it stops answering after that many (its
+    connection stays up); `then(n)` is called after each ping it answered."""
     adverts: dict = {}
 
     def on_send(cm, wr):
         if cm.peer_gone:
             return  # it went away: nothing answers any more
+        if mute_after is not None and adverts.get(cm.key, 0) >= 2 * mute_after:
+            return
         adverts[cm.key] = adverts.get(cm.key, 0) + 1
+        if then is not None and adverts[cm.key] % 2 == 0:
+            then(adverts[cm.key] // 2)
         backend.deliver(cm, bytes(16))
         if hang_up_after is not None and adverts[cm.key] == 2 * hang_up_after:
             backend.peer_disconnects(cm)

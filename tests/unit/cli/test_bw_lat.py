@@ -129,3 +129,30 @@ def test_bw_server_refuses_unknown_options_in_the_hello():
         H.operation(data, H.KIND_BW, 1 << 20, {0: "write"}, 1, options=H.BIDIR)
     assert H.operation(H.Hello(H.KIND_BW, 0, 4096, flags=H.BIDIR | 1).pack(), H.KIND_BW, 1 << 20,
                        {1: "read"}, 1, options=H.BIDIR) == ("read", 4096, H.BIDIR)  # fmt: skip
+
+
+def test_lat_stopped_by_ctrl_c_after_answered_iterations_ends_normally(rdmacli, backend):
+    import os
+    import signal
+
+    answered = []
+
+    def answer(cm, wr):
+        if wr["opcode"] == C.WR_SEND:
+            answered.append(1)
+            backend.deliver(cm, struct.pack(">Q", 1000) + bytes(56))
+            if len(answered) == 20:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    backend.on_send = answer
+    r = rdmacli(backend, "lat", "10.0.0.1", "-C", "100000", "--json")
+    assert r.exit_code == 0 and r.doc["result"] == "pass", r.doc["error"]
+    [c] = r.doc["connections"]
+    assert c["stopped_by"] == "SIGINT" and 19 <= c["iterations"] < 100000
+
+
+def test_bw_says_its_qp_count_in_each_hello(rdmacli, backend):
+    bw_server(backend)
+    r = rdmacli(backend, "bw", "10.0.0.1", "--qps", "3", "-C", "10", "--json")
+    assert r.exit_code == 0, r.doc["error"]
+    assert [H.parse(p.private_data).group for p in backend.conn_params] == [3, 3, 3]

@@ -118,3 +118,32 @@ def test_a_port_already_held_is_said_with_who_holds_it(rdmacli, backend):
     err = r.doc["error"]
     assert err["cause"] == "port_in_use" and err["holders"] == ["rping (pid 4242)"]
     assert "port 7174 on 10.0.0.1 is in use by rping (pid 4242)" in err["message"]
+
+
+def test_a_client_test_of_several_connections_counts_as_one_client(rdmacli, backend):
+    """connect -c 3 (bw --qps 3) says so in its hello: a default server (-c 1) takes all three,
+    and nobody else."""
+    from rdmacli.protocols import hello as H
+
+    group = H.Hello(H.KIND_CONNECT, 10, 100, group=3).pack()
+    backend.script["listen"] = lambda cm: (
+        [backend.request(group) for _ in range(3)]
+        + [backend.request(H.Hello(H.KIND_CONNECT, 10, 100).pack())]
+    )[:0]
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
+    r = rdmacli(backend, "listen", "-b", "10.0.0.1", "--json")
+    assert r.exit_code == 0, r.doc["error"]
+    assert r.doc["totals"]["connections_passed"] == 3 and r.doc["totals"]["connections_rejected"] == 1
+    assert backend.rejections == [b"rdmacli: server is full\0"]
+
+
+def test_a_group_beyond_the_servers_limit_is_refused_past_it(rdmacli, backend):
+    from rdmacli.protocols import hello as H
+
+    n = H.MAX_GROUP + 2
+    group = H.Hello(H.KIND_CONNECT, 1, 8, group=n).pack()
+    backend.script["listen"] = lambda cm: [backend.request(group) for _ in range(n)][:0]
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
+    r = rdmacli(backend, "listen", "-b", "10.0.0.1", "--json")
+    t = r.doc["totals"]
+    assert (t["connections_passed"], t["connections_rejected"]) == (H.MAX_GROUP, 2), t

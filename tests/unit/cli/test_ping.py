@@ -36,3 +36,41 @@ def test_a_person_sees_a_line_per_ping_and_the_statistics(rdmacli, backend):
     assert r.exit_code == 0
     assert "bytes from 10.0.0.1: ping=0" in r.stderr and "bytes from 10.0.0.1: ping=1" in r.stderr
     assert "2 pings" in r.stdout or "packets" in r.stdout or "ping" in r.stdout
+
+
+# -- ping(8)'s meaning of success: a deadline or a stop ends an open-ended run normally ---------
+
+
+def test_an_open_ended_ping_ended_by_its_deadline_passes_with_its_statistics(rdmacli, backend):
+    rping_server(backend)
+    r = rdmacli(backend, "ping", "10.0.0.1", "-i", "0.1", "--timeout", "0.5", "--json")
+    assert r.exit_code == 0 and r.doc["result"] == "pass", r.doc["error"]
+    [conn] = r.doc["connections"]
+    assert conn["state"] == "done" and conn["stopped_by"] == "deadline" and conn["pings_completed"] >= 2
+    r = rdmacli(backend, "ping", "10.0.0.1", "-i", "0.1", "--timeout", "0.5")
+    assert r.exit_code == 0 and "stopped after" in r.stdout and "by the deadline" in r.stdout, r.stdout
+
+
+def test_a_counted_ping_whose_deadline_comes_first_fails_as_unanswered_not_as_a_dead_peer(rdmacli, backend):
+    rping_server(backend)
+    r = rdmacli(backend, "ping", "10.0.0.1", "-C", "1000", "-i", "0.1", "--timeout", "0.5", "--json")
+    assert r.exit_code == 1 and r.doc["error"]["cause"] == "unanswered", r.doc["error"]
+    assert "answered before the deadline" in r.doc["error"]["message"]
+
+
+def test_a_ping_that_nobody_answers_fails_with_exit_1_when_stopped(rdmacli, backend):
+    rping_server(backend, mute_after=0)
+    r = rdmacli(backend, "ping", "10.0.0.1", "--timeout", "0.5", "--json")
+    assert r.exit_code == 1 and r.doc["error"]["cause"] == "unanswered", r.doc["error"]
+    assert r.doc["connections"][0]["pings_sent"] == 1 and r.doc["connections"][0]["pings_completed"] == 0
+
+
+def test_ctrl_c_after_answered_pings_is_a_normal_end(rdmacli, backend):
+    import os
+    import signal
+
+    rping_server(backend, then=lambda n: n == 4 and os.kill(os.getpid(), signal.SIGINT))
+    r = rdmacli(backend, "ping", "10.0.0.1", "--json")
+    assert r.exit_code == 0 and r.doc["result"] == "pass", r.doc
+    [conn] = r.doc["connections"]
+    assert conn["stopped_by"] == "SIGINT" and conn["pings_completed"] >= 4
