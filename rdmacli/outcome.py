@@ -75,6 +75,7 @@ class Outcome:
     error: RdmacliError | None = None  # what ended the run, if anything did
     signal: int | None = None  # the signal that stopped the run (SIGINT, SIGTERM, SIGHUP)
     failed: bool = False  # a check of a non-connection command (doctor, selftest) failed
+    failed_words: str = "a check failed"  # which, for people (the cause is check_failed)
     steps_us: list[dict] = field(default_factory=list)
     elapsed_ms: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -101,6 +102,8 @@ class Outcome:
         """What failed the run: its own error, else the first failed connection's, else (a
         server that served nobody) that every client it saw was rejected."""
         err = self.first_error()
+        if err is None and self.failed:
+            return RdmacliError(self.failed_words, cause=Cause.CHECK_FAILED)
         if err is not None or not self.connections or any(s != State.REJECTED for s in self.states()):
             return err
         return RdmacliError(

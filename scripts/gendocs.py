@@ -33,7 +33,9 @@ EXIT_STATUS = [
         "Stopped by signal N: 130 Ctrl-C (SIGINT), 129 SIGHUP, 143 SIGTERM; everything is "
         "torn down and the summary (JSON too) is still printed. Events that had already arrived "
         "(a client's disconnect) are handled first, so a finished client counts as passed; a "
-        "signal during teardown, after the run ended, leaves its result as it was.",
+        "signal during teardown, after the run ended, leaves its result as it was. ping and lat "
+        "follow ping(8): a deadline or a signal after answered pings is a normal end (exit 0), "
+        "no answer at all exit 1.",
     ),
 ]
 ENVIRONMENT = [

@@ -50,19 +50,28 @@ def command(peer, port, port_space, json_mode):
         from rdmacli.rdma.constants import PORT_SPACES
 
         checks = doctor.local_checks()
-        can_probe = not any(
-            c.check in ("libraries", "devices", "device access") and c.verdict == "fail" for c in checks
-        )
-        if peer and can_probe:
+        # the host cannot be examined further (exit 3, as `rdmacli devices` for the same host)
+        broken = next((c for c in checks if c.check in doctor.SETUP_CHECKS and c.verdict == "fail"), None)
+        if peer and broken is None:
             checks += doctor.peer_checks(peer, port, PORT_SPACES[port_space])
+        elif peer:
+            checks.append(
+                doctor.Check(
+                    "peer", "skipped", f"{peer} not probed: the {broken.check} check failed",
+                    "fix this host first (see the failed check); then run doctor PEER again",
+                )
+            )  # fmt: skip
         rows = [c.to_dict() for c in checks]
         failed = [c for c in checks if c.verdict == "fail"]
-        broken = next((c for c in checks if c.check == "libraries" and c.verdict == "fail"), None)
+        names = ", ".join(c.check for c in failed)
         outcome = Outcome(
             "doctor",
             params,
             failed=bool(failed),
-            error=RdmacliError(broken.detail, hint=broken.hint, cause=Cause.ENVIRONMENT) if broken else None,
+            failed_words=f"{len(failed)} of {len(checks)} checks failed: {names}",
+            error=RdmacliError(broken.detail, hint=broken.hint, cause=broken.cause or Cause.ENVIRONMENT)
+            if broken
+            else None,
             counts={"checks": len(checks), "checks_failed": len(failed)},
             data={"checks": rows},
         )
@@ -74,7 +83,9 @@ def command(peer, port, port_space, json_mode):
 
         app.out.print(checks_table(rows, "rdmacli doctor", ["check", "verdict", "detail", "hint"]))
         app.out.print(
-            f"{len(checks) - len(failed)}/{len(checks)} checks passed"
+            f"{sum(c.verdict != 'fail' and c.verdict != 'skipped' for c in checks)}/{len(checks)} "
+            "checks passed"
             + (f", {len(failed)} failed" if failed else "")
+            + (", 1 skipped" if any(c.verdict == "skipped" for c in checks) else "")
         )
         sys.exit(outcome.exit_code)

@@ -88,6 +88,8 @@ def command(count, size, protocols, server_address, client_address, timeout, jso
             "selftest",
             params,
             failed=passed < len(rows),
+            failed_words=f"{len(rows) - passed} of {len(rows)} protocols failed: "
+            + ", ".join(r["protocol"] for r in rows if r["verdict"] != "pass"),
             counts={"protocols": len(rows), "protocols_passed": passed},
             data={"server_address": server, "client_address": client, "path": path, "rows": rows},
         )

@@ -21,13 +21,30 @@ NEEDED_MEMLOCK = 8 * 1024 * 1024  # rdmacli's buffers stay far below this with d
 CAP_IPC_LOCK = 14
 
 
+# what a failed check means, by the check, where its probe did not say more (errors.Cause)
+CHECK_CAUSE = {
+    "libraries": Cause.ENVIRONMENT,
+    "devices": Cause.ENVIRONMENT,
+    "device access": Cause.ENVIRONMENT,
+    "local ports": Cause.LOCAL_PORT_DOWN,
+    "memlock": Cause.MEMLOCK,
+    "route": Cause.ROUTE,
+}
+# the checks without which nothing else can be examined: a host, not a check, that fails
+SETUP_CHECKS = ("libraries", "devices", "device access")
+
+
 @dataclass
 class Check:
     check: str
-    verdict: str  # pass | warn | fail | info
+    verdict: str  # pass | warn | fail | info | skipped
     detail: str
     hint: str | None = None
-    cause: Cause | None = None  # for a failed probe: why, as data (errors.Cause)
+    cause: Cause | None = None  # for a failed check: why, as data (errors.Cause)
+
+    def __post_init__(self) -> None:
+        if self.verdict == "fail" and self.cause is None:
+            self.cause = CHECK_CAUSE.get(self.check, Cause.CHECK_FAILED)
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -29,9 +29,12 @@ class Row:
     verdict: str
     time_ms: float
     detail: str
+    cause: Cause | None = None  # a failed row's: why, as data (errors.Cause)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["cause"] = self.cause.value if self.cause else None
+        return d
 
 
 def rdma_ipv4s() -> list[tuple[str, str]]:
@@ -142,7 +145,7 @@ def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size:
     spec = PROTOCOL_TABLE[name]
     problem = spec.check_size(size)
     if problem:
-        return Row(name, "fail", 0.0, problem)
+        return Row(name, "fail", 0.0, problem, Cause.USAGE)
     common = dict(
         params=Params(count=count, size=size, validate=spec is PING),
         timeouts=Timeouts(2000, min(10.0, timeout), min(10.0, timeout), timeout, timeout),
@@ -165,6 +168,7 @@ def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size:
     errors, ms = _pair(server, client, ready, timeout)
     if errors:
         first = errors[0]
-        text = first.message if isinstance(first, RdmacliError) else f"{type(first).__name__}: {first}"
-        return Row(name, "fail", round(ms, 1), text)
+        if isinstance(first, RdmacliError):
+            return Row(name, "fail", round(ms, 1), first.message, first.cause)
+        return Row(name, "fail", round(ms, 1), f"{type(first).__name__}: {first}", Cause.INTERNAL)
     return Row(name, "pass", round(ms, 1), f"{what}, {client_ip} -> {server_ip}")

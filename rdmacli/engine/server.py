@@ -135,9 +135,10 @@ class ServerFlow(Flow):
             return True
         host = conn.remote.rsplit(":", 1)[0]
         due = self.companions_due.get(host, 0)
-        if due > 0:  # a companion of a test already admitted
+        if due > 0:  # a companion of a test already admitted: room is made if there is none
             self.companions_due[host] = due - 1
-            self.max_clients += 1
+            if self.accepted >= self.max_clients:
+                self.max_clients += 1
             return True
         if self.accepted >= self.max_clients:
             return False

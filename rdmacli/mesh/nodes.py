@@ -106,10 +106,20 @@ def check_rail_counts(names: list[str], counts: list[int], hint: str | None = No
     """Every node has as many rails as most do, or a usage error that names those that do not."""
     if not counts:
         return
+    bare = [n for n, c in zip(names, counts) if c == 0]
+    if bare:  # a host, not the user: no usable RDMA port there
+        raise RdmacliError(
+            f"{len(bare)} node(s) have no usable RDMA port (ACTIVE, with an IP address): "
+            + ", ".join(bare[:8])
+            + (f" and {len(bare) - 8} more" if len(bare) > 8 else ""),
+            hint="on those nodes check `rdmacli devices` and `rdmacli doctor` (a device, its port "
+            "ACTIVE, an address on its netdev); or give the rails' addresses with --map",
+            cause=Cause.ENVIRONMENT,
+        )
     common = max(set(counts), key=counts.count)
     tied = sum(counts.count(c) == counts.count(common) for c in set(counts)) > 1
     odd = [f"{n} ({c})" for n, c in zip(names, counts) if c != common or tied]
-    if odd or common == 0:
+    if odd:
         head = "no number of rails is shared by most nodes: " if tied else f"most have {common}, "
         raise RdmacliError(
             "nodes have different numbers of rails: "

@@ -6,7 +6,8 @@ from rich.table import Table
 
 from rdmacli.render.units import duration
 
-STYLE = {"pass": "[green]✔ pass[/]", "warn": "[yellow]⚠ warn[/]", "fail": "[red]✘ fail[/]", "info": "info"}
+STYLE = {"pass": "[green]✔ pass[/]", "warn": "[yellow]⚠ warn[/]", "fail": "[red]✘ fail[/]", "info": "info",
+         "skipped": "[dim]- skipped[/]"}  # fmt: skip
 
 
 def checks_table(rows: list[dict], title: str, columns: list[str]) -> Table:

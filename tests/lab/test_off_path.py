@@ -112,9 +112,10 @@ def test_sigterm_ends_a_ping_against_rping_with_its_summary(lab, servers, c_tool
             client.send_signal(signal.SIGTERM)
             break
     out, err = client.communicate(timeout=60)
-    assert client.returncode == 143, err
+    assert client.returncode == 0, err  # ping(8): a stop after answered pings is a normal end
     doc = summary("".join(lines) + out)
-    assert doc["result"] == "interrupted" and doc["connections"][0]["state"] == "interrupted"
+    assert doc["result"] == "pass" and doc["connections"][0]["state"] == "done"
+    assert doc["connections"][0]["stopped_by"] == "SIGTERM"
     assert doc["connections"][0]["pings_completed"] >= 21
     rc, _, serr = srv.finish()
     assert rc == 0, serr  # rping -s saw a clean disconnect: we tore down properly

@@ -133,9 +133,10 @@ def test_ctrl_c_ends_an_open_ended_ping_with_its_summary(lab, servers):
             client.send_signal(2)
             break
     out, err = client.communicate(timeout=60)
-    assert client.returncode == 130, err
+    assert client.returncode == 0, err  # ping(8): Ctrl-C after answered pings is a normal end
     doc = summary("".join(lines) + out)
-    assert doc["result"] == "interrupted" and doc["exit_code"] == 130
+    assert doc["result"] == "pass" and doc["exit_code"] == 0
+    assert doc["connections"][0]["stopped_by"] == "SIGINT"
     assert doc["connections"][0]["pings_completed"] >= 31
     assert "Traceback" not in err
     rc, sout, serr = srv.finish()

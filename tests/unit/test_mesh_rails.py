@@ -444,3 +444,14 @@ def test_a_map_or_resolution_giving_one_address_to_two_nodes_is_refused(tmp_path
     with pytest.raises(RdmacliError) as exc:  # two names, one host
         addresses(["n1", "n2"], template="127.0.0.1")
     assert "both have 127.0.0.1" in exc.value.message
+
+
+def test_nodes_without_a_usable_rdma_port_are_the_hosts_fault_not_a_usage_error():
+    from rdmacli.errors import RdmacliError
+    from rdmacli.mesh.nodes import check_rail_counts
+
+    with pytest.raises(RdmacliError) as info:
+        check_rail_counts(["n1", "n2", "n3"], [0, 2, 0])
+    err = info.value
+    assert err.cause.value == "environment" and err.exit_code == 3
+    assert "2 node(s) have no usable RDMA port" in err.message and "n1, n3" in err.message
