@@ -26,9 +26,39 @@ COMMANDS = {
 }
 
 
+HIDDEN = {"mesh-agent"}  # started by `rdmacli mesh`, not by people: documented, not listed
+# ping(8)'s (and perftest's) letters that people type, and what they are here
+FOREIGN_LETTERS = {
+    "-c": "-C/--count (ping(8)'s -c)",
+    "-w": "--timeout (ping(8)'s -w deadline)",
+    "-s": "-S/--size (ping(8)'s -s)",
+    "-W": "--idle-timeout (ping(8)'s -W)",
+    "-n": "-C/--count (perftest's -n)",
+    "-q": "--qps (perftest's -q)",
+}
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name = args[0] if args else ""
+        if args and name not in COMMANDS and not name.startswith("-"):
+            import difflib
+
+            close = difflib.get_close_matches(name, sorted(set(COMMANDS) - HIDDEN), n=1, cutoff=0.5)
+            ctx.fail(f"No such command '{name}'." + (f" Did you mean '{close[0]}'?" if close else ""))
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            here = FOREIGN_LETTERS.get(exc.option_name)
+            if here and not exc.possibilities:
+                exc.message = exc.message.rstrip(".") + f" (here: {here})"
+            raise
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
@@ -37,9 +67,18 @@ class LazyGroup(click.Group):
         return module.command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx) if name not in HIDDEN]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def show_version(ctx: click.Context) -> None:
+    from rdmacli.rdma.versions import rdma_core_versions
+
+    libs = rdma_core_versions()
+    words = ", ".join(f"{lib} {'rdma-core ' + v if v else 'not found'}" for lib, v in libs.items())
+    click.echo(f"rdmacli, version {__version__} ({words})")
+    ctx.exit()
 
 
 EPILOG = """\b
@@ -51,7 +90,15 @@ Exit status:
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
-@click.version_option(__version__, "-V", "--version", prog_name="rdmacli")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, param, value: value and show_version(ctx),
+    help="Show the version, and rdma-core's as loaded (librdmacm, libibverbs), and exit.",
+)
 def cli() -> None:
     """RDMA connectivity toolkit: the librdmacm test utilities (rping, ucmatose, udaddy,
     mckey, cmtime) in one command, with deadlines, decoded errors and JSON."""

@@ -38,7 +38,8 @@ class App:
     def err(self):
         from rich.console import Console
 
-        return Console(stderr=True, highlight=False)
+        # not on a terminal (a log, a CI job): no hard wrap at 80 columns inside commands and words
+        return Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
 
     @cached_property
     def out(self):

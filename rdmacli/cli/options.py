@@ -289,6 +289,13 @@ def output(f):
 
     @functools.wraps(f)
     def wrapper(*args, show_events, steps, json_mode, json_lines, quiet, **kw):
+        if json_mode and json_lines:
+            raise click.UsageError("--json and --json-lines are two formats: choose one")
+        if show_events and (json_mode or json_lines):
+            raise click.UsageError(
+                "--events draws the CM events for people; with --json-lines they are records "
+                "already (type cm_event), and --json has the step timings"
+            )
         app = App(
             json_mode=json_mode,
             json_lines=json_lines,

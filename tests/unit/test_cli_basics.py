@@ -12,17 +12,53 @@ from rdmacli import __version__
 from rdmacli.cli import COMMANDS, cli
 
 
-def test_help_lists_every_subcommand():
+def test_help_lists_every_subcommand_but_the_internal_agent():
     r = CliRunner().invoke(cli, ["--help"])
     assert r.exit_code == 0
     for name, (_, summary) in COMMANDS.items():
+        if name == "mesh-agent":
+            assert "mesh-agent" not in r.output  # started by `mesh`; documented in its own man page
+            continue
         assert name in r.output
         assert summary.split()[0] in r.output
 
 
-def test_version():
+def test_version_names_the_rdma_core_it_runs_on():
     r = CliRunner().invoke(cli, ["--version"])
     assert r.exit_code == 0 and __version__ in r.output
+    assert "librdmacm" in r.output and "libibverbs" in r.output
+
+
+def test_a_mistyped_command_gets_a_suggestion_and_ping8s_letters_a_pointer():
+    r = CliRunner().invoke(cli, ["pnig", "h"])
+    assert r.exit_code == 2 and "Did you mean 'ping'?" in r.output
+    r = CliRunner().invoke(cli, ["ping", "h", "-c", "5"])
+    assert r.exit_code == 2 and "-C/--count" in r.output
+
+
+def test_json_with_json_lines_or_events_is_refused_with_words():
+    r = CliRunner().invoke(cli, ["connect", "h", "--json", "--json-lines"])
+    assert r.exit_code == 2 and "two formats" in r.output
+    r = CliRunner().invoke(cli, ["connect", "h", "--json", "--events"])
+    assert r.exit_code == 2 and "--events" in r.output
+
+
+def test_a_usage_errors_json_never_names_a_mistyped_command():
+    r = subprocess.run([sys.executable, "-m", "rdmacli", "bogus", "--json"], capture_output=True, text=True)
+    assert r.returncode == 2 and json.loads(r.stdout)["command"] == "rdmacli"
+
+
+def test_messages_are_not_hard_wrapped_when_stderr_is_not_a_terminal():
+    import os
+
+    import pytest
+
+    if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
+        pytest.skip("this host has RDMA devices: `devices` has no error to print")
+    r = subprocess.run([sys.executable, "-m", "rdmacli", "devices"], capture_output=True, text=True)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 3 and all(x.startswith(("error:", "hint:")) for x in lines), r.stderr
+    assert any("rdma link add rxe0 type rxe netdev" in x for x in lines), r.stderr
 
 
 def test_unknown_option_is_usage_error():

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-OWN_ALLOWED = {"rdmacli", "rdmacli.__main__", "rdmacli.cli"}
+OWN_ALLOWED = {"rdmacli", "rdmacli.__main__", "rdmacli.cli", "rdmacli.rdma", "rdmacli.rdma.versions"}
 
 
 def imported(*args: str) -> set[str]:
