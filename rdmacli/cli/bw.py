@@ -8,16 +8,10 @@ from rdmacli.cli import options
 from rdmacli.protocols.table import BW
 
 
-def _duration(ctx, param, value):
-    if value is not None and value <= 0:
-        raise click.BadParameter("must be more than 0 seconds")
-    return value
-
-
 @click.command("bw")
 @options.host_argument()
 @options.port_option("RDMA CM port of the server.", default=BW.default_port)
-@options.bind_option("Source address.", "-I")
+@options.bind_option("Source address.")
 @click.option(
     "--op",
     type=click.Choice(["write", "read", "send"]),
@@ -28,7 +22,7 @@ def _duration(ctx, param, value):
 @click.option(
     "-S",
     "--size",
-    type=click.IntRange(BW.min_size, 1 << 30),
+    type=options.Size(BW.min_size, 1 << 30),
     default=BW.default_size,
     show_default=True,
     help="Message size in bytes (one buffer per QP: memlock bounds it).",
@@ -57,23 +51,22 @@ def _duration(ctx, param, value):
 @click.option(
     "-D",
     "--duration",
-    type=options.Finite(0, 86400),
+    type=options.Finite(0, 86400, min_open=True),
     default=None,
-    callback=_duration,
     metavar="SECONDS",
-    help="Seconds to run  [default: 5, unless -C].",
+    help="Seconds to run  [default: 5, unless -C; not with -C].",
 )
 @click.option(
     "--bidir",
     is_flag=True,
     help="Both ways at once (perftest's -b): the server sends too, for as long as this side does.",
 )
-@options.no_busy_poll
+@options.spin_by_default
 @options.wait_for_server
 @options.timeouts
 @options.output
 def command(
-    host, port, bind, op, size, qps, depth, count, duration, bidir, sleep, timeouts, app, show_events
+    host, port, bind, op, size, qps, depth, count, duration, bidir, busy_poll, timeouts, app, show_events
 ):
     """Measure bandwidth to HOST, which runs `rdmacli listen --bw`.
 
@@ -83,6 +76,8 @@ def command(
     terminal. With --bidir the server sends as well and reports its figures back: both
     directions and their sum.
     """
+    if count is not None and duration is not None:
+        raise click.UsageError("-C and -D are two ways to end the run (perftest's -n and -D): give one")
     if count is None and duration is None:
         duration = 5.0
     params = {
@@ -96,7 +91,7 @@ def command(
         "bidir": bidir,
         "count": count,
         "duration_s": duration,
-        "busy_poll": not sleep,
+        "busy_poll": busy_poll,
         "wait_s": timeouts.wait_s,
     }
     with app.errors("bw", params):
@@ -124,7 +119,7 @@ def command(
             bind=bind,
             connections=qps,
             timeouts=timeouts,
-            options=Options(busy_poll=not sleep),
+            options=Options(busy_poll=busy_poll),
             summary=params,
         )
         run_test(app, test, show_events=show_events, on_record=on_record, then=aggregate)

@@ -11,7 +11,7 @@ from rdmacli.protocols.table import LAT
 @click.command("lat")
 @options.host_argument()
 @options.port_option("RDMA CM port of the server.", default=LAT.default_port)
-@options.bind_option("Source address.", "-I")
+@options.bind_option("Source address.")
 @click.option(
     "--op",
     type=click.Choice(["send", "write"]),
@@ -22,7 +22,7 @@ from rdmacli.protocols.table import LAT
 @click.option(
     "-S",
     "--size",
-    type=click.IntRange(LAT.min_size, LAT.max_size),
+    type=options.Size(LAT.min_size, LAT.max_size),
     default=LAT.default_size,
     show_default=True,
     help="Message size in bytes (16 or more with --op write).",
@@ -35,11 +35,11 @@ from rdmacli.protocols.table import LAT
     show_default=True,
     help="Iterations.",
 )
-@options.no_busy_poll
+@options.spin_by_default
 @options.wait_for_server
 @options.timeouts
 @options.output
-def command(host, port, bind, op, size, count, sleep, timeouts, app, show_events):
+def command(host, port, bind, op, size, count, busy_poll, timeouts, app, show_events):
     """Measure latency to HOST, which runs `rdmacli listen --lat`.
 
     A ping-pong of SIZE-byte messages, -C iterations, busy-polled. Reported as perftest does
@@ -58,7 +58,7 @@ def command(host, port, bind, op, size, count, sleep, timeouts, app, show_events
         "op": op,
         "size_bytes": size,
         "count": count,
-        "busy_poll": not sleep,
+        "busy_poll": busy_poll,
         "wait_s": timeouts.wait_s,
     }
     with app.errors("lat", params):
@@ -76,7 +76,7 @@ def command(host, port, bind, op, size, count, sleep, timeouts, app, show_events
             port=port,
             bind=bind,
             timeouts=timeouts,
-            options=Options(busy_poll=not sleep),
+            options=Options(busy_poll=busy_poll),
             summary=params,
         )
         run_test(app, test, show_events=show_events)

@@ -30,7 +30,7 @@ from rdmacli.protocols.table import BW, CONNECT, PING, UD, mode_of
 @click.option(
     "--max-size",
     "max_size",
-    type=click.IntRange(1, 1 << 30),
+    type=options.Size(1, 1 << 30),
     default=None,
     metavar="BYTES",
     help="Largest size a client may ask for; larger requests are rejected "

@@ -15,12 +15,12 @@ from rdmacli.protocols.table import MCAST
 @options.bind_option("Local address to join from.")
 @click.option(
     "-c",
-    "--qps",
+    "--connections",
     "qps",
     type=click.IntRange(1, 256),
     default=1,
     show_default=True,
-    help="Number of QPs (cm ids) joining.",
+    help="Number of QPs (cm ids) joining (mckey -c).",
 )
 @click.option(
     "-C",
@@ -33,7 +33,7 @@ from rdmacli.protocols.table import MCAST
 @click.option(
     "-S",
     "--size",
-    type=click.IntRange(MCAST.min_size, MCAST.max_size),
+    type=options.Size(MCAST.min_size, MCAST.max_size),
     default=MCAST.default_size,
     show_default=True,
     help="Datagram size in bytes (at most the active MTU).",

@@ -86,11 +86,12 @@ DEFAULT_PORT = 7490
     "--ssh-options", metavar="OPTS", help="Extra ssh options for ClusterShell (e.g. '-i key -p 2222')."
 )
 @click.option(
-    "--connect-timeout",
+    "--ssh-timeout",
+    "connect_timeout",
     type=options.Finite(1, 600),
     default=10.0,
     show_default=True,
-    help="ssh connection timeout per node.",
+    help="ssh's connection timeout per node (ConnectTimeout; --connect-timeout elsewhere is the CM's).",
 )
 @click.option(
     "--srun-args",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 import click
 
@@ -22,6 +23,29 @@ class Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+class Size(click.IntRange):
+    """A size in bytes, with a binary suffix as dd and perftest users type it: 64K, 1M, 1MiB,
+    2g (K = KiB = 1024). Bounds are checked on the bytes, and said in --help as sizes."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return super().convert(value, param, ctx)
+        m = re.fullmatch(r"\s*(\d{1,12})\s*([kmg]?)(?:i?b)?\s*", str(value), re.IGNORECASE)
+        if m is None:
+            self.fail(f"{value!r} is not a size (bytes, or with K, M, G: 64K, 1M, 1MiB)", param, ctx)
+        return super().convert(int(m.group(1)) * SIZE_UNITS[m.group(2).lower()], param, ctx)
+
+    def _describe_range(self) -> str:
+        from rdmacli.render.units import bytes_words
+
+        return f"{bytes_words(self.min)} to {bytes_words(self.max)}"
 
 
 def _compose(*decorators):
@@ -97,9 +121,10 @@ def host_argument(name: str = "host", required: bool = True):
     return click.argument(name, type=ADDRESS, required=required, shell_complete=complete.rdma_addresses)
 
 
-def bind_option(help: str, *more_flags: str):
+def bind_option(help: str):
+    """-b (ucmatose's, udaddy's, mckey's) and -I (rping's, perftest's) on every command."""
     return click.option(
-        *more_flags,
+        "-I",
         "-b",
         "--bind",
         "bind",
@@ -250,7 +275,7 @@ exchange = _compose(
     click.option(
         "-S",
         "--size",
-        type=click.IntRange(0, CONNECT.max_size),
+        type=Size(0, CONNECT.max_size),
         default=CONNECT.default_size,
         show_default=True,
         help="Message size in bytes (0 sends nothing).",
@@ -271,11 +296,21 @@ def timeouts(f):
     return _timeout_options(wrapper)
 
 
-busy_poll = click.option("--busy-poll", is_flag=True, help="Spin on the CQ instead of sleeping on events.")
-# bw and lat spin by default, as perftest does: a wake-up per completion is what they would measure
-no_busy_poll = click.option(
-    "--no-busy-poll", "sleep", is_flag=True, help="Sleep on completion events instead of spinning on the CQ."
-)
+def busy_poll_option(default: bool):
+    """One flag pair on every command: --busy-poll spins on the CQ, --no-busy-poll sleeps on
+    completion events. bw and lat spin by default, as perftest does (a wake-up per completion
+    is what they would measure); the others sleep."""
+    return click.option(
+        "--busy-poll/--no-busy-poll",
+        "busy_poll",
+        default=default,
+        show_default=True,
+        help="Spin on the CQ instead of sleeping on completion events.",
+    )
+
+
+busy_poll = busy_poll_option(False)
+spin_by_default = busy_poll_option(True)
 
 
 def injected_backend():

@@ -18,7 +18,7 @@ def _size(ctx, param, value):
 @click.command("ping")
 @options.host_argument()
 @options.port_option("RDMA CM port of the server.", default=PING.default_port)
-@options.bind_option("Source address (rping -I).", "-I")
+@options.bind_option("Source address (rping -I).")
 @click.option(
     "-C",
     "--count",
@@ -29,11 +29,11 @@ def _size(ctx, param, value):
 @click.option(
     "-S",
     "--size",
-    type=int,
+    type=options.Size(PING.min_size, PING.max_size),
     default=PING.default_size,
     show_default=True,
     callback=_size,
-    help=f"Buffer size, {PING.min_size} to {PING.max_size} (rping's bounds).",
+    help="Buffer size (rping's bounds).",
 )
 @click.option("-V", "--validate", is_flag=True, help="Check that the data came back intact.")
 @click.option("-v", "--verbose", is_flag=True, help="Print a line per ping with its data.")

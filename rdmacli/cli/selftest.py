@@ -23,7 +23,7 @@ from rdmacli.protocols.table import PING, PROTOCOLS
 @click.option(
     "-S",
     "--size",
-    type=click.IntRange(1, PING.max_size),
+    type=options.Size(1, PING.max_size),
     default=64,
     show_default=True,
     help="Message size for every protocol (UD and multicast must fit the MTU).",

@@ -45,3 +45,11 @@ def counter_words(counters: dict) -> str:
 def plural(n: int, word: str, words: str | None = None) -> str:
     """'1 ping', '2 pings' (or the plural given: '2 sheep')."""
     return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+def bytes_words(n: int) -> str:
+    """A size as people write it: exact binary units where they fit (64 KiB, 1 GiB), else bytes."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"

@@ -105,3 +105,25 @@ def test_require_rdma_fails_a_run_where_no_lab_test_ran():
         cwd=here.parents[1],
     )
     assert r.returncode != 0 and "the lab suite must run in full" in r.stdout
+
+
+def test_sizes_take_suffixes_everywhere_and_help_shows_the_bounds_enforced():
+    from rdmacli.cli.options import Size
+
+    size = Size(1, 4 << 30)
+    assert [size.convert(v, None, None) for v in ("64K", "1M", "1MiB", "2g", "100", "4 KiB")] == [
+        65536, 1 << 20, 1 << 20, 2 << 30, 100, 4096
+    ]  # fmt: skip
+    for cmd in ("bw", "lat", "connect", "listen", "ping", "mcast", "selftest"):
+        r = CliRunner().invoke(cli, [cmd, "--help"])
+        assert "SIZE" in r.output, cmd
+    r = CliRunner().invoke(cli, ["ping", "h", "-S", "64K"])
+    assert r.exit_code == 2 and "23 B to 65535 B" in r.output
+
+
+def test_every_client_takes_dash_i_and_every_command_one_busy_poll_pair():
+    for cmd in ("connect", "ping", "bw", "lat", "mcast", "events", "listen"):
+        out = CliRunner().invoke(cli, [cmd, "--help"]).output
+        assert "-I, -b, --bind" in out, cmd
+        if cmd not in ("events", "mcast"):  # they have no busy-poll choice
+            assert "--busy-poll / --no-busy-poll" in out, cmd
