@@ -118,7 +118,7 @@ GROUP = Address(multicast=True)
 
 
 def host_argument(name: str = "host", required: bool = True):
-    return click.argument(name, type=ADDRESS, required=required, shell_complete=complete.rdma_addresses)
+    return click.argument(name, type=ADDRESS, required=required, shell_complete=complete.hosts)
 
 
 def bind_option(help: str):
