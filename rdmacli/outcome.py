@@ -200,11 +200,45 @@ def from_flow(
     )
 
 
+# What --json-lines prints before the summary: every record type a command emits, declared once
+# (README, rdmacli(1); tests/unit/test_json_schema.py walks the code for any it does not list)
+RECORD_TYPES = {
+    "cm_event": "a CM event as it arrives (event, status, status_text, conn)",
+    "step": "a timed step of a connection (cmtime's names): step, us",
+    "ready": "a server listens: address, port, port_space (tcp, udp, ib, ipoib)",
+    "waiting": "a client waits for its server to appear (--wait): attempt, retry_in_s",
+    "request": "a server received a connection request: conn, local, remote, device",
+    "rejected": "a server refused a request: conn, remote, reason",
+    "joined": "a multicast member joined (its receive buffers are posted): mgid, mlid",
+    "ping": "one answered ping: ping, rtt_us (valid with -V, data with -v)",
+    "bw": "a bw progress line each second: conn, seconds, gbps, msg_per_s",
+    "connection": "a server's client finished: its state, counts and error",
+    "warning": "a warning as it happens: message",
+    "pair": "mesh: one pair's verdict as it comes in: a, b, rail, result, cause",
+    "summary": "the last record: the summary document",
+}
+# What a mesh agent prints for its coordinator (rdmacli-mesh-agent(1))
+AGENT_RECORD_TYPES = {
+    "agent": "it is up: rank, node, address, clock",
+    "rails": "discovery: its rails (device, port, address)",
+    "go": "it read the coordinator's go line (the start time)",
+    "pair": "one pair: round, peer, side, result, error, steps_us, setup_us, rtt_p50_us, rtt_p99_us",
+    "done": "its schedule is over",
+    "stopped": "a signal ended it (SIGTERM, SIGINT, SIGHUP); the current pair torn down first",
+    "error": "it could not run: message, cause",
+}
+
+
 # What each top-level key holds, for people (rdmacli(1) JSON OUTPUT, README).
 SUMMARY_KEYS = [
     ("schema", "string", f'always "{SCHEMA}"; changes only with an incompatible change'),
     ("type", "string", 'always "summary" (--json-lines records before it have other types)'),
-    ("command", "string", "the subcommand: connect, listen, ping, mcast, events, devices, doctor, selftest"),
+    (
+        "command",
+        "string",
+        "the subcommand: connect, listen, ping, bw, lat, mcast, events, devices, doctor, selftest, "
+        "mesh (rdmacli for a usage error before one was named)",
+    ),
     ("result", "string", "pass (exit 0), fail, or interrupted (stopped by a signal)"),
     ("exit_code", "integer", "the process exit status (see EXIT STATUS)"),
     ("params", "object", "the parameters the run used, defaults resolved (size_bytes, port, ...)"),

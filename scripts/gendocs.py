@@ -16,6 +16,7 @@ import click
 
 from rdmacli import __version__
 from rdmacli.cli import COMMANDS, cli
+from rdmacli.outcome import AGENT_RECORD_TYPES
 from rdmacli.protocols.table import PROTOCOLS
 
 DATE = "2026-11-22"
@@ -334,12 +335,14 @@ EXTRA = {
             (
                 "What a launcher runs on node 3 of 8 (by hand, to debug one node)",
                 "rdmacli mesh-agent --run-id 0123456789abcdef --start-at 1790000000 --round-time 3 "
-                "--port 7490 --names n1,n2,n3,n4,n5,n6,n7,n8 --addresses 10.0.0.[1-8] --rank 2",
+                "--port 7490 --names n1,n2,n3,n4,n5,n6,n7,n8 --addresses "
+                "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7,10.0.0.8 --rank 2",
             ),
         ],
-        "notes": "Prints one JSON record per line: agent (its rank, node, address, clock), pair "
-        "(round, peer, side, result, error, steps_us, setup_us, rtt_p50_us, rtt_p99_us), done, or "
-        "stopped (SIGTERM, SIGINT, SIGHUP: the current pair is torn down first).",
+        "notes": "Not for people: `rdmacli mesh` starts it through its launcher (hidden from "
+        "`rdmacli --help`). Prints one JSON record per line: "
+        + "; ".join(f"{t} ({what})" for t, what in AGENT_RECORD_TYPES.items())
+        + ".",
     },
     "lab": {
         "examples": [
@@ -421,14 +424,14 @@ def protocols_section() -> list[str]:
 
 
 def json_section() -> list[str]:
-    from rdmacli.outcome import SUMMARY_KEYS
+    from rdmacli.outcome import RECORD_TYPES, SUMMARY_KEYS
 
     out = [
         ".SH JSON OUTPUT",
         esc(
             "--json prints one summary document on standard output when the run ends (also on "
             "failure, usage errors and signals); --json-lines streams one object per event "
-            "(cm_event, step, request, ready, joined, ping, connection, rejected, warning) and ends "
+            f"({', '.join(t for t in RECORD_TYPES if t != 'summary')}) and ends "
             "with the same summary. Every command's summary has these keys, in this order; units "
             "are in the key names (_us, _ms, _bytes, _s)."
         ),

@@ -60,7 +60,9 @@ class ServerFlow(Flow):
                 "type": "ready",
                 "address": self.bind_addr.host,
                 "port": self.bind_addr.port,
-                "port_space": self.options.ps,
+                "port_space": next(
+                    (n for n, v in C.PORT_SPACES.items() if v == self.options.ps), self.options.ps
+                ),
             }
         )
         self.run_loop(self.done)

@@ -98,3 +98,54 @@ def test_defaults_come_from_the_protocol_table_and_given_values_stay(args, expec
         pytest.skip("this host has RDMA devices")
     _, doc = rdmacli_json(args)
     assert {k: doc["params"][k] for k in expect} == expect
+
+
+def emitted_record_types() -> dict[str, set[str]]:
+    """Every `"type": "<name>"` in a dict the code builds, by module (outcome.py's own JSON
+    schema words excepted): what --json-lines and the mesh agents can print."""
+    import ast
+    import pathlib
+
+    import rdmacli
+
+    root = pathlib.Path(rdmacli.__file__).parent
+    found: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        if path.name == "outcome.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Dict):
+                for k, v in zip(node.keys, node.values):
+                    if getattr(k, "value", None) == "type" and isinstance(getattr(v, "value", None), str):
+                        found.setdefault(v.value, set()).add(str(path.relative_to(root)))
+    return found
+
+
+def test_every_record_type_the_code_emits_is_declared_and_documented():
+    import pathlib
+
+    from rdmacli.outcome import AGENT_RECORD_TYPES, RECORD_TYPES
+
+    found = emitted_record_types()
+    undeclared = {t: m for t, m in found.items() if t not in RECORD_TYPES and t not in AGENT_RECORD_TYPES}
+    assert not undeclared, undeclared
+    agent_only = {
+        t for t, m in found.items() if all(x.startswith(("mesh/agent", "cli/mesh_agent")) for x in m)
+    }
+    assert agent_only <= set(AGENT_RECORD_TYPES), agent_only
+    root = pathlib.Path(__file__).parents[2]
+    readme, man = (root / "README.md").read_text(), (root / "man" / "rdmacli.1").read_text()
+    agent_man = (root / "man" / "rdmacli-mesh-agent.1").read_text()
+    for t in RECORD_TYPES:
+        assert f"`{t}`" in readme and t in man, t
+    for t in AGENT_RECORD_TYPES:
+        assert t in agent_man, t
+
+
+def test_every_command_is_named_among_the_summarys_command_values():
+    from rdmacli.cli import COMMANDS
+    from rdmacli.outcome import SUMMARY_KEYS
+
+    [text] = [t for key, _, t in SUMMARY_KEYS if key == "command"]
+    named = set(text.replace(",", " ").replace(":", " ").split())
+    assert set(COMMANDS) - {"mesh-agent", "lab"} <= named, set(COMMANDS) - named
