@@ -1,4 +1,5 @@
-"""The lab suites' check for bugs: output that says "internal error" fails its test.
+"""The lab suites' check for bugs: output that says "internal error" or shows a Python
+traceback fails its test.
 
 Kept out of the conftests so that both tests/conftest.py (the fixture) and tests/lab/conftest.py
 (the readers of background servers' output) use one list under one module name.
@@ -12,6 +13,7 @@ import pytest
 
 LAB_MARKERS = ("rdma", "mesh", "labvm", "stress")
 INTERNAL = "internal error"
+MARKERS = (INTERNAL, "Traceback (most recent call last)")
 _internal: list[str] = []  # output of this test's processes that said "internal error"
 
 
@@ -21,9 +23,10 @@ def note_output(*texts) -> None:
     for text in texts:
         if isinstance(text, bytes):
             text = text.decode(errors="replace")
-        if text and INTERNAL in text:
-            i = text.index(INTERNAL)
-            _internal.append(text[max(0, i - 200) : i + 300])
+        for marker in MARKERS:
+            if text and marker in text:
+                i = text.index(marker)
+                _internal.append(text[max(0, i - 200) : i + 1500])
 
 
 @pytest.fixture(autouse=True)
@@ -45,4 +48,4 @@ def no_internal_error(request, monkeypatch):
     yield
     if _internal:
         found, _internal[:] = list(_internal), []
-        pytest.fail(f"{len(found)} process output(s) said {INTERNAL!r}:\n" + "\n---\n".join(found))
+        pytest.fail(f"{len(found)} process output(s) said one of {MARKERS}:\n" + "\n---\n".join(found))
