@@ -21,7 +21,7 @@ from rdmacli.protocols.table import CONNECT
     show_default=True,
     help="Connections to set up and tear down.",
 )
-@options.port_space
+@options.port_space_option(list(CONNECT.port_spaces), "RDMA CM port space (RC)  [default: tcp].")
 @options.wait_option(
     "Client: wait up to SECONDS for a server not listening yet (asking every 0.5 s). "
     "--listen: give up if no client came within SECONDS (default: wait)."
@@ -44,7 +44,9 @@ def command(
     The client creates ids, resolves address and route, creates QPs, connects and disconnects;
     the server binds, listens and accepts. Step names follow cmtime.
     """
-    if bool(host) == bool(listen):
+    if host and listen:
+        raise click.UsageError("HOST and --listen are the two sides: give one (--listen binds to -b)")
+    if not host and not listen:
         raise click.UsageError("give HOST to connect, or --listen to wait for connections")
     port, port_space = options.resolve_mode(CONNECT, port=port, port_space=port_space)
     params = {

@@ -144,13 +144,16 @@ ack_timeout = click.option(
     help="Local ACK timeout exponent: 4.096 µs × 2^N.",
 )
 
-port_space = click.option(
-    "-P",
-    "--port-space",
-    "port_space",
-    type=click.Choice(list(dict.fromkeys(ps for s in PROTOCOLS.values() for ps in s.port_spaces))),
-    default=None,
-    help="RDMA CM port space  [default: tcp; udp with --ud].",
+
+def port_space_option(spaces: list[str], help: str):
+    return click.option(
+        "-P", "--port-space", "port_space", type=click.Choice(spaces), default=None, help=help
+    )
+
+
+port_space = port_space_option(
+    list(dict.fromkeys(ps for s in PROTOCOLS.values() for ps in s.port_spaces)),
+    "RDMA CM port space  [default: tcp; udp with --ud].",
 )
 
 ud_flag = click.option(

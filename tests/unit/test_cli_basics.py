@@ -127,3 +127,10 @@ def test_every_client_takes_dash_i_and_every_command_one_busy_poll_pair():
         assert "-I, -b, --bind" in out, cmd
         if cmd not in ("events", "mcast"):  # they have no busy-poll choice
             assert "--busy-poll / --no-busy-poll" in out, cmd
+
+
+def test_events_offers_only_the_port_spaces_it_takes_and_says_which_side_was_doubled():
+    out = CliRunner().invoke(cli, ["events", "--help"]).output
+    assert "[tcp|ib]" in out and "udp" not in out
+    r = CliRunner().invoke(cli, ["events", "--listen", "1.2.3.4"])
+    assert r.exit_code == 2 and "give one" in r.output
