@@ -10,7 +10,7 @@ import time
 from rdmacli.diag.counters import ADVICE
 from rdmacli.mesh.report import CAUSES
 from rdmacli.render.text import printable
-from rdmacli.render.units import counter_words, duration
+from rdmacli.render.units import counter_words, duration, plural
 
 MATRIX_MAX = 32
 
@@ -229,8 +229,8 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
         f"\nmesh: {doc['result']} - {t.get('pairs_passed', 0)}/{t.get('pairs', 0)} pairs passed, "
         f"{t.get('pairs_failed', 0)} failed, {t.get('pairs_slow', 0)} slow, "
         f"{t.get('pairs_missing', 0)} missing; "
-        f"{t.get('nodes', 0)} nodes" + (f" x {rails} rails" if rails > 1 else "") + ", "
-        f"{t.get('rounds', 0)} rounds in {duration(doc.get('elapsed_ms', 0) * 1e3)}"
+        f"{plural(t.get('nodes', 0), 'node')}" + (f" x {rails} rails" if rails > 1 else "") + ", "
+        f"{plural(t.get('rounds', 0), 'round')} in {duration(doc.get('elapsed_ms', 0) * 1e3)}"
     )
 
 
