@@ -13,7 +13,7 @@ import time
 HERE = os.path.dirname(__file__)
 
 
-def test_a_hung_agent_is_stopped_at_the_schedules_end_and_named_late(tmp_path):
+def hung_run(tmp_path, env: dict) -> tuple[subprocess.CompletedProcess, float, dict]:
     mapfile = tmp_path / "map"
     mapfile.write_text("".join(f"n{k} 192.0.2.{k}\n" for k in range(1, 5)))
     agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'hanging_agent.py')} 1"
@@ -21,9 +21,13 @@ def test_a_hung_agent_is_stopped_at_the_schedules_end_and_named_late(tmp_path):
            "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json",
            "--retest-rounds", "0"]  # fmt: skip
     t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env={**os.environ, **env})
     wall = time.monotonic() - t0
-    doc = json.loads(r.stdout)
+    return r, wall, json.loads(r.stdout)
+
+
+def test_a_hung_agent_is_stopped_at_the_schedules_end_and_named_late(tmp_path):
+    r, wall, doc = hung_run(tmp_path, {})
     up = doc["data"]["agents_up_s"]
     assert up is not None
     # go (2 s) + 3 rounds of 1 s + the stated grace (10 s) + SIGTERM's grace (5 s), and slack
@@ -157,19 +161,6 @@ def test_a_stop_during_rail_discovery_stops_the_agents_and_says_where_it_was(tmp
     assert doc["elapsed_ms"] > 0
     left = subprocess.run(["pgrep", "-f", "sleep 67"], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
-
-
-def hung_run(tmp_path, env: dict) -> tuple[subprocess.CompletedProcess, float, dict]:
-    mapfile = tmp_path / "map"
-    mapfile.write_text("".join(f"n{k} 192.0.2.{k}\n" for k in range(1, 5)))
-    agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'hanging_agent.py')} 1"
-    cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-4]", "--launcher", "exec", "--map", str(mapfile),
-           "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json",
-           "--retest-rounds", "0"]  # fmt: skip
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env={**os.environ, **env})
-    wall = time.monotonic() - t0
-    return r, wall, json.loads(r.stdout)
 
 
 def test_an_agent_whose_pipes_stay_open_after_it_exits_does_not_hold_the_run(tmp_path):
