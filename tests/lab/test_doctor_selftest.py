@@ -74,7 +74,11 @@ def test_doctor_without_rdma_devices(lab):
         sh("rdma", "link", "delete", CLIENT["rxe"])
         rc, doc = doctor(lab)
         dev = verdicts(doc)["devices"]
-        assert rc == 1 and dev["verdict"] == "fail" and "rdma link add" in dev["hint"]
+        assert dev["verdict"] == "fail" and "rdma link add" in dev["hint"] and dev["cause"] == "environment"
+        # as `rdmacli devices` on the same host: the environment (3), said as data
+        assert rc == 3 and doc["error"]["cause"] == "environment", doc["error"]
+        r = lab.run("devices", "--json")
+        assert r.returncode == rc, r.stdout + r.stderr
     finally:
         for side in (SERVER, CLIENT):
             subprocess.run(
