@@ -55,6 +55,19 @@ class Timeouts:
     # mesh pair at the end of its slot) an overrun, said with the step it was in
     overall_cause: Cause = Cause.DEADLINE
 
+    def __post_init__(self) -> None:
+        """The library refuses what the CLI refuses: a NaN deadline never fires, an infinite or
+        negative one is no deadline (every wait has one)."""
+        import math
+
+        for name in ("resolve_ms", "connect_s", "idle_s", "overall_s", "wait_s"):
+            value = getattr(self, name)
+            if value is not None and not (
+                isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+            ):
+                raise RdmacliError(f"timeout {name}={value!r}: not a finite number of seconds >= 0",
+                                   cause=Cause.USAGE)  # fmt: skip
+
     def waited(self) -> str:
         return self.wait_words.format(s=self.wait_s or 0)
 

@@ -593,3 +593,13 @@ def test_a_reused_qp_number_never_gets_the_old_qps_completions():
     flow.loop.drain(cq, pool.dispatch)
     assert got == [(new, 8)]
     flow.close()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_the_library_refuses_a_deadline_that_never_fires(bad):
+    from rdmacli.errors import RdmacliError
+
+    for field in ("connect_s", "idle_s", "overall_s", "wait_s"):
+        with pytest.raises(RdmacliError) as info:
+            Timeouts(**{field: bad})
+        assert info.value.cause.value == "usage"
