@@ -6,6 +6,7 @@ test_docs.py regenerates and compares); the hand-written parts (examples, notes)
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import click
 
 from rdmacli import __version__
 from rdmacli.cli import COMMANDS, cli
+from rdmacli.mesh.contract import SPEC_FIELDS
 from rdmacli.outcome import AGENT_RECORD_TYPES
 from rdmacli.protocols.table import PROTOCOLS
 
@@ -239,7 +241,7 @@ EXTRA = {
         "agent still running then is stopped (SIGTERM, SIGKILL 5 s later) and named late. "
         "Rails: a node's NICs. With --map (several addresses on a line: NODE ADDR0 ADDR1 ...) or "
         "--address-template the addresses given are the rails; otherwise --rails auto (the default) "
-        "or --rails DEVICES first runs `mesh-agent --discover` on every node (one launch): its "
+        "or --rails DEVICES first has every node's agent report its rails (one launch): its "
         "ACTIVE ports with an address of the family (-6: IPv6), a RoCE port's from its GID table "
         "(RoCE v2 entries first), an InfiniBand port's from its IPoIB netdev; rail k is the k-th in "
         "natural device order (mlx5_2 before mlx5_10), then port, or in the order --rails names "
@@ -333,14 +335,25 @@ EXTRA = {
     "mesh-agent": {
         "examples": [
             (
-                "What a launcher runs on node 3 of 8 (by hand, to debug one node)",
-                "rdmacli mesh-agent --run-id 0123456789abcdef --start-at 1790000000 --round-time 3 "
-                "--port 7490 --names n1,n2,n3,n4,n5,n6,n7,n8 --addresses "
-                "10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7,10.0.0.8 --rank 2",
+                "What a launcher runs on node 3 of 8 (by hand, to debug one node): the run spec "
+                "is one JSON line, on stdin or in a file",
+                "rdmacli mesh-agent --rank 2 --spec run.json",
+            ),
+            (
+                "A spec of two nodes, written by hand",
+                "echo '{\"v\":1,\"run_id\":\"0123456789abcdef\",\"names\":[\"n1\",\"n2\"],"
+                "\"addresses\":[[\"10.0.0.1\"],[\"10.0.0.2\"]],\"start_at\":1790000000}' "
+                "| rdmacli mesh-agent --rank 0",
             ),
         ],
         "notes": "Not for people: `rdmacli mesh` starts it through its launcher (hidden from "
-        "`rdmacli --help`). Prints one JSON record per line: "
+        "`rdmacli --help`). Its command line carries only its rank; the run spec comes as the first "
+        "line of its stdin (a spec of 10 000 nodes is megabytes: never argv), JSON with "
+        '"v": 1 and these fields: '
+        + "; ".join(f"{f.name} ({f.words}, default {json.dumps(f.default)})" for f in SPEC_FIELDS)
+        + ". A spec over 64 KiB comes compressed ({\"v\": 1, \"zlib\": base64 of the zlib'd JSON}). "
+        "Later lines on stdin are the coordinator's go line and re-test rounds. An agent with no spec "
+        "within 120 s says so and ends. Prints one JSON record per line: "
         + "; ".join(f"{t} ({what})" for t, what in AGENT_RECORD_TYPES.items())
         + ".",
     },

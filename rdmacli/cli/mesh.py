@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import click
 
 from rdmacli.cli import options
 from rdmacli.cli.app import json_lines_option, json_option
-from rdmacli.mesh.agent import TESTS
+from rdmacli.mesh import plan as P
+from rdmacli.mesh.contract import TESTS, default
 from rdmacli.mesh.launch import LAUNCHERS
-
-DEFAULT_PORT = 7490
 
 
 @click.command("mesh")
@@ -25,7 +26,7 @@ DEFAULT_PORT = 7490
 @click.option(
     "--test",
     type=click.Choice(TESTS),
-    default="ping",
+    default=default("test"),
     show_default=True,
     help="Per pair: ping (network round trip p50/p99, the lat probe), rping (rping's cycle), "
     "connect (ucmatose exchange), ud (udaddy) or bw (Gb/s both ways at once).",
@@ -34,7 +35,7 @@ DEFAULT_PORT = 7490
     "-C",
     "--count",
     type=click.IntRange(1, 100000),
-    default=20,
+    default=default("count"),
     show_default=True,
     help="Pings (or messages) per pair.",
 )
@@ -42,7 +43,7 @@ DEFAULT_PORT = 7490
     "-p",
     "--port",
     type=click.IntRange(1, 65535),
-    default=DEFAULT_PORT,
+    default=default("port"),
     show_default=True,
     help="RDMA CM port the lower rank of each pair listens on.",
 )
@@ -52,7 +53,7 @@ DEFAULT_PORT = 7490
 @click.option(
     "--round-time",
     type=options.Finite(0.5, 3600),
-    default=3.0,
+    default=default("round_s"),
     show_default=True,
     help="Seconds per round: each pair's slot (setup, test, teardown); a pair still running at "
     "its end is torn down there (OVER). A dead node costs its pairs one round each. Real fabrics: "
@@ -61,7 +62,7 @@ DEFAULT_PORT = 7490
 @click.option(
     "--launch-timeout",
     type=options.Finite(1, 3600),
-    default=20.0,
+    default=P.LAUNCH_S,
     show_default=True,
     help="Seconds for the launcher to start every agent before round 1 begins.",
 )
@@ -126,7 +127,7 @@ DEFAULT_PORT = 7490
 @click.option(
     "--slow-factor",
     type=options.Finite(1.0, 1000),
-    default=2.0,
+    default=P.SLOW_FACTOR,
     show_default=True,
     help="A passing pair is slow when its latency (p50) exceeds this times the best comparable "
     "pair's (same test, rail-aligned or cross-rail) and the median p99 of those pairs (the "
@@ -135,14 +136,14 @@ DEFAULT_PORT = 7490
 @click.option(
     "--slow-fraction",
     type=options.Finite(0.0, 1.0),
-    default=0.9,
+    default=P.SLOW_FRACTION,
     show_default=True,
     help="With --test bw, a passing pair is slow when a direction's Gb/s is below this fraction of the best.",
 )
 @click.option(
     "--retest-rounds",
     type=click.IntRange(0, 64),
-    default=2,
+    default=P.RETEST_ROUNDS,
     show_default=True,
     help="Extra rounds at the end in which failed and slow pairs are tested again before they "
     "count (confirmed or transient in the report); 0: no re-tests. A NIC that failed first still "
@@ -202,19 +203,14 @@ def command(
     3 environment, 6 incomplete.
     """
     import os
-    import signal
-    import time
-    from contextlib import nullcontext
-    from functools import partial
 
     from rdmacli.cli._run import finish
     from rdmacli.cli.app import App
-    from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
-    from rdmacli.mesh import coordinator, inputs
+    from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.mesh import contract, inputs
     from rdmacli.mesh import nodes as N
-    from rdmacli.mesh.agent import AgentConfig
-    from rdmacli.outcome import Outcome
-    from rdmacli.render.mesh import MeshProgress
+    from rdmacli.mesh import run as mesh
+    from rdmacli.render.mesh import LiveMesh, print_mesh
 
     app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
     params = {
@@ -223,7 +219,6 @@ def command(
         "rails": rails_spec, "cross_rail": cross_rail, "slow_factor": slow_factor,
         "slow_fraction": slow_fraction,
     }  # fmt: skip
-    t0 = time.monotonic()
     with app.errors("mesh", params):
         if address_template and map_file:
             raise RdmacliError("give --address-template or --map, not both", cause=Cause.USAGE)
@@ -237,122 +232,53 @@ def command(
         inputs.split_args("--srun-args", srun_args)
         inputs.split_args("--ssh-options", ssh_options)
         names = N.expand(nodes)
-        run_id = AgentConfig.new_run_id()
-        launch = coordinator.Launch(launcher, agent_cmd, ssh_options, srun_args, connect_timeout)
-        devices = None
-        if address_template or map_file:
-            if rails_spec != "auto":
-                raise RdmacliError(
-                    "--rails names devices the agents find; with --map or --address-template the "
-                    "addresses given are the rails",
-                    cause=Cause.USAGE,
-                )
-            addresses = N.addresses(names, template=address_template, map_file=map_file)
-        else:
+        given = address_template or map_file
+        if given and rails_spec != "auto":
+            raise RdmacliError(
+                "--rails names devices the agents find; with --map or --address-template the "
+                "addresses given are the rails",
+                cause=Cause.USAGE,
+            )
+        if not given and rails_spec != "auto":
             from rdmacli.mesh.rails import parse_devices
 
-            if rails_spec != "auto":
-                try:
-                    parse_devices(rails_spec)
-                except ValueError as exc:
-                    raise RdmacliError(f"bad --rails {rails_spec!r}: {exc}", cause=Cause.USAGE) from exc
-            t_discover = time.monotonic()
             try:
-                addresses, devices = coordinator.discover(
-                    nodes, names, launch, run_id=run_id, timeout=launch_timeout,
-                    rails_spec=None if rails_spec == "auto" else rails_spec, family=6 if ipv6 else 4,
-                )  # fmt: skip
-            except (Stopped, KeyboardInterrupt) as exc:  # the agents were stopped; say where it was
-                took = time.monotonic() - t_discover
-                outcome = Outcome(
-                    "mesh", params, signal=getattr(exc, "signum", signal.SIGINT),
-                    elapsed_ms=round((time.monotonic() - t0) * 1e3, 1),
-                    warnings=[f"stopped during rail discovery, after {took:.1f} s on {len(names)} "
-                              "node(s): no pair was tested"],
-                )  # fmt: skip
-                finish(app, outcome)
-        if show_rail is not None and show_rail >= len(addresses[0]):
-            raise RdmacliError(
-                f"--rail {show_rail}: the nodes have {len(addresses[0])} rail(s)", cause=Cause.USAGE
-            )
-        plan = coordinator.Plan(
-            nodes_spec=nodes, names=names, addresses=addresses, devices=devices,
-            run_id=run_id, round_s=round_time, launch_s=launch_timeout, port=port,
-            test=test, count=count, quick=quick, retest_rounds=retest_rounds, cross_rail=cross_rail,
-            slow_factor=slow_factor, slow_fraction=slow_fraction,
+                parse_devices(rails_spec)
+            except ValueError as exc:
+                raise RdmacliError(f"bad --rails {rails_spec!r}: {exc}", cause=Cause.USAGE) from exc
+        addresses = N.addresses(names, template=address_template, map_file=map_file) if given else ()
+        if addresses and port + len(addresses[0]) - 1 > 65535:
+            raise RdmacliError(f"--port {port}: rail {len(addresses[0]) - 1} would listen past 65535",
+                               cause=Cause.USAGE)  # fmt: skip
+        discover = (
+            None
+            if given
+            else {"rails": None if rails_spec == "auto" else rails_spec, "family": 6 if ipv6 else 4}
+        )
+        spec = contract.RunSpec(
+            run_id=contract.new_run_id(), names=names, addresses=addresses, round_s=round_time, port=port,
+            test=test, count=count, quick=quick, cross_rail=cross_rail, discover=discover,
         )  # fmt: skip
-        if devices is not None:
-            plan.discovery_s = round(time.monotonic() - t_discover, 3)
-        if port + plan.rails - 1 > 65535:
-            raise RdmacliError(
-                f"--port {port}: rail {plan.rails - 1} would listen past 65535", cause=Cause.USAGE
-            )
-        params["run_id"] = plan.run_id
-        seen: set[tuple[int, int]] = set()
-        coordinator.start_plan(plan)
-        progress = MeshProgress(app, plan) if app.live else None
-
-        def on_change(collector, rec) -> None:
-            if app.json_lines and rec.get("type") == "pair":
-                rnd = rec.get("round")  # the agent's words: looked up, never trusted
-                again = isinstance(rnd, int) and rnd in collector.retests
-                pairs = collector.retests[rnd] if again else collector.pairs
-                pair = pairs.get(pair_key(rec))
-                if (
-                    pair
-                    and (pair.key, again) not in seen
-                    and (len(pair.reports) == 2 or pair.result == "fail")
-                ):
-                    seen.add((pair.key, again))
-                    app.emit_json({"type": "pair", **pair.to_dict(plan.names, plan.devices), "retest": again})
-            if progress is not None:
-                progress.update(collector)
-            words = collector.new_margin_words()
-            if words and not app.machine:  # said once, as soon as it shows (the summary repeats it)
-                app.err.print(f"warning: {words}", markup=False, highlight=False)
-
-        collector = coordinator.Collector(plan, on_change)
-        signum = internal = None
-        with progress or nullcontext():
-            try:
-                coordinator.run(plan, collector, launch)
-            except (Stopped, KeyboardInterrupt) as exc:
-                signum = getattr(exc, "signum", signal.SIGINT)
-            except RdmacliError:
-                raise
-            except Exception as exc:  # a bug: the agents were stopped; report what came in
-                if os.environ.get("RDMACLI_DEBUG"):
-                    raise
-                internal = internal_error(exc)
-        try:
-            outcome = coordinator.outcome(plan, collector, params, t0=t0, baseline=base, signal=signum)
-        except Exception as exc:  # a bug after the rounds: the summary still comes, in words
-            if os.environ.get("RDMACLI_DEBUG"):
-                raise
-            outcome = Outcome("mesh", params, error=internal_error(exc), signal=signum)
-        if internal is not None:
-            outcome.error = internal
-        if prometheus_file:
+        request = mesh.Request(
+            spec=spec, nodes_spec=nodes, launch_s=launch_timeout, retest_rounds=retest_rounds,
+            slow_factor=slow_factor, slow_fraction=slow_fraction, baseline=base, show_rail=show_rail,
+        )  # fmt: skip
+        launch = injected_launch() or mesh.Launch(
+            launcher, agent_cmd, ssh_options, srun_args, connect_timeout
+        )
+        live = LiveMesh(app)
+        outcome = mesh.run(request, launch, live, params=params, debug=bool(os.environ.get("RDMACLI_DEBUG")))
+        if prometheus_file and outcome.data:
             from rdmacli.render import prometheus
 
             try:
                 prometheus.write(prometheus_file, outcome.to_dict())
             except OSError as exc:
                 outcome.warnings.append(f"--prometheus: could not write {prometheus_file}: {exc.strerror}")
-        if app.json_lines:
-            for p in outcome.data.get("pairs", []):
-                if ((p["a_rank"], p["rail_a"], p["b_rank"], p["rail_b"]), False) not in seen:
-                    app.emit_json({"type": "pair", **p})
-        from rdmacli.render.mesh import print_mesh
-
+        live.rest(outcome)
         finish(app, outcome, render=partial(print_mesh, rail=show_rail) if outcome.data else None)
 
 
-def pair_key(rec: dict) -> tuple | None:
-    """The collector's key of an agent's pair record (its words, only looked up)."""
-    a, b, rail, peer_rail, rank = (rec.get(k) for k in ("a", "b", "rail", "peer_rail", "rank"))
-    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (a, b, rank)):
-        return None
-    rail = rail if isinstance(rail, int) else 0
-    peer_rail = peer_rail if isinstance(peer_rail, int) else 0
-    return (a, rail, b, peer_rail) if rank == a else (a, peer_rail, b, rail)
+def injected_launch():
+    """A launcher a test handed the command through click's `obj` (an in-process one), or None."""
+    return (click.get_current_context().find_root().obj or {}).get("launch")

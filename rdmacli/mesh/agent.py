@@ -18,11 +18,9 @@ import fcntl
 import json
 import math
 import os
-import secrets
 import socket
 import tempfile
 import time
-from dataclasses import dataclass
 
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
@@ -34,6 +32,7 @@ from rdmacli.engine.status import port_in_use
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.mesh import schedule
+from rdmacli.mesh.contract import AgentRecord, DoneRecord, PairRecord, RailState, RunSpec, SpecError, side_of
 from rdmacli.mesh.token import Guarded, Token
 from rdmacli.outcome import Outcome, State
 from rdmacli.protocols.table import BW, LAT, PROTOCOLS
@@ -50,50 +49,45 @@ SPECS = {
     "ud": PROTOCOLS["ud"],
     "bw": BW,
 }
-TESTS = tuple(SPECS)
 BW_SHARE = 0.25  # of a slot, streamed by `--test bw` (at least BW_MIN_S, at most BW_MAX_S)
 BW_MIN_S, BW_MAX_S, BW_DEPTH = 0.5, 10.0, 16
 GAP = 0.15  # of a slot, kept free at its end for teardown before the next round
 
 
-@dataclass
 class AgentConfig:
-    rank: int
-    addresses: list[list[str]]  # every member's RDMA addresses (its rails, in order), by rank
-    names: list[str]  # every member's name, by rank (for records people read)
-    run_id: str  # 16 hex digits
-    start_at: float  # UNIX time at which round slot 0 begins
-    round_s: float
-    port: int
-    test: str = "ping"
-    count: int = 20
-    quick: bool = False
-    retests: bool = False  # after its rounds, wait for the coordinator's re-test rounds
-    retest: dict | None = None  # {"at": T, "rounds": [[(a, ra, b, rb), ...], ...]}, set by take()
-    cross: bool = False  # every rail pair (--cross-rail), not only rail k with rail k
+    """This node's view of a run: the spec (immutable, as the coordinator sent it), its rank,
+    and what the coordinator's later lines change: round 1's start (its go line, only ever
+    earlier) and the re-test rounds."""
+
+    def __init__(self, spec: RunSpec, rank: int):
+        if not 0 <= rank < spec.n:
+            raise SpecError(f"rank {rank} is not one of the spec's {spec.n} nodes")
+        self.spec, self.rank = spec, rank
+        self.start_at = spec.start_at  # moved earlier by the coordinator's go line
+        self.retest: dict | None = None  # {"at": T, "rounds": [[(a, ra, b, rb), ...], ...]}, by take()
 
     @property
     def n(self) -> int:
-        return len(self.addresses)
+        return self.spec.n
 
     @property
     def rails(self) -> int:
-        return len(self.addresses[0])
+        return self.spec.rails
 
     def address(self, rank: int, rail: int) -> str:
-        return self.addresses[rank][rail]
+        return self.spec.addresses[rank][rail]
 
     def port_of(self, rail: int) -> int:
         """The listener port of a rail: each rail its own (a node listens on all at once)."""
-        return self.port + rail
+        return self.spec.port + rail
 
     def nic(self, rank: int, rail: int) -> int:
         """A NIC's number in the tokens: rank * rails + rail (the rank itself with one rail)."""
         return rank * self.rails + rail
 
-    @staticmethod
-    def new_run_id() -> str:
-        return secrets.token_hex(8)
+    def record(self, kind, **fields):
+        """A record of this agent's (contract's types), run and rank filled in."""
+        return kind(run=self.spec.run_id, rank=self.rank, **fields)
 
     def take(self, line: str) -> str | None:
         """A line from the coordinator: "go" or "retest" if it was one and was taken."""
@@ -103,7 +97,7 @@ class AgentConfig:
             return None
         if isinstance(msg, dict) and "go" in msg:
             return "go" if self.go(msg["go"]) else None
-        if isinstance(msg, dict) and "retest" in msg and self.retests and self.retest is None:
+        if isinstance(msg, dict) and "retest" in msg and self.spec.retests and self.retest is None:
             plan = retest_plan(msg["retest"], self.n, self.rails)
             if plan is not None:
                 self.retest = plan  # one assignment: the rounds' thread sees all of it or none
@@ -229,7 +223,7 @@ def hold_port(cfg: AgentConfig, address: str, port: int) -> tuple[int | None, st
             os.close(fd)
             return None, "".join(ch for ch in said if ch.isprintable())[:120] or "another process"
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} (rdmacli mesh-agent, run {cfg.run_id})".encode(), 0)
+        os.pwrite(fd, f"pid {os.getpid()} (rdmacli mesh-agent, run {cfg.spec.run_id})".encode(), 0)
         return fd, None
     return None, None
 
@@ -238,46 +232,44 @@ RETEST_WAIT_S = 10.0  # after its rounds, an agent waits this long (plus a round
 
 
 def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
-    rounds = schedule.main_rounds(cfg.n, cfg.quick, cfg.rails, cfg.cross)
-    rails = []
-    for rail in range(cfg.rails):
-        address = cfg.address(cfg.rank, rail)
-        rails.append({"rail": rail, "address": address, "device": _device_of(address),
-                      "port": cfg.port_of(rail), "ready": problems[rail] is None})  # fmt: skip
+    rounds = schedule.main_rounds(cfg.n, cfg.spec.quick, cfg.rails, cfg.spec.cross_rail)
+    rails = tuple(
+        RailState(rail=rail, address=(me := cfg.address(cfg.rank, rail)), device=_device_of(me),
+                  port=cfg.port_of(rail), ready=problems[rail] is None)
+        for rail in range(cfg.rails)
+    )  # fmt: skip
     emit(
-        {
-            "type": "agent",
-            "run": cfg.run_id,
-            "rank": cfg.rank,
-            "node": cfg.names[cfg.rank],
-            "address": cfg.address(cfg.rank, 0),
-            "rails": rails,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "clock": round(time.time(), 3),
-            "rounds": len(rounds),
-            "ready": all(p is None for p in problems),
-        }
+        cfg.record(
+            AgentRecord,
+            node=cfg.spec.names[cfg.rank],
+            address=cfg.address(cfg.rank, 0),
+            rails=rails,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            clock=round(time.time(), 3),
+            rounds=len(rounds),
+            ready=all(p is None for p in problems),
+        )
     )
     main = [
-        (rnd, slot, lambda s=slot: cfg.start_at + s * cfg.round_s,
-         schedule.tests_of(cfg.rank, rnd, cfg.n, cfg.rails, cfg.cross))
+        (rnd, slot, lambda s=slot: cfg.start_at + s * cfg.spec.round_s,
+         schedule.tests_of(cfg.rank, rnd, cfg.n, cfg.rails, cfg.spec.cross_rail))
         for slot, rnd in enumerate(rounds)
     ]  # fmt: skip
     failed = _run_slots(cfg, main, problems, emit, backend=backend, stop=stop, stops=stops)
-    if cfg.retests:
-        plan = wait_for_retests(cfg, cfg.start_at + len(rounds) * cfg.round_s, stop)
+    if cfg.spec.retests:
+        plan = wait_for_retests(cfg, cfg.start_at + len(rounds) * cfg.spec.round_s, stop)
         if plan is not None:
-            base = schedule.retest_base(cfg.n, cfg.rails, cfg.cross)
+            base = schedule.retest_base(cfg.n, cfg.rails, cfg.spec.cross_rail)
             slots = []
             for k, tests in enumerate(plan["rounds"]):
                 mine = [(ra, b, rb) for a, ra, b, rb in tests if a == cfg.rank]
                 mine += [(rb, a, ra) for a, ra, b, rb in tests if b == cfg.rank]
-                slots.append((base + k, len(rounds) + k, lambda k=k: plan["at"] + k * cfg.round_s, mine))
+                slots.append((base + k, len(rounds) + k, lambda k=k: plan["at"] + k * cfg.spec.round_s, mine))
             failed += _run_slots(
                 cfg, slots, problems, emit, backend=backend, stop=stop, stops=stops, retest=True
             )
-    emit({"type": "done", "run": cfg.run_id, "rank": cfg.rank, "failed": failed})
+    emit(cfg.record(DoneRecord, failed=failed))
     return 0
 
 
@@ -293,7 +285,7 @@ def _device_of(address: str) -> str | None:
 def wait_for_retests(cfg: AgentConfig, main_end: float, stop) -> dict | None:
     """The coordinator's re-test rounds (possibly none), or None when they did not come in time
     (a coordinator that died or was cut off: the agent ends rather than wait on it)."""
-    deadline = main_end + RETEST_WAIT_S + cfg.round_s
+    deadline = main_end + RETEST_WAIT_S + cfg.spec.round_s
     while cfg.retest is None and time.time() < deadline and not stop():
         time.sleep(0.05)
     return cfg.retest
@@ -314,7 +306,7 @@ def _run_slots(cfg, slots, problems, emit, *, backend, stop, stops, retest: bool
         while (wait := begin_at() - time.time()) > 0 and not stop():
             time.sleep(min(wait, 0.1))
         begin = begin_at()
-        end = begin + cfg.round_s * (1 - GAP)
+        end = begin + cfg.spec.round_s * (1 - GAP)
 
         def one(test, begin=begin, end=end, rnd=rnd, slot=slot, overran=overran) -> dict:
             rail, peer, peer_rail = test
@@ -346,12 +338,12 @@ def _run_slots(cfg, slots, problems, emit, *, backend, stop, stops, retest: bool
             return rec
 
         recs = at_once(one, tests, stops)
-        late = time.time() - (begin + cfg.round_s)
-        peers = sorted({cfg.names[p] for _, p, _ in tests})
+        late = time.time() - (begin + cfg.spec.round_s)
+        peers = sorted({cfg.spec.names[p] for _, p, _ in tests})
         overran = (f"round {slot}, with {', '.join(peers)}", late) if late > 0 else None
         for rec in recs:
             failed += rec["result"] != "pass"
-            emit(rec)
+            emit(PairRecord(**rec))
     return failed
 
 
@@ -403,7 +395,7 @@ def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | N
         where = addr.resolve(me, port, passive=True, what="this node's address")
         channel = backend.event_channel()
         try:
-            cm = backend.create_id(channel, PORT_SPACES[SPECS[cfg.test].default_port_space])
+            cm = backend.create_id(channel, PORT_SPACES[SPECS[cfg.spec.test].default_port_space])
             try:
                 cm.bind(where)
                 cm.listen(0)
@@ -421,27 +413,16 @@ def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | N
 
 
 def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int, rail: int = 0, peer_rail: int = 0) -> dict:
-    a, b = sorted((cfg.rank, peer))
-    return {
-        "type": "pair",
-        "run": cfg.run_id,
-        "round": rnd,
-        "slot": slot,
-        "rank": cfg.rank,
-        "peer": peer,
-        "rail": rail,
-        "peer_rail": peer_rail,
-        "a": a,
-        "b": b,
-        "side": "listen" if cfg.rank < peer else "connect",
-    }
+    """A pair record's fields so far (contract.PairRecord's, built up by judge())."""
+    return {"run": cfg.spec.run_id, "round": rnd, "slot": slot, "rank": cfg.rank, "peer": peer,
+            "rail": rail, "peer_rail": peer_rail}  # fmt: skip
 
 
 def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, peer_rail: int = 0) -> Test:
     """This NIC's side of a test, bounded by the slot's end: the lower rank listens, on its
     rail's address and port."""
-    listen = cfg.rank < peer
-    spec = SPECS[cfg.test]
+    listen = side_of(cfg.rank, peer) == "listen"
+    spec = SPECS[cfg.spec.test]
     left = max(end - time.time(), 0.2)
     timeouts = Timeouts(
         connect_s=min(10.0, left),
@@ -449,14 +430,14 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, 
         overall_s=left,
         wait_s=left,
         resolve_ms=2000,
-        overall_words=f"the end of this pair's slot (--round-time {cfg.round_s:g} s)",
+        overall_words=f"the end of this pair's slot (--round-time {cfg.spec.round_s:g} s)",
         wait_words="the {s:.1f} s left of this pair's slot (--round-time)",
         overall_cause=Cause.OVERRUN,
     )
     # the token names the connector's NIC as src: the listener checks who asks, for what
     me, them = cfg.nic(cfg.rank, rail), cfg.nic(peer, peer_rail)
     lo, hi = (me, them) if listen else (them, me)
-    token = Token(bytes.fromhex(cfg.run_id), rnd, hi, lo)
+    token = Token(bytes.fromhex(cfg.spec.run_id), rnd, hi, lo)
     partner = cfg.address(peer, peer_rail)
     return Test(
         "mesh-agent",
@@ -475,12 +456,12 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, 
 
 
 def pair_params(cfg: AgentConfig) -> Params:
-    if cfg.test == "ping":
-        return Params(count=cfg.count, size=LAT.default_size, op="send")
-    if cfg.test == "bw":
-        seconds = min(max(cfg.round_s * BW_SHARE, BW_MIN_S), BW_MAX_S)
+    if cfg.spec.test == "ping":
+        return Params(count=cfg.spec.count, size=LAT.default_size, op="send")
+    if cfg.spec.test == "bw":
+        seconds = min(max(cfg.spec.round_s * BW_SHARE, BW_MIN_S), BW_MAX_S)
         return Params(size=BW.default_size, op="write", duration=seconds, depth=BW_DEPTH, bidir=True)
-    return Params(count=cfg.count, size=SPECS[cfg.test].default_size)
+    return Params(count=cfg.spec.count, size=SPECS[cfg.spec.test].default_size)
 
 
 def run_pair(
@@ -492,7 +473,9 @@ def run_pair(
     outcome = run(pair_test(cfg, rnd, peer, end, rail, peer_rail), backend=backend, stops=stops)
     if outcome.signal is not None:
         raise Stopped(outcome.signal)
-    return judge(rec, outcome, cfg.rank < peer, cfg.address(cfg.rank, rail), backend=backend)
+    return judge(
+        rec, outcome, side_of(cfg.rank, peer) == "listen", cfg.address(cfg.rank, rail), backend=backend
+    )
 
 
 def local_cause_of(error: dict, address: str, backend=None) -> dict | None:
@@ -524,9 +507,9 @@ def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backe
     conn = conns[-1] if conns else None
     withdrawn = [c.error for c in outcome.connections if c.state == State.REJECTED and c.error]
     if outcome.counters:
-        rec["counters"] = [
+        rec["counters"] = tuple(
             {k: p[k] for k in ("device", "port", "moved", "reset") if k in p} for p in outcome.counters
-        ]
+        )
     if conn is not None and conn.state == State.DONE and outcome.error is None and conn.error is None:
         rec["result"] = "pass"
         rec["error"] = None

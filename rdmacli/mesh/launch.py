@@ -110,15 +110,19 @@ class ClusterShellLauncher:
             return min(backstop, self._term_at + 3 * GRACE_S)
         return backstop
 
-    def run(self, commands: dict[str, list[str]], on_line, on_exit, timeout: float, end_at=None) -> None:
+    def run(self, commands: dict[str, list[str]], spec_line: bytes, on_line, on_exit, timeout: float,
+            end_at=None, tick=None) -> None:  # fmt: skip
+        """Every node's command, the spec written first to each one's stdin; `tick()` every
+        half second (the run loop's decisions), `end_at()` when to stop waiting."""
         parts = _clustershell()
         backstop = time.monotonic() + timeout + 3 * GRACE_S
         on_line, on_exit = self._gate.wrap(on_line), self._gate.wrap(on_exit)
-        target = lambda: self._run_task(parts, commands, on_line, on_exit, timeout, end_at)  # noqa: E731
+        tick = self._gate.wrap(tick or (lambda: None))
+        target = lambda: self._run_task(parts, commands, spec_line, on_line, on_exit, timeout, end_at, tick)  # noqa: E731
         self.abandoned = run_bounded(target, lambda: self.hard_end(backstop), self._gate)
         self.cut = self.cut or self.abandoned
 
-    def _run_task(self, parts, commands, on_line, on_exit, timeout: float, end_at) -> None:
+    def _run_task(self, parts, commands, spec_line, on_line, on_exit, timeout: float, end_at, tick) -> None:
         EventHandler, task_self, ExecWorker, WorkerSsh = parts
 
         class Handler(EventHandler):
@@ -134,6 +138,7 @@ class ClusterShellLauncher:
                     on_exit(str(node), None)
 
             def ev_timer(self, timer):
+                tick()
                 launcher.check_end(end_at)
 
         launcher = self
@@ -148,6 +153,7 @@ class ClusterShellLauncher:
             # `exec`: the agent replaces the shell, so a signal to the process reaches the agent
             w = cls(node, handler=handler, command=clustershell_command(cmd), timeout=timeout, stderr=True)
             self.workers.append(w)
+            w.write(spec_line)  # buffered until the agent's stdin is open; never in argv
             task.schedule(w)
         if end_at is not None:  # does not keep the task alive once every agent has exited
             task.timer(0.5, handler, interval=0.5, autoclose=True)
@@ -223,6 +229,7 @@ class SrunLauncher:
     def __init__(self, *, srun_args: str | None = None):
         self.srun_args = srun_args
         self.proc = None
+        self._writes = None  # what goes to srun's stdin, in order (go)
         self.cut = False
         self.abandoned = False
 
@@ -235,7 +242,8 @@ class SrunLauncher:
         fixed = ["srun", f"--ntasks={n}", "--kill-on-bad-exit=0", "--unbuffered", "--input=all", "--label"]
         return [*fixed, *placement, *agent_cmd]
 
-    def run(self, cmd: list[str], names: list[str], on_line, on_exit, timeout: float, end_at=None) -> None:
+    def run(self, cmd: list[str], names: list[str], spec_line: bytes, on_line, on_exit, timeout: float,
+            end_at=None, tick=None) -> None:  # fmt: skip
         try:
             self.proc = subprocess.Popen(
                 cmd,
@@ -248,6 +256,7 @@ class SrunLauncher:
             raise EnvironmentProblem(
                 "srun is not installed here", hint="run inside a Slurm allocation, or use --launcher ssh"
             ) from exc
+        self.go(spec_line)  # srun --input=all: every task's stdin, first
         sel = selectors.DefaultSelector()
         for stream, is_err in ((self.proc.stdout, False), (self.proc.stderr, True)):
             os.set_blocking(stream.fileno(), False)
@@ -257,7 +266,9 @@ class SrunLauncher:
         end = lambda: min(backstop, end_at() if end_at is not None else backstop)  # noqa: E731
         open_streams = 2
         while open_streams and time.monotonic() < end():
-            for key, _ in sel.select(min(1.0, max(end() - time.monotonic(), 0))):
+            if tick is not None:
+                tick()
+            for key, _ in sel.select(min(0.5, max(end() - time.monotonic(), 0))):
                 data = key.fileobj.read()
                 if not data:
                     sel.unregister(key.fileobj)
@@ -287,15 +298,27 @@ class SrunLauncher:
             return None, line  # srun's own words: nobody's record
         return names[int(m.group(1))], m.group(2)
 
-    def go(self, text: str) -> None:
-        """srun --input=all copies its stdin to every task."""
+    def go(self, text) -> None:
+        """srun --input=all copies its stdin to every task. Written by a thread of its own, in
+        order: a spec of megabytes fills the pipe until srun reads, and nothing here may wait
+        on srun."""
         if self.proc is None or self.proc.stdin is None:
             return
-        try:
-            self.proc.stdin.write(text.encode())
-            self.proc.stdin.flush()
-        except (OSError, ValueError):  # srun already gone: its agents start at --start-at
-            pass
+        if self._writes is None:
+            import queue
+
+            self._writes = queue.SimpleQueue()
+            threading.Thread(target=self._writer, name="srun-stdin", daemon=True).start()
+        self._writes.put(text.encode() if isinstance(text, str) else text)
+
+    def _writer(self) -> None:
+        while True:
+            data = self._writes.get()
+            try:
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
+            except (OSError, ValueError):  # srun already gone: its agents start at --start-at
+                return
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

@@ -13,73 +13,42 @@ from dataclasses import dataclass, field
 
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.mesh.contract import PairRecord, side_of
 
-# Short cause codes for the matrix, most specific first when the two ends disagree.
-CAUSES = {
-    "DOWN": "a local port or netdev is down (the node's own RDMA link)",
-    "ENV": "the node's RDMA environment (no device, memlock, permissions)",
-    "BUSY": "the mesh port was held on the node (another mesh run or server listens there)",
-    "AGENT": "the node's agent did not run, died, or missed its slot (launcher, install, --round-time)",
-    "LINK": "the NIC's link counters moved (link downed, symbol or port errors) during the pair",
-    "LOSS": "packet loss: the NICs retransmitted or saw sequence errors during the pair (counters)",
-    "RNR": "receiver not ready: RNR NAKs during the pair (a slow or overloaded peer)",
-    "ADDR": "address resolution failed (ADDR_ERROR: no route/ARP to the partner)",
-    "ROUTE": "route resolution failed (ROUTE_ERROR)",
-    "UNR": "the partner was unreachable (UNREACHABLE: no answer to the CM request)",
-    "REJ": "the partner rejected the connection (reason in the error)",
-    "NOLSN": "nothing listened at the partner (its agent was late or elsewhere)",
-    "OVER": "the pair was still running when its slot ended (torn down there; the step is named)",
-    "TMO": "a deadline expired (the partner never came, or stopped answering)",
-    "FAIL": "the data exchange failed (work completion error, loss, early disconnect)",
-    "MISS": "no report from either end (the run ended first)",
-    "SILENT": "one end reported the pair, the other never did (its agent skipped or hid it)",
-    "SLOW": "passed, but slower than the fabric's best comparable pair (--slow-factor, --slow-fraction)",
-}
-PRIORITY = [
-    "DOWN",
-    "BUSY",
-    "ENV",
-    "AGENT",
-    "LINK",
-    "LOSS",
-    "RNR",
-    "ADDR",
-    "ROUTE",
-    "UNR",
-    "REJ",
-    "FAIL",
-    "NOLSN",
-    "OVER",
-    "TMO",
-    "SILENT",
-    "MISS",
-    "SLOW",
-]
-
-
-# the matrix's code for each typed cause (errors.Cause); any other cause is FAIL
-CODE_OF = {
-    Cause.LOCAL_PORT_DOWN: "DOWN",
-    Cause.LOCAL_ADDRESS_GONE: "DOWN",
-    Cause.DEVICE_REMOVED: "DOWN",
-    Cause.ENVIRONMENT: "ENV",
-    Cause.PORT_IN_USE: "BUSY",
-    Cause.MEMLOCK: "ENV",
-    Cause.DEVICE_LIMIT: "ENV",
-    Cause.AGENT: "AGENT",
-    Cause.ADDRESS: "ADDR",
-    Cause.ROUTE: "ROUTE",
-    Cause.UNREACHABLE: "UNR",
-    Cause.REJECTED: "REJ",
-    Cause.NOBODY_LISTENING: "NOLSN",
-    Cause.DEADLINE: "TMO",
-    Cause.OVERRUN: "OVER",
-    Cause.PACKET_LOSS: "LOSS",
-    Cause.RNR: "RNR",
-    Cause.LINK_ERRORS: "LINK",
-    Cause.MISSING: "MISS",
-    Cause.SILENT: "SILENT",
-}
+# The matrix's short codes, most specific first (when the two ends of a pair disagree, the
+# first wins): (code, the typed causes it stands for, words). One table; any other cause is FAIL.
+CODES = (
+    ("DOWN", (Cause.LOCAL_PORT_DOWN, Cause.LOCAL_ADDRESS_GONE, Cause.DEVICE_REMOVED),
+     "a local port or netdev is down (the node's own RDMA link)"),
+    ("BUSY", (Cause.PORT_IN_USE,),
+     "the mesh port was held on the node (another mesh run or server listens there)"),
+    ("ENV", (Cause.ENVIRONMENT, Cause.MEMLOCK, Cause.DEVICE_LIMIT),
+     "the node's RDMA environment (no device, memlock, permissions)"),
+    ("AGENT", (Cause.AGENT,),
+     "the node's agent did not run, died, or missed its slot (launcher, install, --round-time)"),
+    ("LINK", (Cause.LINK_ERRORS,),
+     "the NIC's link counters moved (link downed, symbol or port errors) during the pair"),
+    ("LOSS", (Cause.PACKET_LOSS,),
+     "packet loss: the NICs retransmitted or saw sequence errors during the pair (counters)"),
+    ("RNR", (Cause.RNR,), "receiver not ready: RNR NAKs during the pair (a slow or overloaded peer)"),
+    ("ADDR", (Cause.ADDRESS,), "address resolution failed (ADDR_ERROR: no route/ARP to the partner)"),
+    ("ROUTE", (Cause.ROUTE,), "route resolution failed (ROUTE_ERROR)"),
+    ("UNR", (Cause.UNREACHABLE,), "the partner was unreachable (UNREACHABLE: no answer to the CM request)"),
+    ("REJ", (Cause.REJECTED,), "the partner rejected the connection (reason in the error)"),
+    ("FAIL", (), "the data exchange failed (work completion error, loss, early disconnect)"),
+    ("NOLSN", (Cause.NOBODY_LISTENING,), "nothing listened at the partner (its agent was late or elsewhere)"),
+    ("OVER", (Cause.OVERRUN,),
+     "the pair was still running when its slot ended (torn down there; the step is named)"),
+    ("TMO", (Cause.DEADLINE,), "a deadline expired (the partner never came, or stopped answering)"),
+    ("SILENT", (Cause.SILENT,),
+     "one end reported the pair, the other never did (its agent skipped or hid it)"),
+    ("MISS", (Cause.MISSING,), "no report from either end (the run ended first)"),
+    ("SLOW", (Cause.SLOW,),
+     "passed, but slower than the fabric's best comparable pair (--slow-factor, --slow-fraction)"),
+)  # fmt: skip
+CAUSES = {code: words for code, _, words in CODES}
+PRIORITY = [code for code, _, _ in CODES]
+CODE_OF = {cause: code for code, causes, _ in CODES for cause in causes}
 
 
 def cause_of(error: dict | None) -> str | None:
@@ -100,7 +69,7 @@ class Pair:
     a: int
     b: int
     round: int
-    reports: dict = field(default_factory=dict)  # "listen"/"connect" -> the agent's pair record
+    reports: dict[str, PairRecord] = field(default_factory=dict)  # by side (contract.side_of)
     ra: int = 0
     rb: int = 0
     first: Pair | None = None  # a re-test's first attempt
@@ -114,16 +83,16 @@ class Pair:
     def result(self) -> str:
         if not self.reports:
             return "missing"
-        return "pass" if all(r.get("result") == "pass" for r in self.reports.values()) else "fail"
+        return "pass" if all(r.result == "pass" for r in self.reports.values()) else "fail"
 
     def error(self) -> dict | None:
         """The most telling error of the two ends, with its cause code and which end said it."""
         errs = []
         for side, r in self.reports.items():
-            if r.get("result") != "pass" and r.get("error"):
-                e = dict(r["error"])
+            if r.result != "pass" and r.error:
+                e = dict(r.error)
                 e["code"] = cause_of(e)
-                e["reported_by"] = r.get("rank")
+                e["reported_by"] = r.rank
                 e["side"] = side
                 errs.append(e)
         if not errs:
@@ -145,7 +114,7 @@ class Pair:
         for s, r in self.reports.items():
             if side is not None and s != side:
                 continue
-            for port in r.get("counters") or []:
+            for port in r.counters:
                 d = ctr.Deltas(port["device"], port["port"], port["moved"])
                 for kind, names in d.kinds().items():
                     if kind in ctr.TROUBLE:
@@ -171,8 +140,13 @@ class Pair:
         return self.bad or (first is not None and (first.result == "fail" or first.lossy))
 
     def metric(self, key: str):
-        r = self.reports.get("connect") or {}
-        return r.get(key)
+        """A figure of the connector's report (None when it has none)."""
+        r = self.reports.get("connect")
+        return getattr(r, key) if r is not None else None
+
+    def side_of(self, rank: int) -> str:
+        """Which end of this pair a node is."""
+        return side_of(rank, self.b if rank == self.a else self.a)
 
     def to_dict(self, names: list[str], devices: list[list] | None = None) -> dict:
         d = {
@@ -289,8 +263,8 @@ LOCAL = ("DOWN", "BUSY", "ENV", "AGENT")
 
 def own_cause(p: Pair, x: int) -> str | None:
     """The cause node x itself reported for pair p (its own side of it)."""
-    r = p.reports.get("listen" if x == p.a else "connect")
-    return cause_of(r.get("error")) if r and r.get("result") != "pass" else None
+    r = p.reports.get(p.side_of(x))
+    return cause_of(r.error) if r and r.result != "pass" else None
 
 
 def _bad(names: list[str], x: int, rail: int | None, failed: list[Pair], tested: int) -> dict:
@@ -301,7 +275,7 @@ def _bad(names: list[str], x: int, rail: int | None, failed: list[Pair], tested:
         if p.first is not None and not p.bad:  # bad only in its first attempt
             code = p.first.cause or "LOSS"
         causes[code] = causes.get(code, 0) + 1
-        for name, v in p.trouble("listen" if x == p.a else "connect").items():
+        for name, v in p.trouble(p.side_of(x)).items():
             own[name] = own.get(name, 0) + v
     entry = {"node": names[x], "rank": x, **({"rail": rail} if rail is not None else {}),
              "failed": len(failed), "tested": tested, "causes": causes}  # fmt: skip

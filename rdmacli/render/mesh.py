@@ -18,8 +18,8 @@ MATRIX_MAX = 32
 class MeshProgress:
     """Rounds done, pairs passed/failed so far and the time left, on stderr (transient)."""
 
-    def __init__(self, app, plan):
-        self.app, self.plan = app, plan
+    def __init__(self, app, run):
+        self.app, self.run = app, run
         self.progress = None
 
     def __enter__(self):
@@ -37,22 +37,21 @@ class MeshProgress:
             refresh_per_second=4,
         )
         self.progress.__enter__()
+        plan = self.run.plan
         self.task = self.progress.add_task(
-            "mesh", total=None, nodes=self.plan.n, round=0, rounds=len(self.plan.rounds) or "?",
+            "mesh", total=None, nodes=plan.n, round=0, rounds=len(plan.rounds) or "?",
             passed=0, failed=0, phase="launching agents",
         )  # fmt: skip
         return self
 
-    def update(self, collector) -> None:
+    def update(self) -> None:
         if self.progress is None:
             return
-        plan, now = self.plan, time.time()
-        rnd = (
-            0 if now < plan.start_at else min(len(plan.rounds), int((now - plan.start_at) / plan.round_s) + 1)
-        )
-        counts = collector.counts()
-        agents = len(collector.agents)
-        phase = f"{agents}/{plan.n} agents up" if now < plan.start_at else ""
+        run, now = self.run, time.time()
+        plan, start = run.plan, run.start_at
+        rnd = 0 if now < start else min(len(plan.rounds), int((now - start) / plan.round_s) + 1)
+        counts = run.intake.counts()
+        phase = f"{len(run.intake.agents)}/{plan.n} agents up" if now < start else ""
         self.progress.update(
             self.task, total=counts["pairs"], completed=counts["passed"] + counts["failed"], round=rnd,
             rounds=len(plan.rounds), passed=counts["passed"], failed=counts["failed"], phase=phase,
@@ -62,6 +61,55 @@ class MeshProgress:
         if self.progress is not None:
             self.progress.__exit__(None, None, None)
             self.progress = None
+
+
+class LiveMesh:
+    """What people (progress, warnings) and --json-lines readers (each pair once settled) see
+    while a mesh runs: the run loop's observer (mesh.run.Observer)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.progress: MeshProgress | None = None
+        self.seen: set[tuple] = set()  # (pair key, re-test) already emitted
+
+    def started(self, run) -> None:
+        if self.app.live:
+            self.progress = MeshProgress(self.app, run).__enter__()
+
+    def record(self, run, rec) -> None:
+        from rdmacli.mesh.contract import PairRecord
+        from rdmacli.mesh.intake import pair_key
+
+        if self.app.json_lines and isinstance(rec, PairRecord):
+            intake = run.intake
+            again = rec.round in intake.retests
+            pair = (intake.retests[rec.round] if again else intake.pairs).get(
+                pair_key(rec.rank, rec.rail, rec.peer, rec.peer_rail)
+            )
+            if pair and (pair.key, again) not in self.seen and intake.settled(pair):
+                self.seen.add((pair.key, again))
+                self.app.emit_json(
+                    {"type": "pair", **pair.to_dict(run.plan.names, intake.devices), "retest": again}
+                )
+        if self.progress is not None:
+            self.progress.update()
+
+    def warning(self, words: str) -> None:
+        if not self.app.machine:  # said once, as soon as it shows (the summary repeats it)
+            self.app.err.print(f"warning: {words}", markup=False, highlight=False)
+
+    def ended(self, run) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(None, None, None)
+            self.progress = None
+
+    def rest(self, outcome) -> None:
+        """--json-lines: the pairs not yet emitted (never settled while the run went on)."""
+        if not self.app.json_lines:
+            return
+        for p in outcome.data.get("pairs", []):
+            if ((p["a_rank"], p["rail_a"], p["b_rank"], p["rail_b"]), False) not in self.seen:
+                self.app.emit_json({"type": "pair", **p})
 
 
 def _figure(p: dict) -> str:

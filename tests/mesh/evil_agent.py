@@ -1,4 +1,4 @@
-"""A hostile mesh agent, for tests only: `python evil_agent.py EVIL_RANK -m rdmacli mesh-agent ...`.
+"""A hostile mesh agent, for tests only: `python evil_agent.py EVIL_RANK -m rdmacli mesh-agent --rank N`.
 
 On the node of rank EVIL_RANK it lies: for every pair of ranks 0 and 1 it
 prints a failed record as if it were them, floods junk (a line deeper than Python parses, a
@@ -12,16 +12,16 @@ import json
 import os
 import sys
 
-from rdmacli.mesh import schedule
+from rdmacli.mesh import contract, schedule
 
 
 def main() -> None:
     evil, args = int(sys.argv[1]), sys.argv[2:]
-    opts = dict(zip(args[1::2], args[2::2]))
     rank = int(args[args.index("--rank") + 1])
-    if rank != evil:
+    if rank != evil:  # the real agent, its stdin (the spec first) untouched
         os.execv(sys.executable, [sys.executable, *args])
-    run, n = opts["--run-id"], len(opts["--addresses"].split(","))
+    spec = contract.read_spec(contract.LineReader(sys.stdin.buffer), 60)
+    run, n = spec.run_id, spec.n
     out = sys.stdout  # it never says `agent`: its launcher's words (stderr) tell of it
     for victim in (0, 1):
         for rnd in schedule.rounds_for(n, False):

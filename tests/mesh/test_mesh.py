@@ -37,6 +37,7 @@ from meshlab import (
 )  # fmt: skip
 
 from rdmacli.lab import node
+from rdmacli.mesh.contract import RunSpec
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -345,14 +346,16 @@ def test_a_forged_request_cannot_take_a_listeners_slot():
     listener still serves its real partner in the same slot."""
     a, b, c = (node(k)["ipv4"] for k in (1, 2, 3))
     run_id, start = "fe" * 8, time.time() + 30
-    common = ["--run-id", run_id, "--start-at", str(start), "--round-time", "90", "--port", "7491",
-              "--test", "connect", "--count", "10", "--names", "n01,n02"]  # fmt: skip
-    agent = [sys.executable, "-m", "rdmacli", "mesh-agent", *common]
+    agent = [sys.executable, "-m", "rdmacli", "mesh-agent"]
 
     def spawn(addresses: str, rank: int) -> subprocess.Popen:
-        return subprocess.Popen([*agent, "--addresses", addresses, "--rank", str(rank)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        spec = RunSpec(run_id=run_id, start_at=start, round_s=90, port=7491, test="connect", count=10,
+                       names=["n01", "n02"], addresses=[[x] for x in addresses.split(",")])  # fmt: skip
+        proc = subprocess.Popen([*agent, "--rank", str(rank)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
+        proc.stdin.write(spec.to_line().decode())
+        proc.stdin.close()  # the spec, then nothing: the agent starts at start_at
+        return proc
 
     listener = spawn(f"{a},{b}", 0)
     forger = spawn(f"{a},{c}", 1)  # the same token, asked from n03's address

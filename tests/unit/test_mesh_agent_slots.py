@@ -10,6 +10,7 @@ from fakerdma import FakeBackend
 
 from rdmacli.mesh import agent
 from rdmacli.mesh.agent import AgentConfig, run_agent
+from rdmacli.mesh.contract import RunSpec
 
 
 def test_a_pair_that_overran_its_slot_is_named_in_the_next_ones_failure(monkeypatch):
@@ -18,23 +19,16 @@ def test_a_pair_that_overran_its_slot_is_named_in_the_next_ones_failure(monkeypa
     monkeypatch.setattr(agent, "time", clock)
 
     def slow_pair(cfg, rnd, slot, peer, end, rail=0, peer_rail=0, *, backend=None, stops=None):
-        clock.sleep(0.6)  # every pair overruns its 0.4 s slot by 0.2 s
+        clock.sleep(0.75)  # every pair overruns its 0.5 s slot by 0.25 s
         rec = agent.pair_record(cfg, rnd, slot, peer)
         rec.update(result="pass", error=None)
         return rec
 
     monkeypatch.setattr(agent, "run_pair", slow_pair)
-    cfg = AgentConfig(
-        rank=0,
-        addresses=[["10.0.0.1"], ["10.0.0.2"], ["10.0.0.3"], ["10.0.0.4"]],
-        names=["n1", "n2", "n3", "n4"],
-        run_id="00" * 8,
-        start_at=now[0] + 0.2,
-        round_s=0.4,
-        port=7490,
-    )
+    spec = RunSpec(run_id="00" * 8, names=["n1", "n2", "n3", "n4"], start_at=now[0] + 0.2, round_s=0.5,
+                   addresses=[["10.0.0.1"], ["10.0.0.2"], ["10.0.0.3"], ["10.0.0.4"]])  # fmt: skip
     records = []
-    run_agent(cfg, records.append, backend=FakeBackend())
+    run_agent(AgentConfig(spec, 0), lambda rec: records.append(rec.to_dict()), backend=FakeBackend())
     assert records[0]["type"] == "agent" and records[0]["ready"] is True
     pairs = [r for r in records if r["type"] == "pair"]
     assert len(pairs) == 3
@@ -60,12 +54,10 @@ def test_an_agent_whose_mesh_port_is_held_says_so_once_and_runs_no_pair(monkeypa
     backend.holders = ["python3 (pid 77)"]
     ran = []
     monkeypatch.setattr(agent, "run_pair", lambda *a, **kw: ran.append(a))
-    cfg = AgentConfig(
-        rank=1, addresses=[["10.0.0.1"], ["10.0.0.2"], ["10.0.0.3"]], names=["n1", "n2", "n3"],
-        run_id="00" * 8, start_at=0, round_s=1, port=7490,
-    )  # fmt: skip
+    addresses = [["10.0.0.1"], ["10.0.0.2"], ["10.0.0.3"]]
+    spec = RunSpec(run_id="00" * 8, names=["n1", "n2", "n3"], addresses=addresses, round_s=1)
     records = []
-    run_agent(cfg, records.append, backend=backend)
+    run_agent(AgentConfig(spec, 1), lambda rec: records.append(rec.to_dict()), backend=backend)
     assert records[0]["type"] == "agent" and records[0]["ready"] is False
     pairs = [r for r in records if r["type"] == "pair"]
     assert pairs and not ran

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from meshdata import judged, make_plan, report
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
-from rdmacli.mesh.coordinator import Collector, Plan, outcome, start_plan
+from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.report import Pair, blame, cause_of, compare
 
 NAMES = [f"n{i}" for i in range(8)]
@@ -47,8 +48,11 @@ def full_mesh(n, fail):
         for a, b in schedule.pairs(n, rnd):
             p = Pair(a, b, rnd)
             errs = fail(a, b)
-            for side, rank, err in (("listen", a, errs and errs[0]), ("connect", b, errs and errs[1])):
-                p.reports[side] = {"rank": rank, "result": "fail" if errs else "pass", "error": err or None}
+            for side, rank, peer, err in (
+                ("listen", a, b, errs and errs[0]),
+                ("connect", b, a, errs and errs[1]),
+            ):
+                p.reports[side] = report(rank, peer, "fail" if errs else "pass", err or None, rnd)
             pairs.append(p)
     return pairs
 
@@ -84,9 +88,7 @@ def test_two_nodes_alone_cannot_tell_node_from_link():
 
 
 def test_the_most_telling_end_names_the_cause():
-    p = Pair(
-        0, 1, 0, {"listen": {"result": "fail", "error": TMO}, "connect": {"result": "fail", "error": DOWN}}
-    )
+    p = Pair(0, 1, 0, {"listen": report(0, 1, "fail", TMO), "connect": report(1, 0, "fail", DOWN)})
     assert p.result == "fail" and p.cause == "DOWN"
     assert cause_of(error(Cause.ROUTE, "resolve route: ROUTE_ERROR")) == "ROUTE"
     assert cause_of(error(Cause.NOBODY_LISTENING, "x: nothing is listening at 10.0.0.1:7490")) == "NOLSN"
@@ -112,12 +114,7 @@ def test_baseline_flags_pairs_that_started_failing_or_got_slower():
 
 
 def plan(n=4):
-    p = Plan(
-        nodes_spec="n[0-3]", names=NAMES[:n], addresses=[[f"10.0.0.{i}"] for i in range(n)], run_id="ab" * 8,
-        round_s=1, launch_s=1, port=7490, test="ping", count=5, quick=False,
-    )  # fmt: skip
-    start_plan(p)
-    return p
+    return make_plan(NAMES[:n], [[f"10.0.0.{i}"] for i in range(n)])
 
 
 def pair_rec(pl, rank, rnd, result="pass", **kw) -> dict:
@@ -129,7 +126,7 @@ def pair_rec(pl, rank, rnd, result="pass", **kw) -> dict:
 
 def test_the_collector_uses_only_records_of_this_run_that_the_schedule_has():
     pl = plan()
-    c = Collector(pl)
+    c = Intake(pl)
     rnd = pl.rounds[0]
     good = pair_rec(pl, 0, rnd)
     peer = good["peer"]
@@ -149,15 +146,15 @@ def test_the_collector_uses_only_records_of_this_run_that_the_schedule_has():
     assert len(c.violations[0]) == 6 and all(not p.reports for p in c.pairs.values())
     assert c.stderr["n0"] == ["not json {", "[1, 2]"]  # kept as words for a node that never reports
     c.on_line("n0", json.dumps({**good, "a": 99, "b": "x", "evil": "[red]x"}), False)  # a/b recomputed
-    report = c.pairs[(0, 0, peer, 0)].reports["listen"]
-    assert report["result"] == "pass" and (report["a"], report["b"]) == (0, peer) and "evil" not in report
+    taken = c.pairs[(0, 0, peer, 0)].reports["listen"]
+    assert taken.result == "pass" and (taken.rank, taken.peer) == (0, peer) and "evil" not in taken.to_dict()
 
 
 def test_an_agent_speaks_only_for_its_own_node():
     """A stand-in agent on n3 prints records as ranks 0 and 1: named, never used; the honest
     records of n0 and n1 decide their pairs."""
     pl = plan()
-    c = Collector(pl)
+    c = Intake(pl)
     for rnd in pl.rounds:
         for rank in (0, 1):
             if schedule.partner(rank, rnd, 4) in (2, 3) or schedule.partner(rank, rnd, 4) == 1 - rank:
@@ -167,7 +164,7 @@ def test_an_agent_speaks_only_for_its_own_node():
         and all("record for rank" in v for v in c.violations[3])
         and not any(p.reports for p in c.pairs.values())
     )
-    out = outcome(pl, c, {}, t0=0).to_dict()
+    out = judged(pl, c).to_dict()
     assert any("n3's agent sent" in w for w in out["warnings"])
     assert [n["violations"] for n in out["data"]["nodes"]] == [0, 0, 0, len(c.violations[3])]
 
@@ -185,18 +182,18 @@ def test_an_agent_speaks_only_for_its_own_node():
 )
 def test_a_malformed_record_is_its_senders_violation_and_the_run_goes_on(hostile):
     pl = plan()
-    c = Collector(pl)
+    c = Intake(pl)
     rnd = pl.rounds[0]
     rec = pair_rec(pl, 0, rnd, "fail" if "error" in hostile else "pass", **hostile)
     c.on_line("n0", json.dumps(rec), False)
     assert len(c.violations[0]) == 1 and not c.pairs[(0, 0, rec["peer"], 0)].reports
-    doc = outcome(pl, c, {}, t0=0).to_dict()  # the summary still comes, valid JSON
+    doc = judged(pl, c).to_dict()  # the summary still comes, valid JSON
     json.dumps(doc, allow_nan=False)
 
 
 def test_lines_too_long_or_too_deep_are_refused_not_parsed():
     pl = plan()
-    c = Collector(pl)
+    c = Intake(pl)
     c.on_line("n1", "{" + " " * 100_000 + "}", False)  # longer than any record: not parsed
     c.on_line("n1", "[" * 30_000 + "]" * 30_000, False)  # not a record: words, bounded
     c.on_line("n1", '{"a":' * 10_000 + "1" + "}" * 10_000, False)  # deeper than Python recurses
@@ -208,13 +205,13 @@ def test_a_pair_passes_only_when_both_ends_say_so(wording):
     """An agent that prints its `agent` line and exits: its partners' passes do not make the
     pairs pass; its silence is its own cause, and it is the node blamed."""
     pl = plan()
-    c = Collector(pl)
+    c = Intake(pl)
     for rank in range(4):
         c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.run_id, "rank": rank}), False)
     for rnd in pl.rounds:
         for rank in (0, 1, 2):
             c.on_line(NAMES[rank], json.dumps(pair_rec(pl, rank, rnd)), False)
-    out = outcome(pl, c, {}, t0=0).to_dict()
+    out = judged(pl, c).to_dict()
     failing = [p for p in out["data"]["pairs"] if p["result"] == "fail"]
     assert len(failing) == 3 and {p["cause"] for p in failing} == {"SILENT"}
     assert all(p["error"]["cause"] == "silent_end" for p in failing)
@@ -225,7 +222,7 @@ def test_a_pair_passes_only_when_both_ends_say_so(wording):
 
 def test_a_node_whose_agent_never_ran_is_blamed_with_its_launcher_words(wording):
     pl = plan()
-    c = Collector(pl)
+    c = Intake(pl)
     for rank in (0, 1, 2):
         c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.run_id, "rank": rank}), False)
     c.on_line("n3", "bash: rdmacli: command not found", True)
@@ -239,7 +236,7 @@ def test_a_node_whose_agent_never_ran_is_blamed_with_its_launcher_words(wording)
                 rec = {"type": "pair", "run": pl.run_id, "rank": rank, "peer": peer, "round": rnd,
                        "result": "fail" if err else "pass", "error": err}  # fmt: skip
                 c.on_line(NAMES[rank], json.dumps(rec), False)
-    out = outcome(pl, c, {}, t0=0).to_dict()
+    out = judged(pl, c).to_dict()
     assert out["exit_code"] == 1 and out["totals"]["pairs_failed"] == 3
     assert [b["node"] for b in out["data"]["blame"]["nodes"]] == ["n3"]
     failing = [p for p in out["data"]["pairs"] if p["result"] == "fail"]
@@ -255,12 +252,12 @@ def test_words_from_agents_reach_a_terminal_escaped(capsys, wording):
     from rdmacli.render.mesh import print_mesh
 
     pl = plan()
-    c = Collector(pl)
+    c = Intake(pl)
     for rank in (0, 1, 2):
         c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.run_id, "rank": rank}), False)
     c.on_line("n3", "\x1b]0;owned\x07\x1b[2J junk", True)
     c.on_exit("n3", 1)
-    doc = outcome(pl, c, {}, t0=0).to_dict()
+    doc = judged(pl, c).to_dict()
     print_mesh(App(), doc)
     App().report_error(RdmacliError("agent said \x1b[2J", cause=Cause.AGENT))
     out = capsys.readouterr()

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 
 import pytest
+from meshdata import make_plan, report
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
+from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.rails import check_report, discover, parse_devices
 from rdmacli.mesh.report import Pair, blame, judge_slow
 
@@ -145,11 +148,11 @@ def two_rail_mesh(n: int, fail=lambda a, ra, b, rb: None, rtt=lambda a, ra, b, r
         for a, ra, b, rb in schedule.nic_pairs(n, rnd, 2, False):
             p = Pair(a, b, rnd, ra=ra, rb=rb)
             errs = fail(a, ra, b, rb)
-            for side, rank, err in (("listen", a, errs and errs[0]), ("connect", b, errs and errs[1])):
-                p.reports[side] = {"rank": rank, "result": "fail" if errs else "pass", "error": err or None}
-            if not errs:
-                v = rtt(a, ra, b, rb)
-                p.reports["connect"].update(rtt_p50_us=v, rtt_p99_us=tail * v)
+            figures = {} if errs else {"rtt_p50_us": (v := rtt(a, ra, b, rb)), "rtt_p99_us": tail * v}
+            p.reports["listen"] = report(a, b, "fail" if errs else "pass", errs and errs[0] or None, rnd)
+            p.reports["connect"] = report(
+                b, a, "fail" if errs else "pass", errs and errs[1] or None, rnd, **figures
+            )
             pairs.append(p)
     return pairs
 
@@ -211,7 +214,8 @@ def test_fewer_than_three_pairs_have_no_best_to_judge_by_and_bandwidth_uses_the_
     assert judge_slow(two, 2.0, 0.9) == {} and not any(p.slow for p in two)
     pairs = two_rail_mesh(4)
     for p in pairs:
-        p.reports["connect"].update(gbps_ab=100.0, gbps_ba=80.0 if (p.a, p.ra) == (0, 0) else 99.0)
+        gbps = {"gbps_ab": 100.0, "gbps_ba": 80.0 if (p.a, p.ra) == (0, 0) else 99.0}
+        p.reports["connect"] = replace(p.reports["connect"], **gbps)
     judge_slow(pairs, 2.0, 0.9)
     slow = [p for p in pairs if p.slow]
     assert len(slow) == 3 and all((p.a, p.ra) == (0, 0) for p in slow)
@@ -226,8 +230,10 @@ def test_a_retested_pair_counts_its_first_failure_against_a_nic_but_not_as_a_lin
     for p in pairs:
         if p.key in flaky | {(1, 0, 2, 0)}:
             first = Pair(p.a, p.b, p.round, ra=p.ra, rb=p.rb)
-            first.reports = {"listen": {"rank": p.a, "result": "fail", "error": TMO},
-                             "connect": {"rank": p.b, "result": "fail", "error": TMO}}  # fmt: skip
+            first.reports = {
+                "listen": report(p.a, p.b, "fail", TMO),
+                "connect": report(p.b, p.a, "fail", TMO),
+            }
             p.first = first  # and its re-test passed
     v = blame(8, pairs, NAMES, 2)
     assert [(b["node"], b["rail"]) for b in v["nics"]] == [("n5", 1)] and v["nics"][0]["causes"] == {"TMO": 5}
@@ -235,23 +241,13 @@ def test_a_retested_pair_counts_its_first_failure_against_a_nic_but_not_as_a_lin
     # slowness that went away at the re-test is jitter: it counts against nobody
     for p in pairs:
         if p.first is not None:
-            p.first.reports = {
-                s: {"rank": r["rank"], "result": "pass", "error": None} for s, r in p.reports.items()
-            }
+            p.first.reports = {s: report(r.rank, r.peer) for s, r in p.reports.items()}
             p.first.slow = {"figure": "rtt_p50_us", "value": 99.0, "best": 10.0, "limit": 20.0}
     assert blame(8, pairs, NAMES, 2)["nics"] == []
 
 
 def rails_plan(n: int = 4, rails: int = 2, cross: bool = False):
-    from rdmacli.mesh.coordinator import Plan, start_plan
-
-    p = Plan(
-        nodes_spec=f"n[0-{n - 1}]", names=NAMES[:n], run_id="ab" * 8, round_s=1, launch_s=1, port=7490,
-        addresses=[[f"10.{k}.0.{i}" for k in range(rails)] for i in range(n)], test="ping", count=5,
-        quick=False, cross_rail=cross,
-    )  # fmt: skip
-    start_plan(p)
-    return p
+    return make_plan(NAMES[:n], [[f"10.{k}.0.{i}" for k in range(rails)] for i in range(n)], cross=cross)
 
 
 def record(plan, rank: int, rnd: int, rail: int, peer: int, peer_rail: int, error: dict | None = None) -> str:
@@ -263,15 +259,13 @@ def record(plan, rank: int, rnd: int, rail: int, peer: int, peer_rail: int, erro
 
 
 def test_the_collector_takes_each_nics_record_once_and_refuses_rails_the_schedule_has_not():
-    from rdmacli.mesh.coordinator import Collector
-
     pl = rails_plan()
-    c = Collector(pl)
-    assert len(c.pairs) == 6 * 2 and pl.rounds == [0, 1, 2]
+    c = Intake(pl)
+    assert len(c.pairs) == 6 * 2 and pl.rounds == (0, 1, 2)
     rnd = pl.rounds[0]
     (rail, peer, peer_rail), _ = schedule.tests_of(0, rnd, 4, 2)
     c.on_line("n0", record(pl, 0, rnd, rail, peer, peer_rail), False)
-    assert c.pairs[(0, rail, peer, peer_rail)].reports["listen"]["rail"] == rail
+    assert c.pairs[(0, rail, peer, peer_rail)].reports["listen"].rail == rail
     for bad in (
         record(pl, 0, rnd, rail, peer, peer_rail),  # a second report of the same NIC pair
         record(pl, 0, rnd, 0, peer, 1),  # rail 0 with rail 1: not rail-aligned
@@ -288,10 +282,10 @@ ADDR = RdmacliError("resolve addr: ADDR_ERROR ETIMEDOUT", cause=Cause.ADDRESS).t
 
 @pytest.mark.parametrize("routed", [False, True], ids=["separate-rails", "routed"])
 def test_cross_rail_on_separate_rail_networks_is_refused_after_the_first_node_round(routed):
-    from rdmacli.mesh.coordinator import Collector
+    from rdmacli.mesh.run import MeshRun
 
     pl = rails_plan(cross=True)
-    c = Collector(pl)
+    c = MeshRun(pl)
     first = pl.rounds[:2]  # node round 0: sub-round 0 rail-aligned, sub-round 1 cross-rail
     for rnd in first:
         for a, ra, b, rb in schedule.nic_pairs(4, rnd, 2, True):
@@ -304,10 +298,7 @@ def test_cross_rail_on_separate_rail_networks_is_refused_after_the_first_node_ro
         return
     assert c.refused is not None and c.refused.cause == Cause.USAGE
     assert "--cross-rail" in c.refused.message and "separate networks" in c.refused.message
-    from rdmacli.mesh.coordinator import outcome
-
-    doc = outcome(pl, c, {}, t0=0).to_dict()
-    assert doc["exit_code"] == 2 and doc["error"]["cause"] == "usage"
+    assert c.refused.exit_code == 2 and c.end_at() < __import__("time").monotonic()  # stop the agents now
 
 
 def test_an_infiniband_port_takes_its_ipoib_netdevs_address(tmp_path, monkeypatch):
@@ -394,12 +385,12 @@ class ReportingLaunch:
     def __init__(self, reports: dict[str, object]):
         self.reports = reports
 
-    def start(self, nodes_spec, names, args, on_line, on_exit, timeout, end_at=None):
-        run_id = args[args.index("--run-id") + 1]
+    def start(self, nodes_spec, spec, on_line, on_exit, timeout, end_at=None, tick=None):
+        assert spec.discover is not None and not spec.addresses  # discovery's own spec
 
         def runner():
-            for rank, name in enumerate(names):
-                rec = {"type": "rails", "run": run_id, "rank": rank, "rails": self.reports[name]}
+            for rank, name in enumerate(spec.names):
+                rec = {"type": "rails", "run": spec.run_id, "rank": rank, "rails": self.reports[name]}
                 on_line(name, json.dumps(rec), False)
 
         return None, runner
@@ -410,9 +401,16 @@ def rail(address, device="mlx5_0"):
 
 
 def test_discovery_refuses_an_address_on_two_nodes_and_unequal_rail_counts():
-    from rdmacli.mesh.coordinator import discover
+    from rdmacli.mesh.contract import RunSpec
+    from rdmacli.mesh.run import Request
+    from rdmacli.mesh.run import discover as find
 
     names = ["n1", "n2", "n3"]
+    spec = RunSpec(run_id="ab" * 8, names=names, discover={"rails": None, "family": 4})
+
+    def discover(nodes, names, launch, run_id, timeout):
+        return find(Request(spec=spec, nodes_spec=nodes), launch, timeout=timeout)
+
     two = {n: [rail(f"10.0.0.{i}"), rail(f"10.1.0.{i}", "mlx5_1")] for i, n in enumerate(names, 1)}
     ok = ReportingLaunch(two)
     addrs, devices = discover("n[1-3]", names, ok, run_id="r1", timeout=5)

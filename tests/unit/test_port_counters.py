@@ -4,6 +4,7 @@ negative, and failures said as what the counters show."""
 from __future__ import annotations
 
 import pytest
+from meshdata import report
 
 from rdmacli.diag import counters as C
 from rdmacli.errors import Cause, RdmacliError
@@ -127,13 +128,10 @@ def test_a_deadline_with_retransmits_is_packet_loss_and_keeps_its_first_words():
 
 def pair_with(a, b, rnd, listen_moved, connect_moved, result="pass"):
     p = Pair(a, b, rnd)
-    for side, rank, moved in (("listen", a, listen_moved), ("connect", b, connect_moved)):
-        rec = {"rank": rank, "result": result, "error": None}
-        if result == "fail":
-            rec["error"] = RdmacliError("slow", cause=Cause.PACKET_LOSS).to_dict()
-        if moved:
-            rec["counters"] = [{"device": f"rxe{rank}", "port": 1, "moved": moved, "reset": []}]
-        p.reports[side] = rec
+    for side, rank, peer, moved in (("listen", a, b, listen_moved), ("connect", b, a, connect_moved)):
+        error = RdmacliError("slow", cause=Cause.PACKET_LOSS).to_dict() if result == "fail" else None
+        counters = ({"device": f"rxe{rank}", "port": 1, "moved": moved, "reset": []},) if moved else ()
+        p.reports[side] = report(rank, peer, result, error, rnd, counters=counters)
     return p
 
 

@@ -13,11 +13,12 @@ import pytest
 from ClusterShell.Worker.Exec import _replace_cmd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from meshdata import make_plan
 
 from rdmacli.errors import RdmacliError
 from rdmacli.mesh import inputs, records
 from rdmacli.mesh import token as T
-from rdmacli.mesh.coordinator import Collector, Plan, start_plan
+from rdmacli.mesh.intake import Intake
 from rdmacli.protocols import hello as H
 from rdmacli.protocols import rping
 
@@ -78,20 +79,16 @@ def test_clustershell_gets_back_exactly_the_words_it_was_given(words):
 @FAST
 @given(json_values)
 def test_agent_records_of_any_shape_never_crash_the_collector(value):
-    plan = Plan(
-        nodes_spec="n[0-3]", names=["n0", "n1", "n2", "n3"], addresses=[["10.0.0.1"]] * 4,
-        run_id="ab" * 8, round_s=1, launch_s=1, port=7490, test="ping", count=5, quick=False,
-    )  # fmt: skip
-    start_plan(plan)
-    c = Collector(plan)
+    plan = make_plan(["n0", "n1", "n2", "n3"], [[f"10.0.0.{i}"] for i in range(4)])
+    c = Intake(plan)
     rec = value if not isinstance(value, dict) else {"type": "pair", "run": plan.run_id, "rank": 1, **value}
     line = json.dumps(rec, allow_nan=True)
     c.on_line("n1", line, False)
     c.on_line("n1", line[:1000], False)
     for p in c.pairs.values():
         for r in p.reports.values():
-            assert records.check_pair(r) is None  # only checked records are ever used
-            json.dumps(r, allow_nan=False)
+            assert records.check_pair(r.to_dict()) is None  # only checked records are ever used
+            json.dumps(r.to_dict(), allow_nan=False)
 
 
 @FAST

@@ -18,8 +18,8 @@ from .peers import Result
 
 @pytest.fixture
 def rdmacli():
-    def invoke(backend, *args: str) -> Result:
-        r = CliRunner().invoke(cli, list(args), obj={"backend": backend})
+    def invoke(backend, *args: str, input=None) -> Result:
+        r = CliRunner().invoke(cli, list(args), obj={"backend": backend}, input=input)
         if r.exception is not None and not isinstance(r.exception, SystemExit):
             raise r.exception
         return Result(r)

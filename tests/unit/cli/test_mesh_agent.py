@@ -5,31 +5,20 @@ from __future__ import annotations
 import json
 import time
 
+from rdmacli.mesh.contract import RunSpec
+
 from .peers import rping_server
 
 
-def agent(rdmacli, backend, rank: int, *extra: str):
-    return rdmacli(
-        backend,
-        "mesh-agent",
-        "--run-id",
-        "ab" * 8,
-        "--start-at",
-        str(time.time()),
-        "--round-time",
-        "2",
-        "--port",
-        "7490",
-        "--names",
-        "n0,n1",
-        "--addresses",
-        "10.0.0.1,10.0.0.2",
-        "--rank",
-        str(rank),
-        "--count",
-        "3",
-        *extra,
-    )
+def spec_line(**kw) -> bytes:
+    spec = {"run_id": "ab" * 8, "start_at": time.time(), "round_s": 2, "port": 7490, "names": ["n0", "n1"],
+            "addresses": [["10.0.0.1"], ["10.0.0.2"]], "count": 3, **kw}  # fmt: skip
+    return RunSpec(**spec).to_line()
+
+
+def agent(rdmacli, backend, rank: int, **kw):
+    """The agent of `rank`, its spec on stdin as the launcher writes it."""
+    return rdmacli(backend, "mesh-agent", "--rank", str(rank), input=spec_line(**kw))
 
 
 def records(r) -> list[dict]:
@@ -38,7 +27,7 @@ def records(r) -> list[dict]:
 
 def test_the_connecting_agent_runs_its_pair_and_reports_it(rdmacli, backend):
     rping_server(backend)
-    r = agent(rdmacli, backend, 1, "--test", "rping")
+    r = agent(rdmacli, backend, 1, test="rping")
     assert r.exit_code == 0, r.stderr
     kinds = [rec["type"] for rec in records(r)]
     assert kinds[0] == "agent" and kinds[-1] == "done" and kinds.count("pair") == 1
@@ -74,7 +63,7 @@ def test_a_bw_pair_is_measured_both_ways(rdmacli, backend):
     from .test_bw_lat import bidir_server
 
     bidir_server(backend, bw.RESULT_FORMAT.pack(30, 0.25))
-    r = agent(rdmacli, backend, 1, "--test", "bw")
+    r = agent(rdmacli, backend, 1, test="bw")
     [pair] = [rec for rec in records(r) if rec["type"] == "pair"]
     assert pair["result"] == "pass", pair
     assert pair["gbps_ba"] > 0 and pair["gbps_ab"] == round(30 * 65536 * 8 / 0.25 / 1e9, 4)
@@ -90,12 +79,20 @@ def test_a_partner_that_never_listens_is_its_cause_not_words(rdmacli, backend):
     assert [rec["failed"] for rec in records(r) if rec["type"] == "done"] == [1]
 
 
-def test_bad_members_are_refused_with_words(rdmacli, backend):
-    r = rdmacli(
-        backend, "mesh-agent", "--run-id", "ab" * 8, "--start-at", "0", "--round-time", "2",
-        "--port", "7490", "--names", "n0,n1", "--addresses", "10.0.0.1", "--rank", "0",
-    )  # fmt: skip
-    assert r.exit_code == 2 and "inconsistent members" in r.stderr
+def test_a_bad_spec_is_refused_with_words_and_a_record(rdmacli, backend):
+    bad = spec_line().replace(b'"addresses":[["10.0.0.1"],["10.0.0.2"]]', b'"addresses":[["10.0.0.1"]]')
+    for line, words in (
+        (bad, "2 names, 1 addresses"),
+        (b'{"v":1,"run_id":"ab"}\n', "no run_id or names"),
+        (b"not json\n", "not JSON"),
+        (spec_line().replace(b'"port":7490', b'"port":"7490"'), "bad port"),
+        (b"", "no run spec on stdin"),
+    ):
+        r = rdmacli(backend, "mesh-agent", "--rank", "0", input=line)
+        assert r.exit_code == 2 and words in r.stderr, (line, r.stderr)
+        assert json.loads(r.stdout)["type"] == "error"
+    r = rdmacli(backend, "mesh-agent", "--rank", "5", input=spec_line())
+    assert r.exit_code == 2 and "rank 5 is not one of the spec's 2 nodes" in r.stderr
 
 
 def test_a_pairs_deadline_speaks_of_the_meshs_own_options(rdmacli, backend):

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from hanging_agent import options
+from hanging_agent import spec_and_rank
 
 from rdmacli.mesh import schedule
 from rdmacli.mesh.agent import AgentConfig
@@ -20,10 +20,9 @@ CONFIRMED = {(2, 3)}
 
 
 def main() -> None:
-    opts = options(sys.argv[2:])
-    run, rank, n = opts["--run-id"], int(opts["--rank"]), len(opts["--names"].split(","))
-    cfg = AgentConfig(rank=rank, addresses=[[""]] * n, names=[""] * n, run_id=run, start_at=time.time() + 600,
-                      round_s=1.0, port=1, retests=True)  # fmt: skip
+    spec, rank = spec_and_rank(sys.argv[2:])
+    run, n = spec.run_id, spec.n
+    cfg = AgentConfig(spec, rank)
 
     def say(rec: dict) -> None:
         print(json.dumps({"run": run, "rank": rank, **rec}), flush=True)
@@ -40,8 +39,8 @@ def main() -> None:
             pair(rnd, peer, (min(rank, peer), max(rank, peer)) in FAILING)
 
     def watch() -> None:  # as the real agent reads its stdin
-        for line in sys.stdin:
-            cfg.take(line)
+        while (line := spec_and_rank.reader.readline()) is not None:
+            cfg.take(line.decode())
 
     threading.Thread(target=watch, daemon=True).start()
     deadline = time.time() + 60

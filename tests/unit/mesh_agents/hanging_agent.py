@@ -18,14 +18,14 @@ from rdmacli.mesh import schedule
 
 def main() -> None:
     hang, args = int(sys.argv[1]), sys.argv[3:]
-    opts = options(args)
-    run, rank, n = opts["--run-id"], int(opts["--rank"]), len(opts["--names"].split(","))
+    spec, rank = spec_and_rank(args)
+    run, n = spec.run_id, spec.n
 
     def say(rec: dict) -> None:
         print(json.dumps({"run": run, "rank": rank, **rec}), flush=True)
 
     say({"type": "agent", "ready": True})
-    for slot, rnd in enumerate(schedule.rounds_for(n, "--quick" in args)):
+    for slot, rnd in enumerate(schedule.rounds_for(n, spec.quick)):
         peer = schedule.partner(rank, rnd, n)
         if peer is None:
             continue
@@ -41,15 +41,14 @@ def main() -> None:
     say({"type": "done", "failed": 0})
 
 
-def options(args: list[str]) -> dict:
-    """--name value pairs; a flag (no value) maps to True."""
-    opts, i = {}, 0
-    while i < len(args):
-        if i + 1 < len(args) and not args[i + 1].startswith("--"):
-            opts[args[i]], i = args[i + 1], i + 2
-        else:
-            opts[args[i]], i = True, i + 1
-    return opts
+def spec_and_rank(args: list[str]):
+    """As the real agent starts: its rank from argv, the run spec from its stdin (and the
+    reader, whose next lines are the coordinator's go and re-test lines)."""
+    from rdmacli.mesh import contract
+
+    reader = contract.LineReader(sys.stdin.buffer)
+    spec_and_rank.reader = reader
+    return contract.read_spec(reader, 60), int(args[args.index("--rank") + 1])
 
 
 if __name__ == "__main__":

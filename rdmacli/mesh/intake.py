@@ -1,0 +1,193 @@
+"""The agents' lines in, typed and trusted only as far as they may be: pairs and per-node state out.
+
+Every line comes with the node the launcher read it from: the only rank it may speak for. A
+record is used only if it is of this run, its sender's own, of the right shape (contract's
+records) and a pair the schedule (or the re-test rounds sent) has, seen from the side it claims.
+Another run's records are ignored; anything else that fails is a violation of its sender,
+named in the report and never used. Nothing here decides: the run loop (mesh/run.py) and the
+verdict (mesh/verdict.py) read what was taken in.
+"""
+
+from __future__ import annotations
+
+from rdmacli.mesh import contract, records, schedule
+from rdmacli.mesh.contract import AgentRecord, DoneRecord, ErrorRecord, PairRecord, RailsRecord, Violation
+from rdmacli.mesh.plan import Plan
+from rdmacli.mesh.rails import DEVICE
+from rdmacli.mesh.report import Pair
+
+MAX_VIOLATIONS = 100  # kept per node: the first ones say enough
+STDERR_TAIL = 5  # lines of an agent's stderr kept (for a node that never reports)
+
+
+def pair_key(rank: int, rail: int, peer: int, peer_rail: int) -> tuple[int, int, int, int]:
+    """(a, rail of a, b, rail of b), a the lower rank (the listener)."""
+    return (rank, rail, peer, peer_rail) if rank < peer else (peer, peer_rail, rank, rail)
+
+
+class Intake:
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.pairs: dict[tuple[int, int, int, int], Pair] = {}
+        for rnd in plan.rounds:
+            for a, ra, b, rb in schedule.nic_pairs(plan.n, rnd, plan.rails, plan.cross_rail):
+                self.pairs[(a, ra, b, rb)] = Pair(a, b, rnd, ra=ra, rb=rb)
+        self.retests: dict[int, dict[tuple, Pair]] = {}  # round -> its re-tested pairs (as sent)
+        self.agents: dict[int, AgentRecord] = {}
+        self.done: set[int] = set()
+        self.exits: dict[str, int | None] = {}
+        self.stderr: dict[str, list[str]] = {}
+        self.ignored = 0
+        self.violations: dict[int, list[str]] = {}  # rank -> what its agent sent that it may not
+        self.by_name = {name: rank for rank, name in enumerate(plan.names)}
+        self.devices: list[list] = [list(r) for r in plan.devices] if plan.devices else [
+            [None] * plan.rails for _ in range(plan.n)
+        ]  # fmt: skip
+        self.complete = 0  # pairs of the schedule both ends reported (counted, never scanned)
+        self.first_in: set[tuple] = set()  # cross-rail: pairs of the first node round settled
+        self.slowest: tuple[float, Pair] | None = None  # the longest a healthy pair took of its slot
+        self.discovered: dict[int, RailsRecord] = {}  # discovery's records, by rank
+        self.said: dict[int, str] = {}  # an agent's own words for why it could not run
+
+    # ---- what came in ----------------------------------------------------------------------
+
+    def settled(self, p: Pair) -> bool:
+        """Both ends reported, or one end failed it (a pass needs both; a fail needs one)."""
+        return len(p.reports) == 2 or any(r.result != "pass" for r in p.reports.values())
+
+    def counts(self) -> dict:
+        passed = sum(1 for p in self.pairs.values() if len(p.reports) == 2 and p.result == "pass")
+        failed = sum(1 for p in self.pairs.values() if p.reports and p.result == "fail")
+        return {"pairs": len(self.pairs), "passed": passed, "failed": failed}
+
+    def all_in(self) -> bool:
+        return self.complete == len(self.pairs)
+
+    def retested(self) -> list[Pair]:
+        return [p for prs in self.retests.values() for p in prs.values()]
+
+    def ready_nics(self) -> set[tuple[int, int]]:
+        """The NICs whose agents said they can run pairs."""
+        return {(r, k) for r, rec in self.agents.items() for k in rec.ready_rails(self.plan.rails)}
+
+    def set_retests(self, rounds: list[list[tuple]], base: int) -> None:
+        """The re-test rounds the run loop sent: their pairs are the only ones a re-test may report."""
+        self.retests = {
+            base + k: {key: Pair(key[0], key[2], base + k, ra=key[1], rb=key[3]) for key in keys}
+            for k, keys in enumerate(rounds)
+        }
+
+    def evidence(self, *, cut: bool = False, abandoned: bool = False, agents_up_s: float | None = None):
+        """What came in, for the verdict (verdict.Evidence): agents up but not done when the
+        run was cut at its end are late."""
+        from rdmacli.mesh.verdict import Evidence
+
+        late = frozenset(r for r in self.agents if r not in self.done) if cut else frozenset()
+        return Evidence(
+            pairs=list(self.pairs.values()), retested=self.retested(), agents=dict(self.agents), late=late,
+            exits=dict(self.exits), stderr=dict(self.stderr), violations=dict(self.violations),
+            ignored=self.ignored, slowest=self.slowest, abandoned=abandoned, agents_up_s=agents_up_s,
+            devices=tuple(tuple(r) for r in self.devices) if any(any(r) for r in self.devices) else None,
+            retest_rounds=len(self.retests),
+        )  # fmt: skip
+
+    # ---- lines in --------------------------------------------------------------------------
+
+    def violation(self, rank: int, what: str) -> None:
+        seen = self.violations.setdefault(rank, [])
+        if len(seen) < MAX_VIOLATIONS:
+            seen.append(what)
+
+    def on_exit(self, node: str | None, rc: int | None) -> None:
+        if node is not None:
+            self.exits[node] = rc
+
+    def on_line(self, node: str | None, line: str, is_err: bool):
+        """One line an agent printed: the record taken in, or None."""
+        sender = self.by_name.get(node) if node is not None else None
+        if len(line) > records.MAX_LINE:
+            if sender is not None:
+                self.violation(sender, f"a line of {len(line)} bytes")
+            else:
+                self.ignored += 1
+            return None
+        line = line.strip()
+        if not line:
+            return None
+        if is_err or not line.startswith("{"):
+            tail = self.stderr.setdefault(node or "?", [])
+            tail.append(line[:300])
+            del tail[:-STDERR_TAIL]
+            return None
+        if sender is None:  # no launcher said whose it is: nobody's word
+            self.ignored += 1
+            return None
+        try:
+            rec = contract.parse_record(line, self.plan.run_id)
+        except Violation as exc:
+            self.violation(sender, str(exc))
+            return None
+        if rec is None:
+            self.ignored += 1
+            return None
+        if rec.rank != sender:
+            self.violation(sender, f"a record for rank {str(rec.rank)[:20]}")
+            return None
+        return self.take(rec)
+
+    def take(self, rec):
+        """A checked record of its sender's own: taken in, or a violation."""
+        if isinstance(rec, AgentRecord):
+            self.agents[rec.rank] = rec
+            self.take_devices(rec)
+        elif isinstance(rec, DoneRecord):
+            self.done.add(rec.rank)
+        elif isinstance(rec, RailsRecord):
+            self.discovered[rec.rank] = rec
+        elif isinstance(rec, ErrorRecord):
+            self.said[rec.rank] = rec.message
+        elif isinstance(rec, PairRecord):
+            return rec if self.take_pair(rec) else None
+        return rec
+
+    def take_devices(self, rec: AgentRecord) -> None:
+        """The device names an agent found behind its rails' addresses: words for the report
+        (checked as device names), never used to decide anything."""
+        if len(rec.rails) != self.plan.rails:
+            return
+        for state in rec.rails:
+            row = self.devices[rec.rank]
+            if row[state.rail] is None and state.device and DEVICE.fullmatch(state.device):
+                row[state.rail] = state.device
+
+    def take_pair(self, rec: PairRecord) -> bool:
+        plan, rank, rnd = self.plan, rec.rank, rec.round
+        key = pair_key(rank, rec.rail, rec.peer, rec.peer_rail)
+        if rnd in self.retests:  # a re-test: of the rounds this coordinator sent
+            pair = self.retests[rnd].get(key)
+        elif 0 <= rec.peer < plan.n and (rec.rail, rec.peer, rec.peer_rail) in schedule.tests_of(
+            rank, rnd, plan.n, plan.rails, plan.cross_rail
+        ):
+            pair = self.pairs.get(key)
+        else:
+            pair = None
+        if pair is None or pair.round != rnd:
+            self.violation(
+                rank, f"a pair the schedule does not have (round {rnd}, peer {rec.peer}, rail {rec.rail})"
+            )
+            return False
+        side = rec.side
+        if side in pair.reports:
+            self.violation(rank, f"a second report of its pair in round {rnd} (rail {rec.rail})")
+            return False
+        pair.reports[side] = rec
+        if rnd not in self.retests:
+            if len(pair.reports) == 2:
+                self.complete += 1
+            first_round = plan.rounds[: schedule.subrounds(plan.rails, True)]
+            if plan.cross_rail and rnd in first_round and self.settled(pair):
+                self.first_in.add(key)
+        took = rec.took_s  # a healthy pair's: a failing one runs to the wall
+        if rec.result == "pass" and took is not None and (self.slowest is None or took > self.slowest[0]):
+            self.slowest = (took, pair)
+        return True

@@ -1,0 +1,83 @@
+"""A mesh run as the coordinator holds it: the spec every agent gets, and what only it needs.
+
+Frozen: once the spec is sent nothing here changes. What moves during a run (round 1's start,
+brought forward by the go line; the re-test rounds) is the run loop's state (mesh/run.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from rdmacli.mesh import schedule
+from rdmacli.mesh.contract import RunSpec
+
+# the coordinator's own defaults (the agents' are the spec's, contract.SPEC_FIELDS)
+LAUNCH_S = 20.0  # for the launcher to start every agent before round 1 at the latest
+RETEST_ROUNDS = 2
+SLOW_FACTOR = 2.0
+SLOW_FRACTION = 0.9
+END_GRACE_S = 10.0  # at least, after the last slot (a round, if longer)
+RETEST_DECIDE_S = 3.0  # after the schedule's end, re-tests are decided with the records in
+GO_LEAD_S = 2.0  # between the go line and round 1 (or the re-tests): for it to reach every agent
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: RunSpec
+    nodes_spec: str  # the node set as given (srun's --nodelist)
+    launch_s: float  # for the launcher to start every agent before round 1 at the latest
+    retest_rounds: int = 0  # at most, after the schedule, for the pairs that failed (0: none)
+    slow_factor: float = SLOW_FACTOR
+    slow_fraction: float = SLOW_FRACTION
+    devices: tuple | None = None  # by rank and rail, where discovery named them
+    discovery_s: float | None = None  # the rails' discovery launch, before this plan's
+    rounds: tuple[int, ...] = field(default=())
+
+    @classmethod
+    def start(cls, spec: RunSpec, **kw) -> Plan:
+        """A plan whose schedule starts launch_s from now (the go line may bring it forward)."""
+        start_at = time.time() + kw["launch_s"]
+        spec = replace(spec, start_at=round(start_at, 3), retests=kw.get("retest_rounds", 0) > 0)
+        rounds = schedule.main_rounds(spec.n, spec.quick, spec.rails, spec.cross_rail)
+        return cls(spec=spec, rounds=tuple(rounds), **kw)
+
+    @property
+    def n(self) -> int:
+        return self.spec.n
+
+    @property
+    def rails(self) -> int:
+        return self.spec.rails
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.spec.names
+
+    @property
+    def addresses(self) -> tuple[tuple[str, ...], ...]:
+        return self.spec.addresses
+
+    @property
+    def run_id(self) -> str:
+        return self.spec.run_id
+
+    @property
+    def round_s(self) -> float:
+        return self.spec.round_s
+
+    @property
+    def cross_rail(self) -> bool:
+        return self.spec.cross_rail
+
+    @property
+    def duration_s(self) -> float:
+        return self.launch_s + (len(self.rounds) + self.retest_rounds) * self.round_s + RETEST_DECIDE_S
+
+    def main_end(self, start_at: float | None = None) -> float:
+        """When the schedule's last slot ends (wall clock), round 1 starting at start_at."""
+        return (self.spec.start_at if start_at is None else start_at) + len(self.rounds) * self.round_s
+
+    def grace_s(self) -> float:
+        """After the schedule's last slot, for the agents' last records and exits."""
+        return max(END_GRACE_S, self.round_s)

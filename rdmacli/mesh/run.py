@@ -1,0 +1,306 @@
+"""A mesh session: `run(request, launch, observer) -> Outcome`, from node list to verdict.
+
+Discovery (when the addresses are not given: every node's agent reports its rails), the plan,
+the launch, the run loop, and the verdict. The run loop is the only place decisions are taken
+while agents run: the go line once every agent is up, the re-test rounds once every pair is in
+(or soon after the schedule's end), the refusal of a cross-rail run on separate networks. The
+launcher calls `on_line` for each line and `tick` every half second; `end_at` only answers.
+No click and no rich here: the CLI passes an Observer for what people see as it happens.
+"""
+
+from __future__ import annotations
+
+import json
+import signal as signals
+import sys
+import time
+from dataclasses import dataclass, replace
+from functools import partial
+
+from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
+from rdmacli.mesh import plan as P
+from rdmacli.mesh import schedule, verdict
+from rdmacli.mesh.contract import AgentRecord, PairRecord, RunSpec
+from rdmacli.mesh.intake import Intake
+from rdmacli.mesh.plan import GO_LEAD_S, RETEST_DECIDE_S, Plan
+from rdmacli.outcome import Outcome
+
+
+class Observer:
+    """What people see as it happens; every method may be left as is."""
+
+    def started(self, run: MeshRun) -> None:
+        """The agents are being launched."""
+
+    def record(self, run: MeshRun, rec) -> None:
+        """A record was taken in (a pair's report, an agent up, ...)."""
+
+    def warning(self, words: str) -> None:
+        """Something to say now, once (the summary repeats it)."""
+
+    def ended(self, run: MeshRun) -> None:
+        """The agents are done (or were stopped); the verdict comes next."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a person asked: the spec (addresses empty and `discover` set when the agents are
+    to find their rails), and what only the coordinator uses."""
+
+    spec: RunSpec
+    nodes_spec: str
+    launch_s: float = P.LAUNCH_S
+    retest_rounds: int = P.RETEST_ROUNDS
+    slow_factor: float = P.SLOW_FACTOR
+    slow_fraction: float = P.SLOW_FRACTION
+    baseline: dict | None = None
+    show_rail: int | None = None  # checked against the rails found
+
+
+@dataclass
+class Launch:
+    """How agents start: the launcher and its options, the same for discovery and the run."""
+
+    launcher: str
+    agent_cmd: list[str] | None = None
+    ssh_options: str | None = None
+    srun_args: str | None = None
+    connect_timeout: float = 10
+    fanout: int | None = None
+
+    def start(self, nodes_spec: str, spec: RunSpec, on_line, on_exit, timeout: float, end_at=None, tick=None):
+        """The launcher, and a call that runs every node's agent on `spec` to the end."""
+        from rdmacli.mesh.launch import ClusterShellLauncher, SrunLauncher
+
+        base = self.agent_cmd or (
+            [sys.executable, "-m", "rdmacli"] if self.launcher == "exec" else ["rdmacli"]
+        )
+        names, line = list(spec.names), spec.to_line()
+        if self.launcher == "srun":
+            lau = SrunLauncher(srun_args=self.srun_args)
+            cmd = lau.command(nodes_spec, len(names), [*base, "mesh-agent", "--rank-from-env"])
+            return lau, partial(lau.run, cmd, names, line, on_line, on_exit, timeout, end_at, tick)
+        lau = ClusterShellLauncher(self.launcher, connect_timeout=self.connect_timeout,
+                                   ssh_options=self.ssh_options, fanout=self.fanout)  # fmt: skip
+        extra = ["--stop-on-eof"] if self.launcher == "ssh" else []
+        commands = {
+            name: [*base, "mesh-agent", "--rank", str(rank), *extra] for rank, name in enumerate(names)
+        }
+        return lau, partial(lau.run, commands, line, on_line, on_exit, timeout, end_at, tick)
+
+
+class MeshRun:
+    """One run's loop state: the intake, round 1's start (moved by the go line), the re-test
+    rounds once chosen, a refusal."""
+
+    def __init__(self, plan: Plan, observer: Observer | None = None):
+        self.plan = plan
+        self.intake = Intake(plan)
+        self.observer = observer or Observer()
+        self.start_at = plan.spec.start_at  # the go line brings it forward
+        self.retest_at: float | None = None  # when the re-test rounds start (None: not decided)
+        self.refused: RdmacliError | None = None  # the run cannot go on (cross-rail, no route)
+        self.go = None  # the launcher's write to every agent
+        self.t_launch = time.monotonic()
+        self.agents_up_s: float | None = None
+        self.margin_said = False
+
+    def end_at(self) -> float:
+        """When the coordinator stops waiting (monotonic): the schedule's end and its re-test
+        rounds, plus grace. Agents still running then are stopped and named."""
+        if self.refused is not None:  # the launcher stops the agents at its next look
+            return time.monotonic() - 1
+        plan = self.plan
+        end = plan.main_end(self.start_at)
+        if plan.retest_rounds:
+            if self.retest_at is None:  # not decided yet: the longest they may take
+                end += RETEST_DECIDE_S + GO_LEAD_S + plan.retest_rounds * plan.round_s
+            else:
+                end = self.retest_at + len(self.intake.retests) * plan.round_s
+        return time.monotonic() + (end + plan.grace_s() - time.time())
+
+    def on_line(self, node: str | None, line: str, is_err: bool) -> None:
+        rec = self.intake.on_line(node, line, is_err)
+        if rec is None:
+            return
+        if isinstance(rec, AgentRecord) and len(self.intake.agents) == self.plan.n:
+            self.all_up()
+        if isinstance(rec, PairRecord):
+            self.check_cross_rail()
+            self.decide_retests()
+        self.observer.record(self, rec)
+        if not self.margin_said and (words := verdict.margin(self.plan, self.intake.slowest)):
+            self.margin_said = True
+            self.observer.warning(words)
+
+    def on_exit(self, node: str | None, rc: int | None) -> None:
+        self.intake.on_exit(node, rc)
+
+    def tick(self) -> None:
+        """Every half second, from the launcher's loop: the decisions a clock triggers."""
+        self.decide_retests()
+
+    def all_up(self) -> None:
+        """Every agent reported: start round 1 now rather than at the launch deadline."""
+        self.agents_up_s = round(time.monotonic() - self.t_launch, 3)
+        at = time.time() + GO_LEAD_S
+        if self.go is not None and at < self.start_at:
+            self.start_at = at
+            self.go(json.dumps({"go": round(at, 3)}) + "\n")
+
+    def decide_retests(self) -> None:
+        """Once every pair of the schedule is in (or RETEST_DECIDE_S after its end), choose the
+        re-test rounds and tell every agent (possibly none)."""
+        plan, intake = self.plan, self.intake
+        if not plan.retest_rounds or self.retest_at is not None or self.go is None:
+            return
+        if not (intake.all_in() or time.time() >= plan.main_end(self.start_at) + RETEST_DECIDE_S):
+            return
+        rounds = verdict.choose_retests(plan, list(intake.pairs.values()), intake.ready_nics())
+        intake.set_retests(rounds, schedule.retest_base(plan.n, plan.rails, plan.cross_rail))
+        self.retest_at = max(time.time(), plan.main_end(self.start_at)) + GO_LEAD_S
+        msg = {"at": round(self.retest_at, 3), "rounds": [[list(key) for key in keys] for keys in rounds]}
+        self.go(json.dumps({"retest": msg}) + "\n")
+
+    def check_cross_rail(self) -> None:
+        plan, intake = self.plan, self.intake
+        if not plan.cross_rail or plan.rails == 1 or self.refused is not None:
+            return
+        if len(intake.first_in) < (plan.n // 2) * plan.rails * plan.rails:
+            return
+        first = set(plan.rounds[: schedule.subrounds(plan.rails, True)])
+        self.refused = verdict.cross_rail_refusal(
+            plan, [p for p in intake.pairs.values() if p.round in first]
+        )
+
+
+def launch_and_collect(run: MeshRun, launch: Launch) -> tuple[bool, bool]:
+    """Launch the agents and collect until the schedule's end, plus grace: (cut, abandoned).
+    A stop signal propagates after the agents were asked to stop."""
+    plan = run.plan
+    timeout = plan.duration_s + 15  # a backstop: run.end_at() ends the run first
+    lau, runner = launch.start(
+        plan.nodes_spec, plan.spec, run.on_line, run.on_exit, timeout, run.end_at, run.tick
+    )
+    run.go, run.t_launch = lau.go, time.monotonic()
+    try:
+        runner()
+    except BaseException:
+        lau.stop()
+        raise
+    finally:
+        run.observer.ended(run)
+    return lau.cut, lau.abandoned
+
+
+def discover(request: Request, launch: Launch, *, timeout: float) -> tuple[list[list[str]], list]:
+    """Every node's rails, found by its own agent (the request's spec, `discover` set: one
+    launch before the run): (addresses, device names) by rank. A node that reports none, or a
+    different number from most, or nothing usable, is an error that names it."""
+    from rdmacli.mesh.nodes import check_rail_counts, check_unique
+    from rdmacli.mesh.rails import check_report
+
+    spec, names = request.spec, list(request.spec.names)
+    family = spec.discover["family"]
+    intake = Intake(Plan(spec=spec, nodes_spec=request.nodes_spec, launch_s=timeout))
+    lau, runner = launch.start(request.nodes_spec, spec, intake.on_line, intake.on_exit, timeout)
+    try:
+        runner()
+    except BaseException:
+        if lau is not None:
+            lau.stop()
+        raise
+    found, said = {}, {}
+    for rank, name in enumerate(names):
+        if rank in intake.discovered:
+            rails = check_report(intake.discovered[rank].rails, family)
+            if isinstance(rails, str):
+                said[rank] = f"its agent reported {rails}"
+            else:
+                found[rank] = rails
+        elif rank in intake.said:
+            said[rank] = intake.said[rank]
+        elif intake.stderr.get(name):
+            said[rank] = intake.stderr[name][-1][:200]
+    silent = [r for r in range(len(names)) if r not in found]
+    if silent:
+        why = "; ".join(f"{names[r]}: {said.get(r, 'no report')}" for r in silent[:8])
+        raise RdmacliError(
+            f"rail discovery: {len(silent)} node(s) did not report their rails ({why})",
+            hint="check the launcher and rdmacli on those nodes, or give the addresses with --map",
+            cause=Cause.AGENT,
+        )
+    check_unique(
+        names, [[rail.address for rail in found[r]] for r in range(len(names))],
+        "rail discovery (one host, or nodes that share their devices, as the lab's do)",
+        hint="give each node's addresses with --map, or name each node's devices with --rails "
+        "(e.g. 'rxe_{node}')",
+    )  # fmt: skip
+    what = f"--rails {spec.discover['rails']}" if spec.discover["rails"] else "--rails auto"
+    check_rail_counts(
+        names, [len(found[r]) for r in range(len(names))],
+        hint=f"{what} found these ACTIVE ports with an IPv{family} address; bring the missing ones up, "
+        "name the devices with --rails, or give the addresses with --map",
+    )  # fmt: skip
+    return (
+        [[rail.address for rail in found[r]] for r in range(len(names))],
+        [[rail.device for rail in found[r]] for r in range(len(names))],
+    )
+
+
+def run(request: Request, launch: Launch, observer: Observer | None = None, *, params: dict | None = None,
+        debug: bool = False) -> Outcome:  # fmt: skip
+    """The whole session. A stop signal (Stopped, KeyboardInterrupt) stops the agents and the
+    verdict still comes, of what came in; a bug is an internal error, with the same summary."""
+    params = dict(params or {})
+    t0 = time.monotonic()
+    elapsed = lambda: round((time.monotonic() - t0) * 1e3, 1)  # noqa: E731
+    spec, devices, discovery_s = request.spec, None, None
+    if spec.discover is not None:
+        try:
+            addresses, devices = discover(request, launch, timeout=request.launch_s)
+        except (Stopped, KeyboardInterrupt) as exc:  # the agents were stopped; say where it was
+            return Outcome(
+                "mesh", params, signal=getattr(exc, "signum", signals.SIGINT), elapsed_ms=elapsed(),
+                warnings=[f"stopped during rail discovery, after {(time.monotonic() - t0):.1f} s on "
+                          f"{spec.n} node(s): no pair was tested"],
+            )  # fmt: skip
+        discovery_s = round(time.monotonic() - t0, 3)
+        spec = replace(spec, addresses=addresses, discover=None)
+    if request.show_rail is not None and request.show_rail >= spec.rails:
+        raise RdmacliError(
+            f"--rail {request.show_rail}: the nodes have {spec.rails} rail(s)", cause=Cause.USAGE
+        )
+    plan = Plan.start(
+        spec, nodes_spec=request.nodes_spec, launch_s=request.launch_s, retest_rounds=request.retest_rounds,
+        slow_factor=request.slow_factor, slow_fraction=request.slow_fraction,
+        devices=tuple(tuple(r) for r in devices) if devices else None, discovery_s=discovery_s,
+    )  # fmt: skip
+    params["run_id"] = plan.run_id
+    mesh = MeshRun(plan, observer)
+    mesh.observer.started(mesh)
+    signum = internal = None
+    cut = abandoned = False
+    try:
+        cut, abandoned = launch_and_collect(mesh, launch)
+    except (Stopped, KeyboardInterrupt) as exc:
+        signum = getattr(exc, "signum", signals.SIGINT)
+    except RdmacliError:
+        raise
+    except Exception as exc:  # a bug: the agents were stopped; report what came in
+        if debug:
+            raise
+        internal = internal_error(exc)
+    if mesh.refused is not None:
+        return Outcome("mesh", params, error=mesh.refused, signal=signum, elapsed_ms=elapsed())
+    try:
+        evidence = mesh.intake.evidence(cut=cut, abandoned=abandoned, agents_up_s=mesh.agents_up_s)
+        outcome = verdict.judge(plan, evidence, params,
+                                baseline=request.baseline, signal=signum, elapsed_ms=elapsed())  # fmt: skip
+    except Exception as exc:  # a bug after the rounds: the summary still comes, in words
+        if debug:
+            raise
+        outcome = Outcome("mesh", params, error=internal_error(exc), signal=signum)
+    if internal is not None:
+        outcome.error = internal
+    return outcome

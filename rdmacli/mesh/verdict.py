@@ -1,0 +1,304 @@
+"""The mesh's judgement, as functions of data: what to test again, when to refuse, and the verdict.
+
+Nothing here reads a clock, a launcher or a socket: each function takes the plan and the pairs
+(typed, as intake took them in) and returns a decision or a document, so each is tested on data
+alone. The run loop (mesh/run.py) calls `choose_retests` and `cross_rail_refusal` while the run
+goes on, and `judge` once at its end.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from rdmacli.diag.counters import ADVICE
+from rdmacli.errors import Cause, RdmacliError
+from rdmacli.mesh import schedule
+from rdmacli.mesh.contract import PairRecord
+from rdmacli.mesh.plan import Plan
+from rdmacli.mesh.report import LOCAL, Pair, blame, compare, judge_slow, nic_table, node_table
+from rdmacli.outcome import Outcome
+
+SLOT_FULL = 0.7  # of a slot: a pair that takes more is close to overrunning
+UNROUTED = ("ADDR", "ROUTE", "UNR")
+
+
+def choose_retests(plan: Plan, firsts: list[Pair], ready: set[tuple[int, int]]) -> list[list[tuple]]:
+    """The re-test rounds: the failed and slow pairs whose NICs both ran, in up to
+    plan.retest_rounds rounds (no NIC in two tests of a round), keys (a, ra, b, rb). A node
+    that said the fault is its own (its port down, held, its agent late) has said what a
+    re-test would say again; a NIC that fails with most partners is named anyway, so its pairs
+    come last and the rounds go first to what could be a link, or a fault that came and went."""
+    firsts = [replace(p) for p in firsts]  # judged here, the intake's own left as they came
+    judge_slow(firsts, plan.slow_factor, plan.slow_fraction)
+    again = [p for p in firsts if (p.result == "fail" and p.cause not in LOCAL or p.slow)
+             and {(p.a, p.ra), (p.b, p.rb)} <= ready]  # fmt: skip
+    first = blame(plan.n, firsts, plan.names, plan.rails)
+    blamed = {(b["rank"], b.get("rail", k)) for b in first["nodes"] for k in range(plan.rails)}
+    blamed |= {(b["rank"], b["rail"]) for b in first["nics"]}
+    again.sort(key=lambda p: (bool({(p.a, p.ra), (p.b, p.rb)} & blamed), p.round, p.a, p.ra))
+    rounds = schedule.retest_rounds([((p.a, p.ra), (p.b, p.rb)) for p in again], plan.retest_rounds)
+    return [[(a, ra, b, rb) for (a, ra), (b, rb) in tests] for tests in rounds]
+
+
+def cross_rail_refusal(plan: Plan, first_round: list[Pair]) -> RdmacliError | None:
+    """--cross-rail on rails that are separate networks: the first node round's pairs all in,
+    every cross-rail one failed to resolve or reach its partner while a rail-aligned one
+    passed. Then the run stops there and is refused in words, rather than go on to blame
+    every cross-rail pair as a bad link."""
+    cross = [p for p in first_round if p.ra != p.rb]
+    if not (cross and all(p.result == "fail" and p.cause in UNROUTED for p in cross)):
+        return None
+    if not any(p.result == "pass" for p in first_round if p.ra == p.rb):
+        return None
+    p, names = cross[0], plan.names
+    return RdmacliError(
+        f"--cross-rail: every cross-rail pair of the first round failed to reach its partner "
+        f"({p.cause}, e.g. {names[p.a]}:{p.ra} -> {names[p.b]}:{p.rb}: "
+        f"{(p.error() or {}).get('message', '')[:160]}) while rail-aligned pairs passed: the "
+        "rails are separate networks here; the run was stopped",
+        hint="cross-rail tests need routing between the rails' subnets (through the spine, "
+        "each rail's source address routed out of its own NIC); run rail-aligned (without "
+        "--cross-rail) on this fabric",
+        cause=Cause.USAGE,
+    )
+
+
+def margin(plan: Plan, slowest: tuple[float, Pair] | None) -> str | None:
+    """Words when pairs take most of their slot (measured by the agents: a pair's setup, test
+    and teardown), with the round time that would leave room."""
+    if slowest is None or slowest[0] <= SLOT_FULL * plan.round_s:
+        return None
+    took, p = slowest
+    want = math.ceil(took / SLOT_FULL * 2) / 2
+    return (
+        f"pairs take up to {took:.1f} s of their {plan.round_s:g} s slot ({plan.names[p.a]}-"
+        f"{plan.names[p.b]}, round {p.round}): a slower pair will overrun; "
+        f"raise --round-time to {want:g} or more"
+    )
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the run took in, for the verdict: the intake's findings and the launcher's."""
+
+    pairs: list[Pair]  # the schedule's, as reported
+    retested: list[Pair]  # the re-test rounds', as reported
+    agents: dict  # rank -> AgentRecord
+    late: frozenset  # ranks still running when the run was cut at its end
+    exits: dict  # node -> exit status
+    stderr: dict  # node -> its last lines
+    violations: dict  # rank -> what it sent that it may not
+    ignored: int = 0
+    devices: tuple | None = None
+    slowest: tuple | None = None
+    abandoned: bool = False
+    agents_up_s: float | None = None
+    retest_rounds: int = 0
+
+
+def fill_ends(plan: Plan, ev: Evidence, pairs: list[Pair]) -> list[Pair]:
+    """Copies of `pairs` whose unreported ends are filled with their own failure: a node whose
+    agent never spoke (AGENT, in its launcher's words), an end that never reported its side
+    (SILENT), or one cut at the run's end (AGENT). A pair passes only when both ends say so."""
+    out = []
+    for p in pairs:
+        p = replace(p, reports=dict(p.reports))
+        ends = ((p.a, "listen", p.b, p.ra, p.rb), (p.b, "connect", p.a, p.rb, p.ra))
+        for rank, side, peer, rail, peer_rail in ends:  # agents that never spoke
+            if side not in p.reports and rank not in ev.agents:
+                error = _unreported(plan, ev, rank, p.round)
+                p.reports[side] = PairRecord.failed(plan.run_id, rank, peer, p.round, error, rail, peer_rail)
+        for rank, side, peer, rail, peer_rail in ends:  # then the end that stayed silent
+            if len(p.reports) == 1 and side not in p.reports:
+                error = _unreported(plan, ev, rank, p.round)
+                p.reports[side] = PairRecord.failed(plan.run_id, rank, peer, p.round, error, rail, peer_rail)
+        out.append(p)
+    return out
+
+
+def _unreported(plan: Plan, ev: Evidence, rank: int, rnd: int) -> dict:
+    name = plan.names[rank]
+    if rank not in ev.agents:
+        rc = ev.exits.get(name)
+        why = " / ".join(ev.stderr.get(name, [])[-2:])
+        message = f"the agent on {name} never reported" + (
+            f" (exit status {rc})" if rc is not None else " (no exit status: timed out or never started)"
+        )
+        return RdmacliError(message + (f": {why}" if why else ""), cause=Cause.AGENT).to_dict()
+    if rank in ev.late:
+        return RdmacliError(
+            f"{name}'s agent was still running {plan.grace_s():g} s after the schedule's end and was "
+            f"stopped; it never reported its side of round {rnd}",
+            cause=Cause.AGENT,
+            hint="see that node's agent (hung, or its clock behind the coordinator's)",
+        ).to_dict()
+    return RdmacliError(
+        f"{name} never reported its side of the pair in round {rnd}", cause=Cause.SILENT
+    ).to_dict()
+
+
+def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = None, signal: int | None = None,
+          elapsed_ms: float | None = None) -> Outcome:  # fmt: skip
+    """The run's outcome: each pair's result (a re-test's, where one ran), slow pairs, blame,
+    per-node and per-NIC tables, warnings and the one error that decides the exit code."""
+    firsts = sorted(fill_ends(plan, ev, ev.pairs), key=lambda p: (p.round, p.a, p.ra))
+    by_key = {p.key: p for p in firsts}
+    reference = judge_slow(firsts, plan.slow_factor, plan.slow_fraction)
+    again = {
+        p.key: replace(p, first=by_key[p.key])
+        for p in fill_ends(plan, ev, [p for p in ev.retested if p.reports])
+    }
+    judge_slow(list(again.values()), plan.slow_factor, plan.slow_fraction, reference)  # by the same best
+    pairs = [again.get(p.key, p) for p in firsts]  # what counts: a re-test's result, if run
+    devices = ev.devices
+    pair_docs = [_pair_doc(plan, first, p, devices) for first, p in zip(firsts, pairs)]
+    verdict = blame(plan.n, pairs, plan.names, plan.rails, devices)
+    nodes = node_table(plan.n, pairs, plan.names, plan.addresses)
+    for row in nodes:
+        said = ev.agents.get(row["rank"])
+        row["agent"] = ("missing" if said is None else "not ready" if not said.ready
+                        else "late" if row["rank"] in ev.late else "ran")  # fmt: skip
+        row["violations"] = len(ev.violations.get(row["rank"], []))
+    failed = [p for p in pair_docs if p["result"] == "fail"]
+    missing = [p for p in pair_docs if p["result"] == "missing"]
+    data = {
+        "run_id": plan.run_id,
+        "discovery_s": plan.discovery_s,
+        "agents_up_s": ev.agents_up_s,
+        "rails": plan.rails,
+        "cross_rail": plan.cross_rail,
+        "nodes": nodes,
+        "nics": nic_table(plan.n, plan.rails, pairs, plan.names, plan.addresses, devices),
+        "pairs": pair_docs,
+        "slow_reference": reference,
+        "blame": verdict,
+    }
+    if baseline is not None:
+        data["baseline"] = compare(baseline, pair_docs)
+    error = None
+    if signal is None:
+        error = _error(plan, ev, pairs, pair_docs, verdict, failed, missing)
+    retested = [d["retest"]["verdict"] for d in pair_docs if d["retest"]]
+    counts = {
+        "nodes": plan.n,
+        "rounds": len(plan.rounds),
+        "retest_rounds": ev.retest_rounds,
+        "pairs_retested": len(retested),
+        "pairs_transient": retested.count("transient"),
+        "pairs": len(pair_docs),
+        "pairs_passed": sum(p["result"] == "pass" for p in pair_docs),
+        "pairs_failed": len(failed),
+        "pairs_missing": len(missing),
+        "pairs_slow": sum(bool(p["slow"]) for p in pair_docs),
+        "rails": plan.rails,
+        "bad_nodes": len(verdict["nodes"]),
+        "bad_nics": len(verdict["nics"]),
+        "bad_links": len(verdict["links"]),
+    }
+    return Outcome("mesh", params, error=error, signal=signal, counts=counts, data=data,
+                   elapsed_ms=elapsed_ms, warnings=warnings(plan, ev, pair_docs))  # fmt: skip
+
+
+def _pair_doc(plan: Plan, first: Pair, p: Pair, devices) -> dict:
+    d = p.to_dict(plan.names, devices)
+    d["round"] = first.round
+    d["retest"] = None
+    if p is not first:  # confirmed: failed (or was slow) again; transient: passed this time
+        d["retest"] = {
+            "round": p.round,
+            "verdict": "confirmed" if p.bad else "transient",
+            "first": {"result": first.result, "cause": first.cause or ("SLOW" if first.slow else None),
+                      "error": first.error(), "slow": first.slow},
+        }  # fmt: skip
+    return d
+
+
+def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
+    out = []
+    for rank, what in sorted(ev.violations.items()):
+        out.append(
+            f"{plan.names[rank]}'s agent sent {len(what)} record(s) it may not; none was used "
+            f"(first: {what[0]})"
+        )
+    words = margin(plan, ev.slowest)
+    if words:
+        out.append(words)
+    if ev.late:
+        out.append(
+            f"the run was cut {plan.grace_s():g} s after the schedule's end: agent(s) still "
+            f"running on {', '.join(plan.names[r] for r in sorted(ev.late))} were stopped"
+        )
+    if ev.abandoned:
+        out.append(
+            "some agent processes did not exit even when killed (a process held in the kernel, such "
+            "as rdma_destroy_id waiting out its disconnect's retries on a cut link): the run ended "
+            "without them; check those nodes for leftover rdmacli mesh-agent processes"
+        )
+    transient = [d for d in pair_docs if d["retest"] and d["retest"]["verdict"] == "transient"]
+    if transient:
+        out.append(
+            f"{len(transient)} pair(s) failed once and passed when tested again at the end (transient: "
+            f"counted as passed): {', '.join(d['a'] + '-' + d['b'] for d in transient[:8])}"
+        )
+    if ev.ignored:
+        out.append(f"{ev.ignored} agent output line(s) were not records of this run and were ignored")
+    return out
+
+
+def blamed_names(verdict: dict, rails: int) -> list[str]:
+    """The blamed nodes, NICs and links, as people read them (n03, n03:1, n01-n04)."""
+    who = [b["node"] for b in verdict["nodes"]]
+    who += [
+        f"{b['node']}:{b['rail']}" + (f" ({b['device']})" if b.get("device") else "") for b in verdict["nics"]
+    ]
+    for x in verdict["links"]:
+        who.append(f"{x['a']}:{x['rail_a']}-{x['b']}:{x['rail_b']}" if rails > 1 else f"{x['a']}-{x['b']}")
+    return who
+
+
+def _error(plan: Plan, ev: Evidence, pairs, pair_docs, verdict, failed, missing) -> RdmacliError | None:
+    """The one error of a run that was not stopped: its cause decides the exit code."""
+    if not ev.agents:
+        return RdmacliError(
+            "no agent ran on any node",
+            hint="check that rdmacli is installed on the nodes and the launcher works "
+            "(ssh: keys and host names; srun: an allocation); see data.nodes",
+            cause=Cause.AGENT,
+        )
+    if failed:
+        causes: dict[str, int] = {}
+        for p in failed:
+            causes[p["cause"]] = causes.get(p["cause"], 0) + 1
+        words = ", ".join(f"{n} {c}" for c, n in sorted(causes.items(), key=lambda kv: -kv[1]))
+        return RdmacliError(
+            f"{len(failed)} of {len(pair_docs)} pairs failed ({words})",
+            hint="see the blame: a bad NIC or node fails with most partners, a bad link fails alone",
+            cause=Cause.CHECK_FAILED,
+        )
+    if verdict["nodes"] or verdict["nics"] or verdict["links"]:  # passed, yet named
+        who = ", ".join(blamed_names(verdict, plan.rails))
+        if any(p.lossy or (p.first is not None and p.first.lossy) for p in pairs):
+            return RdmacliError(f"every pair passed, but the NICs' counters show trouble on {who}",
+                                hint=ADVICE["loss"], cause=Cause.PACKET_LOSS)  # fmt: skip
+        slow = [p for p in pair_docs if p["slow"]]
+        if slow:
+            return RdmacliError(
+                f"every pair passed, but {len(slow)} were slower than the fabric's best "
+                f"(x{plan.slow_factor:g} latency, {plan.slow_fraction:g} of the bandwidth): {who}",
+                hint="see data.pairs[].slow for the figures judged; a slow NIC or node: its "
+                "link speed, PCIe slot, firmware, or congestion on its switch port",
+                cause=Cause.SLOW,
+            )
+        return RdmacliError(
+            f"every pair passed when tested again, but {who} failed first with most partners",
+            hint="an intermittent fault: see data.pairs[].retest for the first attempts",
+            cause=Cause.CHECK_FAILED,
+        )
+    if missing:
+        return RdmacliError(
+            f"incomplete: {len(missing)} of {len(pair_docs)} pairs were never reported",
+            hint="the run ended before every round did; raise --launch-timeout or --round-time",
+            cause=Cause.MISSING,
+        )
+    return None

@@ -1,0 +1,26 @@
+"""Mesh runs as data for the unit tests: plans, an end's report, the verdict of an intake."""
+
+from __future__ import annotations
+
+from rdmacli.mesh import verdict
+from rdmacli.mesh.contract import PairRecord, RunSpec
+from rdmacli.mesh.plan import Plan
+
+RUN = "ab" * 8
+
+
+def make_plan(names, addresses, *, cross: bool = False, retest_rounds: int = 0, **spec) -> Plan:
+    """A plan whose schedule starts a second from now, as the coordinator makes one."""
+    spec = RunSpec(run_id=RUN, names=names, addresses=addresses, round_s=1, port=7490, count=5,
+                   cross_rail=cross, **spec)  # fmt: skip
+    return Plan.start(spec, nodes_spec=",".join(names), launch_s=1, retest_rounds=retest_rounds)
+
+
+def report(rank: int, peer: int, result: str = "pass", error: dict | None = None, rnd: int = 0, **figures):
+    """One end's report of a pair, as the intake keeps it."""
+    return PairRecord(run=RUN, rank=rank, peer=peer, round=rnd, result=result, error=error, **figures)
+
+
+def judged(plan: Plan, intake, *, cut: bool = False, **kw):
+    """The verdict of what an intake took in, as the run loop asks for it at the end."""
+    return verdict.judge(plan, intake.evidence(cut=cut), {}, elapsed_ms=1000.0, **kw)

@@ -1,0 +1,149 @@
+"""The mesh's contract: the run spec (declared once, checked field by field, sent on stdin, never
+argv) and the agents' typed records; one side rule, one table of short codes."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import sys
+import threading
+import zlib
+
+import pytest
+
+from rdmacli.errors import Cause
+from rdmacli.mesh import contract
+from rdmacli.mesh.contract import RunSpec, SpecError
+
+HERE = os.path.dirname(__file__)
+
+
+def fleet_spec(nodes: int = 10_000, rails: int = 8) -> RunSpec:
+    names = [f"gpu{i:05d}" for i in range(nodes)]
+    addresses = [[f"10.{k}.{i // 256}.{i % 256}" for k in range(rails)] for i in range(nodes)]
+    return RunSpec(run_id="0123456789abcdef", names=names, addresses=addresses, start_at=1.79e9, quick=True)
+
+
+def test_a_spec_survives_its_line_and_a_fleets_travels_compressed():
+    small = RunSpec(run_id="ab" * 8, names=["n1", "n2"], addresses=[["10.0.0.1"], ["10.0.0.2"]])
+    assert RunSpec.from_line(small.to_line()) == small and b"zlib" not in small.to_line()
+    big = fleet_spec()
+    line = big.to_line()
+    plain = len(json.dumps(big.to_dict()))
+    assert plain > 1_000_000 and len(line) < plain / 3, (plain, len(line))  # about 1.8 MB to a few hundred KB
+    assert RunSpec.from_line(line) == big
+
+
+def test_every_field_is_checked_and_refused_in_words():
+    base = RunSpec(run_id="ab" * 8, names=["n1", "n2"], addresses=[["10.0.0.1"], ["10.0.0.2"]]).to_dict()
+    for change, words in (
+        ({"run_id": "xyz"}, "bad run_id"),
+        ({"names": ["n1"]}, "bad names"),
+        ({"names": ["n1", "n1"]}, "bad names"),
+        ({"names": ["n1", "-oProxyCommand=x"]}, "bad names"),
+        ({"addresses": [["10.0.0.1"], ["10.0.0.2", "10.1.0.2"]]}, "bad addresses"),
+        ({"addresses": [["10.0.0.1"], ["$(reboot)"]]}, "bad addresses"),
+        ({"round_s": 0.1}, "bad round_s"),
+        ({"round_s": float("nan")}, "bad round_s"),
+        ({"port": 0}, "bad port"),
+        ({"port": True}, "bad port"),
+        (
+            {"port": 65535, "addresses": [["10.0.0.1", "10.1.0.1"], ["10.0.0.2", "10.1.0.2"]]},
+            "past port 65535",
+        ),
+        ({"test": "rm"}, "bad test"),
+        ({"count": 10**9}, "bad count"),
+        ({"quick": "yes"}, "bad quick"),
+        ({"discover": {"rails": None}}, "bad discover"),
+        ({"addresses": []}, "no addresses"),
+        ({"extra": 1}, "unknown field 'extra'"),
+        ({"v": 2}, "not version 1"),
+    ):
+        with pytest.raises(SpecError, match=words):
+            RunSpec.from_line(json.dumps({**base, **change}))
+
+
+def test_a_compressed_spec_that_inflates_past_the_limit_is_refused():
+    bomb = zlib.compress(b" " * (contract.MAX_SPEC + 10))
+    line = json.dumps({"v": 1, "zlib": base64.b64encode(bomb).decode()})
+    with pytest.raises(SpecError, match="inflates past"):
+        RunSpec.from_line(line)
+    with pytest.raises(SpecError, match="bad compressed form"):
+        RunSpec.from_line('{"v": 1, "zlib": "not base64!"}')
+
+
+def test_defaults_are_declared_once_and_the_cli_takes_them():
+    from rdmacli.cli.mesh import command
+
+    params = {p.name: p for p in command.params}
+    for name, option in (("count", "count"), ("port", "port"), ("round_s", "round_time"), ("test", "test")):
+        assert params[option].default == contract.default(name) and params[option].show_default
+
+
+def test_the_reader_takes_the_spec_and_the_lines_after_it_from_a_pipe_within_its_deadline():
+    r, w = os.pipe()
+    reader = contract.LineReader(os.fdopen(r, "rb", buffering=0))
+    big = fleet_spec(2000, 8)
+    writer = threading.Thread(target=lambda: (os.write(w, big.to_line() + b'{"go": 1}\n'), None))
+    writer.start()
+    assert contract.read_spec(reader, 30) == big
+    assert reader.readline(limit=1000) == b'{"go": 1}'
+    writer.join()
+    import time
+
+    t0 = time.monotonic()
+    assert reader.readline(time.monotonic() + 0.3) is None  # nothing more: the deadline, not a hang
+    assert time.monotonic() - t0 < 5
+    os.close(w)
+    assert reader.readline() is None  # end of file
+
+
+def test_a_spec_for_10000_nodes_of_8_rails_reaches_an_agent_through_the_launcher(monkeypatch):
+    """The real ClusterShell exec worker; the agent is a stand-in that reads the spec as the
+    real one does and answers with its digest. Its command line stays short."""
+    from rdmacli.mesh.launch import ClusterShellLauncher
+
+    spec = fleet_spec()
+    want = hashlib.sha256(json.dumps(spec.to_dict(), sort_keys=True).encode()).hexdigest()
+    cmd = [sys.executable, os.path.join(HERE, "mesh_agents", "spec_echo.py"), "mesh-agent", "--rank", "9999"]
+    lines = []
+    launcher = ClusterShellLauncher("exec")
+    monkeypatch.setenv("PYTHONPATH", os.path.dirname(os.path.dirname(HERE)))
+    launcher.run({"gpu09999": cmd}, spec.to_line(), lambda node, line, err: lines.append((node, line, err)),
+                 lambda node, rc: None, 120)  # fmt: skip
+    records = [json.loads(x) for node, x, err in lines if not err and x.startswith("{")]
+    assert records and records[0]["host"] == f"10000x8 {want}", lines[-5:]
+    assert records[0]["node"] == "gpu09999" and len(" ".join(cmd)) < 300
+
+
+def test_records_are_typed_both_ways_and_checked_on_the_way_in():
+    rec = contract.PairRecord(run="ab" * 8, rank=3, peer=1, round=2, result="pass", rtt_p50_us=12.5)
+    line = json.dumps(rec.to_dict())
+    back = contract.parse_record(line, "ab" * 8)
+    assert back == rec and back.side == "connect" and rec.to_dict()["a"] == 1
+    assert contract.parse_record(line, "cd" * 8) is None  # another run's: ignored, not a violation
+    with pytest.raises(contract.Violation, match="not a finite figure"):
+        contract.parse_record(line.replace("12.5", "-1"), "ab" * 8)
+    said = {"type": "agent", "run": "ab" * 8, "rank": 0, "node": "n\x1b[2J",
+            "rails": [{"ready": False}, {"device": "a b"}]}  # fmt: skip
+    agent = contract.parse_record(json.dumps(said), "ab" * 8)
+    assert agent.node == "n[2J" and agent.ready_rails(2) == [1] and agent.rails[1].device is None
+    assert set(contract.RECORDS) <= set(__import__("rdmacli.outcome").outcome.AGENT_RECORD_TYPES)
+
+
+def test_one_side_rule_and_one_table_of_short_codes():
+    from rdmacli.mesh import report
+
+    assert contract.side_of(0, 1) == "listen" and contract.side_of(5, 2) == "connect"
+    codes = [code for code, _, _ in report.CODES]
+    causes = [c for _, cs, _ in report.CODES for c in cs]
+    assert len(set(codes)) == len(codes) and len(set(causes)) == len(causes)
+    assert report.cause_of({"message": "x", "cause": Cause.LOCAL_PORT_DOWN.value}) == "DOWN"
+
+
+def test_the_agents_test_kinds_are_the_contracts():
+    from rdmacli.mesh.agent import SPECS
+
+    assert tuple(SPECS) == contract.TESTS
