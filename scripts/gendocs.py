@@ -341,8 +341,8 @@ EXTRA = {
             ),
             (
                 "A spec of two nodes, written by hand",
-                "echo '{\"v\":1,\"run_id\":\"0123456789abcdef\",\"names\":[\"n1\",\"n2\"],"
-                "\"addresses\":[[\"10.0.0.1\"],[\"10.0.0.2\"]],\"start_at\":1790000000}' "
+                'echo \'{"v":1,"run_id":"0123456789abcdef","names":["n1","n2"],'
+                '"addresses":[["10.0.0.1"],["10.0.0.2"]],"start_at":1790000000}\' '
                 "| rdmacli mesh-agent --rank 0",
             ),
         ],
@@ -351,7 +351,7 @@ EXTRA = {
         "line of its stdin (a spec of 10 000 nodes is megabytes: never argv), JSON with "
         '"v": 1 and these fields: '
         + "; ".join(f"{f.name} ({f.words}, default {json.dumps(f.default)})" for f in SPEC_FIELDS)
-        + ". A spec over 64 KiB comes compressed ({\"v\": 1, \"zlib\": base64 of the zlib'd JSON}). "
+        + '. A spec over 64 KiB comes compressed ({"v": 1, "zlib": base64 of the zlib\'d JSON}). '
         "Later lines on stdin are the coordinator's go line and re-test rounds. An agent with no spec "
         "within 120 s says so and ends. Prints one JSON record per line: "
         + "; ".join(f"{t} ({what})" for t, what in AGENT_RECORD_TYPES.items())
