@@ -26,12 +26,22 @@ class App:
         quiet: bool = False,
         steps: bool = False,
         backend=None,
+        launch=None,
     ):
         self.json_mode = json_mode
         self.json_lines = json_lines
         self.quiet = quiet
         self.steps = steps  # the step timing table in the summary (JSON always has steps_us)
         self.backend = backend  # the RDMA stack tests run on: None is the real one
+        self.launch = launch  # how mesh agents start, when a test gives one: None builds it from options
+
+    @classmethod
+    def from_context(cls, **modes) -> App:
+        """This command's App: the output modes it was given, and the services the root group
+        was handed through click's `obj` (a test's scripted RDMA stack, an in-process mesh
+        launcher); the real ones when none."""
+        obj = click.get_current_context().find_root().obj or {}
+        return cls(**modes, backend=obj.get("backend"), launch=obj.get("launch"))
 
     # rich is imported only when a person is shown something: --json runs never pay for it
     @cached_property

@@ -17,7 +17,7 @@ NO_DEVICE_HINT = (
 @json_option
 def command(json_mode: bool) -> None:
     """List RDMA devices: ports (state, link layer, MTU, rate), GID tables and netdevs."""
-    app = App(json_mode=json_mode)
+    app = App.from_context(json_mode=json_mode)
     with app.errors("devices"):
         from rdmacli.diag.devices import list_devices
 

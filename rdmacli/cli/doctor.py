@@ -41,7 +41,7 @@ def command(peer, port, port_space, json_mode):
     """
     if port is not None and not peer:
         raise click.UsageError("-p needs PEER")
-    app = App(json_mode=json_mode)
+    app = App.from_context(json_mode=json_mode)
     params = {"peer": peer, "port": port, "port_space": port_space}
     with app.errors("doctor", params):
         from rdmacli.diag import doctor

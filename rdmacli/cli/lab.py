@@ -58,7 +58,7 @@ def run_cmd(
     ctx: click.Context, rwdirs: tuple[str, ...], nodes: int | None, rails: int | None, cmd: tuple[str, ...]
 ) -> None:
     """Boot the lab, run CMD in the current directory and exit with its status."""
-    app = App()
+    app = App.from_context()
     with app.errors("lab"):
         from rdmacli.lab import vm
 
@@ -72,7 +72,7 @@ def run_cmd(
 @click.pass_context
 def shell_cmd(ctx: click.Context, nodes: int | None, rails: int | None) -> None:
     """Boot the lab and open an interactive shell in it."""
-    app = App()
+    app = App.from_context()
     with app.errors("lab"):
         from rdmacli.lab import vm
 

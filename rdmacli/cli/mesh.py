@@ -212,7 +212,7 @@ def command(
     from rdmacli.mesh import run as mesh
     from rdmacli.render.mesh import LiveMesh, print_mesh
 
-    app = App(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
+    app = App.from_context(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
     params = {
         "nodes": nodes, "launcher": launcher, "test": test, "count": count, "port": port, "quick": quick,
         "round_time_s": round_time, "launch_timeout_s": launch_timeout, "retest_rounds": retest_rounds,
@@ -263,9 +263,7 @@ def command(
             spec=spec, nodes_spec=nodes, launch_s=launch_timeout, retest_rounds=retest_rounds,
             slow_factor=slow_factor, slow_fraction=slow_fraction, baseline=base, show_rail=show_rail,
         )  # fmt: skip
-        launch = injected_launch() or mesh.Launch(
-            launcher, agent_cmd, ssh_options, srun_args, connect_timeout
-        )
+        launch = app.launch or mesh.Launch(launcher, agent_cmd, ssh_options, srun_args, connect_timeout)
         live = LiveMesh(app)
         outcome = mesh.run(request, launch, live, params=params, debug=bool(os.environ.get("RDMACLI_DEBUG")))
         if prometheus_file and outcome.data:
@@ -277,8 +275,3 @@ def command(
                 outcome.warnings.append(f"--prometheus: could not write {prometheus_file}: {exc.strerror}")
         live.rest(outcome)
         finish(app, outcome, render=partial(print_mesh, rail=show_rail) if outcome.data else None)
-
-
-def injected_launch():
-    """A launcher a test handed the command through click's `obj` (an in-process one), or None."""
-    return (click.get_current_context().find_root().obj or {}).get("launch")

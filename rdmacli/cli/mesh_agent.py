@@ -32,7 +32,7 @@ RANK_ENV = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 def command(rank, rank_from_env, spec_file, stop_on_eof):
     """Run this node's pairs of a mesh run; one JSON record per line on stdout."""
     from rdmacli.cli._run import stop_signals
-    from rdmacli.cli.options import injected_backend
+    from rdmacli.cli.app import App
     from rdmacli.errors import RdmacliError, Stopped
     from rdmacli.mesh import contract
     from rdmacli.mesh.agent import AgentConfig, run_agent
@@ -91,7 +91,7 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
         threading.Thread(target=watch, daemon=True).start()
     try:
         with stop_signals() as stops:
-            run_agent(cfg, emit, stops=stops, backend=injected_backend())
+            run_agent(cfg, emit, stops=stops, backend=App.from_context().backend)
     except Stopped as exc:
         emit(cfg.record(contract.StoppedRecord, signal=exc.signum))
         sys.exit(128 + exc.signum)

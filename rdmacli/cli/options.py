@@ -316,12 +316,6 @@ busy_poll = busy_poll_option(False)
 spin_by_default = busy_poll_option(True)
 
 
-def injected_backend():
-    """The RDMA stack a test handed the command through click's `obj` (the scripted one of the
-    unit tests), or None: the real one."""
-    return (click.get_current_context().find_root().obj or {}).get("backend")
-
-
 def output(f):
     """--events, --steps, --json, --json-lines, -q -> `app: App` and `show_events: bool`."""
 
@@ -334,12 +328,8 @@ def output(f):
                 "--events draws the CM events for people; with --json-lines they are records "
                 "already (type cm_event), and --json has the step timings"
             )
-        app = App(
-            json_mode=json_mode,
-            json_lines=json_lines,
-            quiet=quiet,
-            steps=steps or show_events,
-            backend=injected_backend(),
+        app = App.from_context(
+            json_mode=json_mode, json_lines=json_lines, quiet=quiet, steps=steps or show_events
         )
         return f(*args, app=app, show_events=show_events, **kw)
 

@@ -68,7 +68,7 @@ def command(count, size, protocols, server_address, client_address, timeout, jso
     from one device to itself (two local ports need accept_local=1 and rp_filter=0 to reach
     each other; `rdmacli doctor` says whether they do). The path used is printed.
     """
-    app = App(json_mode=json_mode)
+    app = App.from_context(json_mode=json_mode)
     params = {"count": count, "size_bytes": size, "protocols": list(protocols), "timeout_s": timeout}
     with app.errors("selftest", params):
         from rdmacli.cli._run import finish
