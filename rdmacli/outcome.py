@@ -218,15 +218,6 @@ RECORD_TYPES = {
     "summary": "the last record: the summary document",
 }
 # What a mesh agent prints for its coordinator (rdmacli-mesh-agent(1))
-AGENT_RECORD_TYPES = {
-    "agent": "it is up: rank, node, address, clock",
-    "rails": "discovery: its rails (device, port, address)",
-    "go": "it read the coordinator's go line (the start time)",
-    "pair": "one pair: round, peer, side, result, error, steps_us, setup_us, rtt_p50_us, rtt_p99_us",
-    "done": "its schedule is over",
-    "stopped": "a signal ended it (SIGTERM, SIGINT, SIGHUP); the current pair torn down first",
-    "error": "it could not run: message, cause",
-}
 
 
 # What each top-level key holds, for people (rdmacli(1) JSON OUTPUT, README).

@@ -18,7 +18,7 @@ import click
 from rdmacli import __version__
 from rdmacli.cli import COMMANDS, cli
 from rdmacli.mesh.contract import SPEC_FIELDS
-from rdmacli.outcome import AGENT_RECORD_TYPES
+from rdmacli.mesh.records import described
 from rdmacli.protocols.table import PROTOCOLS
 
 DATE = "2026-11-22"
@@ -354,7 +354,7 @@ EXTRA = {
         + '. A spec over 64 KiB comes compressed ({"v": 1, "zlib": base64 of the zlib\'d JSON}). '
         "Later lines on stdin are the coordinator's go line and re-test rounds. An agent with no spec "
         "within 120 s says so and ends. Prints one JSON record per line: "
-        + "; ".join(f"{t} ({what})" for t, what in AGENT_RECORD_TYPES.items())
+        + "; ".join(f"{t} ({what})" for t, what in described().items())
         + ".",
     },
     "lab": {

@@ -34,7 +34,7 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
     from rdmacli.cli._run import stop_signals
     from rdmacli.cli.app import App
     from rdmacli.errors import RdmacliError, Stopped
-    from rdmacli.mesh import contract
+    from rdmacli.mesh import contract, records
     from rdmacli.mesh.agent import AgentConfig, run_agent
 
     run_id = None
@@ -45,7 +45,7 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
         sys.stdout.flush()
 
     def fail(message: str, code: int = 2) -> None:
-        emit(contract.ErrorRecord(run=run_id, rank=rank, message=message))
+        emit(records.ErrorRecord(run=run_id, rank=rank, message=message))
         click.echo(f"mesh-agent: {message}", err=True)
         sys.exit(code)
 
@@ -78,13 +78,13 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
             the agent."""
             while True:
                 try:
-                    line = stdin.readline(limit=contract.records.MAX_LINE)
+                    line = stdin.readline(limit=records.MAX_LINE)
                 except contract.SpecError:
                     break
                 if line is None:
                     break
                 if cfg.take(line.decode(errors="replace")) == "go":
-                    emit(cfg.record(contract.GoRecord, start_at=cfg.start_at))
+                    emit(cfg.record(records.GoRecord, start_at=cfg.start_at))
             if stop_on_eof:
                 os.kill(os.getpid(), signal.SIGHUP)
 
@@ -93,7 +93,7 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
         with stop_signals() as stops:
             run_agent(cfg, emit, stops=stops, backend=App.from_context().backend)
     except Stopped as exc:
-        emit(cfg.record(contract.StoppedRecord, signal=exc.signum))
+        emit(cfg.record(records.StoppedRecord, signal=exc.signum))
         sys.exit(128 + exc.signum)
     except RdmacliError as exc:
         fail(exc.message, int(exc.exit_code))
@@ -119,9 +119,9 @@ def _read_spec_file(path: str) -> bytes:
 
 def discover(spec, rank: int, emit, fail) -> None:
     """--discover's job: this node's rails, one record, then end."""
-    from rdmacli.mesh.contract import RailsRecord
     from rdmacli.mesh.rails import discover as find
     from rdmacli.mesh.rails import parse_devices
+    from rdmacli.mesh.records import RailsRecord
 
     me = spec.names[rank] if rank < spec.n else None
     if me is None:

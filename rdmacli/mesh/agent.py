@@ -32,7 +32,8 @@ from rdmacli.engine.status import port_in_use
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.mesh import schedule
-from rdmacli.mesh.contract import AgentRecord, DoneRecord, PairRecord, RailState, RunSpec, SpecError, side_of
+from rdmacli.mesh.contract import RunSpec, SpecError, side_of
+from rdmacli.mesh.records import AgentRecord, DoneRecord, PairRecord, RailState
 from rdmacli.mesh.token import Guarded, Token
 from rdmacli.outcome import Outcome, State
 from rdmacli.protocols.table import BW, LAT, PROTOCOLS
@@ -413,7 +414,7 @@ def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | N
 
 
 def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int, rail: int = 0, peer_rail: int = 0) -> dict:
-    """A pair record's fields so far (contract.PairRecord's, built up by judge())."""
+    """A pair record's fields so far (records.PairRecord's, built up by judge())."""
     return {"run": cfg.spec.run_id, "round": rnd, "slot": slot, "rank": cfg.rank, "peer": peer,
             "rail": rail, "peer_rail": peer_rail}  # fmt: skip
 

@@ -10,10 +10,10 @@ verdict (mesh/verdict.py) read what was taken in.
 
 from __future__ import annotations
 
-from rdmacli.mesh import contract, records, schedule
-from rdmacli.mesh.contract import AgentRecord, DoneRecord, ErrorRecord, PairRecord, RailsRecord, Violation
+from rdmacli.mesh import records, schedule
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.rails import DEVICE
+from rdmacli.mesh.records import AgentRecord, DoneRecord, ErrorRecord, PairRecord, RailsRecord, Violation
 from rdmacli.mesh.report import Pair
 
 MAX_VIOLATIONS = 100  # kept per node: the first ones say enough
@@ -123,7 +123,7 @@ class Intake:
             self.ignored += 1
             return None
         try:
-            rec = contract.parse_record(line, self.plan.run_id)
+            rec = records.parse_record(line, self.plan.run_id)
         except Violation as exc:
             self.violation(sender, str(exc))
             return None

@@ -1,13 +1,20 @@
-"""What an agent may say, checked before the coordinator uses a word of it.
+"""What an agent may say: each record's type, declared once, and the checks it passes on the way in.
 
-An agent is trusted for its own node only, and only for records of the right shape: types,
-ranges and sizes are checked here, and what is used is copied out (a record's other keys never
-reach the report). A record that fails is a protocol violation of the node that sent it.
+An agent prints typed records (`to_dict`); the coordinator reads them back with `parse_record`,
+whose constructors are the checks below. An agent is trusted for its own node only, and only
+for records of the right shape: types, ranges and sizes are checked here, and what is used is
+copied out (a record's other keys never reach the report). A record that fails is a protocol
+violation of the node that sent it. One module over 350 lines on purpose: the wire format of
+every record and the checks that guard it belong side by side.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import asdict, dataclass, field, fields
+
+from rdmacli.mesh.contract import MAX_RAILS, float_in, int_in, side_of
 
 MAX_LINE = 64 * 1024  # an agent's records are a few hundred bytes
 MAX_TEXT = 4096  # an error message or hint
@@ -142,3 +149,277 @@ def pair_copy(rec: dict) -> dict:
             for p in rec["counters"]
         ]
     return out
+
+
+class Violation(ValueError):
+    """A record its sender may not send; the words name what was wrong."""
+
+
+def _rank_of(d: dict) -> int:
+    rank = d.get("rank")
+    if not (isinstance(rank, int) and not isinstance(rank, bool)):
+        raise Violation("a record without a rank")
+    return rank
+
+
+@dataclass(frozen=True)
+class RailState:
+    """One rail as its agent found it before round 1."""
+
+    rail: int
+    address: str
+    device: str | None
+    port: int
+    ready: bool
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """It is up: which node, its rails and whether each can run pairs."""
+
+    TYPE = "agent"
+    run: str
+    rank: int
+    node: str
+    address: str
+    rails: tuple[RailState, ...]
+    ready: bool
+    host: str = ""
+    pid: int = 0
+    clock: float = 0.0
+    rounds: int = 0
+
+    def to_dict(self) -> dict:
+        return {"type": self.TYPE, **asdict(self)}
+
+    @classmethod
+    def parse(cls, d: dict) -> AgentRecord:
+        from rdmacli.mesh.rails import DEVICE
+
+        rails = d.get("rails", [])
+        if not (
+            isinstance(rails, list) and len(rails) <= MAX_RAILS and all(isinstance(r, dict) for r in rails)
+        ):
+            raise Violation("an agent record whose rails are not a list of objects")
+        states = []
+        for k, r in enumerate(rails):
+            dev = r.get("device")
+            states.append(
+                RailState(
+                    rail=k,
+                    address=_text(r.get("address"), 64),
+                    device=dev if isinstance(dev, str) and DEVICE.fullmatch(dev) else None,
+                    port=r["port"] if int_in(0, 65535)(r.get("port")) else 0,
+                    ready=r.get("ready") is not False,
+                )
+            )
+        clock = d.get("clock")
+        return cls(
+            run=d["run"], rank=_rank_of(d), node=_text(d.get("node"), 253),
+            address=_text(d.get("address"), 64),
+            rails=tuple(states), ready=d.get("ready") is not False, host=_text(d.get("host"), 253),
+            pid=d["pid"] if int_in(0, 2**31)(d.get("pid")) else 0,
+            clock=clock if float_in(0, 2**40)(clock) else 0.0,
+            rounds=d["rounds"] if int_in(0, 10**6)(d.get("rounds")) else 0,
+        )  # fmt: skip
+
+    def ready_rails(self, rails: int) -> list[int]:
+        """The rails it said can run pairs: per rail where it said so for each, else by its
+        word for the node (a reason not to re-test, never a verdict)."""
+        if len(self.rails) == rails:
+            return [s.rail for s in self.rails if s.ready]
+        return list(range(rails)) if self.ready else []
+
+
+def _text(v, limit: int) -> str:
+    """A word an agent said, for people: printable, bounded; anything else is empty."""
+    if not isinstance(v, str):
+        return ""
+    return "".join(ch for ch in v[:limit] if ch.isprintable())
+
+
+@dataclass(frozen=True)
+class PairRecord:
+    """One end's report of one test with one partner's NIC. `error` is an RdmacliError's
+    document; the figures are the connector's (the listener's stream comes back in gbps_ab)."""
+
+    TYPE = "pair"
+    run: str
+    rank: int
+    peer: int
+    round: int
+    result: str  # pass or fail
+    rail: int = 0
+    peer_rail: int = 0
+    slot: int | None = None
+    error: dict | None = None
+    retest: bool = False
+    took_s: float | None = None  # of its slot, torn down too (the agent's measure)
+    setup_us: float | None = None
+    rtt_p50_us: float | None = None
+    rtt_p99_us: float | None = None
+    rtt_avg_us: float | None = None
+    host_rtt_p50_us: float | None = None
+    gbps_ab: float | None = None
+    gbps_ba: float | None = None
+    steps_us: dict | None = None
+    stats: dict | None = None
+    counters: tuple[dict, ...] = ()
+
+    @property
+    def side(self) -> str:
+        return side_of(self.rank, self.peer)
+
+    def to_dict(self) -> dict:
+        d = {"type": self.TYPE, **{f.name: getattr(self, f.name) for f in fields(self)}}
+        d["counters"] = list(self.counters) or None
+        d["side"] = self.side
+        d["a"], d["b"] = sorted((self.rank, self.peer))
+        return {k: v for k, v in d.items() if v is not None or k in ("error", "result")}
+
+    @classmethod
+    def parse(cls, d: dict) -> PairRecord:
+        why = check_pair(d)
+        if why:
+            raise Violation(f"a pair record whose {why}")
+        if not (d.get("slot") is None or int_in(0, 10**6)(d.get("slot"))):
+            raise Violation("a pair record whose slot is not a number")
+        copy = pair_copy(d)
+        copy.pop("type", None)
+        copy["counters"] = tuple(copy.get("counters") or ())
+        copy["retest"] = d.get("retest") is True
+        return cls(**copy)
+
+    @classmethod
+    def failed(cls, run: str, rank: int, peer: int, rnd: int, error: dict, rail: int = 0,
+               peer_rail: int = 0) -> PairRecord:  # fmt: skip
+        """An end's failure the coordinator fills in (a missing agent, a silent end)."""
+        return cls(run=run, rank=rank, peer=peer, round=rnd, result="fail", error=error, rail=rail,
+                   peer_rail=peer_rail)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RailsRecord:
+    """Discovery: the rails this node found (checked by rails.check_report against the family)."""
+
+    TYPE = "rails"
+    run: str
+    rank: int
+    rails: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"type": self.TYPE, **asdict(self)}
+
+    @classmethod
+    def parse(cls, d: dict) -> RailsRecord:
+        rails = d.get("rails")
+        if not isinstance(rails, list) or len(rails) > 4 * MAX_RAILS:
+            raise Violation("a rails record whose rails are not a list")
+        return cls(run=d["run"], rank=_rank_of(d), rails=rails)
+
+
+@dataclass(frozen=True)
+class DoneRecord:
+    """Its schedule is over."""
+
+    TYPE = "done"
+    run: str
+    rank: int
+    failed: int = 0
+
+    def to_dict(self) -> dict:
+        return {"type": self.TYPE, **asdict(self)}
+
+    @classmethod
+    def parse(cls, d: dict) -> DoneRecord:
+        failed = d.get("failed", 0)
+        return cls(run=d["run"], rank=_rank_of(d), failed=failed if int_in(0, 10**9)(failed) else 0)
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """It could not run (bad spec, no rank, its own environment): words for people."""
+
+    TYPE = "error"
+    run: str | None
+    rank: int | None
+    message: str
+    cause: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"type": self.TYPE, **asdict(self)}
+
+    @classmethod
+    def parse(cls, d: dict) -> ErrorRecord:
+        cause = d.get("cause")
+        return cls(run=d["run"], rank=_rank_of(d), message=_text(d.get("message"), 200),
+                   cause=cause if isinstance(cause, str) and len(cause) <= 64 else None)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GoRecord:
+    """It read the coordinator's go line: round 1 starts at `start_at`."""
+
+    TYPE = "go"
+    run: str
+    rank: int
+    start_at: float
+
+    def to_dict(self) -> dict:
+        return {"type": self.TYPE, **asdict(self)}
+
+    @classmethod
+    def parse(cls, d: dict) -> GoRecord:
+        at = d.get("start_at")
+        return cls(run=d["run"], rank=_rank_of(d), start_at=at if float_in(0, 2**40)(at) else 0.0)
+
+
+@dataclass(frozen=True)
+class StoppedRecord:
+    """A signal ended it (the current pair torn down first)."""
+
+    TYPE = "stopped"
+    run: str
+    rank: int
+    signal: int
+
+    def to_dict(self) -> dict:
+        return {"type": self.TYPE, **asdict(self)}
+
+    @classmethod
+    def parse(cls, d: dict) -> StoppedRecord:
+        sig = d.get("signal")
+        return cls(run=d["run"], rank=_rank_of(d), signal=sig if int_in(1, 64)(sig) else 0)
+
+
+def described() -> dict[str, str]:
+    """Each record type in words, for the man page: its docstring's first sentence, its fields."""
+    out = {}
+    for kind, cls in RECORDS.items():
+        words = " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".")
+        out[kind] = f"{words}; fields: " + ", ".join(f.name for f in fields(cls))
+    return out
+
+
+RECORDS = {
+    r.TYPE: r
+    for r in (AgentRecord, RailsRecord, PairRecord, DoneRecord, ErrorRecord, GoRecord, StoppedRecord)
+}
+Record = AgentRecord | RailsRecord | PairRecord | DoneRecord | ErrorRecord | GoRecord | StoppedRecord
+
+
+def parse_record(line: str, run_id: str):
+    """A line an agent printed: its record, None when it is not a record of this run (another
+    run's, or not a record at all: ignored), or Violation (its sender's fault)."""
+    if len(line) > MAX_LINE:
+        raise Violation(f"a line of {len(line)} bytes")
+    try:
+        d = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise Violation("a line that is not JSON") from exc
+    if not isinstance(d, dict) or d.get("run") != run_id:
+        return None
+    kind = RECORDS.get(d.get("type"))
+    if kind is None:
+        return None
+    return kind.parse(d)

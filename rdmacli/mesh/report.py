@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.mesh.contract import PairRecord, side_of
+from rdmacli.mesh.contract import side_of
+from rdmacli.mesh.records import PairRecord
 
 # The matrix's short codes, most specific first (when the two ends of a pair disagree, the
 # first wins): (code, the typed causes it stands for, words). One table; any other cause is FAIL.

@@ -20,9 +20,10 @@ from functools import partial
 from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
 from rdmacli.mesh import plan as P
 from rdmacli.mesh import schedule, verdict
-from rdmacli.mesh.contract import AgentRecord, PairRecord, RunSpec
+from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.plan import GO_LEAD_S, RETEST_DECIDE_S, Plan
+from rdmacli.mesh.records import AgentRecord, PairRecord
 from rdmacli.outcome import Outcome
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
-from rdmacli.mesh.contract import PairRecord
 from rdmacli.mesh.plan import Plan
+from rdmacli.mesh.records import PairRecord
 from rdmacli.mesh.report import LOCAL, Pair, blame, compare, judge_slow, nic_table, node_table
 from rdmacli.outcome import Outcome
 

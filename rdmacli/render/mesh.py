@@ -77,8 +77,8 @@ class LiveMesh:
             self.progress = MeshProgress(self.app, run).__enter__()
 
     def record(self, run, rec) -> None:
-        from rdmacli.mesh.contract import PairRecord
         from rdmacli.mesh.intake import pair_key
+        from rdmacli.mesh.records import PairRecord
 
         if self.app.json_lines and isinstance(rec, PairRecord):
             intake = run.intake

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from rdmacli.mesh import verdict
-from rdmacli.mesh.contract import PairRecord, RunSpec
+from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.plan import Plan
+from rdmacli.mesh.records import PairRecord
 
 RUN = "ab" * 8
 
