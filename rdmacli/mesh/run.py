@@ -104,6 +104,7 @@ class MeshRun:
         self.go = None  # the launcher's write to every agent
         self.t_launch = time.monotonic()
         self.agents_up_s: float | None = None
+        self.go_sent: float | None = None  # when round 1 was told to start (the go line)
         self.margin_said = False
 
     def end_at(self) -> float:
@@ -124,7 +125,7 @@ class MeshRun:
         rec = self.intake.on_line(node, line, is_err)
         if rec is None:
             return
-        if isinstance(rec, AgentRecord) and len(self.intake.agents) == self.plan.n:
+        if isinstance(rec, AgentRecord) and self.go_sent is None and self.up_or_gone():
             self.all_up()
         if isinstance(rec, PairRecord):
             self.check_cross_rail()
@@ -136,15 +137,23 @@ class MeshRun:
 
     def on_exit(self, node: str | None, rc: int | None) -> None:
         self.intake.on_exit(node, rc)
+        if self.go_sent is None and self.intake.agents and self.up_or_gone():
+            self.all_up()  # no one left to wait for: a node whose agent died costs no launch time
+
+    def up_or_gone(self) -> bool:
+        """Every node's agent reported, or ended without a word (its launcher said so)."""
+        gone = {self.intake.by_name[n] for n in self.intake.exits if n in self.intake.by_name}
+        return len(set(self.intake.agents) | gone) == self.plan.n
 
     def tick(self) -> None:
         """Every half second, from the launcher's loop: the decisions a clock triggers."""
         self.decide_retests()
 
     def all_up(self) -> None:
-        """Every agent reported: start round 1 now rather than at the launch deadline."""
+        """Every agent reported (or ended): start round 1 now rather than at the launch deadline."""
         self.agents_up_s = round(time.monotonic() - self.t_launch, 3)
         at = time.time() + GO_LEAD_S
+        self.go_sent = at
         if self.go is not None and at < self.start_at:
             self.start_at = at
             self.go(json.dumps({"go": round(at, 3)}) + "\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import threading
 import time
 from collections import deque
 from types import SimpleNamespace
@@ -33,16 +34,19 @@ class _Pipe:
         self.r, self.w = os.pipe()
         os.set_blocking(self.r, False)
         self.items: deque = deque()
+        self.lock = threading.Lock()  # a peer in another thread pushes (tests/unit/meshfabric)
 
     def push(self, item) -> None:
-        self.items.append(item)
-        os.write(self.w, b"x")
+        with self.lock:
+            self.items.append(item)
+            os.write(self.w, b"x")
 
     def pop(self):
-        if not self.items:
-            return None
-        os.read(self.r, 1)
-        return self.items.popleft()
+        with self.lock:
+            if not self.items:
+                return None
+            os.read(self.r, 1)
+            return self.items.popleft()
 
     def close(self) -> None:
         for fd in (self.r, self.w):

@@ -25,3 +25,14 @@ def report(rank: int, peer: int, result: str = "pass", error: dict | None = None
 def judged(plan: Plan, intake, *, cut: bool = False, **kw):
     """The verdict of what an intake took in, as the run loop asks for it at the end."""
     return verdict.judge(plan, intake.evidence(cut=cut), {}, elapsed_ms=1000.0, **kw)
+
+
+def parse_metrics(text: str) -> dict:
+    """Samples by (name, sorted labels), read back with prometheus_client's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }

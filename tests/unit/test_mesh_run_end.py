@@ -1,6 +1,8 @@
 """The coordinator's own deadline: the run ends at the schedule's end plus the grace it states,
-whatever an agent does. Real ClusterShell exec workers and processes; the agents are stand-ins
-(tests/unit/mesh_agents), so no RDMA is needed."""
+whatever an agent does. The launcher itself is under test here (processes that ignore SIGTERM,
+hold their pipes, outlive SIGKILL), so these are the mesh's only unit tests with real processes:
+ClusterShell's exec workers and stand-in agents (tests/unit/mesh_agents), no RDMA. The rest of
+the mesh runs in-process through click (tests/unit/cli/test_mesh.py)."""
 
 from __future__ import annotations
 
@@ -54,86 +56,6 @@ def test_an_agents_port_in_use_record_is_taken_with_its_holders():
     assert records.check_pair(rec) is None
     rec["error"]["holders"] = [["nested"]] * 3
     assert records.check_pair(rec) is not None
-
-
-def test_failed_pairs_are_tested_again_before_they_count(tmp_path):
-    """The coordinator sends the re-test rounds once every pair is in; a pair that passes the
-    second time is transient and not blamed, one that fails again is confirmed."""
-    mapfile = tmp_path / "map"
-    mapfile.write_text("".join(f"n{k} 192.0.2.{k}\n" for k in range(1, 5)))
-    agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'flaky_agent.py')}"
-    cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-4]", "--launcher", "exec", "--map", str(mapfile),
-           "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json",
-           "--prometheus", str(tmp_path / "mesh.prom"), "--retest-rounds", "3"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.path.join(HERE, "mesh_agents")}
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env=env)
-    doc = json.loads(r.stdout)
-    pairs = {(p["a"], p["b"]): p for p in doc["data"]["pairs"]}
-    flaky, bad = pairs[("n1", "n2")], pairs[("n3", "n4")]
-    assert flaky["result"] == "pass" and flaky["retest"]["verdict"] == "transient", (
-        flaky,
-        doc["totals"],
-        r.stderr[-1500:],
-    )
-    assert flaky["retest"]["first"]["cause"] == "TMO" and flaky["retest"]["round"] >= 3
-    assert bad["result"] == "fail" and bad["retest"]["verdict"] == "confirmed", bad
-    assert all(p["retest"] is None for k, p in pairs.items() if k not in (("n1", "n2"), ("n3", "n4")))
-    assert doc["data"]["blame"]["links"] == [{"a": "n3", "b": "n4", "cause": "TMO"}]
-    t = doc["totals"]
-    assert (t["retest_rounds"], t["pairs_retested"], t["pairs_transient"], t["pairs_failed"]) == (1, 2, 1, 1)
-    assert r.returncode == 1
-    metrics = parse_metrics((tmp_path / "mesh.prom").read_text())
-    assert (
-        metrics[
-            (
-                "rdmacli_mesh_pair_up",
-                (("a", "n1"), ("b", "n2"), ("rail_a", "0"), ("rail_b", "0"), ("test", "ping")),
-            )
-        ]
-        == 1
-    )
-    assert (
-        metrics[
-            (
-                "rdmacli_mesh_pair_up",
-                (("a", "n3"), ("b", "n4"), ("rail_a", "0"), ("rail_b", "0"), ("test", "ping")),
-            )
-        ]
-        == 0
-    )
-    assert (
-        metrics[("rdmacli_mesh_pair_transient", (("a", "n1"), ("b", "n2"), ("rail_a", "0"), ("rail_b", "0")))]
-        == 1
-    )
-    assert (
-        metrics[
-            (
-                "rdmacli_mesh_link_bad",
-                (("a", "n3"), ("b", "n4"), ("cause", "TMO"), ("rail_a", "0"), ("rail_b", "0")),
-            )
-        ]
-        == 1
-    )
-    assert metrics[("rdmacli_mesh_run_exit_code", ())] == 1
-    assert metrics[("rdmacli_mesh_run_pairs", (("result", "transient"),))] == 1
-
-
-def parse_metrics(text: str) -> dict:
-    """Samples by (name, sorted labels), read back with prometheus_client's own parser."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def test_prometheus_needs_a_directory_it_can_write_before_anything_starts(tmp_path):
-    cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-2]", "--launcher", "exec",
-           "--prometheus", str(tmp_path / "no" / "such" / "dir.prom"), "--json"]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "cannot write in" in json.loads(r.stdout)["error"]["message"]
 
 
 def test_a_stop_during_rail_discovery_stops_the_agents_and_says_where_it_was(tmp_path):

@@ -1,0 +1,122 @@
+"""`rdmacli mesh` through click, as a person types it, on an in-process launcher whose agents are
+the real ones on a scripted fabric (tests/unit/meshfabric.py): no subprocess, no RDMA."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from meshfabric import Fabric, InProcessLaunch
+
+from rdmacli.cli import cli
+
+NODES = "n[1-4]"
+ADDRESSES = {f"n{k}": f"10.0.0.{k}" for k in range(1, 5)}
+
+
+def mesh(tmp_path, launch, *args: str):
+    mapfile = tmp_path / "map"
+    mapfile.write_text("".join(f"{n} {a}\n" for n, a in ADDRESSES.items()))
+    argv = ["mesh", NODES, "--launcher", "exec", "--round-time", "1", "--launch-timeout", "30",
+            "--retest-rounds", "0", "--slow-factor", "1000", *args]  # fmt: skip
+    if "--rails" not in args:
+        argv += ["--map", str(mapfile)]
+    r = CliRunner().invoke(cli, argv, obj={"launch": launch})
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return r
+
+
+@pytest.mark.parametrize("test", ["ping", "rping", "connect"])
+def test_every_pair_passes_on_a_healthy_fabric(tmp_path, test):
+    r = mesh(tmp_path, InProcessLaunch(Fabric()), "--test", test, "-C", "3", "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0, (doc["error"], [p["error"] for p in doc["data"]["pairs"] if p["error"]])
+    assert doc["totals"]["pairs"] == 6 and doc["totals"]["pairs_passed"] == 6
+    assert all(n["agent"] == "ran" for n in doc["data"]["nodes"])
+    if test == "ping":
+        assert all(p["rtt_p50_us"] > 0 for p in doc["data"]["pairs"])
+
+
+def test_a_node_cut_off_the_fabric_is_the_node_blamed(tmp_path):
+    fabric = Fabric()
+    fabric.cut.add("10.0.0.3")
+    r = mesh(tmp_path, InProcessLaunch(fabric), "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and doc["error"]["cause"] == "check_failed"
+    assert [b["node"] for b in doc["data"]["blame"]["nodes"]] == ["n3"]
+    failed = {(p["a"], p["b"]) for p in doc["data"]["pairs"] if p["result"] == "fail"}
+    assert failed == {("n1", "n3"), ("n2", "n3"), ("n3", "n4")}
+
+
+def test_a_node_whose_agent_never_starts_is_named_with_its_launchers_words(tmp_path):
+    r = mesh(tmp_path, InProcessLaunch(Fabric(), silent={"n2"}), "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1
+    rows = {n["node"]: n for n in doc["data"]["nodes"]}
+    assert rows["n2"]["agent"] == "missing" and rows["n1"]["agent"] == "ran"
+    n2 = [p for p in doc["data"]["pairs"] if "n2" in (p["a"], p["b"])]
+    assert {p["cause"] for p in n2} == {"AGENT"} and "command not found" in n2[0]["error"]["message"]
+
+
+def test_json_lines_stream_each_pair_once_then_the_summary(tmp_path):
+    r = mesh(tmp_path, InProcessLaunch(Fabric()), "--json-lines")
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    pairs = [x for x in lines if x["type"] == "pair"]
+    assert len(pairs) == 6 and len({(p["a"], p["b"]) for p in pairs}) == 6
+    assert lines[-1]["type"] == "summary" and lines[-1]["result"] == "pass"
+
+
+def test_rails_are_discovered_by_the_agents_first(tmp_path):
+    rails = {n: [a, a.replace("10.0.", "10.1.")] for n, a in ADDRESSES.items()}
+    r = mesh(tmp_path, InProcessLaunch(Fabric(), rails=rails), "--rails", "auto", "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0, doc["error"]
+    assert doc["data"]["rails"] == 2 and doc["totals"]["pairs"] == 12
+    assert doc["data"]["nodes"][0]["addresses"] == ["10.0.0.1", "10.1.0.1"]
+
+
+def test_a_person_sees_the_matrix_and_the_verdict(tmp_path):
+    fabric = Fabric()
+    fabric.cut.add("10.0.0.4")
+    r = mesh(tmp_path, InProcessLaunch(fabric))
+    assert r.exit_code == 1
+    assert "bad node n4" in r.stdout and "Traceback" not in r.stdout + r.stderr
+
+
+def test_failed_pairs_are_tested_again_before_they_count(tmp_path):
+    """The run loop sends the re-test rounds once every pair is in: a link that lost its
+    requests once passes the second time (transient, not blamed), a cut one fails again
+    (confirmed, the link blamed); Prometheus gets both."""
+    from meshdata import parse_metrics
+
+    fabric = Fabric()
+    fabric.flaky[frozenset(("10.0.0.1", "10.0.0.2"))] = 1
+    fabric.links_cut.add(frozenset(("10.0.0.3", "10.0.0.4")))
+    prom = tmp_path / "mesh.prom"
+    r = mesh(tmp_path, InProcessLaunch(fabric), "--json", "--retest-rounds", "3", "--prometheus", str(prom))
+    doc = json.loads(r.stdout)
+    pairs = {(p["a"], p["b"]): p for p in doc["data"]["pairs"]}
+    flaky, bad = pairs[("n1", "n2")], pairs[("n3", "n4")]
+    assert flaky["result"] == "pass" and flaky["retest"]["verdict"] == "transient", flaky
+    assert flaky["retest"]["first"]["cause"] == "UNR" and flaky["retest"]["round"] >= 3
+    assert bad["result"] == "fail" and bad["retest"]["verdict"] == "confirmed", bad
+    assert all(p["retest"] is None for k, p in pairs.items() if k not in (("n1", "n2"), ("n3", "n4")))
+    assert doc["data"]["blame"]["links"] == [{"a": "n3", "b": "n4", "cause": "UNR"}]
+    t = doc["totals"]
+    assert (t["retest_rounds"], t["pairs_retested"], t["pairs_transient"], t["pairs_failed"]) == (1, 2, 1, 1)
+    assert r.exit_code == 1
+    metrics = parse_metrics(prom.read_text())
+    up = "rdmacli_mesh_pair_up"
+    labels = lambda a, b: (("a", a), ("b", b), ("rail_a", "0"), ("rail_b", "0"), ("test", "ping"))  # noqa: E731
+    assert metrics[(up, labels("n1", "n2"))] == 1 and metrics[(up, labels("n3", "n4"))] == 0
+    assert metrics[("rdmacli_mesh_run_exit_code", ())] == 1
+    assert metrics[("rdmacli_mesh_run_pairs", (("result", "transient"),))] == 1
+
+
+def test_prometheus_needs_a_directory_it_can_write_before_anything_starts(tmp_path):
+    launch = InProcessLaunch(Fabric())
+    r = mesh(tmp_path, launch, "--prometheus", str(tmp_path / "no" / "such" / "dir.prom"), "--json")
+    assert r.exit_code == 2 and "cannot write in" in json.loads(r.stdout)["error"]["message"]
+    assert launch.launches == []  # refused before any agent started
