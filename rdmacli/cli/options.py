@@ -286,6 +286,17 @@ exchange = _compose(
 )
 
 
+def _cli_words():
+    from rdmacli.engine.flow import DeadlineWords
+
+    return DeadlineWords(
+        overall="the overall --timeout",
+        wait="--wait {s:g} s",
+        more_time="raise --timeout",
+        wait_longer="--wait, or none to wait until --timeout or Ctrl-C",
+    )
+
+
 def timeouts(f):
     """--resolve-timeout, --connect-timeout, --idle-timeout, --timeout -> `timeouts: Timeouts`."""
 
@@ -293,7 +304,8 @@ def timeouts(f):
     def wrapper(*args, resolve_timeout, connect_timeout, idle_timeout, timeout, **kw):
         from rdmacli.engine.flow import Timeouts
 
-        t = Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout, kw.pop("wait_s", None))
+        t = Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout, kw.pop("wait_s", None),
+                     words=_cli_words())  # fmt: skip
         return f(*args, timeouts=t, **kw)
 
     return _timeout_options(wrapper)

@@ -41,6 +41,20 @@ Observer = Callable[[dict], None]
 SETTLE_S = 3.0
 
 
+@dataclass(frozen=True)
+class DeadlineWords:
+    """How messages name the deadlines: by what the caller calls them (a command's options, the
+    mesh's slot). The engine's own are neutral; the CLI's are cli/options.CLI_WORDS."""
+
+    overall: str = "the run's deadline"
+    wait: str = "a wait of {s:g} s"
+    more_time: str = "a longer deadline"  # advice: how to give the run more time
+    wait_longer: str = "a longer wait"  # advice: how to wait longer for a peer a person starts
+    # set: a connection still running at the overall deadline is an overrun (Cause.OVERRUN), said
+    # with the step it was in and this advice (the mesh: a pair at the end of its slot)
+    overrun: str | None = None
+
+
 @dataclass
 class Timeouts:
     resolve_ms: int = 2000  # handed to rdma_resolve_addr/route, as the C tools do
@@ -48,12 +62,7 @@ class Timeouts:
     idle_s: float = 10.0  # data phase: longest time without progress
     overall_s: float | None = None  # the whole run
     wait_s: float | None = None  # a server's or receiver's wait for its first peer (a person)
-    # how messages name these limits: the options of the command that set them (the mesh's differ)
-    overall_words: str = "the overall --timeout"
-    wait_words: str = "--wait {s:g} s"
-    # what a connection still running at the overall deadline is: a deadline of the run, or (a
-    # mesh pair at the end of its slot) an overrun, said with the step it was in
-    overall_cause: Cause = Cause.DEADLINE
+    words: DeadlineWords = DeadlineWords()  # how messages name these limits: the caller's words
 
     def __post_init__(self) -> None:
         """The library refuses what the CLI refuses: a NaN deadline never fires, an infinite or
@@ -69,7 +78,7 @@ class Timeouts:
                                    cause=Cause.USAGE)  # fmt: skip
 
     def waited(self) -> str:
-        return self.wait_words.format(s=self.wait_s or 0)
+        return self.words.wait.format(s=self.wait_s or 0)
 
 
 @dataclass
@@ -393,7 +402,7 @@ class Flow:
         soonest = self._soonest
         if soonest is not None and soonest[0] > time.monotonic():
             return soonest
-        best = (self.deadline_all, self.timeouts.overall_words) if self.deadline_all else None
+        best = (self.deadline_all, self.timeouts.words.overall) if self.deadline_all else None
         for conn in self.conns.values():
             if not conn.finished and conn.deadline and (best is None or conn.deadline < best[0]):
                 best = (conn.deadline, f"{conn.phase} on connection {conn.index}")
@@ -469,17 +478,16 @@ class Flow:
                     self.on_conn_deadline(conn, exc.hint)
 
     def on_run_deadline(self, exc: DeadlineExpired) -> RdmacliError:
-        """The overall --timeout (or a flow-wide wait) passed: the error that explains it."""
+        """The overall deadline (or a flow-wide wait) passed: the error that explains it."""
         live = [c for c in self.conns.values() if not c.finished]
-        if self.timeouts.overall_cause is Cause.DEADLINE or not live:
+        words = self.timeouts.words
+        if words.overrun is None or not live:
             return exc
         conn = live[0]
         return RdmacliError(
-            f"{conn.phase}: still running at {self.timeouts.overall_words}; torn down there "
-            f"[{self.where(conn)}]",
-            hint="a pair that needs more than its slot: raise --round-time (a slow or lossy "
-            "partner also overruns; see the counters)",
-            cause=self.timeouts.overall_cause,
+            f"{conn.phase}: still running at {words.overall}; torn down there [{self.where(conn)}]",
+            hint=words.overrun,
+            cause=Cause.OVERRUN,
             details={"step": conn.phase},
         )
 

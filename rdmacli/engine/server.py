@@ -38,20 +38,7 @@ class ServerFlow(Flow):
         self.companions_due: dict[str, int] = {}  # client host -> connections of its test to come
 
     def run(self) -> None:
-        self.timer.start("create id", -1)
-        try:
-            self.listen_id = self.backend.create_id(self.channel, self.options.ps)
-            self.timer.end("create id", -1)
-            self.timer.start("bind addr", -1)
-            self.listen_id.bind(self.bind_addr)
-            self.timer.end("bind addr", -1)
-            self.listen_id.listen(self.backlog)
-        except RdmaCallError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                port, host = self.bind_addr.port, self.bind_addr.host
-                holders = self.backend.port_holders(port)
-                raise port_in_use("listen", host, port, holders, exc.call) from exc
-            raise call_error("listen", exc, str(self.bind_addr)) from exc
+        self.open_listener()
         self.loop.on_cm(self.listen_id.key, self.on_listen_event)
         self.counters.see(self.listen_id.device, self.listen_id.port_num)  # a bound address has one
         self.ready_at = time.monotonic()
@@ -67,6 +54,25 @@ class ServerFlow(Flow):
         )
         self.run_loop(self.done)
 
+    def open_listener(self) -> None:
+        """Create, bind and listen; a port another listener holds is said with its holders.
+        (A mesh agent's preflight calls this alone, before round 1: what would stop every pair
+        is found once.)"""
+        self.timer.start("create id", -1)
+        try:
+            self.listen_id = self.backend.create_id(self.channel, self.options.ps)
+            self.timer.end("create id", -1)
+            self.timer.start("bind addr", -1)
+            self.listen_id.bind(self.bind_addr)
+            self.timer.end("bind addr", -1)
+            self.listen_id.listen(self.backlog)
+        except RdmaCallError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                port, host = self.bind_addr.port, self.bind_addr.host
+                holders = self.backend.port_holders(port)
+                raise port_in_use("listen", host, port, holders, exc.call) from exc
+            raise call_error("listen", exc, str(self.bind_addr)) from exc
+
     def done(self) -> bool:
         return (
             self.max_clients is not None
@@ -77,7 +83,7 @@ class ServerFlow(Flow):
     def nearest_deadline(self) -> tuple[float, str] | None:
         best = super().nearest_deadline()
         if self.timeouts.wait_s and not self.all_conns and self.ready_at is not None:
-            first = (self.ready_at + self.timeouts.wait_s, "the first client (--wait)")
+            first = (self.ready_at + self.timeouts.wait_s, f"the first client ({self.timeouts.waited()})")
             if best is None or first[0] < best[0]:
                 best = first
         return best
@@ -87,7 +93,7 @@ class ServerFlow(Flow):
             return DeadlineExpired(
                 f"no client connected within {self.timeouts.waited()} (listening on {self.bind_addr})",
                 hint="start the client, check that it uses this address, port and port space, "
-                "or wait longer (--wait, or none to wait until --timeout or Ctrl-C)",
+                f"or wait longer ({self.timeouts.words.wait_longer})",
                 details={"step": "listen"},
             )
         return super().on_run_deadline(exc)

@@ -43,23 +43,25 @@ class Test:
     timeouts: Timeouts = field(default_factory=Timeouts)
     options: Options = field(default_factory=Options)
     summary: dict = field(default_factory=dict)  # the summary's `params`
-    wrap: Callable[[Protocol], Protocol] | None = None  # mesh: its token around each protocol
-    server_class: type | None = None  # mesh: its own listener (a ServerFlow)
 
     def make_protocol(self) -> Callable[[], Protocol]:
         cls = self.spec.client_class() if self.role == CLIENT else self.spec.server_class()
         params = self.params
         if self.role == CLIENT and self.connections and self.connections > 1:
             params = replace(params, group=self.connections)  # said to the server (hello)
-        if self.wrap is None:
-            return lambda: cls.from_params(params)
-        return lambda: self.wrap(cls.from_params(params))
+        return lambda: cls.from_params(params)
 
 
-def build(test: Test, *, observer: Observer | None = None, backend=None) -> Flow:
+# A flow factory: (test, the flow's common arguments) -> the Flow. A caller with needs of its own
+# (the mesh: a token around each protocol, a listener that waits out stale requests) passes one
+# that adjusts the arguments and calls default_flow with its own server class.
+FlowFactory = Callable[[Test, dict], Flow]
+
+
+def build(
+    test: Test, *, observer: Observer | None = None, backend=None, factory: FlowFactory | None = None
+) -> Flow:
     """The flow a test's role needs, its addresses resolved."""
-    from rdmacli.rdma import addr
-
     common = dict(
         make_protocol=test.make_protocol(),
         observer=observer,
@@ -67,6 +69,14 @@ def build(test: Test, *, observer: Observer | None = None, backend=None) -> Flow
         options=test.options,
         backend=backend,
     )
+    return (factory or default_flow)(test, common)
+
+
+def default_flow(test: Test, common: dict, *, server: type | None = None) -> Flow:
+    """The engine's flow for a test's role: a multicast flow, a server (`server`: a ServerFlow
+    subclass), or a client."""
+    from rdmacli.rdma import addr
+
     if test.spec is MCAST:
         from rdmacli.engine.mcast import McastFlow
 
@@ -81,7 +91,7 @@ def build(test: Test, *, observer: Observer | None = None, backend=None) -> Flow
     if test.role == SERVER:
         from rdmacli.engine.server import ServerFlow
 
-        return (test.server_class or ServerFlow)(
+        return (server or ServerFlow)(
             bind=addr.resolve(test.bind, port, passive=True, what="bind address"),
             max_clients=test.connections,
             **common,
@@ -103,6 +113,7 @@ def run(
     observer: Observer | None = None,
     backend=None,
     stops: Stops | None = None,
+    factory: FlowFactory | None = None,
 ) -> Outcome:
     """Run a test to its end and tear it down; its Outcome says what it came to. Never raises
     for a failed test: errors (a bug too, as an internal error) are in the outcome."""
@@ -111,7 +122,7 @@ def run(
     signum: int | None = None
     flow = None
     try:
-        flow = build(test, observer=observer, backend=backend)
+        flow = build(test, observer=observer, backend=backend, factory=factory)
         with stops.running(flow):  # from here a signal asks the flow to stop, nothing more
             try:
                 flow.run()

@@ -13,7 +13,6 @@ not be up yet). Every record goes to `emit`; the agent never needs to hear from 
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import math
@@ -21,13 +20,14 @@ import os
 import socket
 import tempfile
 import time
+from functools import partial
 
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
-from rdmacli.engine.flow import Options, Timeouts, call_error, default_backend
+from rdmacli.engine.flow import DeadlineWords, Options, Timeouts, default_backend
 from rdmacli.engine.protocol import Params
 from rdmacli.engine.server import ServerFlow
-from rdmacli.engine.session import CLIENT, SERVER, Test, run
+from rdmacli.engine.session import CLIENT, SERVER, Test, default_flow, run
 from rdmacli.engine.status import port_in_use
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
@@ -37,7 +37,6 @@ from rdmacli.mesh.records import AgentRecord, DoneRecord, PairRecord, RailState
 from rdmacli.mesh.token import Guarded, Token
 from rdmacli.outcome import Outcome, State
 from rdmacli.protocols.table import BW, LAT, PROTOCOLS
-from rdmacli.rdma.cm import RdmaCallError
 from rdmacli.rdma.constants import PORT_SPACES
 
 # what a pair runs: `ping` is the latency probe (`rdmacli lat`'s send ping-pong: a network round
@@ -386,30 +385,25 @@ def at_once(fn, items: list, stops: Stops | None) -> list:
 
 def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | None:
     """Can this NIC run a pair? Its RDMA stack opens, and its address takes a listener on the
-    rail's port (bound, listened on, released): what stops every pair is found before round 1,
-    and said once as its cause (a port another run holds, no device, an address not here)."""
-    backend = backend or default_backend()
-    me, port = cfg.address(cfg.rank, rail), cfg.port_of(rail)
-    try:
-        from rdmacli.rdma import addr
+    rail's port (the engine's own listener, opened and closed): what stops every pair is found
+    before round 1, and said once as its cause (a port another run holds, no device, an address
+    not here)."""
+    from rdmacli.rdma import addr
 
+    me, port = cfg.address(cfg.rank, rail), cfg.port_of(rail)
+    flow = None
+    try:
         where = addr.resolve(me, port, passive=True, what="this node's address")
-        channel = backend.event_channel()
-        try:
-            cm = backend.create_id(channel, PORT_SPACES[SPECS[cfg.spec.test].default_port_space])
-            try:
-                cm.bind(where)
-                cm.listen(0)
-            finally:
-                cm.destroy()
-        finally:
-            channel.close()
-    except RdmaCallError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            return port_in_use("preflight", me, port, backend.port_holders(port), exc.call)
-        return call_error("preflight", exc, f"{me}:{port}")
+        ps = PORT_SPACES[SPECS[cfg.spec.test].default_port_space]
+        flow = ServerFlow(
+            bind=where, max_clients=0, make_protocol=lambda: None, backend=backend, options=Options(ps=ps)
+        )
+        flow.open_listener()
     except RdmacliError as exc:
         return exc
+    finally:
+        if flow is not None:
+            flow.close()
     return None
 
 
@@ -419,9 +413,9 @@ def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int, rail: int = 0,
             "rail": rail, "peer_rail": peer_rail}  # fmt: skip
 
 
-def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, peer_rail: int = 0) -> Test:
-    """This NIC's side of a test, bounded by the slot's end: the lower rank listens, on its
-    rail's address and port."""
+def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, peer_rail: int = 0):
+    """This NIC's side of a test, bounded by the slot's end, and its flow factory: the lower
+    rank listens, on its rail's address and port."""
     listen = side_of(cfg.rank, peer) == "listen"
     spec = SPECS[cfg.spec.test]
     left = max(end - time.time(), 0.2)
@@ -431,9 +425,14 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, 
         overall_s=left,
         wait_s=left,
         resolve_ms=2000,
-        overall_words=f"the end of this pair's slot (--round-time {cfg.spec.round_s:g} s)",
-        wait_words="the {s:.1f} s left of this pair's slot (--round-time)",
-        overall_cause=Cause.OVERRUN,
+        words=DeadlineWords(
+            overall=f"the end of this pair's slot (--round-time {cfg.spec.round_s:g} s)",
+            wait="the {s:.1f} s left of this pair's slot (--round-time)",
+            more_time="raise --round-time",
+            wait_longer="raise --round-time",
+            overrun="a pair that needs more than its slot: raise --round-time (a slow or lossy "
+            "partner also overruns; see the counters)",
+        ),
     )
     # the token names the connector's NIC as src: the listener checks who asks, for what
     me, them = cfg.nic(cfg.rank, rail), cfg.nic(peer, peer_rail)
@@ -451,9 +450,15 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, 
         connections=1,
         timeouts=timeouts,
         options=Options(ps=PORT_SPACES[spec.default_port_space]),
-        wrap=lambda protocol: Guarded(protocol, token, partner if listen else None),
-        server_class=MeshListenFlow,
-    )
+    ), partial(mesh_flow, token, partner if listen else None)
+
+
+def mesh_flow(token: Token, partner: str | None, test: Test, common: dict):
+    """A pair's flow (session.FlowFactory): its token around the protocol (a listener checks
+    who asks: `partner`'s address), and a listener that waits out stale requests."""
+    inner = common["make_protocol"]
+    common = {**common, "make_protocol": lambda: Guarded(inner(), token, partner)}
+    return default_flow(test, common, server=MeshListenFlow)
 
 
 def pair_params(cfg: AgentConfig) -> Params:
@@ -471,7 +476,8 @@ def run_pair(
 ) -> dict:  # fmt: skip
     """One test with one partner's NIC, bounded by the slot's end. A stop signal ends the agent."""
     rec = pair_record(cfg, rnd, slot, peer, rail, peer_rail)
-    outcome = run(pair_test(cfg, rnd, peer, end, rail, peer_rail), backend=backend, stops=stops)
+    test, factory = pair_test(cfg, rnd, peer, end, rail, peer_rail)
+    outcome = run(test, backend=backend, stops=stops, factory=factory)
     if outcome.signal is not None:
         raise Stopped(outcome.signal)
     return judge(

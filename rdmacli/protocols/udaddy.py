@@ -98,8 +98,8 @@ class _Datagrams(Windowed, Protocol):
         if conn.phase == WAIT_FOR_PEER:
             return RdmacliError(
                 f"no datagram arrived within {conn.flow.timeouts.waited()} [{conn.flow.where(conn)}]",
-                hint="start the sender (or wait longer: --wait, or none to wait until "
-                "--timeout or Ctrl-C); check that it sends to the same group and port space",
+                hint=f"start the sender (or wait longer: {conn.flow.timeouts.words.wait_longer}); "
+                "check that it sends to the same group and port space",
                 cause=Cause.DEADLINE,
                 details={"step": conn.phase},
             )

@@ -10,13 +10,15 @@ import errno
 from fakerdma import FakeBackend
 
 from rdmacli.engine import session
-from rdmacli.engine.flow import Timeouts
+from rdmacli.engine.flow import DeadlineWords, Timeouts
 from rdmacli.engine.session import CLIENT, SERVER, run
 from rdmacli.errors import Cause
 from rdmacli.mesh.agent import MeshListenFlow, judge
 from rdmacli.outcome import State
 from rdmacli.protocols.table import PROTOCOLS
 from rdmacli.rdma.cm import RdmaCallError
+
+SLOT = DeadlineWords(overall="the end of this pair's slot", overrun="raise --round-time")
 
 
 def test_a_withdrawn_request_leaves_the_listener_waiting_for_its_partner():
@@ -37,9 +39,12 @@ def test_a_withdrawn_request_leaves_the_listener_waiting_for_its_partner():
     backend.script["create qp"] = create_qp
     backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
     test = session.Test("mesh-agent", PROTOCOLS["connect"], SERVER, bind="10.0.0.1", port=7490,
-                timeouts=Timeouts(overall_s=5, wait_s=5, overall_cause=Cause.OVERRUN),
-                server_class=MeshListenFlow)  # fmt: skip
-    outcome = run(test, backend=backend)
+                timeouts=Timeouts(overall_s=5, wait_s=5, words=SLOT))  # fmt: skip
+    outcome = run(
+        test,
+        backend=backend,
+        factory=lambda t, common: session.default_flow(t, common, server=MeshListenFlow),
+    )
     states = [c.state for c in outcome.connections]
     assert states == [State.REJECTED, State.DONE], outcome.to_dict()
     assert outcome.connections[0].error.details["call"] == "rdma_create_qp"
@@ -51,9 +56,14 @@ def test_a_withdrawn_request_leaves_the_listener_waiting_for_its_partner():
 def test_a_pair_still_running_at_its_slots_end_is_an_overrun_with_its_step():
     backend = FakeBackend()
     backend.script["connect"] = lambda cm, param: []  # the partner never answers the REQ
-    test = session.Test("mesh-agent", PROTOCOLS["connect"], CLIENT, host="10.0.0.1", port=7490,
-                timeouts=Timeouts(overall_s=0.3, connect_s=10, overall_words="the end of this pair's slot",
-                                  overall_cause=Cause.OVERRUN))  # fmt: skip
+    test = session.Test(
+        "mesh-agent",
+        PROTOCOLS["connect"],
+        CLIENT,
+        host="10.0.0.1",
+        port=7490,
+        timeouts=Timeouts(overall_s=0.3, connect_s=10, words=SLOT),
+    )
     outcome = run(test, backend=backend)
     err = outcome.run_error()
     assert err.cause is Cause.OVERRUN and err.details["step"] == "cm connect", err.to_dict()
@@ -71,8 +81,14 @@ def test_an_overrun_while_retransmits_moved_is_packet_loss():
         return []
 
     backend.script["connect"] = moved
-    test = session.Test("mesh-agent", PROTOCOLS["connect"], CLIENT, host="10.0.0.1", port=7490,
-                timeouts=Timeouts(overall_s=0.3, overall_cause=Cause.OVERRUN))  # fmt: skip
+    test = session.Test(
+        "mesh-agent",
+        PROTOCOLS["connect"],
+        CLIENT,
+        host="10.0.0.1",
+        port=7490,
+        timeouts=Timeouts(overall_s=0.3, words=SLOT),
+    )
     outcome = run(test, backend=backend)
     err = outcome.run_error()
     assert err.cause is Cause.PACKET_LOSS and err.details["reported_cause"] == "slot_overrun"
