@@ -30,7 +30,7 @@ class Intake:
         self.plan = plan
         self.pairs: dict[tuple[int, int, int, int], Pair] = {}
         for rnd in plan.rounds:
-            for a, ra, b, rb in schedule.nic_pairs(plan.n, rnd, plan.rails, plan.cross_rail):
+            for a, ra, b, rb in schedule.nic_pairs(plan.n, rnd, plan.rails, plan.spec.cross_rail):
                 self.pairs[(a, ra, b, rb)] = Pair(a, b, rnd, ra=ra, rb=rb)
         self.retests: dict[int, dict[tuple, Pair]] = {}  # round -> its re-tested pairs (as sent)
         self.agents: dict[int, AgentRecord] = {}
@@ -39,7 +39,7 @@ class Intake:
         self.stderr: dict[str, list[str]] = {}
         self.ignored = 0
         self.violations: dict[int, list[str]] = {}  # rank -> what its agent sent that it may not
-        self.by_name = {name: rank for rank, name in enumerate(plan.names)}
+        self.by_name = {name: rank for rank, name in enumerate(plan.spec.names)}
         self.devices: list[list] = [list(r) for r in plan.devices] if plan.devices else [
             [None] * plan.rails for _ in range(plan.n)
         ]  # fmt: skip
@@ -123,7 +123,7 @@ class Intake:
             self.ignored += 1
             return None
         try:
-            rec = records.parse_record(line, self.plan.run_id)
+            rec = records.parse_record(line, self.plan.spec.run_id)
         except Violation as exc:
             self.violation(sender, str(exc))
             return None
@@ -166,7 +166,7 @@ class Intake:
         if rnd in self.retests:  # a re-test: of the rounds this coordinator sent
             pair = self.retests[rnd].get(key)
         elif 0 <= rec.peer < plan.n and (rec.rail, rec.peer, rec.peer_rail) in schedule.tests_of(
-            rank, rnd, plan.n, plan.rails, plan.cross_rail
+            rank, rnd, plan.n, plan.rails, plan.spec.cross_rail
         ):
             pair = self.pairs.get(key)
         else:
@@ -185,7 +185,7 @@ class Intake:
             if len(pair.reports) == 2:
                 self.complete += 1
             first_round = plan.rounds[: schedule.subrounds(plan.rails, True)]
-            if plan.cross_rail and rnd in first_round and self.settled(pair):
+            if plan.spec.cross_rail and rnd in first_round and self.settled(pair):
                 self.first_in.add(key)
         took = rec.took_s  # a healthy pair's: a failing one runs to the wall
         if rec.result == "pass" and took is not None and (self.slowest is None or took > self.slowest[0]):

@@ -51,33 +51,13 @@ class Plan:
         return self.spec.rails
 
     @property
-    def names(self) -> tuple[str, ...]:
-        return self.spec.names
-
-    @property
-    def addresses(self) -> tuple[tuple[str, ...], ...]:
-        return self.spec.addresses
-
-    @property
-    def run_id(self) -> str:
-        return self.spec.run_id
-
-    @property
-    def round_s(self) -> float:
-        return self.spec.round_s
-
-    @property
-    def cross_rail(self) -> bool:
-        return self.spec.cross_rail
-
-    @property
     def duration_s(self) -> float:
-        return self.launch_s + (len(self.rounds) + self.retest_rounds) * self.round_s + RETEST_DECIDE_S
+        return self.launch_s + (len(self.rounds) + self.retest_rounds) * self.spec.round_s + RETEST_DECIDE_S
 
     def main_end(self, start_at: float | None = None) -> float:
         """When the schedule's last slot ends (wall clock), round 1 starting at start_at."""
-        return (self.spec.start_at if start_at is None else start_at) + len(self.rounds) * self.round_s
+        return (self.spec.start_at if start_at is None else start_at) + len(self.rounds) * self.spec.round_s
 
     def grace_s(self) -> float:
         """After the schedule's last slot, for the agents' last records and exits."""
-        return max(END_GRACE_S, self.round_s)
+        return max(END_GRACE_S, self.spec.round_s)

@@ -151,6 +151,15 @@ def pair_copy(rec: dict) -> dict:
     return out
 
 
+class Typed:
+    """A record's wire form: its type, then its fields (a record may say more: PairRecord)."""
+
+    TYPE = ""
+
+    def to_dict(self) -> dict:
+        return {"type": self.TYPE, **asdict(self)}
+
+
 class Violation(ValueError):
     """A record its sender may not send; the words name what was wrong."""
 
@@ -174,7 +183,7 @@ class RailState:
 
 
 @dataclass(frozen=True)
-class AgentRecord:
+class AgentRecord(Typed):
     """It is up: which node, its rails and whether each can run pairs."""
 
     TYPE = "agent"
@@ -188,9 +197,6 @@ class AgentRecord:
     pid: int = 0
     clock: float = 0.0
     rounds: int = 0
-
-    def to_dict(self) -> dict:
-        return {"type": self.TYPE, **asdict(self)}
 
     @classmethod
     def parse(cls, d: dict) -> AgentRecord:
@@ -239,7 +245,7 @@ def _text(v, limit: int) -> str:
 
 
 @dataclass(frozen=True)
-class PairRecord:
+class PairRecord(Typed):
     """One end's report of one test with one partner's NIC. `error` is an RdmacliError's
     document; the figures are the connector's (the listener's stream comes back in gbps_ab)."""
 
@@ -299,16 +305,13 @@ class PairRecord:
 
 
 @dataclass(frozen=True)
-class RailsRecord:
+class RailsRecord(Typed):
     """Discovery: the rails this node found (checked by rails.check_report against the family)."""
 
     TYPE = "rails"
     run: str
     rank: int
     rails: list = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {"type": self.TYPE, **asdict(self)}
 
     @classmethod
     def parse(cls, d: dict) -> RailsRecord:
@@ -319,16 +322,13 @@ class RailsRecord:
 
 
 @dataclass(frozen=True)
-class DoneRecord:
+class DoneRecord(Typed):
     """Its schedule is over."""
 
     TYPE = "done"
     run: str
     rank: int
     failed: int = 0
-
-    def to_dict(self) -> dict:
-        return {"type": self.TYPE, **asdict(self)}
 
     @classmethod
     def parse(cls, d: dict) -> DoneRecord:
@@ -337,7 +337,7 @@ class DoneRecord:
 
 
 @dataclass(frozen=True)
-class ErrorRecord:
+class ErrorRecord(Typed):
     """It could not run (bad spec, no rank, its own environment): words for people."""
 
     TYPE = "error"
@@ -345,9 +345,6 @@ class ErrorRecord:
     rank: int | None
     message: str
     cause: str | None = None
-
-    def to_dict(self) -> dict:
-        return {"type": self.TYPE, **asdict(self)}
 
     @classmethod
     def parse(cls, d: dict) -> ErrorRecord:
@@ -357,16 +354,13 @@ class ErrorRecord:
 
 
 @dataclass(frozen=True)
-class GoRecord:
+class GoRecord(Typed):
     """It read the coordinator's go line: round 1 starts at `start_at`."""
 
     TYPE = "go"
     run: str
     rank: int
     start_at: float
-
-    def to_dict(self) -> dict:
-        return {"type": self.TYPE, **asdict(self)}
 
     @classmethod
     def parse(cls, d: dict) -> GoRecord:
@@ -375,16 +369,13 @@ class GoRecord:
 
 
 @dataclass(frozen=True)
-class StoppedRecord:
+class StoppedRecord(Typed):
     """A signal ended it (the current pair torn down first)."""
 
     TYPE = "stopped"
     run: str
     rank: int
     signal: int
-
-    def to_dict(self) -> dict:
-        return {"type": self.TYPE, **asdict(self)}
 
     @classmethod
     def parse(cls, d: dict) -> StoppedRecord:

@@ -116,9 +116,9 @@ class MeshRun:
         end = plan.main_end(self.start_at)
         if plan.retest_rounds:
             if self.retest_at is None:  # not decided yet: the longest they may take
-                end += RETEST_DECIDE_S + GO_LEAD_S + plan.retest_rounds * plan.round_s
+                end += RETEST_DECIDE_S + GO_LEAD_S + plan.retest_rounds * plan.spec.round_s
             else:
-                end = self.retest_at + len(self.intake.retests) * plan.round_s
+                end = self.retest_at + len(self.intake.retests) * plan.spec.round_s
         return time.monotonic() + (end + plan.grace_s() - time.time())
 
     def on_line(self, node: str | None, line: str, is_err: bool) -> None:
@@ -167,14 +167,14 @@ class MeshRun:
         if not (intake.all_in() or time.time() >= plan.main_end(self.start_at) + RETEST_DECIDE_S):
             return
         rounds = verdict.choose_retests(plan, list(intake.pairs.values()), intake.ready_nics())
-        intake.set_retests(rounds, schedule.retest_base(plan.n, plan.rails, plan.cross_rail))
+        intake.set_retests(rounds, schedule.retest_base(plan.n, plan.rails, plan.spec.cross_rail))
         self.retest_at = max(time.time(), plan.main_end(self.start_at)) + GO_LEAD_S
         msg = {"at": round(self.retest_at, 3), "rounds": [[list(key) for key in keys] for keys in rounds]}
         self.go(json.dumps({"retest": msg}) + "\n")
 
     def check_cross_rail(self) -> None:
         plan, intake = self.plan, self.intake
-        if not plan.cross_rail or plan.rails == 1 or self.refused is not None:
+        if not plan.spec.cross_rail or plan.rails == 1 or self.refused is not None:
             return
         if len(intake.first_in) < (plan.n // 2) * plan.rails * plan.rails:
             return
@@ -286,7 +286,7 @@ def run(request: Request, launch: Launch, observer: Observer | None = None, *, p
         slow_factor=request.slow_factor, slow_fraction=request.slow_fraction,
         devices=tuple(tuple(r) for r in devices) if devices else None, discovery_s=discovery_s,
     )  # fmt: skip
-    params["run_id"] = plan.run_id
+    params["run_id"] = plan.spec.run_id
     mesh = MeshRun(plan, observer)
     mesh.observer.started(mesh)
     signum = internal = None

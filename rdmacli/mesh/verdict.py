@@ -33,7 +33,7 @@ def choose_retests(plan: Plan, firsts: list[Pair], ready: set[tuple[int, int]]) 
     judge_slow(firsts, plan.slow_factor, plan.slow_fraction)
     again = [p for p in firsts if (p.result == "fail" and p.cause not in LOCAL or p.slow)
              and {(p.a, p.ra), (p.b, p.rb)} <= ready]  # fmt: skip
-    first = blame(plan.n, firsts, plan.names, plan.rails)
+    first = blame(plan.n, firsts, plan.spec.names, plan.rails)
     blamed = {(b["rank"], b.get("rail", k)) for b in first["nodes"] for k in range(plan.rails)}
     blamed |= {(b["rank"], b["rail"]) for b in first["nics"]}
     again.sort(key=lambda p: (bool({(p.a, p.ra), (p.b, p.rb)} & blamed), p.round, p.a, p.ra))
@@ -51,7 +51,7 @@ def cross_rail_refusal(plan: Plan, first_round: list[Pair]) -> RdmacliError | No
         return None
     if not any(p.result == "pass" for p in first_round if p.ra == p.rb):
         return None
-    p, names = cross[0], plan.names
+    p, names = cross[0], plan.spec.names
     return RdmacliError(
         f"--cross-rail: every cross-rail pair of the first round failed to reach its partner "
         f"({p.cause}, e.g. {names[p.a]}:{p.ra} -> {names[p.b]}:{p.rb}: "
@@ -67,13 +67,13 @@ def cross_rail_refusal(plan: Plan, first_round: list[Pair]) -> RdmacliError | No
 def margin(plan: Plan, slowest: tuple[float, Pair] | None) -> str | None:
     """Words when pairs take most of their slot (measured by the agents: a pair's setup, test
     and teardown), with the round time that would leave room."""
-    if slowest is None or slowest[0] <= SLOT_FULL * plan.round_s:
+    if slowest is None or slowest[0] <= SLOT_FULL * plan.spec.round_s:
         return None
     took, p = slowest
     want = math.ceil(took / SLOT_FULL * 2) / 2
     return (
-        f"pairs take up to {took:.1f} s of their {plan.round_s:g} s slot ({plan.names[p.a]}-"
-        f"{plan.names[p.b]}, round {p.round}): a slower pair will overrun; "
+        f"pairs take up to {took:.1f} s of their {plan.spec.round_s:g} s slot ({plan.spec.names[p.a]}-"
+        f"{plan.spec.names[p.b]}, round {p.round}): a slower pair will overrun; "
         f"raise --round-time to {want:g} or more"
     )
 
@@ -108,17 +108,21 @@ def fill_ends(plan: Plan, ev: Evidence, pairs: list[Pair]) -> list[Pair]:
         for rank, side, peer, rail, peer_rail in ends:  # agents that never spoke
             if side not in p.reports and rank not in ev.agents:
                 error = _unreported(plan, ev, rank, p.round)
-                p.reports[side] = PairRecord.failed(plan.run_id, rank, peer, p.round, error, rail, peer_rail)
+                p.reports[side] = PairRecord.failed(
+                    plan.spec.run_id, rank, peer, p.round, error, rail, peer_rail
+                )
         for rank, side, peer, rail, peer_rail in ends:  # then the end that stayed silent
             if len(p.reports) == 1 and side not in p.reports:
                 error = _unreported(plan, ev, rank, p.round)
-                p.reports[side] = PairRecord.failed(plan.run_id, rank, peer, p.round, error, rail, peer_rail)
+                p.reports[side] = PairRecord.failed(
+                    plan.spec.run_id, rank, peer, p.round, error, rail, peer_rail
+                )
         out.append(p)
     return out
 
 
 def _unreported(plan: Plan, ev: Evidence, rank: int, rnd: int) -> dict:
-    name = plan.names[rank]
+    name = plan.spec.names[rank]
     if rank not in ev.agents:
         rc = ev.exits.get(name)
         why = " / ".join(ev.stderr.get(name, [])[-2:])
@@ -153,8 +157,8 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     pairs = [again.get(p.key, p) for p in firsts]  # what counts: a re-test's result, if run
     devices = ev.devices
     pair_docs = [_pair_doc(plan, first, p, devices) for first, p in zip(firsts, pairs)]
-    verdict = blame(plan.n, pairs, plan.names, plan.rails, devices)
-    nodes = node_table(plan.n, pairs, plan.names, plan.addresses)
+    verdict = blame(plan.n, pairs, plan.spec.names, plan.rails, devices)
+    nodes = node_table(plan.n, pairs, plan.spec.names, plan.spec.addresses)
     for row in nodes:
         said = ev.agents.get(row["rank"])
         row["agent"] = ("missing" if said is None else "not ready" if not said.ready
@@ -163,13 +167,13 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     failed = [p for p in pair_docs if p["result"] == "fail"]
     missing = [p for p in pair_docs if p["result"] == "missing"]
     data = {
-        "run_id": plan.run_id,
+        "run_id": plan.spec.run_id,
         "discovery_s": plan.discovery_s,
         "agents_up_s": ev.agents_up_s,
         "rails": plan.rails,
-        "cross_rail": plan.cross_rail,
+        "cross_rail": plan.spec.cross_rail,
         "nodes": nodes,
-        "nics": nic_table(plan.n, plan.rails, pairs, plan.names, plan.addresses, devices),
+        "nics": nic_table(plan.n, plan.rails, pairs, plan.spec.names, plan.spec.addresses, devices),
         "pairs": pair_docs,
         "slow_reference": reference,
         "blame": verdict,
@@ -201,7 +205,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
 
 
 def _pair_doc(plan: Plan, first: Pair, p: Pair, devices) -> dict:
-    d = p.to_dict(plan.names, devices)
+    d = p.to_dict(plan.spec.names, devices)
     d["round"] = first.round
     d["retest"] = None
     if p is not first:  # confirmed: failed (or was slow) again; transient: passed this time
@@ -218,7 +222,7 @@ def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
     out = []
     for rank, what in sorted(ev.violations.items()):
         out.append(
-            f"{plan.names[rank]}'s agent sent {len(what)} record(s) it may not; none was used "
+            f"{plan.spec.names[rank]}'s agent sent {len(what)} record(s) it may not; none was used "
             f"(first: {what[0]})"
         )
     words = margin(plan, ev.slowest)
@@ -227,7 +231,7 @@ def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
     if ev.late:
         out.append(
             f"the run was cut {plan.grace_s():g} s after the schedule's end: agent(s) still "
-            f"running on {', '.join(plan.names[r] for r in sorted(ev.late))} were stopped"
+            f"running on {', '.join(plan.spec.names[r] for r in sorted(ev.late))} were stopped"
         )
     if ev.abandoned:
         out.append(

@@ -49,7 +49,7 @@ class MeshProgress:
             return
         run, now = self.run, time.time()
         plan, start = run.plan, run.start_at
-        rnd = 0 if now < start else min(len(plan.rounds), int((now - start) / plan.round_s) + 1)
+        rnd = 0 if now < start else min(len(plan.rounds), int((now - start) / plan.spec.round_s) + 1)
         counts = run.intake.counts()
         phase = f"{len(run.intake.agents)}/{plan.n} agents up" if now < start else ""
         self.progress.update(
@@ -89,7 +89,7 @@ class LiveMesh:
             if pair and (pair.key, again) not in self.seen and intake.settled(pair):
                 self.seen.add((pair.key, again))
                 self.app.emit_json(
-                    {"type": "pair", **pair.to_dict(run.plan.names, intake.devices), "retest": again}
+                    {"type": "pair", **pair.to_dict(run.plan.spec.names, intake.devices), "retest": again}
                 )
         if self.progress is not None:
             self.progress.update()

@@ -119,7 +119,7 @@ def plan(n=4):
 
 def pair_rec(pl, rank, rnd, result="pass", **kw) -> dict:
     peer = schedule.partner(rank, rnd, pl.n)
-    rec = {"type": "pair", "run": pl.run_id, "rank": rank, "peer": peer, "round": rnd, "result": result}
+    rec = {"type": "pair", "run": pl.spec.run_id, "rank": rank, "peer": peer, "round": rnd, "result": result}
     rec.update(kw)
     return rec
 
@@ -207,7 +207,7 @@ def test_a_pair_passes_only_when_both_ends_say_so(wording):
     pl = plan()
     c = Intake(pl)
     for rank in range(4):
-        c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.run_id, "rank": rank}), False)
+        c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.spec.run_id, "rank": rank}), False)
     for rnd in pl.rounds:
         for rank in (0, 1, 2):
             c.on_line(NAMES[rank], json.dumps(pair_rec(pl, rank, rnd)), False)
@@ -224,7 +224,7 @@ def test_a_node_whose_agent_never_ran_is_blamed_with_its_launcher_words(wording)
     pl = plan()
     c = Intake(pl)
     for rank in (0, 1, 2):
-        c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.run_id, "rank": rank}), False)
+        c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.spec.run_id, "rank": rank}), False)
     c.on_line("n3", "bash: rdmacli: command not found", True)
     c.on_exit("n3", 127)
     for rnd in pl.rounds:
@@ -233,7 +233,7 @@ def test_a_node_whose_agent_never_ran_is_blamed_with_its_launcher_words(wording)
                 if rank == 3:
                     continue
                 err = None if 3 not in (a, b) else TMO
-                rec = {"type": "pair", "run": pl.run_id, "rank": rank, "peer": peer, "round": rnd,
+                rec = {"type": "pair", "run": pl.spec.run_id, "rank": rank, "peer": peer, "round": rnd,
                        "result": "fail" if err else "pass", "error": err}  # fmt: skip
                 c.on_line(NAMES[rank], json.dumps(rec), False)
     out = judged(pl, c).to_dict()
@@ -254,7 +254,7 @@ def test_words_from_agents_reach_a_terminal_escaped(capsys, wording):
     pl = plan()
     c = Intake(pl)
     for rank in (0, 1, 2):
-        c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.run_id, "rank": rank}), False)
+        c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.spec.run_id, "rank": rank}), False)
     c.on_line("n3", "\x1b]0;owned\x07\x1b[2J junk", True)
     c.on_exit("n3", 1)
     doc = judged(pl, c).to_dict()

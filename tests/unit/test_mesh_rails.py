@@ -253,7 +253,7 @@ def rails_plan(n: int = 4, rails: int = 2, cross: bool = False):
 def record(plan, rank: int, rnd: int, rail: int, peer: int, peer_rail: int, error: dict | None = None) -> str:
     import json
 
-    return json.dumps({"type": "pair", "run": plan.run_id, "rank": rank, "peer": peer, "round": rnd,
+    return json.dumps({"type": "pair", "run": plan.spec.run_id, "rank": rank, "peer": peer, "round": rnd,
                        "rail": rail, "peer_rail": peer_rail, "result": "fail" if error else "pass",
                        "error": error})  # fmt: skip
 

@@ -21,6 +21,13 @@ from rdmacli.rdma.cm import RdmaCallError
 SLOT = DeadlineWords(overall="the end of this pair's slot", overrun="raise --round-time")
 
 
+def connector(timeouts: Timeouts) -> session.Test:
+    """A mesh pair's connecting side, as the agent builds it (its flow factory aside)."""
+    return session.Test(
+        "mesh-agent", PROTOCOLS["connect"], CLIENT, host="10.0.0.1", port=7490, timeouts=timeouts
+    )
+
+
 def test_a_withdrawn_request_leaves_the_listener_waiting_for_its_partner():
     backend = FakeBackend()
     first = []
@@ -56,14 +63,7 @@ def test_a_withdrawn_request_leaves_the_listener_waiting_for_its_partner():
 def test_a_pair_still_running_at_its_slots_end_is_an_overrun_with_its_step():
     backend = FakeBackend()
     backend.script["connect"] = lambda cm, param: []  # the partner never answers the REQ
-    test = session.Test(
-        "mesh-agent",
-        PROTOCOLS["connect"],
-        CLIENT,
-        host="10.0.0.1",
-        port=7490,
-        timeouts=Timeouts(overall_s=0.3, connect_s=10, words=SLOT),
-    )
+    test = connector(Timeouts(overall_s=0.3, connect_s=10, words=SLOT))
     outcome = run(test, backend=backend)
     err = outcome.run_error()
     assert err.cause is Cause.OVERRUN and err.details["step"] == "cm connect", err.to_dict()
@@ -81,14 +81,7 @@ def test_an_overrun_while_retransmits_moved_is_packet_loss():
         return []
 
     backend.script["connect"] = moved
-    test = session.Test(
-        "mesh-agent",
-        PROTOCOLS["connect"],
-        CLIENT,
-        host="10.0.0.1",
-        port=7490,
-        timeouts=Timeouts(overall_s=0.3, words=SLOT),
-    )
+    test = connector(Timeouts(overall_s=0.3, words=SLOT))
     outcome = run(test, backend=backend)
     err = outcome.run_error()
     assert err.cause is Cause.PACKET_LOSS and err.details["reported_cause"] == "slot_overrun"

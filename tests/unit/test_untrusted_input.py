@@ -81,7 +81,11 @@ def test_clustershell_gets_back_exactly_the_words_it_was_given(words):
 def test_agent_records_of_any_shape_never_crash_the_collector(value):
     plan = make_plan(["n0", "n1", "n2", "n3"], [[f"10.0.0.{i}"] for i in range(4)])
     c = Intake(plan)
-    rec = value if not isinstance(value, dict) else {"type": "pair", "run": plan.run_id, "rank": 1, **value}
+    rec = (
+        value
+        if not isinstance(value, dict)
+        else {"type": "pair", "run": plan.spec.run_id, "rank": 1, **value}
+    )
     line = json.dumps(rec, allow_nan=True)
     c.on_line("n1", line, False)
     c.on_line("n1", line[:1000], False)
