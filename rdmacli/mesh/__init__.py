@@ -1,7 +1,13 @@
-"""`rdmacli mesh`: an all-pairs RDMA check across many nodes.
+"""`rdmacli mesh`: an all-pairs RDMA check across many nodes, as a library.
 
-schedule.py (who meets whom in which round), nodes.py (node sets and their RDMA addresses),
-agent.py (one per node: runs its pairs through the engine), launch.py (ClusterShell's ssh and
-exec workers, srun), report.py (merging the agents' records, blame, baseline, the summary).
-No click and no rich here: the CLI is rdmacli/cli/mesh.py, the rendering rdmacli/render/mesh.py.
+The contract: contract.py (the run spec every agent gets on stdin, declared once) and
+records.py (what agents print, typed, checked on the way in). The coordinator: run.py (the
+session: discovery, launch, the run loop, the verdict; `run(request, launch, observer)`),
+plan.py (the run as the coordinator holds it), intake.py (agents' lines in, trusted only as far
+as they may be), verdict.py (decisions and the verdict as functions of data), report.py (a
+pair's two ends merged, blame, slow, the tables), launch.py (ClusterShell's ssh and exec
+workers, srun). The agent: agent.py (one per node: its slots), pair.py (one pair's test through
+the engine). Around them: schedule.py (who meets whom in which round), nodes.py, rails.py,
+inputs.py, token.py. No click and no rich here: the CLI is rdmacli/cli/mesh.py and
+mesh_agent.py, the rendering rdmacli/render/mesh.py.
 """

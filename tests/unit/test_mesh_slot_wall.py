@@ -13,7 +13,7 @@ from rdmacli.engine import session
 from rdmacli.engine.flow import DeadlineWords, Timeouts
 from rdmacli.engine.session import CLIENT, SERVER, run
 from rdmacli.errors import Cause
-from rdmacli.mesh.agent import MeshListenFlow, judge
+from rdmacli.mesh.pair import MeshListenFlow, judge
 from rdmacli.outcome import State
 from rdmacli.protocols.table import PROTOCOLS
 from rdmacli.rdma.cm import RdmaCallError

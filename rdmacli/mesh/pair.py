@@ -1,0 +1,231 @@
+"""One pair's test, as a mesh agent runs it: the Test and its flow, and the record it comes to.
+
+The lower rank listens (on its rail's address and port), the higher connects; a token in the
+private data names run, round and NICs, so a listener serves only its scheduled partner. The
+slot's end bounds everything (its words are the mesh's: --round-time). What came of it is
+judged here into a pair record's fields (records.PairRecord), this node's own cause looked at
+first.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import TYPE_CHECKING
+
+from rdmacli.engine import lifecycle as L
+from rdmacli.engine.conn import Connection
+from rdmacli.engine.flow import DeadlineWords, Options, Timeouts, default_backend
+from rdmacli.engine.protocol import Params
+from rdmacli.engine.server import ServerFlow
+from rdmacli.engine.session import CLIENT, SERVER, Test, default_flow, run
+from rdmacli.engine.stops import Stops
+from rdmacli.errors import Cause, RdmacliError, Stopped
+from rdmacli.mesh.contract import side_of
+from rdmacli.mesh.token import Guarded, Token
+from rdmacli.outcome import Outcome, State
+from rdmacli.protocols.table import BW, LAT, PROTOCOLS
+from rdmacli.rdma.constants import PORT_SPACES
+
+if TYPE_CHECKING:
+    from rdmacli.mesh.agent import AgentConfig
+
+# what a pair runs: `ping` is the latency probe (`rdmacli lat`'s send ping-pong: a network round
+# trip, the responder's hold taken out); `rping` is rping's cycle, for a user who asks for that
+# protocol; `bw` is `rdmacli bw --bidir`, each pair measured both ways at once
+SPECS = {
+    "ping": LAT,
+    "rping": PROTOCOLS["ping"],
+    "connect": PROTOCOLS["connect"],
+    "ud": PROTOCOLS["ud"],
+    "bw": BW,
+}
+BW_SHARE = 0.25  # of a slot, streamed by `--test bw` (at least BW_MIN_S, at most BW_MAX_S)
+BW_MIN_S, BW_MAX_S, BW_DEPTH = 0.5, 10.0, 16
+
+
+class MeshListenFlow(ServerFlow):
+    """A listener for one partner: a stale or foreign request is rejected and it goes on. A
+    request withdrawn before it was accepted (its requester gave up or asked again: its REJ
+    came, or rdma_create_qp failed with EINVAL on a request the CM had already closed) is set
+    aside, its error kept, and it goes on waiting: the partner asks again until the slot ends."""
+
+    def on_finished(self, conn: Connection) -> None:
+        if (
+            conn.state == State.FAILED
+            and not conn.connected
+            and conn.phase in (L.ACCEPT, L.CREATE_QP)
+            and not self.stopping
+        ):
+            self.accepted -= 1
+            self.warn(f"request {conn.index} from {conn.remote} ended before it was accepted "
+                      f"({conn.error.message if conn.error else 'no reason'}); still waiting")  # fmt: skip
+            conn.reject()  # not the pair's connection; its error stays for the record
+            self.retire(conn)
+            return
+        super().on_finished(conn)
+
+    def done(self) -> bool:
+        return self.accepted >= 1 and self.all_finished()
+
+
+def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int, rail: int = 0, peer_rail: int = 0) -> dict:
+    """A pair record's fields so far (records.PairRecord's, built up by judge())."""
+    return {"run": cfg.spec.run_id, "round": rnd, "slot": slot, "rank": cfg.rank, "peer": peer,
+            "rail": rail, "peer_rail": peer_rail}  # fmt: skip
+
+
+def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, peer_rail: int = 0):
+    """This NIC's side of a test, bounded by the slot's end, and its flow factory: the lower
+    rank listens, on its rail's address and port."""
+    listen = side_of(cfg.rank, peer) == "listen"
+    spec = SPECS[cfg.spec.test]
+    left = max(end - time.time(), 0.2)
+    timeouts = Timeouts(
+        connect_s=min(10.0, left),
+        idle_s=min(10.0, left),
+        overall_s=left,
+        wait_s=left,
+        resolve_ms=2000,
+        words=DeadlineWords(
+            overall=f"the end of this pair's slot (--round-time {cfg.spec.round_s:g} s)",
+            wait="the {s:.1f} s left of this pair's slot (--round-time)",
+            more_time="raise --round-time",
+            wait_longer="raise --round-time",
+            overrun="a pair that needs more than its slot: raise --round-time (a slow or lossy "
+            "partner also overruns; see the counters)",
+        ),
+    )
+    # the token names the connector's NIC as src: the listener checks who asks, for what
+    me, them = cfg.nic(cfg.rank, rail), cfg.nic(peer, peer_rail)
+    lo, hi = (me, them) if listen else (them, me)
+    token = Token(bytes.fromhex(cfg.spec.run_id), rnd, hi, lo)
+    partner = cfg.address(peer, peer_rail)
+    return Test(
+        "mesh-agent",
+        spec,
+        SERVER if listen else CLIENT,
+        pair_params(cfg),
+        host=None if listen else partner,
+        port=cfg.port_of(rail if listen else peer_rail),
+        bind=cfg.address(cfg.rank, rail),
+        connections=1,
+        timeouts=timeouts,
+        options=Options(ps=PORT_SPACES[spec.default_port_space]),
+    ), partial(mesh_flow, token, partner if listen else None)
+
+
+def mesh_flow(token: Token, partner: str | None, test: Test, common: dict):
+    """A pair's flow (session.FlowFactory): its token around the protocol (a listener checks
+    who asks: `partner`'s address), and a listener that waits out stale requests."""
+    inner = common["make_protocol"]
+    common = {**common, "make_protocol": lambda: Guarded(inner(), token, partner)}
+    return default_flow(test, common, server=MeshListenFlow)
+
+
+def pair_params(cfg: AgentConfig) -> Params:
+    if cfg.spec.test == "ping":
+        return Params(count=cfg.spec.count, size=LAT.default_size, op="send")
+    if cfg.spec.test == "bw":
+        seconds = min(max(cfg.spec.round_s * BW_SHARE, BW_MIN_S), BW_MAX_S)
+        return Params(size=BW.default_size, op="write", duration=seconds, depth=BW_DEPTH, bidir=True)
+    return Params(count=cfg.spec.count, size=SPECS[cfg.spec.test].default_size)
+
+
+def run_pair(
+    cfg: AgentConfig, rnd: int, slot: int, peer: int, end: float, rail: int = 0, peer_rail: int = 0, *,
+    backend=None, stops: Stops | None = None,
+) -> dict:  # fmt: skip
+    """One test with one partner's NIC, bounded by the slot's end. A stop signal ends the agent."""
+    rec = pair_record(cfg, rnd, slot, peer, rail, peer_rail)
+    test, factory = pair_test(cfg, rnd, peer, end, rail, peer_rail)
+    outcome = run(test, backend=backend, stops=stops, factory=factory)
+    if outcome.signal is not None:
+        raise Stopped(outcome.signal)
+    return judge(
+        rec, outcome, side_of(cfg.rank, peer) == "listen", cfg.address(cfg.rank, rail), backend=backend
+    )
+
+
+def local_cause_of(error: dict, address: str, backend=None) -> dict | None:
+    """Look at this node first: its own port, netdev or address, said before the partner is
+    blamed (the engine does this for a cm_id's device; a resolve refused at once or a listener
+    that nobody reached never had one)."""
+    backend = backend or default_backend()
+    try:
+        cause = backend.address_cause(address)
+    except Exception:  # a diagnosis must never hide the error it explains
+        return None
+    if cause is None:
+        return None
+    return RdmacliError(
+        f"{cause.text} [this node, {address}] (reported: {error.get('message')})",
+        hint=cause.hint,
+        cause=cause.cause,
+        details={
+            "local_cause": cause.text,
+            "reported": error.get("message"),
+            "reported_cause": error.get("cause"),
+        },
+    ).to_dict()
+
+
+def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backend=None) -> dict:
+    """pass: the partner's connection (the accepted one, for a listener) ended done."""
+    conns = [c for c in outcome.connections if c.state != State.REJECTED]
+    conn = conns[-1] if conns else None
+    withdrawn = [c.error for c in outcome.connections if c.state == State.REJECTED and c.error]
+    if outcome.counters:
+        rec["counters"] = tuple(
+            {k: p[k] for k in ("device", "port", "moved", "reset") if k in p} for p in outcome.counters
+        )
+    if conn is not None and conn.state == State.DONE and outcome.error is None and conn.error is None:
+        rec["result"] = "pass"
+        rec["error"] = None
+    else:
+        rec["result"] = "fail"
+        err = (
+            (conn.error if conn is not None else None)
+            or (withdrawn[-1] if withdrawn else None)
+            or outcome.error
+        )
+        if err is None:
+            rejected = len(outcome.connections) - len(conns)
+            err = RdmacliError(
+                "no request from the partner within the round"
+                + (f" ({rejected} foreign or stale request(s) rejected)" if rejected else ""),
+                cause=Cause.DEADLINE,
+            )
+        rec["error"] = err.to_dict()
+        if not rec["error"].get("local_cause"):
+            here = local_cause_of(rec["error"], address, backend)
+            if here is not None:
+                rec["error"] = here
+    if not outcome.connections and not outcome.steps_us:
+        return rec  # nothing was set up (this node's own address did not resolve)
+    rec["steps_us"] = {s["step"]: s["avg_us"] for s in outcome.steps_us}
+    if not listen:
+        setup = ("resolve addr", "resolve route", "create qp", "cm connect")
+        rec["setup_us"] = round(sum(rec["steps_us"].get(k, 0) for k in setup), 1)
+    if conn is not None:
+        rec.update(figures(conn.stats))
+        rec["stats"] = {k: v for k, v in conn.stats.items() if not isinstance(v, (dict, type(None)))}
+    return rec
+
+
+def figures(stats: dict) -> dict:
+    """A pair's figures from its connector's stats, whichever test it ran: round trips (the
+    network's, when the latency probe measured it), and Gb/s each way (a listens, b connects:
+    the connector's own stream is b to a, the listener's, reported back, a to b)."""
+    out = {}
+    net, host = stats.get("network_rtt_us"), stats.get("rtt_us")
+    if net:  # the latency probe: perftest's columns
+        out.update(rtt_p50_us=net["t_typical"], rtt_p99_us=net["p99"], rtt_avg_us=net["t_avg"])
+        out["host_rtt_p50_us"] = host["t_typical"]
+    elif host:  # rping's cycle
+        out.update(rtt_p50_us=host["p50"], rtt_p99_us=host["p99"], rtt_avg_us=host.get("avg"))
+    if "gbps" in stats:
+        out["gbps_ba"] = stats["gbps"]
+        if stats.get("reverse"):
+            out["gbps_ab"] = stats["reverse"]["gbps"]
+    return out
