@@ -157,8 +157,8 @@ class Pair:
             "b_rank": self.b,
             "rail_a": self.ra,
             "rail_b": self.rb,
-            "device_a": _device(devices, self.a, self.ra),
-            "device_b": _device(devices, self.b, self.rb),
+            "device_a": device_of(devices, self.a, self.ra),
+            "device_b": device_of(devices, self.b, self.rb),
             "round": self.round,
             "result": self.result,
             "cause": self.cause or ("SLOW" if self.slow else None),
@@ -174,166 +174,11 @@ class Pair:
         return d
 
 
-def _device(devices: list[list] | None, rank: int, rail: int) -> str | None:
+def device_of(devices: list[list] | None, rank: int, rail: int) -> str | None:
     try:
         return devices[rank][rail] if devices else None
     except (IndexError, TypeError):
         return None
-
-
-def nic_name(names: list[str], rank: int, rail: int, rails: int) -> str:
-    """n03 with one rail; n03:1 (rail 1 of n03) with several."""
-    return names[rank] if rails == 1 else f"{names[rank]}:{rail}"
-
-
-def blame(
-    n: int, pairs: list[Pair], names: list[str], rails: int = 1, devices: list[list] | None = None
-) -> dict:
-    """Bad NICs first: a NIC whose node says the fault is its own (LOCAL causes) on most of its
-    pairs; then, greedily, the NIC failing (or slow, or lossy, in either attempt) with the
-    largest share of its not yet explained partners, at least two and more than half, explains
-    those; repeat. A node whose every rail is a bad NIC is a bad node (with one rail, a bad NIC
-    is its node). A pair still bad whose NICs both pass elsewhere is a bad link; any other is
-    unexplained (two NICs alone cannot tell a NIC from a link). O(M^2) per bad NIC, M NICs."""
-    m = n * rails
-    judged = [p for p in pairs if p.result in ("pass", "fail")]
-
-    def ends(p: Pair) -> tuple[int, int]:
-        return p.a * rails + p.ra, p.b * rails + p.rb
-
-    # NIC -> (its pair, the other NIC, whether the pair counts against them): judged once
-    of: list[list[tuple[Pair, int, bool]]] = [[] for _ in range(m)]
-    for p in judged:
-        x, y = ends(p)
-        against = p.ever_bad
-        of[x].append((p, y, against))
-        of[y].append((p, x, against))
-    bad: dict[int, list] = {}  # NIC -> [its bad pairs, pairs counted]
-    for x in range(m):
-        own = [p for p, _, against in of[x] if against and own_cause(p, x // rails) in LOCAL]
-        if own and len(own) * 2 > len(of[x]):
-            bad[x] = [own, len(of[x])]
-    while True:
-        best = None
-        for x in range(m):
-            if x in bad:
-                continue
-            mine = [(p, against) for p, y, against in of[x] if y not in bad]
-            failed = [p for p, against in mine if against]
-            if len(failed) >= 2 and len(failed) * 2 > len(mine):
-                share = len(failed) / len(mine)
-                if best is None or share > best[0]:
-                    best = (share, x, failed, len(mine))
-        if best is None:
-            break
-        _, x, failed, tested = best
-        bad[x] = [failed, tested]
-    whole = [r for r in range(n) if all(r * rails + k in bad for k in range(rails))]
-    nodes = []
-    for r in whole:
-        failed = [p for k in range(rails) for p in bad[r * rails + k][0]]
-        tested = sum(bad[r * rails + k][1] for k in range(rails))
-        nodes.append(_bad(names, r, None, failed, tested))
-    nics = [
-        {**_bad(names, x // rails, x % rails, *bad[x]), "device": _device(devices, x // rails, x % rails)}
-        for x in sorted(bad)
-        if x // rails not in whole
-    ]
-    passes = [
-        any(p.result == "pass" and not p.lossy and p.slow is None for p, _, _ in of[x]) for x in range(m)
-    ]
-    links, unexplained = [], []
-    for p in judged:
-        x, y = ends(p)
-        if not p.bad or x in bad or y in bad:
-            continue
-        entry = {"a": names[p.a], "b": names[p.b], "cause": p.cause or ("SLOW" if p.slow else "LOSS")}
-        if rails > 1:
-            entry.update(rail_a=p.ra, rail_b=p.rb, device_a=_device(devices, p.a, p.ra),
-                         device_b=_device(devices, p.b, p.rb))  # fmt: skip
-        if p.lossy:
-            entry["counters"] = p.trouble()
-        if p.slow:
-            entry["slow"] = p.slow
-        (links if passes[x] and passes[y] else unexplained).append(entry)
-    return {"nodes": nodes, "nics": nics, "links": links, "unexplained": unexplained}
-
-
-LOCAL = ("DOWN", "BUSY", "ENV", "AGENT")
-
-
-def own_cause(p: Pair, x: int) -> str | None:
-    """The cause node x itself reported for pair p (its own side of it)."""
-    r = p.reports.get(p.side_of(x))
-    return cause_of(r.error) if r and r.result != "pass" else None
-
-
-def _bad(names: list[str], x: int, rail: int | None, failed: list[Pair], tested: int) -> dict:
-    causes: dict[str, int] = {}
-    own: dict[str, int] = {}  # the node's own port's trouble counters over those pairs
-    for p in failed:
-        code = p.cause or ("SLOW" if p.slow else "LOSS")  # passed, slow or with counters moving
-        if p.first is not None and not p.bad:  # bad only in its first attempt
-            code = p.first.cause or "LOSS"
-        causes[code] = causes.get(code, 0) + 1
-        for name, v in p.trouble(p.side_of(x)).items():
-            own[name] = own.get(name, 0) + v
-    entry = {"node": names[x], "rank": x, **({"rail": rail} if rail is not None else {}),
-             "failed": len(failed), "tested": tested, "causes": causes}  # fmt: skip
-    if own:
-        entry["counters"] = own
-    return entry
-
-
-MIN_COMPARABLE = 3  # pairs of a class: fewer have no "best" worth judging against
-
-
-def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dict | None = None) -> dict:
-    """Mark passing pairs slow against the best comparable pair (same test, rail-aligned or
-    cross-rail). Latency: a pair's p50 above factor x the best p50, and above the class's median
-    p99 too (the fabric's own jitter: a loaded or emulated fabric whose typical tail reaches
-    that far cannot tell a slow pair from a busy moment). Bandwidth: a direction's Gb/s below
-    fraction x the best direction's. The reference is computed from these pairs unless given
-    (a re-test is judged by its first round's). Returns the reference."""
-    if reference is None:
-        reference = {}
-        classes: dict[str, list[Pair]] = {}
-        for p in pairs:
-            if p.result == "pass":
-                classes.setdefault("aligned" if p.ra == p.rb else "cross", []).append(p)
-        for name, members in classes.items():
-            if len(members) < MIN_COMPARABLE:
-                continue
-            ref = reference[name] = {"pairs": len(members)}
-            p50s = [v for p in members if (v := p.metric("rtt_p50_us"))]
-            p99s = [v for p in members if (v := p.metric("rtt_p99_us"))]
-            if p50s:
-                ref["rtt_p50_us"] = min(p50s)
-                ref["limit_us"] = round(max(factor * min(p50s), statistics.median(p99s) if p99s else 0), 1)
-            gbps = [v for p in members for k in ("gbps_ab", "gbps_ba") if (v := p.metric(k))]
-            if gbps:
-                ref["gbps"] = max(gbps)
-                ref["limit_gbps"] = round(fraction * max(gbps), 3)
-    for p in pairs:
-        p.slow = None
-        ref = reference.get("aligned" if p.ra == p.rb else "cross") or {}
-        if p.result != "pass":
-            continue
-        lat = p.metric("rtt_p50_us")
-        if lat and ref.get("limit_us") and lat > ref["limit_us"]:
-            p.slow = {
-                "figure": "rtt_p50_us",
-                "value": lat,
-                "best": ref["rtt_p50_us"],
-                "limit": ref["limit_us"],
-            }
-            continue
-        for key in ("gbps_ab", "gbps_ba"):
-            g = p.metric(key)
-            if g is not None and ref.get("limit_gbps") and g < ref["limit_gbps"]:
-                p.slow = {"figure": key, "value": g, "best": ref["gbps"], "limit": ref["limit_gbps"]}
-                break
-    return reference
 
 
 def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[list[str]]) -> list[dict]:
@@ -383,7 +228,7 @@ def nic_table(n: int, rails: int, pairs: list[Pair], names: list[str], addresses
                 "node": names[x],
                 "rank": x,
                 "rail": k,
-                "device": _device(devices, x, k),
+                "device": device_of(devices, x, k),
                 "address": addresses[x][k],
                 **_counts(mine),
                 "p50_us": round(statistics.median(p50s), 1) if p50s else None,

@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
+from rdmacli.mesh.blame import LOCAL, blame, judge_slow
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
-from rdmacli.mesh.report import LOCAL, Pair, blame, compare, judge_slow, nic_table, node_table
+from rdmacli.mesh.report import Pair, compare, nic_table, node_table
 from rdmacli.outcome import Outcome
 
 SLOT_FULL = 0.7  # of a slot: a pair that takes more is close to overrunning

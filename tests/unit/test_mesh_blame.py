@@ -10,8 +10,9 @@ from meshdata import judged, make_plan, report
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
+from rdmacli.mesh.blame import blame
 from rdmacli.mesh.intake import Intake
-from rdmacli.mesh.report import Pair, blame, cause_of, compare
+from rdmacli.mesh.report import Pair, cause_of, compare
 
 NAMES = [f"n{i}" for i in range(8)]
 

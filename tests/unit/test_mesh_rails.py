@@ -12,9 +12,10 @@ from meshdata import make_plan, report
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
+from rdmacli.mesh.blame import blame, judge_slow
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.rails import check_report, discover, parse_devices
-from rdmacli.mesh.report import Pair, blame, judge_slow
+from rdmacli.mesh.report import Pair
 
 EMPTY = "0000:0000:0000:0000:0000:0000:0000:0000"
 DOWN = RdmacliError("port 1 of the NIC is DOWN", cause=Cause.LOCAL_PORT_DOWN).to_dict()
