@@ -15,8 +15,10 @@ from rdmacli.rdma.constants import IB_MTU_BYTES
 MAX_MTU = max(IB_MTU_BYTES.values())  # a datagram never exceeds the largest IB MTU
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Spec:
+    """A protocol's row, its fields named (a dozen positional numbers read as none)."""
+
     name: str  # rdmacli's name for it: connect, ping, ud, mcast
     c_tool: str  # the C utility it is wire-compatible with
     transport: str  # "RC" or "UD"
@@ -58,87 +60,111 @@ PROTOCOLS: dict[str, Spec] = {
     s.name: s
     for s in (
         Spec(
-            "connect",
-            "ucmatose",
-            "RC",
-            7471,
-            ("tcp", "ib"),
-            10,
-            100,
-            0,
-            64 * 1024 * 1024,
-            17471,
-            "rdmacli.protocols.cmatose:CmatoseClient",
-            "rdmacli.protocols.cmatose:CmatoseServer",
+            name="connect",
+            c_tool="ucmatose",
+            transport="RC",
+            default_port=7471,
+            port_spaces=("tcp", "ib"),
+            default_count=10,
+            default_size=100,
+            min_size=0,
+            max_size=64 * 1024 * 1024,
+            selftest_port=17471,
+            client="rdmacli.protocols.cmatose:CmatoseClient",
+            server="rdmacli.protocols.cmatose:CmatoseServer",
         ),
         Spec(
-            "ping",
-            "rping",
-            "RC",
-            7174,
-            ("tcp",),
-            None,
-            64,
-            23,  # sizeof(stringify(INT_MAX)) + sizeof("rdma-ping-%d: ") in rping.c
-            65535,
-            17174,
-            "rdmacli.protocols.rping:RpingClient",
-            "rdmacli.protocols.rping:RpingServer",
+            name="ping",
+            c_tool="rping",
+            transport="RC",
+            default_port=7174,
+            port_spaces=("tcp",),
+            default_count=None,
+            default_size=64,
+            min_size=23,  # sizeof(stringify(INT_MAX)) + sizeof("rdma-ping-%d: ") in rping.c
+            max_size=65535,
+            selftest_port=17174,
+            client="rdmacli.protocols.rping:RpingClient",
+            server="rdmacli.protocols.rping:RpingServer",
         ),
         Spec(
-            "ud",
-            "udaddy",
-            "UD",
-            7174,
-            ("udp", "ipoib"),
-            10,
-            100,
-            0,
-            MAX_MTU,
-            17175,
-            "rdmacli.protocols.udaddy:UdClient",
-            "rdmacli.protocols.udaddy:UdServer",
+            name="ud",
+            c_tool="udaddy",
+            transport="UD",
+            default_port=7174,
+            port_spaces=("udp", "ipoib"),
+            default_count=10,
+            default_size=100,
+            min_size=0,
+            max_size=MAX_MTU,
+            selftest_port=17175,
+            client="rdmacli.protocols.udaddy:UdClient",
+            server="rdmacli.protocols.udaddy:UdServer",
         ),
         Spec(
-            "mcast",
-            "mckey",
-            "UD",
-            None,
-            ("udp", "ipoib"),
-            10,
-            100,
-            1,
-            MAX_MTU,
-            None,
-            "rdmacli.protocols.mckey:McastSender",
-            "rdmacli.protocols.mckey:McastReceiver",
+            name="mcast",
+            c_tool="mckey",
+            transport="UD",
+            default_port=None,
+            port_spaces=("udp", "ipoib"),
+            default_count=10,
+            default_size=100,
+            min_size=1,
+            max_size=MAX_MTU,
+            selftest_port=None,
+            client="rdmacli.protocols.mckey:McastSender",
+            server="rdmacli.protocols.mckey:McastReceiver",
         ),
     )
 }
 CONNECT, PING, UD, MCAST = (PROTOCOLS[n] for n in ("connect", "ping", "ud", "mcast"))
 # `rdmacli events`: the bare rdma_cm flow, no data (cmtime's steps); not a wire protocol of its own
 EVENTS = Spec(
-    "events",
-    "cmtime",
-    "RC",
-    CONNECT.default_port,
-    CONNECT.port_spaces,
-    0,
-    0,
-    0,
-    0,
-    None,
-    "rdmacli.protocols.bare:BareClient",
-    "rdmacli.protocols.bare:BareServer",
+    name="events",
+    c_tool="cmtime",
+    transport="RC",
+    default_port=CONNECT.default_port,
+    port_spaces=CONNECT.port_spaces,
+    default_count=0,
+    default_size=0,
+    min_size=0,
+    max_size=0,
+    selftest_port=None,
+    client="rdmacli.protocols.bare:BareClient",
+    server="rdmacli.protocols.bare:BareServer",
 )
 
 
 # perftest's jobs (`rdmacli bw`, `rdmacli lat`): rdmacli to rdmacli, on perftest's default port;
 # not C-tool wire protocols, so not in PROTOCOLS (selftest, mesh tests)
-BW = Spec("bw", "ib_write_bw", "RC", 18515, ("tcp",), None, 65536, 1, 64 << 20, None,
-          "rdmacli.protocols.bw:BwClient", "rdmacli.protocols.bw:BwServer")  # fmt: skip
-LAT = Spec("lat", "ib_send_lat", "RC", 18515, ("tcp",), 1000, 64, 8, 1 << 20, None,
-           "rdmacli.protocols.lat:LatClient", "rdmacli.protocols.lat:LatServer")  # fmt: skip
+BW = Spec(
+    name="bw",
+    c_tool="ib_write_bw",
+    transport="RC",
+    default_port=18515,
+    port_spaces=("tcp",),
+    default_count=None,
+    default_size=65536,
+    min_size=1,
+    max_size=64 << 20,
+    selftest_port=None,
+    client="rdmacli.protocols.bw:BwClient",
+    server="rdmacli.protocols.bw:BwServer",
+)
+LAT = Spec(
+    name="lat",
+    c_tool="ib_send_lat",
+    transport="RC",
+    default_port=18515,
+    port_spaces=("tcp",),
+    default_count=1000,
+    default_size=64,
+    min_size=8,
+    max_size=1 << 20,
+    selftest_port=None,
+    client="rdmacli.protocols.lat:LatClient",
+    server="rdmacli.protocols.lat:LatServer",
+)
 
 
 def mode_of(*, ud: bool = False, ping: bool = False, bw: bool = False, lat: bool = False) -> Spec:
