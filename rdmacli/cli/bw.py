@@ -19,13 +19,8 @@ from rdmacli.protocols.table import BW
     show_default=True,
     help="RDMA WRITE (ib_write_bw), RDMA READ (ib_read_bw) or SEND (ib_send_bw).",
 )
-@click.option(
-    "-S",
-    "--size",
-    type=options.Size(BW.min_size, 1 << 30),
-    default=BW.default_size,
-    show_default=True,
-    help="Message size in bytes (one buffer per QP: memlock bounds it).",
+@options.size_option(
+    "Message size in bytes (one buffer per QP: memlock bounds it).", BW.min_size, 1 << 30, BW.default_size
 )
 @click.option(
     "--qps",
@@ -41,13 +36,7 @@ from rdmacli.protocols.table import BW
     show_default=True,
     help="Work requests in flight per QP (at most the device's max_qp_wr).",
 )
-@click.option(
-    "-C",
-    "--count",
-    type=click.IntRange(1, 1 << 40),
-    default=None,
-    help="Messages per QP (default: run for --duration).",
-)
+@options.count_option("Messages per QP (default: run for --duration).", high=1 << 40)
 @click.option(
     "-D",
     "--duration",

@@ -13,14 +13,7 @@ from rdmacli.protocols.table import CONNECT
 @click.option("--listen", "listen", is_flag=True, help="Be the passive side (no HOST).")
 @options.port_option("RDMA CM port.", default=CONNECT.default_port)
 @options.bind_option("Source (client) or listen address.")
-@click.option(
-    "-c",
-    "--connections",
-    type=click.IntRange(1, 1024),
-    default=1,
-    show_default=True,
-    help="Connections to set up and tear down.",
-)
+@options.connections_option("Connections to set up and tear down.")
 @options.port_space_option(list(CONNECT.port_spaces), "RDMA CM port space (RC)  [default: tcp].")
 @options.wait_option(
     "Client: wait up to SECONDS for a server not listening yet (asking every 0.5 s). "

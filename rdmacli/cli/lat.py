@@ -19,22 +19,10 @@ from rdmacli.protocols.table import LAT
     show_default=True,
     help="SEND/RECV ping-pong (ib_send_lat), or RDMA WRITE with immediate (ib_write_lat).",
 )
-@click.option(
-    "-S",
-    "--size",
-    type=options.Size(LAT.min_size, LAT.max_size),
-    default=LAT.default_size,
-    show_default=True,
-    help="Message size in bytes (16 or more with --op write).",
+@options.size_option(
+    "Message size in bytes (16 or more with --op write).", LAT.min_size, LAT.max_size, LAT.default_size
 )
-@click.option(
-    "-C",
-    "--count",
-    type=click.IntRange(1, 100_000_000),
-    default=LAT.default_count,
-    show_default=True,
-    help="Iterations.",
-)
+@options.count_option("Iterations.", default=LAT.default_count)
 @options.spin_by_default
 @options.wait_for_server
 @options.timeouts

@@ -13,30 +13,12 @@ from rdmacli.protocols.table import MCAST
 @click.argument("group", type=options.GROUP)
 @click.option("-s", "--send", "send", is_flag=True, help="Send to the group (mckey -s).")
 @options.bind_option("Local address to join from.")
-@click.option(
-    "-c",
-    "--connections",
-    "qps",
-    type=click.IntRange(1, 256),
-    default=1,
-    show_default=True,
-    help="Number of QPs (cm ids) joining (mckey -c).",
+@options.connections_option("Number of QPs (cm ids) joining (mckey -c).", high=256, name="qps")
+@options.count_option(
+    "Datagrams to send, or to receive per QP.", low=0, high=MAX_COUNT, default=MCAST.default_count
 )
-@click.option(
-    "-C",
-    "--count",
-    type=click.IntRange(0, MAX_COUNT),
-    default=MCAST.default_count,
-    show_default=True,
-    help="Datagrams to send, or to receive per QP.",
-)
-@click.option(
-    "-S",
-    "--size",
-    type=options.Size(MCAST.min_size, MCAST.max_size),
-    default=MCAST.default_size,
-    show_default=True,
-    help="Datagram size in bytes (at most the active MTU).",
+@options.size_option(
+    "Datagram size in bytes (at most the active MTU).", MCAST.min_size, MCAST.max_size, MCAST.default_size
 )
 @click.option(
     "-P",

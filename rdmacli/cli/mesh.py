@@ -31,14 +31,7 @@ from rdmacli.mesh.launch import LAUNCHERS
     help="Per pair: ping (network round trip p50/p99, the lat probe), rping (rping's cycle), "
     "connect (ucmatose exchange), ud (udaddy) or bw (Gb/s both ways at once).",
 )
-@click.option(
-    "-C",
-    "--count",
-    type=click.IntRange(1, 100000),
-    default=default("count"),
-    show_default=True,
-    help="Pings (or messages) per pair.",
-)
+@options.count_option("Pings (or messages) per pair.", high=100_000, default=default("count"))
 @click.option(
     "-p",
     "--port",

@@ -258,31 +258,31 @@ _output_options = _compose(
     click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary."),
 )
 
+
+def count_option(help: str, *, low: int = 1, high: int = 100_000_000, default: int | None = None, **kw):
+    """-C/--count, the same letter everywhere (rping's, ucmatose's -C): how many messages,
+    pings, iterations or datagrams."""
+    return click.option("-C", "--count", type=click.IntRange(low, high), default=default,
+                        show_default=default is not None, help=help, **kw)  # fmt: skip
+
+
+def size_option(help: str, low: int, high: int, default: int, **kw):
+    """-S/--size in bytes, with suffixes (64K, 1M, 1MiB) and the bounds enforced shown."""
+    return click.option(
+        "-S", "--size", type=Size(low, high), default=default, show_default=True, help=help, **kw
+    )
+
+
+def connections_option(help: str, *, high: int = 1024, name: str = "connections"):
+    """-c/--connections (ucmatose's and mckey's -c): how many connections or QPs."""
+    return click.option("-c", "--connections", name, type=click.IntRange(1, high), default=1,
+                        show_default=True, help=help)  # fmt: skip
+
+
 exchange = _compose(
-    click.option(
-        "-c",
-        "--connections",
-        type=click.IntRange(1, 1024),
-        default=1,
-        show_default=True,
-        help="Number of connections.",
-    ),
-    click.option(
-        "-C",
-        "--count",
-        type=click.IntRange(0, MAX_COUNT),
-        default=CONNECT.default_count,
-        show_default=True,
-        help="Messages each way per connection.",
-    ),
-    click.option(
-        "-S",
-        "--size",
-        type=Size(0, CONNECT.max_size),
-        default=CONNECT.default_size,
-        show_default=True,
-        help="Message size in bytes (0 sends nothing).",
-    ),
+    connections_option("Number of connections."),
+    count_option("Messages each way per connection.", low=0, high=MAX_COUNT, default=CONNECT.default_count),
+    size_option("Message size in bytes (0 sends nothing).", 0, CONNECT.max_size, CONNECT.default_size),
 )
 
 

@@ -19,21 +19,9 @@ def _size(ctx, param, value):
 @options.host_argument()
 @options.port_option("RDMA CM port of the server.", default=PING.default_port)
 @options.bind_option("Source address (rping -I).")
-@click.option(
-    "-C",
-    "--count",
-    type=click.IntRange(1, 100_000_000),
-    default=None,
-    help="Number of pings (default: until Ctrl-C, like ping(8)).",
-)
-@click.option(
-    "-S",
-    "--size",
-    type=options.Size(PING.min_size, PING.max_size),
-    default=PING.default_size,
-    show_default=True,
-    callback=_size,
-    help="Buffer size (rping's bounds).",
+@options.count_option("Number of pings (default: until Ctrl-C, like ping(8)).")
+@options.size_option(
+    "Buffer size (rping's bounds).", PING.min_size, PING.max_size, PING.default_size, callback=_size
 )
 @click.option("-V", "--validate", is_flag=True, help="Check that the data came back intact.")
 @click.option("-v", "--verbose", is_flag=True, help="Print a line per ping with its data.")

@@ -12,21 +12,9 @@ from rdmacli.protocols.table import PING, PROTOCOLS
 
 
 @click.command("selftest")
-@click.option(
-    "-C",
-    "--count",
-    type=click.IntRange(1, 100_000),
-    default=10,
-    show_default=True,
-    help="Messages, pings or datagrams per protocol.",
-)
-@click.option(
-    "-S",
-    "--size",
-    type=options.Size(1, PING.max_size),
-    default=64,
-    show_default=True,
-    help="Message size for every protocol (UD and multicast must fit the MTU).",
+@options.count_option("Messages, pings or datagrams per protocol.", high=100_000, default=10)
+@options.size_option(
+    "Message size for every protocol (UD and multicast must fit the MTU).", 1, PING.max_size, 64
 )
 @click.option(
     "--protocol",
