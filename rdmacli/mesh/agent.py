@@ -28,7 +28,7 @@ from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.mesh import schedule
 from rdmacli.mesh.contract import RunSpec, SpecError
-from rdmacli.mesh.pair import SPECS, pair_record, run_pair
+from rdmacli.mesh.pair import KINDS, pair_record, run_pair
 from rdmacli.mesh.records import AgentRecord, DoneRecord, PairRecord, RailState
 from rdmacli.rdma.constants import PORT_SPACES
 
@@ -350,7 +350,7 @@ def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | N
     flow = None
     try:
         where = addr.resolve(me, port, passive=True, what="this node's address")
-        ps = PORT_SPACES[SPECS[cfg.spec.test].default_port_space]
+        ps = PORT_SPACES[KINDS[cfg.spec.test].spec.default_port_space]
         flow = ServerFlow(
             bind=where, max_clients=0, make_protocol=lambda: None, backend=backend, options=Options(ps=ps)
         )

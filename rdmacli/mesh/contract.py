@@ -29,7 +29,7 @@ from typing import Any, Callable
 from rdmacli.mesh.inputs import valid_name
 
 VERSION = 1
-TESTS = ("ping", "rping", "connect", "ud", "bw")  # the kinds of test a pair runs (pair.SPECS)
+TESTS = ("ping", "rping", "connect", "ud", "bw")  # the kinds of test a pair runs (pair.KINDS: one row each)
 MAX_NODES = 100_000
 MAX_RAILS = 16
 MAX_SPEC = 64 * 2**20  # bytes of a spec, as sent or inflated: 10 000 x 8 needs about 1.5 MB

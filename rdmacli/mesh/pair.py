@@ -10,8 +10,9 @@ first.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
@@ -21,27 +22,43 @@ from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.session import CLIENT, SERVER, Test, default_flow, run
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
-from rdmacli.mesh.contract import side_of
+from rdmacli.mesh.contract import RunSpec, side_of
 from rdmacli.mesh.token import Guarded, Token
 from rdmacli.outcome import Outcome, State
-from rdmacli.protocols.table import BW, LAT, PROTOCOLS
+from rdmacli.protocols.table import BW, CONNECT, LAT, PING, UD, Spec
 from rdmacli.rdma.constants import PORT_SPACES
 
 if TYPE_CHECKING:
     from rdmacli.mesh.agent import AgentConfig
 
-# what a pair runs: `ping` is the latency probe (`rdmacli lat`'s send ping-pong: a network round
-# trip, the responder's hold taken out); `rping` is rping's cycle, for a user who asks for that
-# protocol; `bw` is `rdmacli bw --bidir`, each pair measured both ways at once
-SPECS = {
-    "ping": LAT,
-    "rping": PROTOCOLS["ping"],
-    "connect": PROTOCOLS["connect"],
-    "ud": PROTOCOLS["ud"],
-    "bw": BW,
-}
 BW_SHARE = 0.25  # of a slot, streamed by `--test bw` (at least BW_MIN_S, at most BW_MAX_S)
 BW_MIN_S, BW_MAX_S, BW_DEPTH = 0.5, 10.0, 16
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A mesh test kind: the protocol on the wire, and its parameters from the run spec."""
+
+    spec: Spec
+    params: Callable[[RunSpec], Params]
+
+
+def _bw(s: RunSpec) -> Params:
+    seconds = min(max(s.round_s * BW_SHARE, BW_MIN_S), BW_MAX_S)
+    return Params(size=BW.default_size, op="write", duration=seconds, depth=BW_DEPTH, bidir=True)
+
+
+# what a pair runs, one row a kind (contract.TESTS names them): `ping` is the latency probe
+# (`rdmacli lat`'s send ping-pong: a network round trip, the responder's hold taken out);
+# `rping` is rping's cycle, for a user who asks for that protocol; `connect` and `ud` are
+# ucmatose's and udaddy's exchanges; `bw` is `rdmacli bw --bidir`, both ways at once
+KINDS = {
+    "ping": Kind(LAT, lambda s: Params(count=s.count, size=LAT.default_size, op="send")),
+    "rping": Kind(PING, lambda s: Params(count=s.count, size=PING.default_size)),
+    "connect": Kind(CONNECT, lambda s: Params(count=s.count, size=CONNECT.default_size)),
+    "ud": Kind(UD, lambda s: Params(count=s.count, size=UD.default_size)),
+    "bw": Kind(BW, _bw),
+}
 
 
 class MeshListenFlow(ServerFlow):
@@ -79,7 +96,8 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, 
     """This NIC's side of a test, bounded by the slot's end, and its flow factory: the lower
     rank listens, on its rail's address and port."""
     listen = side_of(cfg.rank, peer) == "listen"
-    spec = SPECS[cfg.spec.test]
+    kind = KINDS[cfg.spec.test]
+    spec = kind.spec
     left = max(end - time.time(), 0.2)
     timeouts = Timeouts(
         connect_s=min(10.0, left),
@@ -105,7 +123,7 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, 
         "mesh-agent",
         spec,
         SERVER if listen else CLIENT,
-        pair_params(cfg),
+        kind.params(cfg.spec),
         host=None if listen else partner,
         port=cfg.port_of(rail if listen else peer_rail),
         bind=cfg.address(cfg.rank, rail),
@@ -121,15 +139,6 @@ def mesh_flow(token: Token, partner: str | None, test: Test, common: dict):
     inner = common["make_protocol"]
     common = {**common, "make_protocol": lambda: Guarded(inner(), token, partner)}
     return default_flow(test, common, server=MeshListenFlow)
-
-
-def pair_params(cfg: AgentConfig) -> Params:
-    if cfg.spec.test == "ping":
-        return Params(count=cfg.spec.count, size=LAT.default_size, op="send")
-    if cfg.spec.test == "bw":
-        seconds = min(max(cfg.spec.round_s * BW_SHARE, BW_MIN_S), BW_MAX_S)
-        return Params(size=BW.default_size, op="write", duration=seconds, depth=BW_DEPTH, bidir=True)
-    return Params(count=cfg.spec.count, size=SPECS[cfg.spec.test].default_size)
 
 
 def run_pair(

@@ -143,6 +143,6 @@ def test_one_side_rule_and_one_table_of_short_codes():
 
 
 def test_the_agents_test_kinds_are_the_contracts():
-    from rdmacli.mesh.pair import SPECS
+    from rdmacli.mesh.pair import KINDS
 
-    assert tuple(SPECS) == contract.TESTS
+    assert tuple(KINDS) == contract.TESTS
