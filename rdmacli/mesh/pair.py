@@ -37,10 +37,13 @@ BW_MIN_S, BW_MAX_S, BW_DEPTH = 0.5, 10.0, 16
 
 @dataclass(frozen=True)
 class Kind:
-    """A mesh test kind: the protocol on the wire, and its parameters from the run spec."""
+    """A mesh test kind: the protocol on the wire, its parameters from the run spec, and the
+    pair record's figures from its connector's stats (a listens, b connects: the connector's
+    own stream is b to a, the listener's, reported back, a to b)."""
 
     spec: Spec
     params: Callable[[RunSpec], Params]
+    figures: Callable[[dict], dict] = lambda stats: {}
 
 
 def _bw(s: RunSpec) -> Params:
@@ -48,16 +51,40 @@ def _bw(s: RunSpec) -> Params:
     return Params(size=BW.default_size, op="write", duration=seconds, depth=BW_DEPTH, bidir=True)
 
 
+def _lat_figures(stats: dict) -> dict:
+    """The latency probe: the network's round trip (perftest's columns), the host's beside it."""
+    net, host = stats.get("network_rtt_us"), stats.get("rtt_us")
+    if not net:
+        return {}
+    return {"rtt_p50_us": net["t_typical"], "rtt_p99_us": net["p99"], "rtt_avg_us": net["t_avg"],
+            "host_rtt_p50_us": host["t_typical"]}  # fmt: skip
+
+
+def _rping_figures(stats: dict) -> dict:
+    """rping's cycle, as the host sees it."""
+    host = stats.get("rtt_us")
+    return (
+        {"rtt_p50_us": host["p50"], "rtt_p99_us": host["p99"], "rtt_avg_us": host.get("avg")} if host else {}
+    )
+
+
+def _bw_figures(stats: dict) -> dict:
+    out = {"gbps_ba": stats["gbps"]} if "gbps" in stats else {}
+    if stats.get("reverse"):
+        out["gbps_ab"] = stats["reverse"]["gbps"]
+    return out
+
+
 # what a pair runs, one row a kind (contract.TESTS names them): `ping` is the latency probe
 # (`rdmacli lat`'s send ping-pong: a network round trip, the responder's hold taken out);
 # `rping` is rping's cycle, for a user who asks for that protocol; `connect` and `ud` are
 # ucmatose's and udaddy's exchanges; `bw` is `rdmacli bw --bidir`, both ways at once
 KINDS = {
-    "ping": Kind(LAT, lambda s: Params(count=s.count, size=LAT.default_size, op="send")),
-    "rping": Kind(PING, lambda s: Params(count=s.count, size=PING.default_size)),
+    "ping": Kind(LAT, lambda s: Params(count=s.count, size=LAT.default_size, op="send"), _lat_figures),
+    "rping": Kind(PING, lambda s: Params(count=s.count, size=PING.default_size), _rping_figures),
     "connect": Kind(CONNECT, lambda s: Params(count=s.count, size=CONNECT.default_size)),
     "ud": Kind(UD, lambda s: Params(count=s.count, size=UD.default_size)),
-    "bw": Kind(BW, _bw),
+    "bw": Kind(BW, _bw, _bw_figures),
 }
 
 
@@ -151,8 +178,9 @@ def run_pair(
     outcome = run(test, backend=backend, stops=stops, factory=factory)
     if outcome.signal is not None:
         raise Stopped(outcome.signal)
+    listen = side_of(cfg.rank, peer) == "listen"
     return judge(
-        rec, outcome, side_of(cfg.rank, peer) == "listen", cfg.address(cfg.rank, rail), backend=backend
+        rec, outcome, listen, cfg.address(cfg.rank, rail), backend=backend, kind=KINDS[cfg.spec.test]
     )
 
 
@@ -179,7 +207,8 @@ def local_cause_of(error: dict, address: str, backend=None) -> dict | None:
     ).to_dict()
 
 
-def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backend=None) -> dict:
+def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backend=None,
+          kind: Kind | None = None) -> dict:  # fmt: skip
     """pass: the partner's connection (the accepted one, for a listener) ended done."""
     conns = [c for c in outcome.connections if c.state != State.REJECTED]
     conn = conns[-1] if conns else None
@@ -217,24 +246,6 @@ def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backe
         setup = ("resolve addr", "resolve route", "create qp", "cm connect")
         rec["setup_us"] = round(sum(rec["steps_us"].get(k, 0) for k in setup), 1)
     if conn is not None:
-        rec.update(figures(conn.stats))
+        rec.update(kind.figures(conn.stats) if kind is not None else {})
         rec["stats"] = {k: v for k, v in conn.stats.items() if not isinstance(v, (dict, type(None)))}
     return rec
-
-
-def figures(stats: dict) -> dict:
-    """A pair's figures from its connector's stats, whichever test it ran: round trips (the
-    network's, when the latency probe measured it), and Gb/s each way (a listens, b connects:
-    the connector's own stream is b to a, the listener's, reported back, a to b)."""
-    out = {}
-    net, host = stats.get("network_rtt_us"), stats.get("rtt_us")
-    if net:  # the latency probe: perftest's columns
-        out.update(rtt_p50_us=net["t_typical"], rtt_p99_us=net["p99"], rtt_avg_us=net["t_avg"])
-        out["host_rtt_p50_us"] = host["t_typical"]
-    elif host:  # rping's cycle
-        out.update(rtt_p50_us=host["p50"], rtt_p99_us=host["p99"], rtt_avg_us=host.get("avg"))
-    if "gbps" in stats:
-        out["gbps_ba"] = stats["gbps"]
-        if stats.get("reverse"):
-            out["gbps_ab"] = stats["reverse"]["gbps"]
-    return out

@@ -146,3 +146,25 @@ def test_the_agents_test_kinds_are_the_contracts():
     from rdmacli.mesh.pair import KINDS
 
     assert tuple(KINDS) == contract.TESTS
+
+
+def test_a_new_test_kind_is_one_row_and_its_name_in_the_contract(monkeypatch):
+    """A kind of test the mesh never had, run end to end through the library on the in-process
+    launcher: its name in contract.TESTS and its row in pair.KINDS, nothing else."""
+    from meshfabric import Fabric, InProcessLaunch
+
+    from rdmacli.engine.protocol import Params
+    from rdmacli.mesh import pair
+    from rdmacli.mesh import run as mesh
+    from rdmacli.protocols.table import CONNECT
+
+    monkeypatch.setattr(contract, "TESTS", (*contract.TESTS, "probe"))
+    row = pair.Kind(CONNECT, lambda s: Params(count=1, size=8), lambda stats: {"setup_us": 1.0})
+    monkeypatch.setitem(pair.KINDS, "probe", row)
+    names = ["n1", "n2", "n3"]
+    spec = RunSpec(run_id="ab" * 8, names=names, addresses=[[f"10.0.0.{i}"] for i in (1, 2, 3)],
+                   test="probe", round_s=1)  # fmt: skip
+    request = mesh.Request(spec=spec, nodes_spec="n[1-3]", launch_s=30, retest_rounds=0, slow_factor=1000)
+    outcome = mesh.run(request, InProcessLaunch(Fabric()))
+    doc = outcome.to_dict()
+    assert doc["result"] == "pass" and doc["totals"]["pairs_passed"] == 3, doc["error"]
