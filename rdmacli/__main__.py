@@ -36,16 +36,15 @@ def missing(name: str) -> None:
 
 def usage_json(exc) -> None:
     """A script that asked for JSON gets a summary document for a usage error too."""
-    import json
 
     from rdmacli.cli import COMMANDS
     from rdmacli.errors import Cause, RdmacliError
-    from rdmacli.outcome import Outcome
+    from rdmacli.outcome import Outcome, dumps
 
     word = next((a for a in sys.argv[1:] if not a.startswith("-")), "rdmacli")
     command = word if word in COMMANDS else "rdmacli"  # never a word the user mistyped
     err = RdmacliError(exc.format_message(), hint="see --help", cause=Cause.USAGE)
-    sys.stdout.write(json.dumps(Outcome(command, error=err).to_dict(), indent=2) + "\n")
+    sys.stdout.write(dumps(Outcome(command, error=err).to_dict(), indent=2) + "\n")
 
 
 if __name__ == "__main__":

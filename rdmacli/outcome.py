@@ -31,6 +31,29 @@ class State(str, Enum):
         return self in (State.DONE, State.FAILED, State.REJECTED, State.INTERRUPTED)
 
 
+def dumps(doc, **kw) -> str:
+    """A document as strict JSON, always: a non-finite number (which no check should let in,
+    but a document must never be invalid JSON for it) is written as null."""
+    import json
+
+    try:
+        return json.dumps(doc, allow_nan=False, **kw)
+    except ValueError:
+        return json.dumps(_finite(doc), allow_nan=False, **kw)
+
+
+def _finite(v):
+    import math
+
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
+
+
 def signal_exit(signum: int) -> int:
     """The shell's convention: 128 + the signal number (130 for Ctrl-C, 143 for SIGTERM)."""
     return 128 + signum

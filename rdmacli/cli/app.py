@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -13,6 +12,7 @@ from typing import Iterator
 import click
 
 from rdmacli.errors import RdmacliError, Stopped
+from rdmacli.outcome import dumps
 
 
 class App:
@@ -72,9 +72,9 @@ class App:
 
     def emit_json(self, doc: dict) -> None:
         if self.json_lines:
-            sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
+            sys.stdout.write(dumps(doc, separators=(",", ":")) + "\n")
         else:
-            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+            sys.stdout.write(dumps(doc, indent=2) + "\n")
         sys.stdout.flush()
 
     def info(self, text: str) -> None:

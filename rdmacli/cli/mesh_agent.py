@@ -7,11 +7,12 @@ Its command line carries only its rank: the spec's size never meets argv's limit
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import click
+
+from rdmacli.outcome import dumps
 
 RANK_ENV = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 
@@ -41,7 +42,7 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
 
     def emit(rec) -> None:
         doc = rec if isinstance(rec, dict) else rec.to_dict()
-        sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
+        sys.stdout.write(dumps(doc, separators=(",", ":")) + "\n")
         sys.stdout.flush()
 
     def fail(message: str, code: int = 2) -> None:

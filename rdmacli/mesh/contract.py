@@ -158,11 +158,10 @@ class RunSpec:
     def to_line(self) -> bytes:
         """The spec as one line for an agent's stdin; compressed when long (1000 nodes' names
         and addresses shrink about tenfold)."""
-        text = json.dumps(self.to_dict(), separators=(",", ":")).encode()
+        text = json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False).encode()
         if len(text) > ZIP_OVER:
-            text = json.dumps(
-                {"v": VERSION, "zlib": base64.b64encode(zlib.compress(text, 6)).decode()}
-            ).encode()
+            packed = base64.b64encode(zlib.compress(text, 6)).decode()
+            text = json.dumps({"v": VERSION, "zlib": packed}, allow_nan=False).encode()
         return text + b"\n"
 
     @classmethod

@@ -20,16 +20,20 @@ MAX_LINE = 64 * 1024  # an agent's records are a few hundred bytes
 MAX_TEXT = 4096  # an error message or hint
 MAX_KEY = 64
 MAX_ENTRIES = 64  # steps_us, stats
-FIGURES = (
-    "rtt_p50_us",
-    "rtt_p99_us",
-    "rtt_avg_us",
-    "host_rtt_p50_us",
-    "setup_us",
-    "took_s",
-    "gbps_ab",
-    "gbps_ba",
-)
+# every figure an agent may give, with the most it can be: above it, no hardware measured it
+# (and arithmetic on it could overflow: a verdict must never end in an exception)
+FIGURES = {
+    "rtt_p50_us": 1e9,  # a round trip of 1000 s is no round trip
+    "rtt_p99_us": 1e9,
+    "rtt_avg_us": 1e9,
+    "host_rtt_p50_us": 1e9,
+    "setup_us": 1e10,
+    "took_s": 86400.0,  # of a slot of at most an hour
+    "gbps_ab": 1e4,  # 10 Tb/s: beyond any port made (the port's own rate is checked by the verdict)
+    "gbps_ba": 1e4,
+}
+MAX_STEP_US = 1e10
+MAX_INT = 2**63 - 1  # counters and counts: 64-bit, as the hardware's
 MAX_PORTS = 8  # ports whose counters a pair reports (one, on every driver we know)
 MAX_COUNTERS = 256  # counters of one port (mlx5: about a hundred)
 
@@ -38,14 +42,16 @@ def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _figure(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+def _figure(v, high: float = MAX_STEP_US) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= high
 
 
 def _scalar(v) -> bool:
     if isinstance(v, str):
         return len(v) <= MAX_TEXT
-    return v is None or isinstance(v, bool) or _int(v) or (isinstance(v, float) and math.isfinite(v))
+    if isinstance(v, float):
+        return math.isfinite(v) and abs(v) <= 1e300
+    return v is None or isinstance(v, bool) or (_int(v) and abs(v) <= MAX_INT)
 
 
 def _table(d, value_ok) -> bool:
@@ -86,7 +92,8 @@ def _port_counters(p) -> bool:
         and isinstance(p.get("moved"), dict)
         and len(p["moved"]) <= MAX_COUNTERS
         and all(
-            isinstance(k, str) and len(k) <= MAX_KEY and _int(v) and v >= 0 for k, v in p["moved"].items()
+            isinstance(k, str) and len(k) <= MAX_KEY and _int(v) and 0 <= v <= MAX_INT
+            for k, v in p["moved"].items()
         )
         and isinstance(p.get("reset", []), list)
         and len(p.get("reset", [])) <= MAX_COUNTERS
@@ -105,9 +112,9 @@ def check_pair(rec: dict) -> str | None:
     why = _error(rec.get("error"))
     if why:
         return why
-    for key in FIGURES:
-        if rec.get(key) is not None and not _figure(rec[key]):
-            return f"{key} is not a finite figure"
+    for key, high in FIGURES.items():
+        if rec.get(key) is not None and not _figure(rec[key], high):
+            return f"{key} is not a figure from 0 to {high:g}"
     if rec.get("steps_us") is not None and not _table(rec["steps_us"], _figure):
         return "steps_us is not a table of figures"
     if rec.get("stats") is not None and not _table(rec["stats"], _scalar):

@@ -156,7 +156,7 @@ class MeshRun:
         self.go_sent = at
         if self.go is not None and at < self.start_at:
             self.start_at = at
-            self.go(json.dumps({"go": round(at, 3)}) + "\n")
+            self.go(json.dumps({"go": round(at, 3)}, allow_nan=False) + "\n")
 
     def decide_retests(self) -> None:
         """Once every pair of the schedule is in (or RETEST_DECIDE_S after its end), choose the
@@ -170,7 +170,7 @@ class MeshRun:
         intake.set_retests(rounds, schedule.retest_base(plan.n, plan.rails, plan.spec.cross_rail))
         self.retest_at = max(time.time(), plan.main_end(self.start_at)) + GO_LEAD_S
         msg = {"at": round(self.retest_at, 3), "rounds": [[list(key) for key in keys] for keys in rounds]}
-        self.go(json.dumps({"retest": msg}) + "\n")
+        self.go(json.dumps({"retest": msg}, allow_nan=False) + "\n")
 
     def check_cross_rail(self) -> None:
         plan, intake = self.plan, self.intake

@@ -5,9 +5,9 @@ Receives the engine's records through a callback (httpx _main.py style); knows n
 
 from __future__ import annotations
 
-import json
 import sys
 
+from rdmacli.outcome import dumps
 from rdmacli.render.units import duration
 
 COLUMNS = ("time", "conn", "event", "status", "details")
@@ -81,7 +81,7 @@ class EventView:
 
     def __call__(self, rec: dict) -> None:
         if self.app.json_lines:
-            sys.stdout.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            sys.stdout.write(dumps(rec, separators=(",", ":")) + "\n")
             sys.stdout.flush()
             return
         if self.app.machine:

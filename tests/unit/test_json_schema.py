@@ -148,3 +148,26 @@ def test_every_command_is_named_among_the_summarys_command_values():
     [text] = [t for key, _, t in SUMMARY_KEYS if key == "command"]
     named = set(text.replace(",", " ").replace(":", " ").split())
     assert set(COMMANDS) - {"mesh-agent", "lab"} <= named, set(COMMANDS) - named
+
+
+def test_every_document_rdmacli_writes_is_strict_json():
+    """No `NaN` or `Infinity` ever reaches a reader: every json.dumps in rdmacli/ refuses them
+    (allow_nan=False), and outcome.dumps writes a non-finite number as null."""
+    import ast
+    import pathlib
+
+    from rdmacli.outcome import dumps
+
+    root = pathlib.Path(__file__).parents[2] / "rdmacli"
+    loose = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            if call and node.func.attr == "dumps" and getattr(node.func.value, "id", None) == "json":
+                strict = any(
+                    k.arg == "allow_nan" and getattr(k.value, "value", True) is False for k in node.keywords
+                )
+                if not strict:
+                    loose.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not loose, loose
+    assert json.loads(dumps({"a": float("nan"), "b": [float("inf"), 1.5]})) == {"a": None, "b": [None, 1.5]}

@@ -121,3 +121,130 @@ def test_baselines_of_any_json_are_read_or_refused_in_words(tmp_path_factory, va
         from rdmacli.mesh.report import compare
 
         compare(got, [{"a": "n0", "b": "n1", "result": "fail", "cause": "TMO"}])
+
+
+port_counters = st.fixed_dictionaries(
+    {
+        "device": st.text(min_size=1, max_size=8),
+        "port": st.integers(0, 300),
+        "moved": st.dictionaries(st.text(max_size=8), st.integers(min_value=0, max_value=2**80)),
+        "reset": st.lists(st.text(max_size=4), max_size=2),
+    }
+)
+pair_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "result": st.sampled_from(["pass", "fail"]) | json_values,
+        "error": st.none() | json_values | st.fixed_dictionaries({"message": st.text(max_size=20),
+                                                                 "cause": st.text(max_size=20)}),
+        "rtt_p50_us": st.floats() | st.integers() | json_values,
+        "rtt_p99_us": st.floats(allow_nan=False) | st.integers(min_value=-(2**70), max_value=2**70),
+        "took_s": st.floats() | st.integers(min_value=0, max_value=2**70),
+        "gbps_ab": st.floats(min_value=0),
+        "gbps_ba": st.floats(min_value=0),
+        "steps_us": st.dictionaries(st.text(max_size=8), st.floats() | st.integers(), max_size=4),
+        "stats": json_values,
+        "counters": st.lists(port_counters, max_size=2),
+        "rail": st.integers(-2, 3) | json_values,
+        "peer_rail": st.integers(-2, 3),
+        "round": st.integers(-1, 10),
+    },
+)  # fmt: skip
+
+
+@FAST
+@given(st.lists(pair_fields, max_size=6))
+def test_one_agent_saying_anything_never_ends_the_run_and_the_honest_pairs_stand(lies):
+    """The coordinator's whole path (lines in, records, verdict, JSON, text and Prometheus out)
+    with one agent (n3) saying anything among honest ones: no exception, strict JSON, and the
+    pairs between honest nodes keep their results."""
+    import io
+    import os
+    import tempfile
+
+    from meshdata import judged
+    from rich.console import Console
+
+    from rdmacli.cli.app import App
+    from rdmacli.mesh import schedule
+    from rdmacli.render import prometheus
+    from rdmacli.render.mesh import print_mesh
+
+    names = [f"n{i}" for i in range(6)]
+    plan = make_plan(names, [[f"10.0.0.{i}"] for i in range(6)], test="bw")
+    c = Intake(plan)
+    liar = 3
+    for rank in range(6):
+        c.on_line(
+            names[rank],
+            json.dumps({"type": "agent", "run": plan.spec.run_id, "rank": rank, "rails": []}),
+            False,
+        )
+    for rnd in plan.rounds:
+        for a, b in schedule.pairs(6, rnd):
+            for rank, peer in ((a, b), (b, a)):
+                if rank == liar:
+                    continue
+                figures = {"rtt_p50_us": 10.0, "rtt_p99_us": 12.0, "gbps_ab": 90.0, "gbps_ba": 90.0}
+                rec = {"type": "pair", "run": plan.spec.run_id, "rank": rank, "peer": peer, "round": rnd,
+                       "result": "pass", **figures}  # fmt: skip
+                c.on_line(names[rank], json.dumps(rec), False)
+    for lie in lies:
+        rec = {
+            "type": "pair",
+            "run": plan.spec.run_id,
+            "rank": liar,
+            "peer": 0,
+            "round": plan.rounds[0],
+            **lie,
+        }
+        c.on_line(names[liar], json.dumps(rec, allow_nan=True), False)
+    out = judged(plan, c)
+    doc = out.to_dict()
+    json.dumps(doc, allow_nan=False)
+    for p in doc["data"]["pairs"]:
+        if liar not in (p["a_rank"], p["b_rank"]):
+            assert p["result"] == "pass", p
+    app = App()
+    app.__dict__["out"] = Console(file=io.StringIO(), width=120)
+    print_mesh(app, doc)
+    with tempfile.TemporaryDirectory() as where:
+        prometheus.write(os.path.join(where, "mesh.prom"), doc)
+
+
+@pytest.mark.parametrize(
+    "lie",
+    [
+        {"took_s": 1e308},  # once: margin()'s arithmetic overflowed inside the launcher's callback
+        {"rtt_p50_us": 1e308, "rtt_p99_us": 1e308},  # once: Infinity in the summary (not JSON)
+        {"gbps_ab": 1e9},  # 1 Eb/s: no port made
+        {
+            "counters": [
+                {"device": "rxe0", "port": 1, "moved": {"completer_retry_err": 10**4298}, "reset": []}
+            ]
+        },
+        {"stats": {"pings": 10**30}},
+        {"steps_us": {"cm connect": 1e300}},
+    ],
+)
+def test_figures_beyond_what_hardware_measures_are_the_senders_violation(lie):
+    from meshdata import judged
+
+    plan = make_plan(["n0", "n1", "n2", "n3"], [[f"10.0.0.{i}"] for i in range(4)])
+    c = Intake(plan)
+    rnd = plan.rounds[0]
+    from rdmacli.mesh import schedule
+
+    peer = schedule.partner(3, rnd, 4)
+    rec = {
+        "type": "pair",
+        "run": plan.spec.run_id,
+        "rank": 3,
+        "peer": peer,
+        "round": rnd,
+        "result": "pass",
+        **lie,
+    }
+    c.on_line("n3", json.dumps(rec), False)
+    assert len(c.violations[3]) == 1 and not c.pairs[(min(3, peer), 0, max(3, peer), 0)].reports
+    json.dumps(judged(plan, c).to_dict(), allow_nan=False)
