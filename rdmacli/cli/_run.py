@@ -59,12 +59,13 @@ def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None
 def finish(app: App, outcome, render=None) -> None:
     """The one way a command ends: its outcome printed (JSON for scripts, words for people,
     `render` for a command's own view), then the exit with its code."""
-    from rdmacli.render.summary import print_summary
+    from rdmacli.render.summary import print_summary, print_warnings
 
     doc = outcome.to_dict()
     err = outcome.run_error()
     if render is not None and not app.machine:
         render(app, doc)
+        print_warnings(app, doc)  # a person sees what the JSON says
         if err is not None:
             app.report_error(err)
     else:

@@ -300,6 +300,14 @@ def _error(plan: Plan, ev: Evidence, pairs, pair_docs, verdict, failed, missing)
             hint="an intermittent fault: see data.pairs[].retest for the first attempts",
             cause=Cause.CHECK_FAILED,
         )
+    if ev.violations:  # every pair passed, but an agent said what it may not: not a clean pass
+        who = ", ".join(plan.spec.names[r] for r in sorted(ev.violations)[:8])
+        return RdmacliError(
+            f"every pair passed, but the agent(s) on {who} sent records they may not (none was used)",
+            hint="see the warnings: a node whose agent lies or is broken (another rdmacli version, "
+            "a wrapper printing to stdout) cannot be trusted until it is looked at",
+            cause=Cause.PEER_PROTOCOL,
+        )
     if missing:
         return RdmacliError(
             f"incomplete: {len(missing)} of {len(pair_docs)} pairs were never reported",

@@ -125,8 +125,10 @@ def print_summary(app, doc: dict) -> None:
 
 
 def print_warnings(app, doc: dict) -> None:
+    from rdmacli.render.text import printable  # warnings quote what agents and peers said
+
     for text in doc["warnings"]:
-        app.err.print(f"warning: {text}", markup=False, highlight=False)
+        app.err.print(f"warning: {printable(text)}", markup=False, highlight=False)
 
 
 def counter_lines(ports: list[dict]) -> list[str]:

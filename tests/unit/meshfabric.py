@@ -206,8 +206,10 @@ class Fabric:
 class InProcessLauncher:
     """Agents in threads, each on its node's stack, reading the spec a launcher writes."""
 
-    def __init__(self, fabric: Fabric, spec_line: bytes, *, silent: set[str] = frozenset(), rails=None):
+    def __init__(self, fabric: Fabric, spec_line: bytes, *, silent: set[str] = frozenset(), rails=None,
+                 says: dict | None = None):  # fmt: skip
         self.fabric, self.spec_line, self.silent, self.rails = fabric, spec_line, set(silent), rails
+        self.says = says or {}  # node -> lines its agent prints besides its records (a liar's)
         self.cut = self.abandoned = False
         self.configs: list = []
         self.stops: list[Stops] = []
@@ -233,6 +235,9 @@ class InProcessLauncher:
                     ]
                     say(name, RailsRecord(run=spec.run_id, rank=rank, rails=rails))
                     return
+                for line in self.says.get(name, []):
+                    with lock:
+                        on_line(name, line.replace("RUN", spec.run_id), False)
                 cfg = AgentConfig(spec, rank)
                 self.configs.append(cfg)
                 backend = self.fabric.backend(spec.addresses[rank][0])
@@ -285,11 +290,13 @@ class InProcessLauncher:
 class InProcessLaunch:
     """The mesh's launch (mesh.run.Launch's interface) for the in-process launcher."""
 
-    def __init__(self, fabric: Fabric, *, silent: set[str] = frozenset(), rails: dict | None = None):
-        self.fabric, self.silent, self.rails = fabric, silent, rails
+    def __init__(self, fabric: Fabric, *, silent: set[str] = frozenset(), rails: dict | None = None,
+                 says: dict | None = None):  # fmt: skip
+        self.fabric, self.silent, self.rails, self.says = fabric, silent, rails, says
         self.launches: list[InProcessLauncher] = []
 
     def start(self, nodes_spec, spec, on_line, on_exit, timeout, end_at=None, tick=None):
-        launcher = InProcessLauncher(self.fabric, spec.to_line(), silent=self.silent, rails=self.rails)
+        launcher = InProcessLauncher(self.fabric, spec.to_line(), silent=self.silent, rails=self.rails,
+                                     says=self.says)  # fmt: skip
         self.launches.append(launcher)
         return launcher, lambda: launcher.run(on_line, on_exit, timeout, end_at, tick)

@@ -120,3 +120,16 @@ def test_prometheus_needs_a_directory_it_can_write_before_anything_starts(tmp_pa
     r = mesh(tmp_path, launch, "--prometheus", str(tmp_path / "no" / "such" / "dir.prom"), "--json")
     assert r.exit_code == 2 and "cannot write in" in json.loads(r.stdout)["error"]["message"]
     assert launch.launches == []  # refused before any agent started
+
+
+def test_a_lying_agent_is_named_on_the_terminal_too_and_the_run_is_no_clean_pass(tmp_path):
+    """n4's agent also prints a forged failure as n1's and a record of another shape: never used
+    (every honest pair passes), but a person sees the warning, and the exit says it."""
+    forged = '{"type":"pair","run":"RUN","rank":0,"peer":1,"round":0,"result":"fail","error":{"message":"x"}}'
+    odd = '{"type":"pair","run":"RUN","rank":3,"peer":0,"round":0,"result":"pass","rtt_p50_us":"\x1b[2Jfast"}'
+    r = mesh(tmp_path, InProcessLaunch(Fabric(), says={"n4": [forged, odd]}))
+    assert r.exit_code == 1, r.stdout + r.stderr
+    assert "n4's agent sent 2 record(s) it may not" in r.stderr and "\x1b[2J" not in r.stderr + r.stdout
+    assert "mesh: fail - 6/6 pairs passed" in r.stdout
+    doc = json.loads(mesh(tmp_path, InProcessLaunch(Fabric(), says={"n4": [forged]}), "--json").stdout)
+    assert doc["error"]["cause"] == "peer_protocol_violation" and doc["totals"]["pairs_passed"] == 6
