@@ -215,10 +215,17 @@ def command(
     with app.errors("mesh", params):
         if address_template and map_file:
             raise RdmacliError("give --address-template or --map, not both", cause=Cause.USAGE)
-        if prometheus_file:  # found out now, not after the run
-            where = os.path.dirname(os.path.abspath(prometheus_file))
-            if not (os.path.isdir(where) and os.access(where, os.W_OK)):
-                raise RdmacliError(f"--prometheus: cannot write in {where}", cause=Cause.USAGE)
+        if prometheus_file:  # found out now, by trying, not after the run
+            from rdmacli.render import prometheus
+
+            try:
+                prometheus.check(prometheus_file)
+            except OSError as exc:
+                where = os.path.dirname(os.path.abspath(prometheus_file))
+                why = exc.strerror or str(exc)
+                raise RdmacliError(
+                    f"--prometheus: cannot write in {where}: {why}", cause=Cause.USAGE
+                ) from exc
         # everything read from people and files is checked before any agent starts
         base = inputs.read_baseline(baseline) if baseline else None
         agent_cmd = inputs.split_args("--agent-command", agent_command)
@@ -265,6 +272,8 @@ def command(
             try:
                 prometheus.write(prometheus_file, outcome.to_dict())
             except OSError as exc:
-                outcome.warnings.append(f"--prometheus: could not write {prometheus_file}: {exc.strerror}")
+                outcome.warnings.append(
+                    f"--prometheus: could not write {prometheus_file}: {exc.strerror or exc}"
+                )
         live.rest(outcome)
         finish(app, outcome, render=partial(print_mesh, rail=show_rail) if outcome.data else None)

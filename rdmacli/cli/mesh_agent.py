@@ -58,7 +58,13 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
     stdin = contract.LineReader(getattr(sys.stdin, "buffer", sys.stdin))
     try:
         if spec_file:
-            spec = contract.RunSpec.from_line(_read_spec_file(spec_file))
+            from rdmacli.mesh.inputs import read_regular
+
+            try:
+                text = read_regular(spec_file, "--spec", contract.MAX_SPEC)
+            except RdmacliError as exc:
+                raise contract.SpecError(exc.message) from exc
+            spec = contract.RunSpec.from_line(text.split(b"\n", 1)[0])
         elif stdin.isatty():
             fail("no run spec: it comes on stdin from `rdmacli mesh`; by hand, give --spec FILE")
         else:
@@ -100,22 +106,6 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
         fail(exc.message, int(exc.exit_code))
     except BrokenPipeError:  # the launcher went away: nobody reads us any more
         sys.exit(141)
-
-
-def _read_spec_file(path: str) -> bytes:
-    """A spec file given by hand: a regular file, never through a link, bounded."""
-    import stat
-
-    from rdmacli.mesh.contract import MAX_SPEC
-
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"--spec {path}: not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(MAX_SPEC + 1).split(b"\n", 1)[0]
-    finally:
-        os.close(fd)
 
 
 def discover(spec, rank: int, emit, fail) -> None:

@@ -7,6 +7,7 @@ reaches a shell as code; every refusal names what was wrong and is a usage error
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import math
@@ -77,16 +78,34 @@ def split_args(option: str, text: str | None) -> list[str] | None:
         raise usage(f"bad {option} {text!r}: {exc}", hint="quote as a shell would") from exc
 
 
-def read_text(path: str, what: str) -> str:
-    """A regular file of bounded size, as UTF-8 text."""
+def read_regular(path: str, what: str, limit: int = MAX_FILE) -> bytes:
+    """A regular file's bytes, at most limit + 1 of them. As root, nothing else is opened: not
+    through a link (O_NOFOLLOW), never blocking (a FIFO, a device: O_NONBLOCK, then refused by
+    type before a byte is read)."""
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise usage(f"{what} {path} is not a regular file")
-            data = f.read(MAX_FILE + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise usage(f"{what} {path} is a symbolic link: give the file itself") from exc
+        raise usage(f"cannot read {what} {path}: {exc.strerror}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise usage(f"{what} {path} is not a regular file")
+        chunks, got = [], 0
+        while got <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - got))):
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
     except OSError as exc:
         raise usage(f"cannot read {what} {path}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str, what: str) -> str:
+    """A regular file of bounded size, as UTF-8 text."""
+    data = read_regular(path, what)
     if len(data) > MAX_FILE:
         raise usage(f"{what} {path} is larger than {MAX_FILE // 2**20} MiB")
     try:
@@ -107,7 +126,7 @@ def read_map(path: str) -> dict[str, list[str]]:
         if not 2 <= len(parts) <= 17:
             raise usage(
                 f"{path}:{number}: expected `NODE ADDRESS [ADDRESS...]` (16 rails at most), "
-                f"got {line[:200]!r}"
+                f"got {len(parts)} field(s)"
             )
         check_names([parts[0]], f"node name at {path}:{number}")
         check_names(parts[1:], f"address at {path}:{number}")

@@ -1,0 +1,113 @@
+"""Files a root process opens for the mesh: what people name (--map, --baseline, --spec,
+--prometheus) and what agents make (the lock per address and port). Nothing through a link,
+nothing that blocks, nothing but a regular file replaced, no file's content echoed."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from rdmacli.errors import RdmacliError
+from rdmacli.mesh import inputs
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("read", [inputs.read_map, inputs.read_baseline])
+def test_a_fifo_a_link_or_a_device_is_refused_without_blocking(tmp_path, fifo, read):
+    real = tmp_path / "real"
+    real.write_text("n1 10.0.0.1\n")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    done = threading.Event()
+    for path, words in (
+        (fifo, "not a regular file"),
+        (link, "symbolic link"),
+        ("/dev/null", "not a regular file"),
+    ):
+        t = threading.Thread(target=lambda p=path: (pytest.raises(RdmacliError, read, str(p)), done.set()))
+        done.clear()
+        t.start()
+        assert done.wait(5), f"{path} blocked"
+        with pytest.raises(RdmacliError, match=words) as exc:
+            read(str(path))
+        assert exc.value.exit_code == 2
+
+
+def test_a_map_error_names_the_line_not_its_content(tmp_path):
+    secret = tmp_path / "map"
+    secret.write_text("root:$6$secrethash:19000:0:99999:7:::\n")
+    with pytest.raises(RdmacliError) as exc:
+        inputs.read_map(str(secret))
+    assert "secrethash" not in exc.value.message and ":1:" in exc.value.message
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo", "hardlink", "other owner"])
+def test_a_planted_lock_path_is_refused_and_left_alone(tmp_path, monkeypatch, planted):
+    """The agent's lock per address and port, in a shared directory: what someone planted
+    there is neither written through nor truncated, and the agent says so (ENV for its pairs)."""
+    from rdmacli.mesh import agent
+    from rdmacli.mesh.contract import RunSpec
+
+    monkeypatch.setattr(agent, "LOCK_DIRS", (str(tmp_path),))
+    cfg = agent.AgentConfig(
+        RunSpec(run_id="ab" * 8, names=["n1", "n2"], addresses=[["10.0.0.1"], ["10.0.0.2"]]), 0
+    )
+    path = tmp_path / "rdmacli-mesh-10.0.0.1-7490.lock"
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    if planted == "symlink":
+        path.symlink_to(victim)
+    elif planted == "fifo":
+        os.mkfifo(path)
+    elif planted == "hardlink":
+        os.link(victim, path)
+    else:
+        path.write_text("someone's")
+        if os.geteuid() != 0:
+            pytest.skip("chown needs root")  # CI runs as root
+        os.chown(path, 65534, 65534)
+    fd, problem = agent.hold_port(cfg, "10.0.0.1", 7490)
+    assert fd is None and problem is not None and problem.cause.value == "environment", problem
+    assert victim.read_text() == "precious"
+    fd, problem = agent.hold_port(cfg, "10.0.0.2", 7490)  # a path of its own: made and held
+    assert fd is not None and problem is None
+    os.close(fd)
+
+
+def test_prometheus_replaces_only_a_regular_file_and_says_so_before_the_run(tmp_path, fifo):
+    from rdmacli.render import prometheus
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    link = tmp_path / "mesh.prom"
+    link.symlink_to(victim)
+    for path in ("/dev/null", str(fifo), str(link), str(tmp_path)):
+        with pytest.raises(OSError):
+            prometheus.check(path)
+        with pytest.raises(OSError):
+            prometheus.replace(path, b"x 1\n")
+    assert victim.read_text() == "precious" and os.path.exists("/dev/null") and fifo.is_fifo()
+    good = tmp_path / "good.prom"
+    good.write_text("old")
+    prometheus.check(str(good))
+    prometheus.replace(str(good), b"rdmacli_mesh_run_exit_code 0\n")
+    assert good.read_text() == "rdmacli_mesh_run_exit_code 0\n" and (good.stat().st_mode & 0o777) == 0o644
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".rdmacli")] == []  # no temporary left
+
+
+def test_a_spec_file_given_by_hand_is_a_regular_file_or_refused(tmp_path, fifo):
+    from click.testing import CliRunner
+
+    from rdmacli.cli import cli
+
+    for path in (str(fifo), "/dev/zero"):
+        r = CliRunner().invoke(cli, ["mesh-agent", "--rank", "0", "--spec", path])
+        assert r.exit_code == 2 and "not a regular file" in r.output, r.output
