@@ -8,6 +8,7 @@ a map file of `NODE ADDRESS` lines (# comments). The coordinator resolves; agent
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 
 from rdmacli.errors import Cause, EnvironmentProblem, RdmacliError
@@ -21,8 +22,21 @@ def expand(spec: str) -> list[str]:
         raise EnvironmentProblem(
             f"cannot import ClusterShell: {exc}", hint="pip install ClusterShell"
         ) from exc
+    if (most := most_nodes(spec)) > MAX_NODES:  # before ClusterShell expands it: n[1-100000000] is GBs
+        raise RdmacliError(
+            f"{spec!r} is up to {most} nodes; a mesh run takes at most {MAX_NODES}",
+            hint="split the fleet (by switch, by rack) into runs of at most that many",
+            cause=Cause.USAGE,
+        )
     try:
-        names = list(NodeSet(spec))
+        nodes = NodeSet(spec)
+        if len(nodes) > MAX_NODES:
+            raise RdmacliError(
+                f"{spec!r} is {len(nodes)} nodes; a mesh run takes at most {MAX_NODES}",
+                hint="split the fleet (by switch, by rack) into runs of at most that many, or use --quick",
+                cause=Cause.USAGE,
+            )
+        names = list(nodes)
     except (NodeSetException, ValueError) as exc:
         raise RdmacliError(
             f"bad node set {spec!r}: {exc}",
@@ -50,13 +64,17 @@ def addresses(
             + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""),
             cause=Cause.USAGE,
         )
-    out, unresolved = [], []
+    wanted = []
     for rank, name in enumerate(names):
         hosts = mapping.get(name) or [template.format(node=name, rank=rank) if template else name]
+        check_names(hosts, f"address of {name} (from the template)" if template else "address")
+        wanted.append(hosts)
+    found_of = resolve_all({h for hosts in wanted for h in hosts})
+    out, unresolved = [], []
+    for name, hosts in zip(names, wanted):
         rails = []
         for host in hosts:
-            check_names([host], f"address of {name} (from the template)" if template else "address")
-            found = resolve(host)
+            found = found_of.get(host)
             if found is None:
                 unresolved.append(f"{name} ({host})" if host != name else name)
             rails.append(found)
@@ -86,6 +104,58 @@ def check_unique(names: list[str], addrs: list[list[str]], source: str, hint: st
                     hint=hint or "give each node its own RDMA addresses",
                     cause=Cause.USAGE,
                 )
+
+
+MAX_NODES = 10_000  # a run's nodes at most (the spec and the coordinator are sized for it)
+_RANGE = re.compile(r"\[([^\]]*)\]")
+
+
+def most_nodes(spec: str) -> int:
+    """An upper bound of the nodes a node set names, from its text alone (its bracketed ranges
+    multiplied, per comma-separated part); groups (@name) count as one until expanded."""
+    total = 0
+    for part in re.split(r",(?![^\[]*\])", spec):
+        size = 1
+        for body in _RANGE.findall(part):
+            count = 0
+            for piece in body.split(","):
+                lo, _, hi = piece.partition("-")
+                lo, hi = lo.split("/")[0], (hi or lo).split("/")[0]
+                if lo.isdigit() and hi.isdigit():
+                    count += max(int(hi) - int(lo) + 1, 1)
+                else:
+                    count += 1
+            size *= max(count, 1)
+        total += size
+    return total
+
+
+RESOLVE_S = 30.0  # every name of a run resolved within this, in parallel
+RESOLVERS = 64
+
+
+def resolve_all(hosts: set[str], deadline_s: float = RESOLVE_S) -> dict[str, str | None]:
+    """Each host's address: IP literals at once, names through the resolver in parallel, all
+    within one deadline (a name still unanswered then is unresolved: the run never waits on
+    DNS for 10 000 names one by one)."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    out: dict[str, str | None] = {}
+    names = []
+    for host in hosts:
+        try:
+            out[host] = str(ipaddress.ip_address(host))
+        except ValueError:
+            names.append(host)
+    if not names:
+        return out
+    pool = ThreadPoolExecutor(max_workers=min(RESOLVERS, len(names)), thread_name_prefix="resolve")
+    futures = {pool.submit(resolve, h): h for h in names}
+    done, _ = wait(futures, timeout=deadline_s)
+    pool.shutdown(wait=False, cancel_futures=True)  # a resolver stuck past the deadline is left
+    for future, host in futures.items():
+        out[host] = future.result() if future in done else None
+    return out
 
 
 def resolve(host: str) -> str | None:

@@ -111,3 +111,30 @@ def test_a_spec_file_given_by_hand_is_a_regular_file_or_refused(tmp_path, fifo):
     for path in (str(fifo), "/dev/zero"):
         r = CliRunner().invoke(cli, ["mesh-agent", "--rank", "0", "--spec", path])
         assert r.exit_code == 2 and "not a regular file" in r.output, r.output
+
+
+def test_a_node_set_beyond_the_maximum_is_refused_up_front():
+    import time
+
+    from rdmacli.mesh import nodes
+
+    t0 = time.monotonic()
+    with pytest.raises(RdmacliError, match="at most 10000") as exc:
+        nodes.expand("n[1-100000000]")
+    assert exc.value.exit_code == 2 and time.monotonic() - t0 < 5
+
+
+def test_names_resolve_in_parallel_under_one_deadline(monkeypatch):
+    import time
+
+    from rdmacli.mesh import nodes
+
+    def slow(host):
+        time.sleep(100 if host == "stuck" else 0.5)
+        return "10.9.9.9"
+
+    monkeypatch.setattr(nodes, "resolve", slow)
+    t0 = time.monotonic()
+    got = nodes.resolve_all({f"h{i}" for i in range(64)} | {"stuck", "10.0.0.1"}, deadline_s=3)
+    assert time.monotonic() - t0 < 6  # 64 names of 0.5 s each, together; the stuck one given up
+    assert got["stuck"] is None and got["10.0.0.1"] == "10.0.0.1" and got["h7"] == "10.9.9.9"
