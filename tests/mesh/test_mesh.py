@@ -353,8 +353,8 @@ def test_a_forged_request_cannot_take_a_listeners_slot():
                        names=["n01", "n02"], addresses=[[x] for x in addresses.split(",")])  # fmt: skip
         proc = subprocess.Popen([*agent, "--rank", str(rank)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
-        proc.stdin.write(spec.to_line().decode())
-        proc.stdin.close()  # the spec, then nothing: the agent starts at start_at
+        proc.stdin.write(spec.to_line().decode())  # as a launcher does; communicate() closes it
+        proc.stdin.flush()
         return proc
 
     listener = spawn(f"{a},{b}", 0)
