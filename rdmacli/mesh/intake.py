@@ -15,6 +15,7 @@ from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.rails import DEVICE
 from rdmacli.mesh.records import AgentRecord, DoneRecord, ErrorRecord, PairRecord, RailsRecord, Violation
 from rdmacli.mesh.report import Pair
+from rdmacli.mesh.verdict import Evidence
 
 MAX_VIOLATIONS = 100  # kept per node: the first ones say enough
 STDERR_TAIL = 5  # lines of an agent's stderr kept (for a node that never reports)
@@ -80,8 +81,6 @@ class Intake:
     def evidence(self, *, cut: bool = False, abandoned: bool = False, agents_up_s: float | None = None):
         """What came in, for the verdict (verdict.Evidence): agents up but not done when the
         run was cut at its end are late."""
-        from rdmacli.mesh.verdict import Evidence
-
         late = frozenset(r for r in self.agents if r not in self.done) if cut else frozenset()
         return Evidence(
             pairs=list(self.pairs.values()), retested=self.retested(), agents=dict(self.agents), late=late,
