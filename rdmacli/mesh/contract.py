@@ -222,9 +222,14 @@ class LineReader:
             line = self.stream.readline(limit + 1)
             if len(line) > limit:
                 raise SpecError(f"a line of more than {limit} bytes on stdin")
+            self.eof = not line
             return line.rstrip(b"\n") if line else None
         sel = selectors.DefaultSelector()
-        sel.register(self.fd, selectors.EVENT_READ)
+        try:
+            sel.register(self.fd, selectors.EVENT_READ)
+        except (OSError, ValueError):  # a regular file or /dev/null (epoll refuses them): never blocks
+            sel.close()
+            sel = None
         try:
             while b"\n" not in self.buf and not self.eof:
                 if len(self.buf) > limit:
@@ -232,13 +237,14 @@ class LineReader:
                 wait = None if deadline is None else deadline - time.monotonic()
                 if wait is not None and wait <= 0:
                     return None
-                if not sel.select(wait):
+                if sel is not None and not sel.select(wait):
                     continue
                 chunk = os.read(self.fd, 1 << 20)
                 self.buf += chunk
                 self.eof = not chunk
         finally:
-            sel.close()
+            if sel is not None:
+                sel.close()
         line, nl, self.buf = self.buf.partition(b"\n")
         if not nl and not line:
             return None
@@ -248,6 +254,8 @@ class LineReader:
 def read_spec(reader: LineReader, wait_s: float = SPEC_WAIT_S) -> RunSpec:
     """The run spec, the first line on stdin (the launcher's write). SpecError when none came."""
     line = reader.readline(time.monotonic() + wait_s)
+    if line is None and reader.eof:
+        raise SpecError("stdin ended before the run spec came (the coordinator writes it at launch)")
     if line is None:
         raise SpecError(f"no run spec on stdin within {wait_s:g} s (the coordinator writes it at launch)")
     return RunSpec.from_line(line)

@@ -168,3 +168,20 @@ def test_a_new_test_kind_is_one_row_and_its_name_in_the_contract(monkeypatch):
     outcome = mesh.run(request, InProcessLaunch(Fabric()))
     doc = outcome.to_dict()
     assert doc["result"] == "pass" and doc["totals"]["pairs_passed"] == 3, doc["error"]
+
+
+def test_an_agent_whose_stdin_is_empty_or_dev_null_says_so_at_once(tmp_path):
+    """epoll refuses /dev/null and regular files: the reader reads them plainly (they never
+    block) and says the spec never came, not an errno."""
+    import subprocess
+    import time
+
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    for source in ("/dev/null", str(empty)):
+        t0 = time.monotonic()
+        with open(source, "rb") as stdin:
+            r = subprocess.run([sys.executable, "-m", "rdmacli", "mesh-agent", "--rank", "0"], stdin=stdin,
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert r.returncode == 2 and "stdin ended before the run spec came" in r.stderr, r.stderr
+        assert json.loads(r.stdout)["type"] == "error" and time.monotonic() - t0 < 30

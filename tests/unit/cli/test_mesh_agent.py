@@ -86,7 +86,7 @@ def test_a_bad_spec_is_refused_with_words_and_a_record(rdmacli, backend):
         (b'{"v":1,"run_id":"ab"}\n', "no run_id or names"),
         (b"not json\n", "not JSON"),
         (spec_line().replace(b'"port":7490', b'"port":"7490"'), "bad port"),
-        (b"", "no run spec on stdin"),
+        (b"", "stdin ended before the run spec came"),
     ):
         r = rdmacli(backend, "mesh-agent", "--rank", "0", input=line)
         assert r.exit_code == 2 and words in r.stderr, (line, r.stderr)
