@@ -222,10 +222,8 @@ def command(
                 prometheus.check(prometheus_file)
             except OSError as exc:
                 where = os.path.dirname(os.path.abspath(prometheus_file))
-                why = exc.strerror or str(exc)
-                raise RdmacliError(
-                    f"--prometheus: cannot write in {where}: {why}", cause=Cause.USAGE
-                ) from exc
+                words = f"cannot write in {where}: {exc.strerror}" if exc.strerror else str(exc)
+                raise RdmacliError(f"--prometheus: {words}", cause=Cause.USAGE) from exc
         # everything read from people and files is checked before any agent starts
         base = inputs.read_baseline(baseline) if baseline else None
         agent_cmd = inputs.split_args("--agent-command", agent_command)
