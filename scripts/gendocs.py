@@ -321,7 +321,7 @@ EXTRA = {
         "ranges and sizes (a line over 64 KiB is not parsed) and names a pair the schedule has; "
         "anything else is a violation of the sender, named in warnings and data.nodes, never "
         "used. A pair passes only when both ends report pass; an end that stays silent is its "
-        "own cause (SILENT). The run id is public (it is on every agent's command line), so a "
+        "own cause (SILENT). The run id is public (every agent and its launcher's logs see it), so a "
         "listener admits only its scheduled partner's address with the right round and ranks, "
         "and its refusals say what was wrong with a request without echoing what it expects. "
         "What agents and peers say is printed with control characters escaped. Counters an agent "

@@ -109,7 +109,7 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
 
 
 def discover(spec, rank: int, emit, fail) -> None:
-    """--discover's job: this node's rails, one record, then end."""
+    """A discovery spec's job: this node's rails, one record, then end."""
     from rdmacli.mesh.rails import discover as find
     from rdmacli.mesh.rails import parse_devices
     from rdmacli.mesh.records import RailsRecord

@@ -6,7 +6,7 @@ natural order (mlx5_2 before mlx5_10), then port number. `--rails mlx5_0,mlx5_3`
 named devices' ports, in the order named. Rail k of every node is then "the k-th NIC": the
 coordinator checks that every node found as many.
 
-Everything here is read on the node by its agent (`mesh-agent --discover`); what it reports is
+Everything here is read on the node by its agent (a discovery spec); what it reports is
 checked again by the coordinator (check_report) before a word of it is used.
 """
 

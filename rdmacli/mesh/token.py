@@ -42,7 +42,7 @@ def parse(data: bytes) -> Token | None:
 
 def check(got: Token | None, want: Token) -> str | None:
     """Why a request is not the partner this listener waits for, or None. The run id is public
-    (it is on every agent's command line): a reason says what was wrong with the request, and
+    (every agent and its launcher's logs see it): a reason says what was wrong with the request, and
     echoes nothing this listener expects, so a refusal teaches a forger nothing."""
     if got is None:
         return "rdmacli mesh: not a mesh request (no run id)"

@@ -59,7 +59,7 @@ def test_an_agents_port_in_use_record_is_taken_with_its_holders():
 
 
 def test_a_stop_during_rail_discovery_stops_the_agents_and_says_where_it_was(tmp_path):
-    """SIGTERM while `mesh-agent --discover` runs (no --map: rails are found first): every
+    """SIGTERM while the agents discover their rails (no --map: rails are found first): every
     agent is stopped, and the summary says the stop came in discovery, before any pair."""
     import signal
 
