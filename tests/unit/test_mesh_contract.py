@@ -93,9 +93,11 @@ def test_the_reader_takes_the_spec_and_the_lines_after_it_from_a_pipe_within_its
     writer.join()
     import time
 
-    t0 = time.monotonic()
-    assert reader.readline(time.monotonic() + 0.3) is None  # nothing more: the deadline, not a hang
-    assert time.monotonic() - t0 < 5
+    waiting = threading.Thread(target=lambda: result.append(reader.readline(time.monotonic() + 0.3)))
+    result: list = []
+    waiting.start()
+    waiting.join(60)  # a hang guard, not a speed test: the deadline is 0.3 s
+    assert not waiting.is_alive() and result == [None]  # nothing more: the deadline, not a hang
     os.close(w)
     assert reader.readline() is None  # end of file
 
@@ -174,14 +176,13 @@ def test_an_agent_whose_stdin_is_empty_or_dev_null_says_so_at_once(tmp_path):
     """epoll refuses /dev/null and regular files: the reader reads them plainly (they never
     block) and says the spec never came, not an errno."""
     import subprocess
-    import time
 
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
     for source in ("/dev/null", str(empty)):
-        t0 = time.monotonic()
-        with open(source, "rb") as stdin:
+        with open(source, "rb") as stdin:  # the timeout only guards a hang: past the 120 s wait
             r = subprocess.run([sys.executable, "-m", "rdmacli", "mesh-agent", "--rank", "0"], stdin=stdin,
-                               capture_output=True, text=True, timeout=60)  # fmt: skip
+                               capture_output=True, text=True, timeout=300)  # fmt: skip
+        # its words say it did not wait out the spec's deadline ("within 120 s") but saw the end
         assert r.returncode == 2 and "stdin ended before the run spec came" in r.stderr, r.stderr
-        assert json.loads(r.stdout)["type"] == "error" and time.monotonic() - t0 < 30
+        assert json.loads(r.stdout)["type"] == "error"
