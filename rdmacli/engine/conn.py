@@ -98,11 +98,11 @@ class Connection:
             self._limits = self.backend.device_limits(self.cm) or False
         return self._limits or None
 
-    def window(self, wanted: int) -> int:
+    def window(self, wanted: int, cap: int | None = MAX_WINDOW) -> int:
         """How many work requests a queue keeps outstanding for `wanted` in all: recycled, so
-        bounded by MAX_WINDOW and the device (max_qp_wr, and max_cqe for a CQ shared by both
-        queues), never proportional to a count."""
-        depth = max(1, min(wanted, MAX_WINDOW))
+        bounded by `cap` (MAX_WINDOW) and the device (max_qp_wr, and max_cqe for a CQ shared by
+        both queues), never proportional to a count beyond the device's own limits."""
+        depth = max(1, min(wanted, cap) if cap is not None else wanted)
         lim = self.limits()
         if lim is not None:
             depth = min(depth, lim.max_qp_wr, max(lim.max_cqe // 2, 1))
