@@ -403,7 +403,6 @@ RECORDS = {
     r.TYPE: r
     for r in (AgentRecord, RailsRecord, PairRecord, DoneRecord, ErrorRecord, GoRecord, StoppedRecord)
 }
-Record = AgentRecord | RailsRecord | PairRecord | DoneRecord | ErrorRecord | GoRecord | StoppedRecord
 
 
 def parse_record(line: str, run_id: str):

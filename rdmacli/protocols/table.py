@@ -15,9 +15,10 @@ from rdmacli.rdma.constants import IB_MTU_BYTES
 MAX_MTU = max(IB_MTU_BYTES.values())  # a datagram never exceeds the largest IB MTU
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Spec:
-    """A protocol's row, its fields named (a dozen positional numbers read as none)."""
+    """A protocol's row; every row below names its fields (a dozen positional numbers read as
+    none). Not kw_only: that needs Python 3.10, and rdmacli runs on 3.9."""
 
     name: str  # rdmacli's name for it: connect, ping, ud, mcast
     c_tool: str  # the C utility it is wire-compatible with
