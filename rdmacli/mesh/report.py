@@ -52,6 +52,23 @@ PRIORITY = [code for code, _, _ in CODES]
 CODE_OF = {cause: code for code, causes, _ in CODES for cause in causes}
 
 
+# A failed transfer (RETRY_EXC) or an early end is what lost packets do to a live partner; the
+# agent that saw it alone cannot tell that from a partner that died (counters.EXPLAINED).
+EXPLAINED_WITH_BOTH = (Cause.TRANSFER.value, Cause.PEER_ENDED.value)
+
+
+def _moved(r: PairRecord):
+    """(kind, counter, delta) of the trouble counters that moved on one end's ports."""
+    for port in r.counters:
+        for kind, names in ctr.Deltas(port["device"], port["port"], port["moved"]).kinds().items():
+            if kind in ctr.TROUBLE:
+                yield from ((kind, name, v) for name, v in names.items())
+
+
+def _kinds(r: PairRecord) -> set[str]:
+    return {kind for kind, _, _ in _moved(r)}
+
+
 def cause_of(error: dict | None) -> str | None:
     """The matrix's short code for an error dict (RdmacliError.to_dict): from its typed
     cause alone, never from its words. An unknown or malformed cause is FAIL."""
@@ -101,7 +118,20 @@ class Pair:
                 missing = RdmacliError("neither node reported this pair", cause=Cause.MISSING)
                 return {**missing.to_dict(), "code": "MISS"}
             return None
-        return min(errs, key=lambda e: PRIORITY.index(e["code"]))
+        e = min(errs, key=lambda e: PRIORITY.index(e["code"]))
+        kind = self._explaining_kind(e)
+        if kind is not None:
+            e["reported_code"], e["code"] = e["code"], CODE_OF[ctr.CAUSE_OF_KIND[kind]]
+        return e
+
+    def _explaining_kind(self, e: dict) -> str | None:
+        """The trouble kind (loss, rnr, link) that explains a failed transfer or an early end,
+        when both ends reported the pair: the partner was alive, so the NIC's retransmits were
+        the fabric's, not a dead peer's (one agent alone cannot tell the two; the mesh can)."""
+        if e["code"] != "FAIL" or e.get("cause") not in EXPLAINED_WITH_BOTH or len(self.reports) < 2:
+            return None
+        seen = {kind for r in self.reports.values() for kind in _kinds(r)}
+        return next((k for k in ctr.TROUBLE if k in seen), None)
 
     @property
     def cause(self) -> str | None:
@@ -115,12 +145,8 @@ class Pair:
         for s, r in self.reports.items():
             if side is not None and s != side:
                 continue
-            for port in r.counters:
-                d = ctr.Deltas(port["device"], port["port"], port["moved"])
-                for kind, names in d.kinds().items():
-                    if kind in ctr.TROUBLE:
-                        for name, v in names.items():
-                            out[name] = out.get(name, 0) + v
+            for _, name, v in _moved(r):
+                out[name] = out.get(name, 0) + v
         return out
 
     @property

@@ -98,6 +98,26 @@ def test_the_most_telling_end_names_the_cause():
     assert Pair(0, 1, 0).result == "missing" and Pair(0, 1, 0).cause == "MISS"
 
 
+def test_a_failed_transfer_with_loss_counters_and_a_live_partner_is_loss():
+    """RETRY_EXC while the NIC retransmitted: loss, when the partner reported the pair too (it
+    was alive); alone, or with no counter moving, it stays FAIL (a dead peer looks the same)."""
+    retry = error(Cause.TRANSFER, "work completion: RETRY_EXC")
+    moved = ({"device": "rxe0", "port": 1, "moved": {"completer_retry_err": 2}},)
+    ends = {"listen": report(0, 1, "fail", error(Cause.PEER_ENDED, "x")),
+            "connect": report(1, 0, "fail", retry, counters=moved)}  # fmt: skip
+    p = Pair(0, 1, 0, dict(ends))
+    assert p.cause == "LOSS" and p.error()["reported_code"] == "FAIL"
+    assert Pair(0, 1, 0, {"connect": ends["connect"]}).cause == "FAIL"
+    still = Pair(0, 1, 0, {**ends, "connect": report(1, 0, "fail", retry)})
+    assert still.cause == "FAIL"
+    rnr = ({"device": "rxe0", "port": 1, "moved": {"rcvd_rnr_err": 1}},)
+    assert Pair(0, 1, 0, {**ends, "connect": report(1, 0, "fail", retry, counters=rnr)}).cause == "RNR"
+    # a cause that is not a transfer's is never changed by counters here (the agent's own job)
+    late = {"listen": report(0, 1, "fail", TMO), "connect": report(1, 0, "fail", TMO, counters=moved)}
+    tmo = Pair(0, 1, 0, late)
+    assert tmo.cause == "TMO"
+
+
 def test_baseline_flags_pairs_that_started_failing_or_got_slower():
     old = {"command": "mesh", "data": {"pairs": [
         {"a": "n0", "b": "n1", "result": "pass", "rtt_p50_us": 10.0, "rtt_p99_us": 20.0},
