@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from rdmacli.errors import EXIT_OF, Cause, ExitCode, RdmacliError
+from rdmacli.figures import Figures, Traffic, as_dict
 
 SCHEMA = "rdmacli/1"
 
@@ -66,7 +67,7 @@ class ConnOutcome:
     local: str = "?"
     remote: str = "?"
     device: str | None = None
-    stats: dict = field(default_factory=dict)  # the protocol's own counts (messages, pings, ...)
+    stats: Figures | None = None  # the protocol's own figures (messages, pings, rates, ...)
     protocol: str | None = None  # connect, ping, ud, mcast, events
     role: str | None = None  # client or server
     error: RdmacliError | None = None
@@ -82,7 +83,7 @@ class ConnOutcome:
             "protocol": self.protocol,
             "role": self.role,
         }
-        d.update(self.stats)
+        d.update(as_dict(self.stats))
         if self.error is not None:
             d["error"] = self.error.to_dict()
         if self.teardown_errors:
@@ -152,9 +153,11 @@ class Outcome:
             "connections_rejected": states.count(State.REJECTED),
             "connections_interrupted": states.count(State.INTERRUPTED),
         }
+        moved = [c.stats for c in self.connections if isinstance(c.stats, Traffic)]
         for key in ("messages_received", "messages_sent", "bytes_received", "bytes_sent"):
-            if any(key in c.stats for c in self.connections):
-                t[key] = sum(c.stats.get(key, 0) for c in self.connections)
+            counts = [n for n in (getattr(f, key) for f in moved) if n is not None]
+            if counts:
+                t[key] = sum(counts)
         t.update(self.counts)
         return t
 
@@ -204,7 +207,7 @@ def from_flow(
                 local=c.local,
                 remote=c.remote,
                 device=c.device,
-                stats=c.protocol.summary() if c.protocol else {},
+                stats=c.protocol.summary() if c.protocol else None,
                 protocol=c.protocol.name if c.protocol else None,
                 role=c.protocol.role if c.protocol else None,
                 error=c.error,

@@ -74,5 +74,5 @@ def finish(app: App, outcome, render=None) -> None:
         if app.machine:
             app.emit_json(doc)
         else:
-            print_summary(app, doc)
+            print_summary(app, outcome, doc)
     sys.exit(doc["exit_code"])

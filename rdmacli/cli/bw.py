@@ -117,18 +117,20 @@ def command(
 def aggregate(outcome) -> None:
     """Overall figures of all QPs (they ran at once) and the port's line rate."""
     from rdmacli.diag.devices import port_rate_gbps
+    from rdmacli.figures import BwFigures
 
-    conns = [c for c in outcome.connections if "gbps" in c.stats]
+    conns = [c for c in outcome.connections if isinstance(c.stats, BwFigures)]
     if not conns:
         return
-    nbytes = sum(c.stats["bytes_sent"] for c in conns)
-    secs = max(c.stats["elapsed_us"] for c in conns) / 1e6 or 1e-9
-    msgs = sum(c.stats["messages_sent"] for c in conns)
+    qps: list[BwFigures] = [c.stats for c in conns]
+    nbytes = sum(f.bytes_sent or 0 for f in qps)
+    secs = max(f.elapsed_us for f in qps) / 1e6 or 1e-9
+    msgs = sum(f.messages_sent or 0 for f in qps)
     d = {"gbps": round(nbytes * 8 / secs / 1e9, 4), "msg_per_s": round(msgs / secs, 1), "seconds": secs}
-    back = [c.stats["reverse"] for c in conns if c.stats.get("reverse")]
+    back = [f.reverse for f in qps if f.reverse is not None]
     if back:  # --bidir: the server's direction, as each server reported it, and the sum
-        rsecs = max(r["seconds"] for r in back) or 1e-9
-        d["reverse_gbps"] = round(sum(r["bytes"] for r in back) * 8 / rsecs / 1e9, 4)
+        rsecs = max(r.seconds for r in back) or 1e-9
+        d["reverse_gbps"] = round(sum(r.bytes for r in back) * 8 / rsecs / 1e9, 4)
         d["total_gbps"] = round(d["gbps"] + d["reverse_gbps"], 4)
     rate = port_rate_gbps(conns[0].device, 1)
     if rate:

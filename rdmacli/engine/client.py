@@ -97,25 +97,25 @@ class ClientFlow(ActiveFlow):
 
         self.loop.call_later(self.RETRY_S, again)
 
-    def on_addr_resolved(self, conn: Connection, ev: CmEvent) -> None:
+    def on_addr_resolved(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
         self.leave(conn)
         conn.learn_addresses()
         if self.options.tos is not None:
             conn.cm.set_tos(self.options.tos)
         if self.options.ack_timeout is not None:
             conn.cm.set_ack_timeout(self.options.ack_timeout)
-        self.enter(conn, L.RESOLVE_ROUTE)
+        self.enter(conn, to)
         conn.cm.resolve_route(self.timeouts.resolve_ms)
 
-    def on_route_resolved(self, conn: Connection, ev: CmEvent) -> None:
+    def on_route_resolved(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
         self.leave(conn)  # addresses and device were learnt at ADDR_RESOLVED: they stay
         if self.route_only:
             conn.finish()
             return
         self.setup_qp(conn)
-        self.enter(conn, L.CONNECT)
+        self.enter(conn, to)
         conn.cm.connect(conn.protocol.conn_param())
 
-    def on_established(self, conn: Connection, ev: CmEvent) -> None:
+    def on_established(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
         self.leave(conn)
-        self.start_data(conn)
+        self.start_data(conn, to)

@@ -227,9 +227,9 @@ class Flow:
         conn.phase = phase
 
     # -- the lifecycle (engine.lifecycle) --------------------------------------------------------
-    table: dict = {}  # the side's (phase, CM event) -> action
+    table: dict = {}  # the side's (phase, CM event) -> lifecycle.Row(next phase, action)
 
-    def enter(self, conn: Connection, phase: str) -> None:
+    def enter(self, conn: Connection, phase: L.Phase) -> None:
         """conn is now in `phase`: its step is timed and its timeout bounds it."""
         p = L.PHASES[phase]
         if p.step:
@@ -259,8 +259,8 @@ class Flow:
             return
         if conn.finished or ev.type in L.INFORMATIONAL:
             return  # a late event of a finished connection, or one that changes nothing
-        action = self.table.get((conn.phase, ev.type))
-        if action is None:
+        row = self.table.get((conn.phase, ev.type))
+        if row is None:
             raise RdmacliError(
                 f"{self.side}: CM event {ev.name} is not expected in phase {conn.phase} [{self.where(conn)}]",
                 hint="the connection manager or the peer did something out of sequence; "
@@ -268,7 +268,7 @@ class Flow:
                 cause=Cause.UNEXPECTED_EVENT,
                 details={"side": self.side, "step": conn.phase, "event": ev.name},
             )
-        getattr(self, "on_" + action)(conn, ev)
+        getattr(self, "on_" + row.action)(conn, ev, row.next)
 
     def guarded(self, conn: Connection, fn, *args) -> None:
         """A failing call fails its connection, not the whole loop."""
@@ -312,20 +312,22 @@ class Flow:
         conn.progress()
         self.guarded(conn, lambda c, w: c.protocol.on_wc(c, w), wc)
 
-    def start_data(self, conn: Connection, phase: str = L.DATA) -> None:
-        """Connected (or joined): data may move, bounded by the phase's own timeout."""
+    def start_data(self, conn: Connection, phase: L.Phase = L.DATA) -> None:
+        """Connected (or joined): data may move, bounded by the phase's own timeout. A protocol
+        that waits for a person to start its peer (a multicast receiver) begins its data phase
+        waiting for it (WAIT_FOR_PEER: no idle deadline until the first datagram)."""
         conn.established()
-        self.enter(conn, phase)
+        self.enter(conn, L.WAIT_FOR_PEER if phase is L.DATA and conn.protocol.waits_for_peer else phase)
         conn.protocol.on_established(conn)
 
-    def on_disconnected(self, conn: Connection, ev: CmEvent) -> None:
+    def on_disconnected(self, conn: Connection, ev: CmEvent, settle: L.Phase | None) -> None:
         # Completions may wait in the CQ while the CM fd was served first: count them before
         # judging the exchange, and before our own disconnect flushes what is left.
         self.cq_pool.drain(conn)
-        if not conn.disconnect_sent and conn.protocol.outstanding() > 0:
+        if settle is not None and not conn.disconnect_sent and conn.protocol.outstanding() > 0:
             # the peer's DREQ overtook the ACKs of our last sends: their completions are the
             # evidence, and our answer would flush them. Wait for them (bounded: settle_s).
-            self.enter(conn, L.SETTLE)
+            self.enter(conn, settle)
             return
         self.judge_disconnect(conn)
 

@@ -1,75 +1,111 @@
 """The rdma_cm(7) lifecycle of each side as tables, h11 `_state.py` style.
 
-A connection is always in one phase. PHASES says what each phase is: the step it times (cmtime's
-names, for the step table) and the timeout that bounds it (for its deadline and its message).
-The side tables say which CM event is expected in which phase and what the flow does with it
-(the name of its `on_<action>` method). An event a table does not have is an error that names
-the side, the phase and the event; error events (ADDR_ERROR, REJECTED, ...) end a connection
-in any phase (flow.Flow.fail_on). Adding a protocol adds no row here; adding a CM sequence
-adds its rows, and nothing else decides what a phase means.
+A connection is always in one phase (a `Phase`). PHASES says what bounds each: the step it times
+(cmtime's names, for the step table) and the timeout that bounds it (for its deadline and its
+message). The side tables say which CM event is expected in which phase, which phase it leads
+to (the value: the next state), and what the flow does on the way (its `on_<action>` method).
+An event a table does not have is an error that names the side, the phase and the event; error
+events (ADDR_ERROR, REJECTED, ...) end a connection in any phase (flow.Flow.fail_on). Adding a
+protocol adds no row here; adding a CM sequence adds its rows, and nothing else decides what a
+phase means.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from rdmacli.rdma import constants as C
 
-# the phases; their names are what people and JSON see as `step`
-START = "start"
-RESOLVE_ADDR = "resolve addr"
-RESOLVE_ROUTE = "resolve route"
-CREATE_QP = "create qp"
-CONNECT = "cm connect"
-ACCEPT = "accept"
-JOIN = "join"
-WAIT_FOR_PEER = "wait for sender"  # a multicast receiver waits for a person to start a sender
-DATA = "data"
-DISCONNECT = "disconnect"  # we disconnected; the peer's answer is outstanding
-# the peer disconnected while our sends' completions were outstanding: our answer (which flushes
-# the QP) waits for them, so that no verdict is taken before its evidence is in (an ACK can be
-# overtaken by the peer's DREQ, and RNR retries widen that window)
-SETTLE = "settle"
+
+class Phase(str, Enum):
+    """Where a connection is. Its value is what people and JSON see as `step`; a Phase is
+    equal to, hashes as, prints and serializes as that string."""
+
+    START = "start"
+    RESOLVE_ADDR = "resolve addr"
+    RESOLVE_ROUTE = "resolve route"
+    CREATE_QP = "create qp"
+    CONNECT = "cm connect"
+    ACCEPT = "accept"
+    JOIN = "join"
+    WAIT_FOR_PEER = "wait for sender"  # a receiver's data phase until a person starts its peer
+    DATA = "data"
+    DISCONNECT = "disconnect"  # we disconnected; the peer's answer is outstanding
+    # the peer disconnected while our sends' completions were outstanding: our answer (which
+    # flushes the QP) waits for them, so that no verdict is taken before its evidence is in (an
+    # ACK can be overtaken by the peer's DREQ, and RNR retries widen that window)
+    SETTLE = "settle"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    __hash__ = str.__hash__
+
+
+# the phases by their short names, as the flows and protocols use them
+START, RESOLVE_ADDR, RESOLVE_ROUTE = Phase.START, Phase.RESOLVE_ADDR, Phase.RESOLVE_ROUTE
+CREATE_QP, CONNECT, ACCEPT, JOIN = Phase.CREATE_QP, Phase.CONNECT, Phase.ACCEPT, Phase.JOIN
+WAIT_FOR_PEER, DATA, DISCONNECT, SETTLE = Phase.WAIT_FOR_PEER, Phase.DATA, Phase.DISCONNECT, Phase.SETTLE
 
 
 @dataclass(frozen=True)
-class Phase:
+class Bounds:
     step: str | None  # the step it times (StepTimer), None for phases that are not a step
     limit: str | None  # which timeout bounds it: resolve, connect, idle, wait (None: none)
 
 
 PHASES = {
-    START: Phase(None, None),
-    RESOLVE_ADDR: Phase("resolve addr", "resolve"),
-    RESOLVE_ROUTE: Phase("resolve route", "resolve"),
-    CREATE_QP: Phase("create qp", None),
-    CONNECT: Phase("cm connect", "connect"),
-    ACCEPT: Phase("accept", "connect"),
-    JOIN: Phase("join", "connect"),
-    WAIT_FOR_PEER: Phase(None, "wait"),
-    DATA: Phase(None, "idle"),
-    DISCONNECT: Phase("disconnect", "connect"),
-    SETTLE: Phase(None, "settle"),
+    START: Bounds(None, None),
+    RESOLVE_ADDR: Bounds("resolve addr", "resolve"),
+    RESOLVE_ROUTE: Bounds("resolve route", "resolve"),
+    CREATE_QP: Bounds("create qp", None),
+    CONNECT: Bounds("cm connect", "connect"),
+    ACCEPT: Bounds("accept", "connect"),
+    JOIN: Bounds("join", "connect"),
+    WAIT_FOR_PEER: Bounds(None, "wait"),
+    DATA: Bounds(None, "idle"),
+    DISCONNECT: Bounds("disconnect", "connect"),
+    SETTLE: Bounds(None, "settle"),
 }
 
-# (phase, CM event) -> action: the flow's on_<action>(conn, event)
+
+@dataclass(frozen=True)
+class Row:
+    """What a CM event in a phase leads to: the next phase, and the flow's on_<action>(conn,
+    event, next) that does the work and enters `next` when its call is made (a step's time
+    starts before the call it waits for). None: the connection ends there."""
+
+    next: Phase | None
+    action: str
+
+
+# (phase, CM event) -> Row. A DISCONNECTED leads to SETTLE when completions of ours are still
+# outstanding (their ACKs are the evidence), else straight to the verdict: the action decides
+# which, as it is a count and not an event.
 ACTIVE = {
-    (RESOLVE_ADDR, C.ADDR_RESOLVED): "addr_resolved",
-    (RESOLVE_ROUTE, C.ROUTE_RESOLVED): "route_resolved",
-    (CONNECT, C.ESTABLISHED): "established",
-    (CONNECT, C.DISCONNECTED): "disconnected",  # accepted, then gone before any data
-    (DATA, C.DISCONNECTED): "disconnected",
-    (DISCONNECT, C.DISCONNECTED): "disconnected",
+    (RESOLVE_ADDR, C.ADDR_RESOLVED): Row(RESOLVE_ROUTE, "addr_resolved"),
+    (RESOLVE_ROUTE, C.ROUTE_RESOLVED): Row(CONNECT, "route_resolved"),
+    (CONNECT, C.ESTABLISHED): Row(DATA, "established"),
+    (CONNECT, C.DISCONNECTED): Row(SETTLE, "disconnected"),  # accepted, then gone before any data
+    (DATA, C.DISCONNECTED): Row(SETTLE, "disconnected"),
+    (DISCONNECT, C.DISCONNECTED): Row(None, "disconnected"),  # the answer to ours: the end
 }
 PASSIVE = {
-    (ACCEPT, C.ESTABLISHED): "established",
-    (ACCEPT, C.DISCONNECTED): "disconnected",  # the client gave up before our RTU counted
-    (DATA, C.DISCONNECTED): "disconnected",
-    (DISCONNECT, C.DISCONNECTED): "disconnected",
+    (ACCEPT, C.ESTABLISHED): Row(DATA, "established"),
+    (ACCEPT, C.DISCONNECTED): Row(SETTLE, "disconnected"),  # the client gave up before our RTU counted
+    (DATA, C.DISCONNECTED): Row(SETTLE, "disconnected"),
+    (DISCONNECT, C.DISCONNECTED): Row(None, "disconnected"),
 }
 MULTICAST = {
-    (RESOLVE_ADDR, C.ADDR_RESOLVED): "addr_resolved",
-    (JOIN, C.MULTICAST_JOIN): "joined",
+    (RESOLVE_ADDR, C.ADDR_RESOLVED): Row(JOIN, "addr_resolved"),
+    (JOIN, C.MULTICAST_JOIN): Row(DATA, "joined"),
 }
 # events that say nothing about a connection's exchange: never an error, in any phase
 INFORMATIONAL = (C.ADDR_CHANGE, C.TIMEWAIT_EXIT)
+# phases not reached by a CM event: the first of each side (entered by the flow's start, or by
+# a CONNECT_REQUEST on the listener), a step inside a phase, a receiver's DATA, our disconnect
+ENTERED_BY_THE_FLOW = (RESOLVE_ADDR, ACCEPT, CREATE_QP, WAIT_FOR_PEER, DISCONNECT)

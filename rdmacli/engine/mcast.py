@@ -31,12 +31,12 @@ class McastFlow(ActiveFlow):
     def remote_name(self) -> str:
         return str(self.group.host)
 
-    def on_addr_resolved(self, conn: Connection, ev: CmEvent) -> None:
+    def on_addr_resolved(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
         self.leave(conn)
         conn.learn_addresses()
         conn.remote = self.group.host
         self.setup_qp(conn)
-        self.enter(conn, L.JOIN)
+        self.enter(conn, to)
         try:
             conn.cm.join_multicast(self.group, send_only=self.send_only)
         except RdmaCallError as exc:
@@ -52,8 +52,8 @@ class McastFlow(ActiveFlow):
             ) from exc
         conn.group = self.group
 
-    def on_joined(self, conn: Connection, ev: CmEvent) -> None:
+    def on_joined(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
         self.leave(conn)
-        joined = {"type": "joined", "conn": conn.index, **conn.protocol.joined(conn, ev)}
-        self.start_data(conn, L.WAIT_FOR_PEER if conn.protocol.waits_for_peer else L.DATA)
+        joined = {"type": "joined", "conn": conn.index, **conn.protocol.joined(conn, ev).to_dict()}
+        self.start_data(conn, to)
         self.emit(joined)  # a readiness record: a receiver's buffers are posted by now

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import Figures
 from rdmacli.rdma.cm import CmEvent, ConnParam
 from rdmacli.rdma.verbs import WorkCompletion
 
@@ -141,5 +142,6 @@ class Protocol:
         expired" (UD: how many datagrams were lost), or None for the generic one."""
         return None
 
-    def summary(self) -> dict:
-        return {}
+    def summary(self) -> Figures | None:
+        """This connection's figures (rdmacli.figures), or None: the protocol counts nothing."""
+        return None

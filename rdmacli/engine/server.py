@@ -18,6 +18,7 @@ from rdmacli.engine.loop import DeadlineExpired
 from rdmacli.engine.protocol import Reject
 from rdmacli.engine.status import port_in_use
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import as_dict
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
@@ -160,9 +161,9 @@ class ServerFlow(Flow):
             conn.cm.set_ack_timeout(self.options.ack_timeout)
         self.setup_qp(conn)
         conn.cm.accept(conn.protocol.accept_param())
-        if conn.datagram:  # UD: the SIDR REP is sent, no ESTABLISHED follows
+        if conn.datagram:  # UD: the SIDR REP is sent, no ESTABLISHED follows (no table row)
             self.leave(conn)
-            self.start_data(conn)
+            self.start_data(conn, L.DATA)
 
     def reject(self, conn: Connection, reason: str) -> None:
         self.rejected += 1
@@ -174,9 +175,9 @@ class ServerFlow(Flow):
         conn.reject()
         self.retire(conn)
 
-    def on_established(self, conn: Connection, ev: CmEvent) -> None:
+    def on_established(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
         self.leave(conn)
-        self.start_data(conn)
+        self.start_data(conn, to)
 
     def on_finished(self, conn: Connection) -> None:
         if conn in self.finished_conns:
@@ -190,7 +191,7 @@ class ServerFlow(Flow):
             "protocol": conn.protocol.name,
             "role": conn.protocol.role,
         }
-        rec.update(conn.protocol.summary())
+        rec.update(as_dict(conn.protocol.summary()))
         if conn.error:
             rec["error"] = conn.error.to_dict()
         self.retire(conn)

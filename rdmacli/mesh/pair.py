@@ -22,6 +22,7 @@ from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.session import CLIENT, SERVER, Test, default_flow, run
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
+from rdmacli.figures import BwFigures, Figures, LatFigures, PingFigures, as_dict
 from rdmacli.mesh.contract import RunSpec, side_of
 from rdmacli.mesh.token import Guarded, Token
 from rdmacli.outcome import Outcome, State
@@ -43,7 +44,7 @@ class Kind:
 
     spec: Spec
     params: Callable[[RunSpec], Params]
-    figures: Callable[[dict], dict] = lambda stats: {}
+    figures: Callable[[Figures], dict] = lambda stats: {}
 
 
 def _bw(s: RunSpec) -> Params:
@@ -51,28 +52,26 @@ def _bw(s: RunSpec) -> Params:
     return Params(size=BW.default_size, op="write", duration=seconds, depth=BW_DEPTH, bidir=True)
 
 
-def _lat_figures(stats: dict) -> dict:
+def _lat_figures(f: Figures) -> dict:
     """The latency probe: the network's round trip (perftest's columns), the host's beside it."""
-    net, host = stats.get("network_rtt_us"), stats.get("rtt_us")
-    if not net:
+    if not isinstance(f, LatFigures) or f.network_rtt_us is None or f.rtt_us is None:
         return {}
-    return {"rtt_p50_us": net["t_typical"], "rtt_p99_us": net["p99"], "rtt_avg_us": net["t_avg"],
-            "host_rtt_p50_us": host["t_typical"]}  # fmt: skip
+    net, host = f.network_rtt_us, f.rtt_us
+    return {"rtt_p50_us": net.t_typical, "rtt_p99_us": net.p99, "rtt_avg_us": net.t_avg,
+            "host_rtt_p50_us": host.t_typical}  # fmt: skip
 
 
-def _rping_figures(stats: dict) -> dict:
+def _rping_figures(f: Figures) -> dict:
     """rping's cycle, as the host sees it."""
-    host = stats.get("rtt_us")
-    return (
-        {"rtt_p50_us": host["p50"], "rtt_p99_us": host["p99"], "rtt_avg_us": host.get("avg")} if host else {}
-    )
+    if not isinstance(f, PingFigures) or f.rtt_us is None:
+        return {}
+    return {"rtt_p50_us": f.rtt_us.p50, "rtt_p99_us": f.rtt_us.p99, "rtt_avg_us": f.rtt_us.avg}
 
 
-def _bw_figures(stats: dict) -> dict:
-    out = {"gbps_ba": stats["gbps"]} if "gbps" in stats else {}
-    if stats.get("reverse"):
-        out["gbps_ab"] = stats["reverse"]["gbps"]
-    return out
+def _bw_figures(f: Figures) -> dict:
+    if not isinstance(f, BwFigures):
+        return {}
+    return {"gbps_ba": f.gbps, **({"gbps_ab": f.reverse.gbps} if f.reverse is not None else {})}
 
 
 # what a pair runs, one row a kind (contract.TESTS names them): `ping` is the latency probe
@@ -246,6 +245,6 @@ def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backe
         setup = ("resolve addr", "resolve route", "create qp", "cm connect")
         rec["setup_us"] = round(sum(rec["steps_us"].get(k, 0) for k in setup), 1)
     if conn is not None:
-        rec.update(kind.figures(conn.stats) if kind is not None else {})
-        rec["stats"] = {k: v for k, v in conn.stats.items() if not isinstance(v, (dict, type(None)))}
+        rec.update(kind.figures(conn.stats) if kind is not None and conn.stats is not None else {})
+        rec["stats"] = {k: v for k, v in as_dict(conn.stats).items() if not isinstance(v, (dict, type(None)))}
     return rec

@@ -25,6 +25,7 @@ import time
 
 from rdmacli.engine.protocol import Protocol
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import BwFigures, BwServed, Rate
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.rping import INFO, advertised, pack_info
 from rdmacli.protocols.table import BW
@@ -100,20 +101,10 @@ class Stream:
             self.t_end = time.monotonic()
         return True
 
-    def figures(self, now: float | None = None) -> dict:
-        return rates(self.completed, self.size, (self.t_end or now or time.monotonic()) - (self.t_start or 0))
-
-
-def rates(messages: int, size: int, seconds: float) -> dict:
-    secs = max(seconds, 1e-9)
-    nbytes = messages * size
-    return {
-        "messages": messages,
-        "bytes": nbytes,
-        "seconds": round(secs, 6),
-        "gbps": round(nbytes * 8 / secs / 1e9, 4),
-        "msg_per_s": round(messages / secs, 1),
-    }
+    def figures(self, now: float | None = None) -> Rate:
+        return Rate.of(
+            self.completed, self.size, (self.t_end or now or time.monotonic()) - (self.t_start or 0)
+        )
 
 
 class _Side(Protocol):
@@ -149,7 +140,7 @@ class BwClient(_Side):
         self.bidir = bidir
         self.mr = None
         self.stream: Stream | None = None
-        self.reverse: dict | None = None  # the server's stream, as it reported it
+        self.reverse: Rate | None = None  # the server's stream, as it reported it
         self.received = 0  # SEND --bidir: the server's messages that arrived
         self.next_progress = 0.0
         self.done_told = self.done_sent = False
@@ -207,7 +198,7 @@ class BwClient(_Side):
             self.stream.completion(wc)
         if now >= self.next_progress:
             self.next_progress = now + PROGRESS_S
-            conn.flow.emit({"type": "bw", "conn": conn.index, **self.stream.figures(now)})
+            conn.flow.emit({"type": "bw", "conn": conn.index, **self.stream.figures(now).to_dict()})
             if self.op != "send" and wc.wr_id != BEAT:
                 conn.post_send(BEAT, self.mr, 0, 0)
         self.stream.post(conn, self.mr)
@@ -220,7 +211,7 @@ class BwClient(_Side):
             self.done_sent = True
             conn.disconnect()
 
-    def result(self, conn, wc) -> dict:
+    def result(self, conn, wc) -> Rate:
         """The server's RESULT, checked: a figure no run can have is a protocol violation."""
         raw = self.inbox.read(0, RESULT_FORMAT.size) if wc.byte_len >= RESULT_FORMAT.size else b""
         messages, seconds = RESULT_FORMAT.unpack(raw) if raw else (-1, -1.0)
@@ -230,7 +221,7 @@ class BwClient(_Side):
                 hint="the peer is not rdmacli listen --bw",
                 cause=Cause.PEER_PROTOCOL,
             )
-        return rates(messages, self.size, seconds)
+        return Rate.of(messages, self.size, seconds)
 
     def on_disconnected(self, conn) -> None:
         if self.done_sent:
@@ -248,23 +239,21 @@ class BwClient(_Side):
                 )
             )
 
-    def summary(self) -> dict:
+    def summary(self) -> BwFigures:
         started = self.stream is not None and self.stream.t_start is not None
-        f = self.stream.figures() if started else {"messages": 0, "bytes": 0, "seconds": 0.0, "gbps": 0.0,
-                                                   "msg_per_s": 0.0}  # fmt: skip
-        d = {
-            "op": self.op,
-            "size_bytes": self.size,
-            "depth": self.stream.window if self.stream else self.depth,
-            "messages_sent": f["messages"],
-            "bytes_sent": f["bytes"],
-            "elapsed_us": round(f["seconds"] * 1e6, 1),
-            "gbps": f["gbps"],
-            "msg_per_s": f["msg_per_s"],
-        }
-        if self.bidir:
-            d["reverse"] = self.reverse  # None: the server's result never came
-        return d
+        f = self.stream.figures() if started else Rate()
+        return BwFigures(
+            op=self.op,
+            size_bytes=self.size,
+            depth=self.stream.window if self.stream else self.depth,
+            messages_sent=f.messages,
+            bytes_sent=f.bytes,
+            elapsed_us=round(f.seconds * 1e6, 1),
+            gbps=f.gbps,
+            msg_per_s=f.msg_per_s,
+            bidir=self.bidir,
+            reverse=self.reverse,
+        )
 
 
 class BwServer(_Side):
@@ -329,19 +318,19 @@ class BwServer(_Side):
         if s.stopped and s.finished() and not self.result_sent:
             self.result_sent = True
             f = s.figures()
-            self.tell(conn, RESULT, RESULT_FORMAT.pack(f["messages"], f["seconds"]))
+            self.tell(conn, RESULT, RESULT_FORMAT.pack(f.messages, f.seconds))
 
     def on_disconnected(self, conn) -> None:
         conn.finish()  # the client ends the test; its figures are its own
 
-    def summary(self) -> dict:
-        d = {
-            "op": self.op,
-            "size_bytes": self.size,
-            "messages_received": self.received,
-            "bytes_received": self.bytes_received,
-        }
-        if self.stream is not None and self.stream.t_start is not None:
-            f = self.stream.figures()
-            d.update(messages_sent=f["messages"], bytes_sent=f["bytes"], gbps_sent=f["gbps"])
-        return d
+    def summary(self) -> BwServed:
+        sent = self.stream.figures() if self.stream is not None and self.stream.t_start is not None else None
+        return BwServed(
+            op=self.op,
+            size_bytes=self.size,
+            messages_received=self.received,
+            bytes_received=self.bytes_received,
+            messages_sent=sent and sent.messages,
+            bytes_sent=sent and sent.bytes,
+            gbps_sent=sent and sent.gbps,
+        )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rdmacli.engine.protocol import Protocol, Reject
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import ExchangeFigures
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import CONNECT
 from rdmacli.protocols.window import Windowed, chain, sends_in
@@ -110,16 +111,16 @@ class _Exchange(Windowed, Protocol):
                 )
             )
 
-    def summary(self) -> dict:
-        return {
-            "messages_expected": self.count,
-            "messages_received": self.received,
-            "messages_sent": self.sent,
-            "bytes_received": self.bytes_received,
-            "bytes_sent": self.bytes_sent,
-            "size_bytes": self.size,
-            "sends_confirmed_by_disconnect": self.unconfirmed,
-        }
+    def summary(self) -> ExchangeFigures:
+        return ExchangeFigures(
+            messages_expected=self.count,
+            messages_received=self.received,
+            messages_sent=self.sent,
+            bytes_received=self.bytes_received,
+            bytes_sent=self.bytes_sent,
+            size_bytes=self.size,
+            sends_confirmed_by_disconnect=self.unconfirmed,
+        )
 
 
 class CmatoseClient(_Exchange):

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import struct
 import time
+from dataclasses import replace
 
 from rdmacli.engine.protocol import Protocol, stopped_like_ping
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import LatFigures, LatServed, Percentiles
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.rping import INFO, RttStats, _pct, advertised, pack_info
 from rdmacli.protocols.table import LAT
@@ -137,15 +139,16 @@ class LatClient(_PingPong):
                 )
             )
 
-    def summary(self) -> dict:
-        d = {"op": self.op, "size_bytes": self.size, "iterations": self.host.n}
-        if self.stopped_by is not None:
-            d["stopped_by"] = self.stopped_by
-        if self.host.n:
-            d["latency_us"] = perftest_figures(self.host, half=True)
-            d["rtt_us"] = perftest_figures(self.host)
-            d["network_rtt_us"] = perftest_figures(self.network)
-        return d
+    def summary(self) -> LatFigures:
+        f = LatFigures(op=self.op, size_bytes=self.size, iterations=self.host.n, stopped_by=self.stopped_by)
+        if not self.host.n:
+            return f
+        return replace(
+            f,
+            latency_us=perftest_figures(self.host, half=True),
+            rtt_us=perftest_figures(self.host),
+            network_rtt_us=perftest_figures(self.network),
+        )
 
 
 class LatServer(_PingPong):
@@ -181,19 +184,19 @@ class LatServer(_PingPong):
     def on_disconnected(self, conn) -> None:
         conn.finish()
 
-    def summary(self) -> dict:
-        return {"op": self.op, "size_bytes": self.size, "iterations_answered": self.answered}
+    def summary(self) -> LatServed:
+        return LatServed(op=self.op, size_bytes=self.size, iterations_answered=self.answered)
 
 
-def perftest_figures(stats: RttStats, half: bool = False) -> dict:
+def perftest_figures(stats: RttStats, half: bool = False) -> Percentiles:
     """perftest's columns (t_min, t_typical = median, t_max, p99, p99.9) in µs; half: one way."""
     k = 0.5 if half else 1.0
     us = sorted(v * 1e6 * k for v in stats.sample)
-    return {
-        "t_min": round(stats.min * 1e6 * k, 2),
-        "t_typical": round(_pct(us, 50), 2),
-        "t_avg": round(stats.mean * 1e6 * k, 2),
-        "t_max": round(stats.max * 1e6 * k, 2),
-        "p99": round(_pct(us, 99), 2),
-        "p99_9": round(_pct(us, 99.9), 2),
-    }
+    return Percentiles(
+        t_min=round(stats.min * 1e6 * k, 2),
+        t_typical=round(_pct(us, 50), 2),
+        t_avg=round(stats.mean * 1e6 * k, 2),
+        t_max=round(stats.max * 1e6 * k, 2),
+        p99=round(_pct(us, 99), 2),
+        p99_9=round(_pct(us, 99.9), 2),
+    )

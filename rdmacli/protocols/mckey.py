@@ -10,6 +10,7 @@ import errno
 import ipaddress
 
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import DatagramFigures, JoinInfo
 from rdmacli.protocols.table import MCAST
 from rdmacli.protocols.udaddy import _Datagrams
 from rdmacli.protocols.window import sends_in
@@ -27,7 +28,7 @@ class McastMember(_Datagrams):
     ):
         super().__init__(count, size)
         self.no_loopback = no_loopback
-        self.join_info: dict = {}
+        self.join_info: JoinInfo | None = None
 
     @classmethod
     def from_params(cls, p):
@@ -49,30 +50,32 @@ class McastMember(_Datagrams):
                 details={"step": "create qp"},
             ) from exc
 
-    def joined(self, conn, ev) -> dict:
+    def joined(self, conn, ev) -> JoinInfo:
         """What was joined: mckey prints 'joined dgid: %s mlid 0x%x sl %d'."""
         self.remote_qpn, self.remote_qkey = ev.ud_qp_num, ev.ud_qkey
         self.ah = conn.ah_from_attr(ev.ah_attr)
-        self.join_info = {
-            "mgid": format_gid(str(ipaddress.IPv6Address(ev.dgid))),
-            "mlid": ev.dlid,
-            "sl": ev.sl,
-            "qkey": ev.ud_qkey,
-            "group": conn.remote,
-        }
+        self.join_info = JoinInfo(
+            mgid=format_gid(str(ipaddress.IPv6Address(ev.dgid))),
+            mlid=ev.dlid,
+            sl=ev.sl,
+            qkey=ev.ud_qkey,
+            group=conn.remote,
+        )
         return self.join_info
 
-    def summary(self) -> dict:
-        d = {"role": "sender" if self.sender else "receiver", "size_bytes": self.size, **self.join_info}
+    def summary(self) -> DatagramFigures:
+        join = self.join_info.to_dict() if self.join_info else {}
+        member = "sender" if self.sender else "receiver"
         if self.sender:
-            d.update(datagrams_sent=self.sent, datagrams_expected=self.count)
+            counts = {"datagrams_sent": self.sent}
         else:
-            d.update(
-                datagrams_received=self.received,
-                datagrams_expected=self.count,
-                datagrams_lost=max(self.count - self.received, 0),
-            )
-        return d
+            counts = {
+                "datagrams_received": self.received,
+                "datagrams_lost": max(self.count - self.received, 0),
+            }
+        return DatagramFigures(
+            datagrams_expected=self.count, size_bytes=self.size, member=member, **counts, **join
+        )
 
 
 class McastReceiver(McastMember):

@@ -11,9 +11,11 @@ from __future__ import annotations
 import random
 import struct
 import time
+from dataclasses import replace
 
 from rdmacli.engine.protocol import Protocol, Reject, Transitions, stopped_like_ping
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import PingFigures, PingServed, RttSummary
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import PING
 from rdmacli.rdma import constants as C
@@ -232,8 +234,8 @@ class RpingClient(_Rping):
                 )
             )
 
-    def summary(self) -> dict:
-        d = ping_stats(
+    def summary(self) -> PingFigures:
+        f = ping_stats(
             self.rtts,
             self.ping,
             self.size,
@@ -242,13 +244,11 @@ class RpingClient(_Rping):
             self.t_start,
             self.t_end or time.monotonic(),
         )
-        if self.stopped_by is not None:
-            # the ping in flight at the stop is sent and lost, as ping(8) counts it
-            d["pings_sent"] = max(
-                d["pings_sent"], self.ping + (self.stages.stage in ("read_adv", "write_adv"))
-            )
-            d["stopped_by"] = self.stopped_by
-        return d
+        if self.stopped_by is None:
+            return f
+        # the ping in flight at the stop is sent and lost, as ping(8) counts it
+        sent = max(f.pings_sent, self.ping + (self.stages.stage in ("read_adv", "write_adv")))
+        return replace(f, pings_sent=sent, stopped_by=self.stopped_by)
 
 
 class RpingServer(_Rping):
@@ -343,8 +343,8 @@ class RpingServer(_Rping):
                 )
             )
 
-    def summary(self) -> dict:
-        return {"pings_served": self.pings, "size_bytes": self.size}
+    def summary(self) -> PingServed:
+        return PingServed(pings_served=self.pings, size_bytes=self.size)
 
 
 class RttStats:
@@ -381,16 +381,16 @@ class RttStats:
             if j < self.SAMPLE:
                 self.sample[j] = x
 
-    def summary_us(self) -> dict:
+    def summary_us(self) -> RttSummary:
         us = sorted(v * 1e6 for v in self.sample)
-        return {
-            "min": round(self.min * 1e6, 1),
-            "avg": round(self.mean * 1e6, 1),
-            "max": round(self.max * 1e6, 1),
-            "mdev": round((self.m2 / self.n) ** 0.5 * 1e6, 1),
-            "p50": round(_pct(us, 50), 1),
-            "p99": round(_pct(us, 99), 1),
-        }
+        return RttSummary(
+            min=round(self.min * 1e6, 1),
+            avg=round(self.mean * 1e6, 1),
+            max=round(self.max * 1e6, 1),
+            mdev=round((self.m2 / self.n) ** 0.5 * 1e6, 1),
+            p50=round(_pct(us, 50), 1),
+            p99=round(_pct(us, 99), 1),
+        )
 
 
 def ping_stats(
@@ -401,22 +401,18 @@ def ping_stats(
     failed: int,
     t_start: float | None,
     t_end: float,
-) -> dict:
-    d = {
-        "pings_sent": sent + (1 if failed else 0),
-        "pings_completed": rtts.n,
-        "pings_failed": failed,
-        "size_bytes": size,
-    }
-    if validated is not None:
-        d["pings_validated"] = validated
-    if rtts.n:
-        d["rtt_us"] = rtts.summary_us()
-    if t_start is not None:
-        elapsed = max(t_end - t_start, 1e-9)
-        d["time_ms"] = round(elapsed * 1e3, 1)
-        d["throughput_mbps"] = round(rtts.n * size * 2 * 8 / elapsed / 1e6, 3)
-    return d
+) -> PingFigures:
+    elapsed = max(t_end - t_start, 1e-9) if t_start is not None else None
+    return PingFigures(
+        pings_sent=sent + (1 if failed else 0),
+        pings_completed=rtts.n,
+        pings_failed=failed,
+        size_bytes=size,
+        pings_validated=validated,
+        rtt_us=rtts.summary_us() if rtts.n else None,
+        time_ms=round(elapsed * 1e3, 1) if elapsed else None,
+        throughput_mbps=round(rtts.n * size * 2 * 8 / elapsed / 1e6, 3) if elapsed else None,
+    )
 
 
 def _pct(sorted_us: list[float], p: float) -> float:

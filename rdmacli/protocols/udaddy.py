@@ -11,6 +11,7 @@ from __future__ import annotations
 from rdmacli.engine.lifecycle import DATA, WAIT_FOR_PEER
 from rdmacli.engine.protocol import Protocol, Reject
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import DatagramFigures
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import UD
 from rdmacli.protocols.window import Windowed, chain, sends_in
@@ -116,15 +117,15 @@ class _Datagrams(Windowed, Protocol):
             )
         return None
 
-    def summary(self) -> dict:
-        return {
-            "datagrams_expected": self.count,
-            "datagrams_received": self.received,
-            "datagrams_sent": self.sent,
-            "datagrams_lost": max(self.count - self.received, 0),
-            "size_bytes": self.size,
-            "remote_qpn": self.remote_qpn,
-        }
+    def summary(self) -> DatagramFigures:
+        return DatagramFigures(
+            datagrams_expected=self.count,
+            datagrams_received=self.received,
+            datagrams_sent=self.sent,
+            datagrams_lost=max(self.count - self.received, 0),
+            size_bytes=self.size,
+            remote_qpn=self.remote_qpn,
+        )
 
 
 class UdClient(_Datagrams):

@@ -2,36 +2,37 @@
 
 from __future__ import annotations
 
+from rdmacli.figures import BwFigures, DatagramFigures, LatFigures, PingFigures
+from rdmacli.outcome import ConnOutcome, Outcome
 from rdmacli.render.units import counter_words, duration, durations, plural
 
 
-def connection_details(c: dict) -> list[str]:
-    """ping(8)-style statistics for a ping client; datagram counts for UD and multicast."""
-    detail = DETAILS.get((c.get("protocol"), c.get("role")))
-    return detail(c) if detail else []
+def connection_details(c: ConnOutcome) -> list[str]:
+    """ping(8)-style statistics of a ping client, rates of bw and lat, datagram counts of UD and
+    multicast: chosen by the type of the connection's figures."""
+    detail = DETAILS.get(type(c.stats))
+    return detail(c.remote, c.stats) if detail else []
 
 
-def ping_statistics(c: dict) -> list[str]:
+def ping_statistics(remote: str, f: PingFigures) -> list[str]:
     """ping(8)-style statistics of a ping client."""
-    lines = [f"--- {c['remote']} rdma ping statistics ---"]
-    text = f"{c['pings_sent']} pings sent, {c['pings_completed']} completed"
-    if "pings_validated" in c:
-        text += f", {c['pings_validated']} validated"
-    text += f", {c['pings_failed']} failed"
-    if "time_ms" in c:
-        text += f", time {duration(c['time_ms'] * 1e3)}"
+    lines = [f"--- {remote} rdma ping statistics ---"]
+    text = f"{f.pings_sent} pings sent, {f.pings_completed} completed"
+    if f.pings_validated is not None:
+        text += f", {f.pings_validated} validated"
+    text += f", {f.pings_failed} failed"
+    if f.time_ms is not None:
+        text += f", time {duration(f.time_ms * 1e3)}"
     lines.append(text)
-    if c.get("stopped_by"):
-        lines.append(stopped_words(c["pings_completed"], "ping", c["stopped_by"]))
-    if "rtt_us" in c:
-        r = c["rtt_us"]
-        keys = ("min", "avg", "max", "mdev", "p50", "p99")
-        v, unit = durations([r[k] for k in keys], by=r["avg"])  # one unit, as ping(8)
+    if f.stopped_by:
+        lines.append(stopped_words(f.pings_completed, "ping", f.stopped_by))
+    r = f.rtt_us
+    if r is not None:
+        v, unit = durations([r.min, r.avg, r.max, r.mdev, r.p50, r.p99], by=r.avg)  # one unit, as ping(8)
         lines.append(f"rtt min/avg/max/mdev = {'/'.join(v[:4])} {unit}, p50 {v[4]} {unit}, p99 {v[5]} {unit}")
-    if "throughput_mbps" in c:
+    if f.throughput_mbps is not None:
         lines.append(
-            f"throughput {c['throughput_mbps']:.3f} Mbit/s "
-            f"({c['size_bytes']} bytes read and written per ping)"
+            f"throughput {f.throughput_mbps:.3f} Mbit/s ({f.size_bytes} bytes read and written per ping)"
         )
     return lines
 
@@ -42,65 +43,63 @@ def stopped_words(n: int, what: str, why: str) -> str:
     return f"stopped after {plural(n, what)} by {by}"
 
 
-def datagram_counts(c: dict) -> list[str]:
+def datagram_counts(remote: str, f: DatagramFigures) -> list[str]:
     """received (or sent)/expected datagrams, and the loss, of UD and multicast."""
-    got = c.get("datagrams_received", c.get("datagrams_sent"))
-    verb = "received" if "datagrams_received" in c else "sent"
-    text = f"{c['remote']}: {got}/{c['datagrams_expected']} datagrams {verb}"
-    if c.get("datagrams_lost"):
-        text += f", {c['datagrams_lost']} lost"
-    if c.get("mgid"):
-        text += f" (mgid {c['mgid']}, mlid {c['mlid']:#x}, sl {c['sl']})"
+    got, verb = (f.datagrams_received, "received") if f.received else (f.datagrams_sent, "sent")
+    text = f"{remote}: {got}/{f.datagrams_expected} datagrams {verb}"
+    if f.datagrams_lost:
+        text += f", {f.datagrams_lost} lost"
+    if f.mgid:
+        text += f" (mgid {f.mgid}, mlid {f.mlid:#x}, sl {f.sl})"
     return [text]
 
 
-def bandwidth(c: dict) -> list[str]:
+def bandwidth(remote: str, f: BwFigures) -> list[str]:
     """One QP of `rdmacli bw`: its rate and message rate."""
     lines = [
-        f"{c['remote']}: {c['op']} {c['size_bytes']} B x {c['messages_sent']}: {c['gbps']:.3f} Gb/s, "
-        f"{c['msg_per_s']:,.0f} msg/s in {duration(c['elapsed_us'])} (depth {c['depth']})"
+        f"{remote}: {f.op} {f.size_bytes} B x {f.messages_sent}: {f.gbps:.3f} Gb/s, "
+        f"{f.msg_per_s:,.0f} msg/s in {duration(f.elapsed_us)} (depth {f.depth})"
     ]
-    r = c.get("reverse")
-    if r:
+    r = f.reverse
+    if r is not None:
         lines.append(
-            f"{c['remote']}: back from the server, {r['messages']} x {c['size_bytes']} B: "
-            f"{r['gbps']:.3f} Gb/s, {r['msg_per_s']:,.0f} msg/s in {duration(r['seconds'] * 1e6)}"
+            f"{remote}: back from the server, {r.messages} x {f.size_bytes} B: "
+            f"{r.gbps:.3f} Gb/s, {r.msg_per_s:,.0f} msg/s in {duration(r.seconds * 1e6)}"
         )
     return lines
 
 
-def latency(c: dict) -> list[str]:
+def latency(remote: str, f: LatFigures) -> list[str]:
     """`rdmacli lat`: perftest's columns (one way), then the round trips."""
-    if "latency_us" not in c:
-        return [f"{c['remote']}: {c['iterations']} iterations"]
-    lat, host, net = c["latency_us"], c["rtt_us"], c["network_rtt_us"]
-    keys = ("t_min", "t_typical", "t_avg", "p99", "p99_9", "t_max")
-    v, unit = durations([lat[k] for k in keys], by=lat["t_typical"])
-    stopped = [stopped_words(c["iterations"], "iteration", c["stopped_by"])] if c.get("stopped_by") else []
+    lat, host, net = f.latency_us, f.rtt_us, f.network_rtt_us
+    if lat is None or host is None or net is None:
+        return [f"{remote}: {f.iterations} iterations"]
+    v, unit = durations(
+        [lat.t_min, lat.t_typical, lat.t_avg, lat.p99, lat.p99_9, lat.t_max], by=lat.t_typical
+    )
+    stopped = [stopped_words(f.iterations, "iteration", f.stopped_by)] if f.stopped_by else []
     return stopped + [
-        f"--- {c['remote']} rdma {c['op']} latency, {c['size_bytes']} bytes, "
-        f"{c['iterations']} iterations ---",
+        f"--- {remote} rdma {f.op} latency, {f.size_bytes} bytes, {f.iterations} iterations ---",
         "one way: t_min {} t_typical {} t_avg {} p99 {} p99.9 {} t_max {} {}".format(*v, unit),
-        f"round trip p50: host {duration(host['t_typical'])}, network {duration(net['t_typical'])} "
-        f"(the server's own hold time taken out); p99: host {duration(host['p99'])}, "
-        f"network {duration(net['p99'])}",
+        f"round trip p50: host {duration(host.t_typical)}, network {duration(net.t_typical)} "
+        f"(the server's own hold time taken out); p99: host {duration(host.p99)}, "
+        f"network {duration(net.p99)}",
     ]
 
 
-# what a connection's summary shows beyond the totals, by (protocol, role)
+# what a connection's summary shows beyond the totals, by the type of its figures (a server's
+# figures, PingServed or LatServed, show in the totals and the JSON only)
 DETAILS = {
-    ("ping", "client"): ping_statistics,
-    ("bw", "client"): bandwidth,
-    ("lat", "client"): latency,
-    ("ud", "client"): datagram_counts,
-    ("ud", "server"): datagram_counts,
-    ("mcast", "client"): datagram_counts,
-    ("mcast", "server"): datagram_counts,
+    PingFigures: ping_statistics,
+    BwFigures: bandwidth,
+    LatFigures: latency,
+    DatagramFigures: datagram_counts,
 }
 
 
-def print_summary(app, doc: dict) -> None:
-    """As short as the C tool's or ping(8)'s; the step table only when asked (--steps, --events)."""
+def print_summary(app, outcome: Outcome, doc: dict) -> None:
+    """As short as the C tool's or ping(8)'s; the step table only when asked (--steps, --events).
+    `doc` is the outcome's document (its totals, steps and data, as the JSON says them)."""
     t = doc["totals"]
     if "connections" not in t:  # nothing was set up (an error before any connection)
         app.out.print(f"{doc['command']}: {doc['result']}", markup=False, highlight=False)
@@ -108,7 +107,7 @@ def print_summary(app, doc: dict) -> None:
         return
     if app.steps and doc["steps_us"]:
         app.out.print(steps_table(doc["steps_us"]))
-    details = [text for c in doc["connections"] for text in connection_details(c)]
+    details = [text for c in outcome.connections for text in connection_details(c)]
     # ping(8): the statistics are the summary; other commands lead with a line of totals
     lines = [] if doc["command"] == "ping" and details else [totals_line(doc)]
     bw = doc["data"].get("bw")

@@ -85,7 +85,7 @@ def test_passive_the_last_connection_on_a_shared_cq_goes_while_its_channel_is_in
     echo_then_hang_up(backend, batch_order(flow, order))
     out = outcome(flow)
     assert [c.state for c in out.connections] == [State.DONE], out.to_dict()
-    assert out.exit_code == 0 and out.connections[0].stats["messages_received"] == 3
+    assert out.exit_code == 0 and out.connections[0].stats.messages_received == 3
     assert not backend.all_cqs[0].alive and backend.calls().count("destroy cq") == 1
     assert not out.connections[0].teardown_errors
 
@@ -137,7 +137,7 @@ def test_active_a_disconnect_a_completion_and_a_due_timer_in_one_turn(order):
     rping_server_peer(backend, batch_order(flow, order), hang_up_after=2)
     out = outcome(flow)
     assert [c.state for c in out.connections] == [State.DONE], out.to_dict()
-    assert out.connections[0].stats["pings_completed"] == 2
+    assert out.connections[0].stats.pings_completed == 2
     assert len(backend.sends) == backend.sends_at_hang_up  # the interval's timer posted nothing
 
 

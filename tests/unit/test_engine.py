@@ -83,7 +83,7 @@ def test_client_sequence_exchange_and_teardown_order():
     out = run(flow)
     assert out.exit_code == 0 and out.result == "pass"
     assert out.connections[0].state == State.DONE
-    assert out.connections[0].stats["messages_received"] == out.connections[0].stats["messages_sent"] == 3
+    assert out.connections[0].stats.messages_received == out.connections[0].stats.messages_sent == 3
     key = backend.ids[0].key
     assert backend.calls(key) == [
         "create id",
@@ -128,7 +128,7 @@ def test_a_disconnect_that_overtakes_the_last_acks_is_judged_once_their_completi
     out = run(flow)
     assert out.exit_code == 0 and out.result == "pass", out.error
     stats = out.connections[0].stats
-    assert stats["messages_sent"] == 3 and stats["sends_confirmed_by_disconnect"] == 0
+    assert stats.messages_sent == 3 and stats.sends_confirmed_by_disconnect == 0
     assert not out.warnings
     # our answer to the DREQ (it flushes the QP) came only after the completions
     assert backend.calls(backend.ids[0].key).count("disconnect") == 1
@@ -141,7 +141,7 @@ def test_sends_whose_acks_never_come_are_confirmed_by_ucmatoses_disconnect_and_s
     out = run(flow)
     assert out.exit_code == 0 and out.result == "pass", out.error
     stats = out.connections[0].stats
-    assert stats["messages_sent"] == 3 and stats["sends_confirmed_by_disconnect"] == 3
+    assert stats.messages_sent == 3 and stats.sends_confirmed_by_disconnect == 3
     assert "confirmed by the server's disconnect" in out.warnings[0]
 
 
@@ -160,7 +160,7 @@ def test_an_early_disconnect_names_the_same_counts_as_the_totals():
     [conn] = out.connections
     assert out.exit_code == 1 and conn.error.cause.value == "peer_ended_early"
     stats = conn.stats
-    assert f"received {stats['messages_received']}/5, sent {stats['messages_sent']}/5" in conn.error.message
+    assert f"received {stats.messages_received}/5, sent {stats.messages_sent}/5" in conn.error.message
 
 
 def records_of(detailed: bool) -> tuple[list[dict], object]:
@@ -436,7 +436,7 @@ def test_a_receiver_waits_for_its_sender_longer_than_the_idle_deadline():
 
     backend.script["join"] = join
     out = run(flow)
-    assert out.exit_code == 0 and out.connections[0].stats["datagrams_received"] == 5
+    assert out.exit_code == 0 and out.connections[0].stats.datagrams_received == 5
     assert backend.calls(backend.ids[0].key) == [
         "create id",
         "bind",
@@ -472,9 +472,9 @@ def test_the_idle_deadline_starts_with_the_first_datagram_and_reports_loss():
 def test_a_sender_sends_its_count_to_the_group_qpn():
     backend = FakeBackend()
     out = run(mcast(backend, lambda: McastSender(4, 100), send_only=True))
-    assert out.exit_code == 0 and out.connections[0].stats["datagrams_sent"] == 4
+    assert out.exit_code == 0 and out.connections[0].stats.datagrams_sent == 4
     assert {(s["remote_qpn"], s["opcode"]) for s in backend.sends} == {(0xFFFFFF, C.WR_SEND_WITH_IMM)}
-    assert out.connections[0].stats["mgid"] == "::ffff:239.1.1.1"
+    assert out.connections[0].stats.mgid == "::ffff:239.1.1.1"
 
 
 def test_a_multicast_error_fails_the_member():
@@ -568,7 +568,7 @@ def test_connections_on_one_device_share_one_cq_and_completions_find_their_conne
     cmatose_peer(backend, flow)
     out = run(flow)
     assert out.exit_code == 0 and [c.state for c in out.connections] == [State.DONE] * 5
-    assert all(c.stats["messages_received"] == c.stats["messages_sent"] == 3 for c in out.connections)
+    assert all(c.stats.messages_received == c.stats.messages_sent == 3 for c in out.connections)
     assert len(backend.all_cqs) == 1 and not backend.all_cqs[0].alive  # one CQ, destroyed
     assert backend.calls().count("destroy cq") == 1
 

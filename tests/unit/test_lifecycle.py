@@ -29,12 +29,73 @@ def outcome(flow):
     return from_flow("test", flow, {})
 
 
+TABLES = ((L.ACTIVE, ClientFlow), (L.PASSIVE, ServerFlow), (L.MULTICAST, McastFlow))
+
+
 def test_every_phase_of_every_table_is_described_and_every_action_exists():
-    for table, flow_class in ((L.ACTIVE, ClientFlow), (L.PASSIVE, ServerFlow), (L.MULTICAST, McastFlow)):
+    for table, flow_class in TABLES:
         assert flow_class.table is table
-        for (phase, event), action in table.items():
+        for (phase, event), row in table.items():
             assert phase in L.PHASES and event in range(16)
-            assert callable(getattr(flow_class, "on_" + action)), (flow_class, action)
+            assert row.next is None or row.next in L.PHASES
+            assert callable(getattr(flow_class, "on_" + row.action)), (flow_class, row.action)
+
+
+def walk(table, phase, events):
+    """The phases a sequence of CM events leads through, by the table alone."""
+    seen = [phase]
+    for event in events:
+        phase = table[(phase, event)].next
+        seen.append(phase)
+    return seen
+
+
+def test_the_tables_alone_follow_rdma_cm7s_sequences():
+    """rdma_cm(7)'s client and server sequences, and a multicast join, read off the tables with
+    no flow: each event's row names the next phase; the peer's DISCONNECTED settles (or ends),
+    the answer to our own ends the connection."""
+    client = (C.ADDR_RESOLVED, C.ROUTE_RESOLVED, C.ESTABLISHED, C.DISCONNECTED)
+    assert walk(L.ACTIVE, L.RESOLVE_ADDR, client) == [
+        L.RESOLVE_ADDR,
+        L.RESOLVE_ROUTE,
+        L.CONNECT,
+        L.DATA,
+        L.SETTLE,
+    ]
+    assert walk(L.ACTIVE, L.DISCONNECT, [C.DISCONNECTED]) == [L.DISCONNECT, None]
+    assert walk(L.PASSIVE, L.ACCEPT, (C.ESTABLISHED, C.DISCONNECTED)) == [L.ACCEPT, L.DATA, L.SETTLE]
+    assert walk(L.PASSIVE, L.DISCONNECT, [C.DISCONNECTED]) == [L.DISCONNECT, None]
+    assert walk(L.MULTICAST, L.RESOLVE_ADDR, (C.ADDR_RESOLVED, C.MULTICAST_JOIN)) == [
+        L.RESOLVE_ADDR,
+        L.JOIN,
+        L.DATA,
+    ]
+    # every phase is reached: by a row, or by the flow itself (its first, a step, our disconnect)
+    reached = {row.next for t, _ in TABLES for row in t.values()} | set(L.ENTERED_BY_THE_FLOW) | {L.START}
+    assert reached - {None} == set(L.Phase)
+
+
+def test_a_phase_is_its_step_name_wherever_it_goes():
+    """People and JSON see a phase as its words: printed, formatted, compared, hashed, dumped."""
+    import json
+
+    assert f"{L.CONNECT}: x" == "cm connect: x" and str(L.RESOLVE_ADDR) == "resolve addr"
+    assert L.DATA == "data" and {"data": 1}[L.DATA] == 1 and {L.SETTLE: 2}["settle"] == 2
+    assert json.dumps({"step": L.WAIT_FOR_PEER}) == '{"step": "wait for sender"}'
+
+
+def test_a_flow_enters_the_phase_its_row_names():
+    """Driven on the scripted backend: after each CM event the connection is in its row's
+    next phase (entered before the call that phase waits for, so its step is timed whole)."""
+    backend = FakeBackend()
+    flow = ClientFlow(dst=SERVER, make_protocol=BareClient, timeouts=FAST, backend=backend)
+    entered = []
+    real = flow.enter
+    flow.enter = lambda conn, phase: (entered.append(phase), real(conn, phase))[1]
+    out = outcome(flow)
+    assert out.exit_code == 0
+    assert entered[:4] == [L.RESOLVE_ADDR, L.RESOLVE_ROUTE, L.CONNECT, L.DATA], entered
+    assert all(isinstance(p, L.Phase) for p in entered)
 
 
 def test_an_event_out_of_sequence_fails_its_connection_in_words():

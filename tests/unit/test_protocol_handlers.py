@@ -103,7 +103,7 @@ def test_rping_server_grows_its_buffer_to_a_c_clients_advert():
     backend.deliver(conn.cm, rping.pack_info(0xAB0000, 0x1234, 65535))
     pump(flow)
     assert ("reg mr", 65535) in backend.log
-    assert last_send(backend)["length"] == 65535 and conn.protocol.summary()["size_bytes"] == 65535
+    assert last_send(backend)["length"] == 65535 and conn.protocol.summary().size_bytes == 65535
     flow.close()
 
 

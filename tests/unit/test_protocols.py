@@ -59,20 +59,18 @@ def test_hello_check_rejects_with_reasons():
 
 def test_ping_stats():
     s = rping.ping_stats(rping.RttStats.of([0.001, 0.002, 0.003]), 3, 64, 3, 0, 0.0, 1.0)
-    assert s["rtt_us"]["min"] == 1000 and s["rtt_us"]["max"] == 3000
-    assert s["rtt_us"]["avg"] == 2000 and s["rtt_us"]["p50"] == 2000
-    assert s["pings_validated"] == 3 and s["throughput_mbps"] == round(3 * 64 * 2 * 8 / 1e6, 3)
+    assert s.rtt_us.min == 1000 and s.rtt_us.max == 3000
+    assert s.rtt_us.avg == 2000 and s.rtt_us.p50 == 2000
+    assert s.pings_validated == 3 and s.throughput_mbps == round(3 * 64 * 2 * 8 / 1e6, 3)
+    assert s.to_dict()["rtt_us"]["p50"] == 2000 and "stopped_by" not in s.to_dict()  # absent: n/a
 
 
 def test_ping_summary_reads_like_ping8():
+    from rdmacli.outcome import ConnOutcome, State
     from rdmacli.render.summary import connection_details
 
-    c = {
-        "remote": "10.0.0.1:7174",
-        "protocol": "ping",
-        "role": "client",
-        **rping.ping_stats(rping.RttStats.of([0.001, 0.003]), 2, 64, 2, 0, 0.0, 1.0),
-    }
+    figures = rping.ping_stats(rping.RttStats.of([0.001, 0.003]), 2, 64, 2, 0, 0.0, 1.0)
+    c = ConnOutcome(0, State.DONE, remote="10.0.0.1:7174", stats=figures, protocol="ping", role="client")
     lines = connection_details(c)
     assert lines[0] == "--- 10.0.0.1:7174 rdma ping statistics ---"
     assert lines[1].startswith("2 pings sent, 2 completed, 2 validated, 0 failed")
@@ -86,10 +84,10 @@ def test_rtt_stats_keep_constant_memory_for_any_count():
     stats = rping.RttStats.of(values)
     assert len(stats.sample) == rping.RttStats.SAMPLE
     s = stats.summary_us()
-    assert s["min"] == 1000.0 and s["max"] == 1996.0
-    assert abs(s["avg"] - statistics.fmean(values) * 1e6) < 0.05
-    assert abs(s["mdev"] - statistics.pstdev(values) * 1e6) < 0.05
-    assert abs(s["p50"] - 1498) < 15 and abs(s["p99"] - 1986) < 15  # estimated from the sample
+    assert s.min == 1000.0 and s.max == 1996.0
+    assert abs(s.avg - statistics.fmean(values) * 1e6) < 0.05
+    assert abs(s.mdev - statistics.pstdev(values) * 1e6) < 0.05
+    assert abs(s.p50 - 1498) < 15 and abs(s.p99 - 1986) < 15  # estimated from the sample
 
 
 @pytest.mark.parametrize(
