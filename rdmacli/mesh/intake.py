@@ -104,9 +104,10 @@ class Intake:
     def on_line(self, node: str | None, line: str, is_err: bool):
         """One line an agent printed: the record taken in, or None."""
         sender = self.by_name.get(node) if node is not None else None
-        if len(line) > records.MAX_LINE:
+        if len(line) > records.MAX_LINE or line.endswith(records.OVERLONG):
             if sender is not None:
-                self.violation(sender, f"a line of {len(line)} bytes")
+                size = f"over {records.MAX_LINE}" if len(line) <= records.MAX_LINE else str(len(line))
+                self.violation(sender, f"a line of {size} bytes")
             else:
                 self.ignored += 1
             return None

@@ -23,9 +23,45 @@ import time
 
 from rdmacli.errors import EnvironmentProblem
 from rdmacli.mesh.inputs import clustershell_command
+from rdmacli.mesh.records import MAX_LINE, OVERLONG
 
 LAUNCHERS = ("ssh", "srun", "exec")
 GRACE_S = 5.0
+KEEP = 24  # of a line past MAX_LINE, kept before records.OVERLONG: srun's label names the sender
+
+
+class LineSplitter:
+    """An agent's output to lines, never holding more than MAX_LINE of one: a line that grows
+    past it is said once (its head and OVERLONG) and the rest of it skipped as it arrives, so a
+    liar printing 128 MiB without a newline costs the coordinator 64 KiB, not 128 MiB."""
+
+    def __init__(self, limit: int = MAX_LINE):
+        self.limit = limit
+        self.pending = b""
+        self.skipping = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        *lines, tail = (self.pending + data).split(b"\n")
+        out = []
+        for line in lines:
+            if self.skipping:  # the rest of an overlong line, said already
+                self.skipping = False
+                continue
+            out.append(line[:-1] if line.endswith(b"\r") else line)
+        self.pending = b""
+        if self.skipping:
+            pass
+        elif len(tail) > self.limit:
+            out.append(tail[:KEEP] + OVERLONG.encode())
+            self.skipping = True
+        else:
+            self.pending = tail
+        return out
+
+    def flush(self) -> list[bytes]:
+        """At the end of the stream: what is left without a newline."""
+        rest, self.pending = self.pending, b""
+        return [rest] if rest and not self.skipping else []
 
 
 class Gate:
@@ -77,13 +113,36 @@ def _clustershell():
     try:
         from ClusterShell.Event import EventHandler
         from ClusterShell.Task import task_self
-        from ClusterShell.Worker.Exec import ExecWorker
-        from ClusterShell.Worker.Ssh import WorkerSsh
+        from ClusterShell.Worker.Exec import ExecClient, ExecWorker
+        from ClusterShell.Worker.Ssh import SshClient, WorkerSsh
     except ImportError as exc:
         raise EnvironmentProblem(
             f"cannot import ClusterShell: {exc}", hint="pip install ClusterShell (a dependency of rdmacli)"
         ) from exc
-    return EventHandler, task_self, ExecWorker, WorkerSsh
+
+    class BoundedExec(ExecWorker):
+        SHELL_CLASS = _bounded(ExecClient)
+
+    class BoundedSsh(WorkerSsh):
+        SHELL_CLASS = _bounded(SshClient)
+
+    return EventHandler, task_self, BoundedExec, BoundedSsh
+
+
+def _bounded(client_class):
+    """ClusterShell's client (one per node) with its line reader bounded (LineSplitter): its
+    own keeps a partial line whole, however long. Its close path flushes `rbuf`, which mirrors
+    the splitter's bounded remainder."""
+
+    class Bounded(client_class):
+        def _readlines(self, sname):
+            splitters = self.__dict__.setdefault("_rdmacli_splitters", {})
+            splitter = splitters.setdefault(sname, LineSplitter())
+            lines = splitter.feed(self._read(sname))
+            self.streams[sname].rbuf = splitter.pending if not splitter.skipping else b""
+            yield from lines
+
+    return Bounded
 
 
 class ClusterShellLauncher:
@@ -144,6 +203,10 @@ class ClusterShellLauncher:
         launcher = self
         self.task = task = task_self()
         task.set_info("fanout", max(self.fanout or 64, len(commands)))
+        # every line goes to on_line and nowhere else: ClusterShell would also keep each node's
+        # whole output in its message trees, and that grows with pairs, not with nodes
+        task.set_default("stdout_msgtree", False)
+        task.set_default("stderr_msgtree", False)
         task.set_info("connect_timeout", self.connect_timeout)
         if self.ssh_options:
             task.set_info("ssh_options", self.ssh_options)
@@ -261,7 +324,7 @@ class SrunLauncher:
         for stream, is_err in ((self.proc.stdout, False), (self.proc.stderr, True)):
             os.set_blocking(stream.fileno(), False)
             sel.register(stream, selectors.EVENT_READ, is_err)
-        pending = {False: b"", True: b""}
+        splitters = {False: LineSplitter(), True: LineSplitter()}
         backstop = time.monotonic() + timeout + GRACE_S
         end = lambda: min(backstop, end_at() if end_at is not None else backstop)  # noqa: E731
         open_streams = 2
@@ -269,13 +332,15 @@ class SrunLauncher:
             if tick is not None:
                 tick()
             for key, _ in sel.select(min(0.5, max(end() - time.monotonic(), 0))):
-                data = key.fileobj.read()
+                try:
+                    data = os.read(key.fileobj.fileno(), 65536)
+                except BlockingIOError:
+                    continue
+                splitter = splitters[key.data]
                 if not data:
                     sel.unregister(key.fileobj)
                     open_streams -= 1
-                    continue
-                buf = pending[key.data] + data
-                *lines, pending[key.data] = buf.split(b"\n")
+                lines = splitter.feed(data) if data else splitter.flush()
                 for line in lines:
                     on_line(*self.sender(line.decode(errors="replace"), names), key.data)
         sel.close()

@@ -17,6 +17,9 @@ from dataclasses import asdict, dataclass, field, fields
 from rdmacli.mesh.contract import MAX_RAILS, float_in, int_in, side_of
 
 MAX_LINE = 64 * 1024  # an agent's records are a few hundred bytes
+# what a launcher passes on for a line past MAX_LINE (its head, then this): the rest was dropped
+# as it was read, never held whole (launch.LineSplitter); the intake takes it as a violation
+OVERLONG = "\0(a line past the limit, dropped as it was read)"
 MAX_TEXT = 4096  # an error message or hint
 MAX_KEY = 64
 MAX_ENTRIES = 64  # steps_us, stats

@@ -285,3 +285,11 @@ def test_words_from_agents_reach_a_terminal_escaped(capsys, wording):
     assert "\x1b]" not in out.out + out.err and "\x1b[2J" not in out.out + out.err
     if wording == "as written":
         assert "\\x1b]0;owned\\x07" in out.out
+
+
+def test_a_line_the_launcher_cut_is_its_senders_violation():
+    from rdmacli.mesh.records import OVERLONG
+
+    c = Intake(plan())
+    c.on_line("n1", '{"type": "pair", "run"' + OVERLONG, False)
+    assert c.violations == {1: ["a line of over 65536 bytes"]}

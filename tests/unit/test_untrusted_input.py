@@ -248,3 +248,50 @@ def test_figures_beyond_what_hardware_measures_are_the_senders_violation(lie):
     c.on_line("n3", json.dumps(rec), False)
     assert len(c.violations[3]) == 1 and not c.pairs[(min(3, peer), 0, max(3, peer), 0)].reports
     json.dumps(judged(plan, c).to_dict(), allow_nan=False)
+
+
+def test_a_line_is_refused_while_it_is_read_never_held_whole():
+    """A line past MAX_LINE is said once (its head and the OVERLONG mark) and its rest skipped
+    as it arrives, in any chunking; the lines around it are untouched."""
+    from rdmacli.mesh.launch import LineSplitter
+    from rdmacli.mesh.records import MAX_LINE, OVERLONG
+
+    s = LineSplitter()
+    out = s.feed(b"one\r\ntw")
+    for _ in range(40):
+        out += s.feed(b"o" * 65536)
+        assert len(s.pending) <= MAX_LINE
+    out += s.feed(b"o\nthree\nfou") + s.flush()
+    assert out[0] == b"one" and out[1].endswith(OVERLONG.encode()) and out[1].startswith(b"twooo")
+    assert out[2:] == [b"three", b"fou"]
+    assert LineSplitter().feed(b"x" * (MAX_LINE + 5) + b"\nok\n")[1] == b"ok"
+
+
+@pytest.mark.parametrize("kind", ["exec", "srun"])
+def test_a_liars_endless_line_costs_the_coordinator_a_line_not_its_size(kind, tmp_path, monkeypatch):
+    """64 MiB without a newline through the launcher: passed on as one short violation line,
+    the next line intact, and the coordinator's memory does not grow by the line's size."""
+    import os
+    import sys
+    import tracemalloc
+
+    from rdmacli.mesh.launch import ClusterShellLauncher, SrunLauncher
+    from rdmacli.mesh.records import OVERLONG
+
+    agent = [sys.executable, os.path.join(os.path.dirname(__file__), "mesh_agents", "long_line.py"), "64"]
+    lines = []
+    tracemalloc.start()
+    if kind == "exec":
+        ClusterShellLauncher("exec").run({"n1": agent}, b"{}\n", lambda n, line, e: lines.append((n, line)),
+                                         lambda n, rc: None, 60)  # fmt: skip
+    else:  # srun's own output, as --label prints it: a stand-in srun is the agent behind a label
+        fake = tmp_path / "srun"
+        fake.write_text(f"#!/bin/sh\n{' '.join(agent)} | sed 's/^/0: /'\n")
+        fake.chmod(0o755)
+        SrunLauncher().run([str(fake)], ["n1"], b"{}\n", lambda n, line, e: lines.append((n, line)),
+                           lambda n, rc: None, 60)  # fmt: skip
+    peak_mib = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    assert [(n, line.endswith(OVERLONG)) for n, line in lines] == [("n1", True), ("n1", False)], lines[:3]
+    assert lines[1][1] == "after" and len(lines[0][1]) < 100
+    assert peak_mib < 16, peak_mib  # the line is 64 MiB; ClusterShell alone held it whole
