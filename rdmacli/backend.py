@@ -70,6 +70,13 @@ class RdmaBackend:
 
         return read(device, port)
 
+    def rate_bound_gbps(self, device: str | None, port: int) -> float | None:
+        """The port's line rate (sysfs `rate`), the bound of any rate measured through it; None
+        for software RDMA (diag.devices.rate_bound_gbps)."""
+        from rdmacli.diag.devices import rate_bound_gbps
+
+        return rate_bound_gbps(device, port)
+
     def address_cause(self, ip: str):
         """What is wrong on this host with the RDMA port behind local address `ip`, or None."""
         from rdmacli.diag.local import cause_for_address

@@ -35,6 +35,7 @@ class Cause(str, Enum):
     ROUTE = "route_error"  # ROUTE_ERROR
     DEADLINE = "deadline"  # rdmacli's own deadline expired
     PEER_PROTOCOL = "peer_protocol_violation"  # out of turn, malformed, out of bounds
+    INCONSISTENT = "inconsistent_reports"  # mesh: a node whose figures contradict its partners'
     UNEXPECTED_EVENT = "unexpected_cm_event"  # a CM event the lifecycle table has not for the phase
     PEER_ENDED = "peer_ended_early"  # the peer disconnected before the exchange was done
     TRANSFER = "transfer_failed"  # a work completion failed (RETRY_EXC, REM_ACCESS, ...)
@@ -75,6 +76,7 @@ EXIT_OF: dict[Cause, ExitCode] = {
     Cause.ROUTE: ExitCode.RESOLVE,
     Cause.DEADLINE: ExitCode.TIMEOUT,
     Cause.PEER_PROTOCOL: ExitCode.FAILED,
+    Cause.INCONSISTENT: ExitCode.FAILED,
     Cause.UNEXPECTED_EVENT: ExitCode.FAILED,
     Cause.PEER_ENDED: ExitCode.FAILED,
     Cause.TRANSFER: ExitCode.FAILED,

@@ -216,6 +216,16 @@ def listdir(path: str) -> list[str]:
         return []
 
 
+def rate_bound_gbps(device: str | None, port: int) -> float | None:
+    """The most any rate measured through this port can be: its line rate, for hardware. None
+    for software RDMA (rxe, siw: no bus device under it), whose `rate` is made up from its
+    netdev's advertised speed (or a default when it has none), while its throughput is bounded
+    by the CPU: a bound there would call an honest figure a lie."""
+    if not device or "/" in device or not os.path.exists(os.path.join(SYSFS, device, "device")):
+        return None
+    return port_rate_gbps(device, port)
+
+
 def port_rate_gbps(device: str | None, port: int) -> float | None:
     """The port's line rate from sysfs (`rate`: "100 Gb/sec (4X EDR)"), or None."""
     if not device or "/" in device:

@@ -215,10 +215,11 @@ RETEST_WAIT_S = 10.0  # after its rounds, an agent waits this long (plus a round
 
 def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
     rounds = schedule.main_rounds(cfg.n, cfg.spec.quick, cfg.rails, cfg.spec.cross_rail)
+    found = [_port_of(cfg.address(cfg.rank, rail)) for rail in range(cfg.rails)]
     rails = tuple(
-        RailState(rail=rail, address=(me := cfg.address(cfg.rank, rail)), device=_device_of(me),
-                  port=cfg.port_of(rail), ready=problems[rail] is None)
-        for rail in range(cfg.rails)
+        RailState(rail=rail, address=cfg.address(cfg.rank, rail), device=dev, port=cfg.port_of(rail),
+                  ready=problems[rail] is None, rate_gbps=_rate_of(backend, dev, ib_port))
+        for rail, (dev, ib_port) in enumerate(found)
     )  # fmt: skip
     emit(
         cfg.record(
@@ -255,12 +256,24 @@ def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
     return 0
 
 
-def _device_of(address: str) -> str | None:
-    from rdmacli.mesh.rails import device_of
+def _port_of(address: str) -> tuple[str | None, int]:
+    from rdmacli.mesh.rails import port_of
 
     try:
-        return device_of(address)
-    except Exception:  # a name for the report only: never a reason not to run
+        return port_of(address) or (None, 1)
+    except Exception:  # a name and a rate for the report: never a reason not to run
+        return None, 1
+
+
+def _rate_of(backend, device: str | None, port: int) -> float | None:
+    """Its port's line rate, the bound of every rate its pairs report (the coordinator checks)."""
+    try:
+        if backend is None:
+            from rdmacli.engine.flow import default_backend
+
+            backend = default_backend()
+        return backend.rate_bound_gbps(device, port) if device else None
+    except Exception:
         return None
 
 

@@ -114,11 +114,37 @@ def _bad(names: list[str], x: int, rail: int | None, failed: list[Pair], tested:
 MIN_COMPARABLE = 3  # pairs of a class: fewer have no "best" worth judging against
 
 
+def standing_best(figures: list[tuple[float, Pair]], best, worse) -> float:
+    """The best figure that stands without any one node's word: the best pair's ends are left
+    out in turn and the worse of the two bests left is taken. One liar's forged figure cannot
+    set the reference the others are judged by (its pairs all have it as an end), and when it
+    is an end of the honest best, the other removal keeps an honest figure."""
+    top = best(figures, key=lambda vp: vp[0])[1]
+    left = [[v for v, p in figures if x not in (p.a, p.b)] for x in (top.a, top.b)]
+    return worse(best(vs) for vs in left) if all(left) else best(v for v, _ in figures)
+
+
+def implausible(pairs: list[Pair], reference: dict, factor: float) -> dict[int, set[int]]:
+    """Passing pairs whose round trip is under the standing best / (2 x factor), by node: no
+    NIC is that much faster than the rest of the fabric (a pair's round trip has its partner's
+    share in it). A node at the end of several such pairs is the one whose words are wrong (its
+    own figures, or the hold time its responder claimed)."""
+    out: dict[int, set[int]] = {}
+    for p in pairs:
+        best = (reference.get("aligned" if p.ra == p.rb else "cross") or {}).get("rtt_p50_us")
+        lat = p.metric("rtt_p50_us")
+        if p.result == "pass" and lat and best and lat < best / (2 * factor):
+            out.setdefault(p.a, set()).add(p.b)
+            out.setdefault(p.b, set()).add(p.a)
+    return out
+
+
 def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dict | None = None) -> dict:
     """Mark passing pairs slow against the best comparable pair (same test, rail-aligned or
-    cross-rail). Latency: a pair's p50 above factor x the best p50, and above the class's median
-    p99 too (the fabric's own jitter: a loaded or emulated fabric whose typical tail reaches
-    that far cannot tell a slow pair from a busy moment). Bandwidth: a direction's Gb/s below
+    cross-rail) that stands without any one node's word (standing_best). Latency: a pair's p50
+    above factor x the best p50, and above the class's median p99 too (the fabric's own jitter:
+    a loaded or emulated fabric whose typical tail reaches that far cannot tell a slow pair
+    from a busy moment). Bandwidth: a direction's Gb/s below
     fraction x the best direction's. The reference is computed from these pairs unless given
     (a re-test is judged by its first round's). Returns the reference."""
     if reference is None:
@@ -131,15 +157,15 @@ def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dic
             if len(members) < MIN_COMPARABLE:
                 continue
             ref = reference[name] = {"pairs": len(members)}
-            p50s = [v for p in members if (v := p.metric("rtt_p50_us"))]
+            p50s = [(v, p) for p in members if (v := p.metric("rtt_p50_us"))]
             p99s = [v for p in members if (v := p.metric("rtt_p99_us"))]
             if p50s:
-                ref["rtt_p50_us"] = min(p50s)
-                ref["limit_us"] = round(max(factor * min(p50s), statistics.median(p99s) if p99s else 0), 1)
-            gbps = [v for p in members for k in ("gbps_ab", "gbps_ba") if (v := p.metric(k))]
+                best = ref["rtt_p50_us"] = standing_best(p50s, min, max)
+                ref["limit_us"] = round(max(factor * best, statistics.median(p99s) if p99s else 0), 1)
+            gbps = [(v, p) for p in members for k in ("gbps_ab", "gbps_ba") if (v := p.metric(k))]
             if gbps:
-                ref["gbps"] = max(gbps)
-                ref["limit_gbps"] = round(fraction * max(gbps), 3)
+                best = ref["gbps"] = standing_best(gbps, max, min)
+                ref["limit_gbps"] = round(fraction * best, 3)
     for p in pairs:
         p.slow = None
         ref = reference.get("aligned" if p.ra == p.rb else "cross") or {}

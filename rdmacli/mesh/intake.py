@@ -10,6 +10,8 @@ verdict (mesh/verdict.py) read what was taken in.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rdmacli.mesh import records, schedule
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.rails import DEVICE
@@ -49,6 +51,9 @@ class Intake:
         self.slowest: tuple[float, Pair] | None = None  # the longest a healthy pair took of its slot
         self.discovered: dict[int, RailsRecord] = {}  # discovery's records, by rank
         self.said: dict[int, str] = {}  # an agent's own words for why it could not run
+        # rank -> the partners whose ports its figures (or theirs) contradict: the figures are
+        # set aside; a node contradicting several partners is named (verdict: inconsistent)
+        self.contradicted: dict[int, set[int]] = {}
 
     # ---- what came in ----------------------------------------------------------------------
 
@@ -88,7 +93,34 @@ class Intake:
             ignored=self.ignored, slowest=self.slowest, abandoned=abandoned, agents_up_s=agents_up_s,
             devices=tuple(tuple(r) for r in self.devices) if any(any(r) for r in self.devices) else None,
             retest_rounds=len(self.retests),
+            contradicted={r: frozenset(p) for r, p in self.contradicted.items()},
         )  # fmt: skip
+
+    def rate_of(self, rank: int, rail: int) -> float | None:
+        """A NIC's line rate, as its own agent said it (None: not said)."""
+        agent = self.agents.get(rank)
+        return agent.rails[rail].rate_gbps if agent is not None and 0 <= rail < len(agent.rails) else None
+
+    def within_ports(self, rec: PairRecord) -> PairRecord | None:
+        """A pair record whose rates the ports allow: one above its sender's own port's line
+        rate is its sender's violation (None); one above only the partner's port (as the
+        partner said it) is a contradiction between two nodes' words: the rates are set aside,
+        the result stands, and both are counted against (a liar contradicts many partners)."""
+        rates = {k: v for k in ("gbps_ab", "gbps_ba") if (v := getattr(rec, k)) is not None}
+        if not rates:
+            return rec
+        top_key, top = max(rates.items(), key=lambda kv: kv[1])
+        own, theirs = self.rate_of(rec.rank, rec.rail), self.rate_of(rec.peer, rec.peer_rail)
+        if own and top > own * records.RATE_SLACK:
+            self.violation(
+                rec.rank, f"{top_key} of {top:g} Gb/s, above its own port's line rate ({own:g} Gb/s)"
+            )
+            return None
+        if theirs and top > theirs * records.RATE_SLACK:
+            self.contradicted.setdefault(rec.rank, set()).add(rec.peer)
+            self.contradicted.setdefault(rec.peer, set()).add(rec.rank)
+            return replace(rec, gbps_ab=None, gbps_ba=None)
+        return rec
 
     # ---- lines in --------------------------------------------------------------------------
 
@@ -175,6 +207,9 @@ class Intake:
             self.violation(
                 rank, f"a pair the schedule does not have (round {rnd}, peer {rec.peer}, rail {rec.rail})"
             )
+            return False
+        rec = self.within_ports(rec)
+        if rec is None:
             return False
         side = rec.side
         if side in pair.reports:

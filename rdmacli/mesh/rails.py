@@ -101,8 +101,14 @@ def netdev_address(netdev: str, family: int, *, proc: str = "/proc") -> str | No
 
 
 def device_of(address: str, *, sysfs: str | None = None) -> str | None:
-    """The RDMA device on the netdev that holds `address` (for a rail given by address): the
-    netdev first, then each device's port netdev (a file or two each, never a GID table)."""
+    """The RDMA device on the netdev that holds `address` (for a rail given by address)."""
+    found = port_of(address, sysfs=sysfs)
+    return found[0] if found else None
+
+
+def port_of(address: str, *, sysfs: str | None = None) -> tuple[str, int] | None:
+    """The RDMA device and port on the netdev that holds `address`: the netdev first, then each
+    device's port netdev (a file or two each, never a GID table)."""
     from rdmacli.diag.local import netdev_of
 
     netdev = netdev_of(address)
@@ -112,7 +118,7 @@ def device_of(address: str, *, sysfs: str | None = None) -> str | None:
     for name in sorted(listdir(root), key=natural):
         for port in listdir(os.path.join(root, name, "ports")):
             if port.isdigit() and port_netdev(os.path.join(root, name), int(port)) == netdev:
-                return name
+                return name, int(port)
     return None
 
 

@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 
+from rdmacli.figures import RTT_FLOOR_US
 from rdmacli.mesh.contract import MAX_RAILS, float_in, int_in, side_of
 
 MAX_LINE = 64 * 1024  # an agent's records are a few hundred bytes
@@ -35,6 +36,9 @@ FIGURES = {
     "gbps_ab": 1e4,  # 10 Tb/s: beyond any port made (the port's own rate is checked by the verdict)
     "gbps_ba": 1e4,
 }
+# figures.RTT_FLOOR_US: a round trip below it was not measured, and would make every honest
+# pair look slow beside it
+RATE_SLACK = 1.1  # a rate above the slower port's line rate by more than this is no measure
 MAX_STEP_US = 1e10
 MAX_INT = 2**63 - 1  # counters and counts: 64-bit, as the hardware's
 MAX_PORTS = 8  # ports whose counters a pair reports (one, on every driver we know)
@@ -104,6 +108,22 @@ def _port_counters(p) -> bool:
     )
 
 
+def _rtts(rec: dict) -> str | None:
+    """Round trips a wire can have, consistent among themselves: none under RTT_FLOOR_US, a
+    median under its p99, and the network's round trip (the responder's hold taken out) under
+    the host's (the hold it took out cannot be more than the whole)."""
+    rtts = {k: rec.get(k) for k in ("rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "host_rtt_p50_us")}
+    for key, v in rtts.items():
+        if v is not None and v < RTT_FLOOR_US:
+            return f"{key} is {v:g} µs, under any wire's round trip ({RTT_FLOOR_US:g} µs)"
+    p50, p99, host = rtts["rtt_p50_us"], rtts["rtt_p99_us"], rtts["host_rtt_p50_us"]
+    if p50 is not None and p99 is not None and p50 > p99:
+        return f"rtt_p50_us ({p50:g}) is above its rtt_p99_us ({p99:g})"
+    if p50 is not None and host is not None and p50 > host:
+        return f"the network's round trip ({p50:g} µs) is longer than the host's ({host:g} µs)"
+    return None
+
+
 def check_pair(rec: dict) -> str | None:
     """Why a pair record cannot be used, or None. Run, rank and schedule are the collector's."""
     if not _int(rec.get("round")) or not _int(rec.get("peer")):
@@ -118,6 +138,9 @@ def check_pair(rec: dict) -> str | None:
     for key, high in FIGURES.items():
         if rec.get(key) is not None and not _figure(rec[key], high):
             return f"{key} is not a figure from 0 to {high:g}"
+    why = _rtts(rec)
+    if why:
+        return why
     if rec.get("steps_us") is not None and not _table(rec["steps_us"], _figure):
         return "steps_us is not a table of figures"
     if rec.get("stats") is not None and not _table(rec["stats"], _scalar):
@@ -190,6 +213,7 @@ class RailState:
     device: str | None
     port: int
     ready: bool
+    rate_gbps: float | None = None  # the line rate of its RDMA port (sysfs), the bound of its pairs
 
 
 @dataclass(frozen=True)
@@ -227,6 +251,7 @@ class AgentRecord(Typed):
                     device=dev if isinstance(dev, str) and DEVICE.fullmatch(dev) else None,
                     port=r["port"] if int_in(0, 65535)(r.get("port")) else 0,
                     ready=r.get("ready") is not False,
+                    rate_gbps=r["rate_gbps"] if _figure(r.get("rate_gbps"), FIGURES["gbps_ab"]) else None,
                 )
             )
         clock = d.get("clock")

@@ -9,12 +9,12 @@ goes on, and `judge` once at its end.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
-from rdmacli.mesh.blame import LOCAL, blame, judge_slow
+from rdmacli.mesh.blame import LOCAL, blame, implausible, judge_slow
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
 from rdmacli.mesh.report import Pair, compare, nic_table, node_table
@@ -96,6 +96,17 @@ class Evidence:
     abandoned: bool = False
     agents_up_s: float | None = None
     retest_rounds: int = 0
+    contradicted: dict = field(default_factory=dict)  # rank -> partners whose ports its figures contradict
+
+
+MIN_CONTRADICTED = 2  # partners whose ports a node's figures contradict before it is named
+
+
+def inconsistent(ev: Evidence) -> list[int]:
+    """The nodes whose figures contradict the ports of several partners: one partner alone
+    could be the liar (it said a low rate for its own port); a node at odds with two or more
+    partners that agree with everyone else is the one whose words are wrong."""
+    return sorted(r for r, partners in ev.contradicted.items() if len(partners) >= MIN_CONTRADICTED)
 
 
 def fill_ends(plan: Plan, ev: Evidence, pairs: list[Pair]) -> list[Pair]:
@@ -150,6 +161,12 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     firsts = sorted(fill_ends(plan, ev, ev.pairs), key=lambda p: (p.round, p.a, p.ra))
     by_key = {p.key: p for p in firsts}
     reference = judge_slow(firsts, plan.slow_factor, plan.slow_fraction)
+    too_good = implausible(firsts, reference, plan.slow_factor)
+    if too_good:  # contradictions of the fabric's own figures, beside those of the ports
+        merged = {r: set(ps) for r, ps in ev.contradicted.items()}
+        for r, ps in too_good.items():
+            merged.setdefault(r, set()).update(ps)
+        ev = replace(ev, contradicted={r: frozenset(ps) for r, ps in merged.items()})
     again = {
         p.key: replace(p, first=by_key[p.key])
         for p in fill_ends(plan, ev, [p for p in ev.retested if p.reports])
@@ -165,6 +182,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         row["agent"] = ("missing" if said is None else "not ready" if not said.ready
                         else "late" if row["rank"] in ev.late else "ran")  # fmt: skip
         row["violations"] = len(ev.violations.get(row["rank"], []))
+        row["contradicted"] = sorted(plan.spec.names[r] for r in ev.contradicted.get(row["rank"], ()))
     failed = [p for p in pair_docs if p["result"] == "fail"]
     missing = [p for p in pair_docs if p["result"] == "missing"]
     data = {
@@ -225,6 +243,13 @@ def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
         out.append(
             f"{plan.spec.names[rank]}'s agent sent {len(what)} record(s) it may not; none was used "
             f"(first: {what[0]})"
+        )
+    for rank in inconsistent(ev):
+        partners = sorted(plan.spec.names[r] for r in ev.contradicted[rank])
+        out.append(
+            f"{plan.spec.names[rank]}: inconsistent reports: its figures with {len(partners)} "
+            f"partners cannot be true ({', '.join(partners[:8])}: above their ports' line rates, "
+            "or far faster than the rest of the fabric); they judged nobody, the pairs' results stand"
         )
     words = margin(plan, ev.slowest)
     if words:
@@ -299,6 +324,15 @@ def _error(plan: Plan, ev: Evidence, pairs, pair_docs, verdict, failed, missing)
             f"every pair passed when tested again, but {who} failed first with most partners",
             hint="an intermittent fault: see data.pairs[].retest for the first attempts",
             cause=Cause.CHECK_FAILED,
+        )
+    liars = inconsistent(ev)
+    if liars:  # every pair passed, but a node's figures contradict its partners': not clean
+        return RdmacliError(
+            f"every pair passed, but the figures of {', '.join(plan.spec.names[r] for r in liars[:8])} "
+            "cannot be true (inconsistent reports, set aside)",
+            hint="see the warnings: a node whose agent lies or is broken (another rdmacli version, "
+            "a port rate misread) cannot be trusted until it is looked at",
+            cause=Cause.INCONSISTENT,
         )
     if ev.violations:  # every pair passed, but an agent said what it may not: not a clean pass
         who = ", ".join(plan.spec.names[r] for r in sorted(ev.violations)[:8])

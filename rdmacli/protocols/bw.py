@@ -48,6 +48,7 @@ CTL_RECVS = 4  # control receives kept posted (heartbeats, ADVERT, DONE, RESULT)
 CHAIN = 16  # work requests per doorbell, at most
 PROGRESS_S = 1.0  # between progress records
 MAX_MESSAGES = 1 << 40
+RATE_SLACK = 1.1  # a measured rate above the port's line rate by more than this is no measure
 
 
 class Stream:
@@ -221,7 +222,16 @@ class BwClient(_Side):
                 hint="the peer is not rdmacli listen --bw",
                 cause=Cause.PEER_PROTOCOL,
             )
-        return Rate.of(messages, self.size, seconds)
+        rate = Rate.of(messages, self.size, seconds)
+        port = conn.backend.rate_bound_gbps(conn.device, conn.cm.port_num or 1)
+        if port and rate.gbps > port * RATE_SLACK:
+            raise RdmacliError(
+                f"the server reported {rate.gbps:g} Gb/s back, above this port's {port:g} Gb/s "
+                f"[{conn.flow.where(conn)}]",
+                hint="no port sends faster than its line rate: the peer's figures cannot be trusted",
+                cause=Cause.PEER_PROTOCOL,
+            )
+        return rate
 
     def on_disconnected(self, conn) -> None:
         if self.done_sent:

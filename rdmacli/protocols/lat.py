@@ -9,7 +9,8 @@ memory as ib_write_lat does). Busy-polled by default.
 Beyond perftest: the responder measures its own hold time (its receive completion polled to its
 reply posted, on its clock) and carries it back in the first 8 bytes of the reply, so the client
 reports the network round trip (host RTT minus the responder's hold) next to the host's. What
-the responder carries is untrusted: a hold longer than the round trip itself is ignored.
+the responder carries is untrusted: a hold that leaves less than a wire's round trip (RTT_FLOOR_S)
+is ignored.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import replace
 
 from rdmacli.engine.protocol import Protocol, stopped_like_ping
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.figures import LatFigures, LatServed, Percentiles
+from rdmacli.figures import RTT_FLOOR_US, LatFigures, LatServed, Percentiles
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.rping import INFO, RttStats, _pct, advertised, pack_info
 from rdmacli.protocols.table import LAT
@@ -31,6 +32,7 @@ OPS = {"send": 0, "write": 1}
 OP_NAMES = {v: k for k, v in OPS.items()}
 RECV, SEND = 0, 1
 HOLD = struct.Struct(">Q")  # the responder's hold time in ns, first 8 bytes of each reply
+RTT_FLOOR_S = RTT_FLOOR_US / 1e6  # a responder's hold that would leave less is not believed
 DEPTH = 2  # receives kept posted: the next one is always there before the peer sends
 
 
@@ -112,7 +114,7 @@ class LatClient(_PingPong):
             self.host.add(rtt)
             hold_ns = HOLD.unpack(self.recv_mr.read(0, HOLD.size))[0] if self.size >= HOLD.size else 0
             hold = hold_ns / 1e9
-            self.network.add(rtt - hold if 0 <= hold < rtt else rtt)
+            self.network.add(rtt - hold if 0 <= hold <= rtt - RTT_FLOOR_S else rtt)
         if self.host.n >= self.count:
             self.t_end = time.monotonic()
             conn.disconnect()

@@ -402,6 +402,9 @@ class FakeBackend:
     def address_cause(self, ip):
         return self.cause
 
+    def rate_bound_gbps(self, device, port):
+        return self.__dict__.get("rate_gbps")  # set by a test: sysfs's rate of the port
+
     def read_counters(self, device, port):
         return dict(self.counter_values.get(device, {}))
 

@@ -73,3 +73,20 @@ def test_a_removed_device(tmp_path):
 def test_an_address_on_no_interface_is_said_so(tmp_path):
     cause = cause_for_address("192.0.2.77", sysfs=str(tmp_path))  # TEST-NET-1: on no interface here
     assert cause is not None and "no interface of this host holds 192.0.2.77" in cause.text
+
+
+def test_a_rate_bounds_measures_only_on_hardware(tmp_path, monkeypatch):
+    """A hardware port's line rate bounds every rate measured through it; software RDMA's
+    (rxe, siw: no bus device under it) is made up from its netdev, so it bounds nothing."""
+    from rdmacli.diag import devices
+
+    for name, hardware in (("mlx5_0", True), ("rxe0", False)):
+        port = tmp_path / name / "ports" / "1"
+        port.mkdir(parents=True)
+        (port / "rate").write_text("100 Gb/sec (4X EDR)\n")
+        if hardware:
+            (tmp_path / name / "device").mkdir()
+    monkeypatch.setattr(devices, "SYSFS", str(tmp_path))
+    assert devices.rate_bound_gbps("mlx5_0", 1) == 100.0
+    assert devices.rate_bound_gbps("rxe0", 1) is None and devices.port_rate_gbps("rxe0", 1) == 100.0
+    assert devices.rate_bound_gbps("../etc", 1) is None

@@ -121,6 +121,18 @@ def test_bidir_refuses_an_impossible_result_from_the_server(rdmacli, backend):
     assert r.exit_code == 1 and r.doc["error"]["cause"] == "peer_protocol_violation", r.doc["error"]
 
 
+def test_bidir_refuses_a_result_faster_than_its_own_port(rdmacli, backend):
+    """40 x 64 KiB in 1 ms is 21 Gb/s: a finite, well-formed figure, and more than this
+    client's 10 Gb/s port could have received: the server's word is not taken."""
+    from rdmacli.protocols import bw
+
+    backend.rate_gbps = 10.0
+    bidir_server(backend, bw.RESULT_FORMAT.pack(40, 0.001))
+    r = rdmacli(backend, "bw", "10.0.0.1", "-C", "50", "--depth", "8", "--bidir", "--json")
+    assert r.exit_code == 1 and r.doc["error"]["cause"] == "peer_protocol_violation", r.doc["error"]
+    assert "above this port's 10 Gb/s" in r.doc["error"]["message"]
+
+
 def test_bw_server_refuses_unknown_options_in_the_hello():
     import pytest
 

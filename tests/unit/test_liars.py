@@ -1,0 +1,148 @@
+"""One liar among honest agents cannot move the verdict (issue 34): stand-in agents' records of
+a whole mesh (8, 16 and 64 nodes; latency and bandwidth) through the intake and the verdict, one
+node forging each figure in turn. Nobody honest is blamed, no honest pair is failed or slow, and
+the liar is named (a violation, inconsistent reports, or the blame of its own pairs)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from meshdata import judged, make_plan
+
+from rdmacli.mesh import schedule
+from rdmacli.mesh.intake import Intake
+
+RATE = 100.0  # every port's line rate, as each honest agent says it
+
+
+def honest(rank: int, peer: int, rnd: int, test: str, rng: random.Random) -> dict:
+    """An honest end's record: the connector (the higher rank) carries the figures."""
+    rec = {"type": "pair", "run": "ab" * 8, "rank": rank, "peer": peer, "round": rnd, "result": "pass"}
+    if rank > peer:
+        if test == "ping":
+            p50 = 10.0 + rng.random()
+            rec.update(rtt_p50_us=p50, rtt_p99_us=p50 * 1.3, host_rtt_p50_us=p50 + 4)
+        else:
+            rec.update(gbps_ab=88.0 + rng.random() * 4, gbps_ba=88.0 + rng.random() * 4)
+    return rec
+
+
+def mesh(n: int, test: str, liar: int, lie) -> tuple[dict, Intake]:
+    """The verdict of a mesh whose `liar` changes its own records with lie(rec) -> rec (None:
+    not sent) and its agent record with lie({"agent": ...})."""
+    rng = random.Random(n * 7 + liar)
+    names = [f"n{i:02d}" for i in range(n)]
+    plan = make_plan(names, [[f"10.0.0.{i}"] for i in range(n)], test=test)
+    c = Intake(plan)
+    for rank in range(n):
+        rails = [
+            {"address": f"10.0.0.{rank}", "device": "mlx5_0", "port": 7490, "ready": True, "rate_gbps": RATE}
+        ]
+        rec = {"type": "agent", "run": plan.spec.run_id, "rank": rank, "node": names[rank], "rails": rails}
+        rec = lie(rec) if rank == liar else rec
+        c.on_line(names[rank], json.dumps(rec), False)
+    for rnd in plan.rounds:
+        for a, b in schedule.pairs(n, rnd):
+            for rank, peer in ((a, b), (b, a)):
+                rec = honest(rank, peer, rnd, test, rng)
+                rec = lie(rec) if rank == liar else rec
+                if peer == liar and hasattr(
+                    lie, "partner"
+                ):  # what an honest end computed from the liar's word
+                    rec = lie.partner(rec)
+                if rec is not None:
+                    c.on_line(names[rank], json.dumps(rec), False)
+    return judged(plan, c).to_dict(), c
+
+
+def named(doc: dict) -> set[str]:
+    """Every node the verdict names: blamed (node, NIC or link end), or warned about."""
+    blame = doc["data"]["blame"]
+    out = {b["node"] for b in blame["nodes"]} | {b["node"] for b in blame["nics"]}
+    out |= {x[k] for x in blame["links"] + blame["unexplained"] for k in ("a", "b")}
+    out |= {w.split(":")[0].split("'")[0] for w in doc["warnings"]}
+    return out
+
+
+def connector(rec: dict) -> bool:
+    return rec.get("type") == "pair" and rec["rank"] > rec["peer"]
+
+
+def forged(**figures):
+    """A liar that puts these figures in every record it carries figures in."""
+    return lambda rec: {**rec, **figures} if connector(rec) else rec
+
+
+def responder(rec: dict) -> dict:
+    """The liar as a latency responder: it claims a hold of nearly the whole round trip, and the
+    honest connector (its own floor keeps a wire's round trip) reports the least it may."""
+    return rec
+
+
+responder.partner = forged(rtt_p50_us=0.6, rtt_p99_us=0.8)  # type: ignore[attr-defined]
+
+LIES = {
+    ("ping", "its hold claimed as the round trip"): responder,
+    # latency: a round trip no wire has, one far faster than the fabric, one slow for all
+    ("ping", "under the floor"): forged(rtt_p50_us=0.01, rtt_p99_us=0.02),
+    ("ping", "too fast"): forged(rtt_p50_us=0.6, rtt_p99_us=0.7, host_rtt_p50_us=14.0),
+    ("ping", "network above host"): forged(rtt_p50_us=30.0, rtt_p99_us=40.0, host_rtt_p50_us=12.0),
+    ("ping", "p50 above p99"): forged(rtt_p50_us=12.0, rtt_p99_us=11.0),
+    # bandwidth: above every port, above its partners' ports only (its own said to be huge)
+    ("bw", "above every port"): forged(gbps_ab=1e3, gbps_ba=1e3),
+    ("bw", "1 Eb/s"): forged(gbps_ab=1e9),
+    ("bw", "above its partners' ports"): lambda rec: (
+        {**rec, "rails": [{**rec["rails"][0], "rate_gbps": 1e4}]}
+        if rec["type"] == "agent"
+        else forged(gbps_ab=900.0, gbps_ba=900.0)(rec)
+    ),  # fmt: skip
+    ("bw", "its own port said slow"): lambda rec: (
+        {**rec, "rails": [{**rec["rails"][0], "rate_gbps": 1.0}]} if rec["type"] == "agent" else rec
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("n", [8, 16, 64])
+@pytest.mark.parametrize("case", list(LIES), ids=lambda c: f"{c[0]}: {c[1]}")
+def test_one_liar_in_n_moves_nothing_and_is_named(n, case):
+    test, _ = case
+    liar = n // 2 + 1
+    doc, c = mesh(n, test, liar, LIES[case])
+    name = f"n{liar:02d}"
+    honest_pairs = [p for p in doc["data"]["pairs"] if liar not in (p["a_rank"], p["b_rank"])]
+    assert honest_pairs and all(p["result"] == "pass" and not p["slow"] for p in honest_pairs), [
+        p for p in honest_pairs if p["result"] != "pass" or p["slow"]
+    ][:3]
+    assert named(doc) == {name}, (named(doc), doc["warnings"][:3], doc["data"]["blame"])
+    # not a clean pass: the liar's records refused (its pairs then fail, SILENT, and it is the
+    # node blamed), or its figures set aside as inconsistent
+    causes = ("peer_protocol_violation", "inconsistent_reports", "check_failed")
+    assert doc["result"] == "fail" and doc["error"]["cause"] in causes, doc["error"]
+
+
+@pytest.mark.parametrize("n", [8, 16, 64])
+def test_a_liar_that_accuses_one_partner_blames_nobody_honest(n):
+    """The liar fails its pair with one partner (a deadline, say): that pair fails and no
+    one else; the partner, which passes with everyone else, is not named a bad node."""
+    liar, victim = 1, n - 1
+
+    def accuse(rec):
+        if rec["type"] == "pair" and rec["peer"] == victim:
+            return {**rec, "result": "fail", "error": {"message": "x", "cause": "deadline"}}
+        return rec
+
+    doc, _ = mesh(n, "ping", liar, accuse)
+    blame = doc["data"]["blame"]
+    assert blame["nodes"] == [] and blame["nics"] == []  # a link at most: the pair the liar failed
+    assert [{x["a"], x["b"]} for x in blame["links"]] == [{f"n{liar:02d}", f"n{victim:02d}"}]
+    failed = [(p["a_rank"], p["b_rank"]) for p in doc["data"]["pairs"] if p["result"] != "pass"]
+    assert failed == [(liar, victim)]
+
+
+@pytest.mark.parametrize("test", ["ping", "bw"])
+def test_the_honest_mesh_is_a_clean_pass(test):
+    """The control: the same stand-ins with nobody lying pass, nobody named."""
+    doc, _ = mesh(16, test, 99, lambda rec: rec)
+    assert doc["result"] == "pass" and named(doc) == set() and doc["warnings"] == [], doc["warnings"]
