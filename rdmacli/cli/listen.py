@@ -7,6 +7,10 @@ import click
 from rdmacli.cli import options
 from rdmacli.protocols.table import BW, CONNECT, PING, UD, mode_of
 
+# a server's bounds on its clients at once (issue 34: 64 clients once pinned 4 GiB, none refused)
+PERSISTENT_MAX_OPEN = 16  # connections served at once by a --persistent server
+MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the largest bw request)
+
 
 @click.command("listen")
 @options.bind_option("Address to listen on (default: all, 0.0.0.0; use :: for IPv6).")
@@ -49,6 +53,25 @@ from rdmacli.protocols.table import BW, CONNECT, PING, UD, mode_of
     is_flag=True,
     help="Keep serving clients until interrupted (default: serve -c connections, exit).",
 )
+@click.option(
+    "--max-clients",
+    "max_open",
+    type=click.IntRange(1, 4096),
+    default=None,
+    metavar="N",
+    help=f"Most connections served at once; more are rejected with the reason [default: "
+    f"{PERSISTENT_MAX_OPEN} with --persistent, else -c].",
+)
+@click.option(
+    "--max-pinned",
+    "max_pinned",
+    type=options.Size(1 << 20, 1 << 40),
+    default=MAX_PINNED,
+    show_default=False,
+    metavar="BYTES",
+    help="Most memory registered (pinned) for all clients at once; a request beyond it is "
+    "rejected with the reason [default: 1G].",
+)
 @options.busy_poll
 @options.wait_for_peer
 @options.timeouts
@@ -68,6 +91,8 @@ def command(
     max_size,
     fault_corrupt,
     persistent,
+    max_open,
+    max_pinned,
     busy_poll,
     timeouts,
     app,
@@ -100,6 +125,8 @@ def command(
         "size_bytes": size,
         "port_space": port_space,
         "persistent": persistent,
+        "max_clients": max_open if max_open is not None else (PERSISTENT_MAX_OPEN if persistent else None),
+        "max_pinned_bytes": max_pinned,
         "max_size_bytes": max_size,
         "mode": spec.name,
         "wait_s": timeouts.wait_s,
@@ -120,7 +147,13 @@ def command(
             bind=bind,
             connections=None if persistent else connections,
             timeouts=timeouts,
-            options=Options(ps=PORT_SPACES[port_space], ack_timeout=ack_timeout, busy_poll=busy_poll),
+            options=Options(
+                ps=PORT_SPACES[port_space],
+                ack_timeout=ack_timeout,
+                busy_poll=busy_poll,
+                max_open=params["max_clients"],
+                max_pinned=max_pinned,
+            ),  # fmt: skip
             summary=params,
         )
         run_test(app, test, show_events=show_events)

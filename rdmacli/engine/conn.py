@@ -166,6 +166,11 @@ class Connection:
         self.mrs.append(mr)
         return mr
 
+    @property
+    def pinned(self) -> int:
+        """The bytes its memory regions hold registered now."""
+        return sum(mr.length for mr in self.mrs)
+
     def replace_mr(self, old, size: int, access: int = C.ACCESS_LOCAL_WRITE):
         """A larger buffer instead of `old`, which is deregistered at once: what a connection
         pins stays what its protocol needs, whatever its peer asks for."""

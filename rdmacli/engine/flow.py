@@ -87,6 +87,10 @@ class Options:
     tos: int | None = None
     ack_timeout: int | None = None
     busy_poll: bool = False
+    # a server's bounds on what its clients may take at once (None: none): connections open,
+    # and memory registered (pinned) for them; a request beyond either is rejected with words
+    max_open: int | None = None
+    max_pinned: int | None = None
 
 
 # calls whose failure is an address or route problem, not a failed call of ours

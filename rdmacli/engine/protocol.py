@@ -112,6 +112,11 @@ class Protocol:
     def on_request(self, conn, ev: CmEvent) -> None:
         """Server: a CONNECT_REQUEST arrived; raise Reject to refuse it."""
 
+    def pinned_bytes(self) -> int:
+        """Server, after on_request: the memory this connection will register for what its
+        request asked (checked against the server's --max-pinned before it is accepted)."""
+        return 0
+
     def setup(self, conn) -> None:
         """Create the QP and MRs and pre-post receives (before connect/accept)."""
 

@@ -129,7 +129,9 @@ class ServerFlow(Flow):
                 raise Reject("rdmacli: server is stopping")
             if not capacity:
                 raise Reject("rdmacli: server is full")
+            self.check_open(conn)
             conn.protocol.on_request(conn, ev)
+            self.check_pinned(conn)
         except Reject as r:
             self.reject(conn, str(r))
             return
@@ -155,6 +157,30 @@ class ServerFlow(Flow):
         if group > 1:
             self.companions_due[host] = group - 1
         return True
+
+    def serving(self, conn: Connection) -> list[Connection]:
+        """The other connections accepted and not yet finished."""
+        return [c for c in self.conns.values() if c is not conn and not c.finished]
+
+    def check_open(self, conn: Connection) -> None:
+        """--max-clients: the most connections served at once (a persistent server's bound)."""
+        limit = self.options.max_open
+        if limit is not None and len(self.serving(conn)) >= limit:
+            raise Reject(f"rdmacli: server is busy: {limit} connections at once (--max-clients)")
+
+    def check_pinned(self, conn: Connection) -> None:
+        """--max-pinned: the memory registered for all clients at once, this one's included as
+        its request asked (what the others hold is counted as registered, not as asked)."""
+        limit = self.options.max_pinned
+        if limit is None:
+            return
+        held = sum(c.pinned for c in self.serving(conn))
+        asked = conn.protocol.pinned_bytes()
+        if held + asked > limit:
+            raise Reject(
+                f"rdmacli: server's memory is taken: {asked} bytes asked, {held} of {limit} "
+                "registered for other clients (--max-pinned)"
+            )
 
     def _accept(self, conn: Connection) -> None:
         if self.options.ack_timeout is not None:

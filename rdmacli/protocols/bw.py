@@ -113,6 +113,9 @@ class _Side(Protocol):
 
     name = "bw"
 
+    def pinned_bytes(self) -> int:
+        return max(self.size, CTL_SIZE) + 2 * CTL_SIZE  # buffers(): data, and control both ways
+
     def buffers(self, conn, recv_window: int, remote_access: bool) -> None:
         access = C.ACCESS_LOCAL_WRITE
         if remote_access:

@@ -43,6 +43,9 @@ class _Exchange(Windowed, Protocol):
     def windowed(self) -> bool:
         return self.count > self.window
 
+    def pinned_bytes(self) -> int:
+        return max(self.size, 1)
+
     def setup(self, conn) -> None:
         self.window = conn.window(self.count)
         conn.create_qp(qp_type=C.QPT_RC, send_wr=self.window, recv_wr=self.window)

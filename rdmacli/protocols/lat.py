@@ -44,6 +44,9 @@ class _PingPong(Protocol):
         self.send_mr = self.recv_mr = None
         self.remote: tuple[int, int] | None = None
 
+    def pinned_bytes(self) -> int:
+        return 2 * self.size
+
     def setup(self, conn) -> None:
         conn.create_qp(qp_type=C.QPT_RC, send_wr=DEPTH, recv_wr=DEPTH)
         self.send_mr = conn.reg(self.size)

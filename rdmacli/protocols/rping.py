@@ -274,6 +274,9 @@ class RpingServer(_Rping):
     def from_params(cls, p):
         return cls(p.size, corrupt=p.corrupt, **p.limits())
 
+    def pinned_bytes(self) -> int:
+        return 2 * INFO.size + max(self.size, self.max_size)  # a C client's advert grows it so far
+
     def on_request(self, conn, ev) -> None:
         hello = H.parse(ev.private_data)
         if hello is None:

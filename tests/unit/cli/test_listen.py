@@ -147,3 +147,41 @@ def test_a_group_beyond_the_servers_limit_is_refused_past_it(rdmacli, backend):
     r = rdmacli(backend, "listen", "-b", "10.0.0.1", "--json")
     t = r.doc["totals"]
     assert (t["connections_passed"], t["connections_rejected"]) == (H.MAX_GROUP, 2), t
+
+
+def test_a_server_serves_at_most_max_clients_at_once_and_says_why_it_refuses(rdmacli, backend):
+    from rdmacli.protocols import hello as H
+
+    hello = H.Hello(H.KIND_CONNECT, 1, 100).pack()
+    backend.script["listen"] = lambda cm: [backend.request(hello) for _ in range(3)][:0]
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
+    r = rdmacli(backend, "listen", "-b", "10.0.0.1", "-c", "3", "--max-clients", "2", "--json")
+    t = r.doc["totals"]
+    assert (t["connections_passed"], t["connections_rejected"]) == (2, 1), t
+    assert backend.rejections == [b"rdmacli: server is busy: 2 connections at once (--max-clients)\0"]
+    assert r.doc["params"]["max_clients"] == 2
+
+
+def test_a_server_pins_at_most_max_pinned_for_all_its_clients(rdmacli, backend):
+    """Two clients asking 48 MiB each of a server allowed 64 MiB: the second is refused with
+    what it asked and what is held (issue 34: 64 clients once pinned 4 GiB, none refused)."""
+    from rdmacli.protocols import hello as H
+
+    hello = H.Hello(H.KIND_CONNECT, 1, 48 << 20).pack()
+    backend.script["listen"] = lambda cm: [backend.request(hello) for _ in range(2)][:0]
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * 8)
+    r = rdmacli(backend, "listen", "-b", "10.0.0.1", "-c", "2", "--max-pinned", "64M", "--json")
+    assert r.doc["totals"]["connections_rejected"] == 1, r.doc["totals"]
+    reason = backend.rejections[0].decode()
+    assert reason.startswith("rdmacli: server's memory is taken: 50331648 bytes asked, 50331648 of 67108864")
+    assert r.doc["params"]["max_pinned_bytes"] == 64 << 20
+
+
+def test_a_persistent_server_has_bounds_by_default(rdmacli, backend):
+    c_clients(backend)
+    backend.on_send = lambda cm, wr: (
+        backend.deliver(cm, b"e" * wr["length"]),
+        os.kill(os.getpid(), signal.SIGTERM),
+    )
+    r = rdmacli(backend, "listen", "--persistent", "-b", "10.0.0.1", "--json")
+    assert (r.doc["params"]["max_clients"], r.doc["params"]["max_pinned_bytes"]) == (16, 1 << 30)
