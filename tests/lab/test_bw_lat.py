@@ -5,6 +5,7 @@ server killed mid-run ends the client with words; bad input gets its exit code."
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -125,7 +126,7 @@ def test_a_server_killed_mid_run_ends_the_client_with_words(lab, flows):
 
 
 def test_bad_input_gets_its_exit_code(lab, flows):
-    srv = flows.serve("listen", "--bw", "--persistent")
+    srv = flows.serve("listen", "--bw", "--persistent", "--max-clients", "1", "--max-pinned", "4M")
     # root ignores RLIMIT_MEMLOCK through CAP_IPC_LOCK: drop it, as an ordinary user has none
     drop = 'ulimit -l 64 && exec setpriv --bounding-set -ipc_lock --inh-caps -ipc_lock "$@"'
     r = subprocess.run(["sh", "-c", drop, "sh", sys.executable, "-m", "rdmacli", "bw", lab.server, "-I",
@@ -137,5 +138,17 @@ def test_bad_input_gets_its_exit_code(lab, flows):
     assert (r.returncode, json.loads(r.stdout)["error"]["cause"]) == (3, "device_limit"), r.stdout
     r = lab.run("bw", lab.server, "--duration", "0")
     assert r.returncode == 2 and "0<x<=86400" in r.stderr
+    # the server's bounds, said to the client: memory (8 MiB asked of 4), then connections at once
+    r = lab.run("bw", lab.server, "-I", lab.client, "-S", "8M", "-C", "10", "--json")
+    assert r.returncode == 5 and "server's memory is taken: 8388672 bytes asked" in r.stdout, r.stdout
+    cmd = [*lab.rdmacli, "bw", lab.server, "-I", lab.client, "--duration", "30", "--json-lines"]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in first.stdout:
+        if '"type":"bw"' in line:  # it is being served
+            break
+    r = lab.run("bw", lab.server, "-I", lab.client, "-C", "10", "--json")
+    assert r.returncode == 5 and "server is busy: 1 connections at once" in r.stdout, r.stdout
+    first.send_signal(signal.SIGINT)
+    first.communicate(timeout=60)
     srv.proc.terminate()
     srv.finish()
