@@ -168,11 +168,14 @@ def check_report(value, family: int) -> list[Rail] | str:
         if not (isinstance(port, int) and not isinstance(port, bool) and 0 < port < 256):
             return "a rail whose port is not a port number"
         try:
-            ok = isinstance(addr, str) and len(addr) <= 64 and ipaddress.ip_address(addr).version == family
+            ip = ipaddress.ip_address(addr) if isinstance(addr, str) and len(addr) <= 64 else None
         except ValueError:
-            ok = False
-        if not ok:
+            ip = None
+        if ip is None or ip.version != family:
             return f"a rail whose address is not an IPv{family} address"
+        scope = getattr(ip, "scope_id", None)
+        if scope is not None and not DEVICE.fullmatch(scope):  # a netdev's name, or its index
+            return "a rail whose address has a scope that is not an interface name"
         if netdev is not None and not (isinstance(netdev, str) and DEVICE.fullmatch(netdev)):
             netdev = None
         out.append(Rail(dev, port, str(ipaddress.ip_address(addr)), netdev))

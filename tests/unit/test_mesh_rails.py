@@ -91,6 +91,10 @@ def test_device_lists_and_agent_reports_are_checked():
         [{**good[0], "address": "fd00::1"}], [{**good[0], "address": "10.0.0.1; rm"}], good * 2, good * 17,
     ):  # fmt: skip
         assert isinstance(check_report(bad, 4), str), bad
+    six = [{"device": "mlx5_0", "port": 1, "address": "fe80::1%eth0"}]
+    assert [r.address for r in check_report(six, 6)] == ["fe80::1%eth0"]
+    for scope in ("a,b", "a+b", "a b", "%", "x" * 65):  # a node set's or a shell's syntax, once
+        assert isinstance(check_report([{**six[0], "address": f"fe80::1%{scope}"}], 6), str), scope
 
 
 def test_a_map_gives_several_rails_and_every_node_must_have_as_many(tmp_path):
