@@ -18,7 +18,8 @@ def blame(
     """Bad NICs first: a NIC whose node says the fault is its own (LOCAL causes) on most of its
     pairs; then, greedily, the NIC failing (or slow, or lossy, in either attempt) with the
     largest share of its not yet explained partners, at least two and more than half, explains
-    those; repeat. A node whose every rail is a bad NIC is a bad node (with one rail, a bad NIC
+    those; repeat; then a NIC common to two or more bad pairs that are its partners' only ones
+    (common_ends). A node whose every rail is a bad NIC is a bad node (with one rail, a bad NIC
     is its node). A pair still bad whose NICs both pass elsewhere is a bad link; any other is
     unexplained (two NICs alone cannot tell a NIC from a link). O(M^2) per bad NIC, M NICs."""
     m = n * rails
@@ -54,6 +55,7 @@ def blame(
             break
         _, x, failed, tested = best
         bad[x] = [failed, tested]
+    common_ends(of, bad)
     whole = [r for r in range(n) if all(r * rails + k in bad for k in range(rails))]
     nodes = []
     for r in whole:
@@ -83,6 +85,30 @@ def blame(
             entry["slow"] = p.slow
         (links if passes[x] and passes[y] else unexplained).append(entry)
     return {"nodes": nodes, "nics": nics, "links": links, "unexplained": unexplained}
+
+
+def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list]) -> None:
+    """What the majority rule leaves: a NIC at the end of two or more bad pairs whose other
+    NICs are bad nowhere else explains them as one fault, where calling each a bad link would
+    take as many (a NIC dropping 5 % of its packets shows on a few of its pairs only: each
+    pair's handful of packets may all get through). Greedy, the most such pairs first."""
+    left = {x: [(p, y) for p, y, against in pairs if against and y not in bad] for x, pairs in enumerate(of)}
+    count = {x: len(v) for x, v in left.items() if v and x not in bad}
+    while True:
+        best = None
+        for x in count:
+            if x in bad:
+                continue
+            lone = [p for p, y in left[x] if y not in bad and count.get(y) == 1]
+            if len(lone) >= 2 and (best is None or len(lone) > len(best[1])):
+                best = (x, lone)
+        if best is None:
+            return
+        x, lone = best
+        bad[x] = [lone, len(of[x])]
+        for _, y in left[x]:
+            if y in count:
+                count[y] -= 1
 
 
 LOCAL = ("DOWN", "BUSY", "ENV", "AGENT")

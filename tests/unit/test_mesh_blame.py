@@ -293,3 +293,30 @@ def test_a_line_the_launcher_cut_is_its_senders_violation():
     c = Intake(plan())
     c.on_line("n1", '{"type": "pair", "run"' + OVERLONG, False)
     assert c.violations == {1: ["a line of over 65536 bytes"]}
+
+
+def lossy_mesh(n: int, lossy: set) -> list[Pair]:
+    """Every pair of n nodes passes; those in `lossy` ({a, b} sets) with a retransmit counted."""
+    moved = ({"device": "rxe0", "port": 1, "moved": {"completer_retry_err": 1}},)
+    pairs = []
+    for rnd in range(schedule.round_count(n)):
+        for a, b in schedule.pairs(n, rnd):
+            extra = {"counters": moved} if frozenset((a, b)) in lossy else {}
+            p = Pair(a, b, rnd)
+            p.reports = {
+                "listen": report(a, b, "pass", None, rnd),
+                "connect": report(b, a, "pass", None, rnd, **extra),
+            }
+            pairs.append(p)
+    return pairs
+
+
+def test_a_node_common_to_lossy_pairs_its_partners_have_alone_is_the_node_blamed():
+    """A 5 % lossy node shows on a few of its pairs only (the lab: 2 of 7): one bad node
+    explains them, where two bad links would take two faults; lone lossy pairs stay links."""
+    v = blame(8, lossy_mesh(8, {frozenset((5, 4)), frozenset((5, 7))}), NAMES)
+    assert [b["node"] for b in v["nodes"]] == ["n5"] and v["links"] == [], v
+    v = blame(8, lossy_mesh(8, {frozenset((2, 7))}), NAMES)
+    assert v["nodes"] == [] and [{x["a"], x["b"]} for x in v["links"]] == [{"n2", "n7"}]
+    v = blame(8, lossy_mesh(8, {frozenset((0, 1)), frozenset((2, 3))}), NAMES)  # two links, no end shared
+    assert v["nodes"] == [] and len(v["links"]) == 2
