@@ -13,23 +13,19 @@ not be up yet). Every record goes to `emit`; the agent never needs to hear from 
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import math
 import os
 import socket
-import stat
-import tempfile
 import time
 
 from rdmacli.engine.flow import Options
 from rdmacli.engine.server import ServerFlow
-from rdmacli.engine.status import port_in_use
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.mesh import schedule
 from rdmacli.mesh.contract import RunSpec, SpecError
+from rdmacli.mesh.lock import hold_port
 from rdmacli.mesh.pair import KINDS, pair_record, run_pair
 from rdmacli.mesh.records import AgentRecord, DoneRecord, PairRecord, RailState
 from rdmacli.rdma.constants import PORT_SPACES
@@ -147,7 +143,7 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops
         problems = []  # per rail: why none of its pairs can run, or None
         for rail in range(cfg.rails):
             address, port = cfg.address(cfg.rank, rail), cfg.port_of(rail)
-            lock, problem = hold_port(cfg, address, port)
+            lock, problem = hold_port(cfg.spec.run_id, address, port)
             locks.append(lock)
             if problem is not None:
                 problems.append(problem)
@@ -158,56 +154,6 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops
         for lock in locks:
             if lock is not None:
                 os.close(lock)
-
-
-LOCK_DIRS = ("/run/lock", tempfile.gettempdir())
-
-
-def hold_port(cfg: AgentConfig, address: str, port: int) -> tuple[int | None, RdmacliError | None]:
-    """This run's claim on an address and port for the agent's whole life (a flock): another
-    mesh run's agent for the same address finds it even between pairs, when no listener shows
-    (its preflight bind would pass), and says who holds it. (fd, None); (None, why not: the
-    port held, or a lock path that is not this user's own regular file); or (None, None) where
-    no lock can be made (the bind check still runs). As root nothing else is written: not
-    through a link, not a FIFO or device, not a file with another name (a hard link) or owner."""
-    name = f"rdmacli-mesh-{address}-{port}.lock"
-    for d in LOCK_DIRS:
-        path = os.path.join(d, name)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                return None, _bad_lock(path, "a symbolic link")
-            continue
-        st = os.fstat(fd)
-        why = (
-            "not a regular file" if not stat.S_ISREG(st.st_mode)
-            else f"a file with {st.st_nlink} names (hard links)" if st.st_nlink != 1
-            else f"owned by uid {st.st_uid}, not this agent's" if st.st_uid != os.geteuid()
-            else None
-        )  # fmt: skip
-        if why is not None:
-            os.close(fd)
-            return None, _bad_lock(path, why)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            said = os.pread(fd, 200, 0).decode("utf-8", "replace")
-            os.close(fd)
-            holder = "".join(ch for ch in said if ch.isprintable())[:120] or "another process"
-            return None, port_in_use("preflight", address, port, [holder], "flock")
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} (rdmacli mesh-agent, run {cfg.spec.run_id})".encode(), 0)
-        return fd, None
-    return None, None
-
-
-def _bad_lock(path: str, what: str) -> RdmacliError:
-    return RdmacliError(
-        f"the mesh's lock file {path} is {what}: not written",
-        hint="remove it (someone may have planted it); the agent makes its own",
-        cause=Cause.ENVIRONMENT,
-    )
 
 
 RETEST_WAIT_S = 10.0  # after its rounds, an agent waits this long (plus a round) for re-tests

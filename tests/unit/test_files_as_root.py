@@ -53,13 +53,9 @@ def test_a_map_error_names_the_line_not_its_content(tmp_path):
 def test_a_planted_lock_path_is_refused_and_left_alone(tmp_path, monkeypatch, planted):
     """The agent's lock per address and port, in a shared directory: what someone planted
     there is neither written through nor truncated, and the agent says so (ENV for its pairs)."""
-    from rdmacli.mesh import agent
-    from rdmacli.mesh.contract import RunSpec
+    from rdmacli.mesh import lock
 
-    monkeypatch.setattr(agent, "LOCK_DIRS", (str(tmp_path),))
-    cfg = agent.AgentConfig(
-        RunSpec(run_id="ab" * 8, names=["n1", "n2"], addresses=[["10.0.0.1"], ["10.0.0.2"]]), 0
-    )
+    monkeypatch.setattr(lock, "LOCK_DIRS", (str(tmp_path),))
     path = tmp_path / "rdmacli-mesh-10.0.0.1-7490.lock"
     victim = tmp_path / "victim"
     victim.write_text("precious")
@@ -74,10 +70,10 @@ def test_a_planted_lock_path_is_refused_and_left_alone(tmp_path, monkeypatch, pl
         if os.geteuid() != 0:
             pytest.skip("chown needs root")  # CI runs as root
         os.chown(path, 65534, 65534)
-    fd, problem = agent.hold_port(cfg, "10.0.0.1", 7490)
+    fd, problem = lock.hold_port("ab" * 8, "10.0.0.1", 7490)
     assert fd is None and problem is not None and problem.cause.value == "environment", problem
     assert victim.read_text() == "precious"
-    fd, problem = agent.hold_port(cfg, "10.0.0.2", 7490)  # a path of its own: made and held
+    fd, problem = lock.hold_port("ab" * 8, "10.0.0.2", 7490)  # a path of its own: made and held
     assert fd is not None and problem is None
     os.close(fd)
 

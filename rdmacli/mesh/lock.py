@@ -1,0 +1,67 @@
+"""An agent's claim on its address and port for the whole run: a lock file, opened as root may.
+
+The lock lives in a shared directory (/run/lock, else the temporary one), where anyone may have
+planted something under its name: it is opened O_NOFOLLOW|O_NONBLOCK and used only if it is a
+regular file with one name, owned by the agent's user; anything else is refused in words (the
+pairs say ENV), never written through, truncated or waited on.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+import tempfile
+
+from rdmacli.engine.status import port_in_use
+from rdmacli.errors import Cause, RdmacliError
+
+LOCK_DIRS = ("/run/lock", tempfile.gettempdir())
+
+
+def hold_port(run_id: str, address: str, port: int) -> tuple[int | None, RdmacliError | None]:
+    """This run's claim on an address and port for the agent's whole life (a flock): another
+    mesh run's agent for the same address finds it even between pairs, when no listener shows
+    (its preflight bind would pass), and says who holds it. (fd, None); (None, why not: the
+    port held, or a lock path that is not this user's own regular file); or (None, None) where
+    no lock can be made (the bind check still runs). As root nothing else is written: not
+    through a link, not a FIFO or device, not a file with another name (a hard link) or owner."""
+    name = f"rdmacli-mesh-{address}-{port}.lock"
+    for d in LOCK_DIRS:
+        path = os.path.join(d, name)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return None, _bad_lock(path, "a symbolic link")
+            continue
+        st = os.fstat(fd)
+        why = (
+            "not a regular file" if not stat.S_ISREG(st.st_mode)
+            else f"a file with {st.st_nlink} names (hard links)" if st.st_nlink != 1
+            else f"owned by uid {st.st_uid}, not this agent's" if st.st_uid != os.geteuid()
+            else None
+        )  # fmt: skip
+        if why is not None:
+            os.close(fd)
+            return None, _bad_lock(path, why)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            said = os.pread(fd, 200, 0).decode("utf-8", "replace")
+            os.close(fd)
+            holder = "".join(ch for ch in said if ch.isprintable())[:120] or "another process"
+            return None, port_in_use("preflight", address, port, [holder], "flock")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} (rdmacli mesh-agent, run {run_id})".encode(), 0)
+        return fd, None
+    return None, None
+
+
+def _bad_lock(path: str, what: str) -> RdmacliError:
+    return RdmacliError(
+        f"the mesh's lock file {path} is {what}: not written",
+        hint="remove it (someone may have planted it); the agent makes its own",
+        cause=Cause.ENVIRONMENT,
+    )
