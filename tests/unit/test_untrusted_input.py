@@ -253,7 +253,7 @@ def test_figures_beyond_what_hardware_measures_are_the_senders_violation(lie):
 def test_a_line_is_refused_while_it_is_read_never_held_whole():
     """A line past MAX_LINE is said once (its head and the OVERLONG mark) and its rest skipped
     as it arrives, in any chunking; the lines around it are untouched."""
-    from rdmacli.mesh.launch import LineSplitter
+    from rdmacli.mesh.lines import LineSplitter
     from rdmacli.mesh.records import MAX_LINE, OVERLONG
 
     s = LineSplitter()
