@@ -121,19 +121,26 @@ def own_cause(p: Pair, x: int) -> str | None:
 
 
 def _bad(names: list[str], x: int, rail: int | None, failed: list[Pair], tested: int) -> dict:
+    """A bad NIC's or node's entry: its causes, and the trouble counters of its bad pairs, both
+    ends' (`counters`: a NIC that drops packets makes its partners retransmit as often as
+    itself) and its own port's alone (`own_counters`)."""
     causes: dict[str, int] = {}
-    own: dict[str, int] = {}  # the node's own port's trouble counters over those pairs
+    both: dict[str, int] = {}
+    own: dict[str, int] = {}
     for p in failed:
         code = p.cause or ("SLOW" if p.slow else "LOSS")  # passed, slow or with counters moving
         if p.first is not None and not p.bad:  # bad only in its first attempt
             code = p.first.cause or "LOSS"
         causes[code] = causes.get(code, 0) + 1
-        for name, v in p.trouble(p.side_of(x)).items():
-            own[name] = own.get(name, 0) + v
+        for into, side in ((both, None), (own, p.side_of(x))):
+            for name, v in p.trouble(side).items():
+                into[name] = into.get(name, 0) + v
     entry = {"node": names[x], "rank": x, **({"rail": rail} if rail is not None else {}),
              "failed": len(failed), "tested": tested, "causes": causes}  # fmt: skip
+    if both:
+        entry["counters"] = both
     if own:
-        entry["counters"] = own
+        entry["own_counters"] = own
     return entry
 
 

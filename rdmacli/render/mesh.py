@@ -251,7 +251,9 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
         share = f"{b['failed']} of {b['tested']}"
         con.print(f"  [bold red]bad node[/] {b['node']}: failed or was slow with {share} partners ({causes})")
         if b.get("counters"):
-            con.print(f"    its NIC's counters (the port's, shared): {counter_words(b['counters'])}")
+            con.print(
+                f"    its pairs' counters, both ends (the ports', shared): {counter_words(b['counters'])}"
+            )
     for b in verdict.get("nics", []):
         causes = ", ".join(f"{c} {n}" for c, n in b["causes"].items())
         dev = f" ({b['device']})" if b.get("device") else ""

@@ -320,3 +320,11 @@ def test_a_node_common_to_lossy_pairs_its_partners_have_alone_is_the_node_blamed
     assert v["nodes"] == [] and [{x["a"], x["b"]} for x in v["links"]] == [{"n2", "n7"}]
     v = blame(8, lossy_mesh(8, {frozenset((0, 1)), frozenset((2, 3))}), NAMES)  # two links, no end shared
     assert v["nodes"] == [] and len(v["links"]) == 2
+
+
+def test_a_bad_node_carries_its_pairs_counters_from_both_ends():
+    """The lab: n05 dropped packets and its partners retransmitted (their counters moved, not
+    its own): the node is named with the counters that name it, its own apart."""
+    v = blame(8, lossy_mesh(8, {frozenset((5, 6)), frozenset((5, 7))}), NAMES)  # n5 listens: theirs moved
+    [node] = v["nodes"]
+    assert node["counters"] == {"completer_retry_err": 2} and "own_counters" not in node

@@ -145,7 +145,10 @@ def test_a_node_retransmitting_with_most_partners_is_named_and_its_partners_are_
             pairs.append(pair_with(a, b, 0, loss, loss))
     v = blame(n, pairs, names)
     assert [x["node"] for x in v["nodes"]] == ["n3"] and v["links"] == []
-    assert v["nodes"][0]["causes"] == {"LOSS": 5} and v["nodes"][0]["counters"] == {"completer_retry_err": 20}
+    assert v["nodes"][0]["causes"] == {"LOSS": 5}
+    # the counters of its pairs, both ends (its partners retransmitted too), and its own apart
+    assert v["nodes"][0]["counters"] == {"completer_retry_err": 40}
+    assert v["nodes"][0]["own_counters"] == {"completer_retry_err": 20}
 
 
 def test_a_lossy_pair_between_clean_nodes_is_a_lossy_link():
