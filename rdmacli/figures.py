@@ -4,20 +4,18 @@ A protocol's `summary()` returns one of these; the outcome keeps it as is, the J
 flattens it into its connection's document (`to_dict`, the same keys as before there were
 types), and renderers, `bw`'s totals and the mesh agent choose by the record's type and read
 its attributes: nobody asks a dict which keys it happens to have. A field that is None does not
-apply (no round-trip time before the first ping) and is left out of the document, unless the
-field says that null means something (`NULL`: a result that never came).
+apply (no round-trip time before the first ping) and is left out of the document.
 
 Knows nothing of C, click or rich: the protocols, outcome and render/ all import it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 # the least a round trip through a wire can be (two NICs' pipelines and the wire; the fastest RDMA
 # round trips measured are above 1 µs): a figure below it was not measured
 RTT_FLOOR_US = 0.5
-NULL = {"null": True}  # field metadata: written as null when None (else a None field is absent)
 
 
 @dataclass(frozen=True)
@@ -28,7 +26,7 @@ class Figures:
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            if v is None and not f.metadata.get("null"):
+            if v is None:
                 continue
             out[f.name] = v.to_dict() if isinstance(v, Figures) else v
         return out
@@ -162,14 +160,14 @@ class BwFigures(Traffic):
     elapsed_us: float = 0.0
     gbps: float = 0.0
     msg_per_s: float = 0.0
-    bidir: bool = False  # not written: the params say it; it decides whether reverse is
-    reverse: Rate | None = field(default=None, metadata=NULL)
+    bidir: bool = False  # not written (the params say it): with it, reverse is written, null or not
+    reverse: Rate | None = None  # the server's stream; only a --bidir server sends it
 
     def to_dict(self) -> dict:
         d = super().to_dict()
         del d["bidir"]
-        if not self.bidir:
-            d.pop("reverse")
+        if self.bidir:
+            d.setdefault("reverse", None)  # null: the server's result never came
         return d
 
 

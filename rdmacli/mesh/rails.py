@@ -100,12 +100,6 @@ def netdev_address(netdev: str, family: int, *, proc: str = "/proc") -> str | No
     return socket.inet_ntoa(raw[20:24])
 
 
-def device_of(address: str, *, sysfs: str | None = None) -> str | None:
-    """The RDMA device on the netdev that holds `address` (for a rail given by address)."""
-    found = port_of(address, sysfs=sysfs)
-    return found[0] if found else None
-
-
 def port_of(address: str, *, sysfs: str | None = None) -> tuple[str, int] | None:
     """The RDMA device and port on the netdev that holds `address`: the netdev first, then each
     device's port netdev (a file or two each, never a GID table)."""

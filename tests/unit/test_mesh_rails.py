@@ -334,15 +334,15 @@ def test_an_ipv6_netdev_address_is_its_first_global_one(tmp_path):
 
 def test_a_rail_given_by_address_is_named_by_the_device_on_its_netdev(tmp_path, monkeypatch):
     from rdmacli.diag import local
-    from rdmacli.mesh.rails import device_of
+    from rdmacli.mesh.rails import port_of
 
     make_device(tmp_path, "mlx5_0", {1: ("4: ACTIVE", [v4_gid("10.0.0.1")])})
     make_device(tmp_path, "mlx5_3", {1: ("4: ACTIVE", [v4_gid("10.3.0.1")])})
     netdevs = {"10.3.0.1": "eth_mlx5_3_1", "10.0.0.1": "eth_mlx5_0_1"}
     monkeypatch.setattr(local, "netdev_of", lambda ip: netdevs.get(ip))
-    assert device_of("10.3.0.1", sysfs=str(tmp_path)) == "mlx5_3"
-    assert device_of("10.0.0.1", sysfs=str(tmp_path)) == "mlx5_0"
-    assert device_of("10.9.9.9", sysfs=str(tmp_path)) is None  # no netdev holds it
+    assert port_of("10.3.0.1", sysfs=str(tmp_path)) == ("mlx5_3", 1)
+    assert port_of("10.0.0.1", sysfs=str(tmp_path)) == ("mlx5_0", 1)
+    assert port_of("10.9.9.9", sysfs=str(tmp_path)) is None  # no netdev holds it
 
 
 def test_a_stop_reaches_every_rails_test_of_a_slot_and_the_agent_ends_after_all():
