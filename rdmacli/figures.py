@@ -161,7 +161,8 @@ class BwFigures(Traffic):
     gbps: float = 0.0
     msg_per_s: float = 0.0
     bidir: bool = False  # not written (the params say it): with it, reverse is written, null or not
-    reverse: Rate | None = None  # the server's stream; only a --bidir server sends it
+    reverse: Rate | None = None  # the server's stream as it reported it; only a --bidir server sends it
+    gbps_received: float | None = None  # SEND --bidir: the server's stream as it arrived here
 
     def to_dict(self) -> dict:
         d = super().to_dict()
@@ -173,11 +174,13 @@ class BwFigures(Traffic):
 
 @dataclass(frozen=True)
 class BwServed(Traffic):
-    """A bw server's QP: what arrived (SEND), and with --bidir what it sent back."""
+    """A bw server's QP: what arrived (SEND: counted and timed here), and with --bidir what it
+    sent back."""
 
     op: str = "write"
     size_bytes: int = 0
     gbps_sent: float | None = None
+    gbps_received: float | None = None
 
 
 # -- lat ---------------------------------------------------------------------------------------

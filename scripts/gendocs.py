@@ -170,8 +170,12 @@ EXTRA = {
         "answers with its messages and seconds (RESULT) before the client disconnects; the "
         "client checks that report (a count or time no run can have, or a rate above its own "
         "hardware port's line rate, is a protocol violation) "
-        "and prints both directions and their sum (data.bw reverse_gbps, total_gbps). Not "
-        "facing perftest's ib_write_bw (its own exchange over rdma_cm).",
+        "and prints both directions and their sum (data.bw reverse_gbps, total_gbps). With --op "
+        "send each end also counts and times what arrives (messages_received, gbps_received: the "
+        "receiving end's own measure of the other's stream), and keeps four receives posted for "
+        "each send the other may have in flight (perftest's rx_depth over tx_depth), so a receiver "
+        "that reposts late meets no RNR. Not facing perftest's ib_write_bw (its own exchange over "
+        "rdma_cm).",
     },
     "lat": {
         "examples": [
@@ -226,9 +230,14 @@ EXTRA = {
         "clock, carried back and taken out (rtt_p50_us, rtt_p99_us; host_rtt_p50_us is the round "
         "trip as the connector's host saw it); rping is rping's cycle (SEND, READ, SEND, WRITE per "
         "ping) for those who want that protocol's figure; connect and ud are ucmatose's and "
-        "udaddy's exchanges; bw is `rdmacli bw --bidir` (RDMA WRITE of 64 KiB, 16 in flight) for a "
-        "quarter of the slot (0.5 to 10 s): both directions at once, gbps_ab and gbps_ba, the "
-        "matrix showing the slower. Schedule: with N nodes (N+1 if odd) every agent computes the "
+        "udaddy's exchanges; bw is `rdmacli bw --op send --bidir` (SENDs of 64 KiB, 16 in flight) "
+        "for a quarter of the slot (0.5 to 10 s): both directions at once, each measured by the "
+        "end it came to (its receive completions, counted and timed there: the listener's gbps_ba, "
+        "the connector's gbps_ab), the matrix showing the slower. Each end also says what it sent "
+        "(messages_sent, gbps_sent); a passing pair whose receiver counted other than its sender, "
+        "or whose rate as it arrived is more than 2x off the rate it was sent at, has its rates set "
+        "aside and both ends counted against (a node at odds with two or more partners is named: "
+        "inconsistent reports). Schedule: with N nodes (N+1 if odd) every agent computes the "
         "same circle-method "
         "round robin, N-1 rounds of disjoint pairs; --quick runs about log2(N) of them, spread out. "
         "Rounds are time slots of --round-time seconds; round 1 starts two seconds after the last "

@@ -160,7 +160,8 @@ RETEST_WAIT_S = 10.0  # after its rounds, an agent waits this long (plus a round
 
 
 def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
-    rounds = schedule.main_rounds(cfg.n, cfg.spec.quick, cfg.rails, cfg.spec.cross_rail)
+    sched = schedule.Schedule.of(cfg.spec)
+    rounds = sched.rounds()
     found = [_port_of(cfg.address(cfg.rank, rail)) for rail in range(cfg.rails)]
     rails = tuple(
         RailState(rail=rail, address=cfg.address(cfg.rank, rail), device=dev, port=cfg.port_of(rail),
@@ -182,14 +183,14 @@ def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
     )
     main = [
         (rnd, slot, lambda s=slot: cfg.start_at + s * cfg.spec.round_s,
-         schedule.tests_of(cfg.rank, rnd, cfg.n, cfg.rails, cfg.spec.cross_rail))
+         sched.tests_of(cfg.rank, rnd))
         for slot, rnd in enumerate(rounds)
     ]  # fmt: skip
     failed = _run_slots(cfg, main, problems, emit, backend=backend, stop=stop, stops=stops)
     if cfg.spec.retests:
         plan = wait_for_retests(cfg, cfg.start_at + len(rounds) * cfg.spec.round_s, stop)
         if plan is not None:
-            base = schedule.retest_base(cfg.n, cfg.rails, cfg.spec.cross_rail)
+            base = sched.retest_base()
             slots = []
             for k, tests in enumerate(plan["rounds"]):
                 mine = [(ra, b, rb) for a, ra, b, rb in tests if a == cfg.rank]

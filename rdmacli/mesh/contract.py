@@ -83,6 +83,20 @@ def _discover(v) -> bool:
     return v["rails"] is None or (isinstance(v["rails"], str) and 0 < len(v["rails"]) <= 4096)
 
 
+GROUP = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")  # a leaf, rack or plane's name
+PAIRS = ("all", "group", "sample")  # schedule.PAIRS: which node pairs are tested
+MAX_SAMPLE = 10_000  # node pairs sampled between two groups
+
+
+def _groups(v) -> bool:
+    """Each node's group, by rank (or none)."""
+    return (
+        isinstance(v, (list, tuple))
+        and len(v) <= MAX_NODES
+        and all(isinstance(g, str) and GROUP.fullmatch(g) for g in v)
+    )
+
+
 @dataclass(frozen=True)
 class SpecField:
     name: str
@@ -105,6 +119,10 @@ SPEC_FIELDS = (
     SpecField("cross_rail", False, _bool, "true or false"),
     SpecField("retests", False, _bool, "true or false"),
     SpecField("discover", None, _discover, '{"rails": devices or null, "family": 4 or 6}, or null'),
+    SpecField("pairs", "all", lambda v: v in PAIRS, "one of " + ", ".join(PAIRS)),
+    SpecField("groups", (), _groups, "each node's group name (letters, digits, . _ : -), or none"),
+    SpecField("sample", 0, int_in(0, MAX_SAMPLE), f"0 to {MAX_SAMPLE}"),
+    SpecField("rotation", 0, int_in(0, 2**40), "0 to 2^40"),
 )
 _BY_NAME = {f.name: f for f in SPEC_FIELDS}
 
@@ -130,15 +148,25 @@ class RunSpec:
     cross_rail: bool = default("cross_rail")  # every rail pair, not only rail k with rail k
     retests: bool = default("retests")  # agents wait for the coordinator's re-test rounds
     discover: dict | None = default("discover")  # only report this node's rails, and end
+    pairs: str = default("pairs")  # all node pairs, those inside groups, or those plus a sample between
+    groups: tuple[str, ...] = default("groups")  # by rank, its group (a leaf, rack or plane)
+    sample: int = default("sample")  # pairs="sample": node pairs between every two groups
+    rotation: int = default("rotation")  # which window of the sampled pairs (a run counter)
 
     def __post_init__(self):
         object.__setattr__(self, "names", tuple(self.names))
         object.__setattr__(self, "addresses", tuple(tuple(r) for r in self.addresses))
+        if isinstance(self.groups, list):  # a string stays one, and is refused
+            object.__setattr__(self, "groups", tuple(self.groups))
         for f in SPEC_FIELDS:
             if not f.check(getattr(self, f.name)):
                 raise SpecError(f"run spec: bad {f.name} ({f.words})")
         if self.addresses and len(self.addresses) != len(self.names):
             raise SpecError(f"run spec: {len(self.names)} names, {len(self.addresses)} addresses")
+        if self.groups and len(self.groups) != len(self.names):
+            raise SpecError(f"run spec: {len(self.names)} names, {len(self.groups)} groups")
+        if (self.pairs == "sample") != (self.sample > 0):
+            raise SpecError("run spec: a sample (1 or more) with pairs=sample, and only then")
         if not self.addresses and self.discover is None:
             raise SpecError("run spec: no addresses (only discovery goes without)")
         if self.port + self.rails - 1 > 65535:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rdmacli.mesh import records, schedule
+from rdmacli.mesh import records
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.rails import DEVICE
 from rdmacli.mesh.records import AgentRecord, DoneRecord, ErrorRecord, PairRecord, RailsRecord, Violation
@@ -33,7 +33,7 @@ class Intake:
         self.plan = plan
         self.pairs: dict[tuple[int, int, int, int], Pair] = {}
         for rnd in plan.rounds:
-            for a, ra, b, rb in schedule.nic_pairs(plan.n, rnd, plan.rails, plan.spec.cross_rail):
+            for a, ra, b, rb in plan.schedule.nic_pairs(rnd):
                 self.pairs[(a, ra, b, rb)] = Pair(a, b, rnd, ra=ra, rb=rb)
         self.retests: dict[int, dict[tuple, Pair]] = {}  # round -> its re-tested pairs (as sent)
         self.agents: dict[int, AgentRecord] = {}
@@ -106,7 +106,7 @@ class Intake:
         rate is its sender's violation (None); one above only the partner's port (as the
         partner said it) is a contradiction between two nodes' words: the rates are set aside,
         the result stands, and both are counted against (a liar contradicts many partners)."""
-        rates = {k: v for k in ("gbps_ab", "gbps_ba") if (v := getattr(rec, k)) is not None}
+        rates = {k: v for k in records.RATES if (v := getattr(rec, k)) is not None}
         if not rates:
             return rec
         top_key, top = max(rates.items(), key=lambda kv: kv[1])
@@ -119,7 +119,7 @@ class Intake:
         if theirs and top > theirs * records.RATE_SLACK:
             self.contradicted.setdefault(rec.rank, set()).add(rec.peer)
             self.contradicted.setdefault(rec.peer, set()).add(rec.rank)
-            return replace(rec, gbps_ab=None, gbps_ba=None)
+            return replace(rec, **dict.fromkeys(records.RATES))
         return rec
 
     # ---- lines in --------------------------------------------------------------------------
@@ -197,8 +197,8 @@ class Intake:
         key = pair_key(rank, rec.rail, rec.peer, rec.peer_rail)
         if rnd in self.retests:  # a re-test: of the rounds this coordinator sent
             pair = self.retests[rnd].get(key)
-        elif 0 <= rec.peer < plan.n and (rec.rail, rec.peer, rec.peer_rail) in schedule.tests_of(
-            rank, rnd, plan.n, plan.rails, plan.spec.cross_rail
+        elif 0 <= rec.peer < plan.n and (rec.rail, rec.peer, rec.peer_rail) in plan.schedule.tests_of(
+            rank, rnd
         ):
             pair = self.pairs.get(key)
         else:
@@ -219,8 +219,7 @@ class Intake:
         if rnd not in self.retests:
             if len(pair.reports) == 2:
                 self.complete += 1
-            first_round = plan.rounds[: schedule.subrounds(plan.rails, True)]
-            if plan.spec.cross_rail and rnd in first_round and self.settled(pair):
+            if plan.spec.cross_rail and rnd in plan.first_node_round and self.settled(pair):
                 self.first_in.add(key)
         took = rec.took_s  # a healthy pair's: a failing one runs to the wall
         if rec.result == "pass" and took is not None and (self.slowest is None or took > self.slowest[0]):

@@ -22,7 +22,7 @@ from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.session import CLIENT, SERVER, Test, default_flow, run
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
-from rdmacli.figures import BwFigures, Figures, LatFigures, PingFigures, as_dict
+from rdmacli.figures import BwFigures, BwServed, Figures, LatFigures, PingFigures, as_dict
 from rdmacli.mesh.contract import RunSpec, side_of
 from rdmacli.mesh.token import Guarded, Token
 from rdmacli.outcome import Outcome, State
@@ -39,8 +39,7 @@ BW_MIN_S, BW_MAX_S, BW_DEPTH = 0.5, 10.0, 16
 @dataclass(frozen=True)
 class Kind:
     """A mesh test kind: the protocol on the wire, its parameters from the run spec, and the
-    pair record's figures from its connector's stats (a listens, b connects: the connector's
-    own stream is b to a, the listener's, reported back, a to b)."""
+    pair record's figures from each end's stats (a listens, b connects)."""
 
     spec: Spec
     params: Callable[[RunSpec], Params]
@@ -49,7 +48,7 @@ class Kind:
 
 def _bw(s: RunSpec) -> Params:
     seconds = min(max(s.round_s * BW_SHARE, BW_MIN_S), BW_MAX_S)
-    return Params(size=BW.default_size, op="write", duration=seconds, depth=BW_DEPTH, bidir=True)
+    return Params(size=BW.default_size, op="send", duration=seconds, depth=BW_DEPTH, bidir=True)
 
 
 def _lat_figures(f: Figures) -> dict:
@@ -69,15 +68,25 @@ def _rping_figures(f: Figures) -> dict:
 
 
 def _bw_figures(f: Figures) -> dict:
-    if not isinstance(f, BwFigures):
+    """Each end gives the stream that came to it as it arrived (its receive completions: the
+    receiver's own count and time, never a figure its partner relayed), and what it sent as
+    its completions counted; the coordinator checks each direction's two counts against each
+    other. The connector b received a's stream (gbps_ab); the listener a, b's (gbps_ba)."""
+    if isinstance(f, BwFigures):
+        figures = {"gbps_ab": f.gbps_received, "gbps_sent": f.gbps}
+    elif isinstance(f, BwServed):
+        figures = {"gbps_ba": f.gbps_received, "gbps_sent": f.gbps_sent}
+    else:
         return {}
-    return {"gbps_ba": f.gbps, **({"gbps_ab": f.reverse.gbps} if f.reverse is not None else {})}
+    figures.update(messages_sent=f.messages_sent, messages_received=f.messages_received)
+    return {k: v for k, v in figures.items() if v is not None}
 
 
 # what a pair runs, one row a kind (contract.TESTS names them): `ping` is the latency probe
 # (`rdmacli lat`'s send ping-pong: a network round trip, the responder's hold taken out);
 # `rping` is rping's cycle, for a user who asks for that protocol; `connect` and `ud` are
-# ucmatose's and udaddy's exchanges; `bw` is `rdmacli bw --bidir`, both ways at once
+# ucmatose's and udaddy's exchanges; `bw` is `rdmacli bw --op send --bidir`, both ways at once
+# (SEND: each end counts and times what arrives, see _bw_figures)
 KINDS = {
     "ping": Kind(LAT, lambda s: Params(count=s.count, size=LAT.default_size, op="send"), _lat_figures),
     "rping": Kind(PING, lambda s: Params(count=s.count, size=PING.default_size), _rping_figures),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from rdmacli.mesh import schedule
 from rdmacli.mesh.contract import RunSpec
@@ -39,8 +40,21 @@ class Plan:
         """A plan whose schedule starts launch_s from now (the go line may bring it forward)."""
         start_at = time.time() + kw["launch_s"]
         spec = replace(spec, start_at=round(start_at, 3), retests=kw.get("retest_rounds", 0) > 0)
-        rounds = schedule.main_rounds(spec.n, spec.quick, spec.rails, spec.cross_rail)
+        rounds = schedule.Schedule.of(spec).rounds()
         return cls(spec=spec, rounds=tuple(rounds), **kw)
+
+    @cached_property
+    def schedule(self) -> schedule.Schedule:
+        return schedule.Schedule.of(self.spec)
+
+    @property
+    def first_node_round(self) -> tuple[int, ...]:
+        """The rounds of the first node round (cross-rail: its R sub-rounds)."""
+        return self.rounds[: schedule.subrounds(self.rails, True)]
+
+    @cached_property
+    def first_node_round_tests(self) -> int:
+        return sum(len(self.schedule.nic_pairs(r)) for r in self.first_node_round)
 
     @property
     def n(self) -> int:

@@ -35,7 +35,13 @@ FIGURES = {
     "took_s": 86400.0,  # of a slot of at most an hour
     "gbps_ab": 1e4,  # 10 Tb/s: beyond any port made (the port's own rate is checked by the verdict)
     "gbps_ba": 1e4,
+    "gbps_sent": 1e4,
 }
+RATES = ("gbps_ab", "gbps_ba", "gbps_sent")  # what a port's line rate bounds
+# `--test bw`'s counts: each end's messages sent (its completions: the partner's NIC acknowledged
+# them) and received (its receive completions), checked against the partner's on the way to the
+# verdict (report.disagreement): each direction counted at both of its ends
+COUNTS = ("messages_sent", "messages_received")
 # figures.RTT_FLOOR_US: a round trip below it was not measured, and would make every honest
 # pair look slow beside it
 RATE_SLACK = 1.1  # a rate above the slower port's line rate by more than this is no measure
@@ -138,6 +144,10 @@ def check_pair(rec: dict) -> str | None:
     for key, high in FIGURES.items():
         if rec.get(key) is not None and not _figure(rec[key], high):
             return f"{key} is not a figure from 0 to {high:g}"
+    for key in COUNTS:
+        v = rec.get(key)
+        if v is not None and not (_int(v) and 0 <= v <= MAX_INT):
+            return f"{key} is not a count from 0 to 2^63-1"
     why = _rtts(rec)
     if why:
         return why
@@ -169,6 +179,7 @@ def pair_copy(rec: dict) -> dict:
         "steps_us",
         "stats",
         *FIGURES,
+        *COUNTS,
     )
     out = {k: rec[k] for k in keep if k in rec}
     if rec.get("counters"):  # what the report derives (kinds) is derived again, not taken
@@ -282,7 +293,9 @@ def _text(v, limit: int) -> str:
 @dataclass(frozen=True)
 class PairRecord(Typed):
     """One end's report of one test with one partner's NIC. `error` is an RdmacliError's
-    document; the figures are the connector's (the listener's stream comes back in gbps_ab)."""
+    document; the latency figures are the connector's; with `--test bw` each end gives the
+    rate of the stream that came to it (the listener a's gbps_ba, the connector b's gbps_ab),
+    the rate it sent at (gbps_sent) and its counts both ways."""
 
     TYPE = "pair"
     run: str
@@ -303,6 +316,9 @@ class PairRecord(Typed):
     host_rtt_p50_us: float | None = None
     gbps_ab: float | None = None
     gbps_ba: float | None = None
+    gbps_sent: float | None = None
+    messages_sent: int | None = None
+    messages_received: int | None = None
     steps_us: dict | None = None
     stats: dict | None = None
     counters: tuple[dict, ...] = ()

@@ -9,12 +9,12 @@ most of its partners) from a bad link (a pair that fails while both its nodes pa
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh.contract import side_of
-from rdmacli.mesh.records import PairRecord
+from rdmacli.mesh.records import RATES, PairRecord
 
 # The matrix's short codes, most specific first (when the two ends of a pair disagree, the
 # first wins): (code, the typed causes it stands for, words). One table; any other cause is FAIL.
@@ -51,6 +51,12 @@ CAUSES = {code: words for code, _, words in CODES}
 PRIORITY = [code for code, _, _ in CODES]
 CODE_OF = {cause: code for code, causes, _ in CODES for cause in causes}
 
+
+# `--test bw`: which end received each direction, and gave its rate (records.PairRecord)
+RECEIVED_BY = {"gbps_ab": "connect", "gbps_ba": "listen"}
+# a direction's rate as it arrived and as it was sent (the same messages in nearly the same time)
+# further apart than this factor is two ends' words that cannot both be true
+RATES_AGREE = 2.0
 
 # A failed transfer (RETRY_EXC) or an early end is what lost packets do to a live partner; the
 # agent that saw it alone cannot tell that from a partner that died (counters.EXPLAINED).
@@ -167,9 +173,33 @@ class Pair:
         return self.bad or (first is not None and (first.result == "fail" or first.lossy))
 
     def metric(self, key: str):
-        """A figure of the connector's report (None when it has none)."""
-        r = self.reports.get("connect")
+        """A figure of the pair: a direction's rate from the end it came to, every other figure
+        from the connector's report (None when it has none)."""
+        r = self.reports.get(RECEIVED_BY.get(key, "connect"))
         return getattr(r, key) if r is not None else None
+
+    def disagreement(self) -> str | None:
+        """Why the two ends' words about a passing `--test bw` pair cannot both be true, or
+        None: each direction's messages received at one end are the messages its sender's
+        completions counted at the other (RC: a send completes when the receiver's NIC has
+        placed it, and the stream ends only once all have), and its rate as it arrived is the
+        rate it was sent at, within RATES_AGREE."""
+        a, b = self.reports.get("listen"), self.reports.get("connect")
+        if self.result != "pass" or a is None or b is None:
+            return None
+        for key, sender, receiver in (("gbps_ab", a, b), ("gbps_ba", b, a)):
+            sent, got = sender.messages_sent, receiver.messages_received
+            if sent is not None and got is not None and sent != got:
+                return f"{key[-2:]}: {got} messages received, {sent} sent"
+            sent_at, got_at = sender.gbps_sent, getattr(receiver, key)
+            if sent_at and got_at and not 1 / RATES_AGREE <= got_at / sent_at <= RATES_AGREE:
+                return f"{key[-2:]}: {got_at:g} Gb/s as it arrived, {sent_at:g} Gb/s as it was sent"
+        return None
+
+    def set_rates_aside(self) -> None:
+        """Its ends' words contradict each other: no rate of theirs stands for this pair."""
+        for side, r in self.reports.items():
+            self.reports[side] = replace(r, **dict.fromkeys(RATES))
 
     def side_of(self, rank: int) -> str:
         """Which end of this pair a node is."""

@@ -19,7 +19,7 @@ from functools import partial
 
 from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
 from rdmacli.mesh import plan as P
-from rdmacli.mesh import schedule, verdict
+from rdmacli.mesh import verdict
 from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.plan import GO_LEAD_S, RETEST_DECIDE_S, Plan
@@ -167,7 +167,7 @@ class MeshRun:
         if not (intake.all_in() or time.time() >= plan.main_end(self.start_at) + RETEST_DECIDE_S):
             return
         rounds = verdict.choose_retests(plan, list(intake.pairs.values()), intake.ready_nics())
-        intake.set_retests(rounds, schedule.retest_base(plan.n, plan.rails, plan.spec.cross_rail))
+        intake.set_retests(rounds, plan.schedule.retest_base())
         self.retest_at = max(time.time(), plan.main_end(self.start_at)) + GO_LEAD_S
         msg = {"at": round(self.retest_at, 3), "rounds": [[list(key) for key in keys] for keys in rounds]}
         self.go(json.dumps({"retest": msg}, allow_nan=False) + "\n")
@@ -176,9 +176,9 @@ class MeshRun:
         plan, intake = self.plan, self.intake
         if not plan.spec.cross_rail or plan.rails == 1 or self.refused is not None:
             return
-        if len(intake.first_in) < (plan.n // 2) * plan.rails * plan.rails:
+        if len(intake.first_in) < plan.first_node_round_tests:
             return
-        first = set(plan.rounds[: schedule.subrounds(plan.rails, True)])
+        first = set(plan.first_node_round)
         self.refused = verdict.cross_rail_refusal(
             plan, [p for p in intake.pairs.values() if p.round in first]
         )

@@ -10,11 +10,21 @@ rail k of its partner, all rails of the pair at once (they are separate NICs); w
 each node round becomes R sub-rounds, and in sub-round s rail k of the lower rank meets rail
 (k + s) mod R of the higher, so every rail pair meets once and no NIC is in two tests at once.
 A round's number is node_round * R + s then (node_round when aligned).
+
+Pairs chosen as fabrics are built (`Schedule`, `--pairs`): `all` is the circle above over every
+node; `group` runs the circle inside each group (a leaf, a rack, a plane: the map's group
+column), all groups at once, and nothing between them; `sample` adds, after those rounds, K node
+pairs between every two groups, taken at a rotation (a run counter) from a walk through all of
+them, so that runs with consecutive rotations cover every pair between two groups of a and b
+nodes in ceil(a x b / K) runs. The sampled pairs are packed first fit into rounds in which no
+node is in two tests. Every agent computes the same from the spec.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from functools import cached_property
 
 
 def round_count(n: int) -> int:
@@ -66,36 +76,6 @@ def rail_pairs(rails: int, cross: bool, sub: int) -> list[tuple[int, int]]:
     return [(k, (k + sub) % rails) for k in range(rails)]
 
 
-def tests_of(rank: int, rnd: int, n: int, rails: int = 1, cross: bool = False) -> list[tuple[int, int, int]]:
-    """What `rank` runs in round `rnd`: (its rail, its partner, the partner's rail) per test."""
-    s = subrounds(rails, cross)
-    peer = partner(rank, rnd // s, n)
-    if peer is None:
-        return []
-    out = []
-    for lo, hi in rail_pairs(rails, cross, rnd % s):
-        out.append((lo, peer, hi) if rank < peer else (hi, peer, lo))
-    return out
-
-
-def nic_pairs(n: int, rnd: int, rails: int = 1, cross: bool = False) -> list[tuple[int, int, int, int]]:
-    """The tests of one round as (a, rail of a, b, rail of b), a < b."""
-    s = subrounds(rails, cross)
-    return [(a, ra, b, rb) for a, b in pairs(n, rnd // s) for ra, rb in rail_pairs(rails, cross, rnd % s)]
-
-
-def main_rounds(n: int, quick: bool = False, rails: int = 1, cross: bool = False) -> list[int]:
-    """The round numbers of a run's schedule, in order."""
-    s = subrounds(rails, cross)
-    return [r * s + k for r in rounds_for(n, quick) for k in range(s)]
-
-
-def retest_base(n: int, rails: int = 1, cross: bool = False) -> int:
-    """The round number of the first re-test round: past every round of the schedule, so a
-    re-test's token never matches a first test's."""
-    return round_count(n) * subrounds(rails, cross)
-
-
 def retest_rounds(todo: list[tuple], limit: int) -> list[list[tuple]]:
     """Pairs of members (nodes, or (node, rail) NICs) to test again, packed in the order given
     into at most `limit` rounds in which no member is in two tests (first fit: each pair in the
@@ -112,3 +92,128 @@ def retest_rounds(todo: list[tuple], limit: int) -> list[list[tuple]]:
                 busy[k].update((a, b))
                 break
     return rounds
+
+
+PAIRS = ("all", "group", "sample")  # --pairs: every node pair, inside groups, plus K between
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A run's schedule, as every agent and the coordinator compute it from the spec. With
+    pairs="all" every lookup is the circle's O(1); otherwise the node rounds are a table of
+    the (few) pairs chosen, built once."""
+
+    n: int
+    rails: int = 1
+    cross: bool = False
+    quick: bool = False
+    pairs: str = "all"
+    groups: tuple[str, ...] = ()  # by rank, its group's name ((): one group)
+    sample: int = 0  # pairs="sample": node pairs between every two groups
+    rotation: int = 0  # which of the walk's windows of `sample` pairs this run takes
+
+    @classmethod
+    def of(cls, spec) -> Schedule:
+        """The schedule of a run spec (contract.RunSpec)."""
+        return cls(spec.n, spec.rails, spec.cross_rail, spec.quick, spec.pairs, spec.groups,
+                   spec.sample, spec.rotation)  # fmt: skip
+
+    @property
+    def sub(self) -> int:
+        return subrounds(self.rails, self.cross)
+
+    @cached_property
+    def members(self) -> list[list[int]]:
+        """Each group's ranks, the groups in order of their names."""
+        if not self.groups:
+            return [list(range(self.n))]
+        by: dict[str, list[int]] = {}
+        for rank, g in enumerate(self.groups):
+            by.setdefault(g, []).append(rank)
+        return [by[g] for g in sorted(by)]
+
+    @cached_property
+    def table(self) -> list[dict[int, int]] | None:
+        """pairs != "all": each node round as {rank: partner} (both ends); None for "all"."""
+        if self.pairs == "all":
+            return None
+        biggest = max(len(m) for m in self.members)
+        out: list[dict[int, int]] = []
+        for r in rounds_for(biggest, self.quick) if biggest > 1 else ():
+            met: dict[int, int] = {}
+            for m in self.members:
+                for x, y in pairs(len(m), r) if r < round_count(len(m)) else ():
+                    met[m[x]], met[m[y]] = m[y], m[x]
+            out.append(met)
+        if self.pairs == "sample":
+            out += pack(self.between())
+        return out
+
+    def between(self) -> list[tuple[int, int]]:
+        """The sampled pairs between every two groups: for groups of a and b members, a walk
+        through all a x b pairs (step k: the k % a-th of the first, the (k % a + k // a) % b-th
+        of the second: consecutive steps take distinct nodes on both sides), and this run's
+        window of `sample` steps at `rotation`."""
+        out = []
+        groups = self.members
+        for i, gi in enumerate(groups):
+            for j, gj in enumerate(groups[i + 1 :], i + 1):
+                a, b = len(gi), len(gj)
+                total = a * b
+                for t in range(min(self.sample, total)):  # the walk starts at i + j: a group's
+                    # pairs with the others start at different members, spread, not on one node
+                    k = (self.rotation * self.sample + t + i + j) % total
+                    out.append((gi[k % a], gj[(k % a + k // a) % b]))
+        return out
+
+    def node_rounds(self) -> int:
+        return round_count(self.n) if self.table is None else len(self.table)
+
+    def node_partner(self, rank: int, node_round: int) -> int | None:
+        if self.table is None:
+            return partner(rank, node_round, self.n)
+        return self.table[node_round].get(rank) if 0 <= node_round < len(self.table) else None
+
+    def node_pairs(self, node_round: int) -> list[tuple[int, int]]:
+        if self.table is None:
+            return pairs(self.n, node_round)
+        met = self.table[node_round] if 0 <= node_round < len(self.table) else {}
+        return sorted((x, y) for x, y in met.items() if x < y)
+
+    def rounds(self) -> list[int]:
+        """The round numbers of the run's schedule, in order."""
+        nodes = rounds_for(self.n, self.quick) if self.table is None else range(len(self.table))
+        return [r * self.sub + k for r in nodes for k in range(self.sub)]
+
+    def tests_of(self, rank: int, rnd: int) -> list[tuple[int, int, int]]:
+        """What `rank` runs in round `rnd`: (its rail, its partner, the partner's rail) per test."""
+        peer = self.node_partner(rank, rnd // self.sub)
+        if peer is None:
+            return []
+        return [(lo, peer, hi) if rank < peer else (hi, peer, lo)
+                for lo, hi in rail_pairs(self.rails, self.cross, rnd % self.sub)]  # fmt: skip
+
+    def nic_pairs(self, rnd: int) -> list[tuple[int, int, int, int]]:
+        """The tests of one round as (a, rail of a, b, rail of b), a < b."""
+        return [(a, ra, b, rb) for a, b in self.node_pairs(rnd // self.sub)
+                for ra, rb in rail_pairs(self.rails, self.cross, rnd % self.sub)]  # fmt: skip
+
+    def retest_base(self) -> int:
+        """The round number of the first re-test round: past every round of the schedule."""
+        return self.node_rounds() * self.sub
+
+
+def pack(todo: list[tuple[int, int]]) -> list[dict[int, int]]:
+    """Node pairs into rounds in which nobody is in two tests, first fit (each pair in the
+    first round where both are free), as many rounds as it takes. A node's busy rounds are the
+    bits of one integer: first fit is the lowest bit clear in both."""
+    busy: dict[int, int] = {}
+    out: list[dict[int, int]] = []
+    for x, y in todo:
+        taken = busy.get(x, 0) | busy.get(y, 0)
+        k = (~taken & (taken + 1)).bit_length() - 1
+        while k >= len(out):
+            out.append({})
+        out[k][x], out[k][y] = y, x
+        busy[x], busy[y] = busy.get(x, 0) | 1 << k, busy.get(y, 0) | 1 << k
+    return out

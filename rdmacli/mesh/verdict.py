@@ -109,6 +109,29 @@ def inconsistent(ev: Evidence) -> list[int]:
     return sorted(r for r, partners in ev.contradicted.items() if len(partners) >= MIN_CONTRADICTED)
 
 
+def disagreeing(pairs: list[Pair]) -> dict[int, set[int]]:
+    """Passing pairs whose two ends' counts or rates contradict each other (Pair.disagreement):
+    their rates are set aside (the result stands) and each end is counted against the other;
+    the one whose words are wrong contradicts all its partners, each of them only one node."""
+    out: dict[int, set[int]] = {}
+    for p in pairs:
+        if p.disagreement() is not None:
+            p.set_rates_aside()
+            out.setdefault(p.a, set()).add(p.b)
+            out.setdefault(p.b, set()).add(p.a)
+    return out
+
+
+def contradicting(ev: Evidence, more: dict[int, set[int]]) -> Evidence:
+    """The evidence with more contradictions between nodes added to those already found."""
+    if not more:
+        return ev
+    merged = {r: set(ps) for r, ps in ev.contradicted.items()}
+    for r, ps in more.items():
+        merged.setdefault(r, set()).update(ps)
+    return replace(ev, contradicted={r: frozenset(ps) for r, ps in merged.items()})
+
+
 def fill_ends(plan: Plan, ev: Evidence, pairs: list[Pair]) -> list[Pair]:
     """Copies of `pairs` whose unreported ends are filled with their own failure: a node whose
     agent never spoke (AGENT, in its launcher's words), an end that never reported its side
@@ -160,17 +183,14 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     per-node and per-NIC tables, warnings and the one error that decides the exit code."""
     firsts = sorted(fill_ends(plan, ev, ev.pairs), key=lambda p: (p.round, p.a, p.ra))
     by_key = {p.key: p for p in firsts}
-    reference = judge_slow(firsts, plan.slow_factor, plan.slow_fraction)
-    too_good = implausible(firsts, reference, plan.slow_factor)
-    if too_good:  # contradictions of the fabric's own figures, beside those of the ports
-        merged = {r: set(ps) for r, ps in ev.contradicted.items()}
-        for r, ps in too_good.items():
-            merged.setdefault(r, set()).update(ps)
-        ev = replace(ev, contradicted={r: frozenset(ps) for r, ps in merged.items()})
     again = {
         p.key: replace(p, first=by_key[p.key])
         for p in fill_ends(plan, ev, [p for p in ev.retested if p.reports])
     }
+    ev = contradicting(ev, disagreeing([*firsts, *again.values()]))  # before any rate is judged
+    reference = judge_slow(firsts, plan.slow_factor, plan.slow_fraction)
+    # contradictions of the fabric's own figures, beside those of the ports and the partners
+    ev = contradicting(ev, implausible(firsts, reference, plan.slow_factor))
     judge_slow(list(again.values()), plan.slow_factor, plan.slow_fraction, reference)  # by the same best
     pairs = [again.get(p.key, p) for p in firsts]  # what counts: a re-test's result, if run
     devices = ev.devices
@@ -249,7 +269,8 @@ def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
         out.append(
             f"{plan.spec.names[rank]}: inconsistent reports: its figures with {len(partners)} "
             f"partners cannot be true ({', '.join(partners[:8])}: above their ports' line rates, "
-            "or far faster than the rest of the fabric); they judged nobody, the pairs' results stand"
+            "at odds with what the partners counted, or far faster than the rest of the fabric); "
+            "they judged nobody, the pairs' results stand"
         )
     words = margin(plan, ev.slowest)
     if words:

@@ -46,6 +46,8 @@ RESULT_FORMAT = struct.Struct(">Qd")  # the server's stream: messages completed,
 CTL_SIZE = 32  # bytes of a control message's buffer
 CTL_RECVS = 4  # control receives kept posted (heartbeats, ADVERT, DONE, RESULT)
 CHAIN = 16  # work requests per doorbell, at most
+RECV_FACTOR = 4  # SEND: receives kept posted per send in flight (perftest's rx_depth 512 over its
+# tx_depth 128): a receiver that reposts late still has room, so its sender meets no RNR NAK
 PROGRESS_S = 1.0  # between progress records
 MAX_MESSAGES = 1 << 40
 RATE_SLACK = 1.1  # a measured rate above the port's line rate by more than this is no measure
@@ -108,6 +110,31 @@ class Stream:
         )
 
 
+class Arrivals:
+    """One direction's data as its receiving end saw it (SEND: every message is a receive
+    completion): the receiver's own measure of the stream, checked against the sender's count
+    (a mesh pair's rates are each direction's receiver's, not a figure the sender relayed)."""
+
+    def __init__(self) -> None:
+        self.messages = self.bytes = self.first_bytes = 0
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+
+    def note(self, nbytes: int, now: float) -> None:
+        if self.t_first is None:
+            self.t_first, self.first_bytes = now, nbytes
+        self.messages += 1
+        self.bytes += nbytes
+        self.t_last = now
+
+    def gbps(self) -> float | None:
+        """The bytes after the first over the time from the first arrival to the last (None
+        with fewer than two: one arrival has no time)."""
+        if self.messages < 2 or self.t_last is None or self.t_first is None or self.t_last <= self.t_first:
+            return None
+        return round((self.bytes - self.first_bytes) * 8 / (self.t_last - self.t_first) / 1e9, 4)
+
+
 class _Side(Protocol):
     """What both ends of a bidirectional run share: a data buffer, control buffers, a stream."""
 
@@ -128,6 +155,22 @@ class _Side(Protocol):
         if recv_window:
             conn.post_recv(RECV, self.inbox, 0, self.recv_len, n=recv_window)
 
+    def recv_window(self, conn) -> int:
+        """Receives kept posted: for SEND, RECV_FACTOR per send in flight (data and control
+        land alike); else control messages alone (a WRITE or READ completes no receive)."""
+        return conn.window(RECV_FACTOR * self.depth) if self.op == "send" else CTL_RECVS
+
+    def _received(self) -> dict:
+        """What arrived of the other end's stream: a server's count (none of a WRITE or READ,
+        which complete no receive), and for SEND its rate as timed here; a client's only with
+        SEND --bidir (the only stream that comes to it)."""
+        a = self.arrivals
+        if self.op != "send":
+            return {"messages_received": 0, "bytes_received": 0} if self.role == "server" else {}
+        if self.role != "server" and not self.bidir:
+            return {}
+        return {"messages_received": a.messages, "bytes_received": a.bytes, "gbps_received": a.gbps()}
+
     def tell(self, conn, what: int, payload: bytes = b"") -> None:
         if payload:
             self.out.write(payload)
@@ -145,7 +188,7 @@ class BwClient(_Side):
         self.mr = None
         self.stream: Stream | None = None
         self.reverse: Rate | None = None  # the server's stream, as it reported it
-        self.received = 0  # SEND --bidir: the server's messages that arrived
+        self.arrivals = Arrivals()  # SEND --bidir: the server's messages, as they arrived
         self.next_progress = 0.0
         self.done_told = self.done_sent = False
         self.group = 1  # --qps: said in the hello, so that a default server takes them all
@@ -174,7 +217,7 @@ class BwClient(_Side):
             )
         window = min(self.depth, lim.max_qp_wr) if lim is not None else self.depth
         self.stream = Stream(self.op, self.size, window, self.count, self.duration)
-        recvs = (conn.window(self.depth) if self.op == "send" else CTL_RECVS) if self.bidir else 0
+        recvs = self.recv_window(conn) if self.bidir else 0
         conn.create_qp(qp_type=C.QPT_RC, send_wr=window + CTL_RECVS, recv_wr=max(recvs, 1))
         self.buffers(conn, recvs, remote_access=self.bidir)
 
@@ -196,7 +239,7 @@ class BwClient(_Side):
             if wc.imm_data == RESULT:
                 self.reverse = self.result(conn, wc)
             elif wc.imm_data is None and self.op == "send":
-                self.received += 1
+                self.arrivals.note(wc.byte_len, now)
             self.repost(conn)
         else:
             self.stream.completion(wc)
@@ -266,6 +309,7 @@ class BwClient(_Side):
             msg_per_s=f.msg_per_s,
             bidir=self.bidir,
             reverse=self.reverse,
+            **self._received(),
         )
 
 
@@ -278,7 +322,7 @@ class BwServer(_Side):
         self.bidir = False
         self.mr = None
         self.stream: Stream | None = None
-        self.received = self.bytes_received = 0
+        self.arrivals = Arrivals()  # SEND: the client's messages, as they arrived
         self.result_sent = False
 
     @classmethod
@@ -297,7 +341,7 @@ class BwServer(_Side):
             self.depth = max(1, min(H.parse(ev.private_data).count or self.depth, self.depth))
 
     def setup(self, conn) -> None:
-        recvs = conn.window(self.depth) if self.op == "send" else CTL_RECVS  # else: control only
+        recvs = self.recv_window(conn)
         window = conn.window(self.depth) if self.bidir else 0
         self.stream = Stream(self.op, self.size, window) if self.bidir else None
         conn.create_qp(qp_type=C.QPT_RC, send_wr=window + CTL_RECVS, recv_wr=recvs)
@@ -319,8 +363,7 @@ class BwServer(_Side):
             elif wc.imm_data == DONE and s is not None:
                 s.stopped = True
             elif wc.imm_data is None and self.op == "send":
-                self.received += 1
-                self.bytes_received += wc.byte_len
+                self.arrivals.note(wc.byte_len, time.monotonic())
             # else: a heartbeat (empty): the engine counted it as progress
             self.repost(conn)
         elif s is not None:
@@ -341,8 +384,7 @@ class BwServer(_Side):
         return BwServed(
             op=self.op,
             size_bytes=self.size,
-            messages_received=self.received,
-            bytes_received=self.bytes_received,
+            **self._received(),
             messages_sent=sent and sent.messages,
             bytes_sent=sent and sent.bytes,
             gbps_sent=sent and sent.gbps,

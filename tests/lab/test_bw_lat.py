@@ -59,8 +59,10 @@ def test_bw_bidir_reports_both_ways(lab, flows, op):
     sdoc, _ = flows.done(srv)
     assert sdoc["totals"]["connections_passed"] == 2
     assert sum(c["messages_sent"] for c in sdoc["connections"]) == sent_back
-    if op == "send":  # each side's sends arrived at the other
+    if op == "send":  # each side's sends arrived at the other, counted and timed there
         assert sdoc["totals"]["messages_received"] == sum(c["messages_sent"] for c in doc["connections"])
+        assert sum(c["messages_received"] for c in doc["connections"]) == sent_back
+        assert all(c["gbps_received"] > 0 for c in doc["connections"] + sdoc["connections"]), doc
 
 
 @pytest.mark.parametrize("family", ["ipv4", "ipv6"])

@@ -18,14 +18,22 @@ RATE = 100.0  # every port's line rate, as each honest agent says it
 
 
 def honest(rank: int, peer: int, rnd: int, test: str, rng: random.Random) -> dict:
-    """An honest end's record: the connector (the higher rank) carries the figures."""
+    """An honest end's record. Latency: the connector (the higher rank) carries the figures.
+    Bandwidth: each end the stream that came to it, the rate it sent at and its counts both
+    ways, the same messages the partner counted (a pair's own generator, so both ends agree)."""
     rec = {"type": "pair", "run": "ab" * 8, "rank": rank, "peer": peer, "round": rnd, "result": "pass"}
-    if rank > peer:
-        if test == "ping":
-            p50 = 10.0 + rng.random()
-            rec.update(rtt_p50_us=p50, rtt_p99_us=p50 * 1.3, host_rtt_p50_us=p50 + 4)
+    if test == "ping" and rank > peer:
+        p50 = 10.0 + rng.random()
+        rec.update(rtt_p50_us=p50, rtt_p99_us=p50 * 1.3, host_rtt_p50_us=p50 + 4)
+    elif test == "bw":
+        a, b = sorted((rank, peer))
+        pr = random.Random(f"{a}-{b}-{rnd}")
+        n_ab, n_ba = 1000 + pr.randrange(100), 1000 + pr.randrange(100)
+        g_ab, g_ba = 88.0 + pr.random() * 4, 88.0 + pr.random() * 4
+        if rank == a:  # the listener: b's stream came to it
+            rec.update(gbps_ba=g_ba, gbps_sent=g_ab * 0.98, messages_sent=n_ab, messages_received=n_ba)
         else:
-            rec.update(gbps_ab=88.0 + rng.random() * 4, gbps_ba=88.0 + rng.random() * 4)
+            rec.update(gbps_ab=g_ab, gbps_sent=g_ba * 0.98, messages_sent=n_ba, messages_received=n_ab)
     return rec
 
 
@@ -70,9 +78,14 @@ def connector(rec: dict) -> bool:
     return rec.get("type") == "pair" and rec["rank"] > rec["peer"]
 
 
+def carries(rec: dict) -> bool:
+    """A record with figures: the connector's (latency), either end's (bandwidth)."""
+    return connector(rec) or (rec.get("type") == "pair" and "gbps_sent" in rec)
+
+
 def forged(**figures):
     """A liar that puts these figures in every record it carries figures in."""
-    return lambda rec: {**rec, **figures} if connector(rec) else rec
+    return lambda rec: {**rec, **figures} if carries(rec) else rec
 
 
 def responder(rec: dict) -> dict:
@@ -98,6 +111,16 @@ LIES = {
         if rec["type"] == "agent"
         else forged(gbps_ab=900.0, gbps_ba=900.0)(rec)
     ),  # fmt: skip
+    # bandwidth as received, checked against the sender's count and rate: the liar says its
+    # partners' streams came slowly (they would be the slow ones), or more came than was sent
+    ("bw", "its partners' streams said slow"): forged(gbps_ab=5.0, gbps_ba=5.0),
+    ("bw", "more received than sent"): lambda rec: (
+        {**rec, "messages_received": rec["messages_received"] + 500} if carries(rec) else rec
+    ),  # fmt: skip
+    ("bw", "fewer received than sent"): lambda rec: (
+        {**rec, "messages_received": rec["messages_received"] // 2} if carries(rec) else rec
+    ),  # fmt: skip
+    ("bw", "a count past 64 bits"): forged(messages_sent=2**64),
     ("bw", "its own port said slow"): lambda rec: (
         {**rec, "rails": [{**rec["rails"][0], "rate_gbps": 1.0}]} if rec["type"] == "agent" else rec
     ),  # fmt: skip

@@ -126,31 +126,33 @@ SIZES = [*range(2, 41), 63, 64, 127, 128, 199, 200]
 @pytest.mark.parametrize("rails,cross", [(2, False), (4, False), (2, True), (3, True), (4, True)])
 def test_every_required_rail_pair_meets_once_and_no_nic_is_in_two_tests_at_once(n, rails, cross):
     seen = set()
-    for rnd in schedule.main_rounds(n, False, rails, cross):
+    sched = schedule.Schedule(n, rails, cross)
+    for rnd in sched.rounds():
         busy = set()
-        tests = schedule.nic_pairs(n, rnd, rails, cross)
+        tests = sched.nic_pairs(rnd)
         for a, ra, b, rb in tests:
             assert a < b and (a, ra) not in busy and (b, rb) not in busy
             busy.update(((a, ra), (b, rb)))
             assert (a, ra, b, rb) not in seen
             seen.add((a, ra, b, rb))
             # both ends see the same test from their side
-            assert (ra, b, rb) in schedule.tests_of(a, rnd, n, rails, cross)
-            assert (rb, a, ra) in schedule.tests_of(b, rnd, n, rails, cross)
+            assert (ra, b, rb) in sched.tests_of(a, rnd)
+            assert (rb, a, ra) in sched.tests_of(b, rnd)
         # a node has one partner per round, so its listeners never meet two nodes at once
         assert len({(a, b) for a, _, b, _ in tests}) * rails == len(tests)
     want = {(a, ra, b, rb) for a, b in itertools.combinations(range(n), 2)
             for ra in range(rails) for rb in range(rails) if cross or ra == rb}  # fmt: skip
     assert seen == want
-    assert schedule.retest_base(n, rails, cross) > max(schedule.main_rounds(n, False, rails, cross))
+    assert sched.retest_base() > max(sched.rounds())
 
 
 def two_rail_mesh(n: int, fail=lambda a, ra, b, rb: None, rtt=lambda a, ra, b, rb: 10.0, tail: float = 1.5):
     """Every rail-aligned pair of n nodes with two rails; fail(...) -> (listener, connector)
     errors or None; rtt(...) -> the pair's p50 (its p99: tail x p50)."""
     pairs = []
-    for rnd in schedule.main_rounds(n, False, 2, False):
-        for a, ra, b, rb in schedule.nic_pairs(n, rnd, 2, False):
+    sched = schedule.Schedule(n, 2)
+    for rnd in sched.rounds():
+        for a, ra, b, rb in sched.nic_pairs(rnd):
             p = Pair(a, b, rnd, ra=ra, rb=rb)
             errs = fail(a, ra, b, rb)
             figures = {} if errs else {"rtt_p50_us": (v := rtt(a, ra, b, rb)), "rtt_p99_us": tail * v}
@@ -219,8 +221,9 @@ def test_fewer_than_three_pairs_have_no_best_to_judge_by_and_bandwidth_uses_the_
     assert judge_slow(two, 2.0, 0.9) == {} and not any(p.slow for p in two)
     pairs = two_rail_mesh(4)
     for p in pairs:
-        gbps = {"gbps_ab": 100.0, "gbps_ba": 80.0 if (p.a, p.ra) == (0, 0) else 99.0}
-        p.reports["connect"] = replace(p.reports["connect"], **gbps)
+        # each direction from the end it came to: a to b from b (connect), b to a from a (listen)
+        p.reports["connect"] = replace(p.reports["connect"], gbps_ab=100.0)
+        p.reports["listen"] = replace(p.reports["listen"], gbps_ba=80.0 if (p.a, p.ra) == (0, 0) else 99.0)
     judge_slow(pairs, 2.0, 0.9)
     slow = [p for p in pairs if p.slow]
     assert len(slow) == 3 and all((p.a, p.ra) == (0, 0) for p in slow)
@@ -268,7 +271,7 @@ def test_the_collector_takes_each_nics_record_once_and_refuses_rails_the_schedul
     c = Intake(pl)
     assert len(c.pairs) == 6 * 2 and pl.rounds == (0, 1, 2)
     rnd = pl.rounds[0]
-    (rail, peer, peer_rail), _ = schedule.tests_of(0, rnd, 4, 2)
+    (rail, peer, peer_rail), _ = schedule.Schedule(4, 2).tests_of(0, rnd)
     c.on_line("n0", record(pl, 0, rnd, rail, peer, peer_rail), False)
     assert c.pairs[(0, rail, peer, peer_rail)].reports["listen"].rail == rail
     for bad in (
@@ -293,7 +296,7 @@ def test_cross_rail_on_separate_rail_networks_is_refused_after_the_first_node_ro
     c = MeshRun(pl)
     first = pl.rounds[:2]  # node round 0: sub-round 0 rail-aligned, sub-round 1 cross-rail
     for rnd in first:
-        for a, ra, b, rb in schedule.nic_pairs(4, rnd, 2, True):
+        for a, ra, b, rb in schedule.Schedule(4, 2, True).nic_pairs(rnd):
             err = ADDR if ra != rb and not routed else None
             assert c.refused is None  # not before the first node round is in
             c.on_line(NAMES[a], record(pl, a, rnd, ra, b, rb, err), False)

@@ -89,3 +89,77 @@ def test_a_retest_line_is_checked_before_the_agent_uses_it():
         {"at": now, "rounds": [[[0, 1]]]},  # the one-rail form of before
     ):
         assert retest_plan(bad, 4) is None, bad
+
+
+# ---- --pairs: inside groups, and a sample between them ------------------------------------------
+def grouped(sizes: list[int]) -> tuple[str, ...]:
+    """Group names by rank, ranks interleaved (a map lists nodes in any order)."""
+    out = []
+    for g, size in enumerate(sizes):
+        out += [f"leaf{g}"] * size
+    import random
+
+    random.Random(len(out)).shuffle(out)
+    return tuple(out)
+
+
+def node_pairs_of(s) -> list[tuple[int, int]]:
+    """Every node pair of a schedule, checking that nobody is in two tests of one round."""
+    out = []
+    for r in range(s.node_rounds()):
+        met = s.node_pairs(r)
+        ends = [x for pair in met for x in pair]
+        assert len(ends) == len(set(ends)), (r, met)
+        for x, y in met:
+            assert s.node_partner(x, r) == y and s.node_partner(y, r) == x
+        out += met
+    return out
+
+
+@pytest.mark.parametrize("sizes", [[2, 2], [5, 8, 3], [32] * 4, [1, 7, 16, 9]])
+def test_group_pairs_are_every_pair_inside_each_group_and_none_between(sizes):
+    from rdmacli.mesh.schedule import Schedule
+
+    groups = grouped(sizes)
+    s = Schedule(len(groups), pairs="group", groups=groups)
+    got = node_pairs_of(s)
+    want = {(x, y) for x, y in itertools.combinations(range(len(groups)), 2) if groups[x] == groups[y]}
+    assert sorted(got) == sorted(want)  # each once
+    assert s.node_rounds() == round_count(max(sizes))  # the groups run at once
+
+
+@pytest.mark.parametrize("sizes,k", [([4, 4], 3), ([5, 8, 3], 2), ([8] * 6, 5), ([3, 2], 100)])
+def test_a_sample_takes_k_pairs_between_every_two_groups_and_rotations_cover_them_all(sizes, k):
+    from rdmacli.mesh.schedule import Schedule
+
+    groups = grouped(sizes)
+    n = len(groups)
+    everyone = {(x, y) for x, y in itertools.combinations(range(n), 2) if groups[x] != groups[y]}
+    covered = set()
+    runs = max(-(-a * b // k) for a, b in itertools.combinations(sizes, 2))
+    for rotation in range(runs):
+        s = Schedule(n, pairs="sample", groups=groups, sample=k, rotation=rotation)
+        got = node_pairs_of(s)
+        between = [(x, y) for x, y in got if groups[x] != groups[y]]
+        inside = {(x, y) for x, y in got if groups[x] == groups[y]}
+        assert len(inside) == sum(a * (a - 1) // 2 for a in sizes)
+        assert (
+            len(between)
+            == len(set(between))
+            == sum(min(k, a * b) for a, b in itertools.combinations(sizes, 2))
+        )
+        covered |= set(between)
+    assert covered == everyone  # ceil(a x b / K) consecutive rotations: every pair between groups
+
+
+def test_a_fleet_of_1000_nodes_in_32_leaves_is_a_few_dozen_rounds_on_8_rails():
+    from rdmacli.mesh.schedule import Schedule
+
+    groups = tuple(f"leaf{x // 32:02d}" for x in range(1000))  # 31 leaves of 32 and one of 8
+    s = Schedule(1000, rails=8, pairs="sample", groups=groups, sample=1, rotation=7)
+    tests = sum(len(s.nic_pairs(r)) for r in s.rounds())
+    inside = 31 * (32 * 31 // 2) + 8 * 7 // 2
+    between = 32 * 31 // 2
+    assert tests == 8 * (inside + between)  # rail-aligned: 8 NIC pairs a node pair
+    assert len(s.rounds()) < 60  # against 999 rounds of the full mesh
+    assert s.retest_base() > max(s.rounds())

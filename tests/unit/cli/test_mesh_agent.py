@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from rdmacli.mesh.contract import RunSpec
+from rdmacli.protocols import hello as H
+from rdmacli.rdma import constants as C
 
 from .peers import rping_server
 
@@ -58,15 +62,30 @@ def test_the_default_probe_reports_the_network_round_trip_beside_the_hosts(rdmac
 
 
 def test_a_bw_pair_is_measured_both_ways(rdmacli, backend):
+    """SEND both ways: the connector reports the partner's stream as it arrived here (its own
+    count and time, not the RESULT the partner told it) and its own stream as sent."""
     from rdmacli.protocols import bw
 
-    from .test_bw_lat import bidir_server
+    from .test_bw_lat import bw_server
 
-    bidir_server(backend, bw.RESULT_FORMAT.pack(30, 0.25))
+    bw_server(backend)
+
+    def answer(cm, wr):  # the listener's stream (30 sends), then its RESULT claiming 1000
+        if wr["opcode"] == C.WR_SEND_WITH_IMM and wr.get("imm") == bw.DONE:
+            for _ in range(30):
+                backend.deliver(cm, bytes(65536))
+            backend.deliver(cm, bw.RESULT_FORMAT.pack(1000, 0.25), imm=bw.RESULT)
+
+    backend.on_send = answer
     r = agent(rdmacli, backend, 1, test="bw")
     [pair] = [rec for rec in records(r) if rec["type"] == "pair"]
     assert pair["result"] == "pass", pair
-    assert pair["gbps_ba"] > 0 and pair["gbps_ab"] == round(30 * 65536 * 8 / 0.25 / 1e9, 4)
+    assert pair["messages_received"] == 30 and pair["messages_sent"] > 0 and pair["gbps_sent"] > 0
+    told = 1000 * 65536 * 8 / 0.25 / 1e9  # the RESULT's figure: not the pair's
+    assert pair["gbps_ab"] > 0 and pair["gbps_ab"] != pytest.approx(told, rel=0.01)
+    assert "gbps_ba" not in pair  # the listener's to give: it received that stream
+    hello = H.parse(backend.conn_params[0].private_data)
+    assert hello.flags & 3 == 2  # SEND: each end counts what arrives
 
 
 def test_a_partner_that_never_listens_is_its_cause_not_words(rdmacli, backend):
