@@ -55,9 +55,11 @@ from rdmacli.mesh.launch import LAUNCHERS
 @click.option(
     "--launch-timeout",
     type=options.Finite(1, 3600),
-    default=P.LAUNCH_S,
-    show_default=True,
-    help="Seconds for the launcher to start every agent before round 1 begins.",
+    help="Seconds for the launcher to start every agent before round 1 begins (and for rail "
+    "discovery). Default: as the launch goes: 60 s and 0.02 s a node for the first agent, then "
+    "discovery waits after each report as long again as the slowest start-up so far (20 s at "
+    "least), and the run's deadline is twice discovery's slowest; 600 s at most. Round 1 starts "
+    "as soon as every agent is ready.",
 )
 @click.option(
     "--address-template",
@@ -69,7 +71,8 @@ from rdmacli.mesh.launch import LAUNCHERS
     "map_file",
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    help="A file of `NODE ADDRESS` lines: each node's RDMA address.",
+    help="A file of `NODE [group=NAME] [ADDRESS...]` lines: each node's rails (rail k the k-th "
+    "address; none: discovered) and group (for --pairs).",
 )
 @click.option(
     "--agent-command",
@@ -109,6 +112,23 @@ from rdmacli.mesh.launch import LAUNCHERS
     is_flag=True,
     help="Test every rail of a node with every rail of the others (R x R per pair of nodes, R "
     "times the rounds), not only rail k with rail k.",
+)
+@click.option(
+    "--pairs",
+    "pairs_spec",
+    default="all",
+    show_default=True,
+    metavar="all|group|sample:K",
+    help="Which node pairs to test: all; group, every pair inside each group of --map's "
+    "group=NAME column (a leaf, rack or plane), all groups at once; sample:K, those and K pairs "
+    "between every two groups (1-10000), a window that moves with --rotation.",
+)
+@click.option(
+    "--rotation",
+    type=click.IntRange(0, 2**40),
+    metavar="N",
+    help="With --pairs sample:K, which window of the pairs between groups (default: hours since "
+    "the epoch, so an hourly run covers every pair between groups of a and b nodes in a*b/K hours).",
 )
 @click.option(
     "--rail",
@@ -170,6 +190,8 @@ def command(
     rails_spec,
     ipv6,
     cross_rail,
+    pairs_spec,
+    rotation,
     show_rail,
     slow_factor,
     slow_fraction,
@@ -210,11 +232,9 @@ def command(
         "nodes": nodes, "launcher": launcher, "test": test, "count": count, "port": port, "quick": quick,
         "round_time_s": round_time, "launch_timeout_s": launch_timeout, "retest_rounds": retest_rounds,
         "rails": rails_spec, "cross_rail": cross_rail, "slow_factor": slow_factor,
-        "slow_fraction": slow_fraction,
+        "slow_fraction": slow_fraction, "pairs": pairs_spec, "rotation": rotation,
     }  # fmt: skip
     with app.errors("mesh", params):
-        if address_template and map_file:
-            raise RdmacliError("give --address-template or --map, not both", cause=Cause.USAGE)
         if prometheus_file:  # found out now, by trying, not after the run
             from rdmacli.render import prometheus
 
@@ -229,8 +249,18 @@ def command(
         agent_cmd = inputs.split_args("--agent-command", agent_command)
         inputs.split_args("--srun-args", srun_args)
         inputs.split_args("--ssh-options", ssh_options)
+        pairs, sample = inputs.parse_pairs(pairs_spec)
+        mapped = inputs.read_map(map_file) if map_file else None
         names = N.expand(nodes)
-        given = address_template or map_file
+        groups = inputs.groups_of(names, mapped, map_file, needed=pairs != "all")
+        if pairs == "sample" and rotation is None:
+            import time
+
+            rotation = int(time.time() // 3600)
+        params["rotation"] = rotation if pairs == "sample" else None
+        given = address_template or (mapped is not None and mapped.addresses)
+        if address_template and mapped is not None and mapped.addresses:
+            raise RdmacliError("give --address-template or --map's addresses, not both", cause=Cause.USAGE)
         if given and rails_spec != "auto":
             raise RdmacliError(
                 "--rails names devices the agents find; with --map or --address-template the "
@@ -244,7 +274,13 @@ def command(
                 parse_devices(rails_spec)
             except ValueError as exc:
                 raise RdmacliError(f"bad --rails {rails_spec!r}: {exc}", cause=Cause.USAGE) from exc
-        addresses = N.addresses(names, template=address_template, map_file=map_file) if given else ()
+        addresses = (
+            N.addresses(
+                names, template=address_template, mapping=mapped and mapped.addresses, map_file=map_file
+            )
+            if given
+            else ()
+        )
         if addresses and port + len(addresses[0]) - 1 > 65535:
             raise RdmacliError(f"--port {port}: rail {len(addresses[0]) - 1} would listen past 65535",
                                cause=Cause.USAGE)  # fmt: skip
@@ -256,6 +292,7 @@ def command(
         spec = contract.RunSpec(
             run_id=contract.new_run_id(), names=names, addresses=addresses, round_s=round_time, port=port,
             test=test, count=count, quick=quick, cross_rail=cross_rail, discover=discover,
+            pairs=pairs, groups=groups, sample=sample, rotation=rotation or 0,
         )  # fmt: skip
         request = mesh.Request(
             spec=spec, nodes_spec=nodes, launch_s=launch_timeout, retest_rounds=retest_rounds,

@@ -26,7 +26,7 @@ import zlib
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
-from rdmacli.mesh.inputs import valid_name
+from rdmacli.mesh.inputs import GROUP, valid_name
 
 VERSION = 1
 TESTS = ("ping", "rping", "connect", "ud", "bw")  # the kinds of test a pair runs (pair.KINDS: one row each)
@@ -83,7 +83,6 @@ def _discover(v) -> bool:
     return v["rails"] is None or (isinstance(v["rails"], str) and 0 < len(v["rails"]) <= 4096)
 
 
-GROUP = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")  # a leaf, rack or plane's name
 PAIRS = ("all", "group", "sample")  # schedule.PAIRS: which node pairs are tested
 MAX_SAMPLE = 10_000  # node pairs sampled between two groups
 

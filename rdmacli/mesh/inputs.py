@@ -15,12 +15,14 @@ import os
 import re
 import shlex
 import stat
+from dataclasses import dataclass
 
 from rdmacli.errors import Cause, RdmacliError
 
 # a host name (RFC 1123 labels) or a Slurm node name (underscores too); never a leading '-',
 # so a name can never be read as an option by ssh or srun
 NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})")
+GROUP = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")  # a leaf, rack or plane's name (a map's group=)
 ZONE = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # an interface name, as a link-local address's zone
 MAX_FILE = 64 * 2**20  # a map or baseline file larger than this is not one
 MAX_PAIRS = 10**7  # a baseline of more pairs than 4500 nodes have is not one
@@ -114,28 +116,82 @@ def read_text(path: str, what: str) -> str:
         raise usage(f"{what} {path} is not UTF-8 text (byte {exc.start})") from exc
 
 
-def read_map(path: str) -> dict[str, list[str]]:
-    """`NODE ADDRESS [ADDRESS...]` lines (# comments): a node's rails, in order; all checked as
-    names."""
-    out, where = {}, {}
+@dataclass(frozen=True)
+class MapFile:
+    """A map's nodes: their rails' addresses (none: discovered), and their groups (a leaf, a
+    rack, a plane: what `--pairs group|sample:K` tests inside and samples between)."""
+
+    addresses: dict[str, list[str]]
+    groups: dict[str, str]
+
+
+def read_map(path: str) -> MapFile:
+    """`NODE [group=NAME] [ADDRESS...]` lines (# comments): a node's group and rails, in order;
+    every line with addresses or none (a map of groups, the rails discovered); all checked."""
+    addresses: dict[str, list[str]] = {}
+    groups: dict[str, str] = {}
+    where: dict[str, int] = {}
     for number, line in enumerate(read_text(path, "the map file").splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         parts = line.split()
-        if not 2 <= len(parts) <= 17:
+        node, rest = parts[0], parts[1:]
+        group = [w for w in rest if w.startswith("group=")]
+        rails = [w for w in rest if not w.startswith("group=")]
+        if len(group) > 1 or len(rails) > 16 or not rest:
             raise usage(
-                f"{path}:{number}: expected `NODE ADDRESS [ADDRESS...]` (16 rails at most), "
-                f"got {len(parts)} field(s)"
+                f"{path}:{number}: expected `NODE [group=NAME] [ADDRESS...]` (16 rails at most, one "
+                f"group), got {len(parts)} field(s)"
             )
-        check_names([parts[0]], f"node name at {path}:{number}")
-        check_names(parts[1:], f"address at {path}:{number}")
-        if len(set(parts[1:])) != len(parts) - 1:
-            raise usage(f"{path}:{number}: the same address twice for {parts[0]}")
-        if parts[0] in out:
-            raise usage(f"{path}:{number}: {parts[0]} is already given at line {where[parts[0]]}")
-        out[parts[0]], where[parts[0]] = parts[1:], number
-    return out
+        check_names([node], f"node name at {path}:{number}")
+        if group:
+            name = group[0].removeprefix("group=")
+            if not GROUP.fullmatch(name):
+                raise usage(f"{path}:{number}: a group name is letters, digits, . _ : - (64 at most)")
+            groups[node] = name
+        check_names(rails, f"address at {path}:{number}")
+        if len(set(rails)) != len(rails):
+            raise usage(f"{path}:{number}: the same address twice for {node}")
+        if node in where:
+            raise usage(f"{path}:{number}: {node} is already given at line {where[node]}")
+        if rails:
+            addresses[node] = rails
+        where[node] = number
+    if addresses and len(addresses) != len(where):
+        raise usage(f"{path}: some nodes have addresses and some not (give every node's, or none)")
+    return MapFile(addresses, groups)
+
+
+def parse_pairs(text: str) -> tuple[str, int]:
+    """--pairs all|group|sample:K as (pairs, K); a usage error otherwise."""
+    kind, _, k = text.partition(":")
+    if kind in ("all", "group") and not k:
+        return kind, 0
+    if kind == "sample" and k.isdigit() and 1 <= int(k) <= 10_000:
+        return kind, int(k)
+    raise usage(f"--pairs {text[:40]!r}: expected all, group or sample:K (K from 1 to 10000)")
+
+
+def groups_of(
+    names: list[str], mapped: MapFile | None, map_file: str | None, needed: bool
+) -> tuple[str, ...]:
+    """Each node's group, by rank, from the map (none without); every node's when --pairs
+    needs them, or a usage error naming those without."""
+    if mapped is None or not mapped.groups:
+        if needed:
+            raise usage(
+                "--pairs group or sample:K needs each node's group: a --map FILE with group=NAME on "
+                "every node's line (`node01 group=leaf1`, addresses optional)"
+            )
+        return ()
+    missing = [n for n in names if n not in mapped.groups]
+    if missing:
+        raise usage(
+            f"the map file {map_file} has no group for {', '.join(missing[:8])}"
+            + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+        )
+    return tuple(mapped.groups[n] for n in names)
 
 
 def _finite(value) -> bool:

@@ -12,7 +12,7 @@ import re
 import socket
 
 from rdmacli.errors import Cause, EnvironmentProblem, RdmacliError
-from rdmacli.mesh.inputs import check_names, check_template, read_map
+from rdmacli.mesh.inputs import check_names, check_template
 
 
 def expand(spec: str) -> list[str]:
@@ -50,11 +50,13 @@ def expand(spec: str) -> list[str]:
 
 
 def addresses(
-    names: list[str], *, template: str | None = None, map_file: str | None = None
-) -> list[list[str]]:
+    names: list[str], *, template: str | None = None, mapping: dict[str, list[str]] | None = None,
+    map_file: str | None = None,
+) -> list[list[str]]:  # fmt: skip
     """Each node's RDMA addresses (its rails, in order) as IP literals, in rank order; every
-    node with as many rails as the first, or a usage error naming those that differ."""
-    mapping = read_map(map_file) if map_file else {}
+    node with as many rails as the first, or a usage error naming those that differ. `mapping`:
+    a map's addresses (read from map_file, named in the errors)."""
+    mapping = mapping or {}
     if template:
         check_template(template)
     missing = [n for n in names if mapping and n not in mapping]

@@ -14,13 +14,34 @@ from rdmacli.mesh import schedule
 from rdmacli.mesh.contract import RunSpec
 
 # the coordinator's own defaults (the agents' are the spec's, contract.SPEC_FIELDS)
-LAUNCH_S = 20.0  # for the launcher to start every agent before round 1 at the latest
+LAUNCH_S = 20.0  # for the launcher to start every agent, once their start-up was measured (at least)
+# --launch-timeout's default follows the launch (launch_deadline, run.StartupClock): with nothing
+# measured, UNMEASURED_S and PER_NODE_S a node (ssh's connections at fleet size; eight agents
+# starting at once on the emulated lab take over 20 s); a discovery launch then waits, after each
+# report, as long again as the slowest start-up so far (LAUNCH_S at least), and the run's deadline
+# is STARTUP_FACTOR x discovery's slowest agent; never past MAX_LAUNCH_S
+UNMEASURED_S = 60.0
+PER_NODE_S = 0.02
+STARTUP_FACTOR = 2.0
+MAX_LAUNCH_S = 600.0
 RETEST_ROUNDS = 2
 SLOW_FACTOR = 2.0
 SLOW_FRACTION = 0.9
 END_GRACE_S = 10.0  # at least, after the last slot (a round, if longer)
 RETEST_DECIDE_S = 3.0  # after the schedule's end, re-tests are decided with the records in
 GO_LEAD_S = 2.0  # between the go line and round 1 (or the re-tests): for it to reach every agent
+
+
+def launch_deadline(n: int, slowest_startup_s: float | None = None) -> float:
+    """The seconds a launch of n agents may take before round 1 (--launch-timeout's default):
+    twice the slowest start-up measured (discovery's), or, with nothing measured, UNMEASURED_S
+    and a little a node. Round 1 starts as soon as every agent is ready (the go line): a long
+    deadline costs only when a node never starts."""
+    if slowest_startup_s is not None:
+        wanted = max(LAUNCH_S, STARTUP_FACTOR * slowest_startup_s)
+    else:
+        wanted = UNMEASURED_S + PER_NODE_S * n
+    return round(min(wanted, MAX_LAUNCH_S), 1)
 
 
 @dataclass(frozen=True)

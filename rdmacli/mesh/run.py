@@ -50,7 +50,7 @@ class Request:
 
     spec: RunSpec
     nodes_spec: str
-    launch_s: float = P.LAUNCH_S
+    launch_s: float | None = None  # None: follows the launch (plan.launch_deadline)
     retest_rounds: int = P.RETEST_ROUNDS
     slow_factor: float = P.SLOW_FACTOR
     slow_fraction: float = P.SLOW_FRACTION
@@ -203,17 +203,51 @@ def launch_and_collect(run: MeshRun, launch: Launch) -> tuple[bool, bool]:
     return lau.cut, lau.abandoned
 
 
-def discover(request: Request, launch: Launch, *, timeout: float) -> tuple[list[list[str]], list]:
+class StartupClock:
+    """A discovery launch's wait, measured: how long agents took to report, and when to stop
+    waiting: `fixed` seconds when a person said so; else for the first report as long as an
+    unmeasured launch may take (plan.launch_deadline), then after each report as long again as
+    the slowest start-up so far (LAUNCH_S at least), MAX_LAUNCH_S in all. Eight agents starting
+    at once on an emulated host take longer than one on hardware, and a thousand over ssh longer
+    still; a node that never starts costs only that wait."""
+
+    def __init__(self, intake: Intake, n: int, fixed: float | None):
+        self.intake, self.n, self.fixed = intake, n, fixed
+        self.t0 = time.monotonic()
+        self.slowest: float | None = None  # seconds from launch to the last agent's report
+        self.seen = 0
+
+    def on_line(self, node, line, is_err) -> None:
+        self.intake.on_line(node, line, is_err)
+        if len(self.intake.discovered) > self.seen:
+            self.seen = len(self.intake.discovered)
+            self.slowest = time.monotonic() - self.t0
+
+    def end_at(self) -> float:
+        if self.fixed is not None:
+            return self.t0 + self.fixed
+        if self.slowest is None:
+            return self.t0 + P.launch_deadline(self.n)
+        wait = self.slowest + max(P.LAUNCH_S, self.slowest)
+        return self.t0 + min(wait, P.MAX_LAUNCH_S)
+
+
+def discover(request: Request, launch: Launch) -> tuple[list[list[str]], list, float | None]:
     """Every node's rails, found by its own agent (the request's spec, `discover` set: one
-    launch before the run): (addresses, device names) by rank. A node that reports none, or a
-    different number from most, or nothing usable, is an error that names it."""
+    launch before the run): (addresses, device names) by rank, and the slowest agent's start-up
+    (seconds). A node that reports none, or a different number from most, or nothing usable,
+    is an error that names it."""
     from rdmacli.mesh.nodes import check_rail_counts, check_unique
     from rdmacli.mesh.rails import check_report
 
     spec, names = request.spec, list(request.spec.names)
     family = spec.discover["family"]
-    intake = Intake(Plan(spec=spec, nodes_spec=request.nodes_spec, launch_s=timeout))
-    lau, runner = launch.start(request.nodes_spec, spec, intake.on_line, intake.on_exit, timeout)
+    backstop = request.launch_s if request.launch_s is not None else P.MAX_LAUNCH_S
+    intake = Intake(Plan(spec=spec, nodes_spec=request.nodes_spec, launch_s=backstop))
+    clock = StartupClock(intake, spec.n, request.launch_s)
+    lau, runner = launch.start(
+        request.nodes_spec, spec, clock.on_line, intake.on_exit, backstop, clock.end_at
+    )
     try:
         runner()
     except BaseException:
@@ -235,9 +269,11 @@ def discover(request: Request, launch: Launch, *, timeout: float) -> tuple[list[
     silent = [r for r in range(len(names)) if r not in found]
     if silent:
         why = "; ".join(f"{names[r]}: {said.get(r, 'no report')}" for r in silent[:8])
+        waited = clock.end_at() - clock.t0
         raise RdmacliError(
-            f"rail discovery: {len(silent)} node(s) did not report their rails ({why})",
-            hint="check the launcher and rdmacli on those nodes, or give the addresses with --map",
+            f"rail discovery: {len(silent)} node(s) did not report their rails within {waited:.0f} s ({why})",
+            hint="check the launcher and rdmacli on those nodes, give a longer --launch-timeout, or "
+            "give the addresses with --map",
             cause=Cause.AGENT,
         )
     check_unique(
@@ -255,6 +291,7 @@ def discover(request: Request, launch: Launch, *, timeout: float) -> tuple[list[
     return (
         [[rail.address for rail in found[r]] for r in range(len(names))],
         [[rail.device for rail in found[r]] for r in range(len(names))],
+        clock.slowest,
     )
 
 
@@ -265,10 +302,10 @@ def run(request: Request, launch: Launch, observer: Observer | None = None, *, p
     params = dict(params or {})
     t0 = time.monotonic()
     elapsed = lambda: round((time.monotonic() - t0) * 1e3, 1)  # noqa: E731
-    spec, devices, discovery_s = request.spec, None, None
+    spec, devices, discovery_s, startup_s = request.spec, None, None, None
     if spec.discover is not None:
         try:
-            addresses, devices = discover(request, launch, timeout=request.launch_s)
+            addresses, devices, startup_s = discover(request, launch)
         except (Stopped, KeyboardInterrupt) as exc:  # the agents were stopped; say where it was
             return Outcome(
                 "mesh", params, signal=getattr(exc, "signum", signals.SIGINT), elapsed_ms=elapsed(),
@@ -281,8 +318,10 @@ def run(request: Request, launch: Launch, observer: Observer | None = None, *, p
         raise RdmacliError(
             f"--rail {request.show_rail}: the nodes have {spec.rails} rail(s)", cause=Cause.USAGE
         )
+    launch_s = request.launch_s if request.launch_s is not None else P.launch_deadline(spec.n, startup_s)
+    params["launch_timeout_s"] = launch_s
     plan = Plan.start(
-        spec, nodes_spec=request.nodes_spec, launch_s=request.launch_s, retest_rounds=request.retest_rounds,
+        spec, nodes_spec=request.nodes_spec, launch_s=launch_s, retest_rounds=request.retest_rounds,
         slow_factor=request.slow_factor, slow_fraction=request.slow_fraction,
         devices=tuple(tuple(r) for r in devices) if devices else None, discovery_s=discovery_s,
     )  # fmt: skip

@@ -201,6 +201,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         said = ev.agents.get(row["rank"])
         row["agent"] = ("missing" if said is None else "not ready" if not said.ready
                         else "late" if row["rank"] in ev.late else "ran")  # fmt: skip
+        row["group"] = plan.spec.groups[row["rank"]] if plan.spec.groups else None
         row["violations"] = len(ev.violations.get(row["rank"], []))
         row["contradicted"] = sorted(plan.spec.names[r] for r in ev.contradicted.get(row["rank"], ()))
     failed = [p for p in pair_docs if p["result"] == "fail"]

@@ -179,7 +179,8 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
             for c in range(len(nodes)):
                 text, style = cell.get((r, c), ("·" if r == c else "", ""))
                 cells.append(f"[{style}]{text}[/]" if style else text)
-            table.add_row(f"{r} {row['node']}", *cells)
+            group = f" [dim]{row['group']}[/]" if row.get("group") else ""
+            table.add_row(f"{r} {row['node']}{group}", *cells)
         con.print(table)
         if any(p.get("slow") for p in pairs):
             con.print("[yellow]![/] slow: passed, but beyond --slow-factor/--slow-fraction of the best pair")

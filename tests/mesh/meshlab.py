@@ -33,12 +33,13 @@ def validate(doc: dict) -> dict:
 
 
 def mesh(*args: str, nodes: str = NODES, launcher: str = "exec", timeout: float = 600,
-         round_s: float | None = ROUND_S, count: int | None = 10, map_file: str | None = MAP):  # fmt: skip
-    """A mesh run; round_s, count or map_file None: the command's own default."""
+         round_s: float | None = ROUND_S, count: int | None = 10, map_file: str | None = MAP,
+         launch_s: float | None = LAUNCH_S):  # fmt: skip
+    """A mesh run; round_s, count, map_file or launch_s None: the command's own default."""
     cmd = [
         sys.executable, "-m", "rdmacli", "mesh", nodes, "--launcher", launcher,
         *(["--map", map_file] if map_file else []),
-        "--launch-timeout", str(LAUNCH_S), "--json", *args,
+        *(["--launch-timeout", str(launch_s)] if launch_s is not None else []), "--json", *args,
         *(["--round-time", str(round_s)] if round_s is not None else []),
         *(["--count", str(count)] if count is not None else []),
     ]  # fmt: skip

@@ -58,6 +58,14 @@ def test_every_field_is_checked_and_refused_in_words():
         ({"quick": "yes"}, "bad quick"),
         ({"discover": {"rails": None}}, "bad discover"),
         ({"addresses": []}, "no addresses"),
+        ({"pairs": "most"}, "bad pairs"),
+        ({"groups": "leaf1"}, "bad groups"),  # a string is not a group per node
+        ({"groups": ["leaf1"]}, "2 names, 1 groups"),
+        ({"groups": ["leaf1", "$(reboot)"]}, "bad groups"),
+        ({"pairs": "sample"}, "a sample"),  # without K
+        ({"pairs": "group", "sample": 3}, "a sample"),
+        ({"sample": 10**6}, "bad sample"),
+        ({"rotation": -1}, "bad rotation"),
         ({"extra": 1}, "unknown field 'extra'"),
         ({"v": 2}, "not version 1"),
     ):
@@ -186,3 +194,28 @@ def test_an_agent_whose_stdin_is_empty_or_dev_null_says_so_at_once(tmp_path):
         # its words say it did not wait out the spec's deadline ("within 120 s") but saw the end
         assert r.returncode == 2 and "stdin ended before the run spec came" in r.stderr, r.stderr
         assert json.loads(r.stdout)["type"] == "error"
+
+
+def test_a_map_gives_groups_with_or_without_addresses_and_refuses_a_mix(tmp_path):
+    from rdmacli.mesh import inputs
+
+    path = tmp_path / "map"
+    path.write_text("n1 group=leaf1 10.0.0.1\nn2 10.0.0.2 group=leaf2 # a comment\n")
+    m = inputs.read_map(str(path))
+    assert m.addresses == {"n1": ["10.0.0.1"], "n2": ["10.0.0.2"]}
+    assert m.groups == {"n1": "leaf1", "n2": "leaf2"}
+    path.write_text("n1 group=leaf1\nn2 group=leaf2\n")  # groups only: the rails are discovered
+    m = inputs.read_map(str(path))
+    assert m.addresses == {}
+    assert inputs.groups_of(["n2", "n1"], m, str(path), needed=True) == ("leaf2", "leaf1")
+    with pytest.raises(inputs.RdmacliError, match="no group for n3"):
+        inputs.groups_of(["n1", "n3"], m, str(path), needed=True)
+    for text, words in (
+        ("n1 group=leaf1 10.0.0.1\nn2 group=leaf2\n", "some nodes have addresses and some not"),
+        ("n1 group=$(x) 10.0.0.1\n", "a group name is"),
+        ("n1 group=a group=b\n", "one group"),
+        ("n1\n", "expected"),
+    ):
+        path.write_text(text)
+        with pytest.raises(inputs.RdmacliError, match=words):
+            inputs.read_map(str(path))

@@ -97,26 +97,32 @@ def test_device_lists_and_agent_reports_are_checked():
         assert isinstance(check_report([{**six[0], "address": f"fe80::1%{scope}"}], 6), str), scope
 
 
-def test_a_map_gives_several_rails_and_every_node_must_have_as_many(tmp_path):
+def mapped(names: list[str], path) -> list[list[str]]:
+    """Each node's addresses from a map file, as the CLI reads it (once) and resolves it."""
+    from rdmacli.mesh.inputs import read_map
     from rdmacli.mesh.nodes import addresses
 
+    return addresses(names, mapping=read_map(str(path)).addresses, map_file=str(path))
+
+
+def test_a_map_gives_several_rails_and_every_node_must_have_as_many(tmp_path):
     good = tmp_path / "good"
     good.write_text("n1 10.0.0.1 10.1.0.1\nn2 10.0.0.2 10.1.0.2  # rails 0 and 1\n")
-    assert addresses(["n1", "n2"], map_file=str(good)) == [["10.0.0.1", "10.1.0.1"], ["10.0.0.2", "10.1.0.2"]]
+    assert mapped(["n1", "n2"], good) == [["10.0.0.1", "10.1.0.1"], ["10.0.0.2", "10.1.0.2"]]
     odd = tmp_path / "odd"
     odd.write_text("n1 10.0.0.1 10.1.0.1\nn2 10.0.0.2 10.1.0.2\nn3 10.0.0.3\n")
     with pytest.raises(RdmacliError) as exc:
-        addresses(["n1", "n2", "n3"], map_file=str(odd))
+        mapped(["n1", "n2", "n3"], odd)
     assert exc.value.cause == Cause.USAGE and "n3 (1)" in exc.value.message
     tie = tmp_path / "tie"  # one of each: neither is named the odd one out
     tie.write_text("n1 10.0.0.1 10.1.0.1\nn2 10.0.0.2\n")
     with pytest.raises(RdmacliError) as exc:
-        addresses(["n1", "n2"], map_file=str(tie))
+        mapped(["n1", "n2"], tie)
     assert "shared by most" in exc.value.message and "n1 (2), n2 (1)" in exc.value.message
     twice = tmp_path / "twice"
     twice.write_text("n1 10.0.0.1 10.0.0.1\n")
     with pytest.raises(RdmacliError):
-        addresses(["n1"], map_file=str(twice))
+        mapped(["n1"], twice)
 
 
 SIZES = [*range(2, 41), 63, 64, 127, 128, 199, 200]
@@ -417,7 +423,8 @@ def test_discovery_refuses_an_address_on_two_nodes_and_unequal_rail_counts():
     spec = RunSpec(run_id="ab" * 8, names=names, discover={"rails": None, "family": 4})
 
     def discover(nodes, names, launch, run_id, timeout):
-        return find(Request(spec=spec, nodes_spec=nodes), launch, timeout=timeout)
+        addresses, devices, _ = find(Request(spec=spec, nodes_spec=nodes, launch_s=timeout), launch)
+        return addresses, devices
 
     two = {n: [rail(f"10.0.0.{i}"), rail(f"10.1.0.{i}", "mlx5_1")] for i, n in enumerate(names, 1)}
     ok = ReportingLaunch(two)
@@ -440,12 +447,12 @@ def test_a_map_or_resolution_giving_one_address_to_two_nodes_is_refused(tmp_path
     shared = tmp_path / "shared"
     shared.write_text("n1 10.0.0.1 10.1.0.1\nn2 10.1.0.1 10.0.0.2\n")
     with pytest.raises(RdmacliError) as exc:
-        addresses(["n1", "n2"], map_file=str(shared))
+        mapped(["n1", "n2"], shared)
     assert exc.value.cause == Cause.USAGE and "n1 and n2 both have 10.1.0.1" in exc.value.message
     again = tmp_path / "again"
     again.write_text("n1 10.0.0.1\nn2 10.0.0.2\nn1 10.0.0.3\n")
     with pytest.raises(RdmacliError) as exc:
-        addresses(["n1", "n2"], map_file=str(again))
+        mapped(["n1", "n2"], again)
     assert "n1 is already given at line 1" in exc.value.message
     with pytest.raises(RdmacliError) as exc:  # two names, one host
         addresses(["n1", "n2"], template="127.0.0.1")

@@ -109,3 +109,47 @@ def test_an_agent_the_kernel_holds_past_sigkill_does_not_hold_the_run(tmp_path):
     assert rows["n2"]["agent"] == "late" and all(rows[x]["agent"] == "ran" for x in ("n1", "n3", "n4"))
     assert r.returncode == 1
     subprocess.run(["pkill", "-9", "-f", "hanging_agent.py"])
+
+
+def discovery(monkeypatch, delays: str, launch_s: float | None):
+    """Rail discovery through ClusterShell's exec worker, stand-in agents starting as slowly
+    as `delays` says, with LAUNCH_S at 2 s (the default's floor) so that the test is short."""
+    from rdmacli.mesh import contract
+    from rdmacli.mesh import plan as P
+    from rdmacli.mesh import run as R
+
+    monkeypatch.setattr(P, "LAUNCH_S", 2.0)
+    monkeypatch.setenv("SLOW_DELAYS", delays)
+    names = [f"n{k}" for k in range(len(delays.split(",")))]
+    spec = contract.RunSpec(run_id=contract.new_run_id(), names=names, discover={"rails": None, "family": 4})
+    request = R.Request(spec=spec, nodes_spec=",".join(names), launch_s=launch_s)
+    agent = [sys.executable, os.path.join(HERE, "mesh_agents", "slow_discoverer.py")]
+    t0 = time.monotonic()
+    try:
+        return R.discover(request, R.Launch("exec", agent_cmd=agent)), time.monotonic() - t0
+    except Exception as exc:
+        return exc, time.monotonic() - t0
+
+
+def test_discovery_waits_as_long_as_agents_keep_starting_and_a_fixed_deadline_does_not(monkeypatch):
+    """Agents that report 0.5, 2 and 3.5 s after they start (eight at once on an emulated host
+    take longer than one on hardware), LAUNCH_S at 2 s: the default wait follows them (after
+    each report, as long again as the slowest so far), all three are found, and the run's launch
+    deadline is twice the slowest; a fixed 2 s (as the old default was a fixed 20 s) loses the
+    two slow ones."""
+    from rdmacli.errors import RdmacliError
+    from rdmacli.mesh import plan as P
+
+    (addresses, devices, slowest), _ = discovery(monkeypatch, "0.5,2,3.5", None)
+    assert addresses == [["192.0.2.1"], ["192.0.2.2"], ["192.0.2.3"]] and slowest >= 3.5
+    assert P.launch_deadline(3, slowest) == round(2 * slowest, 1)
+    err, _ = discovery(monkeypatch, "0.5,2,3.5", 2.0)
+    assert isinstance(err, RdmacliError) and "2 node(s) did not report their rails within 2 s" in err.message
+
+
+def test_a_node_that_never_starts_costs_discovery_twice_the_slowest_start_up_not_the_maximum(monkeypatch):
+    from rdmacli.errors import RdmacliError
+
+    err, wall = discovery(monkeypatch, "0.5,1,dead", None)
+    assert isinstance(err, RdmacliError) and "n2: no report" in err.message, err
+    assert wall < 20, wall  # the last report (about 1.5 s) and 2 s again, ClusterShell's graces: not 600 s

@@ -133,3 +133,43 @@ def test_a_lying_agent_is_named_on_the_terminal_too_and_the_run_is_no_clean_pass
     assert "mesh: fail - 6/6 pairs passed" in r.stdout
     doc = json.loads(mesh(tmp_path, InProcessLaunch(Fabric(), says={"n4": [forged]}), "--json").stdout)
     assert doc["error"]["cause"] == "peer_protocol_violation" and doc["totals"]["pairs_passed"] == 6
+
+
+def test_pairs_inside_groups_and_a_sample_between_as_the_map_says(tmp_path):
+    """--pairs group: only the pairs inside each group of the map's group column; sample:K adds
+    K between the groups, the window moving with --rotation; the agents and the coordinator
+    compute the same schedule (no pair SILENT or refused), and each node says its group."""
+    groups = {"n1": "leafA", "n2": "leafB", "n3": "leafA", "n4": "leafB"}
+    mapfile = tmp_path / "groups"
+    mapfile.write_text("".join(f"{n} group={groups[n]} {a}\n" for n, a in ADDRESSES.items()))
+
+    def run(*args):
+        argv = ["mesh", NODES, "--launcher", "exec", "--round-time", "1", "--launch-timeout", "30",
+                "--retest-rounds", "0", "--map", str(mapfile), "--json", *args]  # fmt: skip
+        r = CliRunner().invoke(cli, argv, obj={"launch": InProcessLaunch(Fabric())})
+        doc = json.loads(r.stdout)
+        assert r.exit_code == 0 and doc["warnings"] == [], (doc["error"], doc["warnings"])
+        assert {n["node"]: n["group"] for n in doc["data"]["nodes"]} == groups
+        return {(p["a"], p["b"]) for p in doc["data"]["pairs"]}
+
+    assert run("--pairs", "group") == {("n1", "n3"), ("n2", "n4")}
+    between = set()
+    for rotation in range(4):  # 2 x 2 pairs between the leaves, one a run: all in 4 runs
+        tested = run("--pairs", "sample:1", "--rotation", str(rotation))
+        assert tested - {("n1", "n3"), ("n2", "n4")} and len(tested) == 3
+        between |= tested - {("n1", "n3"), ("n2", "n4")}
+    assert between == {("n1", "n2"), ("n1", "n4"), ("n2", "n3"), ("n3", "n4")}
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--pairs", "group"], "needs each node's group"),
+        (["--pairs", "sample:0"], "expected all, group or sample:K"),
+        (["--pairs", "leaf"], "expected all, group or sample:K"),
+    ],
+)
+def test_pairs_that_cannot_be_chosen_are_refused_with_words(tmp_path, args, words):
+    r = mesh(tmp_path, InProcessLaunch(Fabric()), *args, "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 2 and words in doc["error"]["message"], doc["error"]
