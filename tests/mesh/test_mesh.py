@@ -114,6 +114,25 @@ def test_sixteen_nodes_at_the_lab_round_time_pass():
     assert_no_agent_left()
 
 
+def test_pairs_inside_two_leaves_and_one_sampled_between_them(tmp_path):
+    """--pairs sample:1 from the map's group column: n01-n04 one leaf, n05-n08 another; the 12
+    pairs inside the leaves in 3 rounds (both leaves at once) and one pair between them in a
+    fourth, all passing; each node says its leaf."""
+    leaves = tmp_path / "leaves.map"
+    with open(MAP) as f:
+        lines = [line.split() for line in f if line.strip()][:8]
+    leaves.write_text("".join(f"{n} group=leaf{'AB'[int(n[1:]) > 4]} {' '.join(a)}\n" for n, *a in lines))
+    r, doc, wall = mesh("--pairs", "sample:1", "--rotation", "3", map_file=str(leaves))
+    assert r.returncode == 0 and not failures(doc), (failures(doc), doc["warnings"])
+    t = doc["totals"]
+    assert (t["rounds"], t["pairs"], t["pairs_passed"]) == (4, 13, 13), t
+    between = [p for p in doc["data"]["pairs"] if (p["a_rank"] < 4) != (p["b_rank"] < 4)]
+    assert len(between) == 1 and between[0]["round"] == 3, between
+    assert {n["node"]: n["group"] for n in doc["data"]["nodes"]}["n05"] == "leafB"
+    ends_on_time(doc)
+    assert_no_agent_left()
+
+
 @pytest.mark.parametrize("ranks", [(1, 4), (2, 5)], ids=["last-round", "first-round"])
 def test_a_blocked_link_is_blamed_not_its_nodes(ranks):
     names = {f"n{ranks[0] + 1:02d}", f"n{ranks[1] + 1:02d}"}
