@@ -9,7 +9,7 @@ LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv test unit lint lab-test lab-stress lab-mesh-test lab-shell-test demo bench profile docs install clean
+.PHONY: deps venv test unit lint lab-test lab-stress lab-mesh-test lab-shell-test demo bench scale-bench profile docs install clean
 
 deps:
 	@scripts/bootstrap
@@ -59,6 +59,12 @@ demo: venv
 	    --map "$$RDMACLI_LAB_RAILS_MAP" --round-time 6 --launch-timeout 120; fi'
 
 # Benchmarks: rdmacli and the C tools side by side in one lab boot (not part of `make test`).
+# The fabric simulator (host only, no RDMA): the real coordinator's cost and the blame's truth on
+# N nodes x R rails with faults injected (benchmarks/fabric_sim.py; SCENARIOS per size).
+SCENARIOS ?= 100
+scale-bench: venv
+	cd benchmarks && $(CURDIR)/$(BIN)/python fabric_sim.py --scenarios $(SCENARIOS)
+
 bench: venv
 	$(LAB) sh -c 'cd benchmarks && $(CURDIR)/$(BIN)/python bench.py'
 

@@ -176,6 +176,14 @@ from rdmacli.mesh.launch import LAUNCHERS
     help="Also write the run's per-pair and per-node figures for Prometheus (node_exporter's "
     "textfile collector), atomically.",
 )
+@click.option(
+    "--matrix",
+    "matrix_file",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="Also write every pair's result, one JSON line each, gzip-compressed (the summary lists "
+    "every pair up to 2000 of them, above that only those with trouble).",
+)
 @json_option
 @json_lines_option
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary.")
@@ -205,6 +213,7 @@ def command(
     srun_args,
     baseline,
     prometheus_file,
+    matrix_file,
     json_mode,
     json_lines,
     quiet,
@@ -235,15 +244,16 @@ def command(
         "slow_fraction": slow_fraction, "pairs": pairs_spec, "rotation": rotation,
     }  # fmt: skip
     with app.errors("mesh", params):
-        if prometheus_file:  # found out now, by trying, not after the run
-            from rdmacli.render import prometheus
+        for option, path in (("--prometheus", prometheus_file), ("--matrix", matrix_file)):
+            if path:  # found out now, by trying, not after the run
+                from rdmacli.render import files
 
-            try:
-                prometheus.check(prometheus_file)
-            except OSError as exc:
-                where = os.path.dirname(os.path.abspath(prometheus_file))
-                words = f"cannot write in {where}: {exc.strerror}" if exc.strerror else str(exc)
-                raise RdmacliError(f"--prometheus: {words}", cause=Cause.USAGE) from exc
+                try:
+                    files.check(path)
+                except OSError as exc:
+                    where = os.path.dirname(os.path.abspath(path))
+                    words = f"cannot write in {where}: {exc.strerror}" if exc.strerror else str(exc)
+                    raise RdmacliError(f"{option}: {words}", cause=Cause.USAGE) from exc
         # everything read from people and files is checked before any agent starts
         base = inputs.read_baseline(baseline) if baseline else None
         agent_cmd = inputs.split_args("--agent-command", agent_command)
@@ -297,6 +307,7 @@ def command(
         request = mesh.Request(
             spec=spec, nodes_spec=nodes, launch_s=launch_timeout, retest_rounds=retest_rounds,
             slow_factor=slow_factor, slow_fraction=slow_fraction, baseline=base, show_rail=show_rail,
+            matrix=matrix_file,
         )  # fmt: skip
         launch = app.launch or mesh.Launch(launcher, agent_cmd, ssh_options, srun_args, connect_timeout)
         live = LiveMesh(app)

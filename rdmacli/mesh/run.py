@@ -25,6 +25,7 @@ from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.plan import GO_LEAD_S, RETEST_DECIDE_S, Plan
 from rdmacli.mesh.records import AgentRecord, PairRecord
 from rdmacli.outcome import Outcome
+from rdmacli.render.matrix import matrix_file
 
 
 class Observer:
@@ -56,6 +57,7 @@ class Request:
     slow_fraction: float = P.SLOW_FRACTION
     baseline: dict | None = None
     show_rail: int | None = None  # checked against the rails found
+    matrix: str | None = None  # --matrix FILE: every pair's document, compressed
 
 
 @dataclass
@@ -344,8 +346,11 @@ def run(request: Request, launch: Launch, observer: Observer | None = None, *, p
         return Outcome("mesh", params, error=mesh.refused, signal=signum, elapsed_ms=elapsed())
     try:
         evidence = mesh.intake.evidence(cut=cut, abandoned=abandoned, agents_up_s=mesh.agents_up_s)
-        outcome = verdict.judge(plan, evidence, params,
-                                baseline=request.baseline, signal=signum, elapsed_ms=elapsed())  # fmt: skip
+        with matrix_file(request.matrix) as matrix:
+            outcome = verdict.judge(plan, evidence, params, baseline=request.baseline, signal=signum,
+                                    elapsed_ms=elapsed(), matrix=matrix and matrix.add)  # fmt: skip
+        if matrix is not None and matrix.error:
+            outcome.warnings.append(matrix.error)
     except Exception as exc:  # a bug after the rounds: the summary still comes, in words
         if debug:
             raise

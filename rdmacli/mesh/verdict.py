@@ -102,6 +102,11 @@ class Evidence:
 MIN_CONTRADICTED = 2  # partners whose ports a node's figures contradict before it is named
 
 
+# pairs the summary (and Prometheus) list one by one: every pair of a run up to this many (the
+# lab's 16 nodes x 2 rails are 240), beyond it only those with trouble (--matrix FILE has all)
+LISTED_PAIRS = 2000
+
+
 def inconsistent(ev: Evidence) -> list[int]:
     """The nodes whose figures contradict the ports of several partners: one partner alone
     could be the liar (it said a low rate for its own port); a node at odds with two or more
@@ -178,9 +183,12 @@ def _unreported(plan: Plan, ev: Evidence, rank: int, rnd: int) -> dict:
 
 
 def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = None, signal: int | None = None,
-          elapsed_ms: float | None = None) -> Outcome:  # fmt: skip
+          elapsed_ms: float | None = None, matrix=None) -> Outcome:  # fmt: skip
     """The run's outcome: each pair's result (a re-test's, where one ran), slow pairs, blame,
-    per-node and per-NIC tables, warnings and the one error that decides the exit code."""
+    per-node and per-NIC tables, warnings and the one error that decides the exit code. The
+    pairs listed are every pair up to LISTED_PAIRS, else those with trouble (failed, missing,
+    slow, lossy, re-tested): what it holds and prints grows with nodes x rails and with trouble,
+    not with pairs; `matrix(doc)`, when given, receives every pair's document as it is made."""
     firsts = sorted(fill_ends(plan, ev, ev.pairs), key=lambda p: (p.round, p.a, p.ra))
     by_key = {p.key: p for p in firsts}
     again = {
@@ -194,7 +202,16 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     judge_slow(list(again.values()), plan.slow_factor, plan.slow_fraction, reference)  # by the same best
     pairs = [again.get(p.key, p) for p in firsts]  # what counts: a re-test's result, if run
     devices = ev.devices
-    pair_docs = [_pair_doc(plan, first, p, devices) for first, p in zip(firsts, pairs)]
+    listed_all = len(pairs) <= LISTED_PAIRS
+    pair_docs = []
+    for first, p in zip(firsts, pairs):
+        troubled = p is not first or p.result != "pass" or p.slow is not None or p.lossy
+        if listed_all or troubled or matrix is not None:
+            doc = _pair_doc(plan, first, p, devices)
+            if matrix is not None:
+                matrix(doc)
+            if listed_all or troubled:
+                pair_docs.append(doc)
     verdict = blame(plan.n, pairs, plan.spec.names, plan.rails, devices)
     nodes = node_table(plan.n, pairs, plan.spec.names, plan.spec.addresses)
     for row in nodes:
@@ -215,6 +232,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         "nodes": nodes,
         "nics": nic_table(plan.n, plan.rails, pairs, plan.spec.names, plan.spec.addresses, devices),
         "pairs": pair_docs,
+        "pairs_listed": "all" if listed_all else "trouble",
         "slow_reference": reference,
         "blame": verdict,
     }
@@ -230,8 +248,8 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         "retest_rounds": ev.retest_rounds,
         "pairs_retested": len(retested),
         "pairs_transient": retested.count("transient"),
-        "pairs": len(pair_docs),
-        "pairs_passed": sum(p["result"] == "pass" for p in pair_docs),
+        "pairs": len(pairs),
+        "pairs_passed": sum(p.result == "pass" for p in pairs),
         "pairs_failed": len(failed),
         "pairs_missing": len(missing),
         "pairs_slow": sum(bool(p["slow"]) for p in pair_docs),

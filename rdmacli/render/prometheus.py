@@ -1,18 +1,15 @@
-"""A mesh run's figures for Prometheus: per pair, per node, and the run, in the text exposition
-that node_exporter's textfile collector reads, so a cron job's mesh shows in the dashboards
-admins already have. Made with prometheus_client (its registry, its escaping of label
-values); written atomically (a temporary file renamed over the old one, so the collector never
-reads half a file) by `replace`, which as root writes nothing but a regular file: the temporary
-file is made O_EXCL|O_NOFOLLOW with a random name, and what the path names must be a regular
-file or nothing (not a device, a FIFO, a link or a directory). Reads the summary document only."""
+"""A mesh run's figures for Prometheus: per pair listed in the summary (every pair of a small
+run, those with trouble of a large one: never a series per healthy pair of a fleet), per NIC,
+per node, and the run, in the text exposition that node_exporter's textfile collector reads, so
+a cron job's mesh shows in the dashboards admins already have. Made with prometheus_client (its
+registry, its escaping of label values); written atomically by files.replace (as root, nothing
+but a regular file). Reads the summary document only."""
 
 from __future__ import annotations
 
-import os
-import stat
-import tempfile
-
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from rdmacli.render.files import check, replace  # noqa: F401  (check: the CLI's, before a run)
 
 PREFIX = "rdmacli_mesh_"
 
@@ -89,42 +86,3 @@ def write(path: str, doc: dict) -> None:
     gauge("run_elapsed_seconds", "wall time of the run").set((doc.get("elapsed_ms") or 0) / 1e3)
     gauge("run_timestamp_seconds", "when the run ended (UNIX time)").set_to_current_time()
     replace(path, generate_latest(reg))
-
-
-def check(path: str) -> None:
-    """Can `path` be written, and only as a regular file? Tried for real before a run starts
-    (a temporary file made and removed in its directory). OSError says why not."""
-    _target(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".rdmacli-mesh.")
-    os.close(fd)
-    os.unlink(tmp)
-
-
-def _target(path: str) -> None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(st.st_mode):
-        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
-        raise OSError(f"{path} is {what}: only a regular file is replaced")
-
-
-def replace(path: str, data: bytes) -> None:
-    """data as the file at path, atomically; nothing but a regular file is ever replaced."""
-    _target(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".rdmacli-mesh.")
-    try:
-        os.fchmod(fd, 0o644)  # node_exporter reads it as another user
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        _target(path)  # again: nothing may have been put there meanwhile
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

@@ -62,7 +62,10 @@ def mesh(n: int, test: str, liar: int, lie) -> tuple[dict, Intake]:
                     rec = lie.partner(rec)
                 if rec is not None:
                     c.on_line(names[rank], json.dumps(rec), False)
-    return judged(plan, c).to_dict(), c
+    every: list[dict] = []  # every pair's document (a 64-node mesh lists only the troubled ones)
+    doc = judged(plan, c, matrix=every.append).to_dict()
+    doc["data"]["pairs"] = every
+    return doc, c
 
 
 def named(doc: dict) -> set[str]:

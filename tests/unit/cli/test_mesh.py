@@ -173,3 +173,37 @@ def test_pairs_that_cannot_be_chosen_are_refused_with_words(tmp_path, args, word
     r = mesh(tmp_path, InProcessLaunch(Fabric()), *args, "--json")
     doc = json.loads(r.stdout)
     assert r.exit_code == 2 and words in doc["error"]["message"], doc["error"]
+
+
+def test_a_large_run_lists_only_pairs_with_trouble_and_the_matrix_file_has_every_pair(tmp_path, monkeypatch):
+    """Above LISTED_PAIRS (2000; 3 here) the summary, the text and Prometheus list only the pairs
+    with trouble, the totals still count every pair, and --matrix FILE holds them all,
+    compressed, one JSON line each. Under it, every pair is listed."""
+    import gzip
+
+    from meshdata import parse_metrics
+
+    from rdmacli.mesh import verdict
+
+    monkeypatch.setattr(verdict, "LISTED_PAIRS", 3)
+    fabric = Fabric()
+    fabric.cut.add("10.0.0.3")
+    matrix, prom = tmp_path / "matrix.jsonl.gz", tmp_path / "mesh.prom"
+    r = mesh(tmp_path, InProcessLaunch(fabric), "--json", "--matrix", str(matrix), "--prometheus", str(prom))
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and doc["data"]["pairs_listed"] == "trouble"
+    assert doc["totals"]["pairs"] == 6 and doc["totals"]["pairs_passed"] == 3
+    assert {(p["a"], p["b"]) for p in doc["data"]["pairs"]} == {("n1", "n3"), ("n2", "n3"), ("n3", "n4")}
+    rows = [json.loads(line) for line in gzip.decompress(matrix.read_bytes()).splitlines()]
+    assert len(rows) == 6 and sum(p["result"] == "pass" for p in rows) == 3
+    ups = [k for k in parse_metrics(prom.read_text()) if k[0] == "rdmacli_mesh_pair_up"]
+    assert len(ups) == 3  # the failed pairs' series; none for a healthy pair
+    monkeypatch.setattr(verdict, "LISTED_PAIRS", 2000)
+    doc = json.loads(mesh(tmp_path, InProcessLaunch(Fabric()), "--json").stdout)
+    assert doc["data"]["pairs_listed"] == "all" and len(doc["data"]["pairs"]) == 6
+
+
+def test_a_matrix_file_that_cannot_be_written_is_refused_before_the_run(tmp_path):
+    r = mesh(tmp_path, InProcessLaunch(Fabric()), "--json", "--matrix", str(tmp_path / "no" / "m.gz"))
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 2 and doc["error"]["message"].startswith("--matrix: cannot write in")

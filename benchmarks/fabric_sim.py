@@ -1,0 +1,330 @@
+"""A fabric simulator with ground truth: `make scale-bench` (host only, no RDMA).
+
+A model of N nodes x R rails with faults injected where the simulator says (a dead NIC, a dead
+link, a lossy NIC and a lossy link with their counters, a slow node and a slow NIC, an agent that
+never starts, an agent that lies about its figures). Its agents' lines are made with the real
+record types (records.py) and fed, as a launcher would, to the real coordinator: the intake, the
+verdict and its blame, and the JSON, text and Prometheus renderers. Time is not simulated: the
+records of a whole run arrive as fast as they are made, so 1000 x 8 runs here in seconds.
+
+It reports what the coordinator costs (CPU seconds, peak memory of a process that ran only that
+size, bytes of agent output and of each rendering) and whether the blame is true: precision
+(what is named is a fault), recall (every fault is named), localization (named at its own level:
+a NIC as that NIC, a node as that node, a link as that link) and healthy fabrics with no blame.
+
+    python benchmarks/fabric_sim.py [--scenarios K] [--sizes 64x8:all,256x8:sample:2,1000x8:sample:1]
+
+A size `NxR:all` tests every node pair; `NxR:sample:K` groups the nodes in leaves of 32 and
+tests every pair inside a leaf and K between every two leaves (`--pairs sample:K`), as a fleet
+would run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import multiprocessing
+import os
+import random
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from rdmacli.mesh import verdict
+from rdmacli.mesh.contract import RunSpec
+from rdmacli.mesh.intake import Intake
+from rdmacli.mesh.plan import Plan
+from rdmacli.mesh.records import AgentRecord, DoneRecord, PairRecord, RailState
+
+RUN = "5e" * 8
+LEAF = 32  # nodes per leaf (group) for the sampled sizes
+RATE = 400.0  # every port's line rate, Gb/s
+KINDS = ("dead_nic", "dead_link", "lossy_nic", "lossy_link", "slow_node", "slow_nic", "no_agent", "liar")
+LEVEL = {  # what the blame should name for each fault: its level in data.blame
+    "dead_nic": "nics", "lossy_nic": "nics", "slow_nic": "nics",
+    "dead_link": "links", "lossy_link": "links",
+    "slow_node": "nodes", "no_agent": "nodes",
+    "liar": "liars",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    node: int  # the node (or a link's first end)
+    rail: int = 0
+    peer: int | None = None  # a link's other end (same rail)
+
+    def key(self) -> tuple:
+        """The entity the blame should name, as the score compares them."""
+        if LEVEL[self.kind] == "links":
+            return ("links", *sorted(((self.node, self.rail), (self.peer, self.rail))))
+        if LEVEL[self.kind] == "nics":
+            return ("nics", self.node, self.rail)
+        return (LEVEL[self.kind], self.node)
+
+
+@dataclass
+class Scenario:
+    n: int
+    rails: int
+    pairs: str  # "all" or "sample:K"
+    seed: int
+    faults: list[Fault] = field(default_factory=list)
+
+    def spec(self) -> RunSpec:
+        names = [f"n{k:04d}" for k in range(self.n)]
+        addresses = [[f"10.{r}.{k // 250}.{k % 250 + 1}" for r in range(self.rails)] for k in range(self.n)]
+        kw = {}
+        if self.pairs.startswith("sample:"):
+            kw = {"pairs": "sample", "sample": int(self.pairs.split(":")[1]), "rotation": self.seed,
+                  "groups": tuple(f"leaf{k // LEAF:03d}" for k in range(self.n))}  # fmt: skip
+        return RunSpec(run_id=RUN, names=names, addresses=addresses, round_s=1.0, count=20, **kw)
+
+
+def random_scenario(n: int, rails: int, pairs: str, seed: int) -> Scenario:
+    """Up to three faults of random kinds on distinct nodes (a tenth of scenarios healthy); a
+    link's two ends are partners in the schedule (a sampled run tests only some pairs)."""
+    rng = random.Random(seed)
+    s = Scenario(n, rails, pairs, seed)
+    if rng.random() < 0.1:
+        return s
+    plan = make_plan(s)
+    used: set[int] = set()
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choice(KINDS)
+        if kind == "liar" and any(f.kind == "liar" for f in s.faults):
+            continue  # one liar at most: what the verdict promises (issue 34), not a cabal
+        # a liar forges the figures it carries, as the connector (the higher rank) of a pair: one
+        # that is the lower end of all but a pair or two told no lie to catch (never named)
+        lowest = 2 if kind == "liar" else 0
+        x = rng.choice([k for k in range(n) if k not in used and k % LEAF >= lowest])
+        rail = rng.randrange(rails)
+        peer = None
+        if LEVEL[kind] == "links":
+            partners = [b if a == x else a for r in plan.rounds for a, ra, b, rb in plan.schedule.nic_pairs(r)
+                        if x in (a, b) and ra == rail and (b if a == x else a) not in used]  # fmt: skip
+            if not partners:
+                continue
+            peer = rng.choice(partners)
+            used.add(peer)
+        used.add(x)
+        s.faults.append(Fault(kind, x, rail, peer))
+    return s
+
+
+def make_plan(s: Scenario) -> Plan:
+    return Plan.start(s.spec(), nodes_spec="sim", launch_s=1.0, retest_rounds=0)
+
+
+# ---- the agents ------------------------------------------------------------------------------
+def _loss(rail: int, k: int) -> tuple[dict, ...]:
+    return ({"device": f"mlx5_{rail}", "port": 1, "moved": {"out_of_seq_request": k, "packet_seq_err": k}},)
+
+
+def _error(cause: str, message: str) -> dict:
+    return {"message": message, "cause": cause}
+
+
+def end_records(s: Scenario, rng: random.Random, rnd: int, a: int, ra: int, b: int, rb: int):
+    """Both ends' records of one NIC pair (None: that end never reports it)."""
+    faults = s.faults
+    base = 10.0 + rng.random()
+    rtt = base
+    ends = {}
+    for rank, rail, peer, peer_rail in ((a, ra, b, rb), (b, rb, a, ra)):
+        ends[rank] = {"run": RUN, "rank": rank, "peer": peer, "round": rnd, "rail": rail,
+                      "peer_rail": peer_rail, "result": "pass", "took_s": 0.05}  # fmt: skip
+    for f in faults:
+        nic = (f.node, f.rail) in ((a, ra), (b, rb))
+        node = f.node in (a, b)
+        link = f.peer is not None and {f.node, f.peer} == {a, b} and f.rail == ra == rb
+        if f.kind == "dead_nic" and nic:
+            for rank in ends:
+                mine = rank == f.node
+                ends[rank].update(result="fail", error=_error(
+                    "local_port_down" if mine else "deadline",
+                    "port down" if mine else "no request from the partner within the round"))  # fmt: skip
+        elif f.kind == "dead_link" and link:
+            for rank in ends:
+                ends[rank].update(result="fail", error=_error("deadline", "no answer within the round"))
+        elif f.kind == "lossy_nic" and nic and rng.random() < 0.6:  # loss shows on most pairs, not all
+            for rank in ends:
+                ends[rank]["counters"] = _loss(ends[rank]["rail"], rng.randint(1, 40))
+        elif f.kind == "lossy_link" and link:
+            for rank in ends:
+                ends[rank]["counters"] = _loss(ends[rank]["rail"], rng.randint(5, 40))
+        elif (f.kind == "slow_node" and node) or (f.kind == "slow_nic" and nic):
+            rtt = base * 6
+    connector = ends[b]
+    if connector["result"] == "pass":
+        connector.update(
+            rtt_p50_us=round(rtt, 2), rtt_p99_us=round(rtt * 1.3, 2), host_rtt_p50_us=round(rtt + 4, 2)
+        )
+    liar = next((f for f in faults if f.kind == "liar" and f.node == b), None)
+    if liar is not None and connector["result"] == "pass":
+        connector.update(rtt_p50_us=0.6, rtt_p99_us=0.7)  # far faster than any wire of this fabric
+    absent = {f.node for f in faults if f.kind == "no_agent"}
+    return [(rank, None if rank in absent else PairRecord(**rec)) for rank, rec in ends.items()]
+
+
+def agent_lines(s: Scenario, plan: Plan, rng: random.Random):
+    """(node, line) as the launcher would pass them on: each agent's record, its pairs round by
+    round, its done record."""
+    names, absent = plan.spec.names, {f.node for f in s.faults if f.kind == "no_agent"}
+    for rank in range(s.n):
+        if rank in absent:
+            continue
+        rails = tuple(
+            RailState(rail=r, address=plan.spec.addresses[rank][r], device=f"mlx5_{r}", port=7490 + r,
+                      ready=True, rate_gbps=RATE)
+            for r in range(s.rails)
+        )  # fmt: skip
+        rec = AgentRecord(run=RUN, rank=rank, node=names[rank], address=rails[0].address, rails=rails,
+                          ready=True, host=names[rank], pid=1000 + rank, clock=time.time(),
+                          rounds=len(plan.rounds))  # fmt: skip
+        yield names[rank], json.dumps(rec.to_dict())
+    for rnd in plan.rounds:
+        for a, ra, b, rb in plan.schedule.nic_pairs(rnd):
+            for rank, rec in end_records(s, rng, rnd, a, ra, b, rb):
+                if rec is not None:
+                    yield names[rank], json.dumps(rec.to_dict())
+    for rank in range(s.n):
+        if rank not in absent:
+            yield names[rank], json.dumps(DoneRecord(run=RUN, rank=rank).to_dict())
+
+
+# ---- the coordinator, measured ---------------------------------------------------------------
+def coordinate(s: Scenario) -> tuple[dict, dict]:
+    """The real coordinator on the scenario's lines: (the summary document, its costs)."""
+    from rich.console import Console
+
+    from rdmacli.render import prometheus
+    from rdmacli.render.mesh import print_mesh
+
+    plan = make_plan(s)
+    rng = random.Random(s.seed * 7919)
+    lines = list(agent_lines(s, plan, rng))  # made first: the agents' work, not the coordinator's
+    agent_bytes = sum(len(line) + 1 for _, line in lines)
+    t0 = time.process_time()
+    intake = Intake(plan)
+    for node, line in lines:
+        intake.on_line(node, line, False)
+    for rank in {f.node for f in s.faults if f.kind == "no_agent"}:
+        intake.on_exit(plan.spec.names[rank], 255)
+    del lines
+    outcome = verdict.judge(plan, intake.evidence(), {"test": "ping"}, elapsed_ms=1.0)
+    doc = outcome.to_dict()
+    text = json.dumps(doc, allow_nan=False)
+    t_verdict = time.process_time() - t0
+
+    class App:
+        out = Console(file=io.StringIO(), width=200, highlight=False)
+
+    print_mesh(App, doc)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "mesh.prom")
+        prometheus.write(path, doc)
+        prom_bytes = os.path.getsize(path)
+    costs = {
+        "pairs": doc["totals"]["pairs"],
+        "cpu_s": round(time.process_time() - t0, 3),
+        "verdict_cpu_s": round(t_verdict, 3),
+        "agent_mb": agent_bytes / 1e6,
+        "json_mb": len(text) / 1e6,
+        "text_mb": len(App.out.file.getvalue()) / 1e6,
+        "prometheus_mb": prom_bytes / 1e6,
+    }
+    return doc, costs
+
+
+def named(doc: dict) -> set[tuple]:
+    """What the verdict names, as the score's keys."""
+    blame = doc["data"]["blame"]
+    out = {("nodes", b["rank"]) for b in blame["nodes"]}
+    out |= {("nics", b["rank"], b["rail"]) for b in blame["nics"]}
+    rank = lambda name: int(name[1:])  # noqa: E731  (the simulator's names: n0000, n0001, ...)
+    for link in blame["links"] + blame["unexplained"]:  # a pair named, at a link or undecided
+        ends = ((rank(link["a"]), link.get("rail_a", 0)), (rank(link["b"]), link.get("rail_b", 0)))
+        out.add(("links", *sorted(ends)))
+    out |= {("liars", r["rank"]) for r in doc["data"]["nodes"] if len(r.get("contradicted") or ()) >= 2}
+    return out
+
+
+def score(s: Scenario, doc: dict) -> dict:
+    """Precision, recall and localization counts of one scenario's verdict against its truth."""
+    truth = {f.key() for f in s.faults}
+    said = named(doc)
+    node_of = lambda k: {k[1]} if k[0] in ("nodes", "nics", "liars") else {k[1][0], k[2][0]}  # noqa: E731
+    truth_nodes = set().union(*(node_of(k) for k in truth)) if truth else set()
+    # a naming is true when it is a fault's entity, or names an end of a faulty link or NIC's node
+    true_named = {k for k in said if k in truth or node_of(k) <= truth_nodes}
+    found = {k for k in truth if k in said or any(node_of(k) & node_of(x) for x in said)}
+    return {
+        "named": len(said), "true_named": len(true_named), "faults": len(truth), "found": len(found),
+        "localized": len(truth & said), "healthy_blamed": int(not truth and bool(said)),
+        "false": sorted(map(str, said - true_named))[:3], "missed": sorted(map(str, truth - found))[:3],
+    }  # fmt: skip
+
+
+def run_size(n: int, rails: int, pairs: str, count: int, seed0: int) -> dict:
+    """Every scenario of one size in this process (a fresh one per size: its peak memory is
+    that size's)."""
+    costs, scores = [], []
+    for k in range(count):
+        s = random_scenario(n, rails, pairs, seed0 + k)
+        doc, c = coordinate(s)
+        costs.append(c)
+        scores.append({**score(s, doc), "seed": s.seed, "faults_given": [f.kind for f in s.faults]})
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"size": f"{n}x{rails}:{pairs}", "costs": costs, "scores": scores, "peak_mb": peak_mb}
+
+
+def summarize(res: dict) -> dict:
+    c, s = res["costs"], res["scores"]
+    total = lambda key: sum(x[key] for x in s)  # noqa: E731
+    named, faults = total("named"), total("faults")
+    return {
+        "size": res["size"], "scenarios": len(s), "pairs": c[0]["pairs"],
+        "cpu_s_median": statistics.median(x["cpu_s"] for x in c), "cpu_s_max": max(x["cpu_s"] for x in c),
+        "peak_mb": round(res["peak_mb"]), "agent_mb": round(max(x["agent_mb"] for x in c), 1),
+        "json_mb": round(max(x["json_mb"] for x in c), 2), "text_mb": round(max(x["text_mb"] for x in c), 2),
+        "prometheus_mb": round(max(x["prometheus_mb"] for x in c), 2),
+        "precision": round(total("true_named") / named, 4) if named else 1.0,
+        "recall": round(total("found") / faults, 4) if faults else 1.0,
+        "localization": round(total("localized") / faults, 4) if faults else 1.0,
+        "healthy_blamed": total("healthy_blamed"),
+        "wrong": [x for x in s if x["false"] or x["missed"]][:5],
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenarios", type=int, default=100)
+    ap.add_argument("--sizes", default="64x8:all,256x8:sample:2,1000x8:sample:1")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", action="store_true", help="print the figures as one JSON document")
+    args = ap.parse_args(argv)
+    rows = []
+    ctx = multiprocessing.get_context("spawn")
+    for size in args.sizes.split(","):
+        nodes_rails, _, pairs = size.partition(":")
+        n, rails = (int(x) for x in nodes_rails.split("x"))
+        with ctx.Pool(1, maxtasksperchild=1) as pool:
+            res = pool.apply(run_size, (n, rails, pairs or "all", args.scenarios, args.seed))
+        rows.append(summarize(res))
+        if not args.json:
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "wrong"}), flush=True)
+            for w in rows[-1]["wrong"]:
+                print("  wrong:", json.dumps(w), flush=True)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
