@@ -268,8 +268,9 @@ def command(
 
             rotation = int(time.time() // 3600)
         params["rotation"] = rotation if pairs == "sample" else None
-        given = address_template or (mapped is not None and mapped.addresses)
-        if address_template and mapped is not None and mapped.addresses:
+        mapping = mapped.addresses if mapped is not None else {}
+        given = address_template or mapping
+        if address_template and mapping:
             raise RdmacliError("give --address-template or --map's addresses, not both", cause=Cause.USAGE)
         if given and rails_spec != "auto":
             raise RdmacliError(
@@ -285,11 +286,7 @@ def command(
             except ValueError as exc:
                 raise RdmacliError(f"bad --rails {rails_spec!r}: {exc}", cause=Cause.USAGE) from exc
         addresses = (
-            N.addresses(
-                names, template=address_template, mapping=mapped and mapped.addresses, map_file=map_file
-            )
-            if given
-            else ()
+            N.addresses(names, template=address_template, mapping=mapping, map_file=map_file) if given else ()
         )
         if addresses and port + len(addresses[0]) - 1 > 65535:
             raise RdmacliError(f"--port {port}: rail {len(addresses[0]) - 1} would listen past 65535",

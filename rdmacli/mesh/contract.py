@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from rdmacli.mesh.inputs import GROUP, valid_name
+from rdmacli.mesh.schedule import MAX_SAMPLE, PAIRS
 
 VERSION = 1
 TESTS = ("ping", "rping", "connect", "ud", "bw")  # the kinds of test a pair runs (pair.KINDS: one row each)
@@ -81,10 +82,6 @@ def _discover(v) -> bool:
     if not isinstance(v, dict) or set(v) != {"rails", "family"} or v["family"] not in (4, 6):
         return False
     return v["rails"] is None or (isinstance(v["rails"], str) and 0 < len(v["rails"]) <= 4096)
-
-
-PAIRS = ("all", "group", "sample")  # schedule.PAIRS: which node pairs are tested
-MAX_SAMPLE = 10_000  # node pairs sampled between two groups
 
 
 def _groups(v) -> bool:

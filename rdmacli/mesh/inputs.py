@@ -18,6 +18,7 @@ import stat
 from dataclasses import dataclass
 
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.mesh.schedule import MAX_SAMPLE
 
 # a host name (RFC 1123 labels) or a Slurm node name (underscores too); never a leading '-',
 # so a name can never be read as an option by ssh or srun
@@ -168,9 +169,9 @@ def parse_pairs(text: str) -> tuple[str, int]:
     kind, _, k = text.partition(":")
     if kind in ("all", "group") and not k:
         return kind, 0
-    if kind == "sample" and k.isdigit() and 1 <= int(k) <= 10_000:
+    if kind == "sample" and k.isdigit() and 1 <= int(k) <= MAX_SAMPLE:
         return kind, int(k)
-    raise usage(f"--pairs {text[:40]!r}: expected all, group or sample:K (K from 1 to 10000)")
+    raise usage(f"--pairs {text[:40]!r}: expected all, group or sample:K (K from 1 to {MAX_SAMPLE})")
 
 
 def groups_of(

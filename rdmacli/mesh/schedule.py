@@ -95,6 +95,7 @@ def retest_rounds(todo: list[tuple], limit: int) -> list[list[tuple]]:
 
 
 PAIRS = ("all", "group", "sample")  # --pairs: every node pair, inside groups, plus K between
+MAX_SAMPLE = 10_000  # node pairs sampled between two groups, at most
 
 
 @dataclass(frozen=True)
