@@ -181,6 +181,10 @@ def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
             ready=all(p is None for p in problems),
         )
     )
+    if sched.at_once:  # the connectionless probe: one phase, every partner at once
+        failed = _run_probe(cfg, sched.tests_of(cfg.rank, 0), problems, emit, stop=stop)
+        emit(cfg.record(DoneRecord, failed=failed))
+        return 0
     main = [
         (rnd, slot, lambda s=slot: cfg.start_at + s * cfg.spec.round_s,
          sched.tests_of(cfg.rank, rnd))
@@ -201,6 +205,25 @@ def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
             )
     emit(cfg.record(DoneRecord, failed=failed))
     return 0
+
+
+def _run_probe(cfg: AgentConfig, tests, problems, emit, *, stop) -> int:
+    """The probe phase (mesh/probe.py): its NICs answer from now, probe from round 1's start
+    (the go line may bring it forward: the phase starts at whichever comes first) to the
+    slot's end less GAP, and a record per test."""
+    from rdmacli.mesh import probe
+
+    if not tests:
+        return 0
+    while (wait := cfg.start_at - time.time()) > probe.OPEN_LEAD_S and not stop():
+        time.sleep(min(wait - probe.OPEN_LEAD_S, 0.1))
+    begin = cfg.start_at
+    end = begin + cfg.spec.round_s * (1 - GAP)
+    failed = 0
+    for rec in probe.run_phase(cfg, tests, problems, begin, end, stop=stop):
+        failed += rec["result"] != "pass"
+        emit(PairRecord(**rec))
+    return failed
 
 
 def _port_of(address: str) -> tuple[str | None, int]:
@@ -336,7 +359,8 @@ def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | N
     flow = None
     try:
         where = addr.resolve(me, port, passive=True, what="this node's address")
-        ps = PORT_SPACES[KINDS[cfg.spec.test].spec.default_port_space]
+        space = "udp" if cfg.spec.test in schedule.AT_ONCE else KINDS[cfg.spec.test].spec.default_port_space
+        ps = PORT_SPACES[space]
         flow = ServerFlow(
             bind=where, max_clients=0, make_protocol=lambda: None, backend=backend, options=Options(ps=ps)
         )

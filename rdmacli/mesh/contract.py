@@ -30,7 +30,7 @@ from rdmacli.mesh.inputs import GROUP, valid_name
 from rdmacli.mesh.schedule import MAX_SAMPLE, PAIRS
 
 VERSION = 1
-TESTS = ("ping", "rping", "connect", "ud", "bw")  # the kinds of test a pair runs (pair.KINDS: one row each)
+TESTS = ("ping", "rping", "connect", "ud", "bw", "probe")  # pair.KINDS: one row each; probe: mesh/probe.py
 MAX_NODES = 100_000
 MAX_RAILS = 16
 MAX_SPEC = 64 * 2**20  # bytes of a spec, as sent or inflated: 10 000 x 8 needs about 1.5 MB

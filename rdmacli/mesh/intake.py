@@ -197,9 +197,7 @@ class Intake:
         key = pair_key(rank, rec.rail, rec.peer, rec.peer_rail)
         if rnd in self.retests:  # a re-test: of the rounds this coordinator sent
             pair = self.retests[rnd].get(key)
-        elif 0 <= rec.peer < plan.n and (rec.rail, rec.peer, rec.peer_rail) in plan.schedule.tests_of(
-            rank, rnd
-        ):
+        elif plan.schedule.has_test(rank, rnd, rec.rail, rec.peer, rec.peer_rail):
             pair = self.pairs.get(key)
         else:
             pair = None
@@ -210,6 +208,9 @@ class Intake:
             return False
         rec = self.within_ports(rec)
         if rec is None:
+            return False
+        if (rec.probes_sent or 0) > plan.spec.count:
+            self.violation(rank, f"{rec.probes_sent} probes to one partner, of a run of {plan.spec.count}")
             return False
         side = rec.side
         if side in pair.reports:

@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from rdmacli.mesh import schedule
+from rdmacli.mesh import probe, schedule
+from rdmacli.mesh.agent import GAP
 from rdmacli.mesh.contract import RunSpec
 
 # the coordinator's own defaults (the agents' are the spec's, contract.SPEC_FIELDS)
@@ -60,6 +61,13 @@ class Plan:
     def start(cls, spec: RunSpec, **kw) -> Plan:
         """A plan whose schedule starts launch_s from now (the go line may bring it forward)."""
         start_at = time.time() + kw["launch_s"]
+        sched = schedule.Schedule.of(spec)
+        if sched.at_once:  # one probe phase, as long as its busiest NIC needs; nothing to re-test
+            partners = max((len(sched.partners(r)) for r in range(spec.n)), default=1)
+            partners *= spec.rails if spec.cross_rail else 1
+            need = probe.phase_s(partners, spec.count) / (1 - GAP)
+            spec = replace(spec, round_s=round(max(spec.round_s, need), 1))
+            kw["retest_rounds"] = 0
         spec = replace(spec, start_at=round(start_at, 3), retests=kw.get("retest_rounds", 0) > 0)
         rounds = schedule.Schedule.of(spec).rounds()
         return cls(spec=spec, rounds=tuple(rounds), **kw)

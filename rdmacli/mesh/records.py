@@ -42,6 +42,9 @@ RATES = ("gbps_ab", "gbps_ba", "gbps_sent")  # what a port's line rate bounds
 # them) and received (its receive completions), checked against the partner's on the way to the
 # verdict (report.disagreement): each direction counted at both of its ends
 COUNTS = ("messages_sent", "messages_received")
+# `--test probe`'s counts (mesh/probe.py): this end's probes to its partner, and those answered
+# by the phase's end (the rest were lost); an end cannot have more answers than probes
+PROBES = ("probes_sent", "probes_answered")
 # figures.RTT_FLOOR_US: a round trip below it was not measured, and would make every honest
 # pair look slow beside it
 RATE_SLACK = 1.1  # a rate above the slower port's line rate by more than this is no measure
@@ -144,10 +147,12 @@ def check_pair(rec: dict) -> str | None:
     for key, high in FIGURES.items():
         if rec.get(key) is not None and not _figure(rec[key], high):
             return f"{key} is not a figure from 0 to {high:g}"
-    for key in COUNTS:
+    for key in (*COUNTS, *PROBES):
         v = rec.get(key)
         if v is not None and not (_int(v) and 0 <= v <= MAX_INT):
             return f"{key} is not a count from 0 to 2^63-1"
+    if (rec.get("probes_answered") or 0) > (rec.get("probes_sent") or 0):
+        return "probes_answered is above its probes_sent"
     why = _rtts(rec)
     if why:
         return why
@@ -180,6 +185,7 @@ def pair_copy(rec: dict) -> dict:
         "stats",
         *FIGURES,
         *COUNTS,
+        *PROBES,
     )
     out = {k: rec[k] for k in keep if k in rec}
     if rec.get("counters"):  # what the report derives (kinds) is derived again, not taken
@@ -295,7 +301,8 @@ class PairRecord(Typed):
     """One end's report of one test with one partner's NIC. `error` is an RdmacliError's
     document; the latency figures are the connector's; with `--test bw` each end gives the
     rate of the stream that came to it (the listener a's gbps_ba, the connector b's gbps_ab),
-    the rate it sent at (gbps_sent) and its counts both ways."""
+    the rate it sent at (gbps_sent) and its counts both ways; with `--test probe` each end its
+    own probes to the partner and how many were answered."""
 
     TYPE = "pair"
     run: str
@@ -319,6 +326,8 @@ class PairRecord(Typed):
     gbps_sent: float | None = None
     messages_sent: int | None = None
     messages_received: int | None = None
+    probes_sent: int | None = None
+    probes_answered: int | None = None
     steps_us: dict | None = None
     stats: dict | None = None
     counters: tuple[dict, ...] = ()

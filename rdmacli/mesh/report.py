@@ -155,9 +155,20 @@ class Pair:
                 out[name] = out.get(name, 0) + v
         return out
 
+    def lost(self) -> int:
+        """`--test probe`: probes neither end had answered (each end counts its own)."""
+        return sum(r.probes_sent - r.probes_answered for r in self.reports.values()
+                   if r.probes_sent is not None and r.probes_answered is not None)  # fmt: skip
+
+    def probes(self) -> tuple[int, int]:
+        """`--test probe`: (probes sent, answered), both ends' together."""
+        sent = sum(r.probes_sent or 0 for r in self.reports.values())
+        return sent, sent - self.lost()
+
     @property
     def lossy(self) -> bool:
-        return bool(self.trouble())
+        """Trouble counters moved during the pair, or probes of a passing probe were lost."""
+        return bool(self.trouble()) or self.lost() > 0
 
     @property
     def bad(self) -> bool:
@@ -217,7 +228,7 @@ class Pair:
             "device_b": device_of(devices, self.b, self.rb),
             "round": self.round,
             "result": self.result,
-            "cause": self.cause or ("SLOW" if self.slow else None),
+            "cause": self.cause or ("SLOW" if self.slow else "LOSS" if self.lost() else None),
             "error": self.error(),
             "slow": self.slow,
         }
@@ -226,6 +237,8 @@ class Pair:
         for key in ("gbps_ab", "gbps_ba"):
             if self.metric(key) is not None:
                 d[key] = self.metric(key)
+        if any(r.probes_sent is not None for r in self.reports.values()):
+            d["probes_sent"], d["probes_answered"] = self.probes()
         d["counters"] = {side: t for side in ("listen", "connect") if (t := self.trouble(side))} or None
         return d
 

@@ -18,6 +18,10 @@ pairs between every two groups, taken at a rotation (a run counter) from a walk 
 them, so that runs with consecutive rotations cover every pair between two groups of a and b
 nodes in ceil(a x b / K) runs. The sampled pairs are packed first fit into rounds in which no
 node is in two tests. Every agent computes the same from the spec.
+
+A connectionless probe (`at_once`: `--test probe`) has no rounds to keep NICs apart: every
+pair of the schedule above is probed in one phase, round 0, each NIC with all its partners at
+once (rail-aligned, or with cross-rail every rail of one node with every rail of the other).
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ def retest_rounds(todo: list[tuple], limit: int) -> list[list[tuple]]:
     return rounds
 
 
+AT_ONCE = ("probe",)  # tests that need no connection: every pair in one phase
 PAIRS = ("all", "group", "sample")  # --pairs: every node pair, inside groups, plus K between
 MAX_SAMPLE = 10_000  # node pairs sampled between two groups, at most
 
@@ -112,16 +117,46 @@ class Schedule:
     groups: tuple[str, ...] = ()  # by rank, its group's name ((): one group)
     sample: int = 0  # pairs="sample": node pairs between every two groups
     rotation: int = 0  # which of the walk's windows of `sample` pairs this run takes
+    at_once: bool = False  # a connectionless probe: every pair in one phase (round 0)
 
     @classmethod
     def of(cls, spec) -> Schedule:
         """The schedule of a run spec (contract.RunSpec)."""
         return cls(spec.n, spec.rails, spec.cross_rail, spec.quick, spec.pairs, spec.groups,
-                   spec.sample, spec.rotation)  # fmt: skip
+                   spec.sample, spec.rotation, spec.test in AT_ONCE)  # fmt: skip
 
     @property
     def sub(self) -> int:
-        return subrounds(self.rails, self.cross)
+        return 1 if self.at_once else subrounds(self.rails, self.cross)
+
+    def rail_combos(self, sub: int) -> list[tuple[int, int]]:
+        """(rail of the lower rank, rail of the higher) of one sub-round; at once: all of them."""
+        if self.at_once and self.cross:
+            return [(k, j) for k in range(self.rails) for j in range(self.rails)]
+        return rail_pairs(self.rails, self.cross, sub)
+
+    @cached_property
+    def partner_sets(self) -> dict[int, frozenset[int]] | None:
+        """at_once with a table or --quick: each rank's partners over all node rounds (None:
+        every other rank, looked up without a table)."""
+        if self.table is None and not self.quick:
+            return None
+        out: dict[int, set[int]] = {}
+        for r in self._node_rounds():
+            for x, y in self.node_pairs_of(r):
+                out.setdefault(x, set()).add(y)
+                out.setdefault(y, set()).add(x)
+        return {k: frozenset(v) for k, v in out.items()}
+
+    def partners(self, rank: int) -> list[int]:
+        """at_once: whom `rank` probes, in rank order."""
+        sets = self.partner_sets
+        if sets is None:
+            return [p for p in range(self.n) if p != rank]
+        return sorted(sets.get(rank, ()))
+
+    def _node_rounds(self):
+        return rounds_for(self.n, self.quick) if self.table is None else range(len(self.table))
 
     @cached_property
     def members(self) -> list[list[int]]:
@@ -176,6 +211,15 @@ class Schedule:
         return self.table[node_round].get(rank) if 0 <= node_round < len(self.table) else None
 
     def node_pairs(self, node_round: int) -> list[tuple[int, int]]:
+        if self.at_once:  # the one phase has every pair of every node round
+            return (
+                sorted((x, p) for x in range(self.n) for p in self.partners(x) if x < p)
+                if node_round == 0
+                else []
+            )
+        return self.node_pairs_of(node_round)
+
+    def node_pairs_of(self, node_round: int) -> list[tuple[int, int]]:
         if self.table is None:
             return pairs(self.n, node_round)
         met = self.table[node_round] if 0 <= node_round < len(self.table) else {}
@@ -183,11 +227,17 @@ class Schedule:
 
     def rounds(self) -> list[int]:
         """The round numbers of the run's schedule, in order."""
-        nodes = rounds_for(self.n, self.quick) if self.table is None else range(len(self.table))
+        if self.at_once:
+            return [0]
+        nodes = self._node_rounds()
         return [r * self.sub + k for r in nodes for k in range(self.sub)]
 
     def tests_of(self, rank: int, rnd: int) -> list[tuple[int, int, int]]:
         """What `rank` runs in round `rnd`: (its rail, its partner, the partner's rail) per test."""
+        if self.at_once:
+            combos = self.rail_combos(0)
+            return [(lo, p, hi) if rank < p else (hi, p, lo)
+                    for p in (self.partners(rank) if rnd == 0 else ()) for lo, hi in combos]  # fmt: skip
         peer = self.node_partner(rank, rnd // self.sub)
         if peer is None:
             return []
@@ -197,11 +247,23 @@ class Schedule:
     def nic_pairs(self, rnd: int) -> list[tuple[int, int, int, int]]:
         """The tests of one round as (a, rail of a, b, rail of b), a < b."""
         return [(a, ra, b, rb) for a, b in self.node_pairs(rnd // self.sub)
-                for ra, rb in rail_pairs(self.rails, self.cross, rnd % self.sub)]  # fmt: skip
+                for ra, rb in self.rail_combos(rnd % self.sub)]  # fmt: skip
+
+    def has_test(self, rank: int, rnd: int, rail: int, peer: int, peer_rail: int) -> bool:
+        """Is (rail, peer, peer_rail) one of `rank`'s tests in round `rnd`? O(1) at once."""
+        if not self.at_once:
+            return (rail, peer, peer_rail) in self.tests_of(rank, rnd)
+        if rnd != 0 or peer == rank or not (0 <= peer < self.n and 0 <= rail < self.rails
+                                            and 0 <= peer_rail < self.rails):  # fmt: skip
+            return False
+        if not self.cross and rail != peer_rail:
+            return False
+        sets = self.partner_sets
+        return sets is None or peer in sets.get(rank, ())
 
     def retest_base(self) -> int:
         """The round number of the first re-test round: past every round of the schedule."""
-        return self.node_rounds() * self.sub
+        return 1 if self.at_once else self.node_rounds() * self.sub
 
 
 def pack(todo: list[tuple[int, int]]) -> list[dict[int, int]]:

@@ -172,6 +172,9 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
             style = "" if p["result"] == "pass" else ("yellow" if p["result"] == "missing" else "bold red")
             if p["result"] == "pass" and p.get("slow"):
                 text, style = f"{_figure(p)}!", "yellow"
+            if p["result"] == "pass" and p.get("cause") == "LOSS" and p.get("probes_sent"):
+                lost = p["probes_sent"] - p.get("probes_answered", 0)
+                text, style = f"{100 * lost / p['probes_sent']:.0f}%L", "yellow"
             cell[(p["a_rank"], p["b_rank"])] = cell[(p["b_rank"], p["a_rank"])] = (text, style)
         for row in nodes:
             r = row["rank"]
@@ -184,6 +187,10 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
         con.print(table)
         if any(p.get("slow") for p in pairs):
             con.print("[yellow]![/] slow: passed, but beyond --slow-factor/--slow-fraction of the best pair")
+        if any(p.get("cause") == "LOSS" and p["result"] == "pass" for p in pairs):
+            con.print(
+                "[yellow]%L[/] probes lost: passed, but that share of its probes (both ends') never answered"
+            )
         used = sorted({p.get("cause") for p in pairs if p.get("cause") and p["result"] != "pass"})
         if used:
             con.print("legend: " + "; ".join(f"[bold red]{c}[/] {CAUSES.get(c, '')}" for c in used))

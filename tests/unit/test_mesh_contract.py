@@ -154,8 +154,10 @@ def test_one_side_rule_and_one_table_of_short_codes():
 
 def test_the_agents_test_kinds_are_the_contracts():
     from rdmacli.mesh.pair import KINDS
+    from rdmacli.mesh.schedule import AT_ONCE
 
-    assert tuple(KINDS) == contract.TESTS
+    # a connection test runs through pair.KINDS; the connectionless probe (mesh/probe.py) does not
+    assert tuple(KINDS) + AT_ONCE == contract.TESTS
 
 
 def test_a_new_test_kind_is_one_row_and_its_name_in_the_contract(monkeypatch):
@@ -168,12 +170,12 @@ def test_a_new_test_kind_is_one_row_and_its_name_in_the_contract(monkeypatch):
     from rdmacli.mesh import run as mesh
     from rdmacli.protocols.table import CONNECT
 
-    monkeypatch.setattr(contract, "TESTS", (*contract.TESTS, "probe"))
+    monkeypatch.setattr(contract, "TESTS", (*contract.TESTS, "echo"))
     row = pair.Kind(CONNECT, lambda s: Params(count=1, size=8), lambda stats: {"setup_us": 1.0})
-    monkeypatch.setitem(pair.KINDS, "probe", row)
+    monkeypatch.setitem(pair.KINDS, "echo", row)
     names = ["n1", "n2", "n3"]
     spec = RunSpec(run_id="ab" * 8, names=names, addresses=[[f"10.0.0.{i}"] for i in (1, 2, 3)],
-                   test="probe", round_s=1)  # fmt: skip
+                   test="echo", round_s=1)  # fmt: skip
     request = mesh.Request(spec=spec, nodes_spec="n[1-3]", launch_s=30, retest_rounds=0, slow_factor=1000)
     outcome = mesh.run(request, InProcessLaunch(Fabric()))
     doc = outcome.to_dict()

@@ -1,0 +1,552 @@
+"""`--test probe`: a fabric's latency-and-loss matrix in one phase, no connection per pair.
+
+R-Pingmesh's shape. Each NIC opens one UD QP, on its rail's listening cm_id (UDP port space),
+and during one phase probes every peer NIC the schedule gives it, all at once, with
+timestamped datagrams, rate-limited (`MAX_RATE` probes a second a NIC at most), while
+answering the probes of its peers on the same QP. A peer's QP number comes from rdma_cm's SIDR
+(udaddy's exchange: resolve address, route, rdma_connect; the peer's listener answers with its
+QP number and qkey): one short exchange per peer, no QP, connection or memory per pair.
+
+A probe carries the prober's send time; the responder stamps when it took the probe from its
+CQ and when it posts the reply, so its hold is taken out of the round trip (the network's
+round trip is the host's minus the responder's hold; a hold that is not less than the whole is
+not taken out). A probe not answered by the phase's end is lost: UD does not retransmit, and
+only the fabric (or a responder without receives, which this one never is) drops one. What the
+NIC's counters did during the phase travels with the pairs that lost probes or failed.
+
+The coordinator sees each NIC pair reported from both ends, as with connection tests: each end
+its own probes (report.Pair merges them). No connection test's rounds: one slot, round 0.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import selectors
+import statistics
+import struct
+import time
+from dataclasses import dataclass, field
+
+from rdmacli.diag import counters
+from rdmacli.engine.status import event_error
+from rdmacli.errors import Cause, RdmacliError
+from rdmacli.mesh import token as T
+from rdmacli.rdma import addr as A
+from rdmacli.rdma import cm, verbs
+from rdmacli.rdma import constants as C
+
+MAGIC = b"RPRB"
+PROBE, REPLY = 1, 2
+FORMAT = ">4sB3x8sIIIQQQ"  # magic, kind, run id, seq, prober's NIC, responder's NIC, t1, t2, t3 (ns)
+SIZE = struct.calcsize(FORMAT)
+PAYLOAD = 64  # bytes sent (SIZE, padded)
+SLOT = 128  # a receive slot: the 40-byte GRH and the payload
+
+# the phase (coordinator: phase_s; agent: the same numbers)
+RESOLVE_S = 5.0  # from the phase's start, for every peer's SIDR (asked again every ATTEMPT_S)
+ATTEMPT_S = 1.0  # one SIDR exchange takes a millisecond on hardware; unanswered, it is asked again
+GAP_S = 0.1  # between two probes to one peer, at least
+MAX_RATE = 500.0  # probes a second a NIC sends, at most (Python's data path: a core holds ~8 NICs)
+TAIL_S = 3.0  # after the last probe, for the last replies (a reply later than this is lost)
+MAX_RESOLVING = 64  # SIDR exchanges in flight a NIC
+SEND_DEPTH, RECV_DEPTH = 256, 1024
+# a NIC's QP is up this long before the phase starts, so every partner's first SIDR finds it;
+# no less than the coordinator's go lead (plan.GO_LEAD_S): once open, the start no longer moves
+OPEN_LEAD_S = 2.0
+
+
+def phase_s(partners: int, count: int) -> float:
+    """The probe phase's length for a NIC with `partners` peers, `count` probes each: their
+    SIDR, the probes spread at GAP_S or MAX_RATE, whichever is slower, and the tail."""
+    return RESOLVE_S + max(count * GAP_S, partners * count / MAX_RATE) + TAIL_S
+
+
+# ---- the datagram -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Datagram:
+    kind: int
+    run: bytes
+    seq: int
+    src: int  # the prober's NIC (rank * rails + rail)
+    dst: int  # the responder's NIC
+    t1: int = 0  # the prober's clock at post (ns)
+    t2: int = 0  # the responder's at receive
+    t3: int = 0  # the responder's at its reply's post
+
+    def pack(self) -> bytes:
+        return struct.pack(FORMAT, MAGIC, self.kind, self.run, self.seq, self.src, self.dst,
+                           self.t1, self.t2, self.t3).ljust(PAYLOAD, b"\0")  # fmt: skip
+
+
+def parse(data: bytes) -> Datagram | None:
+    """A datagram from the wire (anyone's): None unless it is a probe or reply of this format."""
+    if len(data) < SIZE or not data.startswith(MAGIC):
+        return None
+    _, kind, run, seq, src, dst, t1, t2, t3 = struct.unpack(FORMAT, data[:SIZE])
+    if kind not in (PROBE, REPLY):
+        return None
+    return Datagram(kind, run, seq, src, dst, t1, t2, t3)
+
+
+# ---- one peer's probes, counted --------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """What one NIC's probes to one peer came to: the prober's own counts and clock."""
+
+    sent: int = 0
+    answered: int = 0
+    pending: dict[int, int] = field(default_factory=dict)  # seq -> t1 (ns)
+    host_ns: list[int] = field(default_factory=list)
+    net_ns: list[int] = field(default_factory=list)
+
+    def posted(self, seq: int, t1: int) -> None:
+        self.sent += 1
+        self.pending[seq] = t1
+
+    def replied(self, seq: int, t4: int, hold_ns: int) -> bool:
+        """A reply to probe `seq`: counted once; the responder's hold (its word) is taken out
+        only when it is less than the whole round trip, never below the wire's floor."""
+        t1 = self.pending.pop(seq, None)
+        if t1 is None or t4 < t1:
+            return False
+        host = max(t4 - t1, FLOOR_NS)
+        net = host - hold_ns if hold_ns >= 0 and host - hold_ns >= FLOOR_NS else host
+        self.answered += 1
+        self.host_ns.append(host)
+        self.net_ns.append(net)
+        return True
+
+    @property
+    def lost(self) -> int:
+        return self.sent - self.answered
+
+    def figures(self) -> dict:
+        """The pair record's figures (records.PairRecord): counts, and the round trips in µs."""
+        out: dict = {"probes_sent": self.sent, "probes_answered": self.answered}
+        if self.net_ns:
+            net = sorted(self.net_ns)
+            out.update(
+                rtt_p50_us=_us(statistics.median(net)),
+                rtt_p99_us=_us(net[min(len(net) - 1, math.ceil(0.99 * len(net)) - 1)]),
+                rtt_avg_us=_us(statistics.fmean(net)),
+                host_rtt_p50_us=_us(statistics.median(self.host_ns)),
+            )
+        return out
+
+
+FLOOR_NS = 500  # figures.RTT_FLOOR_US: no wire's round trip is shorter
+
+
+def _us(ns: float) -> float:
+    return round(ns / 1000.0, 1)
+
+
+def verdict(tally: Tally, resolved: bool, error: RdmacliError | None) -> tuple[str, RdmacliError | None]:
+    """One end's result for a pair: pass when any probe came back (its loss is its figure,
+    which the verdict reads); fail when the peer never resolved or nothing came back."""
+    if not resolved:
+        return "fail", error or RdmacliError(
+            "the partner's NIC never answered its SIDR request (no QP number to probe)",
+            cause=Cause.UNREACHABLE,
+        )
+    if tally.sent == 0:
+        return "fail", RdmacliError(
+            "the partner's NIC answered too late in the phase for any probe: raise --round-time",
+            cause=Cause.DEADLINE,
+        )
+    if tally.answered == 0:
+        return "fail", RdmacliError(
+            f"no probe answered: {tally.sent} of {tally.sent} lost (the SIDR exchange worked, "
+            "datagrams did not)",
+            hint="check the fabric between the two NICs (MTU, ACLs, the switch port) and their counters",
+            cause=Cause.LOSS,
+        )
+    return "pass", None
+
+
+# ---- one NIC's phase, on the real stack -----------------------------------------------------
+
+
+@dataclass
+class Peer:
+    rank: int
+    rail: int
+    nic: int
+    address: str
+    port: int
+    tally: Tally = field(default_factory=Tally)
+    resolving: object = None  # the CmId of the SIDR exchange in flight
+    attempts: int = 0
+    ah: object = None
+    qpn: int = 0
+    qkey: int = 0
+    error: RdmacliError | None = None
+    seq: int = 0
+    index: int = 0  # in its NIC's list
+    resolved: bool = False
+    step: float = GAP_S  # between its probes, once resolved
+
+
+class NicProbe:
+    """One NIC's phase: its UD QP answers every scheduled partner's probes from set-up to the
+    phase's end, and probes each of its partners between `begin` and `send_end`. Every wait is
+    bounded by the phase's end; everything is torn down whatever happened."""
+
+    def __init__(self, *, run: bytes, nic: int, address: str, port: int, peers: list[Peer], count: int,
+                 begin: float, end: float, stop=lambda: False):  # fmt: skip
+        self.run, self.nic, self.address, self.port, self.count = run, nic, address, port, count
+        self.peers = peers
+        for i, p in enumerate(peers):
+            p.index = i
+        self.by_nic = {p.nic: p for p in peers}
+        self.begin, self.end, self.stop = begin, end, stop
+        span = max(end - begin, 1.0)
+        self.send_end = end - min(TAIL_S, span / 3)
+        self.resolve_end = max(begin + 0.5, min(begin + RESOLVE_S, self.send_end - 0.5))
+        self.channel = self.listen_id = self.comp = self.cq = self.mr = None
+        self.ahs: dict[int, tuple] = {}  # a partner NIC -> (its QP number, the AH replies go by)
+        self.free_sends: list[int] = []
+        self.due: list[tuple[float, int]] = []  # (when, peer index): its next probe
+        self.asks: list[tuple[float, int]] = [(begin, i) for i in range(len(peers))]  # (when, peer): SIDR
+        self.inflight: dict[int, tuple[int, float]] = {}  # cm_id key -> (peer index, give up at)
+        self.answered_probes = 0  # probes of partners this NIC replied to
+        self.device: str | None = None
+        self.ib_port = 1
+        self.counters_before: dict[str, int] = {}
+        self.counters: list[dict] = []
+
+    # -- set-up and teardown ---------------------------------------------------------------
+    def open(self) -> None:
+        self.channel = cm.EventChannel()
+        self.listen_id = cm.CmId.create(self.channel, C.PS_UDP)
+        self.listen_id.bind(A.resolve(self.address, self.port, passive=True, what="this node's address"))
+        self.listen_id.listen()
+        self.device, self.ib_port = self.listen_id.device, self.listen_id.port_num
+        limits = verbs.query_limits(self.listen_id.verbs)
+        sends, recvs = SEND_DEPTH, RECV_DEPTH
+        if limits is not None:
+            sends, recvs = min(sends, limits.max_qp_wr), min(recvs, limits.max_qp_wr)
+            cqe = min(sends + recvs, limits.max_cqe)
+            sends, recvs = min(sends, cqe // 4), cqe - min(sends, cqe // 4)
+        self.comp = verbs.CompChannel(self.listen_id.verbs)
+        self.cq = verbs.CQ(self.listen_id.verbs, sends + recvs, self.comp)
+        self.listen_id.create_qp(qp_type=C.QPT_UD, send_cq=self.cq.ptr, recv_cq=self.cq.ptr,
+                                 max_send_wr=sends, max_recv_wr=recvs, sq_sig_all=1)  # fmt: skip
+        self.recvs, self.sends = recvs, sends
+        self.mr = verbs.MR(self.listen_id.pd, (recvs + sends) * SLOT, C.ACCESS_LOCAL_WRITE)
+        for slot in range(recvs):
+            verbs.post_recv(self.listen_id.qp, slot, self.mr, slot * SLOT, SLOT)
+        self.free_sends = list(range(recvs, recvs + sends))
+        self.cq.req_notify()
+        if self.device:
+            self.counters_before = counters.read(self.device, self.ib_port)
+
+    def close(self) -> None:
+        """Everything this NIC's phase made, in the order the stack needs (AHs and the MR before
+        the last cm_id takes librdmacm's PD with it); errors here are not the pairs'."""
+        steps = [p.resolving.destroy for p in self.peers if p.resolving is not None]
+        steps += [p.ah.destroy for p in self.peers if p.ah is not None]
+        steps += [ah.destroy for _, ah in self.ahs.values()]
+        if self.listen_id is not None:
+            steps.append(self.listen_id.destroy_qp)
+        steps += [x for x in (self.cq and self.cq.destroy, self.comp and self.comp.destroy,
+                              self.mr and self.mr.dereg) if x]  # fmt: skip
+        if self.listen_id is not None:
+            steps.append(self.listen_id.destroy)
+        if self.channel is not None:
+            steps.append(self.channel.close)
+        for step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - teardown goes on: the next object still needs it
+                pass
+        for p in self.peers:
+            p.resolving = p.ah = None
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(self.channel.fd, selectors.EVENT_READ, "cm")
+        sel.register(self.comp.fd, selectors.EVENT_READ, "cq")
+        try:
+            while not self.stop():
+                now = time.time()
+                if now >= self.end:
+                    break
+                if now >= self.begin:
+                    self._ask(now)
+                    self._send_due(now)
+                wait = self._next_wake(now)
+                for key, _ in sel.select(wait):
+                    if key.data == "cm":
+                        self._cm_events()
+                    else:
+                        while self.comp.get_event() is not None:
+                            self.cq.ack_events(1)
+                        self.cq.req_notify()
+                self._completions()
+        finally:
+            sel.close()
+        if self.device:
+            d = counters.delta(self.device, self.ib_port, self.counters_before,
+                               counters.read(self.device, self.ib_port))  # fmt: skip
+            if d.moved or d.reset:
+                self.counters = [{"device": d.device, "port": d.port, "moved": dict(d.moved),
+                                  "reset": list(d.reset)}]  # fmt: skip
+
+    def _next_wake(self, now: float) -> float:
+        wake = self.end
+        if now < self.begin:
+            wake = min(wake, self.begin)
+        if self.due and self.free_sends:
+            wake = min(wake, self.due[0][0])
+        if self.asks and len(self.inflight) < MAX_RESOLVING:
+            wake = min(wake, max(self.asks[0][0], now))
+        for _, give_up in self.inflight.values():
+            wake = min(wake, give_up)
+        return min(max(wake - now, 0.0), 0.2)
+
+    # -- SIDR: each peer's QP number ------------------------------------------------------------
+    def _ask(self, now: float) -> None:
+        """Start SIDR exchanges that are due (at most MAX_RESOLVING in flight, none after the
+        resolve window); an exchange unanswered for ATTEMPT_S is dropped and asked again."""
+        for i, give_up in list(self.inflight.values()):
+            if now >= give_up:
+                p = self.peers[i]
+                self._failed(p, RdmacliError(
+                    f"no answer to SIDR from {p.address}:{p.port} within {ATTEMPT_S:g} s "
+                    f"({p.attempts} attempt(s))", cause=Cause.UNREACHABLE), now, again=0.0)  # fmt: skip
+        while self.asks and self.asks[0][0] <= now and len(self.inflight) < MAX_RESOLVING:
+            _, i = heapq.heappop(self.asks)
+            p = self.peers[i]
+            if p.resolved or p.resolving is not None or now >= self.resolve_end:
+                continue
+            p.attempts += 1
+            try:
+                p.resolving = cm.CmId.create(self.channel, C.PS_UDP)
+                p.resolving.resolve_addr(
+                    A.resolve(self.address, 0, passive=True, what="this node's address"),
+                    A.resolve(p.address, p.port, what="the partner's address"),
+                    int(ATTEMPT_S * 1000),
+                )
+            except Exception as exc:  # noqa: BLE001 - a peer that cannot be asked now: its error
+                self._failed(p, exc if isinstance(exc, RdmacliError) else RdmacliError(
+                    f"SIDR to {p.address}: {exc}", cause=Cause.CALL_FAILED), now)  # fmt: skip
+                continue
+            self.inflight[p.resolving.key] = (i, now + ATTEMPT_S + 0.5)
+
+    def _failed(self, p: Peer, error: RdmacliError, now: float, again: float = 0.25) -> None:
+        """An attempt that ended without the peer's QP number: its error is the pair's (the
+        last one stands), and it is asked again `again` seconds later while the window lasts."""
+        if p.resolving is not None:
+            self.inflight.pop(p.resolving.key, None)
+            try:
+                p.resolving.destroy()
+            except Exception:  # noqa: BLE001
+                pass
+            p.resolving = None
+        p.error = error
+        if now + again < self.resolve_end:
+            heapq.heappush(self.asks, (now + again, p.index))
+
+    def _cm_events(self) -> None:
+        while (ev := self.channel.get()) is not None:
+            if ev.type == C.CONNECT_REQUEST:  # a partner's SIDR: our QP number, if it is one
+                child = cm.CmId(ev.raw_id, self.channel)
+                got = T.parse(ev.private_data or b"")
+                ok = (
+                    got is not None and got.run == self.run and got.dst == self.nic and got.src in self.by_nic
+                )
+                try:
+                    if ok:
+                        child.accept(cm.ConnParam(qp_num=self.listen_id.qp_num))
+                    else:
+                        child.reject(b"rdmacli mesh: not a probe of this run")
+                except Exception:  # noqa: BLE001 - the requester asks again
+                    pass
+                try:
+                    child.destroy()
+                except Exception:  # noqa: BLE001
+                    pass
+                continue
+            if ev.id not in self.inflight:
+                continue
+            p = self.peers[self.inflight[ev.id][0]]
+            now = time.time()
+            try:
+                if ev.type == C.ADDR_RESOLVED:
+                    p.resolving.resolve_route(int(ATTEMPT_S * 1000))
+                elif ev.type == C.ROUTE_RESOLVED:
+                    tok = T.Token(self.run, 0, self.nic, p.nic).pack()
+                    p.resolving.connect(cm.ConnParam(private_data=b"\0" * T.OFFSET + tok,
+                                                     qp_num=self.listen_id.qp_num))  # fmt: skip
+                elif ev.type == C.ESTABLISHED and ev.ah_attr is not None:
+                    p.ah = verbs.AH.from_attr(self.listen_id.pd, ev.ah_attr)
+                    p.qpn, p.qkey, p.error, p.resolved = ev.ud_qp_num, ev.ud_qkey, None, True
+                    self.inflight.pop(ev.id, None)
+                    p.resolving.destroy()
+                    p.resolving = None
+                    self._schedule(p, now)
+                else:  # ADDR_ERROR, ROUTE_ERROR, UNREACHABLE, REJECTED: asked again after a pause
+                    self._failed(p, event_error(ev, step="probe SIDR", local=self.address,
+                                 remote=f"{p.address}:{p.port}", device=self.device), now)  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - this peer's attempt ends; it is asked again
+                self._failed(p, exc if isinstance(exc, RdmacliError) else RdmacliError(
+                    f"SIDR to {p.address}: {exc}", cause=Cause.CALL_FAILED), now)  # fmt: skip
+
+    # -- probes out ---------------------------------------------------------------------------
+    def _schedule(self, p: Peer, now: float) -> None:
+        """A resolved peer's probes, spread over what is left of the send window."""
+        left = self.count - p.tally.sent
+        if left > 0:
+            p.step = max((self.send_end - now) / left, GAP_S / 4, len(self.peers) / MAX_RATE)
+            heapq.heappush(self.due, (now, p.index))
+
+    def _send_due(self, now: float) -> None:
+        while self.due and self.due[0][0] <= now and self.free_sends:
+            _, i = heapq.heappop(self.due)
+            p = self.peers[i]
+            if p.ah is None or now >= self.send_end or p.tally.sent >= self.count:
+                continue
+            slot = self.free_sends.pop()
+            p.seq += 1
+            t1 = time.perf_counter_ns()
+            self.mr.write(Datagram(PROBE, self.run, p.seq, self.nic, p.nic, t1).pack(), slot * SLOT)
+            try:
+                verbs.post_send(self.listen_id.qp, slot, self.mr, slot * SLOT, PAYLOAD, ah=p.ah.ptr,
+                                remote_qpn=p.qpn, remote_qkey=p.qkey)  # fmt: skip
+            except Exception:  # noqa: BLE001 - a full queue: this probe is not sent, nor counted
+                self.free_sends.append(slot)
+                heapq.heappush(self.due, (now + p.step, i))
+                return
+            p.tally.posted(p.seq, t1)
+            if p.tally.sent < self.count:
+                heapq.heappush(self.due, (now + p.step, i))
+
+    # -- completions: probes in (answered), replies in (counted), sends done --------------------
+    def _completions(self) -> None:
+        while True:
+            wcs = self.cq.poll()
+            if not wcs:
+                return
+            for wc in wcs:
+                if wc.wr_id >= self.recvs:  # a send's completion: its slot is free again
+                    self.free_sends.append(wc.wr_id)
+                    continue
+                t_in = time.perf_counter_ns()
+                slot = wc.wr_id
+                if wc.ok and wc.opcode == C.WC_RECV and wc.byte_len >= C.GRH_BYTES + SIZE:
+                    data = self.mr.read(slot * SLOT + C.GRH_BYTES, SIZE)
+                    d = parse(data)
+                    if d is not None and d.run == self.run:
+                        if d.kind == PROBE:
+                            self._answer(d, wc, slot, t_in)
+                        else:
+                            self._counted(d, wc, t_in)
+                if wc.status != C.WC_WR_FLUSH_ERR:
+                    try:
+                        verbs.post_recv(self.listen_id.qp, slot, self.mr, slot * SLOT, SLOT)
+                    except Exception:  # noqa: BLE001 - one receive fewer; the queue is deep
+                        pass
+
+    def _answer(self, d: Datagram, wc, slot: int, t2: int) -> None:
+        """A partner's probe: its reply, the probe's fields back with our two stamps."""
+        if d.dst != self.nic or d.src not in self.by_nic or not self.free_sends:
+            return
+        got = self.ahs.get(d.src)  # one AH a partner NIC: whatever claims to be it, bounded
+        if got is None or got[0] != wc.src_qp:
+            try:
+                ah = verbs.AH.from_wc(self.listen_id.pd, wc, self.mr.addr + slot * SLOT, self.ib_port)
+            except Exception:  # noqa: BLE001
+                return
+            if got is not None:
+                got[1].destroy()
+            got = self.ahs[d.src] = (wc.src_qp, ah)
+        ah = got[1]
+        out = self.free_sends.pop()
+        t3 = time.perf_counter_ns()
+        reply = Datagram(REPLY, self.run, d.seq, d.src, d.dst, d.t1, t2, t3)
+        self.mr.write(reply.pack(), out * SLOT)
+        try:
+            verbs.post_send(self.listen_id.qp, out, self.mr, out * SLOT, PAYLOAD, ah=ah.ptr,
+                            remote_qpn=wc.src_qp, remote_qkey=C.RDMA_UDP_QKEY)  # fmt: skip
+            self.answered_probes += 1
+        except Exception:  # noqa: BLE001
+            self.free_sends.append(out)
+
+    def _counted(self, d: Datagram, wc, t4: int) -> None:
+        """A reply to one of our probes: from the QP the peer's SIDR named, for a probe we sent."""
+        if d.src != self.nic:
+            return
+        p = self.by_nic.get(d.dst)
+        if p is None or wc.src_qp != p.qpn:
+            return
+        hold = d.t3 - d.t2 if d.t3 >= d.t2 else -1
+        p.tally.replied(d.seq, t4, hold)
+
+    # -- what came of it ------------------------------------------------------------------------
+    def results(self) -> list[tuple[Peer, str, RdmacliError | None]]:
+        return [(p, *verdict(p.tally, p.resolved, p.error)) for p in self.peers]
+
+
+# ---- the agent's phase: every rail at once ----------------------------------------------------
+
+
+def run_phase(cfg, tests: list[tuple[int, int, int]], problems: list, begin: float, end: float, *,
+              stop=lambda: False) -> list[dict]:  # fmt: skip
+    """This node's probe phase (agent.AgentConfig; tests as schedule.Schedule.tests_of gives
+    them: its rail, the partner, the partner's rail): one NicProbe a rail, in a thread each
+    (they are separate NICs), and a pair record's fields for every test."""
+    from rdmacli.mesh.agent import at_once
+    from rdmacli.mesh.pair import pair_record
+
+    by_rail: dict[int, list[Peer]] = {}
+    for rail, peer, peer_rail in tests:
+        by_rail.setdefault(rail, []).append(
+            Peer(
+                peer,
+                peer_rail,
+                cfg.nic(peer, peer_rail),
+                cfg.address(peer, peer_rail),
+                cfg.port_of(peer_rail),
+            )
+        )
+
+    def one(rail: int) -> list[dict]:
+        peers = by_rail[rail]
+        out = []
+        if problems[rail] is not None:  # this NIC cannot probe: each pair says why
+            for p in peers:
+                rec = pair_record(cfg, 0, 0, p.rank, rail, p.rail)
+                rec.update(result="fail", error=problems[rail].to_dict())
+                out.append(rec)
+            return out
+        nic = NicProbe(run=bytes.fromhex(cfg.spec.run_id), nic=cfg.nic(cfg.rank, rail),
+                       address=cfg.address(cfg.rank, rail), port=cfg.port_of(rail), peers=peers,
+                       count=cfg.spec.count, begin=begin, end=end, stop=stop)  # fmt: skip
+        try:
+            nic.open()
+            nic.run()
+            results = nic.results()
+        except RdmacliError as exc:
+            results = [(p, "fail", exc) for p in peers]
+        except Exception as exc:  # noqa: BLE001 - the stack refused something: every pair says what
+            err = RdmacliError(f"the probe could not run on {cfg.address(cfg.rank, rail)}: {exc}",
+                               cause=Cause.CALL_FAILED)  # fmt: skip
+            results = [(p, "fail", err) for p in peers]
+        finally:
+            nic.close()
+        for p, result, error in results:
+            rec = pair_record(cfg, 0, 0, p.rank, rail, p.rail)
+            rec.update(p.tally.figures(), result=result, error=error.to_dict() if error else None)
+            if nic.counters and (result != "pass" or p.tally.lost):
+                rec["counters"] = tuple(nic.counters)
+            out.append(rec)
+        return out
+
+    return [rec for recs in at_once(one, sorted(by_rail), None) for rec in recs]

@@ -1,0 +1,130 @@
+"""`--test probe` without RDMA: its schedule (every pair in one phase), its datagram, its
+counts and figures, the records' checks and the verdict's reading of loss. The probe on the
+wire is proven in the lab (tests/mesh)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rdmacli.errors import Cause
+from rdmacli.mesh import probe
+from rdmacli.mesh.contract import RunSpec
+from rdmacli.mesh.records import PairRecord, Violation
+from rdmacli.mesh.report import Pair
+from rdmacli.mesh.schedule import Schedule
+
+
+def test_every_pair_is_probed_in_one_phase_and_each_nic_with_all_its_partners():
+    s = Schedule(6, rails=2, at_once=True)
+    assert s.rounds() == [0]
+    assert len(s.nic_pairs(0)) == 15 * 2  # rail-aligned: every node pair, rail k with rail k
+    mine = s.tests_of(2, 0)
+    assert sorted({p for _, p, _ in mine}) == [0, 1, 3, 4, 5]
+    assert all(r == pr for r, _, pr in mine)
+    assert s.has_test(2, 0, 1, 4, 1) and not s.has_test(2, 0, 1, 4, 0)
+    assert not s.has_test(2, 1, 1, 4, 1) and not s.has_test(2, 0, 1, 2, 1) and not s.has_test(2, 0, 0, 9, 0)
+    cross = Schedule(4, rails=2, cross=True, at_once=True)
+    assert len(cross.nic_pairs(0)) == 6 * 4 and cross.has_test(0, 0, 0, 3, 1)
+    # every test one end has is the other end's too, and the coordinator's list is the union
+    for sched in (s, cross):
+        union = {(a, ra, b, rb) for a in range(sched.n) for ra, b, rb in sched.tests_of(a, 0) if a < b}
+        assert union == set(sched.nic_pairs(0))
+
+
+def test_group_and_sample_pairs_are_probed_as_they_are_tested():
+    groups = ("a", "a", "a", "b", "b", "b")
+    rounds = Schedule(6, pairs="sample", groups=groups, sample=2)
+    once = Schedule(6, pairs="sample", groups=groups, sample=2, at_once=True)
+    tested = {p for r in range(rounds.node_rounds()) for p in rounds.node_pairs(r)}
+    assert set(once.node_pairs(0)) == tested
+    assert all(once.has_test(x, 0, 0, y, 0) and once.has_test(y, 0, 0, x, 0) for x, y in tested)
+    assert not once.has_test(0, 0, 0, 5, 0) or (0, 5) in tested
+
+
+def test_the_datagram_round_trips_and_anything_else_is_not_one():
+    d = probe.Datagram(probe.PROBE, b"\x01" * 8, 7, 3, 9, 123, 456, 789)
+    raw = d.pack()
+    assert len(raw) == probe.PAYLOAD and probe.parse(raw) == d
+    assert probe.parse(b"RPRB") is None and probe.parse(b"X" * 64) is None
+    assert probe.parse(raw[:4] + b"\x09" + raw[5:]) is None  # neither probe nor reply
+
+
+def test_the_responders_hold_is_taken_out_only_when_it_can_be():
+    t = probe.Tally()
+    for seq in range(4):
+        t.posted(seq, 1_000_000 * seq)
+    assert t.replied(0, 100_000, 40_000)  # 100 µs round trip, 40 µs hold: 60 µs of network
+    assert t.replied(1, 1_100_000, 200_000)  # a hold longer than the whole: not taken out
+    assert not t.replied(1, 1_200_000, 0)  # a second reply to one probe counts once
+    assert not t.replied(9, 1_200_000, 0)  # a reply to no probe of ours
+    assert t.replied(2, 2_000_100, -1)  # no hold given; a round trip under the floor is the floor
+    fig = t.figures()
+    assert fig["probes_sent"] == 4 and fig["probes_answered"] == 3 and t.lost == 1
+    assert fig["rtt_p50_us"] == 60.0 and fig["host_rtt_p50_us"] == 100.0
+    assert fig["rtt_p50_us"] <= fig["rtt_p99_us"] and fig["rtt_p50_us"] <= fig["host_rtt_p50_us"]
+    PairRecord.parse(
+        {"type": "pair", "run": "ab" * 8, "rank": 1, "peer": 0, "round": 0, "result": "pass", **fig}
+    )  # fmt: skip  (what an agent prints passes its checks)
+
+
+def test_one_ends_result_comes_from_its_own_counts():
+    t = probe.Tally()
+    assert probe.verdict(t, False, None)[1].cause == Cause.UNREACHABLE
+    assert probe.verdict(t, True, None)[1].cause == Cause.DEADLINE
+    t.posted(1, 0)
+    assert probe.verdict(t, True, None)[1].cause == Cause.LOSS
+    t.posted(2, 0)
+    t.replied(2, 5000, 0)
+    assert probe.verdict(t, True, None) == ("pass", None)
+
+
+def _rec(rank, peer, sent, answered, result="pass"):
+    return PairRecord(run="ab" * 8, rank=rank, peer=peer, round=0, result=result,
+                      probes_sent=sent, probes_answered=answered)  # fmt: skip
+
+
+def test_a_pair_that_lost_probes_is_lossy_and_says_how_many():
+    p = Pair(0, 1, 0)
+    p.reports = {"listen": _rec(0, 1, 20, 20), "connect": _rec(1, 0, 20, 17)}
+    assert p.result == "pass" and p.lossy and p.bad and p.lost() == 3 and p.probes() == (40, 37)
+    doc = p.to_dict(["n0", "n1"])
+    assert doc["cause"] == "LOSS" and doc["probes_sent"] == 40 and doc["probes_answered"] == 37
+    clean = Pair(0, 1, 0)
+    clean.reports = {"listen": _rec(0, 1, 20, 20), "connect": _rec(1, 0, 20, 20)}
+    assert not clean.lossy and clean.to_dict(["n0", "n1"])["cause"] is None
+
+
+def test_an_end_cannot_claim_more_answers_than_probes():
+    with pytest.raises(Violation, match="probes_answered"):
+        PairRecord.parse({"type": "pair", "run": "ab" * 8, "rank": 1, "peer": 0, "round": 0,
+                          "result": "pass", "probes_sent": 3, "probes_answered": 4})  # fmt: skip
+    with pytest.raises(Violation, match="probes_sent"):
+        PairRecord.parse({"type": "pair", "run": "ab" * 8, "rank": 1, "peer": 0, "round": 0,
+                          "result": "pass", "probes_sent": 2**64})  # fmt: skip
+
+
+def test_the_phase_is_as_long_as_its_busiest_nic_needs_and_nothing_is_retested():
+    from rdmacli.mesh.plan import Plan
+
+    spec = RunSpec(run_id="ab" * 8, names=[f"n{i}" for i in range(16)],
+                   addresses=[[f"10.0.{k}.{i}" for k in range(2)] for i in range(16)],
+                   test="probe")  # fmt: skip
+    plan = Plan.start(spec, nodes_spec="n[0-15]", launch_s=30, retest_rounds=2)
+    assert plan.rounds == (0,) and plan.retest_rounds == 0 and not plan.spec.retests
+    assert plan.spec.round_s >= probe.phase_s(15, spec.count)
+    # 1000 nodes: the rate bound, not the gap, sets the phase, and it stays short
+    assert probe.phase_s(999, 20) == probe.RESOLVE_S + 999 * 20 / probe.MAX_RATE + probe.TAIL_S < 60
+
+
+def test_an_end_probing_more_than_the_run_asks_is_a_violation():
+    from rdmacli.mesh.intake import Intake
+    from rdmacli.mesh.plan import Plan
+
+    addrs = [["10.0.0.1"], ["10.0.0.2"], ["10.0.0.3"]]
+    spec = RunSpec(run_id="ab" * 8, names=["a", "b", "c"], addresses=addrs,
+                   test="probe", count=5)  # fmt: skip
+    intake = Intake(Plan.start(spec, nodes_spec="a,b,c", launch_s=30))
+    assert not intake.take_pair(_rec(2, 0, 6, 6))
+    assert "6 probes" in intake.violations[2][0]
+    assert intake.take_pair(_rec(2, 0, 5, 5)) and intake.take_pair(_rec(1, 2, 5, 4))
+    assert not intake.take_pair(_rec(1, 1, 5, 5))  # itself: no such test
