@@ -204,6 +204,7 @@ EXTRA = {
             ),
             ("Compare with last week's run", "rdmacli mesh @rack3 --baseline mesh-last-week.json"),
             ("Bandwidth of every pair, both ways", "rdmacli mesh @rack3 --test bw --round-time 6"),
+            ("The latency-and-loss matrix of every NIC pair in one phase", "rdmacli mesh @gpu --test probe"),
             (
                 "A lossy node in the lab (netem 5 % loss on n05's netdev and bridge port; captured, "
                 "abridged, lines cut at 100 columns)",
@@ -237,7 +238,15 @@ EXTRA = {
         "(messages_sent, gbps_sent); a passing pair whose receiver counted other than its sender, "
         "or whose rate as it arrived is more than 2x off the rate it was sent at, has its rates set "
         "aside and both ends counted against (a node at odds with two or more partners is named: "
-        "inconsistent reports). Schedule: with N nodes (N+1 if odd) every agent computes the "
+        "inconsistent reports). probe is connectionless: each NIC opens one UD QP and, in one "
+        "phase with no rounds, probes every partner NIC at once with --count timestamped datagrams "
+        "(the partner's QP number from SIDR, udaddy's exchange) while answering its partners' "
+        "probes; the responder's hold is taken out of the round trip, each end reports "
+        "probes_sent and probes_answered, a pair that lost any probe passes with cause LOSS and "
+        "counts against its NICs, one whose SIDR never answered is UNR; the phase is as long as the "
+        "busiest NIC needs (5 s of SIDR, probes at 0.1 s a partner or 500 a second a NIC, 3 s "
+        "for the last replies; --round-time is a floor) and there are no re-test rounds. "
+        "Schedule: with N nodes (N+1 if odd) every agent computes the "
         "same circle-method "
         "round robin, N-1 rounds of disjoint pairs; --quick runs about log2(N) of them, spread out. "
         "With --pairs group the circle runs inside each group of the map's group=NAME column, "
@@ -323,7 +332,8 @@ EXTRA = {
         "documents (*.prom files). JSON: the summary's data holds run_id, "
         "rails, cross_rail, nodes, nics, pairs (a, b, rail_a, rail_b, device_a, device_b, result, "
         "cause, error, slow, retest, setup_us, rtt_p50_us, rtt_p99_us, host_rtt_p50_us, gbps_ab, "
-        "gbps_ba, steps_us; every pair of a run of up to 2000 pairs, only those with trouble "
+        "gbps_ba, probes_sent, probes_answered, steps_us; every pair of a run of up to 2000 pairs, "
+        "only those with trouble "
         "(failed, missing, slow, lossy, re-tested) above: pairs_listed says all or trouble, and "
         "the totals count every pair; --matrix FILE has every pair, gzip-compressed JSON lines; "
         "Prometheus's per-pair series follow the same list), slow_reference, "

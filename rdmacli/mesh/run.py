@@ -328,6 +328,9 @@ def run(request: Request, launch: Launch, observer: Observer | None = None, *, p
         devices=tuple(tuple(r) for r in devices) if devices else None, discovery_s=discovery_s,
     )  # fmt: skip
     params["run_id"] = plan.spec.run_id
+    if "round_time_s" in params:  # a probe's phase is as long as it needs (Plan.start)
+        params["round_time_s"] = plan.spec.round_s
+        params["retest_rounds"] = plan.retest_rounds
     mesh = MeshRun(plan, observer)
     mesh.observer.started(mesh)
     signum = internal = None

@@ -20,6 +20,7 @@ MAP = os.environ.get("RDMACLI_LAB_NODES_MAP", "")  # rail 0 of every node
 RAILS_MAP = os.environ.get("RDMACLI_LAB_RAILS_MAP", "")  # every rail (the suite boots two)
 ROUND_S = 6.0  # per pair under TCG: setup plus 10 pings, with room
 LAUNCH_S = 180.0  # an upper bound only: round 1 starts when every agent has reported
+TIMES: dict[str, float] = {}  # runs' elapsed seconds, by name, for comparisons within one boot
 KNOWN_CAUSES = {"DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "NOLSN", "OVER", "TMO", "FAIL"}
 
 

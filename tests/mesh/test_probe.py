@@ -1,0 +1,98 @@
+"""`rdmacli mesh --test probe` on the suite's 16 lab nodes x 2 rails: the connectionless probe
+(one UD QP a NIC, every partner at once) gives the whole latency-and-loss matrix in one phase;
+with real faults (netem loss on a node's two NICs, an nftables drop on one link, a NIC's netdev
+down) each is named for what it is, and nothing else."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from meshlab import (
+    RAILS_MAP,
+    TIMES,
+    assert_no_agent_left,
+    block_link,
+    ends_on_time,
+    failures,
+    mesh,
+    netem,
+    no_netem,
+    recreate_rxe,
+    sh,
+    unblock_links,
+)  # fmt: skip
+
+from rdmacli.lab import node
+
+SIXTEEN = "n[01-16]"
+PAIRS = 16 * 15 // 2 * 2  # node pairs x rails, rail-aligned
+COUNT = 20
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sixteen_by_two():
+    if os.environ.get("RDMACLI_LAB_RAILS") != "2" or not RAILS_MAP:
+        pytest.fail("no two-rail lab: run with `make lab-mesh-test` (rdmacli lab --nodes 16 --rails 2)")
+
+
+def probe_mesh(*args: str):
+    return mesh("--test", "probe", *args, nodes=SIXTEEN, map_file=RAILS_MAP, round_s=None, count=COUNT,
+                timeout=900)  # fmt: skip
+
+
+def test_the_whole_matrix_of_sixteen_nodes_by_two_rails_in_one_phase():
+    r, doc, wall = probe_mesh()
+    assert r.returncode == 0, (doc["error"], failures(doc), doc["warnings"])
+    t = doc["totals"]
+    assert (t["nodes"], t["rails"], t["rounds"], t["pairs"], t["pairs_passed"]) == (16, 2, 1, PAIRS, PAIRS)
+    for p in doc["data"]["pairs"]:
+        assert p["result"] == "pass" and p["cause"] is None, p
+        assert p["probes_sent"] == p["probes_answered"] == 2 * COUNT, p  # both ends', none lost
+        assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"] and p["rtt_p50_us"] <= p["host_rtt_p50_us"], p
+    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
+    elapsed = doc["elapsed_ms"] / 1e3
+    TIMES["probe, 16 nodes x 2 rails"] = elapsed
+    print(f"\nmesh times in this boot (s): {TIMES}; probe phase {doc['params']['round_time_s']} s")
+    full = TIMES.get("full mesh, 16 nodes x 1 rail")
+    if full is not None:  # the full mesh of one rail took longer than the probe of both
+        assert elapsed < full, TIMES
+    ends_on_time(doc)
+    assert_no_agent_left()
+
+
+def test_a_lossy_node_a_dead_link_and_a_dead_nic_each_named_for_what_it_is():
+    """At once: n05 drops 5 % both ways on both its NICs (netem), rail 0's link n02-n07 drops
+    RoCE (nftables), and rail 1 of n10 is down. The verdict names n05 for loss, the link, and
+    the NIC; no other pair fails or loses a probe."""
+    lossy = [node(5, 0), node(5, 1)]
+    for nd in lossy:
+        netem(nd["netdev"], "loss 5%")
+        netem(nd["port"], "loss 5%")
+    block_link(node(2)["ipv4"], node(7)["ipv4"])
+    dead = node(10, 1)
+    sh("ip", "link", "set", dead["netdev"], "down")
+    try:
+        r, doc, wall = probe_mesh()
+    finally:
+        unblock_links()
+        for nd in lossy:
+            no_netem(nd["netdev"], nd["port"])
+        sh("ip", "link", "set", dead["netdev"], "up")
+        recreate_rxe(10, rail=1)
+    assert r.returncode == 1, doc["error"]
+    blame = doc["data"]["blame"]
+    assert [b["node"] for b in blame["nodes"]] == ["n05"], (blame, failures(doc))
+    assert "LOSS" in blame["nodes"][0]["causes"], blame
+    assert [(b["node"], b["rail"]) for b in blame["nics"]] == [("n10", 1)], blame
+    assert [({x["a"], x["b"]}) for x in blame["links"]] == [{"n02", "n07"}], blame
+    for p in doc["data"]["pairs"]:
+        ends = {(p["a"], p["rail_a"]), (p["b"], p["rail_b"])}
+        if "n05" in (p["a"], p["b"]) or ("n10", 1) in ends or ({p["a"], p["b"]} == {"n02", "n07"}
+                                                               and p["rail_a"] == 0):  # fmt: skip
+            continue
+        assert p["result"] == "pass" and p["probes_sent"] == p["probes_answered"], p
+    link = [p for p in doc["data"]["pairs"] if {p["a"], p["b"]} == {"n02", "n07"} and p["rail_a"] == 0]
+    assert link[0]["result"] == "fail" and link[0]["cause"] == "UNR", link
+    ends_on_time(doc)
+    assert_no_agent_left()
