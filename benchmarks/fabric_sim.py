@@ -16,7 +16,8 @@ a NIC as that NIC, a node as that node, a link as that link) and healthy fabrics
 
 A size `NxR:all` tests every node pair; `NxR:sample:K` groups the nodes in leaves of 32 and
 tests every pair inside a leaf and K between every two leaves (`--pairs sample:K`), as a fleet
-would run.
+would run. A size ending `/probe` runs `--test probe`: every pair of the schedule in one phase,
+each end counting its own probes (a lossy NIC or link loses some, a dead one fails its SIDR).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class Scenario:
     rails: int
     pairs: str  # "all" or "sample:K"
     seed: int
+    test: str = "ping"  # or "probe": one phase, every pair at once
     faults: list[Fault] = field(default_factory=list)
 
     def spec(self) -> RunSpec:
@@ -83,14 +85,16 @@ class Scenario:
         if self.pairs.startswith("sample:"):
             kw = {"pairs": "sample", "sample": int(self.pairs.split(":")[1]), "rotation": self.seed,
                   "groups": tuple(f"leaf{k // LEAF:03d}" for k in range(self.n))}  # fmt: skip
-        return RunSpec(run_id=RUN, names=names, addresses=addresses, round_s=1.0, count=20, **kw)
+        return RunSpec(
+            run_id=RUN, names=names, addresses=addresses, round_s=1.0, count=20, test=self.test, **kw
+        )
 
 
-def random_scenario(n: int, rails: int, pairs: str, seed: int) -> Scenario:
+def random_scenario(n: int, rails: int, pairs: str, seed: int, test: str = "ping") -> Scenario:
     """Up to three faults of random kinds on distinct nodes (a tenth of scenarios healthy); a
     link's two ends are partners in the schedule (a sampled run tests only some pairs)."""
     rng = random.Random(seed)
-    s = Scenario(n, rails, pairs, seed)
+    s = Scenario(n, rails, pairs, seed, test)
     if rng.random() < 0.1:
         return s
     plan = make_plan(s)
@@ -135,10 +139,14 @@ def end_records(s: Scenario, rng: random.Random, rnd: int, a: int, ra: int, b: i
     faults = s.faults
     base = 10.0 + rng.random()
     rtt = base
+    probe = s.test == "probe"
     ends = {}
     for rank, rail, peer, peer_rail in ((a, ra, b, rb), (b, rb, a, ra)):
         ends[rank] = {"run": RUN, "rank": rank, "peer": peer, "round": rnd, "rail": rail,
                       "peer_rail": peer_rail, "result": "pass", "took_s": 0.05}  # fmt: skip
+        if probe:
+            ends[rank].update(probes_sent=20, probes_answered=20)
+    unreachable = ("unreachable", "no answer to SIDR within 1 s")
     for f in faults:
         nic = (f.node, f.rail) in ((a, ra), (b, rb))
         node = f.node in (a, b)
@@ -146,18 +154,27 @@ def end_records(s: Scenario, rng: random.Random, rnd: int, a: int, ra: int, b: i
         if f.kind == "dead_nic" and nic:
             for rank in ends:
                 mine = rank == f.node
-                ends[rank].update(result="fail", error=_error(
-                    "local_port_down" if mine else "deadline",
-                    "port down" if mine else "no request from the partner within the round"))  # fmt: skip
+                theirs = (
+                    unreachable if probe else ("deadline", "no request from the partner within the round")
+                )
+                ends[rank].update(result="fail", error=_error(*(("local_port_down", "port down") if mine
+                                                                 else theirs)))  # fmt: skip
         elif f.kind == "dead_link" and link:
             for rank in ends:
-                ends[rank].update(result="fail", error=_error("deadline", "no answer within the round"))
-        elif f.kind == "lossy_nic" and nic and rng.random() < 0.6:  # loss shows on most pairs, not all
+                why = unreachable if probe else ("deadline", "no answer within the round")
+                ends[rank].update(result="fail", error=_error(*why))
+        elif f.kind == "lossy_nic" and nic and rng.random() < (0.85 if probe else 0.6):  # most pairs
             for rank in ends:
-                ends[rank]["counters"] = _loss(ends[rank]["rail"], rng.randint(1, 40))
+                if probe:  # 5 % each way: a tenth of the round trips lost, not on every pair
+                    ends[rank]["probes_answered"] = 20 - rng.randint(1, 4)
+                else:
+                    ends[rank]["counters"] = _loss(ends[rank]["rail"], rng.randint(1, 40))
         elif f.kind == "lossy_link" and link:
             for rank in ends:
-                ends[rank]["counters"] = _loss(ends[rank]["rail"], rng.randint(5, 40))
+                if probe:
+                    ends[rank]["probes_answered"] = 20 - rng.randint(1, 6)
+                else:
+                    ends[rank]["counters"] = _loss(ends[rank]["rail"], rng.randint(5, 40))
         elif (f.kind == "slow_node" and node) or (f.kind == "slow_nic" and nic):
             rtt = base * 6
     connector = ends[b]
@@ -188,7 +205,7 @@ def agent_lines(s: Scenario, plan: Plan, rng: random.Random):
                           ready=True, host=names[rank], pid=1000 + rank, clock=time.time(),
                           rounds=len(plan.rounds))  # fmt: skip
         yield names[rank], json.dumps(rec.to_dict())
-    for rnd in plan.rounds:
+    for rnd in plan.rounds:  # a probe: round 0 only, every pair of the schedule in it
         for a, ra, b, rb in plan.schedule.nic_pairs(rnd):
             for rank, rec in end_records(s, rng, rnd, a, ra, b, rb):
                 if rec is not None:
@@ -217,7 +234,7 @@ def coordinate(s: Scenario) -> tuple[dict, dict]:
     for rank in {f.node for f in s.faults if f.kind == "no_agent"}:
         intake.on_exit(plan.spec.names[rank], 255)
     del lines
-    outcome = verdict.judge(plan, intake.evidence(), {"test": "ping"}, elapsed_ms=1.0)
+    outcome = verdict.judge(plan, intake.evidence(), {"test": s.test}, elapsed_ms=1.0)
     doc = outcome.to_dict()
     text = json.dumps(doc, allow_nan=False)
     t_verdict = time.process_time() - t0
@@ -271,17 +288,18 @@ def score(s: Scenario, doc: dict) -> dict:
     }  # fmt: skip
 
 
-def run_size(n: int, rails: int, pairs: str, count: int, seed0: int) -> dict:
+def run_size(n: int, rails: int, pairs: str, count: int, seed0: int, test: str = "ping") -> dict:
     """Every scenario of one size in this process (a fresh one per size: its peak memory is
     that size's)."""
     costs, scores = [], []
     for k in range(count):
-        s = random_scenario(n, rails, pairs, seed0 + k)
+        s = random_scenario(n, rails, pairs, seed0 + k, test)
         doc, c = coordinate(s)
         costs.append(c)
         scores.append({**score(s, doc), "seed": s.seed, "faults_given": [f.kind for f in s.faults]})
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"size": f"{n}x{rails}:{pairs}", "costs": costs, "scores": scores, "peak_mb": peak_mb}
+    tail = "/probe" if test == "probe" else ""
+    return {"size": f"{n}x{rails}:{pairs}{tail}", "costs": costs, "scores": scores, "peak_mb": peak_mb}
 
 
 def summarize(res: dict) -> dict:
@@ -312,10 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     ctx = multiprocessing.get_context("spawn")
     for size in args.sizes.split(","):
+        size, _, test = size.partition("/")
         nodes_rails, _, pairs = size.partition(":")
         n, rails = (int(x) for x in nodes_rails.split("x"))
         with ctx.Pool(1, maxtasksperchild=1) as pool:
-            res = pool.apply(run_size, (n, rails, pairs or "all", args.scenarios, args.seed))
+            res = pool.apply(run_size, (n, rails, pairs or "all", args.scenarios, args.seed, test or "ping"))
         rows.append(summarize(res))
         if not args.json:
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "wrong"}), flush=True)
