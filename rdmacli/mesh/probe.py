@@ -199,7 +199,7 @@ class NicProbe:
 
     def __init__(self, *, run: bytes, nic: int, address: str, port: int, peers: list[Peer], count: int,
                  begin: float, end: float, stop=lambda: False):  # fmt: skip
-        self.run, self.nic, self.address, self.port, self.count = run, nic, address, port, count
+        self.run_id, self.nic, self.address, self.port, self.count = run, nic, address, port, count
         self.peers = peers
         for i, p in enumerate(peers):
             p.index = i
@@ -359,9 +359,8 @@ class NicProbe:
             if ev.type == C.CONNECT_REQUEST:  # a partner's SIDR: our QP number, if it is one
                 child = cm.CmId(ev.raw_id, self.channel)
                 got = T.parse(ev.private_data or b"")
-                ok = (
-                    got is not None and got.run == self.run and got.dst == self.nic and got.src in self.by_nic
-                )
+                mine = got is not None and got.run == self.run_id and got.dst == self.nic
+                ok = mine and got.src in self.by_nic
                 try:
                     if ok:
                         child.accept(cm.ConnParam(qp_num=self.listen_id.qp_num))
@@ -382,7 +381,7 @@ class NicProbe:
                 if ev.type == C.ADDR_RESOLVED:
                     p.resolving.resolve_route(int(ATTEMPT_S * 1000))
                 elif ev.type == C.ROUTE_RESOLVED:
-                    tok = T.Token(self.run, 0, self.nic, p.nic).pack()
+                    tok = T.Token(self.run_id, 0, self.nic, p.nic).pack()
                     p.resolving.connect(cm.ConnParam(private_data=b"\0" * T.OFFSET + tok,
                                                      qp_num=self.listen_id.qp_num))  # fmt: skip
                 elif ev.type == C.ESTABLISHED and ev.ah_attr is not None:
@@ -416,7 +415,7 @@ class NicProbe:
             slot = self.free_sends.pop()
             p.seq += 1
             t1 = time.perf_counter_ns()
-            self.mr.write(Datagram(PROBE, self.run, p.seq, self.nic, p.nic, t1).pack(), slot * SLOT)
+            self.mr.write(Datagram(PROBE, self.run_id, p.seq, self.nic, p.nic, t1).pack(), slot * SLOT)
             try:
                 verbs.post_send(self.listen_id.qp, slot, self.mr, slot * SLOT, PAYLOAD, ah=p.ah.ptr,
                                 remote_qpn=p.qpn, remote_qkey=p.qkey)  # fmt: skip
@@ -443,7 +442,7 @@ class NicProbe:
                 if wc.ok and wc.opcode == C.WC_RECV and wc.byte_len >= C.GRH_BYTES + SIZE:
                     data = self.mr.read(slot * SLOT + C.GRH_BYTES, SIZE)
                     d = parse(data)
-                    if d is not None and d.run == self.run:
+                    if d is not None and d.run == self.run_id:
                         if d.kind == PROBE:
                             self._answer(d, wc, slot, t_in)
                         else:
@@ -470,7 +469,7 @@ class NicProbe:
         ah = got[1]
         out = self.free_sends.pop()
         t3 = time.perf_counter_ns()
-        reply = Datagram(REPLY, self.run, d.seq, d.src, d.dst, d.t1, t2, t3)
+        reply = Datagram(REPLY, self.run_id, d.seq, d.src, d.dst, d.t1, t2, t3)
         self.mr.write(reply.pack(), out * SLOT)
         try:
             verbs.post_send(self.listen_id.qp, out, self.mr, out * SLOT, PAYLOAD, ah=ah.ptr,
