@@ -51,6 +51,7 @@ MAX_RATE = 500.0  # probes a second a NIC sends, at most (Python's data path: a 
 TAIL_S = 3.0  # after the last probe, for the last replies (a reply later than this is lost)
 MAX_RESOLVING = 64  # SIDR exchanges in flight a NIC
 SEND_DEPTH, RECV_DEPTH = 256, 1024
+SPREAD = 0.6  # of a peer's send window its probes are spread over; the rest is for catching up
 # a NIC's QP is up this long before the phase starts, so every partner's first SIDR finds it;
 # no less than the coordinator's go lead (plan.GO_LEAD_S): once open, the start no longer moves
 OPEN_LEAD_S = 2.0
@@ -400,15 +401,17 @@ class NicProbe:
 
     # -- probes out ---------------------------------------------------------------------------
     def _schedule(self, p: Peer, now: float) -> None:
-        """A resolved peer's probes, spread over what is left of the send window."""
+        """A resolved peer's probes, spread over SPREAD of what is left of the send window (a
+        busy host that falls behind catches up in the rest: each probe is due a step after the
+        one before was due, not after it went)."""
         left = self.count - p.tally.sent
         if left > 0:
-            p.step = max((self.send_end - now) / left, GAP_S / 4, len(self.peers) / MAX_RATE)
+            p.step = max(SPREAD * (self.send_end - now) / left, GAP_S / 4, len(self.peers) / MAX_RATE)
             heapq.heappush(self.due, (now, p.index))
 
     def _send_due(self, now: float) -> None:
         while self.due and self.due[0][0] <= now and self.free_sends:
-            _, i = heapq.heappop(self.due)
+            when, i = heapq.heappop(self.due)
             p = self.peers[i]
             if p.ah is None or now >= self.send_end or p.tally.sent >= self.count:
                 continue
@@ -425,7 +428,7 @@ class NicProbe:
                 return
             p.tally.posted(p.seq, t1)
             if p.tally.sent < self.count:
-                heapq.heappush(self.due, (now + p.step, i))
+                heapq.heappush(self.due, (when + p.step, i))
 
     # -- completions: probes in (answered), replies in (counted), sends done --------------------
     def _completions(self) -> None:
