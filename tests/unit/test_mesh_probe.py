@@ -128,3 +128,32 @@ def test_an_end_probing_more_than_the_run_asks_is_a_violation():
     assert "6 probes" in intake.violations[2][0]
     assert intake.take_pair(_rec(2, 0, 5, 5)) and intake.take_pair(_rec(1, 2, 5, 4))
     assert not intake.take_pair(_rec(1, 1, 5, 5))  # itself: no such test
+
+
+def test_a_late_loop_still_sends_every_probe_before_the_window_ends(monkeypatch):
+    """The pacing alone (the verbs faked): a loop that wakes late catches up, so each resolved
+    partner gets its --count probes before the send window closes, and none after."""
+    from types import SimpleNamespace
+
+    posted = []
+    monkeypatch.setattr(
+        probe.verbs, "post_send", lambda qp, slot, mr, off, n, **kw: posted.append(kw["remote_qpn"])
+    )
+    peers = [probe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
+    nic = probe.NicProbe(run=b"\0" * 8, nic=0, address="10.0.0.9", port=7490, peers=peers, count=20,
+                         begin=0.0, end=10.0)  # fmt: skip
+    assert callable(nic.run) and callable(nic.open) and callable(nic.close)  # no attribute hides them
+    nic.mr = SimpleNamespace(write=lambda data, off: None)
+    nic.listen_id = SimpleNamespace(qp=None)
+    nic.free_sends = list(range(64))
+    for p in peers:
+        p.ah, p.qpn, p.resolved = SimpleNamespace(ptr=None), 100 + p.rank, True
+        nic._schedule(p, 2.0)
+    now = 2.0
+    while now < nic.send_end:
+        nic._send_due(now)
+        nic.free_sends = list(range(64))  # completions came
+        now += 0.9  # a busy host: a turn every 0.9 s, far slower than the probes' step
+    assert [p.tally.sent for p in peers] == [20, 20, 20] and len(posted) == 60
+    nic._send_due(nic.send_end + 1)
+    assert len(posted) == 60
