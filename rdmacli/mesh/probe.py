@@ -434,13 +434,15 @@ class NicProbe:
     def _completions(self) -> None:
         while True:
             wcs = self.cq.poll()
+            # one time for the whole batch, taken as it came out of the CQ: a completion's
+            # stamp must not include the handling of the ones before it (replies posted, AHs)
+            t_in = time.perf_counter_ns()
             if not wcs:
                 return
             for wc in wcs:
                 if wc.wr_id >= self.recvs:  # a send's completion: its slot is free again
                     self.free_sends.append(wc.wr_id)
                     continue
-                t_in = time.perf_counter_ns()
                 slot = wc.wr_id
                 if wc.ok and wc.opcode == C.WC_RECV and wc.byte_len >= C.GRH_BYTES + SIZE:
                     data = self.mr.read(slot * SLOT + C.GRH_BYTES, SIZE)
