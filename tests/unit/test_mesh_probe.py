@@ -112,8 +112,8 @@ def test_the_phase_is_as_long_as_its_busiest_nic_needs_and_nothing_is_retested()
     plan = Plan.start(spec, nodes_spec="n[0-15]", launch_s=30, retest_rounds=2)
     assert plan.rounds == (0,) and plan.retest_rounds == 0 and not plan.spec.retests
     assert plan.spec.round_s >= probe.phase_s(15, spec.count)
-    # 1000 nodes: the rate bound, not the gap, sets the phase, and it stays short
-    assert probe.phase_s(999, 20) == probe.RESOLVE_S + 999 * 20 / probe.MAX_RATE + probe.TAIL_S < 60
+    # 1000 nodes: the rate bound, not the gap, sets the phase; the matrix in well under 5 minutes
+    assert probe.phase_s(999, 20) == probe.RESOLVE_S + 999 * 20 / probe.MAX_RATE + probe.TAIL_S < 120
 
 
 def test_an_end_probing_more_than_the_run_asks_is_a_violation():
