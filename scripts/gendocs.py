@@ -244,7 +244,7 @@ EXTRA = {
         "probes; the responder's hold is taken out of the round trip, each end reports "
         "probes_sent and probes_answered, a pair that lost any probe passes with cause LOSS and "
         "counts against its NICs, one whose SIDR never answered is UNR; the phase is as long as the "
-        "busiest NIC needs (5 s of SIDR, probes at 0.1 s a partner or 500 a second a NIC, 3 s "
+        "busiest NIC needs (5 s of SIDR, probes at 0.1 s a partner or 250 a second a NIC, 3 s "
         "for the last replies; --round-time is a floor) and there are no re-test rounds. "
         "Schedule: with N nodes (N+1 if odd) every agent computes the "
         "same circle-method "
