@@ -157,3 +157,27 @@ def test_a_late_loop_still_sends_every_probe_before_the_window_ends(monkeypatch)
     assert [p.tally.sent for p in peers] == [20, 20, 20] and len(posted) == 60
     nic._send_due(nic.send_end + 1)
     assert len(posted) == 60
+
+
+def test_a_probe_run_on_a_host_without_rdma_ends_at_its_phase_and_says_why(monkeypatch):
+    """The whole path through the library (coordinator, in-process agents, the phase) where the
+    stack cannot open: every pair fails with the environment's words, nothing hangs, the
+    run ends by itself and the verdict stands."""
+    from meshfabric import Fabric, InProcessLaunch
+
+    from rdmacli.errors import EnvironmentProblem
+    from rdmacli.mesh import run as mesh
+
+    def no_stack():
+        raise EnvironmentProblem("no RDMA devices were detected (test)")
+
+    monkeypatch.setattr(probe.cm, "EventChannel", no_stack)
+    monkeypatch.setattr(probe, "RESOLVE_S", 0.5)
+    monkeypatch.setattr(probe, "TAIL_S", 0.5)
+    spec = RunSpec(run_id="cd" * 8, names=["n1", "n2", "n3"], addresses=[[f"10.0.0.{i}"] for i in (1, 2, 3)],
+                   test="probe", count=2, round_s=0.5)  # fmt: skip
+    request = mesh.Request(spec=spec, nodes_spec="n[1-3]", launch_s=30, retest_rounds=2)
+    doc = mesh.run(request, InProcessLaunch(Fabric())).to_dict()
+    assert doc["totals"]["rounds"] == 1 and doc["totals"]["pairs"] == 3 and doc["totals"]["pairs_failed"] == 3
+    for p in doc["data"]["pairs"]:
+        assert p["cause"] == "ENV" and "no RDMA devices" in p["error"]["message"], p
