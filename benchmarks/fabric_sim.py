@@ -323,7 +323,9 @@ def summarize(res: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenarios", type=int, default=100)
-    ap.add_argument("--sizes", default="64x8:all,256x8:sample:2,1000x8:sample:1")
+    ap.add_argument(
+        "--sizes", default="64x8:all,256x8:sample:2,1000x8:sample:1,64x8:all/probe,1000x8:sample:1/probe"
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON document")
     args = ap.parse_args(argv)
