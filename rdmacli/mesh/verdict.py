@@ -349,8 +349,10 @@ def _error(plan: Plan, ev: Evidence, pairs, pair_docs, verdict, failed, missing)
     if verdict["nodes"] or verdict["nics"] or verdict["links"]:  # passed, yet named
         who = ", ".join(blamed_names(verdict, plan.rails))
         if any(p.lossy or (p.first is not None and p.first.lossy) for p in pairs):
-            return RdmacliError(f"every pair passed, but the NICs' counters show trouble on {who}",
-                                hint=ADVICE["loss"], cause=Cause.PACKET_LOSS)  # fmt: skip
+            lost = sum(p.lost() for p in pairs)
+            what = f"{lost} probes were lost" if lost else "the NICs' counters show trouble"
+            return RdmacliError(f"every pair passed, but {what} on {who}", hint=ADVICE["loss"],
+                                cause=Cause.PACKET_LOSS)  # fmt: skip
         slow = [p for p in pair_docs if p["slow"]]
         if slow:
             return RdmacliError(

@@ -181,3 +181,31 @@ def test_a_probe_run_on_a_host_without_rdma_ends_at_its_phase_and_says_why(monke
     assert doc["totals"]["rounds"] == 1 and doc["totals"]["pairs"] == 3 and doc["totals"]["pairs_failed"] == 3
     for p in doc["data"]["pairs"]:
         assert p["cause"] == "ENV" and "no RDMA devices" in p["error"]["message"], p
+
+
+def test_a_run_whose_pairs_passed_but_lost_probes_says_so_in_the_probes_words():
+    from rdmacli.mesh import verdict
+    from rdmacli.mesh.intake import Intake
+    from rdmacli.mesh.plan import Plan
+    from rdmacli.mesh.records import AgentRecord, DoneRecord, RailState
+
+    names = [f"n{i}" for i in range(4)]
+    spec = RunSpec(run_id="ab" * 8, names=names, addresses=[[f"10.0.0.{i + 1}"] for i in range(4)],
+                   test="probe", count=10)  # fmt: skip
+    plan = Plan.start(spec, nodes_spec="n[0-3]", launch_s=30)
+    intake = Intake(plan)
+    for r in range(4):
+        rails = (RailState(rail=0, address=f"10.0.0.{r + 1}", device="mlx5_0", port=7490, ready=True),)
+        intake.take(AgentRecord(run=spec.run_id, rank=r, node=names[r], address=rails[0].address,
+                                rails=rails, ready=True))  # fmt: skip
+    for a in range(4):
+        for b in range(4):
+            if a != b:  # n2 loses 3 of its 10 probes' answers with everyone, both ways
+                assert intake.take_pair(_rec(a, b, 10, 7 if 2 in (a, b) else 10))
+    for r in range(4):
+        intake.take(DoneRecord(run=spec.run_id, rank=r))
+    outcome = verdict.judge(plan, intake.evidence(), {"test": "probe"}, elapsed_ms=1.0)
+    doc = outcome.to_dict()
+    assert doc["exit_code"] == 1 and doc["error"]["cause"] == "packet_loss", doc["error"]
+    assert "18 probes were lost" in doc["error"]["message"] and "n2" in doc["error"]["message"]
+    assert [n["node"] for n in doc["data"]["blame"]["nodes"]] == ["n2"]
