@@ -63,8 +63,7 @@ class Plan:
         start_at = time.time() + kw["launch_s"]
         sched = schedule.Schedule.of(spec)
         if sched.at_once:  # one probe phase, as long as its busiest NIC needs; nothing to re-test
-            partners = max((len(sched.partners(r)) for r in range(spec.n)), default=1)
-            partners *= spec.rails if spec.cross_rail else 1
+            partners = max(sched.most_partners(), 1) * (spec.rails if spec.cross_rail else 1)
             need = probe.phase_s(partners, spec.count) / (1 - GAP)
             spec = replace(spec, round_s=round(max(spec.round_s, need), 1))
             kw["retest_rounds"] = 0

@@ -21,7 +21,6 @@ its own probes (report.Pair merges them). No connection test's rounds: one slot,
 from __future__ import annotations
 
 import heapq
-import math
 import selectors
 import statistics
 import struct
@@ -31,7 +30,9 @@ from dataclasses import dataclass, field
 from rdmacli.diag import counters
 from rdmacli.engine.status import event_error
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import RTT_FLOOR_US
 from rdmacli.mesh import token as T
+from rdmacli.protocols.rping import _pct  # the percentile lat and rping report
 from rdmacli.rdma import addr as A
 from rdmacli.rdma import cm, verbs
 from rdmacli.rdma import constants as C
@@ -132,15 +133,15 @@ class Tally:
         if self.net_ns:
             net = sorted(self.net_ns)
             out.update(
-                rtt_p50_us=_us(statistics.median(net)),
-                rtt_p99_us=_us(net[min(len(net) - 1, math.ceil(0.99 * len(net)) - 1)]),
+                rtt_p50_us=_us(_pct(net, 50)),
+                rtt_p99_us=_us(_pct(net, 99)),
                 rtt_avg_us=_us(statistics.fmean(net)),
                 host_rtt_p50_us=_us(statistics.median(self.host_ns)),
             )
         return out
 
 
-FLOOR_NS = 500  # figures.RTT_FLOOR_US: no wire's round trip is shorter
+FLOOR_NS = round(RTT_FLOOR_US * 1000)  # no wire's round trip is shorter
 
 
 def _us(ns: float) -> float:
@@ -215,7 +216,6 @@ class NicProbe:
         self.due: list[tuple[float, int]] = []  # (when, peer index): its next probe
         self.asks: list[tuple[float, int]] = [(begin, i) for i in range(len(peers))]  # (when, peer): SIDR
         self.inflight: dict[int, tuple[int, float]] = {}  # cm_id key -> (peer index, give up at)
-        self.answered_probes = 0  # probes of partners this NIC replied to
         self.device: str | None = None
         self.ib_port = 1
         self.counters_before: dict[str, int] = {}
@@ -238,7 +238,7 @@ class NicProbe:
         self.cq = verbs.CQ(self.listen_id.verbs, sends + recvs, self.comp)
         self.listen_id.create_qp(qp_type=C.QPT_UD, send_cq=self.cq.ptr, recv_cq=self.cq.ptr,
                                  max_send_wr=sends, max_recv_wr=recvs, sq_sig_all=1)  # fmt: skip
-        self.recvs, self.sends = recvs, sends
+        self.recvs = recvs  # wr_ids below are receive slots, the rest send slots
         self.mr = verbs.MR(self.listen_id.pd, (recvs + sends) * SLOT, C.ACCESS_LOCAL_WRITE)
         for slot in range(recvs):
             verbs.post_recv(self.listen_id.qp, slot, self.mr, slot * SLOT, SLOT)
@@ -479,7 +479,6 @@ class NicProbe:
         try:
             verbs.post_send(self.listen_id.qp, out, self.mr, out * SLOT, PAYLOAD, ah=ah.ptr,
                             remote_qpn=wc.src_qp, remote_qkey=C.RDMA_UDP_QKEY)  # fmt: skip
-            self.answered_probes += 1
         except Exception:  # noqa: BLE001
             self.free_sends.append(out)
 

@@ -155,6 +155,13 @@ class Schedule:
             return [p for p in range(self.n) if p != rank]
         return sorted(sets.get(rank, ()))
 
+    def most_partners(self) -> int:
+        """at_once: the most partners any rank probes (n - 1 without a table, not counted)."""
+        sets = self.partner_sets
+        if sets is None:
+            return self.n - 1
+        return max((len(v) for v in sets.values()), default=0)
+
     def _node_rounds(self):
         return rounds_for(self.n, self.quick) if self.table is None else range(len(self.table))
 

@@ -39,6 +39,8 @@ def test_group_and_sample_pairs_are_probed_as_they_are_tested():
     assert set(once.node_pairs(0)) == tested
     assert all(once.has_test(x, 0, 0, y, 0) and once.has_test(y, 0, 0, x, 0) for x, y in tested)
     assert not once.has_test(0, 0, 0, 5, 0) or (0, 5) in tested
+    assert once.most_partners() == max(len(once.partners(r)) for r in range(6))
+    assert Schedule(6, at_once=True).most_partners() == 5
 
 
 def test_the_datagram_round_trips_and_anything_else_is_not_one():
