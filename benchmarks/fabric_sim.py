@@ -35,7 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from rdmacli.mesh import verdict
+from rdmacli.mesh import probe, verdict
 from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.plan import Plan
@@ -90,12 +90,12 @@ class Scenario:
         )
 
 
-def random_scenario(n: int, rails: int, pairs: str, seed: int, test: str = "ping") -> Scenario:
+def random_scenario(n: int, rails: int, pairs: str, seed: int, test: str = "ping", healthy: bool = False) -> Scenario:
     """Up to three faults of random kinds on distinct nodes (a tenth of scenarios healthy); a
     link's two ends are partners in the schedule (a sampled run tests only some pairs)."""
     rng = random.Random(seed)
     s = Scenario(n, rails, pairs, seed, test)
-    if rng.random() < 0.1:
+    if rng.random() < 0.1 or healthy:
         return s
     plan = make_plan(s)
     used: set[int] = set()
@@ -134,8 +134,28 @@ def _error(cause: str, message: str) -> dict:
     return {"message": message, "cause": cause}
 
 
-def end_records(s: Scenario, rng: random.Random, rnd: int, a: int, ra: int, b: int, rb: int):
-    """Both ends' records of one NIC pair (None: that end never reports it)."""
+class Dice:
+    """A pair's own random numbers, the same whichever end asks (xorshift64 from the pair's
+    key): a probe's agents say their ends apart, NIC by NIC, as real ones do."""
+
+    def __init__(self, *key):
+        self.state = (hash(key) & 0xFFFFFFFFFFFFFFFF) or 1
+
+    def random(self) -> float:
+        x = self.state
+        x ^= (x << 13) & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 7
+        x ^= (x << 17) & 0xFFFFFFFFFFFFFFFF
+        self.state = x
+        return x / 2.0**64
+
+    def randint(self, lo: int, hi: int) -> int:
+        return lo + int(self.random() * (hi - lo + 1))
+
+
+def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
+    """Both ends' records of one NIC pair, as PairRecord's fields (None: that end never
+    reports it). `rng`: random.Random or Dice."""
     faults = s.faults
     base = 10.0 + rng.random()
     rtt = base
@@ -178,15 +198,37 @@ def end_records(s: Scenario, rng: random.Random, rnd: int, a: int, ra: int, b: i
         elif (f.kind == "slow_node" and node) or (f.kind == "slow_nic" and nic):
             rtt = base * 6
     connector = ends[b]
-    if connector["result"] == "pass":
-        connector.update(
-            rtt_p50_us=round(rtt, 2), rtt_p99_us=round(rtt * 1.3, 2), host_rtt_p50_us=round(rtt + 4, 2)
-        )
+    for end in (ends[a], connector) if probe else (connector,):  # a probe's ends: each its own probes
+        if end["result"] == "pass":
+            end.update(rtt_p50_us=round(rtt, 2), rtt_p99_us=round(rtt * 1.3, 2), host_rtt_p50_us=round(rtt + 4, 2))
     liar = next((f for f in faults if f.kind == "liar" and f.node == b), None)
     if liar is not None and connector["result"] == "pass":
         connector.update(rtt_p50_us=0.6, rtt_p99_us=0.7)  # far faster than any wire of this fabric
     absent = {f.node for f in faults if f.kind == "no_agent"}
-    return [(rank, None if rank in absent else PairRecord(**rec)) for rank, rec in ends.items()]
+    return [(rank, None if rank in absent else rec) for rank, rec in ends.items()]
+
+
+def probe_lines(s: Scenario, plan: Plan, rank: int):
+    """One probe agent's records, as the real agent makes them from its ends (probe.compact):
+    its healthy partners a NIC at a time, every other pair in a record of its own."""
+    sched, count = plan.schedule, plan.spec.count
+    faulty = {f.node for f in s.faults} | {f.peer for f in s.faults if f.peer is not None}
+    mine = []
+    for rail in range(s.rails):
+        for peer, peer_rail in sched.nic_tests(rank, rail):
+            a, ra, b, rb = (rank, rail, peer, peer_rail) if rank < peer else (peer, peer_rail, rank, rail)
+            dice = Dice(s.seed, a, ra, b, rb)
+            if rank in faulty or peer in faulty:
+                rec = dict(end_records(s, dice, 0, a, ra, b, rb))[rank]
+            else:
+                rtt = 10.0 + dice.random()
+                rec = {"run": RUN, "rank": rank, "peer": peer, "round": 0, "rail": rail, "peer_rail": peer_rail,
+                       "result": "pass", "took_s": 0.05, "probes_sent": count, "probes_answered": count,
+                       "rtt_p50_us": round(rtt, 2), "rtt_p99_us": round(rtt * 1.3, 2),
+                       "host_rtt_p50_us": round(rtt + 4, 2)}  # fmt: skip
+            mine.append(rec)
+    for rec in probe.compact(sched, count, mine):
+        yield json.dumps(rec.to_dict())
 
 
 def agent_lines(s: Scenario, plan: Plan, rng: random.Random):
@@ -205,11 +247,16 @@ def agent_lines(s: Scenario, plan: Plan, rng: random.Random):
                           ready=True, host=names[rank], pid=1000 + rank, clock=time.time(),
                           rounds=len(plan.rounds))  # fmt: skip
         yield names[rank], json.dumps(rec.to_dict())
-    for rnd in plan.rounds:  # a probe: round 0 only, every pair of the schedule in it
-        for a, ra, b, rb in plan.schedule.nic_pairs(rnd):
-            for rank, rec in end_records(s, rng, rnd, a, ra, b, rb):
-                if rec is not None:
-                    yield names[rank], json.dumps(rec.to_dict())
+    if s.test == "probe":
+        for rank in range(s.n):
+            if rank not in absent:
+                yield from ((names[rank], line) for line in probe_lines(s, plan, rank))
+    else:
+        for rnd in plan.rounds:
+            for a, ra, b, rb in plan.schedule.nic_pairs(rnd):
+                for rank, rec in end_records(s, rng, rnd, a, ra, b, rb):
+                    if rec is not None:
+                        yield names[rank], json.dumps(PairRecord(**rec).to_dict())
     for rank in range(s.n):
         if rank not in absent:
             yield names[rank], json.dumps(DoneRecord(run=RUN, rank=rank).to_dict())
@@ -288,12 +335,13 @@ def score(s: Scenario, doc: dict) -> dict:
     }  # fmt: skip
 
 
-def run_size(n: int, rails: int, pairs: str, count: int, seed0: int, test: str = "ping") -> dict:
+def run_size(n: int, rails: int, pairs: str, count: int, seed0: int, test: str = "ping",
+             healthy: bool = False) -> dict:  # fmt: skip
     """Every scenario of one size in this process (a fresh one per size: its peak memory is
     that size's)."""
     costs, scores = [], []
     for k in range(count):
-        s = random_scenario(n, rails, pairs, seed0 + k, test)
+        s = random_scenario(n, rails, pairs, seed0 + k, test, healthy)
         doc, c = coordinate(s)
         costs.append(c)
         scores.append({**score(s, doc), "seed": s.seed, "faults_given": [f.kind for f in s.faults]})
@@ -328,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON document")
+    ap.add_argument("--healthy", action="store_true", help="healthy fabrics only (the cost of a clean run)")
     args = ap.parse_args(argv)
     rows = []
     ctx = multiprocessing.get_context("spawn")
@@ -336,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         nodes_rails, _, pairs = size.partition(":")
         n, rails = (int(x) for x in nodes_rails.split("x"))
         with ctx.Pool(1, maxtasksperchild=1) as pool:
-            res = pool.apply(run_size, (n, rails, pairs or "all", args.scenarios, args.seed, test or "ping"))
+            res = pool.apply(
+                run_size, (n, rails, pairs or "all", args.scenarios, args.seed, test or "ping", args.healthy)
+            )
         rows.append(summarize(res))
         if not args.json:
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "wrong"}), flush=True)

@@ -219,11 +219,10 @@ def _run_probe(cfg: AgentConfig, tests, problems, emit, *, stop) -> int:
         time.sleep(min(wait - probe.OPEN_LEAD_S, 0.1))
     begin = cfg.start_at
     end = begin + cfg.spec.round_s * (1 - GAP)
-    failed = 0
-    for rec in probe.run_phase(cfg, tests, problems, begin, end, stop=stop):
-        failed += rec["result"] != "pass"
-        emit(PairRecord(**rec))
-    return failed
+    recs = probe.run_phase(cfg, tests, problems, begin, end, stop=stop)
+    for rec in probe.compact(schedule.Schedule.of(cfg.spec), cfg.spec.count, recs):
+        emit(rec)
+    return sum(rec["result"] != "pass" for rec in recs)
 
 
 def _port_of(address: str) -> tuple[str | None, int]:

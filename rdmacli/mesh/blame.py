@@ -8,12 +8,14 @@ the fabric's own tail. Functions of typed pairs (report.Pair) alone.
 from __future__ import annotations
 
 import statistics
+from itertools import chain
 
 from rdmacli.mesh.report import Pair, cause_of, device_of
 
 
 def blame(
-    n: int, pairs: list[Pair], names: list[str], rails: int = 1, devices: list[list] | None = None
+    n: int, pairs: list[Pair], names: list[str], rails: int = 1, devices: list[list] | None = None,
+    healthy=None,
 ) -> dict:
     """Bad NICs first: a NIC whose node says the fault is its own (LOCAL causes) on most of its
     pairs; then, greedily, the NIC failing (or slow, or lossy, in either attempt) with the
@@ -21,9 +23,11 @@ def blame(
     those; repeat; then a NIC common to two or more bad pairs that are its partners' only ones
     (common_ends). A node whose every rail is a bad NIC is a bad node (with one rail, a bad NIC
     is its node). A pair still bad whose NICs both pass elsewhere is a bad link; any other is
-    unexplained (two NICs alone cannot tell a NIC from a link). O(M^2) per bad NIC, M NICs."""
+    unexplained (two NICs alone cannot tell a NIC from a link). O(M^2) per bad NIC, M NICs.
+    `healthy` (mesh/healthy.Healthy): the probe's healthy pairs, counted per NIC, never listed."""
     m = n * rails
     judged = [p for p in pairs if p.result in ("pass", "fail")]
+    counted = Counted(m, rails, healthy, {p.key for p in pairs})
 
     def ends(p: Pair) -> tuple[int, int]:
         return p.a * rails + p.ra, p.b * rails + p.rb
@@ -38,8 +42,8 @@ def blame(
     bad: dict[int, list] = {}  # NIC -> [its bad pairs, pairs counted]
     for x in range(m):
         own = [p for p, _, against in of[x] if against and own_cause(p, x // rails) in LOCAL]
-        if own and len(own) * 2 > len(of[x]):
-            bad[x] = [own, len(of[x])]
+        if own and len(own) * 2 > len(of[x]) + counted.of[x]:
+            bad[x] = [own, len(of[x]) + counted.of[x]]
     while True:
         best = None
         for x in range(m):
@@ -47,15 +51,18 @@ def blame(
                 continue
             mine = [(p, against) for p, y, against in of[x] if y not in bad]
             failed = [p for p, against in mine if against]
-            if len(failed) >= 2 and len(failed) * 2 > len(mine):
-                share = len(failed) / len(mine)
+            if len(failed) < 2:
+                continue
+            tested = len(mine) + counted.left(x, bad)
+            if len(failed) * 2 > tested:
+                share = len(failed) / tested
                 if best is None or share > best[0]:
-                    best = (share, x, failed, len(mine))
+                    best = (share, x, failed, tested)
         if best is None:
             break
         _, x, failed, tested = best
         bad[x] = [failed, tested]
-    common_ends(of, bad)
+    common_ends(of, bad, counted.of)
     whole = [r for r in range(n) if all(r * rails + k in bad for k in range(rails))]
     nodes = []
     for r in whole:
@@ -68,7 +75,8 @@ def blame(
         if x // rails not in whole
     ]
     passes = [
-        any(p.result == "pass" and not p.lossy and p.slow is None for p, _, _ in of[x]) for x in range(m)
+        counted.of[x] > 0 or any(p.result == "pass" and not p.lossy and p.slow is None for p, _, _ in of[x])
+        for x in range(m)
     ]
     links, unexplained = [], []
     for p in judged:
@@ -87,7 +95,35 @@ def blame(
     return {"nodes": nodes, "nics": nics, "links": links, "unexplained": unexplained}
 
 
-def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list]) -> None:
+class Counted:
+    """The probe's healthy pairs in blame's sums: per NIC how many (`of`), and how many of
+    them are with NICs already found bad (each bad NIC's partners walked once: what the
+    greedy rule leaves out of a NIC's tested pairs)."""
+
+    def __init__(self, m: int, rails: int, healthy, trouble: set):
+        self.healthy, self.rails, self.trouble = healthy, rails, trouble
+        self.of = [0] * m
+        self.with_bad = [0] * m
+        self.walked: set[int] = set()
+        if healthy is not None:
+            for _, x, y, _, _ in healthy.rows():
+                self.of[x] += 1
+                self.of[y] += 1
+
+    def left(self, x: int, bad: dict) -> int:
+        """NIC x's healthy pairs with NICs not in `bad`."""
+        if self.healthy is None:
+            return 0
+        for z in bad.keys() - self.walked:
+            self.walked.add(z)
+            for peer, peer_rail in self.healthy.sched.nic_tests(z // self.rails, z % self.rails):
+                y = peer * self.rails + peer_rail
+                if self.healthy.has(z, y, self.trouble):
+                    self.with_bad[y] += 1
+        return self.of[x] - self.with_bad[x]
+
+
+def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list], healthy_of=None) -> None:
     """What the majority rule leaves: a NIC at the end of two or more bad pairs whose other
     NICs are bad nowhere else explains them as one fault, where calling each a bad link would
     take as many (a NIC dropping 5 % of its packets shows on a few of its pairs only: each
@@ -105,13 +141,39 @@ def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list]) ->
         if best is None:
             return
         x, lone = best
-        bad[x] = [lone, len(of[x])]
+        bad[x] = [lone, len(of[x]) + (healthy_of[x] if healthy_of else 0)]
         for _, y in left[x]:
             if y in count:
                 count[y] -= 1
 
 
 LOCAL = ("DOWN", "BUSY", "ENV", "AGENT")
+
+
+def _healthy_rows(healthy, aligned: bool):
+    """A callable giving the probe's healthy pairs of one class afresh: (p50, p99, node a, node b)."""
+
+    def rows():
+        if healthy is None:
+            return
+        rails = healthy.rails
+        for _, x, y, p50, p99 in healthy.rows():
+            if (x % rails == y % rails) == aligned:
+                yield p50, p99, x // rails, y // rails
+
+    return rows
+
+
+def within(reference: dict, factor: float):
+    """keep(aligned, p50) for Healthy.take: a healthy pair stays in the columns unless the
+    reference would call it slow (above the limit) or implausible (under best / 2 x factor)."""
+
+    def keep(aligned: bool, p50: float) -> bool:
+        ref = reference.get("aligned" if aligned else "cross") or {}
+        limit, best = ref.get("limit_us"), ref.get("rtt_p50_us")
+        return not ((limit and p50 > limit) or (best and p50 < best / (2 * factor)))
+
+    return keep
 
 
 def own_cause(p: Pair, x: int) -> str | None:
@@ -147,14 +209,15 @@ def _bad(names: list[str], x: int, rail: int | None, failed: list[Pair], tested:
 MIN_COMPARABLE = 3  # pairs of a class: fewer have no "best" worth judging against
 
 
-def standing_best(figures: list[tuple[float, Pair]], best, worse) -> float:
+def standing_best(rows, best, worse) -> float:
     """The best figure that stands without any one node's word: the best pair's ends are left
     out in turn and the worse of the two bests left is taken. One liar's forged figure cannot
     set the reference the others are judged by (its pairs all have it as an end), and when it
-    is an end of the honest best, the other removal keeps an honest figure."""
-    top = best(figures, key=lambda vp: vp[0])[1]
-    left = [[v for v, p in figures if x not in (p.a, p.b)] for x in (top.a, top.b)]
-    return worse(best(vs) for vs in left) if all(left) else best(v for v, _ in figures)
+    is an end of the honest best, the other removal keeps an honest figure. `rows()` gives
+    (figure, node a, node b) afresh each time (millions of them, never held as a list)."""
+    _, top_a, top_b = best(rows(), key=lambda r: r[0])
+    left = [best((v for v, a, b in rows() if x != a and x != b), default=None) for x in (top_a, top_b)]
+    return worse(left) if None not in left else best(v for v, _, _ in rows())
 
 
 def implausible(pairs: list[Pair], reference: dict, factor: float) -> dict[int, set[int]]:
@@ -172,7 +235,8 @@ def implausible(pairs: list[Pair], reference: dict, factor: float) -> dict[int, 
     return out
 
 
-def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dict | None = None) -> dict:
+def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dict | None = None,
+               healthy=None) -> dict:  # fmt: skip
     """Mark passing pairs slow against the best comparable pair (same test, rail-aligned or
     cross-rail) that stands without any one node's word (standing_best). Latency: a pair's p50
     above factor x the best p50, and above the class's median p99 too (the fabric's own jitter:
@@ -182,22 +246,26 @@ def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dic
     (a re-test is judged by its first round's). Returns the reference."""
     if reference is None:
         reference = {}
-        classes: dict[str, list[Pair]] = {}
+        classes: dict[str, list[Pair]] = {"aligned": [], "cross": []}
         for p in pairs:
             if p.result == "pass":
-                classes.setdefault("aligned" if p.ra == p.rb else "cross", []).append(p)
+                classes["aligned" if p.ra == p.rb else "cross"].append(p)
         for name, members in classes.items():
-            if len(members) < MIN_COMPARABLE:
+            more = _healthy_rows(healthy, name == "aligned")
+            extra = sum(1 for _ in more()) if healthy is not None else 0
+            if len(members) + extra < MIN_COMPARABLE:
                 continue
-            ref = reference[name] = {"pairs": len(members)}
-            p50s = [(v, p) for p in members if (v := p.metric("rtt_p50_us"))]
-            p99s = [v for p in members if (v := p.metric("rtt_p99_us"))]
-            if p50s:
-                best = ref["rtt_p50_us"] = standing_best(p50s, min, max)
+            ref = reference[name] = {"pairs": len(members) + extra}
+            p50s = [(v, p.a, p.b) for p in members if (v := p.metric("rtt_p50_us"))]
+            if p50s or extra:
+                rows = lambda p50s=p50s, more=more: chain(p50s, ((v, a, b) for v, _, a, b in more()))  # noqa: E731
+                p99s = [v for p in members if (v := p.metric("rtt_p99_us"))]
+                p99s += [p99 for _, p99, _, _ in more()]
+                best = ref["rtt_p50_us"] = standing_best(rows, min, max)
                 ref["limit_us"] = round(max(factor * best, statistics.median(p99s) if p99s else 0), 1)
-            gbps = [(v, p) for p in members for k in ("gbps_ab", "gbps_ba") if (v := p.metric(k))]
+            gbps = [(v, p.a, p.b) for p in members for k in ("gbps_ab", "gbps_ba") if (v := p.metric(k))]
             if gbps:
-                best = ref["gbps"] = standing_best(gbps, max, min)
+                best = ref["gbps"] = standing_best(lambda gbps=gbps: gbps, max, min)
                 ref["limit_gbps"] = round(fraction * best, 3)
     for p in pairs:
         p.slow = None

@@ -13,9 +13,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rdmacli.mesh import records
+from rdmacli.mesh.healthy import Store
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.rails import DEVICE
-from rdmacli.mesh.records import AgentRecord, DoneRecord, ErrorRecord, PairRecord, RailsRecord, Violation
+from rdmacli.mesh.records import (
+    AgentRecord,
+    DoneRecord,
+    ErrorRecord,
+    HealthyRecord,
+    PairRecord,
+    RailsRecord,
+    Violation,
+)
 from rdmacli.mesh.report import Pair
 from rdmacli.mesh.verdict import Evidence
 
@@ -32,9 +41,18 @@ class Intake:
     def __init__(self, plan: Plan):
         self.plan = plan
         self.pairs: dict[tuple[int, int, int, int], Pair] = {}
-        for rnd in plan.rounds:
-            for a, ra, b, rb in plan.schedule.nic_pairs(rnd):
-                self.pairs[(a, ra, b, rb)] = Pair(a, b, rnd, ra=ra, rb=rb)
+        sched = plan.schedule
+        # the probe (at once): a pair is made when an end reports it in a record of its own;
+        # healthy ones stay compact (mesh/healthy.py) and are paired up at the end
+        self.store = Store(sched, plan.spec.count) if sched.at_once else None
+        if self.store is None:
+            for rnd in plan.rounds:
+                for a, ra, b, rb in sched.nic_pairs(rnd):
+                    self.pairs[(a, ra, b, rb)] = Pair(a, b, rnd, ra=ra, rb=rb)
+            self.expected = len(self.pairs)
+        else:
+            combos = len(sched.rail_combos(0))
+            self.expected = sum(len(sched.partners(r)) for r in range(plan.n)) // 2 * combos
         self.retests: dict[int, dict[tuple, Pair]] = {}  # round -> its re-tested pairs (as sent)
         self.agents: dict[int, AgentRecord] = {}
         self.done: set[int] = set()
@@ -62,11 +80,17 @@ class Intake:
         return len(p.reports) == 2 or any(r.result != "pass" for r in p.reports.values())
 
     def counts(self) -> dict:
+        """For the progress line: pairs of the schedule, passed and failed so far (the probe's
+        healthy ones counted by their ends' entries)."""
         passed = sum(1 for p in self.pairs.values() if len(p.reports) == 2 and p.result == "pass")
         failed = sum(1 for p in self.pairs.values() if p.reports and p.result == "fail")
-        return {"pairs": len(self.pairs), "passed": passed, "failed": failed}
+        if self.store is not None:
+            passed += self.store.entries // 2
+        return {"pairs": self.expected, "passed": min(passed, self.expected), "failed": failed}
 
     def all_in(self) -> bool:
+        if self.store is not None:  # the probe: every record comes at the phase's end
+            return len(self.done) == self.plan.n
         return self.complete == len(self.pairs)
 
     def retested(self) -> list[Pair]:
@@ -87,8 +111,12 @@ class Intake:
         """What came in, for the verdict (verdict.Evidence): agents up but not done when the
         run was cut at its end are late."""
         late = frozenset(r for r in self.agents if r not in self.done) if cut else frozenset()
+        healthy = None
+        pairs = list(self.pairs.values())
+        if self.store is not None:
+            pairs, healthy = self.store.split(self.plan.spec.run_id, self.pairs)
         return Evidence(
-            pairs=list(self.pairs.values()), retested=self.retested(), agents=dict(self.agents), late=late,
+            pairs=pairs, healthy=healthy, retested=self.retested(), agents=dict(self.agents), late=late,
             exits=dict(self.exits), stderr=dict(self.stderr), violations=dict(self.violations),
             ignored=self.ignored, slowest=self.slowest, abandoned=abandoned, agents_up_s=agents_up_s,
             devices=tuple(tuple(r) for r in self.devices) if any(any(r) for r in self.devices) else None,
@@ -180,6 +208,11 @@ class Intake:
             self.said[rec.rank] = rec.message
         elif isinstance(rec, PairRecord):
             return rec if self.take_pair(rec) else None
+        elif isinstance(rec, HealthyRecord):
+            why = self.store.take(rec) if self.store is not None else "a healthy record in a run of rounds"
+            if why:
+                self.violation(rec.rank, why)
+                return None
         return rec
 
     def take_devices(self, rec: AgentRecord) -> None:
@@ -195,10 +228,13 @@ class Intake:
     def take_pair(self, rec: PairRecord) -> bool:
         plan, rank, rnd = self.plan, rec.rank, rec.round
         key = pair_key(rank, rec.rail, rec.peer, rec.peer_rail)
+        store = self.store
         if rnd in self.retests:  # a re-test: of the rounds this coordinator sent
             pair = self.retests[rnd].get(key)
         elif plan.schedule.has_test(rank, rnd, rec.rail, rec.peer, rec.peer_rail):
             pair = self.pairs.get(key)
+            if pair is None and store is not None:  # the probe's: made as an end reports it
+                pair = self.pairs[key] = Pair(key[0], key[2], rnd, ra=key[1], rb=key[3])
         else:
             pair = None
         if pair is None or pair.round != rnd:
@@ -213,10 +249,12 @@ class Intake:
             self.violation(rank, f"{rec.probes_sent} probes to one partner, of a run of {plan.spec.count}")
             return False
         side = rec.side
-        if side in pair.reports:
+        if side in pair.reports or (store is not None and store.said(rank, rec.rail, rec.peer, rec.peer_rail)):
             self.violation(rank, f"a second report of its pair in round {rnd} (rail {rec.rail})")
             return False
         pair.reports[side] = rec
+        if store is not None:
+            store.detail(rank, rec.rail, rec.peer, rec.peer_rail)
         if rnd not in self.retests:
             if len(pair.reports) == 2:
                 self.complete += 1

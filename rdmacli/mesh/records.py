@@ -364,6 +364,62 @@ class PairRecord(Typed):
                    peer_rail=peer_rail)  # fmt: skip
 
 
+HEALTHY_ENTRIES = 1024  # partners of one healthy record: a line of tens of KB, under MAX_LINE
+HEALTHY_FIGURES = ("rtt_p50_us", "rtt_p99_us", "host_rtt_p50_us")
+
+
+@dataclass(frozen=True)
+class HealthyRecord(Typed):
+    """`--test probe`: one NIC's healthy partners at once, compactly (what grows with pairs
+    is three figures a partner). Entry i stands for the test at `first + i` of the NIC's
+    tests in the schedule's order (schedule.Schedule.nic_tests): that pair passed, each of
+    its `probes` probes answered, with these round trips; null where the pair had trouble and
+    has a pair record of its own. Up to HEALTHY_ENTRIES entries a record."""
+
+    TYPE = "healthy"
+    run: str
+    rank: int
+    rail: int
+    round: int
+    first: int
+    probes: int
+    rtt_p50_us: tuple = ()
+    rtt_p99_us: tuple = ()
+    host_rtt_p50_us: tuple = ()
+
+    def to_dict(self) -> dict:
+        return {"type": self.TYPE, **{f.name: getattr(self, f.name) for f in fields(self)}}
+
+    def entries(self):
+        """(index in the NIC's tests, p50, p99, host p50) of each healthy partner it names."""
+        for i, (p50, p99, host) in enumerate(zip(self.rtt_p50_us, self.rtt_p99_us, self.host_rtt_p50_us)):
+            if p50 is not None:
+                yield self.first + i, p50, p99, host
+
+    @classmethod
+    def parse(cls, d: dict) -> HealthyRecord:
+        for key in ("rail", "round", "first", "probes"):
+            if not (_int(d.get(key)) and 0 <= d[key] <= MAX_INT):
+                raise Violation(f"a healthy record whose {key} is not a count")
+        cols = [d.get(k) for k in HEALTHY_FIGURES]
+        if not all(isinstance(c, list) and len(c) <= HEALTHY_ENTRIES for c in cols):
+            raise Violation(f"a healthy record whose figures are not lists of {HEALTHY_ENTRIES} at most")
+        if len({len(c) for c in cols}) != 1:
+            raise Violation("a healthy record whose figure lists differ in length")
+        low, high, number = RTT_FLOOR_US, FIGURES["rtt_p50_us"], (int, float)
+        for p50, p99, host in zip(*cols):  # _rtts' rules, inline: millions of entries at fleet size
+            if p50 is None and p99 is None and host is None:
+                continue
+            if not (type(p50) in number and type(p99) in number and type(host) in number
+                    and low <= p50 <= p99 <= high and p50 <= host <= high):  # fmt: skip
+                raise Violation(
+                    f"a healthy record with an entry that is no round trip ({low:g} µs <= p50 <= p99, "
+                    f"p50 <= host p50, none above {high:g})"
+                )
+        return cls(run=d["run"], rank=_rank_of(d), rail=d["rail"], round=d["round"], first=d["first"],
+                   probes=d["probes"], **{k: tuple(c) for k, c in zip(HEALTHY_FIGURES, cols)})  # fmt: skip
+
+
 @dataclass(frozen=True)
 class RailsRecord(Typed):
     """Discovery: the rails this node found (checked by rails.check_report against the family)."""
@@ -454,7 +510,8 @@ def described() -> dict[str, str]:
 
 RECORDS = {
     r.TYPE: r
-    for r in (AgentRecord, RailsRecord, PairRecord, DoneRecord, ErrorRecord, GoRecord, StoppedRecord)
+    for r in (AgentRecord, RailsRecord, PairRecord, HealthyRecord, DoneRecord, ErrorRecord, GoRecord,
+              StoppedRecord)
 }
 
 

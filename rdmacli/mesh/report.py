@@ -250,32 +250,36 @@ def device_of(devices: list[list] | None, rank: int, rail: int) -> str | None:
         return None
 
 
-def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[list[str]]) -> list[dict]:
-    """Per node: pairs passed, failed and slow, and the median of its pairs' p99 latency."""
+def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[list[str]],
+               healthy=None) -> list[dict]:  # fmt: skip
+    """Per node: pairs passed, failed and slow, and the median of its pairs' p99 latency
+    (`healthy`: the probe's healthy pairs, as columns, counted in)."""
     of: list[list[Pair]] = [[] for _ in range(n)]
     for p in pairs:
         of[p.a].append(p)
         of[p.b].append(p)
+    more = healthy.per_node_p99() if healthy is not None else {}
     rows = []
     for x in range(n):
         mine = of[x]
         p99s = [p.metric("rtt_p99_us") for p in mine if p.result == "pass" and p.metric("rtt_p99_us")]
+        p99s += more.get(x, ())
         rows.append(
             {
                 "node": names[x],
                 "rank": x,
                 "address": addresses[x][0],
                 "addresses": addresses[x],
-                **_counts(mine),
+                **_counts(mine, len(more.get(x, ()))),
                 "p99_us": round(statistics.median(p99s), 1) if p99s else None,
             }
         )
     return rows
 
 
-def _counts(pairs: list[Pair]) -> dict:
+def _counts(pairs: list[Pair], healthy: int = 0) -> dict:
     return {
-        "passed": sum(p.result == "pass" for p in pairs),
+        "passed": sum(p.result == "pass" for p in pairs) + healthy,
         "failed": sum(p.result == "fail" for p in pairs),
         "missing": sum(p.result == "missing" for p in pairs),
         "slow": sum(p.slow is not None for p in pairs),
@@ -283,15 +287,18 @@ def _counts(pairs: list[Pair]) -> dict:
 
 
 def nic_table(n: int, rails: int, pairs: list[Pair], names: list[str], addresses: list[list[str]],
-              devices: list[list] | None = None) -> list[dict]:  # fmt: skip
+              devices: list[list] | None = None, healthy=None) -> list[dict]:  # fmt: skip
     """Per NIC (node, rail): the same counts and the median p50 of its passing pairs."""
     of: dict[tuple[int, int], list[Pair]] = {(x, k): [] for x in range(n) for k in range(rails)}
     for p in pairs:
         of[(p.a, p.ra)].append(p)
         of[(p.b, p.rb)].append(p)
+    more = healthy.per_nic() if healthy is not None else {}
     rows = []
     for (x, k), mine in of.items():
         p50s = [p.metric("rtt_p50_us") for p in mine if p.result == "pass" and p.metric("rtt_p50_us")]
+        extra = more.pop(x * rails + k, ())
+        p50s += extra
         rows.append(
             {
                 "node": names[x],
@@ -299,7 +306,7 @@ def nic_table(n: int, rails: int, pairs: list[Pair], names: list[str], addresses
                 "rail": k,
                 "device": device_of(devices, x, k),
                 "address": addresses[x][k],
-                **_counts(mine),
+                **_counts(mine, len(extra)),
                 "p50_us": round(statistics.median(p50s), 1) if p50s else None,
             }
         )

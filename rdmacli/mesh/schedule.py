@@ -26,6 +26,7 @@ once (rail-aligned, or with cross-rail every rail of one node with every rail of
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -161,6 +162,33 @@ class Schedule:
         if sets is None:
             return self.n - 1
         return max((len(v) for v in sets.values()), default=0)
+
+    def nic_tests(self, rank: int, rail: int) -> list[tuple[int, int]]:
+        """at_once: whom NIC (rank, rail) probes, as (partner, its rail), in rank then rail
+        order: the order of a compact record's entries (records.HealthyRecord)."""
+        peer_rails = range(self.rails) if self.cross else (rail,)
+        return [(p, k) for p in self.partners(rank) for k in peer_rails]
+
+    def nic_tests_count(self, rank: int) -> int:
+        """at_once: how many tests each NIC of `rank` has (the length of nic_tests)."""
+        sets = self.partner_sets
+        partners = self.n - 1 if sets is None else len(sets.get(rank, ()))
+        return partners * (self.rails if self.cross else 1)
+
+    @cached_property
+    def _partner_lists(self) -> dict[int, list[int]]:
+        return {r: sorted(v) for r, v in (self.partner_sets or {}).items()}
+
+    def nic_index(self, rank: int, rail: int, peer: int, peer_rail: int) -> int | None:
+        """at_once: where (peer, peer_rail) is in nic_tests(rank, rail), or None: O(1) without a
+        table, a bisection with one; never a list of every NIC's tests."""
+        if not self.has_test(rank, 0, rail, peer, peer_rail):
+            return None
+        if self.partner_sets is None:
+            i = peer - (peer > rank)
+        else:
+            i = bisect.bisect_left(self._partner_lists[rank], peer)
+        return i * self.rails + peer_rail if self.cross else i
 
     def _node_rounds(self):
         return rounds_for(self.n, self.quick) if self.table is None else range(len(self.table))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
-from rdmacli.mesh.blame import LOCAL, blame, implausible, judge_slow
+from rdmacli.mesh.blame import LOCAL, blame, implausible, judge_slow, within
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
 from rdmacli.mesh.report import Pair, compare, nic_table, node_table
@@ -97,6 +97,7 @@ class Evidence:
     agents_up_s: float | None = None
     retest_rounds: int = 0
     contradicted: dict = field(default_factory=dict)  # rank -> partners whose ports its figures contradict
+    healthy: object = None  # the probe's healthy pairs, as columns (mesh/healthy.Healthy), not in `pairs`
 
 
 MIN_CONTRADICTED = 2  # partners whose ports a node's figures contradict before it is named
@@ -196,13 +197,19 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         for p in fill_ends(plan, ev, [p for p in ev.retested if p.reports])
     }
     ev = contradicting(ev, disagreeing([*firsts, *again.values()]))  # before any rate is judged
-    reference = judge_slow(firsts, plan.slow_factor, plan.slow_fraction)
+    healthy = ev.healthy
+    total = len(firsts) + (len(healthy) if healthy is not None else 0)
+    listed_all = total <= LISTED_PAIRS
+    reference = judge_slow(firsts, plan.slow_factor, plan.slow_fraction, healthy=healthy)
+    if healthy is not None:  # the probe's healthy pairs that are slow or too fast are pairs now
+        keep = (lambda aligned, p50: False) if listed_all else within(reference, plan.slow_factor)
+        firsts = sorted([*firsts, *healthy.take(plan.spec.run_id, keep)], key=lambda p: p.key)
+        judge_slow(firsts, plan.slow_factor, plan.slow_fraction, reference)
     # contradictions of the fabric's own figures, beside those of the ports and the partners
     ev = contradicting(ev, implausible(firsts, reference, plan.slow_factor))
     judge_slow(list(again.values()), plan.slow_factor, plan.slow_fraction, reference)  # by the same best
     pairs = [again.get(p.key, p) for p in firsts]  # what counts: a re-test's result, if run
     devices = ev.devices
-    listed_all = len(pairs) <= LISTED_PAIRS
     pair_docs = []
     for first, p in zip(firsts, pairs):
         troubled = p is not first or p.result != "pass" or p.slow is not None or p.lossy
@@ -212,8 +219,12 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
                 matrix(doc)
             if listed_all or troubled:
                 pair_docs.append(doc)
-    verdict = blame(plan.n, pairs, plan.spec.names, plan.rails, devices)
-    nodes = node_table(plan.n, pairs, plan.spec.names, plan.spec.addresses)
+    if matrix is not None and healthy is not None:  # every pair, the healthy ones one at a time
+        for k, *_ in healthy.rows():
+            p = healthy.pair(k, plan.spec.run_id)
+            matrix(_pair_doc(plan, p, p, devices))
+    verdict = blame(plan.n, pairs, plan.spec.names, plan.rails, devices, healthy)
+    nodes = node_table(plan.n, pairs, plan.spec.names, plan.spec.addresses, healthy)
     for row in nodes:
         said = ev.agents.get(row["rank"])
         row["agent"] = ("missing" if said is None else "not ready" if not said.ready
@@ -230,7 +241,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         "rails": plan.rails,
         "cross_rail": plan.spec.cross_rail,
         "nodes": nodes,
-        "nics": nic_table(plan.n, plan.rails, pairs, plan.spec.names, plan.spec.addresses, devices),
+        "nics": nic_table(plan.n, plan.rails, pairs, plan.spec.names, plan.spec.addresses, devices, healthy),
         "pairs": pair_docs,
         "pairs_listed": "all" if listed_all else "trouble",
         "slow_reference": reference,
@@ -240,7 +251,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         data["baseline"] = compare(baseline, pair_docs)
     error = None
     if signal is None:
-        error = _error(plan, ev, pairs, pair_docs, verdict, failed, missing)
+        error = _error(plan, ev, pairs, total, verdict, failed, missing)
     retested = [d["retest"]["verdict"] for d in pair_docs if d["retest"]]
     counts = {
         "nodes": plan.n,
@@ -248,8 +259,8 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         "retest_rounds": ev.retest_rounds,
         "pairs_retested": len(retested),
         "pairs_transient": retested.count("transient"),
-        "pairs": len(pairs),
-        "pairs_passed": sum(p.result == "pass" for p in pairs),
+        "pairs": total,
+        "pairs_passed": sum(p.result == "pass" for p in pairs) + (len(healthy) if healthy is not None else 0),
         "pairs_failed": len(failed),
         "pairs_missing": len(missing),
         "pairs_slow": sum(bool(p["slow"]) for p in pair_docs),
@@ -327,7 +338,7 @@ def blamed_names(verdict: dict, rails: int) -> list[str]:
     return who
 
 
-def _error(plan: Plan, ev: Evidence, pairs, pair_docs, verdict, failed, missing) -> RdmacliError | None:
+def _error(plan: Plan, ev: Evidence, pairs, total: int, verdict, failed, missing) -> RdmacliError | None:
     """The one error of a run that was not stopped: its cause decides the exit code."""
     if not ev.agents:
         return RdmacliError(
@@ -342,7 +353,7 @@ def _error(plan: Plan, ev: Evidence, pairs, pair_docs, verdict, failed, missing)
             causes[p["cause"]] = causes.get(p["cause"], 0) + 1
         words = ", ".join(f"{n} {c}" for c, n in sorted(causes.items(), key=lambda kv: -kv[1]))
         return RdmacliError(
-            f"{len(failed)} of {len(pair_docs)} pairs failed ({words})",
+            f"{len(failed)} of {total} pairs failed ({words})",
             hint="see the blame: a bad NIC or node fails with most partners, a bad link fails alone",
             cause=Cause.CHECK_FAILED,
         )
@@ -353,7 +364,7 @@ def _error(plan: Plan, ev: Evidence, pairs, pair_docs, verdict, failed, missing)
             what = f"{lost} probes were lost" if lost else "the NICs' counters show trouble"
             return RdmacliError(f"every pair passed, but {what} on {who}", hint=ADVICE["loss"],
                                 cause=Cause.PACKET_LOSS)  # fmt: skip
-        slow = [p for p in pair_docs if p["slow"]]
+        slow = [p for p in pairs if p.slow]
         if slow:
             return RdmacliError(
                 f"every pair passed, but {len(slow)} were slower than the fabric's best "
@@ -386,7 +397,7 @@ def _error(plan: Plan, ev: Evidence, pairs, pair_docs, verdict, failed, missing)
         )
     if missing:
         return RdmacliError(
-            f"incomplete: {len(missing)} of {len(pair_docs)} pairs were never reported",
+            f"incomplete: {len(missing)} of {total} pairs were never reported",
             hint="the run ended before every round did; raise --launch-timeout or --round-time",
             cause=Cause.MISSING,
         )
