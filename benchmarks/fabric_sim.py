@@ -90,7 +90,9 @@ class Scenario:
         )
 
 
-def random_scenario(n: int, rails: int, pairs: str, seed: int, test: str = "ping", healthy: bool = False) -> Scenario:
+def random_scenario(
+    n: int, rails: int, pairs: str, seed: int, test: str = "ping", healthy: bool = False
+) -> Scenario:
     """Up to three faults of random kinds on distinct nodes (a tenth of scenarios healthy); a
     link's two ends are partners in the schedule (a sampled run tests only some pairs)."""
     rng = random.Random(seed)
@@ -200,7 +202,9 @@ def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
     connector = ends[b]
     for end in (ends[a], connector) if probe else (connector,):  # a probe's ends: each its own probes
         if end["result"] == "pass":
-            end.update(rtt_p50_us=round(rtt, 2), rtt_p99_us=round(rtt * 1.3, 2), host_rtt_p50_us=round(rtt + 4, 2))
+            end.update(
+                rtt_p50_us=round(rtt, 2), rtt_p99_us=round(rtt * 1.3, 2), host_rtt_p50_us=round(rtt + 4, 2)
+            )
     liar = next((f for f in faults if f.kind == "liar" and f.node == b), None)
     if liar is not None and connector["result"] == "pass":
         connector.update(rtt_p50_us=0.6, rtt_p99_us=0.7)  # far faster than any wire of this fabric
@@ -222,10 +226,10 @@ def probe_lines(s: Scenario, plan: Plan, rank: int):
                 rec = dict(end_records(s, dice, 0, a, ra, b, rb))[rank]
             else:
                 rtt = 10.0 + dice.random()
-                rec = {"run": RUN, "rank": rank, "peer": peer, "round": 0, "rail": rail, "peer_rail": peer_rail,
-                       "result": "pass", "took_s": 0.05, "probes_sent": count, "probes_answered": count,
-                       "rtt_p50_us": round(rtt, 2), "rtt_p99_us": round(rtt * 1.3, 2),
-                       "host_rtt_p50_us": round(rtt + 4, 2)}  # fmt: skip
+                rec = {"run": RUN, "rank": rank, "peer": peer, "round": 0, "rail": rail,
+                       "peer_rail": peer_rail, "result": "pass", "took_s": 0.05, "probes_sent": count,
+                       "probes_answered": count, "rtt_p50_us": round(rtt, 2),
+                       "rtt_p99_us": round(rtt * 1.3, 2), "host_rtt_p50_us": round(rtt + 4, 2)}  # fmt: skip
             mine.append(rec)
     for rec in probe.compact(sched, count, mine):
         yield json.dumps(rec.to_dict())

@@ -14,7 +14,11 @@ from rdmacli.mesh.report import Pair, cause_of, device_of
 
 
 def blame(
-    n: int, pairs: list[Pair], names: list[str], rails: int = 1, devices: list[list] | None = None,
+    n: int,
+    pairs: list[Pair],
+    names: list[str],
+    rails: int = 1,
+    devices: list[list] | None = None,
     healthy=None,
 ) -> dict:
     """Bad NICs first: a NIC whose node says the fault is its own (LOCAL causes) on most of its

@@ -45,7 +45,11 @@ class Store:
         x = rec.rank * self.rails + rec.rail
         cols = self.cols.get(x)
         if cols is None:
-            cols = self.cols[x] = (array("d", [NAN]) * size, array("d", [NAN]) * size, array("d", [NAN]) * size)
+            cols = self.cols[x] = (
+                array("d", [NAN]) * size,
+                array("d", [NAN]) * size,
+                array("d", [NAN]) * size,
+            )
         mine, taken = self.detailed.get(x, ()), list(rec.entries())
         for i, *_ in taken:
             if not math.isnan(cols[0][i]) or i in mine:

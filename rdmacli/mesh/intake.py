@@ -249,7 +249,9 @@ class Intake:
             self.violation(rank, f"{rec.probes_sent} probes to one partner, of a run of {plan.spec.count}")
             return False
         side = rec.side
-        if side in pair.reports or (store is not None and store.said(rank, rec.rail, rec.peer, rec.peer_rail)):
+        if side in pair.reports or (
+            store is not None and store.said(rank, rec.rail, rec.peer, rec.peer_rail)
+        ):
             self.violation(rank, f"a second report of its pair in round {rnd} (rail {rec.rail})")
             return False
         pair.reports[side] = rec

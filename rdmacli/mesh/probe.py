@@ -529,7 +529,9 @@ def compact(sched, count: int, recs: list[dict]) -> list:
     for rail, entries in sorted(cols.items()):
         top = max(entries) + 1
         for first in range(min(entries) // HEALTHY_ENTRIES * HEALTHY_ENTRIES, top, HEALTHY_ENTRIES):
-            span = [entries.get(i, (None, None, None)) for i in range(first, min(first + HEALTHY_ENTRIES, top))]
+            span = [
+                entries.get(i, (None, None, None)) for i in range(first, min(first + HEALTHY_ENTRIES, top))
+            ]
             if any(e[0] is not None for e in span):
                 p50, p99, host = zip(*span)
                 out.append(HealthyRecord(run=run, rank=rank, rail=rail, round=0, first=first, probes=count,

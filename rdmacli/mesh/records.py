@@ -510,8 +510,16 @@ def described() -> dict[str, str]:
 
 RECORDS = {
     r.TYPE: r
-    for r in (AgentRecord, RailsRecord, PairRecord, HealthyRecord, DoneRecord, ErrorRecord, GoRecord,
-              StoppedRecord)
+    for r in (
+        AgentRecord,
+        RailsRecord,
+        PairRecord,
+        HealthyRecord,
+        DoneRecord,
+        ErrorRecord,
+        GoRecord,
+        StoppedRecord,
+    )
 }
 
 

@@ -244,6 +244,8 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         "nics": nic_table(plan.n, plan.rails, pairs, plan.spec.names, plan.spec.addresses, devices, healthy),
         "pairs": pair_docs,
         "pairs_listed": "all" if listed_all else "trouble",
+        # --test probe: pairs both ends said healthy compactly (records.HealthyRecord)
+        "pairs_compact": len(healthy.p50) if healthy is not None else None,
         "slow_reference": reference,
         "blame": verdict,
     }

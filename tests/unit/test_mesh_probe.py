@@ -211,3 +211,146 @@ def test_a_run_whose_pairs_passed_but_lost_probes_says_so_in_the_probes_words():
     assert doc["exit_code"] == 1 and doc["error"]["cause"] == "packet_loss", doc["error"]
     assert "18 probes were lost" in doc["error"]["message"] and "n2" in doc["error"]["message"]
     assert [n["node"] for n in doc["data"]["blame"]["nodes"]] == ["n2"]
+
+
+# ---- at fleet size: healthy pairs said compactly (records.HealthyRecord, mesh/healthy.py) ------
+
+
+def test_every_nic_test_has_one_index_both_ends_agree_on():
+    groups = ("a",) * 4 + ("b",) * 4
+    for sched in (Schedule(7, rails=2, at_once=True), Schedule(5, rails=3, cross=True, at_once=True),
+                  Schedule(8, rails=2, pairs="sample", groups=groups, sample=3, at_once=True)):  # fmt: skip
+        for rank in range(sched.n):
+            for rail in range(sched.rails):
+                tests = sched.nic_tests(rank, rail)
+                assert len(tests) == sched.nic_tests_count(rank)
+                assert sorted(tests) == sorted((p, pr) for r, p, pr in sched.tests_of(rank, 0) if r == rail)
+                for i, (peer, peer_rail) in enumerate(tests):
+                    assert sched.nic_index(rank, rail, peer, peer_rail) == i
+                assert sched.nic_index(rank, rail, rank, rail) is None
+                assert sched.nic_index(rank, rail, sched.n, rail) is None
+
+
+def _ends(names, rails, lossy=(), slow=(), count=10):
+    """Every end's pair-record fields of a probe phase: NICs in `lossy` lose 2 probes with every
+    partner, pairs touching a NIC in `slow` take 5x as long."""
+    sched = Schedule(len(names), rails=rails, at_once=True)
+    out = {r: [] for r in range(len(names))}
+    for rank in range(len(names)):
+        for rail in range(rails):
+            for peer, peer_rail in sched.nic_tests(rank, rail):
+                ends = {(rank, rail), (peer, peer_rail)}
+                base = 10.0 + (rank + peer) % 3 * 0.1
+                rtt = base * 5 if ends & set(slow) else base
+                answered = count - 2 if ends & set(lossy) else count
+                out[rank].append({"run": "ab" * 8, "rank": rank, "peer": peer, "round": 0, "rail": rail,
+                                  "peer_rail": peer_rail, "result": "pass", "probes_sent": count,
+                                  "probes_answered": answered, "rtt_p50_us": round(rtt, 2),
+                                  "rtt_p99_us": round(rtt * 1.3, 2),
+                                  "host_rtt_p50_us": round(rtt + 4, 2)})  # fmt: skip
+    return sched, out
+
+
+def _judged(names, rails, per_rank, compact: bool, count=10):
+    from rdmacli.mesh import verdict
+    from rdmacli.mesh.intake import Intake
+    from rdmacli.mesh.plan import Plan
+    from rdmacli.mesh.records import AgentRecord, DoneRecord, RailState
+
+    addrs = [[f"10.{k}.0.{i + 1}" for k in range(rails)] for i in range(len(names))]
+    spec = RunSpec(run_id="ab" * 8, names=names, addresses=addrs, test="probe", count=count)
+    plan = Plan.start(spec, nodes_spec="sim", launch_s=30)
+    intake = Intake(plan)
+    for r, name in enumerate(names):
+        states = tuple(RailState(rail=k, address=addrs[r][k], device=f"mlx5_{k}", port=7490, ready=True)
+                       for k in range(rails))  # fmt: skip
+        intake.take(
+            AgentRecord(run=spec.run_id, rank=r, node=name, address=addrs[r][0], rails=states, ready=True)
+        )
+        recs = (
+            probe.compact(plan.schedule, count, per_rank[r])
+            if compact
+            else [PairRecord(**d) for d in per_rank[r]]
+        )
+        for rec in recs:
+            assert intake.on_line(name, __import__("json").dumps(rec.to_dict()), False) is not None
+        intake.take(DoneRecord(run=spec.run_id, rank=r))
+    assert not intake.violations
+    return verdict.judge(plan, intake.evidence(), {"test": "probe"}, elapsed_ms=1.0).to_dict()
+
+
+@pytest.mark.parametrize("listed", [2000, 0])
+def test_compact_healthy_records_give_the_verdict_full_records_give(monkeypatch, listed):
+    """The same phase said pair by pair and compactly: the same totals, blame, node and NIC
+    tables; with every pair listed (a small run) the same pairs too, and with trouble only
+    listed (LISTED_PAIRS 0: a fleet's run) only the lossy and slow ones."""
+    from rdmacli.mesh import verdict
+
+    monkeypatch.setattr(verdict, "LISTED_PAIRS", listed)
+    names = [f"n{i}" for i in range(9)]
+    sched, per_rank = _ends(names, 2, lossy=[(3, 1)], slow=[(6, 0)])
+    compact = [len(probe.compact(sched, 10, per_rank[r])) for r in range(9)]
+    assert compact[0] == 2 + 1 and compact[3] == 1 + 8  # a NIC a record; its pairs with the lossy NIC apart
+    full, small = _judged(names, 2, per_rank, False), _judged(names, 2, per_rank, True)
+    assert small["totals"] == full["totals"] and small["totals"]["pairs"] == 72
+    assert small["data"]["blame"] == full["data"]["blame"]
+    assert [b["node"] + ":" + str(b["rail"]) for b in small["data"]["blame"]["nics"]] == ["n3:1", "n6:0"]
+    for table in ("nodes", "nics"):
+        assert small["data"][table] == full["data"][table], table
+    assert small["data"]["slow_reference"] == full["data"]["slow_reference"]
+    if listed:
+        assert small["data"]["pairs"] == full["data"]["pairs"] and len(small["data"]["pairs"]) == 72
+    else:
+        assert {(p["a"], p["rail_a"], p["b"]) for p in small["data"]["pairs"]} == {
+            (p["a"], p["rail_a"], p["b"]) for p in full["data"]["pairs"]
+        }
+        assert (
+            all(p["cause"] in ("LOSS", "SLOW") for p in small["data"]["pairs"])
+            and len(small["data"]["pairs"]) == 16
+        )
+
+
+def _healthy(**kw):
+    from rdmacli.mesh.records import HealthyRecord
+
+    d = {"type": "healthy", "run": "ab" * 8, "rank": 0, "rail": 0, "round": 0, "first": 0, "probes": 5,
+         "rtt_p50_us": [10.0, None], "rtt_p99_us": [12.0, None], "host_rtt_p50_us": [14.0, None],
+         **kw}  # fmt: skip
+    return HealthyRecord.parse(d)
+
+
+@pytest.mark.parametrize("bad", [
+    {"rtt_p50_us": [float("nan"), None]}, {"rtt_p50_us": [1e300, None]}, {"rtt_p50_us": [0.01, None]},
+    {"rtt_p50_us": [13.0, None]}, {"host_rtt_p50_us": [9.0, None]}, {"rtt_p99_us": [12.0]},
+    {"rtt_p50_us": [True, None]}, {"rtt_p50_us": [10.0] * 2000, "rtt_p99_us": [12.0] * 2000,
+                                   "host_rtt_p50_us": [14.0] * 2000},
+    {"first": -1}, {"probes": "5"}, {"rtt_p50_us": [None, None], "rtt_p99_us": [12.0, None]},
+])  # fmt: skip
+def test_a_healthy_record_of_no_round_trips_is_its_senders_violation(bad):
+    assert _healthy().probes == 5 and list(_healthy().entries()) == [(0, 10.0, 12.0, 14.0)]
+    with pytest.raises(Violation):
+        _healthy(**bad)
+
+
+def test_an_end_says_a_test_once_healthy_or_in_its_own_record_and_only_tests_it_has():
+    from rdmacli.mesh.intake import Intake
+    from rdmacli.mesh.plan import Plan
+
+    addrs = [["10.0.0.1"], ["10.0.0.2"], ["10.0.0.3"]]
+    spec = RunSpec(run_id="ab" * 8, names=["a", "b", "c"], addresses=addrs, test="probe", count=5)
+    intake = Intake(Plan.start(spec, nodes_spec="a,b,c", launch_s=30))
+    assert intake.take(_healthy()) is not None  # n0's test 0 (with b) healthy
+    assert intake.take(_healthy()) is None and "second report" in intake.violations[0][-1]
+    assert not intake.take_pair(_rec(0, 1, 5, 5)) and "second report" in intake.violations[0][-1]
+    assert intake.take_pair(_rec(0, 2, 5, 4))  # its test with c, in a record of its own
+    assert (
+        intake.take(_healthy(first=1, rtt_p50_us=[10.0], rtt_p99_us=[12.0], host_rtt_p50_us=[14.0])) is None
+    )
+    assert "second report" in intake.violations[0][-1]
+    one = {"rtt_p50_us": [10.0], "rtt_p99_us": [12.0], "host_rtt_p50_us": [14.0]}
+    for bad, words in (({"first": 2, **one}, "past its NIC's 2 partners"), ({"probes": 6}, "6 probes"),
+                       ({"rail": 1}, "rail 1")):  # fmt: skip
+        assert intake.take(_healthy(rank=1, **bad)) is None and words in intake.violations[1][-1], words
+    rounds = Intake(Plan.start(RunSpec(run_id="ab" * 8, names=["a", "b", "c"], addresses=addrs),
+                               nodes_spec="a,b,c", launch_s=30))  # fmt: skip
+    assert rounds.take(_healthy()) is None and "run of rounds" in rounds.violations[0][-1]
