@@ -44,11 +44,22 @@ from rdmacli.mesh.records import AgentRecord, DoneRecord, PairRecord, RailState
 RUN = "5e" * 8
 LEAF = 32  # nodes per leaf (group) for the sampled sizes
 RATE = 400.0  # every port's line rate, Gb/s
-KINDS = ("dead_nic", "dead_link", "lossy_nic", "lossy_link", "slow_node", "slow_nic", "no_agent", "liar")
+KINDS = (
+    "dead_nic",
+    "dead_link",
+    "lossy_nic",
+    "lossy_link",
+    "flap_link",
+    "slow_node",
+    "slow_nic",
+    "no_agent",
+    "late_agent",
+    "liar",
+)
 LEVEL = {  # what the blame should name for each fault: its level in data.blame
     "dead_nic": "nics", "lossy_nic": "nics", "slow_nic": "nics",
-    "dead_link": "links", "lossy_link": "links",
-    "slow_node": "nodes", "no_agent": "nodes",
+    "dead_link": "links", "lossy_link": "links", "flap_link": "links",
+    "slow_node": "nodes", "no_agent": "nodes", "late_agent": "nodes",
     "liar": "liars",
 }  # fmt: skip
 
@@ -77,6 +88,7 @@ class Scenario:
     seed: int
     test: str = "ping"  # or "probe": one phase, every pair at once
     faults: list[Fault] = field(default_factory=list)
+    rounds: int = 1  # of the schedule (a late agent misses the first third)
 
     def spec(self) -> RunSpec:
         names = [f"n{k:04d}" for k in range(self.n)]
@@ -100,6 +112,7 @@ def random_scenario(
     if rng.random() < 0.1 or healthy:
         return s
     plan = make_plan(s)
+    s.rounds = len(plan.rounds)
     used: set[int] = set()
     for _ in range(rng.randint(1, 3)):
         kind = rng.choice(KINDS)
@@ -169,6 +182,7 @@ def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
         if probe:
             ends[rank].update(probes_sent=20, probes_answered=20)
     unreachable = ("unreachable", "no answer to SIDR within 1 s")
+    late_end = None
     for f in faults:
         nic = (f.node, f.rail) in ((a, ra), (b, rb))
         node = f.node in (a, b)
@@ -197,6 +211,21 @@ def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
                     ends[rank]["probes_answered"] = 20 - rng.randint(1, 6)
                 else:
                     ends[rank]["counters"] = _loss(ends[rank]["rail"], rng.randint(5, 40))
+        elif f.kind == "flap_link" and link:  # down 5 s of every 30: its slot in a down spell, or
+            for rank in ends:  # a sixth of its probes (a burst) unanswered
+                if probe:
+                    ends[rank]["probes_answered"] = 20 - rng.randint(2, 5)
+                else:
+                    ends[rank].update(result="fail", error=_error("deadline", "no answer within the round"))
+        elif f.kind == "late_agent" and node and (probe or rnd < s.rounds // 3):
+            for rank in ends:  # started a third of the schedule late: its first rounds missed, or
+                if rank == f.node:  # the first third of its partners' probes unanswered
+                    continue
+                if probe:
+                    ends[rank]["probes_answered"] = 20 - rng.randint(5, 8)
+                else:
+                    ends[rank].update(result="fail", error=_error("deadline", "no request from the partner"))
+            late_end = f.node
         elif (f.kind == "slow_node" and node) or (f.kind == "slow_nic" and nic):
             rtt = base * 6
     connector = ends[b]
@@ -209,6 +238,8 @@ def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
     if liar is not None and connector["result"] == "pass":
         connector.update(rtt_p50_us=0.6, rtt_p99_us=0.7)  # far faster than any wire of this fabric
     absent = {f.node for f in faults if f.kind == "no_agent"}
+    if late_end is not None and not probe:  # it was not running yet: its side never said
+        absent.add(late_end)
     return [(rank, None if rank in absent else rec) for rank, rec in ends.items()]
 
 
