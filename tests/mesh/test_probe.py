@@ -55,6 +55,7 @@ def test_the_whole_matrix_of_sixteen_nodes_by_two_rails_in_one_phase():
         assert p["probes_sent"] == p["probes_answered"] == 2 * COUNT, p  # both ends', none lost
         assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"] and p["rtt_p50_us"] <= p["host_rtt_p50_us"], p
     assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
+    assert doc["data"]["pairs_compact"] == PAIRS  # both ends of every pair said it in compact records
     elapsed = doc["elapsed_ms"] / 1e3
     TIMES["probe, 16 nodes x 2 rails"] = elapsed
     print(f"\nmesh times in this boot (s): {TIMES}; probe phase {doc['params']['round_time_s']} s")
@@ -96,6 +97,9 @@ def test_a_lossy_node_a_dead_link_and_a_dead_nic_each_named_for_what_it_is():
                                                                and p["rail_a"] == 0):  # fmt: skip
             continue
         assert p["result"] == "pass" and p["probes_sent"] == p["probes_answered"], p
+    pairs = doc["data"]["pairs"]
+    clean = [p for p in pairs if p["result"] == "pass" and p["probes_sent"] == p["probes_answered"]]
+    assert doc["data"]["pairs_compact"] == len(clean), doc["data"]["pairs_compact"]  # the rest said in full
     link = [p for p in doc["data"]["pairs"] if {p["a"], p["b"]} == {"n02", "n07"} and p["rail_a"] == 0]
     assert link[0]["result"] == "fail" and link[0]["cause"] == "UNR", link
     ends_on_time(doc)
