@@ -29,7 +29,7 @@ unit: venv
 	$(BIN)/python -m pytest -m "not rdma and not labvm and not mesh" -q tests
 
 lab-test: venv
-	$(LAB) $(BIN)/python -m pytest -m "rdma and not stress" --require-rdma -p no:cacheprovider -q tests
+	$(LAB) $(BIN)/python -m pytest -m "rdma and not stress" --require-rdma -p no:cacheprovider -q --durations=10 tests
 
 # The lab's short server and receiver cases, STRESS times each (default 20), in one boot; every
 # failure is listed with its case and repetition. For people and releases, not part of `make test`.
@@ -39,7 +39,7 @@ lab-stress: venv
 
 # `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real launchers.
 lab-mesh-test: venv
-	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q tests
+	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q --durations=10 tests
 
 # `rdmacli lab shell` driven through a pty from the host: it boots its own VM.
 lab-shell-test: venv
