@@ -83,6 +83,14 @@ from rdmacli.mesh.launch import LAUNCHERS
     "--ssh-options", metavar="OPTS", help="Extra ssh options for ClusterShell (e.g. '-i key -p 2222')."
 )
 @click.option(
+    "--topology",
+    "topology_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="ClusterShell's tree mode (with --launcher ssh): a topology file ([routes], `THIS_HOST: "
+    "gw[1-4]`, `gw[1-4]: node[1-1000]`): agents start through the gateways, which run ClusterShell.",
+)
+@click.option(
     "--ssh-timeout",
     "connect_timeout",
     type=options.Finite(1, 600),
@@ -209,6 +217,7 @@ def command(
     map_file,
     agent_command,
     ssh_options,
+    topology_file,
     connect_timeout,
     srun_args,
     baseline,
@@ -259,6 +268,10 @@ def command(
         agent_cmd = inputs.split_args("--agent-command", agent_command)
         inputs.split_args("--srun-args", srun_args)
         inputs.split_args("--ssh-options", ssh_options)
+        if topology_file and launcher != "ssh":
+            raise RdmacliError("--topology is ClusterShell's tree mode: give it with --launcher ssh",
+                               cause=Cause.USAGE)  # fmt: skip
+        topology = inputs.read_topology(topology_file) if topology_file else None
         pairs, sample = inputs.parse_pairs(pairs_spec)
         mapped = inputs.read_map(map_file) if map_file else None
         names = N.expand(nodes)
@@ -308,7 +321,13 @@ def command(
         )  # fmt: skip
         launch = app.launch or mesh.Launch(launcher, agent_cmd, ssh_options, srun_args, connect_timeout)
         live = LiveMesh(app)
-        outcome = mesh.run(request, launch, live, params=params, debug=bool(os.environ.get("RDMACLI_DEBUG")))
+        debug = bool(os.environ.get("RDMACLI_DEBUG"))
+        with inputs.topology_file(topology) as path:  # the checked text, where ClusterShell loads it
+            if path is not None:
+                launch = mesh.Launch(
+                    launcher, agent_cmd, ssh_options, srun_args, connect_timeout, topology=path
+                )
+            outcome = mesh.run(request, launch, live, params=params, debug=debug)
         if prometheus_file and outcome.data:
             from rdmacli.render import prometheus
 

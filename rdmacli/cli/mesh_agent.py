@@ -15,12 +15,29 @@ import click
 from rdmacli.outcome import dumps
 
 RANK_ENV = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+NODE_ENV = "RDMACLI_NODE"  # --rank-from-host: this node's name in the run, where its hostname is not
+
+
+def rank_of_host(names, node: str) -> int | None:
+    """The rank of the one run name that is this node: its name exactly, else the one whose
+    short form (cut at the first dot) is this node's short form; None when none or several."""
+    if node in names:
+        return list(names).index(node)
+    short = node.split(".", 1)[0]
+    found = [k for k, name in enumerate(names) if name.split(".", 1)[0] == short]
+    return found[0] if len(found) == 1 else None
 
 
 @click.command("mesh-agent")
 @click.option("--rank", type=click.IntRange(0), help="This node's rank.")
 @click.option(
     "--rank-from-env", is_flag=True, help="Take the rank from SLURM_PROCID (or the MPI launchers')."
+)
+@click.option(
+    "--rank-from-host",
+    is_flag=True,
+    help=f"Take the rank from this node's name in the run: ${NODE_ENV}, else its hostname (ClusterShell's "
+    "tree mode, where every node runs one command).",
 )
 @click.option(
     "--spec",
@@ -30,7 +47,7 @@ RANK_ENV = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
     help="Read the run spec (one JSON line) from FILE instead of the first line of stdin.",
 )
 @click.option("--stop-on-eof", is_flag=True, help="End when stdin closes (an ssh launcher went away).")
-def command(rank, rank_from_env, spec_file, stop_on_eof):
+def command(rank, rank_from_env, rank_from_host, spec_file, stop_on_eof):
     """Run this node's pairs of a mesh run; one JSON record per line on stdout."""
     from rdmacli.cli._run import stop_signals
     from rdmacli.cli.app import App
@@ -53,7 +70,7 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
     if rank is None and rank_from_env:
         found = next((os.environ[k] for k in RANK_ENV if os.environ.get(k, "").isdigit()), None)
         rank = int(found) if found is not None else None
-    if rank is None:
+    if rank is None and not rank_from_host:
         fail("no rank: give --rank, or --rank-from-env inside srun (SLURM_PROCID)")
     stdin = contract.LineReader(getattr(sys.stdin, "buffer", sys.stdin))
     try:
@@ -70,6 +87,13 @@ def command(rank, rank_from_env, spec_file, stop_on_eof):
         else:
             spec = contract.read_spec(stdin)
         run_id = spec.run_id
+        if rank is None:  # --rank-from-host: found among the run's names
+            import socket
+
+            node = os.environ.get(NODE_ENV) or socket.gethostname()
+            rank = rank_of_host(spec.names, node)
+            if rank is None:
+                fail(f"--rank-from-host: this node ({node[:64]}) is none of the run's nodes, or several")
         if spec.discover is not None:
             discover(spec, rank, emit, fail)
             return

@@ -7,6 +7,7 @@ reaches a shell as code; every refusal names what was wrong and is a usage error
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import json
@@ -115,6 +116,46 @@ def read_text(path: str, what: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise usage(f"{what} {path} is not UTF-8 text (byte {exc.start})") from exc
+
+
+def read_topology(path: str) -> str:
+    """A ClusterShell topology file (`[routes]`, `ROOT: GATEWAYS`, `GATEWAYS: NODES`), read as
+    every file named by people is (read_text), checked by ClusterShell's own parser from this
+    host's place in it: its text, for the launcher to load (launch.ClusterShellLauncher)."""
+    import socket
+    import tempfile
+
+    text = read_text(path, "the topology file")
+    try:
+        from ClusterShell.Topology import TopologyError, TopologyParser
+    except ImportError as exc:  # a dependency: only a broken install lacks it
+        raise usage(f"--topology needs ClusterShell: {exc}") from exc
+    with tempfile.NamedTemporaryFile("w", suffix=".conf") as f:
+        f.write(text)
+        f.flush()
+        root = socket.gethostname().split(".")[0]  # as ClusterShell finds its root
+        try:
+            TopologyParser(f.name).tree(root)
+        except (TopologyError, ValueError, KeyError) as exc:
+            raise usage(f"bad --topology {path}: {exc}", hint=(
+                f"a [routes] section whose first route starts at this host ({root}): "
+                f"`{root}: gw[1-2]` then `gw[1-2]: node[1-1000]`")) from exc  # fmt: skip
+    return text
+
+
+@contextlib.contextmanager
+def topology_file(text: str | None):
+    """The checked topology's text in a private file for the run (ClusterShell loads a path),
+    removed after; None without one."""
+    if text is None:
+        yield None
+        return
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", prefix="rdmacli-topology-", suffix=".conf") as f:
+        f.write(text)
+        f.flush()
+        yield f.name
 
 
 @dataclass(frozen=True)

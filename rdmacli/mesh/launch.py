@@ -99,10 +99,10 @@ class ClusterShellLauncher:
     worker per node (each agent is told its own rank), all at once: agents are long-lived, so
     the fanout is raised to the node count (ClusterShell would otherwise start them in waves)."""
 
-    def __init__(
-        self, kind: str, *, connect_timeout: float = 10, ssh_options: str | None = None, fanout=None
-    ):
+    def __init__(self, kind: str, *, connect_timeout: float = 10, ssh_options: str | None = None, fanout=None,
+                 topology: str | None = None):  # fmt: skip
         self.kind = kind
+        self.topology = topology  # a topology file's path (tree mode: agents through gateways)
         self.connect_timeout, self.ssh_options, self.fanout = connect_timeout, ssh_options, fanout
         self.task = None
         self.workers = []
@@ -160,6 +160,14 @@ class ClusterShellLauncher:
         if self.ssh_options:
             task.set_info("ssh_options", self.ssh_options)
         cls = ExecWorker if self.kind == "exec" else WorkerSsh
+        if self.topology is not None:  # tree mode: ssh to the gateways, each starts its nodes' agents
+            from ClusterShell.NodeSet import NodeSet
+            from ClusterShell.Worker.Tree import TreeWorker
+
+            task.load_topology(self.topology)
+            cls = lambda node, handler, command, timeout, stderr: TreeWorker(  # noqa: E731
+                NodeSet(node), handler, timeout, command=command, stderr=stderr
+            )
         handler = Handler()
         for node, cmd in commands.items():
             # `exec`: the agent replaces the shell, so a signal to the process reaches the agent

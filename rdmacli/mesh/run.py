@@ -70,6 +70,7 @@ class Launch:
     srun_args: str | None = None
     connect_timeout: float = 10
     fanout: int | None = None
+    topology: str | None = None  # ssh in ClusterShell's tree mode: a topology file's path
 
     def start(self, nodes_spec: str, spec: RunSpec, on_line, on_exit, timeout: float, end_at=None, tick=None):
         """The launcher, and a call that runs every node's agent on `spec` to the end."""
@@ -84,11 +85,16 @@ class Launch:
             cmd = lau.command(nodes_spec, len(names), [*base, "mesh-agent", "--rank-from-env"])
             return lau, partial(lau.run, cmd, names, line, on_line, on_exit, timeout, end_at, tick)
         lau = ClusterShellLauncher(self.launcher, connect_timeout=self.connect_timeout,
-                                   ssh_options=self.ssh_options, fanout=self.fanout)  # fmt: skip
+                                   ssh_options=self.ssh_options, fanout=self.fanout,
+                                   topology=self.topology)  # fmt: skip
         extra = ["--stop-on-eof"] if self.launcher == "ssh" else []
-        commands = {
-            name: [*base, "mesh-agent", "--rank", str(rank), *extra] for rank, name in enumerate(names)
-        }
+        if self.topology is not None:  # tree mode: one command for every node (a gateway keeps one
+            # worker a channel), each agent its rank from its name (mesh-agent --rank-from-host)
+            commands = {nodes_spec: [*base, "mesh-agent", "--rank-from-host", *extra]}
+        else:
+            commands = {
+                name: [*base, "mesh-agent", "--rank", str(rank), *extra] for rank, name in enumerate(names)
+            }
         return lau, partial(lau.run, commands, line, on_line, on_exit, timeout, end_at, tick)
 
 

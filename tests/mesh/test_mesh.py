@@ -4,6 +4,7 @@ an nftables rule dropping RoCE's UDP port between two addresses."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -210,19 +211,28 @@ def test_the_other_pair_tests(test):
     assert_no_agent_left()
 
 
-def test_ssh_launcher_through_a_real_sshd(tmp_path):
+@contextlib.contextmanager
+def real_sshd(tmp_path, port: int = 2222):
+    """A real sshd on 127.0.0.1:port (a key for root), and the ssh options that reach it for
+    every node name: `-F` a config whose `Host nNN` blocks also send RDMACLI_NODE (what an
+    admin writes where hostnames are not the run's names; sshd accepts it)."""
     sshd = shutil.which("sshd") or "/usr/sbin/sshd"
     assert os.path.exists(sshd), "openssh-server is missing (scripts/bootstrap installs it)"
     key, host_key = tmp_path / "id", tmp_path / "host"
     for path in (key, host_key):
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path))
     (tmp_path / "authorized_keys").write_text((tmp_path / "id.pub").read_text())
-    port = 2222
     config = tmp_path / "sshd_config"
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
-        f"AuthorizedKeysFile {tmp_path}/authorized_keys\n"
+        f"AuthorizedKeysFile {tmp_path}/authorized_keys\nAcceptEnv RDMACLI_NODE\n"
         f"PermitRootLogin yes\nStrictModes no\nUsePAM yes\nPidFile {tmp_path}/sshd.pid\nLogLevel ERROR\n"
+    )
+    client = tmp_path / "ssh_config"
+    client.write_text(
+        "".join(f"Host n{k:02d}\n  SetEnv RDMACLI_NODE=n{k:02d}\n" for k in range(1, 17))
+        + f"Host *\n  HostName 127.0.0.1\n  Port {port}\n  IdentityFile {key}\n  StrictHostKeyChecking no\n"
+        "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
     )
     os.makedirs("/run/sshd", exist_ok=True)  # UsePAM: Debian's root has no password (locked)
     proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
@@ -236,19 +246,44 @@ def test_ssh_launcher_through_a_real_sshd(tmp_path):
                 assert proc.poll() is None, proc.stderr.read()
                 assert time.monotonic() < end, "sshd did not listen within 60 s"
                 time.sleep(0.3)
-        opts = (
-            f"-p {port} -i {key} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-            "-o HostName=127.0.0.1 -o LogLevel=ERROR"
-        )
+        yield f"-F {client}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_ssh_launcher_through_a_real_sshd(tmp_path):
+    with real_sshd(tmp_path) as opts:
         r, doc, wall = mesh(
             "--ssh-options", opts, "--agent-command", f"{sys.executable} -m rdmacli",
             nodes="n[01-04]", launcher="ssh",
         )  # fmt: skip
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     assert r.returncode == 0, (doc["error"], r.stderr[-2000:])
     assert doc["totals"]["pairs_passed"] == 6 and doc["params"]["launcher"] == "ssh"
+    assert_no_agent_left()
+
+
+def test_ssh_launcher_in_clustershell_tree_mode_through_a_gateway(tmp_path, monkeypatch):
+    """--topology: ssh to a gateway (`gw`, ClusterShell's gateway run by this venv's Python), which
+    starts every node's agent (one command, each its rank from its name: RDMACLI_NODE, sent by
+    ssh) and relays their lines and the go line. The gateway's own log shows it did."""
+    root = socket.gethostname().split(".")[0]
+    topology = tmp_path / "topology.conf"
+    topology.write_text(f"[routes]\n{root}: gw\ngw: n[01-04]\n")
+    logs = tmp_path / "gwlog"
+    logs.mkdir()
+    monkeypatch.setenv("CLUSTERSHELL_GW_PYTHON_EXECUTABLE", sys.executable)
+    monkeypatch.setenv("CLUSTERSHELL_GW_LOG_DIR", str(logs))
+    monkeypatch.setenv("CLUSTERSHELL_GW_LOG_LEVEL", "DEBUG")
+    with real_sshd(tmp_path) as opts:
+        r, doc, wall = mesh(
+            "--ssh-options", opts, "--topology", str(topology),
+            "--agent-command", f"{sys.executable} -m rdmacli", nodes="n[01-04]", launcher="ssh",
+        )  # fmt: skip
+    assert r.returncode == 0, (doc["error"], r.stderr[-2000:])
+    assert doc["totals"]["pairs_passed"] == 6 and [n["agent"] for n in doc["data"]["nodes"]] == ["ran"] * 4
+    said = "".join(p.read_text() for p in logs.iterdir())
+    assert "mesh-agent --rank-from-host" in said and "n[01-04]" in said, said[-2000:]
     assert_no_agent_left()
 
 

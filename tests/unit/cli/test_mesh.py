@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from meshfabric import Fabric, InProcessLaunch
 
 from rdmacli.cli import cli
+from rdmacli.mesh.contract import RunSpec
 
 NODES = "n[1-4]"
 ADDRESSES = {f"n{k}": f"10.0.0.{k}" for k in range(1, 5)}
@@ -207,3 +208,53 @@ def test_a_matrix_file_that_cannot_be_written_is_refused_before_the_run(tmp_path
     r = mesh(tmp_path, InProcessLaunch(Fabric()), "--json", "--matrix", str(tmp_path / "no" / "m.gz"))
     doc = json.loads(r.stdout)
     assert r.exit_code == 2 and doc["error"]["message"].startswith("--matrix: cannot write in")
+
+
+SSH = ["--launcher", "ssh"]
+
+
+@pytest.mark.parametrize(
+    "make,args,words",
+    [
+        (lambda p: p.write_text("[routes]\nnot-this-host: gw\ngw: n[1-4]\n"), SSH, "bad --topology"),
+        (lambda p: p.write_text("no section here\n"), SSH, "bad --topology"),
+        (lambda p: p.symlink_to("/etc/hostname"), SSH, "symbolic link"),
+        (lambda p: p.write_text("[routes]\n"), ["--launcher", "srun"], "give it with --launcher ssh"),
+    ],
+)
+def test_a_topology_that_cannot_be_used_is_refused_before_anything_starts(tmp_path, make, args, words):
+    path = tmp_path / "topology.conf"
+    make(path)
+    r = mesh(tmp_path, InProcessLaunch(Fabric()), "--topology", str(path), *args, "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 2 and words in doc["error"]["message"], doc["error"]
+
+
+def test_tree_mode_starts_one_command_for_every_node_each_finding_its_rank(tmp_path):
+    """ClusterShell's gateway keeps one worker a channel: in tree mode every node runs the same
+    command, and each agent finds its rank from its name (RDMACLI_NODE or its hostname)."""
+    import socket
+    from unittest import mock
+
+    from rdmacli.cli.mesh_agent import rank_of_host
+    from rdmacli.mesh import launch as L
+    from rdmacli.mesh.run import Launch
+
+    spec = RunSpec(
+        run_id="ab" * 8, names=["n1", "n2", "n3"], addresses=[["10.0.0.1"], ["10.0.0.2"], ["10.0.0.3"]]
+    )
+    root = socket.gethostname().split(".")[0]
+    (tmp_path / "t.conf").write_text(f"[routes]\n{root}: gw\ngw: n[1-3]\n")
+    with mock.patch.object(L.ClusterShellLauncher, "run") as run:
+        lau, go = Launch("ssh", ["rdmacli"], topology=str(tmp_path / "t.conf")).start(
+            "n[1-3]", spec, None, None, 10.0
+        )
+        go()
+    commands = run.call_args.args[0]
+    assert commands == {"n[1-3]": ["rdmacli", "mesh-agent", "--rank-from-host", "--stop-on-eof"]}
+    assert lau.topology == str(tmp_path / "t.conf")
+    names = ["gpu001.cluster", "gpu002.cluster", "gpu003"]
+    assert [rank_of_host(names, h) for h in ("gpu002.cluster", "gpu002", "gpu003.cluster", "gpu9")] == [
+        1, 1, 2, None,
+    ]  # fmt: skip
+    assert rank_of_host(["a.x", "a.y"], "a") is None  # two nodes could be this one: none is
