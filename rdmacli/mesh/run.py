@@ -182,8 +182,8 @@ class MeshRun:
 
     def check_cross_rail(self) -> None:
         plan, intake = self.plan, self.intake
-        if not plan.spec.cross_rail or plan.rails == 1 or self.refused is not None:
-            return
+        if not plan.spec.cross_rail or plan.rails == 1 or self.refused is not None or plan.schedule.at_once:
+            return  # the probe's records all come at its phase's end: judged there (verdict)
         if len(intake.first_in) < plan.first_node_round_tests:
             return
         first = set(plan.first_node_round)
@@ -355,6 +355,8 @@ def run(request: Request, launch: Launch, observer: Observer | None = None, *, p
         return Outcome("mesh", params, error=mesh.refused, signal=signum, elapsed_ms=elapsed())
     try:
         evidence = mesh.intake.evidence(cut=cut, abandoned=abandoned, agents_up_s=mesh.agents_up_s)
+        if plan.schedule.at_once and (refused := verdict.probe_cross_rail_refusal(plan, evidence)):
+            return Outcome("mesh", params, error=refused, signal=signum, elapsed_ms=elapsed())
         with matrix_file(request.matrix) as matrix:
             outcome = verdict.judge(plan, evidence, params, baseline=request.baseline, signal=signum,
                                     elapsed_ms=elapsed(), matrix=matrix and matrix.add)  # fmt: skip

@@ -42,7 +42,23 @@ def choose_retests(plan: Plan, firsts: list[Pair], ready: set[tuple[int, int]]) 
     return [[(a, ra, b, rb) for (a, ra), (b, rb) in tests] for tests in rounds]
 
 
-def cross_rail_refusal(plan: Plan, first_round: list[Pair]) -> RdmacliError | None:
+def probe_cross_rail_refusal(plan: Plan, ev: Evidence) -> RdmacliError | None:
+    """cross_rail_refusal for `--test probe`, whose pairs all come at its phase's end: its
+    healthy pairs (columns) are passes too, a cross-rail one among them enough to go on."""
+    if not plan.spec.cross_rail or plan.rails == 1:
+        return None
+    rails, healthy = plan.rails, ev.healthy
+    aligned = False
+    for _, x, y, _, _ in healthy.rows() if healthy is not None else ():
+        if x % rails != y % rails:
+            return None
+        aligned = True
+    return cross_rail_refusal(plan, fill_ends(plan, ev, ev.pairs), passed_aligned=aligned)
+
+
+def cross_rail_refusal(
+    plan: Plan, first_round: list[Pair], *, passed_aligned: bool = False
+) -> RdmacliError | None:
     """--cross-rail on rails that are separate networks: the first node round's pairs all in,
     every cross-rail one failed to resolve or reach its partner while a rail-aligned one
     passed. Then the run stops there and is refused in words, rather than go on to blame
@@ -50,7 +66,7 @@ def cross_rail_refusal(plan: Plan, first_round: list[Pair]) -> RdmacliError | No
     cross = [p for p in first_round if p.ra != p.rb]
     if not (cross and all(p.result == "fail" and p.cause in UNROUTED for p in cross)):
         return None
-    if not any(p.result == "pass" for p in first_round if p.ra == p.rb):
+    if not (passed_aligned or any(p.result == "pass" for p in first_round if p.ra == p.rb)):
         return None
     p, names = cross[0], plan.spec.names
     return RdmacliError(

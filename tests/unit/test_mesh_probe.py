@@ -354,3 +354,38 @@ def test_an_end_says_a_test_once_healthy_or_in_its_own_record_and_only_tests_it_
     rounds = Intake(Plan.start(RunSpec(run_id="ab" * 8, names=["a", "b", "c"], addresses=addrs),
                                nodes_spec="a,b,c", launch_s=30))  # fmt: skip
     assert rounds.take(_healthy()) is None and "run of rounds" in rounds.violations[0][-1]
+
+
+def test_a_cross_rail_probe_on_separate_networks_is_refused_at_its_phases_end():
+    """Rail-aligned pairs healthy (compact), every cross-rail pair unanswered: the rails are
+    separate networks, and the run says so rather than blame each cross pair as a link; one
+    cross-rail pair that passed and it goes on."""
+    from rdmacli.mesh import verdict
+    from rdmacli.mesh.intake import Intake
+    from rdmacli.mesh.plan import Plan
+
+    names = [f"n{i}" for i in range(4)]
+    addrs = [[f"10.{k}.0.{i + 1}" for k in range(2)] for i in range(4)]
+    spec = RunSpec(run_id="ab" * 8, names=names, addresses=addrs, test="probe", count=5, cross_rail=True)
+
+    def run(cross_ok: bool):
+        plan = Plan.start(spec, nodes_spec="sim", launch_s=30)
+        intake = Intake(plan)
+        for rank in range(4):
+            recs = []
+            for rail in range(2):
+                for peer, peer_rail in plan.schedule.nic_tests(rank, rail):
+                    rec = {"run": spec.run_id, "rank": rank, "peer": peer, "round": 0, "rail": rail,
+                           "peer_rail": peer_rail, "result": "pass", "probes_sent": 5, "probes_answered": 5,
+                           "rtt_p50_us": 10.0, "rtt_p99_us": 12.0, "host_rtt_p50_us": 14.0}  # fmt: skip
+                    if rail != peer_rail and not (cross_ok and {rank, peer} == {0, 1}):
+                        why = {"message": "no answer to SIDR within 1 s", "cause": "unreachable"}
+                        rec = {**rec, "result": "fail", "probes_answered": 0, "error": why}
+                    recs.append(rec)
+            for rec in probe.compact(plan.schedule, 5, recs):
+                assert intake.take(rec) is not None
+        return verdict.probe_cross_rail_refusal(plan, intake.evidence())
+
+    refused = run(cross_ok=False)
+    assert refused is not None and "separate networks" in refused.message and refused.exit_code == 2
+    assert run(cross_ok=True) is None
