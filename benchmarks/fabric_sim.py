@@ -407,9 +407,43 @@ def summarize(res: dict) -> dict:
     }  # fmt: skip
 
 
+# ---- the time it takes, from the real Plan (no agents) -----------------------------------------
+SAMPLE_K = {64: 4, 256: 2, 1000: 1, 4000: 1}  # --pairs sample:K a fleet of that size would run
+
+
+def _clock(s: float) -> str:
+    s = round(s)
+    return f"{s // 60} min {s % 60} s" if s >= 60 else f"{s} s"
+
+
+def fleet_times(sizes=(64, 256, 1000, 4000), rails: int = 8) -> list[dict]:
+    """The README's table, from the real Plan: the probe's phase (every pair, sample:K) and the
+    connection rounds at --round-time 1 (every pair, sample:K), with the NIC pairs each tests.
+    Launch is what the launcher takes (twice: discovery, then the run), not in the figures."""
+    rows = []
+    for n in sizes:
+        row = {"nodes": n, "rails": rails}
+        for label, pairs in (("all", "all"), ("sample", f"sample:{SAMPLE_K[n]}")):
+            for test in ("probe", "ping"):
+                plan = make_plan(Scenario(n, rails, pairs, seed=0, test=test))
+                sched = plan.schedule
+                if test == "probe":
+                    nic_pairs = sum(len(sched.partners(r)) for r in range(n)) // 2 * rails
+                    secs, words = plan.spec.round_s, f"{nic_pairs:,} NIC pairs"
+                    key = f"probe_{label}"
+                else:
+                    secs, words = len(plan.rounds) * plan.spec.round_s, f"{len(plan.rounds)} rounds"
+                    key = f"rounds_{label}"
+                row[key], row[key + "_s"] = f"{_clock(secs)} ({words})", secs
+        row["retests"] = f"+ {2} rounds and 3 s"
+        rows.append(row)
+    return rows
+
+
 # issue 35's goals: the blame's truth at every size; a clean run's cost at 1000 x 8, every pair
 GOALS = {"precision": 0.99, "recall": 0.99, "localization": 0.95}
 CLEAN = {"cpu_s_max": 60.0, "peak_mb": 1024, "output_mb": 10.0}  # a healthy run's: at most
+TIME_GOAL_S = 300.0  # the probe's matrix of 1000 x 8; a 256 x 8 pre-job check with connection tests
 
 
 def missed_goals(row: dict, healthy: bool) -> list[str]:
@@ -436,7 +470,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON document")
     ap.add_argument("--healthy", action="store_true", help="healthy fabrics only (the cost of a clean run)")
     args = ap.parse_args(argv)
+    times = {row["nodes"]: row for row in fleet_times()}
+    if not args.json:
+        print("the time it takes (the real Plan; --count 20, --round-time 1, launch not counted):")
+        for row in times.values():
+            print(json.dumps({k: v for k, v in row.items() if not k.endswith("_s")}), flush=True)
     rows, missed = [], []
+    timed = ((1000, "probe_all_s", "the probe of every pair of 1000 x 8"),
+             (256, "rounds_sample_s", "a 256 x 8 pre-job check with connection tests"))  # fmt: skip
+    for n, key, what in timed:
+        if times[n][key] > TIME_GOAL_S:
+            missed.append(f"{what} takes {times[n][key]:g} s, over {TIME_GOAL_S:g} s")
     ctx = multiprocessing.get_context("spawn")
     for size in args.sizes.split(","):
         size, _, mark = size.partition("@")  # @healthy: healthy fabrics only (a clean run's cost)
