@@ -251,7 +251,7 @@ def _ends(names, rails, lossy=(), slow=(), count=10):
     return sched, out
 
 
-def _judged(names, rails, per_rank, compact: bool, count=10):
+def _judged(names, rails, per_rank, compact: bool, count=10, matrix=None):
     from rdmacli.mesh import verdict
     from rdmacli.mesh.intake import Intake
     from rdmacli.mesh.plan import Plan
@@ -276,7 +276,7 @@ def _judged(names, rails, per_rank, compact: bool, count=10):
             assert intake.on_line(name, __import__("json").dumps(rec.to_dict()), False) is not None
         intake.take(DoneRecord(run=spec.run_id, rank=r))
     assert not intake.violations
-    return verdict.judge(plan, intake.evidence(), {"test": "probe"}, elapsed_ms=1.0).to_dict()
+    return verdict.judge(plan, intake.evidence(), {"test": "probe"}, elapsed_ms=1.0, matrix=matrix).to_dict()
 
 
 @pytest.mark.parametrize("listed", [2000, 0])
@@ -308,6 +308,20 @@ def test_compact_healthy_records_give_the_verdict_full_records_give(monkeypatch,
             all(p["cause"] in ("LOSS", "SLOW") for p in small["data"]["pairs"])
             and len(small["data"]["pairs"]) == 16
         )
+
+
+def test_the_matrix_file_gets_every_pair_of_a_compact_probe_the_summary_only_the_troubled(monkeypatch):
+    from rdmacli.mesh import verdict
+
+    monkeypatch.setattr(verdict, "LISTED_PAIRS", 0)
+    names = [f"n{i}" for i in range(6)]
+    _, per_rank = _ends(names, 2, lossy=[(2, 0)])
+    rows: list[dict] = []
+    doc = _judged(names, 2, per_rank, True, matrix=rows.append)
+    assert len(rows) == 30 and len({(p["a"], p["rail_a"], p["b"], p["rail_b"]) for p in rows}) == 30
+    assert sum(p["cause"] == "LOSS" for p in rows) == 5 and len(doc["data"]["pairs"]) == 5
+    clean = [p for p in rows if p["cause"] is None]
+    assert all(p["probes_sent"] == p["probes_answered"] == 20 and p["rtt_p50_us"] >= 10 for p in clean)
 
 
 def _healthy(**kw):
