@@ -23,6 +23,15 @@ from rdmacli.mesh.report import Pair
 NAN = float("nan")
 
 
+def passed(run: str, rank: int, rail: int, peer: int, peer_rail: int, figures, count: int) -> PairRecord:
+    """The pair record a healthy entry stands for: passed, every probe answered, its three
+    round trips (p50, p99, host p50)."""
+    p50, p99, host = figures
+    return PairRecord(run=run, rank=rank, peer=peer, round=0, result="pass", rail=rail, peer_rail=peer_rail,
+                      rtt_p50_us=p50, rtt_p99_us=p99, host_rtt_p50_us=host, probes_sent=count,
+                      probes_answered=count)  # fmt: skip
+
+
 class Store:
     """Each NIC's healthy entries as its own agent said them: three figures per test of the
     schedule (NaN: not said healthy), allocated when a NIC first says one."""
@@ -74,11 +83,8 @@ class Store:
 
     def record(self, run: str, rank: int, rail: int, i: int, peer: int, peer_rail: int) -> PairRecord:
         """An end's healthy entry as the pair record it stands for."""
-        p50s, p99s, hosts = self.cols[rank * self.rails + rail]
-        return PairRecord(run=run, rank=rank, peer=peer, round=0, result="pass", rail=rail,
-                          peer_rail=peer_rail, rtt_p50_us=p50s[i], rtt_p99_us=p99s[i],
-                          host_rtt_p50_us=hosts[i], probes_sent=self.count,
-                          probes_answered=self.count)  # fmt: skip
+        cols = self.cols[rank * self.rails + rail]
+        return passed(run, rank, rail, peer, peer_rail, (col[i] for col in cols), self.count)
 
     def split(self, run: str, pairs: dict[tuple, Pair]) -> tuple[list[Pair], Healthy]:
         """Every pair of the schedule, once: (those with trouble or a missing end, as Pairs with
@@ -153,11 +159,9 @@ class Healthy:
         connector's: the columns keep one end's, the one the verdict reads)."""
         (a, ra), (b, rb) = divmod(self.x[k], self.rails), divmod(self.y[k], self.rails)
         p = Pair(a, b, 0, ra=ra, rb=rb)
+        figures = (self.p50[k], self.p99[k], self.host[k])
         for rank, rail, peer, peer_rail, side in ((a, ra, b, rb, "listen"), (b, rb, a, ra, "connect")):
-            p.reports[side] = PairRecord(run=run, rank=rank, peer=peer, round=0, result="pass", rail=rail,
-                                         peer_rail=peer_rail, rtt_p50_us=self.p50[k], rtt_p99_us=self.p99[k],
-                                         host_rtt_p50_us=self.host[k], probes_sent=self.count,
-                                         probes_answered=self.count)  # fmt: skip
+            p.reports[side] = passed(run, rank, rail, peer, peer_rail, figures, self.count)
         return p
 
     def take(self, run: str, keep) -> list[Pair]:
