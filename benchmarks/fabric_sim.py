@@ -152,6 +152,15 @@ def _error(cause: str, message: str) -> dict:
     return {"message": message, "cause": cause}
 
 
+def round_trips(rtt: float) -> dict:
+    """A passing end's figures from its pair's round trip: p50, p99 (the tail), the host's p50."""
+    return {
+        "rtt_p50_us": round(rtt, 2),
+        "rtt_p99_us": round(rtt * 1.3, 2),
+        "host_rtt_p50_us": round(rtt + 4, 2),
+    }
+
+
 class Dice:
     """A pair's own random numbers, the same whichever end asks (xorshift64 from the pair's
     key): a probe's agents say their ends apart, NIC by NIC, as real ones do."""
@@ -234,9 +243,7 @@ def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
     connector = ends[b]
     for end in (ends[a], connector) if probe else (connector,):  # a probe's ends: each its own probes
         if end["result"] == "pass":
-            end.update(
-                rtt_p50_us=round(rtt, 2), rtt_p99_us=round(rtt * 1.3, 2), host_rtt_p50_us=round(rtt + 4, 2)
-            )
+            end.update(round_trips(rtt))
     liar = next((f for f in faults if f.kind == "liar" and f.node == b), None)
     if liar is not None and connector["result"] == "pass":
         connector.update(rtt_p50_us=0.6, rtt_p99_us=0.7)  # far faster than any wire of this fabric
@@ -262,8 +269,7 @@ def probe_lines(s: Scenario, plan: Plan, rank: int):
                 rtt = 10.0 + dice.random()
                 rec = {"run": RUN, "rank": rank, "peer": peer, "round": 0, "rail": rail,
                        "peer_rail": peer_rail, "result": "pass", "took_s": 0.05, "probes_sent": count,
-                       "probes_answered": count, "rtt_p50_us": round(rtt, 2),
-                       "rtt_p99_us": round(rtt * 1.3, 2), "host_rtt_p50_us": round(rtt + 4, 2)}  # fmt: skip
+                       "probes_answered": count, **round_trips(rtt)}  # fmt: skip
             mine.append(rec)
     for rec in probe.compact(sched, count, mine):
         yield json.dumps(rec.to_dict())

@@ -123,19 +123,16 @@ def read_topology(path: str) -> str:
     every file named by people is (read_text), checked by ClusterShell's own parser from this
     host's place in it: its text, for the launcher to load (launch.ClusterShellLauncher)."""
     import socket
-    import tempfile
 
     text = read_text(path, "the topology file")
     try:
         from ClusterShell.Topology import TopologyError, TopologyParser
     except ImportError as exc:  # a dependency: only a broken install lacks it
         raise usage(f"--topology needs ClusterShell: {exc}") from exc
-    with tempfile.NamedTemporaryFile("w", suffix=".conf") as f:
-        f.write(text)
-        f.flush()
+    with topology_file(text) as checked:
         root = socket.gethostname().split(".")[0]  # as ClusterShell finds its root
         try:
-            TopologyParser(f.name).tree(root)
+            TopologyParser(checked).tree(root)
         except (TopologyError, ValueError, KeyError) as exc:
             raise usage(f"bad --topology {path}: {exc}", hint=(
                 f"a [routes] section whose first route starts at this host ({root}): "
