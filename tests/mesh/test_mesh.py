@@ -453,17 +453,23 @@ def test_a_lossy_node_is_named_for_packet_loss_and_nothing_else_fails():
 
 
 def test_a_lossy_link_is_named_and_its_nodes_are_clean():
-    """10 % loss only between n02 and n07 (a filter on each one's egress towards the other)."""
+    """30 % loss only between n02 and n07 (a filter on each one's egress towards the other).
+
+    Heavy enough that the pair's re-test at the end is lossy too: at 10 % a pair of 20 pings
+    saw only one to four retransmits an attempt in the lab (each costs a retransmit timeout),
+    so now and then its re-test was clean (transient, not blamed: a link is blamed on what
+    stayed bad) and CI went red; at 30 % four runs of four named it."""
     a, b = node(2), node(7)
-    netem(a["netdev"], "loss 10%", dst=b["ipv4"])
-    netem(b["netdev"], "loss 10%", dst=a["ipv4"])
+    netem(a["netdev"], "loss 30%", dst=b["ipv4"])
+    netem(b["netdev"], "loss 30%", dst=a["ipv4"])
     try:
         r, doc, wall = mesh(count=None)
     finally:
         no_netem(a["netdev"], b["netdev"])
     bad = doc["data"]["blame"]
+    pair = by_pair(doc).get(frozenset(("n02", "n07")))
     assert bad["nodes"] == [], (bad, failures(doc))
-    assert [{x["a"], x["b"]} for x in bad["links"]] == [{"n02", "n07"}], (bad, failures(doc))
+    assert [{x["a"], x["b"]} for x in bad["links"]] == [{"n02", "n07"}], (bad, failures(doc), pair)
     # named for loss when the NICs' or the CM's counters moved; a pair whose CM messages were lost
     # before any QP existed may only have overrun its slot (the lab saw both)
     assert bad["links"][0]["cause"] in ("LOSS", "RNR", "LINK", "OVER", "TMO", "UNR"), bad
