@@ -19,7 +19,14 @@ $(BIN)/rdmacli: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
-venv: deps $(BIN)/rdmacli
+# the native data path (rdmacli/native): built in place; where it cannot be, rdmacli measures
+# with its Python loops and says so (data_path: python)
+NATIVE := rdmacli/native/.built
+$(NATIVE): $(BIN)/rdmacli rdmacli/native/datapath.c rdmacli/native/datapath.h rdmacli/native/_build.py
+	$(BIN)/python -m rdmacli.native._build
+	@touch $@
+
+venv: deps $(BIN)/rdmacli $(NATIVE)
 
 lint: venv
 	$(BIN)/ruff check rdmacli tests benchmarks scripts
@@ -87,4 +94,4 @@ install:
 	install -m 644 completions/rdmacli.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/rdmacli.fish
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache $(NATIVE) rdmacli/native/_datapath*.so

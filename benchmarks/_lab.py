@@ -85,8 +85,8 @@ def timed_own(cmd: list[str], timeout: float = 300) -> tuple[float | None, float
 C_LINES = ["stdbuf", "-oL"]  # a C tool's stdout line by line into a pipe, as rdmacli's JSON lines
 
 
-def server(cmd: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def server(cmd: list[str], env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
 
 def stop(proc: subprocess.Popen, timeout: float = 60) -> None:

@@ -44,6 +44,15 @@ class RdmaBackend:
     def ah_from_wc(self, cm_id: cm.CmId, wc: verbs.WorkCompletion, grh_addr: int) -> verbs.AH:
         return verbs.AH.from_wc(cm_id.pd, wc, grh_addr, cm_id.port_num)
 
+    def native_handles(self, cm_id: cm.CmId, cq: verbs.CQ) -> tuple[int, int] | None:
+        """The QP's and CQ's addresses, for the native data path (None: it is not loaded)."""
+        from rdmacli import native
+
+        if native.load() is None or not cm_id.has_qp:
+            return None
+        f = verbs.ffi()
+        return native.as_address(cm_id.ptr.qp, f), native.as_address(cq.ptr, f)
+
     def device_limits(self, cm_id: cm.CmId) -> verbs.DeviceLimits | None:
         """Asked once per device context, not once per connection."""
         cache = self.__dict__.setdefault("_limits", {})

@@ -208,6 +208,7 @@ class LatFigures(Figures):
     latency_us: Percentiles | None = None
     rtt_us: Percentiles | None = None
     network_rtt_us: Percentiles | None = None
+    data_path: str = "python"  # which loop measured: "native" (rdmacli.native) or "python"
 
 
 @dataclass(frozen=True)
@@ -215,3 +216,4 @@ class LatServed(Figures):
     op: str = "send"
     size_bytes: int = 0
     iterations_answered: int = 0
+    data_path: str = "python"  # which loop answered (most messages): "native" or "python"

@@ -32,6 +32,7 @@ class Connection:
         self.cm = cm
         self.protocol = None
         self.cq = None  # shared with the flow's other connections on this device (engine.cqpool)
+        self.max_inline = 0  # bytes its sends may carry inline (create_qp's inline)
         self.mrs: list = []
         self.state = State.PENDING
         self.phase = START
@@ -116,19 +117,22 @@ class Connection:
         recv_wr: int,
         sq_sig_all: int = 0,
         create_flags: int = 0,
+        inline: int = 0,
     ) -> None:
+        """inline: bytes a send should carry in its work request (a latency test's small
+        messages); a device that cannot gets a QP without, and `max_inline` says what it has."""
         pool = self.flow.cq_pool
         try:
             self.cq = pool.acquire(self, send_wr + recv_wr)
-            self.cm.create_qp(
-                qp_type=qp_type,
-                send_cq=self.cq.ptr,
-                recv_cq=self.cq.ptr,
-                max_send_wr=send_wr,
-                max_recv_wr=recv_wr,
-                sq_sig_all=sq_sig_all,
-                create_flags=create_flags,
-            )
+            kw = dict(qp_type=qp_type, send_cq=self.cq.ptr, recv_cq=self.cq.ptr, max_send_wr=send_wr,
+                      max_recv_wr=recv_wr, sq_sig_all=sq_sig_all, create_flags=create_flags)  # fmt: skip
+            try:
+                got = self.cm.create_qp(**kw, max_inline_data=inline) if inline else None
+            except RdmaCallError:
+                got = None  # inline is an optimization: the QP without it
+            if got is None:
+                got = self.cm.create_qp(**kw)
+            self.max_inline = got or 0
         except RdmaCallError as exc:
             pool.release(self)
             over = self._over_limit(exc, send_wr, recv_wr)
@@ -193,6 +197,13 @@ class Connection:
         return ah
 
     # -- the data path: local SGEs are bounds-checked against our own MRs -----------------------
+    def native_handles(self) -> tuple[int, int] | None:
+        """(QP, CQ) addresses for the native data path (rdmacli.native), when this connection's
+        CQ holds no other connection's completions and the backend is the real stack."""
+        if not self.flow.cq_pool.alone(self):
+            return None
+        return self.backend.native_handles(self.cm, self.cq)
+
     def post_send(self, wr_id: int, mr, offset: int, length: int, **kw) -> None:
         self.backend.post_send(self.cm.qp, wr_id, mr, offset, length, **kw)
 

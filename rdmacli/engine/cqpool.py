@@ -88,6 +88,13 @@ class CqPool:
                 errors.append(str(exc))
         return errors
 
+    def alone(self, conn) -> bool:
+        """conn's CQ carries only its completions (a native loop may poll it)."""
+        entry = self.owner.get(id(conn))
+        if entry is None:
+            return False
+        return sum(1 for s, _ in self.owner.values() if s is entry[0]) == 1
+
     def dispatch(self, wc) -> None:
         conn = self.by_qpn.get(wc.qp_num)
         if conn is not None:

@@ -6,6 +6,11 @@ write` is RDMA WRITE with immediate into the peer's advertised buffer (the immed
 completion at the responder: rdmacli's loop learns of data by completions, not by polling
 memory as ib_write_lat does). Busy-polled by default.
 
+The data path: where rdmacli.native is built and the connection's CQ is its own, the
+ping-pong after the first exchange runs in C (rdmacli/native/datapath.c), in slices of
+SLICE_S between which the engine's loop turns (CM events, deadlines, signals); the figures say
+which path measured (`data_path`). Messages up to perftest's inline sizes go inline there.
+
 Beyond perftest: the responder measures its own hold time (its receive completion polled to its
 reply posted, on its clock) and carries it back in the first 8 bytes of the reply, so the client
 reports the network round trip (host RTT minus the responder's hold) next to the host's. What
@@ -19,6 +24,7 @@ import struct
 import time
 from dataclasses import replace
 
+from rdmacli import native as N
 from rdmacli.engine.protocol import Protocol, stopped_like_ping
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.figures import RTT_FLOOR_US, LatFigures, LatServed, Percentiles
@@ -26,7 +32,8 @@ from rdmacli.protocols import hello as H
 from rdmacli.protocols.rping import INFO, RttStats, _pct, advertised, pack_info
 from rdmacli.protocols.table import LAT
 from rdmacli.rdma import constants as C
-from rdmacli.rdma.cm import ConnParam
+from rdmacli.rdma.cm import ConnParam, RdmaCallError
+from rdmacli.rdma.verbs import WorkCompletion
 
 OPS = {"send": 0, "write": 1}
 OP_NAMES = {v: k for k, v in OPS.items()}
@@ -34,6 +41,12 @@ RECV, SEND = 0, 1
 HOLD = struct.Struct(">Q")  # the responder's hold time in ns, first 8 bytes of each reply
 RTT_FLOOR_S = RTT_FLOOR_US / 1e6  # a responder's hold that would leave less is not believed
 DEPTH = 2  # receives kept posted: the next one is always there before the peer sends
+SEND_DEPTH = 8  # sends: one an exchange, and room for those whose ACK is late (the native
+# loop posts the next message when the answer is in, its send's completion may come later)
+INLINE = {"send": 236, "write": 220}  # perftest's default inline sizes (RC), asked of the device
+SLICE_S = 0.05  # a native slice: the engine's loop turns between two (deadlines, CM, signals)
+SLICE_CAP = 1 << 16  # round trips a native slice may return (its buffers: 1 MiB)
+SERVER_IDLE_S = 0.02  # a native responder hands the CQ back after this long without a message
 
 
 class _PingPong(Protocol):
@@ -43,12 +56,15 @@ class _PingPong(Protocol):
         self.op, self.size = op, size
         self.send_mr = self.recv_mr = None
         self.remote: tuple[int, int] | None = None
+        self.native: N.LatLoop | None = None  # the native loop, once this QP may use one
+        self.native_count = 0  # exchanges the native loop did (the rest: Python's)
 
     def pinned_bytes(self) -> int:
         return 2 * self.size
 
     def setup(self, conn) -> None:
-        conn.create_qp(qp_type=C.QPT_RC, send_wr=DEPTH, recv_wr=DEPTH)
+        inline = self.size if self.size <= INLINE[self.op] else 0
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=SEND_DEPTH, recv_wr=DEPTH, inline=inline)
         self.send_mr = conn.reg(self.size)
         access = C.ACCESS_LOCAL_WRITE | (C.ACCESS_REMOTE_WRITE if self.op == "write" else 0)
         self.recv_mr = conn.reg(self.size, access)
@@ -75,6 +91,44 @@ class _PingPong(Protocol):
 
     def advert(self) -> bytes:
         return pack_info(self.recv_mr.addr, self.recv_mr.rkey, self.size) if self.op == "write" else b""
+
+    def native_loop(self, conn) -> N.LatLoop | None:
+        """The native loop for this QP, when it can be had (built, and the CQ is this QP's)."""
+        if self.native is None:
+            handles = conn.native_handles()
+            if handles is not None:
+                self.native = N.LatLoop(
+                    *handles, op=OPS[self.op], size=self.size, send=(self.send_mr.addr, self.send_mr.lkey),
+                    recv=(self.recv_mr.addr, self.recv_mr.lkey), remote=self.remote,
+                    max_inline=conn.max_inline, max_sends=SEND_DEPTH - DEPTH, send_wr_id=SEND,
+                    recv_wr_id=RECV,
+                )  # fmt: skip
+        return self.native
+
+    def data_path(self, python_count: int) -> str:
+        return N.NATIVE if self.native_count > python_count else N.PYTHON
+
+    def native_ended(self, conn, sl: N.Slice) -> bool:
+        """A slice's end said to the engine: a failed completion as the engine judges one (a
+        flush: the QP's own reason comes as a CM event), a failed call as an error. True: go on."""
+        if sl.status == N.WC_ERROR:
+            wc = WorkCompletion(sl.wc_wr_id, sl.err, sl.wc_opcode, 0, None, conn.cm.qp_num, 0)
+            conn.flow.on_wc(conn, wc)
+            return False
+        if sl.status == N.POST_ERROR:
+            raise RdmaCallError("ibv_post_send/ibv_post_recv (native)", sl.err)
+        if sl.status not in (N.OK, N.DEADLINE):
+            raise RdmacliError(
+                f"the native data path stopped: {N.STATUS_WORDS.get(sl.status, sl.status)} "
+                f"[{conn.flow.where(conn)}]",
+                hint=f"a bug in rdmacli: {N.ENV}=python measures with the Python loop meanwhile",
+                cause=Cause.INTERNAL,
+            )
+        return True
+
+    def later(self, conn, fn) -> None:
+        """fn(conn) on the engine loop's next turn, guarded as a completion handler is."""
+        conn.flow.loop.call_later(0, lambda: conn.flow.guarded(conn, fn))
 
 
 class LatClient(_PingPong):
@@ -113,17 +167,45 @@ class LatClient(_PingPong):
             return
         rtt = time.perf_counter() - self.t_post
         self.iterations += 1
-        if self.iterations > 1 or self.op != "write":  # the first write exchange set up buffers
-            self.host.add(rtt)
+        first = self.iterations == 1
+        if first and self.native_loop(conn) is not None:
+            self.later(conn, self.native_slice)  # the first exchange was Python's: a warm-up
+            return
+        if not first or self.op != "write":  # the first write exchange set up buffers
             hold_ns = HOLD.unpack(self.recv_mr.read(0, HOLD.size))[0] if self.size >= HOLD.size else 0
-            hold = hold_ns / 1e9
-            self.network.add(rtt - hold if 0 <= hold <= rtt - RTT_FLOOR_S else rtt)
+            self.note(rtt, hold_ns / 1e9)
         if self.host.n >= self.count:
             self.t_end = time.monotonic()
             conn.disconnect()
             return
         self.t_post = time.perf_counter()
         self.send(conn)
+
+    def note(self, rtt: float, hold: float) -> None:
+        self.host.add(rtt)
+        self.network.add(rtt - hold if 0 <= hold <= rtt - RTT_FLOOR_S else rtt)
+
+    def native_slice(self, conn) -> None:
+        """Round trips in C until the slice's end, then again on the loop's next turn."""
+        if self.stopped_by is not None or conn.finished or conn.disconnect_sent or self.native is None:
+            return
+        wait = conn.flow.timeouts.idle_s
+        sl = self.native.client(min(self.count - self.host.n, SLICE_CAP), SLICE_S, wait)
+        for rtt, hold in zip(sl.rtt_ns, sl.hold_ns):
+            self.note(rtt / 1e9, hold / 1e9)
+        self.native_count += len(sl.rtt_ns)
+        if sl.rtt_ns:
+            conn.progress()
+        if not self.native_ended(conn, sl):
+            return
+        if sl.status == N.DEADLINE:  # the answer is late: Python's loop waits on, the deadlines its own
+            self.t_post, self.native = self.native.state.t_post / 1e9, None
+            return
+        if self.host.n >= self.count:
+            self.t_end = time.monotonic()
+            conn.disconnect()
+            return
+        self.later(conn, self.native_slice)
 
     def on_stop(self, conn, why: str):
         if self.t_start is None:
@@ -153,6 +235,7 @@ class LatClient(_PingPong):
             latency_us=perftest_figures(self.host, half=True),
             rtt_us=perftest_figures(self.host),
             network_rtt_us=perftest_figures(self.network),
+            data_path=self.data_path(self.host.n - self.native_count),
         )
 
 
@@ -185,12 +268,26 @@ class LatServer(_PingPong):
         if self.size >= HOLD.size:
             self.send_mr.write(HOLD.pack(int((time.perf_counter() - t_in) * 1e9)))
         self.send(conn)
+        if self.native_loop(conn) is not None:
+            self.native_answers(conn)
+
+    def native_answers(self, conn) -> None:
+        """Answer in C while messages keep coming (the client's native loop sends the next as
+        soon as it has this answer); back to the engine's loop after a quiet SERVER_IDLE_S."""
+        sl = self.native.server(SLICE_CAP, SLICE_S, SERVER_IDLE_S)
+        self.answered += sl.answered
+        self.native_count += sl.answered
+        if sl.answered:
+            conn.progress()
+        if self.native_ended(conn, sl) and sl.answered:
+            self.later(conn, self.native_answers)  # more may come before the loop's next event
 
     def on_disconnected(self, conn) -> None:
         conn.finish()
 
     def summary(self) -> LatServed:
-        return LatServed(op=self.op, size_bytes=self.size, iterations_answered=self.answered)
+        return LatServed(op=self.op, size_bytes=self.size, iterations_answered=self.answered,
+                         data_path=self.data_path(self.answered - self.native_count))  # fmt: skip
 
 
 def perftest_figures(stats: RttStats, half: bool = False) -> Percentiles:

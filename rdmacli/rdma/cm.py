@@ -299,12 +299,15 @@ class CmId(Handle):
         max_recv_wr: int,
         sq_sig_all: int = 0,
         create_flags: int = 0,
-    ) -> None:
+        max_inline_data: int = 0,
+    ) -> int:
+        """Returns the bytes a send may carry inline (what the device gave, at least asked)."""
         f = ffi()
         attr = f.new("struct ibv_qp_init_attr_ex *")
         attr.send_cq, attr.recv_cq = send_cq, recv_cq
         attr.cap.max_send_wr, attr.cap.max_recv_wr = max_send_wr, max_recv_wr
         attr.cap.max_send_sge = attr.cap.max_recv_sge = 1
+        attr.cap.max_inline_data = max_inline_data
         attr.qp_type, attr.sq_sig_all = qp_type, sq_sig_all
         attr.comp_mask = C.QP_INIT_ATTR_PD
         attr.pd = self.ptr.pd
@@ -313,6 +316,7 @@ class CmId(Handle):
             attr.create_flags = create_flags
         check(rdmacm().rdma_create_qp_ex(self.ptr, attr), "rdma_create_qp")
         self.has_qp = True
+        return attr.cap.max_inline_data
 
     def active_mtu(self) -> int | None:
         """The port's active MTU in bytes (ibv_query_port), or None if it cannot be read."""

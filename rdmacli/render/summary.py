@@ -79,7 +79,8 @@ def latency(remote: str, f: LatFigures) -> list[str]:
     )
     stopped = [stopped_words(f.iterations, "iteration", f.stopped_by)] if f.stopped_by else []
     return stopped + [
-        f"--- {remote} rdma {f.op} latency, {f.size_bytes} bytes, {f.iterations} iterations ---",
+        f"--- {remote} rdma {f.op} latency, {f.size_bytes} bytes, {f.iterations} iterations "
+        f"({f.data_path} data path) ---",
         "one way: t_min {} t_typical {} t_avg {} p99 {} p99.9 {} t_max {} {}".format(*v, unit),
         f"round trip p50: host {duration(host.t_typical)}, network {duration(net.t_typical)} "
         f"(the server's own hold time taken out); p99: host {duration(host.p99)}, "

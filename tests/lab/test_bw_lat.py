@@ -5,6 +5,7 @@ server killed mid-run ends the client with words; bad input gets its exit code."
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import time
 
 import pytest
 from conftest import summary, validate
+
+from rdmacli import native
 
 
 def addresses(lab, family: str) -> tuple[str, str]:
@@ -68,6 +71,8 @@ def test_bw_bidir_reports_both_ways(lab, flows, op):
 @pytest.mark.parametrize("family", ["ipv4", "ipv6"])
 @pytest.mark.parametrize("op", ["send", "write"])
 def test_lat_each_op(lab, flows, op, family):
+    """On the native data path (the build's; RDMACLI_DATA_PATH=python: the Python loops, as
+    `make lab-test` runs this file a second time), both ends saying which measured."""
     server, client = addresses(lab, family)
     srv = flows.serve("listen", "--lat", bind=server)
     doc = flows.run("lat", server, "-I", client, "--op", op, "-C", "300")
@@ -76,7 +81,47 @@ def test_lat_each_op(lab, flows, op, family):
     lat, host, net = c["latency_us"], c["rtt_us"], c["network_rtt_us"]
     assert 0 < lat["t_min"] <= lat["t_typical"] <= lat["p99"] <= lat["p99_9"] <= lat["t_max"]
     assert 0 < net["t_typical"] <= host["t_typical"]
-    flows.done(srv)
+    sdoc, _ = flows.done(srv)
+    expected = "python" if os.environ.get(native.ENV) == "python" else "native"
+    assert c["data_path"] == expected, c
+    [s] = sdoc["connections"]
+    assert s["data_path"] == expected and s["iterations_answered"] >= 300, s
+
+
+@pytest.mark.parametrize("server_path,client_path", [("native", "python"), ("python", "native")])
+def test_lat_native_and_python_ends_face_each_other(lab, flows, monkeypatch, server_path, client_path):
+    """The two data paths speak one exchange: each end on its own, WRITE with the hold carried."""
+    monkeypatch.setenv(native.ENV, server_path)
+    srv = flows.serve("listen", "--lat")
+    monkeypatch.setenv(native.ENV, client_path)
+    doc = flows.run("lat", lab.server, "-I", lab.client, "--op", "write", "-S", "64", "-C", "500")
+    [c] = doc["connections"]
+    assert c["iterations"] == 500 and c["data_path"] == client_path, c
+    assert 0 < c["network_rtt_us"]["t_typical"] <= c["rtt_us"]["t_typical"]
+    sdoc, _ = flows.done(srv)
+    assert sdoc["connections"][0]["data_path"] == server_path, sdoc
+
+
+def test_the_native_loops_under_address_and_undefined_behaviour_sanitizers(lab, flows, tmp_path, monkeypatch):
+    """datapath.c built with ASan and UBSan (every error fatal) and run by both ends: each op,
+    the smallest size (the hold's 8 bytes), one inline and one past any inline size."""
+    from rdmacli.native._build import build
+
+    so = build(str(tmp_path), sanitize=True)
+    libs = [subprocess.run(["gcc", f"-print-file-name={n}"], capture_output=True, text=True).stdout.strip()
+            for n in ("libasan.so", "libubsan.so")]  # fmt: skip
+    monkeypatch.setenv("LD_PRELOAD", " ".join(libs))
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+    monkeypatch.setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+    monkeypatch.setenv(native.MODULE_ENV, so)
+    monkeypatch.delenv(native.ENV, raising=False)
+    for op, size in (("send", 8), ("write", 64), ("send", 4096)):
+        srv = flows.serve("listen", "--lat")
+        doc = flows.run("lat", lab.server, "-I", lab.client, "--op", op, "-S", size, "-C", "200")
+        [c] = doc["connections"]
+        assert c["iterations"] == 200 and c["data_path"] == "native", c
+        sdoc, out = flows.done(srv)
+        assert sdoc["connections"][0]["data_path"] == "native", out
 
 
 def test_a_one_sided_run_longer_than_the_idle_timeout_passes_on_both_sides(lab, flows):

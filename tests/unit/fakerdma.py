@@ -380,6 +380,9 @@ class FakeBackend:
         self.cqs[cm.key] = cq
         return cq
 
+    def native_handles(self, cm, cq):
+        return None  # the native data path needs the real stack (tests/lab)
+
     def device_key(self, cm):
         return "fake0"
 

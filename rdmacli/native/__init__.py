@@ -1,0 +1,140 @@
+"""rdmacli's native data path: the per-message loops in C (datapath.c, cffi's API mode).
+
+Loaded on first use. Where the extension was not built (no compiler or libibverbs-dev when
+`make venv` ran, a pure wheel) or RDMACLI_DATA_PATH=python asks for it, the Python loops run as
+before; every summary says which measured (`data_path`). The protocols call `LatLoop` once per
+slice: Python keeps the CM, the buffers and the figures.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+ENV = "RDMACLI_DATA_PATH"  # "python": never the native loops
+MODULE_ENV = "RDMACLI_NATIVE_MODULE"  # another build of the extension (the sanitizer test's)
+NATIVE, PYTHON = "native", "python"
+
+_state: dict = {}
+
+
+def load():
+    """(ffi, lib) of the extension, or None (and `why()` says why)."""
+    if "lib" not in _state:
+        _state["lib"], _state["why"] = None, None
+        if os.environ.get(ENV, "").lower() == PYTHON:
+            _state["why"] = f"{ENV}=python"
+        else:
+            try:
+                mod = _import()
+            except ImportError as exc:
+                _state["why"] = f"the native data path is not built ({exc}): make venv builds it"
+            else:
+                _state["lib"] = (mod.ffi, mod.lib)
+    return _state["lib"]
+
+
+def _import():
+    path = os.environ.get(MODULE_ENV)
+    if not path:
+        from rdmacli.native import _datapath
+
+        return _datapath
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rdmacli.native._datapath", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{MODULE_ENV}={path} is no extension module")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def why() -> str | None:
+    load()
+    return _state["why"]
+
+
+def reset() -> None:
+    """Forget what load() found (tests that change the environment)."""
+    _state.clear()
+
+
+STATUS_WORDS = {
+    0: "ok",
+    1: "no answer before the deadline",
+    2: "a post failed",
+    3: "a work completion failed",
+    4: "polling the CQ failed",
+    5: "a completion of another QP on this CQ",
+    6: "the native loop refused its arguments",
+}
+OK, DEADLINE, POST_ERROR, WC_ERROR, POLL_ERROR, FOREIGN, BAD_ARGS = range(7)
+CALIBRATION_NS = 2_000_000  # the cycle counter's first rate, from this long (then the whole run's)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """What one call of a native loop did: round trips (ns) and holds (ns) for a requester,
+    messages answered for a responder, and how it ended."""
+
+    rtt_ns: tuple[int, ...]
+    hold_ns: tuple[int, ...]
+    answered: int
+    status: int
+    err: int
+    wc_opcode: int
+    wc_wr_id: int
+
+
+def as_address(ptr, abi_ffi) -> int:
+    """A cdata pointer of rdmacli.rdma's ABI-mode ffi as an integer (the two ffis share no
+    types; the extension takes the QP and CQ as void *)."""
+    return int(abi_ffi.cast("uintptr_t", ptr))
+
+
+class LatLoop:
+    """A ping-pong's native state for one QP whose CQ is its own: the buffers as registered."""
+
+    def __init__(self, qp: int, cq: int, *, op: int, size: int, send: tuple[int, int],
+                 recv: tuple[int, int], remote: tuple[int, int] | None, max_inline: int,
+                 max_sends: int, send_wr_id: int, recv_wr_id: int):  # fmt: skip
+        ffi, self.lib = load()
+        self.ffi = ffi
+        self.qp, self.cq = ffi.cast("void *", qp), ffi.cast("void *", cq)
+        s = self.state = ffi.new("struct rdmacli_lat *")
+        s.op, s.size = op, size
+        s.send_addr, s.send_lkey = send
+        s.recv_addr, s.recv_lkey = recv
+        if remote is not None:
+            s.remote_addr, s.rkey = remote
+        s.max_inline, s.max_sends = max_inline, max_sends
+        s.send_wr_id, s.recv_wr_id = send_wr_id, recv_wr_id
+        self.lib.rdmacli_lat_calibrate(s, CALIBRATION_NS)
+        self.capacity = 0
+        self.rtt = self.hold = None
+
+    def _buffers(self, cap: int) -> None:
+        if cap > self.capacity:
+            self.rtt, self.hold = self.ffi.new("uint64_t[]", cap), self.ffi.new("uint64_t[]", cap)
+            self.capacity = cap
+
+    def _slice(self, rtt=(), hold=(), answered: int = 0) -> Slice:
+        s = self.state
+        return Slice(tuple(rtt), tuple(hold), answered, s.status, s.err, s.wc_opcode, s.wc_wr_id)
+
+    def client(self, cap: int, slice_s: float, deadline_s: float) -> Slice:
+        """Up to cap round trips, starting none after slice_s from now, waiting for none longer
+        than deadline_s from now."""
+        self._buffers(cap)
+        now = self.lib.rdmacli_now_ns()
+        n = self.lib.rdmacli_lat_client(self.qp, self.cq, self.state, self.rtt, self.hold, cap,
+                                        now + int(slice_s * 1e9), now + int(deadline_s * 1e9))  # fmt: skip
+        return self._slice(self.ffi.unpack(self.rtt, n), self.ffi.unpack(self.hold, n))
+
+    def server(self, cap: int, slice_s: float, idle_s: float) -> Slice:
+        """Answers until cap, slice_s from now, or idle_s without a message."""
+        now = self.lib.rdmacli_now_ns()
+        n = self.lib.rdmacli_lat_server(self.qp, self.cq, self.state, cap, now + int(slice_s * 1e9),
+                                        int(idle_s * 1e9))  # fmt: skip
+        return self._slice(answered=n)

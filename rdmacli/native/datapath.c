@@ -1,0 +1,357 @@
+/* rdmacli's native data path: the per-message loops of `rdmacli lat`, in C.
+ *
+ * Python does everything else (the CM, the QP, the CQ, the buffers, the exchange of buffer
+ * addresses, the figures) and calls these once per slice of a run. In Python every message cost
+ * a poll, a dispatch, a repost and a post through the interpreter: tens of microseconds under
+ * emulation, more than a hardware round trip. Here a message costs what it costs perftest.
+ *
+ * Bounds: each loop ends at its iteration cap, at its slice's end (between two exchanges, so
+ * that nothing is in flight when Python takes the CQ back) and at a hard deadline (an exchange
+ * that never completes); it touches only the buffers it was given, within `size` bytes.
+ */
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "datapath.h"
+
+#define POLL_BATCH 8
+#define MIN_CALIBRATION_NS 1000000ull /* a shorter interval says little about the cycle rate */
+
+uint64_t rdmacli_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Timestamps as perftest takes them: the CPU's cycle counter (a few ns; clock_gettime is a
+ * system call and a device read where the clocksource is not the TSC: 4.5 us under the lab's
+ * TCG with HPET), converted to ns by a calibration against CLOCK_MONOTONIC over the whole run
+ * instead of perftest's /proc/cpuinfo MHz. Elsewhere: CLOCK_MONOTONIC itself. */
+static inline uint64_t cycles(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#elif defined(__aarch64__)
+    uint64_t v;
+
+    __asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return rdmacli_now_ns();
+#endif
+}
+
+static inline uint64_t held(uint64_t since)
+{
+    uint64_t c = cycles();
+
+    return c > since ? c - since : 0;
+}
+
+static void refine(struct rdmacli_lat *s)
+{
+    uint64_t c = cycles(), t = rdmacli_now_ns();
+
+    if (t - s->cal_ns >= MIN_CALIBRATION_NS && c > s->cal_cycles)
+        s->ns_per_cycle = (double)(t - s->cal_ns) / (double)(c - s->cal_cycles);
+}
+
+/* The calibration's start, and a first rate from spin_ns of spinning (both ends need a rate
+ * from their first message on: the responder says its hold in ns). */
+void rdmacli_lat_calibrate(struct rdmacli_lat *s, uint64_t spin_ns)
+{
+    uint64_t end;
+
+    s->cal_cycles = cycles();
+    s->cal_ns = rdmacli_now_ns();
+    s->ns_per_cycle = 1.0;
+    end = s->cal_ns + spin_ns;
+    while (rdmacli_now_ns() < end)
+        ;
+    refine(s);
+}
+
+static uint64_t to_cycles(const struct rdmacli_lat *s, uint64_t ns)
+{
+    double c = (double)ns / s->ns_per_cycle;
+
+    return c >= 1.8e19 ? UINT64_MAX : (uint64_t)c;
+}
+
+static uint64_t to_ns(const struct rdmacli_lat *s, uint64_t c)
+{
+    double ns = (double)c * s->ns_per_cycle;
+
+    return ns >= 1.8e19 ? UINT64_MAX : (uint64_t)ns;
+}
+
+static void put_be64(uint64_t addr, uint64_t v)
+{
+    unsigned char b[8];
+    int i;
+
+    for (i = 7; i >= 0; i--) {
+        b[i] = (unsigned char)(v & 0xff);
+        v >>= 8;
+    }
+    memcpy((void *)(uintptr_t)addr, b, sizeof(b));
+}
+
+static uint64_t get_be64(uint64_t addr)
+{
+    unsigned char b[8];
+    uint64_t v = 0;
+    int i;
+
+    memcpy(b, (const void *)(uintptr_t)addr, sizeof(b));
+    for (i = 0; i < 8; i++)
+        v = (v << 8) | b[i];
+    return v;
+}
+
+static int post_message(struct ibv_qp *qp, const struct rdmacli_lat *s)
+{
+    struct ibv_sge sge = {.addr = s->send_addr, .length = s->size, .lkey = s->send_lkey};
+    struct ibv_send_wr wr, *bad = NULL;
+
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = s->send_wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (s->size <= s->max_inline)
+        wr.send_flags |= IBV_SEND_INLINE;
+    if (s->op == RDMACLI_OP_WRITE) {
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = 0;
+        wr.wr.rdma.remote_addr = s->remote_addr;
+        wr.wr.rdma.rkey = s->rkey;
+    } else {
+        wr.opcode = IBV_WR_SEND;
+    }
+    return ibv_post_send(qp, &wr, &bad);
+}
+
+static int post_receive(struct ibv_qp *qp, const struct rdmacli_lat *s)
+{
+    struct ibv_sge sge = {.addr = s->recv_addr, .length = s->size, .lkey = s->recv_lkey};
+    struct ibv_recv_wr wr, *bad = NULL;
+
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = s->recv_wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    return ibv_post_recv(qp, &wr, &bad);
+}
+
+static void failed(struct rdmacli_lat *s, const struct ibv_wc *wc)
+{
+    s->status = RDMACLI_WC_ERROR;
+    s->err = wc->status;
+    s->wc_opcode = wc->opcode;
+    s->wc_wr_id = wc->wr_id;
+}
+
+static int usable(const void *qp, const void *cq, const struct rdmacli_lat *s, uint32_t cap)
+{
+    return qp && cq && s && cap > 0 && s->size > 0 && s->send_addr && s->recv_addr &&
+           s->max_sends > 0 && s->ns_per_cycle > 0 &&
+           (s->op == RDMACLI_OP_SEND || s->op == RDMACLI_OP_WRITE);
+}
+
+static int begin(void *qp, void *cq, struct rdmacli_lat *s, uint32_t cap)
+{
+    if (!usable(qp, cq, s, cap)) {
+        if (s)
+            s->status = RDMACLI_BAD_ARGS;
+        return 0;
+    }
+    s->status = RDMACLI_OK;
+    s->err = 0;
+    s->polls = 0;
+    return 1;
+}
+
+/* One completion of this QP; returns 0 to go on, else the loop ends with s->status said. */
+static int checked(struct ibv_qp *qp, struct rdmacli_lat *s, const struct ibv_wc *wc)
+{
+    if (wc->qp_num != qp->qp_num) {
+        s->status = RDMACLI_FOREIGN;
+        return 1;
+    }
+    if (wc->status != IBV_WC_SUCCESS) {
+        failed(s, wc);
+        return 1;
+    }
+    if (!(wc->opcode & IBV_WC_RECV) && s->sends_out > 0)
+        s->sends_out--; /* (a send posted before this loop completes unseen by it) */
+    return 0;
+}
+
+static int post_error(struct rdmacli_lat *s, int rc)
+{
+    s->status = RDMACLI_POST_ERROR;
+    s->err = rc;
+    return 1;
+}
+
+/* The requester's next message, if it may go: returns 1 on a failed post. */
+static int ask(struct ibv_qp *qp, struct rdmacli_lat *s, uint64_t *c_post)
+{
+    int rc;
+
+    *c_post = cycles();
+    rc = post_message(qp, s);
+    if (rc)
+        return post_error(s, rc);
+    s->awaiting = 1;
+    s->sends_out++;
+    return 0;
+}
+
+/* The requester's ping-pong: post a message, wait for the answer, note the round trip (and the
+ * responder's hold, the answer's first 8 bytes, big-endian ns), post the next at once. Send
+ * completions are reaped as they come (at most max_sends in flight) and all of them before the
+ * loop returns, so Python gets the CQ back empty of this loop's work. Returns the round trips
+ * written to rtt_ns/hold_ns (at most cap). */
+int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rtt_ns,
+                       uint64_t *hold_ns, uint32_t cap, uint64_t slice_end_ns,
+                       uint64_t deadline_ns)
+{
+    struct ibv_qp *qp = qp_;
+    struct ibv_wc wc[POLL_BATCH];
+    uint32_t n = 0, i;
+    uint64_t t0, c0, c, c_post = 0, slice_end, deadline;
+    int got, k, rc;
+
+    if (!begin(qp_, cq_, s, cap) || !rtt_ns || !hold_ns) {
+        if (s)
+            s->status = RDMACLI_BAD_ARGS;
+        return 0;
+    }
+    t0 = rdmacli_now_ns();
+    c = c0 = cycles();
+    slice_end = c0 + (slice_end_ns > t0 ? to_cycles(s, slice_end_ns - t0) : 0);
+    deadline = c0 + (deadline_ns > t0 ? to_cycles(s, deadline_ns - t0) : 0);
+    s->awaiting = 0;
+    s->sends_out = 0;
+    for (;;) {
+        int more = n < cap && c < slice_end;
+
+        if (!s->awaiting) {
+            if (!more && s->sends_out == 0)
+                break;
+            if (more && s->sends_out < s->max_sends && ask(qp, s, &c_post))
+                break;
+        }
+        got = ibv_poll_cq((struct ibv_cq *)cq_, POLL_BATCH, wc);
+        c = cycles();
+        s->polls++;
+        if (got < 0) {
+            s->status = RDMACLI_POLL_ERROR;
+            s->err = got;
+            break;
+        }
+        for (k = 0; k < got; k++) {
+            if (checked(qp, s, &wc[k]))
+                goto out;
+            if (!(wc[k].opcode & IBV_WC_RECV))
+                continue;
+            if (!s->awaiting || n >= cap) { /* an answer nobody asked for */
+                s->status = RDMACLI_FOREIGN;
+                goto out;
+            }
+            rtt_ns[n] = c > c_post ? c - c_post : 0; /* cycles until the end: then ns */
+            hold_ns[n] = s->size >= 8 ? get_be64(s->recv_addr) : 0;
+            n++;
+            s->awaiting = 0;
+            /* the next message first (a second receive is posted already), then the repost */
+            if (n < cap && c < slice_end && s->sends_out < s->max_sends && ask(qp, s, &c_post))
+                goto out;
+            rc = post_receive(qp, s);
+            if (rc) {
+                post_error(s, rc);
+                goto out;
+            }
+        }
+        if ((s->awaiting || s->sends_out) && c >= deadline) {
+            s->status = RDMACLI_DEADLINE;
+            break;
+        }
+    }
+out:
+    refine(s);
+    for (i = 0; i < n; i++)
+        rtt_ns[i] = to_ns(s, rtt_ns[i]);
+    s->t_post = t0 + to_ns(s, c_post > c0 ? c_post - c0 : 0);
+    return (int)n;
+}
+
+/* The responder: each message that arrives is answered at once with one of the same size whose
+ * first 8 bytes say how long it was held here (ns), then its receive is posted again. Returns
+ * the messages answered; ends at cap (passed by less than a poll batch: what was polled is
+ * answered), at the slice's end, or when none came for idle_ns. */
+int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap,
+                       uint64_t slice_end_ns, uint64_t idle_ns)
+{
+    struct ibv_qp *qp = qp_;
+    struct ibv_wc wc[POLL_BATCH];
+    uint32_t n = 0;
+    uint64_t t0, c0, c, last, slice_end, idle;
+    int got, k, rc;
+
+    if (!begin(qp_, cq_, s, cap))
+        return 0;
+    t0 = rdmacli_now_ns();
+    last = c0 = cycles();
+    slice_end = c0 + (slice_end_ns > t0 ? to_cycles(s, slice_end_ns - t0) : 0);
+    idle = to_cycles(s, idle_ns);
+    s->sends_out = 0; /* sends this call posted (those of earlier calls complete unseen) */
+    for (;;) {
+        /* a whole batch is always handled: a completion polled is never dropped */
+        if (n >= cap)
+            break;
+        got = ibv_poll_cq((struct ibv_cq *)cq_, POLL_BATCH, wc);
+        c = cycles();
+        s->polls++;
+        if (got < 0) {
+            s->status = RDMACLI_POLL_ERROR;
+            s->err = got;
+            break;
+        }
+        for (k = 0; k < got; k++) {
+            if (checked(qp, s, &wc[k]))
+                goto out;
+            if (!(wc[k].opcode & IBV_WC_RECV))
+                continue;
+            if (s->sends_out >= s->max_sends) { /* the peer sent without waiting */
+                post_error(s, ENOMEM);
+                goto out;
+            }
+            if (s->size >= 8)
+                put_be64(s->send_addr, to_ns(s, held(c)));
+            rc = post_message(qp, s);
+            if (!rc)
+                rc = post_receive(qp, s);
+            if (rc) {
+                post_error(s, rc);
+                goto out;
+            }
+            s->sends_out++;
+            n++;
+            last = c;
+        }
+        if (got)
+            continue;
+        if (c >= slice_end || (c > last && c - last >= idle))
+            break;
+    }
+out:
+    refine(s);
+    return (int)n;
+}

@@ -1,0 +1,58 @@
+/* rdmacli's native data path: declarations shared by datapath.c and the cffi build (_build.py).
+ * Keep this file plain: cffi's cdef parses the part between the markers. */
+#ifndef RDMACLI_DATAPATH_H
+#define RDMACLI_DATAPATH_H
+
+#include <stdint.h>
+
+/* cdef-begin */
+#define RDMACLI_OP_SEND 0
+#define RDMACLI_OP_WRITE 1
+
+#define RDMACLI_OK 0         /* the cap or the slice's end came between two exchanges */
+#define RDMACLI_DEADLINE 1   /* the hard deadline passed with an exchange in flight */
+#define RDMACLI_POST_ERROR 2 /* ibv_post_send/recv failed: err is its return value */
+#define RDMACLI_WC_ERROR 3   /* a completion with an error: err is its ibv_wc_status */
+#define RDMACLI_POLL_ERROR 4 /* ibv_poll_cq failed */
+#define RDMACLI_FOREIGN 5    /* a completion of another QP: the CQ was not this QP's alone */
+#define RDMACLI_BAD_ARGS 6   /* a size, cap or buffer that the loop refuses */
+
+struct rdmacli_lat {
+    /* set once by Python: the QP's buffers, as registered */
+    int op;                /* RDMACLI_OP_SEND, or RDMACLI_OP_WRITE (RDMA WRITE with immediate) */
+    uint32_t size;         /* bytes of each message, both ways */
+    uint64_t send_addr;    /* the message leaves from here (size bytes, send_lkey) */
+    uint32_t send_lkey;
+    uint64_t recv_addr;    /* receives land here (size bytes, recv_lkey) */
+    uint32_t recv_lkey;
+    uint64_t remote_addr;  /* RDMACLI_OP_WRITE: the peer's receive buffer */
+    uint32_t rkey;
+    uint32_t max_inline;   /* a message of at most this many bytes is posted inline */
+    uint64_t send_wr_id;   /* wr_ids as Python's handler knows them */
+    uint64_t recv_wr_id;
+    uint32_t max_sends;    /* sends in flight at most (the send queue's room for this loop) */
+    /* kept across calls */
+    uint64_t cal_cycles;   /* the clock's calibration: a cycle count and CLOCK_MONOTONIC (ns) */
+    uint64_t cal_ns;       /* taken together (rdmacli_lat_calibrate), refined at each call's end */
+    double ns_per_cycle;
+    uint64_t t_post;       /* the exchange in flight: its post time (ns, CLOCK_MONOTONIC) */
+    int awaiting;          /* client: an answer is awaited */
+    uint32_t sends_out;    /* sends posted here whose completion has not been polled */
+    /* the last call's end */
+    int status;            /* RDMACLI_* */
+    int err;
+    int wc_opcode;         /* RDMACLI_WC_ERROR: the failed completion's opcode and wr_id */
+    uint64_t wc_wr_id;
+    uint64_t polls;        /* ibv_poll_cq calls of the last call (for the profile) */
+};
+
+int rdmacli_lat_client(void *qp, void *cq, struct rdmacli_lat *s, uint64_t *rtt_ns,
+                       uint64_t *hold_ns, uint32_t cap, uint64_t slice_end_ns,
+                       uint64_t deadline_ns);
+int rdmacli_lat_server(void *qp, void *cq, struct rdmacli_lat *s, uint32_t cap,
+                       uint64_t slice_end_ns, uint64_t idle_ns);
+uint64_t rdmacli_now_ns(void);
+void rdmacli_lat_calibrate(struct rdmacli_lat *s, uint64_t spin_ns);
+/* cdef-end */
+
+#endif
