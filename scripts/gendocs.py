@@ -44,6 +44,11 @@ EXIT_STATUS = [
 ENVIRONMENT = [
     ("NO_COLOR", "Disables colour and the live event table."),
     ("RDMACLI_DEBUG", "Show the Python traceback of an internal error instead of a summary."),
+    (
+        "RDMACLI_DATA_PATH",
+        "python: measure with the Python loops even where the native data path is built "
+        "(the summary's data_path says which loop measured).",
+    ),
 ]
 # what a run looked like in the lab, for the man page (captured by hand; see the README)
 LOSSY_NODE_CAPTURE = (Path(__file__).parent / "captures" / "mesh-lossy-node.txt").read_text().rstrip()

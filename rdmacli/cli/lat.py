@@ -34,6 +34,10 @@ def command(host, port, bind, op, size, count, busy_poll, timeouts, app, show_ev
     (t_min, t_typical, t_avg, p99, p99.9, t_max: one way, half the round trip), plus the round
     trip and the network round trip: the host round trip minus the server's own hold time
     (its receive polled to its reply posted, measured on its clock and carried in the reply).
+
+    After the first exchange the ping-pong runs in rdmacli's native data path (C, cycle-counter
+    timestamps) where it is built; the summary says which loop measured (data_path), and
+    RDMACLI_DATA_PATH=python asks for the Python one.
     """
     if op == "write" and size < 16:
         raise click.BadParameter(

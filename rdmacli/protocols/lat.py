@@ -38,6 +38,7 @@ from rdmacli.rdma.verbs import WorkCompletion
 OPS = {"send": 0, "write": 1}
 OP_NAMES = {v: k for k, v in OPS.items()}
 RECV, SEND = 0, 1
+NATIVE_SEND = 2  # the native loop's sends: their completions are its own (Python's are SEND)
 HOLD = struct.Struct(">Q")  # the responder's hold time in ns, first 8 bytes of each reply
 RTT_FLOOR_S = RTT_FLOOR_US / 1e6  # a responder's hold that would leave less is not believed
 DEPTH = 2  # receives kept posted: the next one is always there before the peer sends
@@ -100,7 +101,7 @@ class _PingPong(Protocol):
                 self.native = N.LatLoop(
                     *handles, op=OPS[self.op], size=self.size, send=(self.send_mr.addr, self.send_mr.lkey),
                     recv=(self.recv_mr.addr, self.recv_mr.lkey), remote=self.remote,
-                    max_inline=conn.max_inline, max_sends=SEND_DEPTH - DEPTH, send_wr_id=SEND,
+                    max_inline=conn.max_inline, max_sends=SEND_DEPTH - DEPTH, send_wr_id=NATIVE_SEND,
                     recv_wr_id=RECV,
                 )  # fmt: skip
         return self.native

@@ -431,13 +431,14 @@ def test_a_forged_request_cannot_take_a_listeners_slot():
 
 
 def test_a_lossy_node_is_named_for_packet_loss_and_nothing_else_fails():
-    """n05 drops 5 % of its packets both ways (netem on its netdev and its bridge port): three
-    runs in a row name n05 for packet loss with its counters, and no other pair fails."""
+    """n05 drops 5 % of its packets both ways (netem on its netdev and its bridge port): two
+    runs in a row name n05 for packet loss with its counters, and no other pair fails (three
+    until the CI budget needed the minute; the probe's lab test names a lossy node too)."""
     lossy = node(5)
     netem(lossy["netdev"], "loss 5%")
     netem(lossy["port"], "loss 5%")
     try:
-        for run in range(3):
+        for run in range(2):
             r, doc, wall = mesh()
             bad = doc["data"]["blame"]
             assert [b["node"] for b in bad["nodes"]] == ["n05"], (run, bad, failures(doc))
