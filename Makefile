@@ -35,12 +35,12 @@ lint: venv
 unit: venv
 	$(BIN)/python -m pytest -m "not rdma and not labvm and not mesh" -q tests
 
-# ... then, in the same boot, lat's lab cases again with the native data path disabled (the
-# pure-Python loops must keep passing where the extension is not built)
+# ... then, in the same boot, lat's and the one-way bw stream's lab cases again with the native
+# data path disabled (the pure-Python loops must keep passing where the extension is not built)
 lab-test: venv
 	$(LAB) sh -c '$(BIN)/python -m pytest -m "rdma and not stress" --require-rdma -p no:cacheprovider -q \
 	  --durations=10 tests && RDMACLI_DATA_PATH=python $(BIN)/python -m pytest -m rdma --require-rdma \
-	  -p no:cacheprovider -q tests/lab/test_bw_lat.py -k "lat and not native"'
+	  -p no:cacheprovider -q tests/lab/test_bw_lat.py -k "lat_each_op or one_way"'
 
 # The lab's short server and receiver cases, STRESS times each (default 20), in one boot; every
 # failure is listed with its case and repetition. For people and releases, not part of `make test`.

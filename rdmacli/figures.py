@@ -163,6 +163,7 @@ class BwFigures(Traffic):
     bidir: bool = False  # not written (the params say it): with it, reverse is written, null or not
     reverse: Rate | None = None  # the server's stream as it reported it; only a --bidir server sends it
     gbps_received: float | None = None  # SEND --bidir: the server's stream as it arrived here
+    data_path: str = "python"  # which loop posted the stream: "native" (rdmacli.native) or "python"
 
     def to_dict(self) -> dict:
         d = super().to_dict()

@@ -64,6 +64,9 @@ def command(
     fraction of the port's line rate (its `rate` in sysfs). A progress line each second on a
     terminal. With --bidir the server sends as well and reports its figures back: both
     directions and their sum.
+
+    A one-way WRITE or READ stream of one QP is posted and reaped by rdmacli's native data path
+    (C) where it is built; the summary says which loop posted it (data_path).
     """
     if count is not None and duration is not None:
         raise click.UsageError("-C and -D are two ways to end the run (perftest's -n and -D): give one")

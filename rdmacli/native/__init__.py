@@ -70,6 +70,7 @@ STATUS_WORDS = {
     6: "the native loop refused its arguments",
 }
 OK, DEADLINE, POST_ERROR, WC_ERROR, POLL_ERROR, FOREIGN, BAD_ARGS = range(7)
+NO_END = (1 << 64) - 1  # a count or time that never comes
 CALIBRATION_NS = 2_000_000  # the cycle counter's first rate, from this long (then the whole run's)
 
 
@@ -138,3 +139,33 @@ class LatLoop:
         n = self.lib.rdmacli_lat_server(self.qp, self.cq, self.state, cap, now + int(slice_s * 1e9),
                                         int(idle_s * 1e9))  # fmt: skip
         return self._slice(answered=n)
+
+
+class BwLoop:
+    """A one-way bandwidth stream's native state for one QP whose CQ is its own."""
+
+    def __init__(self, qp: int, cq: int, *, opcode: int, size: int, buf: tuple[int, int],
+                 remote: tuple[int, int] | None, window: int, chain: int, limit: int | None):  # fmt: skip
+        ffi, self.lib = load()
+        self.ffi = ffi
+        self.qp, self.cq = ffi.cast("void *", qp), ffi.cast("void *", cq)
+        s = self.state = ffi.new("struct rdmacli_bw *")
+        s.opcode, s.size = opcode, size
+        s.addr, s.lkey = buf
+        if remote is not None:
+            s.remote_addr, s.rkey = remote
+        s.window, s.chain = window, min(chain, self.lib.RDMACLI_MAX_CHAIN)
+        s.limit = limit if limit is not None else NO_END
+
+    def stream(self, completed: int, post_until: float | None, slice_s: float,
+               idle_s: float) -> tuple[bool, Slice]:  # fmt: skip
+        """Post and reap until the slice's end. completed: the count as Python knows it (its
+        loop polls between slices); post_until: CLOCK_MONOTONIC seconds (time.monotonic()).
+        (all posted have completed and no more may be posted, how the slice ended)."""
+        s = self.state
+        s.completed = completed
+        now = self.lib.rdmacli_now_ns()
+        until = NO_END if post_until is None else max(int(post_until * 1e9), 0)
+        done = self.lib.rdmacli_bw_stream(self.qp, self.cq, s, until, now + int(slice_s * 1e9),
+                                          int(idle_s * 1e9))  # fmt: skip
+        return bool(done), Slice((), (), 0, s.status, s.err, s.wc_opcode, s.wc_wr_id)

@@ -46,6 +46,33 @@ struct rdmacli_lat {
     uint64_t polls;        /* ibv_poll_cq calls of the last call (for the profile) */
 };
 
+#define RDMACLI_CHAIN_BASE 4294967296ull /* a chain's wr_id: this plus its length (window.py) */
+#define RDMACLI_MAX_CHAIN 64
+
+struct rdmacli_bw {
+    /* set once by Python */
+    int opcode;            /* IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ or IBV_WR_SEND */
+    uint32_t size;
+    uint64_t addr;         /* every message from (or, READ, into) this buffer */
+    uint32_t lkey;
+    uint64_t remote_addr;  /* WRITE and READ: the peer's buffer, size bytes */
+    uint32_t rkey;
+    uint32_t window;       /* messages in flight at most */
+    uint32_t chain;        /* messages a doorbell, at most RDMACLI_MAX_CHAIN; the last signaled */
+    uint64_t limit;        /* messages to post in all (the count) */
+    /* kept across calls; Python adds the completions its own loop polled between calls */
+    uint64_t posted;
+    uint64_t completed;
+    /* the last call's end */
+    int status;
+    int err;
+    int wc_opcode;
+    uint64_t wc_wr_id;
+    uint64_t polls;
+};
+
+int rdmacli_bw_stream(void *qp, void *cq, struct rdmacli_bw *s, uint64_t post_until_ns,
+                      uint64_t slice_end_ns, uint64_t idle_ns);
 int rdmacli_lat_client(void *qp, void *cq, struct rdmacli_lat *s, uint64_t *rtt_ns,
                        uint64_t *hold_ns, uint32_t cap, uint64_t slice_end_ns,
                        uint64_t deadline_ns);

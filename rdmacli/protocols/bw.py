@@ -23,11 +23,13 @@ import math
 import struct
 import time
 
+from rdmacli import native as N
 from rdmacli.engine.protocol import Protocol
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.figures import BwFigures, BwServed, Rate
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.rping import INFO, advertised, pack_info
+from rdmacli.protocols.slices import go_on, later
 from rdmacli.protocols.table import BW
 from rdmacli.protocols.window import chain, sends_in
 from rdmacli.rdma import constants as C
@@ -51,6 +53,9 @@ RECV_FACTOR = 4  # SEND: receives kept posted per send in flight (perftest's rx_
 PROGRESS_S = 1.0  # between progress records
 MAX_MESSAGES = 1 << 40
 RATE_SLACK = 1.1  # a measured rate above the port's line rate by more than this is no measure
+SLICE_S = 0.05  # a native stream's slice: the engine's loop turns between two (progress, CM, signals)
+NATIVE_OPS = ("write", "read")  # one-way streams whose whole loop is the sender's (a SEND's
+# receiver reposts per message: its Python loop would still set the pace)
 
 
 class Stream:
@@ -192,6 +197,7 @@ class BwClient(_Side):
         self.next_progress = 0.0
         self.done_told = self.done_sent = False
         self.group = 1  # --qps: said in the hello, so that a default server takes them all
+        self.native: N.BwLoop | None = None  # the stream's loop in C (rdmacli.native), when it runs there
 
     @classmethod
     def from_params(cls, p):
@@ -231,7 +237,40 @@ class BwClient(_Side):
         if self.bidir:  # the server's stream starts on this (and, for WRITE and READ, needs it)
             mine = pack_info(self.mr.addr, self.mr.rkey, self.size) if self.op != "send" else b""
             self.tell(conn, ADVERT, mine)
-        self.stream.post(conn, self.mr)
+        if self.native_loop(conn) is not None:
+            later(conn, self.native_slice)
+        else:
+            self.stream.post(conn, self.mr)
+
+    def native_loop(self, conn) -> N.BwLoop | None:
+        """The stream in C: a one-way WRITE or READ on a QP whose CQ is its own, where built."""
+        if self.op not in NATIVE_OPS or self.bidir:
+            return None
+        handles = conn.native_handles()
+        if handles is not None:
+            s = self.stream
+            self.native = N.BwLoop(*handles, opcode=OPCODES[self.op], size=self.size,
+                                   buf=(self.mr.addr, self.mr.lkey), remote=s.remote, window=s.window,
+                                   chain=CHAIN, limit=s.count)  # fmt: skip
+        return self.native
+
+    def native_slice(self, conn) -> None:
+        """The stream in C until the slice's end; between slices the engine's loop turns (its
+        polls count completions into the stream too) and progress is said."""
+        s = self.stream
+        if conn.finished or self.done_sent or s.stopped:
+            return
+        _, sl = self.native.stream(s.completed, s.t_stop, SLICE_S, conn.flow.timeouts.idle_s)
+        moved = sl.status == N.OK and self.native.state.completed > s.completed
+        s.posted, s.completed = self.native.state.posted, self.native.state.completed
+        if moved:
+            conn.progress()
+        if not go_on(conn, sl):
+            return
+        if sl.status == N.DEADLINE:  # nothing completes: the engine's idle deadline says so
+            return
+        if self.turn(conn, time.monotonic(), beat_done=False):
+            later(conn, self.native_slice)
 
     def on_wc(self, conn, wc) -> None:
         now = time.monotonic()
@@ -243,20 +282,26 @@ class BwClient(_Side):
             self.repost(conn)
         else:
             self.stream.completion(wc)
+        self.turn(conn, now, beat_done=wc.wr_id == BEAT)
+
+    def turn(self, conn, now: float, beat_done: bool) -> bool:
+        """Progress said, the stream fed (unless it runs in C), its end handled; True: it goes on."""
         if now >= self.next_progress:
             self.next_progress = now + PROGRESS_S
             conn.flow.emit({"type": "bw", "conn": conn.index, **self.stream.figures(now).to_dict()})
-            if self.op != "send" and wc.wr_id != BEAT:
+            if self.op != "send" and not beat_done:
                 conn.post_send(BEAT, self.mr, 0, 0)
-        self.stream.post(conn, self.mr)
+        if self.native is None:
+            self.stream.post(conn, self.mr)
         if not self.stream.finished():
-            return
+            return True
         if self.bidir and not self.done_told:
             self.done_told = True
             self.tell(conn, DONE)  # after every data WR on this QP: in order at the server
         if (not self.bidir or self.reverse is not None) and not self.done_sent:
             self.done_sent = True
             conn.disconnect()
+        return False
 
     def result(self, conn, wc) -> Rate:
         """The server's RESULT, checked: a figure no run can have is a protocol violation."""
@@ -309,6 +354,7 @@ class BwClient(_Side):
             msg_per_s=f.msg_per_s,
             bidir=self.bidir,
             reverse=self.reverse,
+            data_path=N.NATIVE if self.native is not None else N.PYTHON,
             **self._received(),
         )
 

@@ -30,10 +30,10 @@ from rdmacli.errors import Cause, RdmacliError
 from rdmacli.figures import RTT_FLOOR_US, LatFigures, LatServed, Percentiles
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.rping import INFO, RttStats, _pct, advertised, pack_info
+from rdmacli.protocols.slices import go_on, later
 from rdmacli.protocols.table import LAT
 from rdmacli.rdma import constants as C
-from rdmacli.rdma.cm import ConnParam, RdmaCallError
-from rdmacli.rdma.verbs import WorkCompletion
+from rdmacli.rdma.cm import ConnParam
 
 OPS = {"send": 0, "write": 1}
 OP_NAMES = {v: k for k, v in OPS.items()}
@@ -109,28 +109,6 @@ class _PingPong(Protocol):
     def data_path(self, python_count: int) -> str:
         return N.NATIVE if self.native_count > python_count else N.PYTHON
 
-    def native_ended(self, conn, sl: N.Slice) -> bool:
-        """A slice's end said to the engine: a failed completion as the engine judges one (a
-        flush: the QP's own reason comes as a CM event), a failed call as an error. True: go on."""
-        if sl.status == N.WC_ERROR:
-            wc = WorkCompletion(sl.wc_wr_id, sl.err, sl.wc_opcode, 0, None, conn.cm.qp_num, 0)
-            conn.flow.on_wc(conn, wc)
-            return False
-        if sl.status == N.POST_ERROR:
-            raise RdmaCallError("ibv_post_send/ibv_post_recv (native)", sl.err)
-        if sl.status not in (N.OK, N.DEADLINE):
-            raise RdmacliError(
-                f"the native data path stopped: {N.STATUS_WORDS.get(sl.status, sl.status)} "
-                f"[{conn.flow.where(conn)}]",
-                hint=f"a bug in rdmacli: {N.ENV}=python measures with the Python loop meanwhile",
-                cause=Cause.INTERNAL,
-            )
-        return True
-
-    def later(self, conn, fn) -> None:
-        """fn(conn) on the engine loop's next turn, guarded as a completion handler is."""
-        conn.flow.loop.call_later(0, lambda: conn.flow.guarded(conn, fn))
-
 
 class LatClient(_PingPong):
     def __init__(self, op: str = "send", size: int = LAT.default_size, count: int = LAT.default_count):
@@ -170,7 +148,7 @@ class LatClient(_PingPong):
         self.iterations += 1
         first = self.iterations == 1
         if first and self.native_loop(conn) is not None:
-            self.later(conn, self.native_slice)  # the first exchange was Python's: a warm-up
+            later(conn, self.native_slice)  # the first exchange was Python's: a warm-up
             return
         if not first or self.op != "write":  # the first write exchange set up buffers
             hold_ns = HOLD.unpack(self.recv_mr.read(0, HOLD.size))[0] if self.size >= HOLD.size else 0
@@ -197,7 +175,7 @@ class LatClient(_PingPong):
         self.native_count += len(sl.rtt_ns)
         if sl.rtt_ns:
             conn.progress()
-        if not self.native_ended(conn, sl):
+        if not go_on(conn, sl):
             return
         if sl.status == N.DEADLINE:  # the answer is late: Python's loop waits on, the deadlines its own
             self.t_post, self.native = self.native.state.t_post / 1e9, None
@@ -206,7 +184,7 @@ class LatClient(_PingPong):
             self.t_end = time.monotonic()
             conn.disconnect()
             return
-        self.later(conn, self.native_slice)
+        later(conn, self.native_slice)
 
     def on_stop(self, conn, why: str):
         if self.t_start is None:
@@ -280,8 +258,8 @@ class LatServer(_PingPong):
         self.native_count += sl.answered
         if sl.answered:
             conn.progress()
-        if self.native_ended(conn, sl) and sl.answered:
-            self.later(conn, self.native_answers)  # more may come before the loop's next event
+        if go_on(conn, sl) and sl.answered:
+            later(conn, self.native_answers)  # more may come before the loop's next event
 
     def on_disconnected(self, conn) -> None:
         conn.finish()

@@ -68,6 +68,24 @@ def test_bw_bidir_reports_both_ways(lab, flows, op):
         assert all(c["gbps_received"] > 0 for c in doc["connections"] + sdoc["connections"]), doc
 
 
+@pytest.mark.parametrize("op,bound", [("write", ["-C", "3000"]), ("read", ["--duration", "2"])])
+def test_a_one_way_stream_ends_at_its_count_or_time_on_either_data_path(lab, flows, op, bound):
+    """One QP of WRITE or READ: the stream is posted and reaped in C (the figures say so), to
+    exactly its count, or for its duration; the server's heartbeat wait still holds."""
+    srv = flows.serve("listen", "--bw")
+    doc = flows.run("bw", lab.server, "-I", lab.client, "--op", op, "-S", "16384", "--depth", "16", *bound)
+    [c] = doc["connections"]
+    expected = "python" if os.environ.get(native.ENV) == "python" else "native"
+    assert doc["result"] == "pass" and c["data_path"] == expected, c
+    if bound[0] == "-C":
+        assert c["messages_sent"] == 3000 and c["bytes_sent"] == 3000 * 16384, c
+    else:
+        assert c["messages_sent"] > 0 and 1.9e6 <= c["elapsed_us"] <= 8e6, c
+    assert c["gbps"] > 0
+    sdoc, _ = flows.done(srv)
+    assert sdoc["totals"]["connections_passed"] == 1, sdoc
+
+
 @pytest.mark.parametrize("family", ["ipv4", "ipv6"])
 @pytest.mark.parametrize("op", ["send", "write"])
 def test_lat_each_op(lab, flows, op, family):

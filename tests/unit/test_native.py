@@ -62,3 +62,24 @@ def test_it_builds_with_warnings_as_errors_and_under_the_sanitizers(tmp_path):
     assert "-Werror" in CFLAGS and "-Wextra" in CFLAGS
     path = build(str(tmp_path), sanitize=True)
     assert path.startswith(str(tmp_path)) and path.endswith(".so")
+
+
+def test_a_slice_never_runs_on_a_connection_that_ended():
+    """A slice scheduled before a disconnect was handled must not touch the destroyed QP/CQ
+    (the lab saw a responder segfault at teardown)."""
+    from types import SimpleNamespace
+
+    from rdmacli.protocols.slices import later
+
+    calls, pending = [], []
+    flow = SimpleNamespace(
+        loop=SimpleNamespace(call_later=lambda s, fn: pending.append(fn)),
+        guarded=lambda conn, fn: calls.append(fn),
+    )
+    for ended in ({"finished": True}, {"torn_down": True}, {"has_qp": False}, {}):
+        conn = SimpleNamespace(flow=flow, finished=False, torn_down=False, cm=SimpleNamespace(has_qp=True))
+        later(conn, "slice")
+        for k, v in ended.items():
+            setattr(conn.cm if k == "has_qp" else conn, k, v)
+        pending.pop()()
+    assert calls == ["slice"]  # only the connection that lives
