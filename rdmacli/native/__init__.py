@@ -94,16 +94,29 @@ def as_address(ptr, abi_ffi) -> int:
     return int(abi_ffi.cast("uintptr_t", ptr))
 
 
-class LatLoop:
+class _Loop:
+    """One QP's native loop: the extension, the QP and CQ as its void *, the loop's state (a
+    struct of datapath.h), and how the last call ended."""
+
+    def __init__(self, qp: int, cq: int, struct: str):
+        ffi, self.lib = load()
+        self.ffi = ffi
+        self.qp, self.cq = ffi.cast("void *", qp), ffi.cast("void *", cq)
+        self.state = ffi.new(f"struct {struct} *")
+
+    def _slice(self, rtt=(), hold=(), answered: int = 0) -> Slice:
+        s = self.state
+        return Slice(tuple(rtt), tuple(hold), answered, s.status, s.err, s.wc_opcode, s.wc_wr_id)
+
+
+class LatLoop(_Loop):
     """A ping-pong's native state for one QP whose CQ is its own: the buffers as registered."""
 
     def __init__(self, qp: int, cq: int, *, op: int, size: int, send: tuple[int, int],
                  recv: tuple[int, int], remote: tuple[int, int] | None, max_inline: int,
                  max_sends: int, send_wr_id: int, recv_wr_id: int):  # fmt: skip
-        ffi, self.lib = load()
-        self.ffi = ffi
-        self.qp, self.cq = ffi.cast("void *", qp), ffi.cast("void *", cq)
-        s = self.state = ffi.new("struct rdmacli_lat *")
+        super().__init__(qp, cq, "rdmacli_lat")
+        s = self.state
         s.op, s.size = op, size
         s.send_addr, s.send_lkey = send
         s.recv_addr, s.recv_lkey = recv
@@ -119,10 +132,6 @@ class LatLoop:
         if cap > self.capacity:
             self.rtt, self.hold = self.ffi.new("uint64_t[]", cap), self.ffi.new("uint64_t[]", cap)
             self.capacity = cap
-
-    def _slice(self, rtt=(), hold=(), answered: int = 0) -> Slice:
-        s = self.state
-        return Slice(tuple(rtt), tuple(hold), answered, s.status, s.err, s.wc_opcode, s.wc_wr_id)
 
     def client(self, cap: int, slice_s: float, deadline_s: float) -> Slice:
         """Up to cap round trips, starting none after slice_s from now, waiting for none longer
@@ -141,15 +150,13 @@ class LatLoop:
         return self._slice(answered=n)
 
 
-class BwLoop:
+class BwLoop(_Loop):
     """A one-way bandwidth stream's native state for one QP whose CQ is its own."""
 
     def __init__(self, qp: int, cq: int, *, opcode: int, size: int, buf: tuple[int, int],
                  remote: tuple[int, int] | None, window: int, chain: int, limit: int | None):  # fmt: skip
-        ffi, self.lib = load()
-        self.ffi = ffi
-        self.qp, self.cq = ffi.cast("void *", qp), ffi.cast("void *", cq)
-        s = self.state = ffi.new("struct rdmacli_bw *")
+        super().__init__(qp, cq, "rdmacli_bw")
+        s = self.state
         s.opcode, s.size = opcode, size
         s.addr, s.lkey = buf
         if remote is not None:
@@ -168,4 +175,4 @@ class BwLoop:
         until = NO_END if post_until is None else max(int(post_until * 1e9), 0)
         done = self.lib.rdmacli_bw_stream(self.qp, self.cq, s, until, now + int(slice_s * 1e9),
                                           int(idle_s * 1e9))  # fmt: skip
-        return bool(done), Slice((), (), 0, s.status, s.err, s.wc_opcode, s.wc_wr_id)
+        return bool(done), self._slice()
