@@ -162,29 +162,20 @@ RETEST_WAIT_S = 10.0  # after its rounds, an agent waits this long (plus a round
 def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
     sched = schedule.Schedule.of(cfg.spec)
     rounds = sched.rounds()
-    found = [_port_of(cfg.address(cfg.rank, rail)) for rail in range(cfg.rails)]
-    rails = tuple(
-        RailState(rail=rail, address=cfg.address(cfg.rank, rail), device=dev, port=cfg.port_of(rail),
-                  ready=problems[rail] is None, rate_gbps=_rate_of(backend, dev, ib_port))
-        for rail, (dev, ib_port) in enumerate(found)
-    )  # fmt: skip
-    emit(
-        cfg.record(
-            AgentRecord,
-            node=cfg.spec.names[cfg.rank],
-            address=cfg.address(cfg.rank, 0),
-            rails=rails,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            clock=round(time.time(), 3),
-            rounds=len(rounds),
-            ready=all(p is None for p in problems),
-        )
-    )
-    if sched.at_once:  # the connectionless probe: one phase, every partner at once
-        failed = _run_probe(cfg, sched.tests_of(cfg.rank, 0), problems, emit, stop=stop)
-        emit(cfg.record(DoneRecord, failed=failed))
-        return 0
+    phase = None
+    if sched.at_once:  # the connectionless probe: its NICs open before this agent says it is ready
+        from rdmacli.mesh import probe
+
+        phase = probe.Phase(cfg, sched.tests_of(cfg.rank, 0), problems, stop=stop)
+    try:
+        _say_ready(cfg, problems, emit, backend, len(rounds))
+        if phase is not None:  # one phase, every partner at once
+            failed = _run_probe(cfg, phase, emit, stop=stop)
+            emit(cfg.record(DoneRecord, failed=failed))
+            return 0
+    finally:
+        if phase is not None:
+            phase.close()
     main = [
         (rnd, slot, lambda s=slot: cfg.start_at + s * cfg.spec.round_s,
          sched.tests_of(cfg.rank, rnd))
@@ -207,19 +198,42 @@ def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
     return 0
 
 
-def _run_probe(cfg: AgentConfig, tests, problems, emit, *, stop) -> int:
-    """The probe phase (mesh/probe.py): its NICs answer from now, probe from round 1's start
-    (the go line may bring it forward: the phase starts at whichever comes first) to the
-    slot's end less GAP, and a record per test."""
+def _say_ready(cfg: AgentConfig, problems: list, emit, backend, rounds: int) -> None:
+    """This agent's record: its rails as found, each ready when its pairs can run."""
+    found = [_port_of(cfg.address(cfg.rank, rail)) for rail in range(cfg.rails)]
+    rails = tuple(
+        RailState(rail=rail, address=cfg.address(cfg.rank, rail), device=dev, port=cfg.port_of(rail),
+                  ready=problems[rail] is None, rate_gbps=_rate_of(backend, dev, ib_port))
+        for rail, (dev, ib_port) in enumerate(found)
+    )  # fmt: skip
+    emit(
+        cfg.record(
+            AgentRecord,
+            node=cfg.spec.names[cfg.rank],
+            address=cfg.address(cfg.rank, 0),
+            rails=rails,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            clock=round(time.time(), 3),
+            rounds=rounds,
+            ready=all(p is None for p in problems),
+        )
+    )
+
+
+def _run_probe(cfg: AgentConfig, phase, emit, *, stop) -> int:
+    """The probe phase (mesh/probe.py): its NICs are open and answer from the loop's start,
+    probe from round 1's start (the go line may bring it forward: the phase starts at
+    whichever comes first) to the slot's end less GAP, and a record per test."""
     from rdmacli.mesh import probe
 
-    if not tests:
+    if not phase.by_rail:
         return 0
     while (wait := cfg.start_at - time.time()) > probe.OPEN_LEAD_S and not stop():
         time.sleep(min(wait - probe.OPEN_LEAD_S, 0.1))
     begin = cfg.start_at
     end = begin + cfg.spec.round_s * (1 - GAP)
-    recs = probe.run_phase(cfg, tests, problems, begin, end, stop=stop)
+    recs = phase.run(begin, end)
     for rec in probe.compact(schedule.Schedule.of(cfg.spec), cfg.spec.count, recs):
         emit(rec)
     return sum(rec["result"] != "pass" for rec in recs)

@@ -131,8 +131,13 @@ def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list], he
     """What the majority rule leaves: a NIC at the end of two or more bad pairs whose other
     NICs are bad nowhere else explains them as one fault, where calling each a bad link would
     take as many (a NIC dropping 5 % of its packets shows on a few of its pairs only: each
-    pair's handful of packets may all get through). Greedy, the most such pairs first."""
-    left = {x: [(p, y) for p, y, against in pairs if against and y not in bad] for x, pairs in enumerate(of)}
+    pair's handful of packets may all get through). Greedy, the most such pairs first. Only
+    telling pairs count here (Pair.telling): a few first attempts that failed without a counter
+    moving and passed again are the host's noise, not a NIC's fault."""
+    left = {
+        x: [(p, y) for p, y, against in pairs if against and p.telling and y not in bad]
+        for x, pairs in enumerate(of)
+    }
     count = {x: len(v) for x, v in left.items() if v and x not in bad}
     while True:
         best = None

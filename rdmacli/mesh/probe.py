@@ -148,9 +148,16 @@ def _us(ns: float) -> float:
     return round(ns / 1000.0, 1)
 
 
-def verdict(tally: Tally, resolved: bool, error: RdmacliError | None) -> tuple[str, RdmacliError | None]:
+def verdict(tally: Tally, resolved: bool, error: RdmacliError | None,
+            attempts: int = 1) -> tuple[str, RdmacliError | None]:  # fmt: skip
     """One end's result for a pair: pass when any probe came back (its loss is its figure,
     which the verdict reads); fail when the peer never resolved or nothing came back."""
+    if not resolved and not attempts and error is None:  # this end's own lateness, not the partner's
+        return "fail", RdmacliError(
+            "this NIC never asked the partner for its QP number: its loop first ran after the "
+            "phase's SIDR window (this node's agent was late or starved of CPU)",
+            cause=Cause.AGENT,
+        )
     if not resolved:
         return "fail", error or RdmacliError(
             "the partner's NIC never answered its SIDR request (no QP number to probe)",
@@ -206,20 +213,31 @@ class NicProbe:
         for i, p in enumerate(peers):
             p.index = i
         self.by_nic = {p.nic: p for p in peers}
-        self.begin, self.end, self.stop = begin, end, stop
-        span = max(end - begin, 1.0)
-        self.send_end = end - min(TAIL_S, span / 3)
-        self.resolve_end = max(begin + 0.5, min(begin + RESOLVE_S, self.send_end - 0.5))
+        self.stop = stop
+        self.phase(begin, end)
         self.channel = self.listen_id = self.comp = self.cq = self.mr = None
         self.ahs: dict[int, tuple] = {}  # a partner NIC -> (its QP number, the AH replies go by)
         self.free_sends: list[int] = []
         self.due: list[tuple[float, int]] = []  # (when, peer index): its next probe
-        self.asks: list[tuple[float, int]] = [(begin, i) for i in range(len(peers))]  # (when, peer): SIDR
         self.inflight: dict[int, tuple[int, float]] = {}  # cm_id key -> (peer index, give up at)
         self.device: str | None = None
         self.ib_port = 1
         self.counters_before: dict[str, int] = {}
         self.counters: list[dict] = []
+
+    def phase(self, begin: float, end: float) -> None:
+        """The phase's times (the go line may move its start after the NIC is open). Partners
+        are asked for their QP numbers from `begin` for as long as their probes still fit in the
+        send window (at least RESOLVE_S): a SIDR slowed by a busy host costs probes, not the
+        pair."""
+        self.begin, self.end = begin, end
+        span = max(end - begin, 1.0)
+        self.send_end = end - min(TAIL_S, span / 3)
+        room = self.count * max(GAP_S / 4, len(self.peers) / MAX_RATE) / SPREAD  # the last peer's probes
+        self.resolve_end = max(
+            begin + 0.5, min(max(begin + RESOLVE_S, self.send_end - room), self.send_end - 0.5)
+        )
+        self.asks = [(begin, i) for i in range(len(self.peers))]  # (when, peer): SIDR
 
     # -- set-up and teardown ---------------------------------------------------------------
     def open(self) -> None:
@@ -268,6 +286,8 @@ class NicProbe:
                 pass
         for p in self.peers:
             p.resolving = p.ah = None
+        self.ahs.clear()
+        self.listen_id = self.cq = self.comp = self.mr = self.channel = None  # closed: twice is harmless
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> None:
@@ -494,7 +514,7 @@ class NicProbe:
 
     # -- what came of it ------------------------------------------------------------------------
     def results(self) -> list[tuple[Peer, str, RdmacliError | None]]:
-        return [(p, *verdict(p.tally, p.resolved, p.error)) for p in self.peers]
+        return [(p, *verdict(p.tally, p.resolved, p.error, p.attempts)) for p in self.peers]
 
 
 # ---- what the agent says: healthy partners compactly, trouble pair by pair ----------------------
@@ -542,56 +562,87 @@ def compact(sched, count: int, recs: list[dict]) -> list:
 # ---- the agent's phase: every rail at once ----------------------------------------------------
 
 
-def run_phase(cfg, tests: list[tuple[int, int, int]], problems: list, begin: float, end: float, *,
-              stop=lambda: False) -> list[dict]:  # fmt: skip
+class Phase:
     """This node's probe phase (agent.AgentConfig; tests as schedule.Schedule.tests_of gives
-    them: its rail, the partner, the partner's rail): one NicProbe a rail, in a thread each
-    (they are separate NICs), and a pair record's fields for every test."""
-    from rdmacli.mesh.agent import at_once
-    from rdmacli.mesh.pair import pair_record
+    them: its rail, the partner, the partner's rail): one NicProbe a rail. The NICs are opened
+    here, before the agent says it is ready, so that the coordinator's go means every NIC of the
+    fabric listens with its receives posted: a phase that began while some agents were still
+    opening (posting a thousand receives each, sixteen agents on two emulated CPUs) had their
+    partners' SIDR windows end unanswered. A rail that cannot open has its problem said in
+    `problems` (the agent's per-rail list), as the agent's preflight does."""
 
-    by_rail: dict[int, list[Peer]] = {}
-    for rail, peer, peer_rail in tests:
-        by_rail.setdefault(rail, []).append(
-            Peer(
-                peer,
-                peer_rail,
-                cfg.nic(peer, peer_rail),
-                cfg.address(peer, peer_rail),
-                cfg.port_of(peer_rail),
+    def __init__(self, cfg, tests: list[tuple[int, int, int]], problems: list, *, stop=lambda: False):
+        self.cfg, self.problems = cfg, problems
+        self.by_rail: dict[int, list[Peer]] = {}
+        for rail, peer, peer_rail in tests:
+            self.by_rail.setdefault(rail, []).append(
+                Peer(
+                    peer,
+                    peer_rail,
+                    cfg.nic(peer, peer_rail),
+                    cfg.address(peer, peer_rail),
+                    cfg.port_of(peer_rail),
+                )
             )
-        )
+        self.nics: dict[int, NicProbe] = {}
+        for rail, peers in sorted(self.by_rail.items()):
+            if problems[rail] is not None:
+                continue
+            nic = NicProbe(run=bytes.fromhex(cfg.spec.run_id), nic=cfg.nic(cfg.rank, rail),
+                           address=cfg.address(cfg.rank, rail), port=cfg.port_of(rail), peers=peers,
+                           count=cfg.spec.count, begin=0.0, end=0.0, stop=stop)  # fmt: skip
+            self.nics[rail] = nic
+            try:
+                nic.open()
+            except Exception as exc:  # noqa: BLE001 - the stack refused something: this rail's cause
+                problems[rail] = exc if isinstance(exc, RdmacliError) else RdmacliError(
+                    f"the probe could not open on {cfg.address(cfg.rank, rail)}: {exc}",
+                    cause=Cause.CALL_FAILED,
+                )  # fmt: skip
+                nic.close()
+                del self.nics[rail]
 
-    def one(rail: int) -> list[dict]:
-        peers = by_rail[rail]
-        out = []
-        if problems[rail] is not None:  # this NIC cannot probe: each pair says why
-            for p in peers:
+    def run(self, begin: float, end: float) -> list[dict]:
+        """Probe from `begin` to `end` on every open NIC, each in a thread (they are separate
+        NICs); a pair record's fields for every test."""
+        from rdmacli.mesh.agent import at_once
+        from rdmacli.mesh.pair import pair_record
+
+        cfg = self.cfg
+
+        def one(rail: int) -> list[dict]:
+            peers = self.by_rail[rail]
+            nic = self.nics.get(rail)
+            out = []
+            if nic is None:  # this NIC cannot probe: each pair says why
+                for p in peers:
+                    rec = pair_record(cfg, 0, 0, p.rank, rail, p.rail)
+                    rec.update(result="fail", error=self.problems[rail].to_dict())
+                    out.append(rec)
+                return out
+            try:
+                nic.phase(begin, end)
+                nic.run()
+                results = nic.results()
+            except RdmacliError as exc:
+                results = [(p, "fail", exc) for p in peers]
+            except Exception as exc:  # noqa: BLE001 - the stack refused something: every pair says what
+                err = RdmacliError(f"the probe could not run on {cfg.address(cfg.rank, rail)}: {exc}",
+                                   cause=Cause.CALL_FAILED)  # fmt: skip
+                results = [(p, "fail", err) for p in peers]
+            finally:
+                nic.close()
+            for p, result, error in results:
                 rec = pair_record(cfg, 0, 0, p.rank, rail, p.rail)
-                rec.update(result="fail", error=problems[rail].to_dict())
+                rec.update(p.tally.figures(), result=result, error=error.to_dict() if error else None)
+                if nic.counters and (result != "pass" or p.tally.lost):
+                    rec["counters"] = tuple(nic.counters)
                 out.append(rec)
             return out
-        nic = NicProbe(run=bytes.fromhex(cfg.spec.run_id), nic=cfg.nic(cfg.rank, rail),
-                       address=cfg.address(cfg.rank, rail), port=cfg.port_of(rail), peers=peers,
-                       count=cfg.spec.count, begin=begin, end=end, stop=stop)  # fmt: skip
-        try:
-            nic.open()
-            nic.run()
-            results = nic.results()
-        except RdmacliError as exc:
-            results = [(p, "fail", exc) for p in peers]
-        except Exception as exc:  # noqa: BLE001 - the stack refused something: every pair says what
-            err = RdmacliError(f"the probe could not run on {cfg.address(cfg.rank, rail)}: {exc}",
-                               cause=Cause.CALL_FAILED)  # fmt: skip
-            results = [(p, "fail", err) for p in peers]
-        finally:
-            nic.close()
-        for p, result, error in results:
-            rec = pair_record(cfg, 0, 0, p.rank, rail, p.rail)
-            rec.update(p.tally.figures(), result=result, error=error.to_dict() if error else None)
-            if nic.counters and (result != "pass" or p.tally.lost):
-                rec["counters"] = tuple(nic.counters)
-            out.append(rec)
-        return out
 
-    return [rec for recs in at_once(one, sorted(by_rail), None) for rec in recs]
+        return [rec for recs in at_once(one, sorted(self.by_rail), None) for rec in recs]
+
+    def close(self) -> None:
+        """Whatever is still open (a run that ended before its phase); closing twice is harmless."""
+        for nic in self.nics.values():
+            nic.close()

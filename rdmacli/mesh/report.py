@@ -183,6 +183,16 @@ class Pair:
         first = self.first
         return self.bad or (first is not None and (first.result == "fail" or first.lossy))
 
+    @property
+    def telling(self) -> bool:
+        """Evidence for the minority rule (blame.common_ends, a NIC named on a few of its pairs):
+        bad now, or lossy in its first attempt. A first attempt that failed with no counter
+        moving and passed when tested again says nothing of the wire (a listener up late, a host
+        too busy to resolve in its slot: the lab saw both on an overloaded host), and two such
+        pairs at one NIC are not a bad NIC."""
+        first = self.first
+        return self.bad or (first is not None and first.lossy)
+
     def metric(self, key: str):
         """A figure of the pair: a direction's rate from the end it came to, every other figure
         from the connector's report (None when it has none)."""

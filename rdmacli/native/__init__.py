@@ -68,8 +68,10 @@ STATUS_WORDS = {
     4: "polling the CQ failed",
     5: "a completion of another QP on this CQ",
     6: "the native loop refused its arguments",
+    7: "a signal came while it slept",
 }
-OK, DEADLINE, POST_ERROR, WC_ERROR, POLL_ERROR, FOREIGN, BAD_ARGS = range(7)
+OK, DEADLINE, POST_ERROR, WC_ERROR, POLL_ERROR, FOREIGN, BAD_ARGS, SIGNAL = range(8)
+HANDED_BACK = (DEADLINE, SIGNAL)  # a requester's exchange in flight, handed to Python's loop
 NO_END = (1 << 64) - 1  # a count or time that never comes
 CALIBRATION_NS = 2_000_000  # the cycle counter's first rate, from this long (then the whole run's)
 
@@ -114,9 +116,12 @@ class LatLoop(_Loop):
 
     def __init__(self, qp: int, cq: int, *, op: int, size: int, send: tuple[int, int],
                  recv: tuple[int, int], remote: tuple[int, int] | None, max_inline: int,
-                 max_sends: int, send_wr_id: int, recv_wr_id: int):  # fmt: skip
+                 max_sends: int, send_wr_id: int, recv_wr_id: int, spin_s: float | None):  # fmt: skip
+        """spin_s: how long a wait spins before it sleeps on the CQ's completion channel (None:
+        it spins, perftest's way; --busy-poll)."""
         super().__init__(qp, cq, "rdmacli_lat")
         s = self.state
+        s.spin_ns = NO_END if spin_s is None else int(spin_s * 1e9)
         s.op, s.size = op, size
         s.send_addr, s.send_lkey = send
         s.recv_addr, s.recv_lkey = recv

@@ -8,9 +8,17 @@
  * Bounds: each loop ends at its iteration cap, at its slice's end (between two exchanges, so
  * that nothing is in flight when Python takes the CQ back) and at a hard deadline (an exchange
  * that never completes); it touches only the buffers it was given, within `size` bytes.
+ *
+ * Waiting: with --busy-poll (lat's default, perftest's way) a loop spins on its CQ. Otherwise
+ * (the mesh's pairs, --no-busy-poll) it spins for spin_ns, long enough for a hardware round
+ * trip, then sleeps on the CQ's completion channel: a spinning loop on a host whose CPUs are
+ * shared (eight rails' tests at once, the lab's emulated nodes on two CPUs) takes the CPU its
+ * partner needs to answer, and then measures the scheduler.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -174,6 +182,7 @@ static int begin(void *qp, void *cq, struct rdmacli_lat *s, uint32_t cap)
     s->status = RDMACLI_OK;
     s->err = 0;
     s->polls = 0;
+    s->sleeps = 0;
     return 1;
 }
 
@@ -200,6 +209,58 @@ static int post_error(struct rdmacli_lat *s, int rc)
     return 1;
 }
 
+/* A loop past its spin sleeps on its CQ's completion channel. `armed`: the CQ is armed, or its
+ * event waits in the channel for whoever reads it (Python's loop arms it before every sleep of
+ * its own, so a loop starts with 1). Once this loop has read the event, the CQ is armed again
+ * and polled once more before the next sleep (what came before the arming raises no event).
+ * Returns 0: poll the CQ again; 1: a signal came (Python's loop serves it); -1: a call failed. */
+static int nap(struct ibv_cq *cq, struct rdmacli_lat *s, int *armed, uint64_t wake_ns)
+{
+    struct ibv_comp_channel *ch = cq->channel;
+    struct ibv_cq *ev_cq;
+    struct pollfd p;
+    struct timespec ts;
+    uint64_t now, left;
+    void *ctx;
+    int rc;
+
+    if (!ch)
+        return 0; /* a CQ without a channel: only spinning */
+    if (!*armed) {
+        rc = ibv_req_notify_cq(cq, 0);
+        if (rc) {
+            s->status = RDMACLI_POLL_ERROR;
+            s->err = rc;
+            return -1;
+        }
+        *armed = 1;
+        return 0;
+    }
+    now = rdmacli_now_ns();
+    if (now >= wake_ns)
+        return 0;
+    left = wake_ns - now;
+    ts.tv_sec = (time_t)(left / 1000000000ull);
+    ts.tv_nsec = (long)(left % 1000000000ull);
+    p.fd = ch->fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    s->sleeps++;
+    rc = ppoll(&p, 1, &ts, NULL);
+    if (rc < 0) {
+        if (errno == EINTR)
+            return 1;
+        s->status = RDMACLI_POLL_ERROR;
+        s->err = errno;
+        return -1;
+    }
+    if (rc > 0 && ibv_get_cq_event(ch, &ev_cq, &ctx) == 0) {
+        ibv_ack_cq_events(ev_cq, 1);
+        *armed = 0;
+    }
+    return 0;
+}
+
 /* The requester's next message, if it may go: returns 1 on a failed post. */
 static int ask(struct ibv_qp *qp, struct rdmacli_lat *s, uint64_t *c_post)
 {
@@ -224,10 +285,11 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
                        uint64_t deadline_ns)
 {
     struct ibv_qp *qp = qp_;
+    struct ibv_cq *cq = cq_;
     struct ibv_wc wc[POLL_BATCH];
     uint32_t n = 0, i;
-    uint64_t t0, c0, c, c_post = 0, slice_end, deadline;
-    int got, k, rc;
+    uint64_t t0, c0, c, c_post = 0, slice_end, deadline, spin, quiet;
+    int got, k, rc, busy, stop, armed = 1, signalled = 0;
 
     if (!begin(qp_, cq_, s, cap) || !rtt_ns || !hold_ns) {
         if (s)
@@ -235,21 +297,19 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
         return 0;
     }
     t0 = rdmacli_now_ns();
-    c = c0 = cycles();
+    c = c0 = quiet = cycles();
     slice_end = c0 + (slice_end_ns > t0 ? to_cycles(s, slice_end_ns - t0) : 0);
     deadline = c0 + (deadline_ns > t0 ? to_cycles(s, deadline_ns - t0) : 0);
+    spin = s->spin_ns == UINT64_MAX ? UINT64_MAX : to_cycles(s, s->spin_ns);
     s->awaiting = 0;
     s->sends_out = 0;
     for (;;) {
-        int more = n < cap && c < slice_end;
-
-        if (!s->awaiting) {
-            if (!more && s->sends_out == 0)
+        if (!s->awaiting && n < cap && c < slice_end && !signalled && s->sends_out < s->max_sends) {
+            if (ask(qp, s, &c_post))
                 break;
-            if (more && s->sends_out < s->max_sends && ask(qp, s, &c_post))
-                break;
+            quiet = c_post;
         }
-        got = ibv_poll_cq((struct ibv_cq *)cq_, POLL_BATCH, wc);
+        got = ibv_poll_cq(cq, POLL_BATCH, wc);
         c = cycles();
         s->polls++;
         if (got < 0) {
@@ -271,7 +331,8 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
             n++;
             s->awaiting = 0;
             /* the next message first (a second receive is posted already), then the repost */
-            if (n < cap && c < slice_end && s->sends_out < s->max_sends && ask(qp, s, &c_post))
+            if (n < cap && c < slice_end && !signalled && s->sends_out < s->max_sends &&
+                ask(qp, s, &c_post))
                 goto out;
             rc = post_receive(qp, s);
             if (rc) {
@@ -279,9 +340,30 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
                 goto out;
             }
         }
-        if ((s->awaiting || s->sends_out) && c >= deadline) {
-            s->status = RDMACLI_DEADLINE;
-            break;
+        if (got > 0) {
+            quiet = c;
+            continue;
+        }
+        busy = s->awaiting || s->sends_out;
+        stop = !busy && !(n < cap && c < slice_end && !signalled) ? RDMACLI_OK
+               : busy && c >= deadline                           ? RDMACLI_DEADLINE
+               : busy && signalled                               ? RDMACLI_SIGNAL
+                                                                 : -1;
+        if (stop >= 0) {
+            if (armed) { /* Python's loop wakes for what comes next */
+                s->status = stop;
+                break;
+            }
+            if (nap(cq, s, &armed, 0) < 0) /* arms the CQ: then one more poll */
+                break;
+            continue;
+        }
+        if (busy && c > quiet && c - quiet >= spin) {
+            rc = nap(cq, s, &armed, deadline_ns);
+            if (rc < 0)
+                break;
+            if (rc > 0)
+                signalled = 1;
         }
     }
 out:
@@ -300,10 +382,11 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap
                        uint64_t slice_end_ns, uint64_t idle_ns)
 {
     struct ibv_qp *qp = qp_;
+    struct ibv_cq *cq = cq_;
     struct ibv_wc wc[POLL_BATCH];
     uint32_t n = 0;
-    uint64_t t0, c0, c, last, slice_end, idle;
-    int got, k, rc;
+    uint64_t t0, c0, c, last, slice_end, idle, spin, wake;
+    int got, k, rc, armed = 1, signalled = 0;
 
     if (!begin(qp_, cq_, s, cap))
         return 0;
@@ -311,12 +394,11 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap
     last = c0 = cycles();
     slice_end = c0 + (slice_end_ns > t0 ? to_cycles(s, slice_end_ns - t0) : 0);
     idle = to_cycles(s, idle_ns);
+    spin = s->spin_ns == UINT64_MAX ? UINT64_MAX : to_cycles(s, s->spin_ns);
     s->sends_out = 0; /* sends this call posted (those of earlier calls complete unseen) */
     for (;;) {
         /* a whole batch is always handled: a completion polled is never dropped */
-        if (n >= cap)
-            break;
-        got = ibv_poll_cq((struct ibv_cq *)cq_, POLL_BATCH, wc);
+        got = ibv_poll_cq(cq, POLL_BATCH, wc);
         c = cycles();
         s->polls++;
         if (got < 0) {
@@ -346,10 +428,23 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap
             n++;
             last = c;
         }
-        if (got)
+        if (got > 0 && n < cap)
             continue;
-        if (c >= slice_end || (c > last && c - last >= idle))
-            break;
+        if (n >= cap || c >= slice_end || (c > last && c - last >= idle) || signalled) {
+            if (armed) /* Python's loop wakes for the next message */
+                break;
+            if (nap(cq, s, &armed, 0) < 0) /* arms the CQ: then one more poll */
+                break;
+            continue;
+        }
+        if (c > last && c - last >= spin) {
+            wake = t0 + to_ns(s, last - c0) + idle_ns;
+            rc = nap(cq, s, &armed, wake < slice_end_ns ? wake : slice_end_ns);
+            if (rc < 0)
+                break;
+            if (rc > 0)
+                signalled = 1;
+        }
     }
 out:
     refine(s);

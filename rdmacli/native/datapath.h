@@ -16,6 +16,8 @@
 #define RDMACLI_POLL_ERROR 4 /* ibv_poll_cq failed */
 #define RDMACLI_FOREIGN 5    /* a completion of another QP: the CQ was not this QP's alone */
 #define RDMACLI_BAD_ARGS 6   /* a size, cap or buffer that the loop refuses */
+#define RDMACLI_SIGNAL 7     /* a signal came while it slept: Python serves it (an exchange in
+                                flight is handed over, as at RDMACLI_DEADLINE) */
 
 struct rdmacli_lat {
     /* set once by Python: the QP's buffers, as registered */
@@ -31,6 +33,8 @@ struct rdmacli_lat {
     uint64_t send_wr_id;   /* wr_ids as Python's handler knows them */
     uint64_t recv_wr_id;
     uint32_t max_sends;    /* sends in flight at most (the send queue's room for this loop) */
+    uint64_t spin_ns;      /* polls this long without a completion, then sleeps on the CQ's
+                              completion channel (UINT64_MAX: spins, as perftest does) */
     /* kept across calls */
     uint64_t cal_cycles;   /* the clock's calibration: a cycle count and CLOCK_MONOTONIC (ns) */
     uint64_t cal_ns;       /* taken together (rdmacli_lat_calibrate), refined at each call's end */
@@ -44,6 +48,7 @@ struct rdmacli_lat {
     int wc_opcode;         /* RDMACLI_WC_ERROR: the failed completion's opcode and wr_id */
     uint64_t wc_wr_id;
     uint64_t polls;        /* ibv_poll_cq calls of the last call (for the profile) */
+    uint64_t sleeps;       /* sleeps on the completion channel of the last call */
 };
 
 #define RDMACLI_CHAIN_BASE 4294967296ull /* a chain's wr_id: this plus its length (window.py) */

@@ -48,6 +48,10 @@ INLINE = {"send": 236, "write": 220}  # perftest's default inline sizes (RC), as
 SLICE_S = 0.05  # a native slice: the engine's loop turns between two (deadlines, CM, signals)
 SLICE_CAP = 1 << 16  # round trips a native slice may return (its buffers: 1 MiB)
 SERVER_IDLE_S = 0.02  # a native responder hands the CQ back after this long without a message
+# without --busy-poll (the mesh's pairs), a native wait spins this long, then sleeps on the CQ's
+# completion channel: far more than a hardware round trip (2 µs), and the CPU is given up to a
+# partner that shares it (the lab's emulated nodes; eight rails' tests on one host)
+SPIN_S = 100e-6
 
 
 class _PingPong(Protocol):
@@ -102,7 +106,7 @@ class _PingPong(Protocol):
                     *handles, op=OPS[self.op], size=self.size, send=(self.send_mr.addr, self.send_mr.lkey),
                     recv=(self.recv_mr.addr, self.recv_mr.lkey), remote=self.remote,
                     max_inline=conn.max_inline, max_sends=SEND_DEPTH - DEPTH, send_wr_id=NATIVE_SEND,
-                    recv_wr_id=RECV,
+                    recv_wr_id=RECV, spin_s=None if conn.flow.options.busy_poll else SPIN_S,
                 )  # fmt: skip
         return self.native
 
@@ -177,7 +181,7 @@ class LatClient(_PingPong):
             conn.progress()
         if not go_on(conn, sl):
             return
-        if sl.status == N.DEADLINE:  # the answer is late: Python's loop waits on, the deadlines its own
+        if sl.status in N.HANDED_BACK:  # a late answer or a signal: Python's loop waits on, its deadlines
             self.t_post, self.native = self.native.state.t_post / 1e9, None
             return
         if self.host.n >= self.count:

@@ -31,7 +31,7 @@ def go_on(conn, sl: N.Slice) -> bool:
         return False
     if sl.status == N.POST_ERROR:
         raise RdmaCallError("ibv_post_send/ibv_post_recv (native)", sl.err)
-    if sl.status not in (N.OK, N.DEADLINE):
+    if sl.status not in (N.OK, *N.HANDED_BACK):
         raise RdmacliError(
             f"the native data path stopped: {N.STATUS_WORDS.get(sl.status, sl.status)} "
             f"[{conn.flow.where(conn)}]",
