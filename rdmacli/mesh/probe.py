@@ -46,7 +46,10 @@ SLOT = 128  # a receive slot: the 40-byte GRH and the payload
 
 # the phase (coordinator: phase_s; agent: the same numbers)
 RESOLVE_S = 5.0  # from the phase's start, for every peer's SIDR (asked again every ATTEMPT_S)
-ATTEMPT_S = 1.0  # one SIDR exchange takes a millisecond on hardware; unanswered, it is asked again
+ATTEMPT_S = 1.0  # one SIDR exchange takes a millisecond on hardware; unanswered, it is asked again,
+MAX_ATTEMPT_S = 8.0  # each time waiting twice as long, up to this (a partner starved of CPU
+# answers late: the lab's 32 emulated NICs on two CPUs needed seconds, and asking again every
+# second only added load)
 GAP_S = 0.1  # between two probes to one peer, at least
 MAX_RATE = 250.0  # probes a second a NIC sends, at most: 8 NICs of one node share one Python (its GIL)
 TAIL_S = 3.0  # after the last probe, for the last replies (a reply later than this is lost)
@@ -56,6 +59,11 @@ SPREAD = 0.6  # of a peer's send window its probes are spread over; the rest is 
 # a NIC's QP is up this long before the phase starts, so every partner's first SIDR finds it;
 # no less than the coordinator's go lead (plan.GO_LEAD_S): once open, the start no longer moves
 OPEN_LEAD_S = 2.0
+
+
+def attempt_s(attempt: int) -> float:
+    """How long SIDR attempt number `attempt` (from 1) waits for its answer."""
+    return min(ATTEMPT_S * 2 ** max(attempt - 1, 0), MAX_ATTEMPT_S)
 
 
 def phase_s(partners: int, count: int) -> float:
@@ -340,7 +348,7 @@ class NicProbe:
             if now >= give_up:
                 p = self.peers[i]
                 self._failed(p, RdmacliError(
-                    f"no answer to SIDR from {p.address}:{p.port} within {ATTEMPT_S:g} s "
+                    f"no answer to SIDR from {p.address}:{p.port} within {attempt_s(p.attempts):g} s "
                     f"({p.attempts} attempt(s))", cause=Cause.UNREACHABLE), now, again=0.0)  # fmt: skip
         while self.asks and self.asks[0][0] <= now and len(self.inflight) < MAX_RESOLVING:
             _, i = heapq.heappop(self.asks)
@@ -348,18 +356,19 @@ class NicProbe:
             if p.resolved or p.resolving is not None or now >= self.resolve_end:
                 continue
             p.attempts += 1
+            wait = attempt_s(p.attempts)
             try:
                 p.resolving = cm.CmId.create(self.channel, C.PS_UDP)
                 p.resolving.resolve_addr(
                     A.resolve(self.address, 0, passive=True, what="this node's address"),
                     A.resolve(p.address, p.port, what="the partner's address"),
-                    int(ATTEMPT_S * 1000),
+                    int(wait * 1000),
                 )
             except Exception as exc:  # noqa: BLE001 - a peer that cannot be asked now: its error
                 self._failed(p, exc if isinstance(exc, RdmacliError) else RdmacliError(
                     f"SIDR to {p.address}: {exc}", cause=Cause.CALL_FAILED), now)  # fmt: skip
                 continue
-            self.inflight[p.resolving.key] = (i, now + ATTEMPT_S + 0.5)
+            self.inflight[p.resolving.key] = (i, now + wait + 0.5)
 
     def _failed(self, p: Peer, error: RdmacliError, now: float, again: float = 0.25) -> None:
         """An attempt that ended without the peer's QP number: its error is the pair's (the
@@ -400,7 +409,7 @@ class NicProbe:
             now = time.time()
             try:
                 if ev.type == C.ADDR_RESOLVED:
-                    p.resolving.resolve_route(int(ATTEMPT_S * 1000))
+                    p.resolving.resolve_route(int(attempt_s(p.attempts) * 1000))
                 elif ev.type == C.ROUTE_RESOLVED:
                     tok = T.Token(self.run_id, 0, self.nic, p.nic).pack()
                     p.resolving.connect(cm.ConnParam(private_data=b"\0" * T.OFFSET + tok,
