@@ -266,8 +266,7 @@ class NicProbe:
                                  max_send_wr=sends, max_recv_wr=recvs, sq_sig_all=1)  # fmt: skip
         self.recvs = recvs  # wr_ids below are receive slots, the rest send slots
         self.mr = verbs.MR(self.listen_id.pd, (recvs + sends) * SLOT, C.ACCESS_LOCAL_WRITE)
-        for slot in range(recvs):
-            verbs.post_recv(self.listen_id.qp, slot, self.mr, slot * SLOT, SLOT)
+        verbs.post_recv_slots(self.listen_id.qp, self.mr, range(recvs), SLOT)
         self.free_sends = list(range(recvs, recvs + sends))
         self.cq.req_notify()
         if self.device:
@@ -468,6 +467,7 @@ class NicProbe:
             t_in = time.perf_counter_ns()
             if not wcs:
                 return
+            again = []  # the batch's receive slots, posted again in one call
             for wc in wcs:
                 if wc.wr_id >= self.recvs:  # a send's completion: its slot is free again
                     self.free_sends.append(wc.wr_id)
@@ -482,10 +482,11 @@ class NicProbe:
                         else:
                             self._counted(d, wc, t_in)
                 if wc.status != C.WC_WR_FLUSH_ERR:
-                    try:
-                        verbs.post_recv(self.listen_id.qp, slot, self.mr, slot * SLOT, SLOT)
-                    except Exception:  # noqa: BLE001 - one receive fewer; the queue is deep
-                        pass
+                    again.append(slot)
+            try:
+                verbs.post_recv_slots(self.listen_id.qp, self.mr, again, SLOT)
+            except Exception:  # noqa: BLE001 - receives fewer; the queue is deep
+                pass
 
     def _answer(self, d: Datagram, wc, slot: int, t2: int) -> None:
         """A partner's probe: its reply, the probe's fields back with our two stamps."""

@@ -63,3 +63,20 @@ def test_receives_are_reposted_alike_and_the_cache_stays_bounded():
     for k in range(verbs.MAX_BUILT + 10):
         verbs.post_recv(qp, k, mr, 0, 8)
     assert len(verbs._BUILT) <= verbs.MAX_BUILT
+
+
+def test_slots_are_posted_in_one_chain_each_its_own_buffer_and_none_outside():
+    import pytest
+
+    seen: list = []
+    qp, mr = provider(seen), Buffer()
+    verbs.post_recv_slots(qp, mr, [3, 0, 31], 128)
+    assert len(seen) == 1 and [(w[0], w[5]) for w in seen[0]] == [
+        (3, (0x10000 + 3 * 128, 128, 0x55)),
+        (0, (0x10000, 128, 0x55)),
+        (31, (0x10000 + 31 * 128, 128, 0x55)),
+    ]
+    verbs.post_recv_slots(qp, mr, [], 128)  # nothing to post: no call
+    assert len(seen) == 1
+    with pytest.raises(AssertionError):  # slot 32 of 128 bytes lies past the 4096-byte buffer
+        verbs.post_recv_slots(qp, mr, [1, 32], 128)
