@@ -133,7 +133,9 @@ def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list], he
     take as many (a NIC dropping 5 % of its packets shows on a few of its pairs only: each
     pair's handful of packets may all get through). Greedy, the most such pairs first. Only
     telling pairs count here (Pair.telling): a few first attempts that failed without a counter
-    moving and passed again are the host's noise, not a NIC's fault."""
+    moving and passed again are the host's noise, not a NIC's fault. And only pairs of one
+    symptom (Pair.symptom): a NIC that reached all its partners but one, and was slow with
+    another, is not one fault; a lossy NIC's pairs all show loss, a flapping one's all fail."""
     left = {
         x: [(p, y) for p, y, against in pairs if against and p.telling and y not in bad]
         for x, pairs in enumerate(of)
@@ -145,6 +147,10 @@ def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list], he
             if x in bad:
                 continue
             lone = [p for p, y in left[x] if y not in bad and count.get(y) == 1]
+            by_symptom: dict[str, list[Pair]] = {}
+            for p in lone:
+                by_symptom.setdefault(p.symptom, []).append(p)
+            lone = max(by_symptom.values(), key=len, default=[])
             if len(lone) >= 2 and (best is None or len(lone) > len(best[1])):
                 best = (x, lone)
         if best is None:

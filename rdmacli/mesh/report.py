@@ -193,6 +193,16 @@ class Pair:
         first = self.first
         return self.bad or (first is not None and first.lossy)
 
+    @property
+    def symptom(self) -> str:
+        """What a bad pair shows, for telling one fault from several: "loss" when packets were
+        lost (counters moved or probes unanswered, in either attempt: a lossy NIC's pairs pass
+        or fail by chance), else "slow" for a pair that passed slow, else "failed"."""
+        first = self.first
+        if self.lossy or (first is not None and first.lossy):
+            return "loss"
+        return "slow" if self.result == "pass" and self.slow is not None else "failed"
+
     def metric(self, key: str):
         """A figure of the pair: a direction's rate from the end it came to, every other figure
         from the connector's report (None when it has none)."""

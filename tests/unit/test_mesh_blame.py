@@ -352,3 +352,18 @@ def test_first_attempts_that_failed_without_counters_and_passed_again_name_nobod
                 p.first = first
         v = blame(8, pairs, NAMES)
         assert [b["node"] for b in v["nodes"]] == named and v["links"] == [], v
+
+
+def test_one_unreachable_partner_and_one_slow_one_are_two_faults_not_a_bad_nic():
+    """CI's red of the probe's lab test: n02's NIC on rail 0 reached every partner but n07
+    (the blocked link) and was slow with one more; the minority rule took the two as one bad
+    NIC. They show different symptoms: the link is named, the NIC is not; two pairs of one
+    symptom at one end still name it."""
+    pairs = full_mesh(8, lambda a, b: (UNR, UNR) if {a, b} == {1, 6} else None)
+    for p in pairs:
+        if {p.a, p.b} == {1, 3}:
+            p.slow = {"figure": "rtt_p50_us", "value": 900.0, "best": 10.0, "limit": 20.0}
+    v = blame(8, pairs, NAMES)
+    assert v["nodes"] == [] and {"n1", "n6"} in [{x["a"], x["b"]} for x in v["links"]], v
+    pairs = full_mesh(8, lambda a, b: (UNR, UNR) if {a, b} in ({1, 6}, {1, 3}) else None)
+    assert [b["node"] for b in blame(8, pairs, NAMES)["nodes"]] == ["n1"]
