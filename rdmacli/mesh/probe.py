@@ -189,6 +189,27 @@ def verdict(tally: Tally, resolved: bool, error: RdmacliError | None,
 # ---- one NIC's phase, on the real stack -----------------------------------------------------
 
 
+def verbs_address(ptr) -> int:
+    from rdmacli import native
+
+    return native.as_address(ptr, verbs.ffi())
+
+
+def native_loop(nic: NicProbe, recvs: int, sends: int):
+    """The native datagram loop for an open NIC, or None (not built, or RDMACLI_DATA_PATH=python:
+    the Python loop below does the same, slower)."""
+    from rdmacli import native
+
+    if native.load() is None:
+        return None
+    lid = nic.listen_id
+    return native.ProbeLoop(
+        verbs_address(lid.qp), verbs_address(nic.cq.ptr), verbs_address(lid.pd), run=nic.run_id, nic=nic.nic,
+        count=nic.count, recvs=recvs, sends=sends, buf=(nic.mr.addr, nic.mr.lkey), port_num=nic.ib_port,
+        partners=[p.nic for p in nic.peers],
+    )  # fmt: skip
+
+
 @dataclass
 class Peer:
     rank: int
@@ -232,6 +253,7 @@ class NicProbe:
         self.ib_port = 1
         self.counters_before: dict[str, int] = {}
         self.counters: list[dict] = []
+        self.native = None  # the datagrams' loop in C (rdmacli.native.ProbeLoop), when built
 
     def phase(self, begin: float, end: float) -> None:
         """The phase's times (the go line may move its start after the NIC is open). Partners
@@ -268,6 +290,7 @@ class NicProbe:
         self.mr = verbs.MR(self.listen_id.pd, (recvs + sends) * SLOT, C.ACCESS_LOCAL_WRITE)
         verbs.post_recv_slots(self.listen_id.qp, self.mr, range(recvs), SLOT)
         self.free_sends = list(range(recvs, recvs + sends))
+        self.native = native_loop(self, recvs, sends)
         self.cq.req_notify()
         if self.device:
             self.counters_before = counters.read(self.device, self.ib_port)
@@ -275,7 +298,8 @@ class NicProbe:
     def close(self) -> None:
         """Everything this NIC's phase made, in the order the stack needs (AHs and the MR before
         the last cm_id takes librdmacm's PD with it); errors here are not the pairs'."""
-        steps = [p.resolving.destroy for p in self.peers if p.resolving is not None]
+        steps = [self.native.release] if self.native is not None else []  # its reply AHs
+        steps += [p.resolving.destroy for p in self.peers if p.resolving is not None]
         steps += [p.ah.destroy for p in self.peers if p.ah is not None]
         steps += [ah.destroy for _, ah in self.ahs.values()]
         if self.listen_id is not None:
@@ -295,6 +319,7 @@ class NicProbe:
             p.resolving = p.ah = None
         self.ahs.clear()
         self.listen_id = self.cq = self.comp = self.mr = self.channel = None  # closed: twice is harmless
+        self.native = None
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> None:
@@ -308,7 +333,7 @@ class NicProbe:
                     break
                 if now >= self.begin:
                     self._ask(now)
-                    self._send_due(now)
+                    self._datagrams(now)
                 wait = self._next_wake(now)
                 for key, _ in sel.select(wait):
                     if key.data == "cm":
@@ -317,7 +342,7 @@ class NicProbe:
                         while self.comp.get_event() is not None:
                             self.cq.ack_events(1)
                         self.cq.req_notify()
-                self._completions()
+                self._datagrams(time.time())
         finally:
             sel.close()
         if self.device:
@@ -327,11 +352,32 @@ class NicProbe:
                 self.counters = [{"device": d.device, "port": d.port, "moved": dict(d.moved),
                                   "reset": list(d.reset)}]  # fmt: skip
 
+    def _datagrams(self, now: float) -> None:
+        """The CQ's completions and the probes due: in C when the native loop runs (one call),
+        else here. Probes go only once the phase has begun."""
+        if self.native is None:
+            self._completions()
+            if now >= self.begin:
+                self._send_due(now)
+            return
+        status = self.native.turn(self._mono(self.send_end if now >= self.begin else now))
+        if status != 0:
+            from rdmacli import native
+
+            raise RdmacliError(f"the probe's native loop stopped: {native.STATUS_WORDS.get(status, status)}",
+                               cause=Cause.CALL_FAILED)  # fmt: skip
+
+    def _mono(self, t: float) -> int:
+        """A time.time() as CLOCK_MONOTONIC ns, the native loop's clock."""
+        return max(int((t - time.time()) * 1e9) + time.monotonic_ns(), 0)
+
     def _next_wake(self, now: float) -> float:
         wake = self.end
         if now < self.begin:
             wake = min(wake, self.begin)
-        if self.due and self.free_sends:
+        if self.native is not None and self.native.next_due_ns:
+            wake = min(wake, now + (self.native.next_due_ns - time.monotonic_ns()) / 1e9)
+        elif self.due and self.free_sends:
             wake = min(wake, self.due[0][0])
         if self.asks and len(self.inflight) < MAX_RESOLVING:
             wake = min(wake, max(self.asks[0][0], now))
@@ -435,7 +481,11 @@ class NicProbe:
         left = self.count - p.tally.sent
         if left > 0:
             p.step = max(SPREAD * (self.send_end - now) / left, GAP_S / 4, len(self.peers) / MAX_RATE)
-            heapq.heappush(self.due, (now, p.index))
+            if self.native is not None:
+                self.native.resolved(p.index, verbs_address(p.ah.ptr), p.qpn, p.qkey, int(p.step * 1e9),
+                                     self._mono(now))  # fmt: skip
+            else:
+                heapq.heappush(self.due, (now, p.index))
 
     def _send_due(self, now: float) -> None:
         while self.due and self.due[0][0] <= now and self.free_sends:
@@ -524,6 +574,9 @@ class NicProbe:
 
     # -- what came of it ------------------------------------------------------------------------
     def results(self) -> list[tuple[Peer, str, RdmacliError | None]]:
+        if self.native is not None:  # the native loop's counts and round trips are the tallies
+            for p in self.peers:
+                p.tally.sent, p.tally.answered, p.tally.host_ns, p.tally.net_ns = self.native.counts(p.index)
         return [(p, *verdict(p.tally, p.resolved, p.error, p.attempts)) for p in self.peers]
 
 

@@ -181,3 +181,61 @@ class BwLoop(_Loop):
         done = self.lib.rdmacli_bw_stream(self.qp, self.cq, s, until, now + int(slice_s * 1e9),
                                           int(idle_s * 1e9))  # fmt: skip
         return bool(done), self._slice()
+
+
+class ProbeLoop(_Loop):
+    """A mesh probe NIC's datagrams in C (probe.c): every completion of its CQ and every probe
+    due, once a turn of the phase's loop; SIDR and the pacing stay in Python
+    (rdmacli/mesh/probe.py). Times are CLOCK_MONOTONIC ns (time.monotonic_ns())."""
+
+    def __init__(self, qp: int, cq: int, pd: int, *, run: bytes, nic: int, count: int, recvs: int,
+                 sends: int, buf: tuple[int, int], port_num: int, partners: list[int]):  # fmt: skip
+        super().__init__(qp, cq, "rdmacli_probe")
+        ffi, s = self.ffi, self.state
+        s.run = run
+        s.nic, s.count, s.recvs, s.sends = nic, count, recvs, sends
+        s.buf, s.lkey = buf
+        s.port_num, s.pd = port_num, ffi.cast("void *", pd)
+        n = len(partners)
+        self.peers = ffi.new("struct rdmacli_probe_peer[]", max(n, 1))
+        self.arrays = []  # every buffer the C side holds a pointer to lives as long as this
+        for i, partner in enumerate(partners):
+            p = self.peers[i]
+            p.nic = partner
+            for name in ("t1_ns", "host_ns", "net_ns"):
+                a = ffi.new("uint64_t[]", count)
+                self.arrays.append(a)
+                setattr(p, name, a)
+        nics = max(partners, default=0) + 1
+        self.peer_of_nic = ffi.new("int32_t[]", [-1] * nics)
+        for i, partner in enumerate(partners):
+            self.peer_of_nic[partner] = i
+        self.reply_ah, self.reply_qpn = ffi.new("uint64_t[]", max(n, 1)), ffi.new("uint32_t[]", max(n, 1))
+        self.free = ffi.new("uint32_t[]", list(range(recvs, recvs + sends)))
+        s.npeers, s.peers, s.nics, s.peer_of_nic = n, self.peers, nics, self.peer_of_nic
+        s.reply_ah, s.reply_qpn, s.free_sends, s.nfree = self.reply_ah, self.reply_qpn, self.free, sends
+
+    def resolved(self, index: int, ah: int, qpn: int, qkey: int, step_ns: int, due_ns: int) -> None:
+        """Partner `index` answered SIDR: its probes go from due_ns, a step apart."""
+        p = self.peers[index]
+        p.ah, p.qpn, p.qkey, p.step_ns, p.next_due_ns = ah, qpn, qkey, max(step_ns, 1), due_ns
+
+    def turn(self, send_end_ns: int) -> int:
+        """Every completion now in the CQ, then every probe due before send_end_ns: its status."""
+        self.state.send_end_ns = send_end_ns
+        self.lib.rdmacli_probe_turn(self.qp, self.cq, self.state)
+        return self.state.status
+
+    @property
+    def next_due_ns(self) -> int:
+        return self.state.next_due_ns
+
+    def counts(self, index: int) -> tuple[int, int, list[int], list[int]]:
+        """(sent, answered, host round trips, network round trips) of partner `index`."""
+        p = self.peers[index]
+        k = p.answered
+        return p.sent, k, self.ffi.unpack(p.host_ns, k), self.ffi.unpack(p.net_ns, k)
+
+    def release(self) -> None:
+        """The reply AHs made in C, before the PD they were made on goes."""
+        self.lib.rdmacli_probe_release(self.state)

@@ -35,7 +35,7 @@ def builder(sanitize: bool = False):
     ffi.set_source(
         MODULE,
         '#include "datapath.h"',
-        sources=[os.path.join(HERE, "datapath.c")],
+        sources=[os.path.join(HERE, "datapath.c"), os.path.join(HERE, "probe.c")],
         include_dirs=[HERE],
         libraries=["ibverbs"],
         extra_compile_args=flags,

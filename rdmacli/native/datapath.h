@@ -76,6 +76,57 @@ struct rdmacli_bw {
     uint64_t polls;
 };
 
+#define RDMACLI_PROBE 1          /* probe.c: a datagram's kinds, as rdmacli/mesh/probe.py */
+#define RDMACLI_REPLY 2
+#define RDMACLI_PROBE_SLOT 128   /* a buffer slot: the 40-byte GRH and the payload */
+#define RDMACLI_PROBE_PAYLOAD 64
+
+struct rdmacli_probe_peer {
+    /* set by Python when the partner resolved (SIDR) and as it paces the probes */
+    uint32_t nic;          /* the partner's NIC number */
+    uint32_t qpn;
+    uint32_t qkey;
+    uint64_t ah;           /* its struct ibv_ah *, as an address (0: not resolved) */
+    uint64_t next_due_ns;  /* CLOCK_MONOTONIC: its next probe */
+    uint64_t step_ns;
+    uint64_t *t1_ns;       /* count entries each: probe k's post time (0 once counted) */
+    uint64_t *host_ns;     /* the answered probes' round trips, host and network */
+    uint64_t *net_ns;
+    /* counted here */
+    uint32_t sent;
+    uint32_t answered;
+};
+
+struct rdmacli_probe {
+    /* set once by Python */
+    unsigned char run[8];
+    uint32_t nic;          /* this NIC's number */
+    uint32_t count;        /* probes a partner, at most */
+    uint32_t recvs;        /* receive slots are 0..recvs-1, send slots recvs..recvs+sends-1 */
+    uint32_t sends;
+    uint64_t buf;          /* the registered buffer: (recvs + sends) slots */
+    uint32_t lkey;
+    uint32_t port_num;
+    void *pd;
+    uint32_t npeers;
+    struct rdmacli_probe_peer *peers;
+    uint32_t nics;         /* entries of peer_of_nic */
+    int32_t *peer_of_nic;  /* a NIC number -> its partner index, -1: not a partner */
+    uint64_t *reply_ah;    /* a partner index -> the AH its probes are answered by (made here) */
+    uint32_t *reply_qpn;
+    uint32_t *free_sends;  /* send slots free (nfree of them) */
+    uint32_t nfree;
+    uint64_t send_end_ns;  /* no probe leaves after this */
+    /* out */
+    uint64_t next_due_ns;  /* the earliest probe still due (0: none) */
+    uint64_t replies;      /* partners' probes answered */
+    uint64_t post_errors;
+    int status;
+    int err;
+};
+
+int rdmacli_probe_turn(void *qp, void *cq, struct rdmacli_probe *s);
+void rdmacli_probe_release(struct rdmacli_probe *s);
 int rdmacli_bw_stream(void *qp, void *cq, struct rdmacli_bw *s, uint64_t post_until_ns,
                       uint64_t slice_end_ns, uint64_t idle_ns);
 int rdmacli_lat_client(void *qp, void *cq, struct rdmacli_lat *s, uint64_t *rtt_ns,

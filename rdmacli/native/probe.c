@@ -1,0 +1,314 @@
+/* rdmacli's native data path: the mesh's connectionless probe (rdmacli/mesh/probe.py), in C.
+ *
+ * Python keeps the phase: the UD QP, its CQ and buffer, SIDR for each partner's QP number and
+ * its address handle, the pacing of each partner's probes (a step and the next due time), and
+ * the figures. Here, once per turn of its loop: every completion in the CQ (a partner's probe
+ * answered at once with both stamps, a reply to one of ours counted against the probe it
+ * answers, a send's slot freed, receives posted again) and every probe that is due.
+ *
+ * In Python each datagram cost tens of microseconds of the interpreter (a poll, a parse, a
+ * reply built and posted): on 32 emulated NICs of the lab that was both CPUs, and the round
+ * trips measured the scheduler. Here a datagram costs what the verbs cost.
+ *
+ * Bounds: what comes from the wire is checked before it is used (magic, run, kind, the NICs
+ * named, a sequence number among the probes sent, a length that holds a datagram); every
+ * buffer touched is a slot of the one registered buffer, found from our own wr_id; a turn
+ * polls at most MAX_BATCHES batches, so the CM events of SIDR are never kept waiting.
+ */
+#define _GNU_SOURCE
+#include <infiniband/verbs.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "datapath.h"
+
+#define BATCH 16
+#define MAX_BATCHES 64
+#define GRH 40
+#define DATAGRAM 52                /* ">4sB3x8sIIIQQQ" */
+#define FLOOR_NS 500ull            /* figures.RTT_FLOOR_US: no wire's round trip is shorter */
+#define UDP_QKEY 0x01234567u       /* RDMA_UDP_QKEY: rdma_cm's UD QPs */
+static const unsigned char MAGIC[4] = {'R', 'P', 'R', 'B'};
+
+struct datagram {
+    unsigned kind;
+    unsigned char run[8];
+    uint32_t seq, src, dst;
+    uint64_t t1, t2, t3;
+};
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+static int parse(const unsigned char *p, struct datagram *d)
+{
+    if (memcmp(p, MAGIC, 4) != 0)
+        return 0;
+    d->kind = p[4];
+    if (d->kind != RDMACLI_PROBE && d->kind != RDMACLI_REPLY)
+        return 0;
+    memcpy(d->run, p + 8, 8);
+    d->seq = get32(p + 16);
+    d->src = get32(p + 20);
+    d->dst = get32(p + 24);
+    d->t1 = get64(p + 28);
+    d->t2 = get64(p + 36);
+    d->t3 = get64(p + 44);
+    return 1;
+}
+
+static void pack(unsigned char *p, const struct datagram *d)
+{
+    memset(p, 0, RDMACLI_PROBE_PAYLOAD);
+    memcpy(p, MAGIC, 4);
+    p[4] = (unsigned char)d->kind;
+    memcpy(p + 8, d->run, 8);
+    put32(p + 16, d->seq);
+    put32(p + 20, d->src);
+    put32(p + 24, d->dst);
+    put64(p + 28, d->t1);
+    put64(p + 36, d->t2);
+    put64(p + 44, d->t3);
+}
+
+static unsigned char *slot_at(const struct rdmacli_probe *s, uint32_t slot)
+{
+    return (unsigned char *)(uintptr_t)(s->buf + (uint64_t)slot * RDMACLI_PROBE_SLOT);
+}
+
+/* A datagram out of a send slot; returns 0 when posted (the slot is the send's until its
+ * completion), else the slot goes back to the free list. */
+static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struct datagram *d,
+                         struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
+{
+    struct ibv_sge sge;
+    struct ibv_send_wr wr, *bad = NULL;
+    uint32_t slot;
+    int rc;
+
+    if (s->nfree == 0)
+        return -1;
+    slot = s->free_sends[--s->nfree];
+    pack(slot_at(s, slot), d);
+    sge.addr = (uintptr_t)slot_at(s, slot);
+    sge.length = RDMACLI_PROBE_PAYLOAD;
+    sge.lkey = s->lkey;
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = slot;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = qpn;
+    wr.wr.ud.remote_qkey = qkey;
+    rc = ibv_post_send(qp, &wr, &bad);
+    if (rc) {
+        s->free_sends[s->nfree++] = slot;
+        s->post_errors++;
+    }
+    return rc;
+}
+
+/* A partner's probe: its reply at once, the probe's fields back with our two stamps. The
+ * reply's address handle is made from the probe's own completion, one a partner NIC. */
+static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct datagram *in,
+                   struct ibv_wc *wc, uint32_t slot, uint64_t t2)
+{
+    struct datagram out;
+    struct ibv_ah *ah;
+    int32_t i;
+
+    if (in->dst != s->nic || in->src >= s->nics || (i = s->peer_of_nic[in->src]) < 0 ||
+        (uint32_t)i >= s->npeers || s->nfree == 0)
+        return;
+    ah = (struct ibv_ah *)(uintptr_t)s->reply_ah[i];
+    if (ah == NULL || s->reply_qpn[i] != wc->src_qp) {
+        struct ibv_ah *made = ibv_create_ah_from_wc(s->pd, wc, (struct ibv_grh *)slot_at(s, slot),
+                                                    (uint8_t)s->port_num);
+
+        if (made == NULL)
+            return;
+        if (ah != NULL)
+            ibv_destroy_ah(ah);
+        ah = made;
+        s->reply_ah[i] = (uintptr_t)made;
+        s->reply_qpn[i] = wc->src_qp;
+    }
+    out = *in;
+    out.kind = RDMACLI_REPLY;
+    out.t2 = t2;
+    out.t3 = rdmacli_now_ns();
+    if (send_datagram(qp, s, &out, ah, wc->src_qp, UDP_QKEY) == 0)
+        s->replies++;
+}
+
+/* A reply to one of our probes: from the QP the partner's SIDR named, for a probe we sent and
+ * have not counted yet. The responder's hold is taken out only when less than the whole. */
+static void counted(struct rdmacli_probe *s, const struct datagram *d, const struct ibv_wc *wc,
+                    uint64_t t4)
+{
+    struct rdmacli_probe_peer *p;
+    uint64_t t1, host, hold;
+    int32_t i;
+
+    if (d->src != s->nic || d->dst >= s->nics || (i = s->peer_of_nic[d->dst]) < 0 ||
+        (uint32_t)i >= s->npeers)
+        return;
+    p = &s->peers[i];
+    if (wc->src_qp != p->qpn || d->seq < 1 || d->seq > p->sent || p->answered >= p->sent)
+        return;
+    t1 = p->t1_ns[d->seq - 1];
+    if (t1 == 0 || t4 < t1)
+        return;
+    p->t1_ns[d->seq - 1] = 0; /* counted once */
+    host = t4 - t1 > FLOOR_NS ? t4 - t1 : FLOOR_NS;
+    p->host_ns[p->answered] = host;
+    if (d->t3 >= d->t2 && (hold = d->t3 - d->t2) < host && host - hold >= FLOOR_NS)
+        p->net_ns[p->answered] = host - hold;
+    else
+        p->net_ns[p->answered] = host;
+    p->answered++;
+}
+
+static int usable(const void *qp, const void *cq, const struct rdmacli_probe *s)
+{
+    return qp && cq && s && s->buf && s->peers && s->peer_of_nic && s->reply_ah && s->reply_qpn &&
+           s->free_sends && s->recvs > 0 && s->sends > 0 && s->nfree <= s->sends && s->count > 0 &&
+           s->pd;
+}
+
+/* Every due probe: each peer's next is due a step after the one before was due (a loop that
+ * woke late catches up), none after send_end_ns, none beyond count. */
+static void send_due(struct ibv_qp *qp, struct rdmacli_probe *s, uint64_t now)
+{
+    uint64_t next = 0;
+    uint32_t k;
+
+    for (k = 0; k < s->npeers; k++) {
+        struct rdmacli_probe_peer *p = &s->peers[k];
+        struct datagram d;
+
+        while (p->ah && p->sent < s->count && p->next_due_ns <= now && now < s->send_end_ns) {
+            memset(&d, 0, sizeof(d));
+            d.kind = RDMACLI_PROBE;
+            memcpy(d.run, s->run, 8);
+            d.seq = p->sent + 1;
+            d.src = s->nic;
+            d.dst = p->nic;
+            d.t1 = rdmacli_now_ns();
+            if (send_datagram(qp, s, &d, (struct ibv_ah *)(uintptr_t)p->ah, p->qpn, p->qkey))
+                break; /* no slot or the queue is full: due still, the next turn tries */
+            p->t1_ns[p->sent++] = d.t1;
+            p->next_due_ns += p->step_ns;
+        }
+        if (p->ah && p->sent < s->count && p->next_due_ns < s->send_end_ns &&
+            (next == 0 || p->next_due_ns < next))
+            next = p->next_due_ns;
+    }
+    s->next_due_ns = next;
+}
+
+int rdmacli_probe_turn(void *qp_, void *cq_, struct rdmacli_probe *s)
+{
+    struct ibv_qp *qp = qp_;
+    struct ibv_wc wc[BATCH];
+    struct ibv_sge sges[BATCH];
+    struct ibv_recv_wr rws[BATCH], *bad;
+    struct datagram d;
+    uint64_t t_in;
+    int got, k, batches, n;
+
+    if (!usable(qp_, cq_, s)) {
+        if (s)
+            s->status = RDMACLI_BAD_ARGS;
+        return 0;
+    }
+    s->status = RDMACLI_OK;
+    s->err = 0;
+    for (batches = 0; batches < MAX_BATCHES; batches++) {
+        got = ibv_poll_cq((struct ibv_cq *)cq_, BATCH, wc);
+        t_in = rdmacli_now_ns(); /* the batch as it came out of the CQ */
+        if (got < 0) {
+            s->status = RDMACLI_POLL_ERROR;
+            s->err = got;
+            return 0;
+        }
+        if (got == 0)
+            break;
+        n = 0;
+        for (k = 0; k < got; k++) {
+            uint64_t slot = wc[k].wr_id;
+
+            if (slot >= (uint64_t)s->recvs + s->sends)
+                continue; /* not a wr_id of ours */
+            if (slot >= s->recvs) { /* a send's completion: its slot is free again */
+                if (s->nfree < s->sends)
+                    s->free_sends[s->nfree++] = (uint32_t)slot;
+                continue;
+            }
+            if (wc[k].status == IBV_WC_SUCCESS && (wc[k].opcode & IBV_WC_RECV) &&
+                wc[k].byte_len >= GRH + DATAGRAM &&
+                parse(slot_at(s, (uint32_t)slot) + GRH, &d) && memcmp(d.run, s->run, 8) == 0) {
+                if (d.kind == RDMACLI_PROBE)
+                    answer(qp, s, &d, &wc[k], (uint32_t)slot, t_in);
+                else
+                    counted(s, &d, &wc[k], t_in);
+            }
+            if (wc[k].status == IBV_WC_WR_FLUSH_ERR)
+                continue;
+            sges[n].addr = (uintptr_t)slot_at(s, (uint32_t)slot);
+            sges[n].length = RDMACLI_PROBE_SLOT;
+            sges[n].lkey = s->lkey;
+            memset(&rws[n], 0, sizeof(rws[n]));
+            rws[n].wr_id = slot;
+            rws[n].sg_list = &sges[n];
+            rws[n].num_sge = 1;
+            if (n > 0)
+                rws[n - 1].next = &rws[n];
+            n++;
+        }
+        if (n > 0) {
+            bad = NULL;
+            if (ibv_post_recv(qp, rws, &bad))
+                s->post_errors++; /* receives fewer: the queue is deep */
+        }
+    }
+    send_due(qp, s, rdmacli_now_ns());
+    return batches;
+}
+
+void rdmacli_probe_release(struct rdmacli_probe *s)
+{
+    uint32_t k;
+
+    if (!s || !s->reply_ah)
+        return;
+    for (k = 0; k < s->npeers; k++) {
+        if (s->reply_ah[k]) {
+            ibv_destroy_ah((struct ibv_ah *)(uintptr_t)s->reply_ah[k]);
+            s->reply_ah[k] = 0;
+        }
+    }
+}
