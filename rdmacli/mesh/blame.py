@@ -179,6 +179,28 @@ def _healthy_rows(healthy, aligned: bool):
     return rows
 
 
+def _healthy_lows(healthy, aligned: bool):
+    """A callable giving the probe's healthy pairs' fastest round trips afresh: (min, a, b)."""
+
+    def rows():
+        if healthy is None:
+            return
+        rails = healthy.rails
+        for x, y, low in healthy.lows():
+            if (x % rails == y % rails) == aligned and low == low:  # NaN: an older agent said none
+                yield low, x // rails, y // rails
+
+    return rows
+
+
+def _hosts_only(low: float | None, ref: dict) -> bool:
+    """A pair whose typical round trip is slow but whose fastest is within the fabric's own
+    (under factor x the fastest of all, or under the typical pair's median): the wire carried
+    it fast at least once, and what made the rest slow was the hosts (a prober or responder
+    waiting for a CPU). Precise about the wire, not the host: not slow."""
+    return low is not None and ref.get("min_limit_us") is not None and low <= ref["min_limit_us"]
+
+
 def within(reference: dict, factor: float):
     """keep(aligned, p50) for Healthy.take: a healthy pair stays in the columns unless the
     reference would call it slow (above the limit) or implausible (under best / 2 x factor)."""
@@ -256,9 +278,11 @@ def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dic
     cross-rail) that stands without any one node's word (standing_best). Latency: a pair's p50
     above factor x the best p50, and above the class's median p99 too (the fabric's own jitter:
     a loaded or emulated fabric whose typical tail reaches that far cannot tell a slow pair
-    from a busy moment). Bandwidth: a direction's Gb/s below
-    fraction x the best direction's. The reference is computed from these pairs unless given
-    (a re-test is judged by its first round's). Returns the reference."""
+    from a busy moment); and, where the pair says its fastest round trip, that too above
+    factor x the fastest pair's and above the class's median p50 (a slow wire is slow every
+    time; hosts that were busy make only some round trips slow: _hosts_only). Bandwidth: a
+    direction's Gb/s below fraction x the best direction's. The reference is computed from
+    these pairs unless given (a re-test is judged by its first round's). Returns it."""
     if reference is None:
         reference = {}
         classes: dict[str, list[Pair]] = {"aligned": [], "cross": []}
@@ -278,6 +302,13 @@ def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dic
                 p99s += [p99 for _, p99, _, _ in more()]
                 best = ref["rtt_p50_us"] = standing_best(rows, min, max)
                 ref["limit_us"] = round(max(factor * best, statistics.median(p99s) if p99s else 0), 1)
+                lows = [(v, p.a, p.b) for p in members if (v := p.metric("rtt_min_us"))]
+                more_lows = _healthy_lows(healthy, name == "aligned")
+                if lows or (extra and any(True for _ in more_lows())):
+                    rows = lambda lows=lows, more=more_lows: chain(lows, more())  # noqa: E731
+                    low = ref["rtt_min_us"] = standing_best(rows, min, max)
+                    typical = statistics.median([v for v, _, _ in p50s] + [v for v, _, _, _ in more()])
+                    ref["min_limit_us"] = round(max(factor * low, typical), 1)
             gbps = [(v, p.a, p.b) for p in members for k in ("gbps_ab", "gbps_ba") if (v := p.metric(k))]
             if gbps:
                 best = ref["gbps"] = standing_best(lambda gbps=gbps: gbps, max, min)
@@ -287,8 +318,8 @@ def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dic
         ref = reference.get("aligned" if p.ra == p.rb else "cross") or {}
         if p.result != "pass":
             continue
-        lat = p.metric("rtt_p50_us")
-        if lat and ref.get("limit_us") and lat > ref["limit_us"]:
+        lat, low = p.metric("rtt_p50_us"), p.metric("rtt_min_us")
+        if lat and ref.get("limit_us") and lat > ref["limit_us"] and not _hosts_only(low, ref):
             p.slow = {
                 "figure": "rtt_p50_us",
                 "value": lat,

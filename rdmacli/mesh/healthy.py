@@ -3,7 +3,7 @@
 At 1000 nodes x 8 rails a probe phase has 4 million NIC pairs; nearly all are healthy, and a
 healthy pair needs nothing from the verdict but its round trips (to find the fabric's best
 and its slow pairs) and its place in the counts. Agents say them compactly
-(records.HealthyRecord: a NIC's healthy partners, three figures each); `Store` keeps each
+(records.HealthyRecord: a NIC's healthy partners, four figures each); `Store` keeps each
 NIC's entries in flat arrays as they come, and `Store.split` pairs the two ends up at the end:
 a pair both ends called healthy goes into `Healthy`'s columns (about 40 bytes a pair), any
 other pair of the schedule becomes a report.Pair with its ends' records (what grows with
@@ -24,21 +24,21 @@ NAN = float("nan")
 
 
 def passed(run: str, rank: int, rail: int, peer: int, peer_rail: int, figures, count: int) -> PairRecord:
-    """The pair record a healthy entry stands for: passed, every probe answered, its three
-    round trips (p50, p99, host p50)."""
-    p50, p99, host = figures
+    """The pair record a healthy entry stands for: passed, every probe answered, its four
+    round trips (p50, p99, host p50, min)."""
+    p50, p99, host, low = figures
     return PairRecord(run=run, rank=rank, peer=peer, round=0, result="pass", rail=rail, peer_rail=peer_rail,
-                      rtt_p50_us=p50, rtt_p99_us=p99, host_rtt_p50_us=host, probes_sent=count,
+                      rtt_p50_us=p50, rtt_p99_us=p99, host_rtt_p50_us=host, rtt_min_us=low, probes_sent=count,
                       probes_answered=count)  # fmt: skip
 
 
 class Store:
-    """Each NIC's healthy entries as its own agent said them: three figures per test of the
+    """Each NIC's healthy entries as its own agent said them: four figures per test of the
     schedule (NaN: not said healthy), allocated when a NIC first says one."""
 
     def __init__(self, sched, count: int):
         self.sched, self.count, self.rails = sched, count, sched.rails
-        self.cols: dict[int, tuple[array, array, array]] = {}  # NIC (rank * rails + rail) -> figures
+        self.cols: dict[int, tuple[array, ...]] = {}  # NIC (rank * rails + rail) -> figures
         self.detailed: dict[int, set[int]] = {}  # NIC -> its tests it reported in a pair record
         self.entries = 0
 
@@ -54,18 +54,14 @@ class Store:
         x = rec.rank * self.rails + rec.rail
         cols = self.cols.get(x)
         if cols is None:
-            cols = self.cols[x] = (
-                array("d", [NAN]) * size,
-                array("d", [NAN]) * size,
-                array("d", [NAN]) * size,
-            )
+            cols = self.cols[x] = tuple(array("d", [NAN]) * size for _ in range(4))
         mine, taken = self.detailed.get(x, ()), list(rec.entries())
         for i, *_ in taken:
             if not math.isnan(cols[0][i]) or i in mine:
                 return f"a second report of its test {i} on rail {rec.rail}"
-        p50s, p99s, hosts = cols
-        for i, p50, p99, host in taken:
-            p50s[i], p99s[i], hosts[i] = p50, p99, host
+        p50s, p99s, hosts, mins = cols
+        for i, p50, p99, host, low in taken:
+            p50s[i], p99s[i], hosts[i], mins[i] = p50, p99, host, low
         self.entries += len(taken)
         return None
 
@@ -108,7 +104,7 @@ class Store:
                     ok_b = cy is not None and not nan(cy[0][j])
                     p = pairs.get(key)
                     if ok_a and ok_b and p is None:
-                        out.add(a * rails + ra, b * rails + rb, cy[0][j], cy[1][j], cy[2][j])
+                        out.add(a * rails + ra, b * rails + rb, cy[0][j], cy[1][j], cy[2][j], cy[3][j])
                         continue
                     if p is None:
                         p = Pair(a, b, 0, ra=ra, rb=rb)
@@ -133,14 +129,16 @@ class Healthy:
     p50: array = field(default_factory=lambda: array("d"))
     p99: array = field(default_factory=lambda: array("d"))
     host: array = field(default_factory=lambda: array("d"))
+    low: array = field(default_factory=lambda: array("d"))  # each pair's fastest round trip
     x: array = field(default_factory=lambda: array("l"))
     y: array = field(default_factory=lambda: array("l"))
     gone: set = field(default_factory=set)  # indices taken out as pairs
 
-    def add(self, x: int, y: int, p50: float, p99: float, host: float) -> None:
+    def add(self, x: int, y: int, p50: float, p99: float, host: float, low: float) -> None:
         self.p50.append(p50)
         self.p99.append(p99)
         self.host.append(host)
+        self.low.append(low)
         self.x.append(x)
         self.y.append(y)
 
@@ -159,10 +157,17 @@ class Healthy:
         connector's: the columns keep one end's, the one the verdict reads)."""
         (a, ra), (b, rb) = divmod(self.x[k], self.rails), divmod(self.y[k], self.rails)
         p = Pair(a, b, 0, ra=ra, rb=rb)
-        figures = (self.p50[k], self.p99[k], self.host[k])
+        figures = (self.p50[k], self.p99[k], self.host[k], self.low[k])
         for rank, rail, peer, peer_rail, side in ((a, ra, b, rb, "listen"), (b, rb, a, ra, "connect")):
             p.reports[side] = passed(run, rank, rail, peer, peer_rail, figures, self.count)
         return p
+
+    def lows(self):
+        """(NIC x, NIC y, fastest round trip) of every pair still here."""
+        gone = self.gone
+        for k, row in enumerate(zip(self.x, self.y, self.low)):
+            if k not in gone:
+                yield row
 
     def take(self, run: str, keep) -> list[Pair]:
         """The pairs whose (aligned, p50) `keep` refuses, out of the columns, as Pairs."""

@@ -57,14 +57,15 @@ def _lat_figures(f: Figures) -> dict:
         return {}
     net, host = f.network_rtt_us, f.rtt_us
     return {"rtt_p50_us": net.t_typical, "rtt_p99_us": net.p99, "rtt_avg_us": net.t_avg,
-            "host_rtt_p50_us": host.t_typical}  # fmt: skip
+            "host_rtt_p50_us": host.t_typical, "rtt_min_us": net.t_min}  # fmt: skip
 
 
 def _rping_figures(f: Figures) -> dict:
     """rping's cycle, as the host sees it."""
     if not isinstance(f, PingFigures) or f.rtt_us is None:
         return {}
-    return {"rtt_p50_us": f.rtt_us.p50, "rtt_p99_us": f.rtt_us.p99, "rtt_avg_us": f.rtt_us.avg}
+    return {"rtt_p50_us": f.rtt_us.p50, "rtt_p99_us": f.rtt_us.p99, "rtt_avg_us": f.rtt_us.avg,
+            "rtt_min_us": f.rtt_us.min}  # fmt: skip
 
 
 def _bw_figures(f: Figures) -> dict:

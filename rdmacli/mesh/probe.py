@@ -143,6 +143,7 @@ class Tally:
             out.update(
                 rtt_p50_us=_us(_pct(net, 50)),
                 rtt_p99_us=_us(_pct(net, 99)),
+                rtt_min_us=_us(net[0]),
                 rtt_avg_us=_us(statistics.fmean(net)),
                 host_rtt_p50_us=_us(statistics.median(self.host_ns)),
             )
@@ -588,15 +589,16 @@ def healthy(rec: dict, count: int) -> bool:
     one of the run's probes answered, no counters moved."""
     return (rec["result"] == "pass" and rec.get("probes_sent") == count
             and rec.get("probes_answered") == count and not rec.get("counters")
-            and rec.get("rtt_p50_us") is not None and rec.get("host_rtt_p50_us") is not None)  # fmt: skip
+            and all(rec.get(k) is not None for k in ("rtt_p50_us", "rtt_p99_us", "host_rtt_p50_us",
+                                                     "rtt_min_us")))  # fmt: skip
 
 
 def compact(sched, count: int, recs: list[dict]) -> list:
     """The phase's records as the agent prints them (records.HealthyRecord, PairRecord): its
-    healthy pairs a NIC at a time, three figures each, in the order of the schedule's tests
+    healthy pairs a NIC at a time, four figures each, in the order of the schedule's tests
     (Schedule.nic_tests); every other pair in a record of its own. At 1000 nodes x 8 rails an
     agent's output is about 200 KB instead of 4 MB, and the coordinator's intake follows."""
-    from rdmacli.mesh.records import HEALTHY_ENTRIES, HealthyRecord, PairRecord
+    from rdmacli.mesh.records import HEALTHY_ENTRIES, HEALTHY_FIGURES, HealthyRecord, PairRecord
 
     out, cols = [], {}
     for rec in recs:
@@ -607,18 +609,17 @@ def compact(sched, count: int, recs: list[dict]) -> list:
         if i is None:  # not a test of the schedule: said as it is, the coordinator judges
             out.append(PairRecord(**rec))
             continue
-        cols.setdefault(rec["rail"], {})[i] = (rec["rtt_p50_us"], rec["rtt_p99_us"], rec["host_rtt_p50_us"])
+        cols.setdefault(rec["rail"], {})[i] = tuple(rec[k] for k in HEALTHY_FIGURES)
         run, rank = rec["run"], rec["rank"]
     for rail, entries in sorted(cols.items()):
         top = max(entries) + 1
         for first in range(min(entries) // HEALTHY_ENTRIES * HEALTHY_ENTRIES, top, HEALTHY_ENTRIES):
-            span = [
-                entries.get(i, (None, None, None)) for i in range(first, min(first + HEALTHY_ENTRIES, top))
-            ]
+            none = (None,) * len(HEALTHY_FIGURES)
+            span = [entries.get(i, none) for i in range(first, min(first + HEALTHY_ENTRIES, top))]
             if any(e[0] is not None for e in span):
-                p50, p99, host = zip(*span)
+                figures = dict(zip(HEALTHY_FIGURES, zip(*span)))
                 out.append(HealthyRecord(run=run, rank=rank, rail=rail, round=0, first=first, probes=count,
-                                         rtt_p50_us=p50, rtt_p99_us=p99, host_rtt_p50_us=host))  # fmt: skip
+                                         **figures))  # fmt: skip
     return out
 
 

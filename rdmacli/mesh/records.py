@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from rdmacli.figures import RTT_FLOOR_US
 from rdmacli.mesh.contract import MAX_RAILS, float_in, int_in, side_of
 
+RTT_MIN = "rtt_min_us"
 MAX_LINE = 64 * 1024  # an agent's records are a few hundred bytes
 # what a launcher passes on for a line past MAX_LINE (its head, then this): the rest was dropped
 # as it was read, never held whole (launch.LineSplitter); the intake takes it as a violation
@@ -30,6 +31,7 @@ FIGURES = {
     "rtt_p50_us": 1e9,  # a round trip of 1000 s is no round trip
     "rtt_p99_us": 1e9,
     "rtt_avg_us": 1e9,
+    "rtt_min_us": 1e9,
     "host_rtt_p50_us": 1e9,
     "setup_us": 1e10,
     "took_s": 86400.0,  # of a slot of at most an hour
@@ -121,13 +123,15 @@ def _rtts(rec: dict) -> str | None:
     """Round trips a wire can have, consistent among themselves: none under RTT_FLOOR_US, a
     median under its p99, and the network's round trip (the responder's hold taken out) under
     the host's (the hold it took out cannot be more than the whole)."""
-    rtts = {k: rec.get(k) for k in ("rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "host_rtt_p50_us")}
+    rtts = {k: rec.get(k) for k in ("rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "host_rtt_p50_us", RTT_MIN)}
     for key, v in rtts.items():
         if v is not None and v < RTT_FLOOR_US:
             return f"{key} is {v:g} µs, under any wire's round trip ({RTT_FLOOR_US:g} µs)"
-    p50, p99, host = rtts["rtt_p50_us"], rtts["rtt_p99_us"], rtts["host_rtt_p50_us"]
+    p50, p99, host, low = rtts["rtt_p50_us"], rtts["rtt_p99_us"], rtts["host_rtt_p50_us"], rtts[RTT_MIN]
     if p50 is not None and p99 is not None and p50 > p99:
         return f"rtt_p50_us ({p50:g}) is above its rtt_p99_us ({p99:g})"
+    if p50 is not None and low is not None and low > p50:
+        return f"rtt_min_us ({low:g}) is above its rtt_p50_us ({p50:g})"
     if p50 is not None and host is not None and p50 > host:
         return f"the network's round trip ({p50:g} µs) is longer than the host's ({host:g} µs)"
     return None
@@ -321,6 +325,7 @@ class PairRecord(Typed):
     rtt_p99_us: float | None = None
     rtt_avg_us: float | None = None
     host_rtt_p50_us: float | None = None
+    rtt_min_us: float | None = None  # the fastest round trip: the wire's, least touched by the hosts
     gbps_ab: float | None = None
     gbps_ba: float | None = None
     gbps_sent: float | None = None
@@ -365,13 +370,13 @@ class PairRecord(Typed):
 
 
 HEALTHY_ENTRIES = 1024  # partners of one healthy record: a line of tens of KB, under MAX_LINE
-HEALTHY_FIGURES = ("rtt_p50_us", "rtt_p99_us", "host_rtt_p50_us")
+HEALTHY_FIGURES = ("rtt_p50_us", "rtt_p99_us", "host_rtt_p50_us", "rtt_min_us")
 
 
 @dataclass(frozen=True)
 class HealthyRecord(Typed):
     """`--test probe`: one NIC's healthy partners at once, compactly (what grows with pairs
-    is three figures a partner). Entry i stands for the test at `first + i` of the NIC's
+    is four figures a partner). Entry i stands for the test at `first + i` of the NIC's
     tests in the schedule's order (schedule.Schedule.nic_tests): that pair passed, each of
     its `probes` probes answered, with these round trips; null where the pair had trouble and
     has a pair record of its own. Up to HEALTHY_ENTRIES entries a record."""
@@ -386,15 +391,17 @@ class HealthyRecord(Typed):
     rtt_p50_us: tuple = ()
     rtt_p99_us: tuple = ()
     host_rtt_p50_us: tuple = ()
+    rtt_min_us: tuple = ()
 
     def to_dict(self) -> dict:
         return {"type": self.TYPE, **{f.name: getattr(self, f.name) for f in fields(self)}}
 
     def entries(self):
-        """(index in the NIC's tests, p50, p99, host p50) of each healthy partner it names."""
-        for i, (p50, p99, host) in enumerate(zip(self.rtt_p50_us, self.rtt_p99_us, self.host_rtt_p50_us)):
+        """(index in the NIC's tests, p50, p99, host p50, min) of each healthy partner it names."""
+        figures = zip(self.rtt_p50_us, self.rtt_p99_us, self.host_rtt_p50_us, self.rtt_min_us)
+        for i, (p50, p99, host, low) in enumerate(figures):
             if p50 is not None:
-                yield self.first + i, p50, p99, host
+                yield self.first + i, p50, p99, host, low
 
     @classmethod
     def parse(cls, d: dict) -> HealthyRecord:
@@ -407,14 +414,15 @@ class HealthyRecord(Typed):
         if len({len(c) for c in cols}) != 1:
             raise Violation("a healthy record whose figure lists differ in length")
         low, high, number = RTT_FLOOR_US, FIGURES["rtt_p50_us"], (int, float)
-        for p50, p99, host in zip(*cols):  # _rtts' rules, inline: millions of entries at fleet size
-            if p50 is None and p99 is None and host is None:
+        for p50, p99, host, least in zip(*cols):  # _rtts' rules, inline: millions of entries at fleet size
+            if p50 is None and p99 is None and host is None and least is None:
                 continue
             if not (type(p50) in number and type(p99) in number and type(host) in number
-                    and low <= p50 <= p99 <= high and p50 <= host <= high):  # fmt: skip
+                    and type(least) in number and low <= least <= p50 <= p99 <= high
+                    and p50 <= host <= high):  # fmt: skip
                 raise Violation(
-                    f"a healthy record with an entry that is no round trip ({low:g} µs <= p50 <= p99, "
-                    f"p50 <= host p50, none above {high:g})"
+                    f"a healthy record with an entry that is no round trip ({low:g} µs <= min <= p50 <= "
+                    f"p99, p50 <= host p50, none above {high:g})"
                 )
         return cls(run=d["run"], rank=_rank_of(d), rail=d["rail"], round=d["round"], first=d["first"],
                    probes=d["probes"], **{k: tuple(c) for k, c in zip(HEALTHY_FIGURES, cols)})  # fmt: skip

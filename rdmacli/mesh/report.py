@@ -252,7 +252,15 @@ class Pair:
             "error": self.error(),
             "slow": self.slow,
         }
-        for key in ("setup_us", "rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "host_rtt_p50_us", "steps_us"):
+        for key in (
+            "setup_us",
+            "rtt_p50_us",
+            "rtt_p99_us",
+            "rtt_avg_us",
+            "rtt_min_us",
+            "host_rtt_p50_us",
+            "steps_us",
+        ):
             d[key] = self.metric(key)
         for key in ("gbps_ab", "gbps_ba"):
             if self.metric(key) is not None:

@@ -246,7 +246,7 @@ def _ends(names, rails, lossy=(), slow=(), count=10):
                 out[rank].append({"run": "ab" * 8, "rank": rank, "peer": peer, "round": 0, "rail": rail,
                                   "peer_rail": peer_rail, "result": "pass", "probes_sent": count,
                                   "probes_answered": answered, "rtt_p50_us": round(rtt, 2),
-                                  "rtt_p99_us": round(rtt * 1.3, 2),
+                                  "rtt_p99_us": round(rtt * 1.3, 2), "rtt_min_us": round(rtt * 0.8, 2),
                                   "host_rtt_p50_us": round(rtt + 4, 2)})  # fmt: skip
     return sched, out
 
@@ -329,7 +329,7 @@ def _healthy(**kw):
 
     d = {"type": "healthy", "run": "ab" * 8, "rank": 0, "rail": 0, "round": 0, "first": 0, "probes": 5,
          "rtt_p50_us": [10.0, None], "rtt_p99_us": [12.0, None], "host_rtt_p50_us": [14.0, None],
-         **kw}  # fmt: skip
+         "rtt_min_us": [9.5, None], **kw}  # fmt: skip
     return HealthyRecord.parse(d)
 
 
@@ -337,11 +337,12 @@ def _healthy(**kw):
     {"rtt_p50_us": [float("nan"), None]}, {"rtt_p50_us": [1e300, None]}, {"rtt_p50_us": [0.01, None]},
     {"rtt_p50_us": [13.0, None]}, {"host_rtt_p50_us": [9.0, None]}, {"rtt_p99_us": [12.0]},
     {"rtt_p50_us": [True, None]}, {"rtt_p50_us": [10.0] * 2000, "rtt_p99_us": [12.0] * 2000,
-                                   "host_rtt_p50_us": [14.0] * 2000},
+                                   "host_rtt_p50_us": [14.0] * 2000, "rtt_min_us": [9.0] * 2000},
     {"first": -1}, {"probes": "5"}, {"rtt_p50_us": [None, None], "rtt_p99_us": [12.0, None]},
+    {"rtt_min_us": [10.5, None]}, {"rtt_min_us": [0.1, None]}, {"rtt_min_us": [9.5]},
 ])  # fmt: skip
 def test_a_healthy_record_of_no_round_trips_is_its_senders_violation(bad):
-    assert _healthy().probes == 5 and list(_healthy().entries()) == [(0, 10.0, 12.0, 14.0)]
+    assert _healthy().probes == 5 and list(_healthy().entries()) == [(0, 10.0, 12.0, 14.0, 9.5)]
     with pytest.raises(Violation):
         _healthy(**bad)
 
@@ -358,10 +359,13 @@ def test_an_end_says_a_test_once_healthy_or_in_its_own_record_and_only_tests_it_
     assert not intake.take_pair(_rec(0, 1, 5, 5)) and "second report" in intake.violations[0][-1]
     assert intake.take_pair(_rec(0, 2, 5, 4))  # its test with c, in a record of its own
     assert (
-        intake.take(_healthy(first=1, rtt_p50_us=[10.0], rtt_p99_us=[12.0], host_rtt_p50_us=[14.0])) is None
+        intake.take(
+            _healthy(first=1, rtt_p50_us=[10.0], rtt_p99_us=[12.0], host_rtt_p50_us=[14.0], rtt_min_us=[9.0])
+        )
+        is None
     )
     assert "second report" in intake.violations[0][-1]
-    one = {"rtt_p50_us": [10.0], "rtt_p99_us": [12.0], "host_rtt_p50_us": [14.0]}
+    one = {"rtt_p50_us": [10.0], "rtt_p99_us": [12.0], "host_rtt_p50_us": [14.0], "rtt_min_us": [9.0]}
     for bad, words in (({"first": 2, **one}, "past its NIC's 2 partners"), ({"probes": 6}, "6 probes"),
                        ({"rail": 1}, "rail 1")):  # fmt: skip
         assert intake.take(_healthy(rank=1, **bad)) is None and words in intake.violations[1][-1], words
