@@ -32,10 +32,13 @@ def stop_signals():
             signal.signal(s, h)
 
 
-def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None, then=None) -> None:
+def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None, then=None,
+             factory=None) -> None:  # fmt: skip
     """Run a test (engine.session) with its events shown as they come, print its summary and
     exit with its status. `on_record` sees every record first (a command's own lines); `then`
-    adds a command's own figures to the outcome (its `data`) before it is printed."""
+    adds a command's own figures to the outcome (its `data`) before it is printed; `factory`
+    builds the flow (engine.session.FlowFactory: perftest's exchange, whose two connections
+    share one session)."""
     from rdmacli.engine.session import run
     from rdmacli.render.events import EventView
 
@@ -50,7 +53,8 @@ def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None
         observer.detailed = view.detailed
 
     with view, progress or nullcontext():
-        outcome = run(test, observer=observer, backend=app.backend, stops=_current[-1] if _current else None)
+        stops = _current[-1] if _current else None
+        outcome = run(test, observer=observer, backend=app.backend, stops=stops, factory=factory)
     if then is not None:
         then(outcome)
     finish(app, outcome)

@@ -50,13 +50,15 @@ from rdmacli.protocols.table import BW
     is_flag=True,
     help="Both ways at once (perftest's -b): the server sends too, for as long as this side does.",
 )
+@options.perftest_client("ib_write_bw, ib_read_bw, ib_send_bw")
 @options.spin_by_default
 @options.wait_for_server
 @options.timeouts
 @options.output
 def command(
-    host, port, bind, op, size, qps, depth, count, duration, bidir, busy_poll, timeouts, app, show_events
-):
+    host, port, bind, op, size, qps, depth, count, duration, bidir, perftest, busy_poll, timeouts, app,
+    show_events,
+):  # fmt: skip
     """Measure bandwidth to HOST, which runs `rdmacli listen --bw`.
 
     Keeps --depth work requests of SIZE bytes in flight on each of --qps connections, for -C
@@ -72,6 +74,8 @@ def command(
         raise click.UsageError("-C and -D are two ways to end the run (perftest's -n and -D): give one")
     if count is None and duration is None:
         duration = 5.0
+    if perftest and (qps > 1 or bidir):
+        raise click.UsageError("--perftest runs one QP one way (perftest's -q 1, no -b)")
     params = {
         "host": host,
         "port": port,
@@ -85,6 +89,7 @@ def command(
         "duration_s": duration,
         "busy_poll": busy_poll,
         "wait_s": timeouts.wait_s,
+        "perftest": perftest,
     }
     with app.errors("bw", params):
         from rdmacli.cli._run import run_test
@@ -114,7 +119,15 @@ def command(
             options=Options(busy_poll=busy_poll),
             summary=params,
         )
-        run_test(app, test, show_events=show_events, on_record=on_record, then=aggregate)
+        factory = None
+        if perftest:
+            from dataclasses import replace
+
+            from rdmacli.protocols.perftest_session import Setting, flow_factory
+
+            test.timeouts = replace(timeouts, wait_s=timeouts.wait_s or options.PERFTEST_WAIT_S)
+            factory = flow_factory(Setting("bw", op, size, count, duration, depth), CLIENT)
+        run_test(app, test, show_events=show_events, on_record=on_record, then=aggregate, factory=factory)
 
 
 def aggregate(outcome) -> None:

@@ -23,11 +23,12 @@ from rdmacli.protocols.table import LAT
     "Message size in bytes (16 or more with --op write).", LAT.min_size, LAT.max_size, LAT.default_size
 )
 @options.count_option("Iterations.", default=LAT.default_count)
+@options.perftest_client("ib_send_lat, ib_write_lat")
 @options.spin_by_default
 @options.wait_for_server
 @options.timeouts
 @options.output
-def command(host, port, bind, op, size, count, busy_poll, timeouts, app, show_events):
+def command(host, port, bind, op, size, count, perftest, busy_poll, timeouts, app, show_events):
     """Measure latency to HOST, which runs `rdmacli listen --lat`.
 
     A ping-pong of SIZE-byte messages, -C iterations, busy-polled. Reported as perftest does
@@ -39,7 +40,7 @@ def command(host, port, bind, op, size, count, busy_poll, timeouts, app, show_ev
     timestamps) where it is built; the summary says which loop measured (data_path), and
     RDMACLI_DATA_PATH=python asks for the Python one.
     """
-    if op == "write" and size < 16:
+    if op == "write" and size < 16 and not perftest:
         raise click.BadParameter(
             "--op write carries the buffer address in the first message: 16 or more", param_hint="-S"
         )
@@ -52,6 +53,7 @@ def command(host, port, bind, op, size, count, busy_poll, timeouts, app, show_ev
         "count": count,
         "busy_poll": busy_poll,
         "wait_s": timeouts.wait_s,
+        "perftest": perftest,
     }
     with app.errors("lat", params):
         from rdmacli.cli._run import run_test
@@ -71,4 +73,12 @@ def command(host, port, bind, op, size, count, busy_poll, timeouts, app, show_ev
             options=Options(busy_poll=busy_poll),
             summary=params,
         )
-        run_test(app, test, show_events=show_events)
+        factory = None
+        if perftest:
+            from dataclasses import replace
+
+            from rdmacli.protocols.perftest_session import Setting, flow_factory
+
+            test.timeouts = replace(timeouts, wait_s=timeouts.wait_s or options.PERFTEST_WAIT_S)
+            factory = flow_factory(Setting("lat", op, size, count), CLIENT)
+        run_test(app, test, show_events=show_events, factory=factory)

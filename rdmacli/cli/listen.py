@@ -28,6 +28,14 @@ MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the lar
 )
 @click.option("--bw", "bw_mode", is_flag=True, help="Serve `rdmacli bw` clients (perftest's ib_*_bw job).")
 @click.option("--lat", "lat_mode", is_flag=True, help="Serve `rdmacli lat` clients (ib_send_lat's job).")
+@click.option(
+    "--perftest",
+    type=click.Choice(["write_bw", "read_bw", "send_bw", "send_lat", "write_lat"]),
+    default=None,
+    help="Serve one perftest client of that test (ib_write_bw -R and so on) with perftest's own "
+    "exchange: give -S as the client gives -s (perftest exchanges no sizes) [default -S: 65536 "
+    "for *_bw, 2 for *_lat]; -n and -D are the client's alone.",
+)
 @options.exchange
 @options.port_space
 @options.ack_timeout
@@ -83,6 +91,7 @@ def command(
     ping_mode,
     bw_mode,
     lat_mode,
+    perftest,
     connections,
     count,
     size,
@@ -113,9 +122,18 @@ def command(
     if sum((ud, ping_mode, bw_mode, lat_mode)) > 1:
         raise click.UsageError("--ud, --ping, --bw and --lat are different protocols: choose one")
     ctx = click.get_current_context()
+    if perftest:
+        if ud or ping_mode or persistent:
+            raise click.UsageError("--perftest serves one perftest client: no --ud, --ping or --persistent")
+        bw_mode, lat_mode = perftest.endswith("_bw"), perftest.endswith("_lat")
+        if not options.given(ctx, "size"):
+            size = 65536 if bw_mode else 2
     spec = mode_of(ud=ud, ping=ping_mode, bw=bw_mode, lat=lat_mode)
     port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
-    size = options.mode_size(ctx, spec, size)
+    if not perftest:
+        size = options.mode_size(ctx, spec, size)
+    elif not 1 <= size <= 1 << 30:
+        raise click.BadParameter(f"size {size} is outside 1..{1 << 30} for --perftest", param_hint="-S")
     max_size = max_size if options.given(ctx, "max_size") else spec.max_size
     params = {
         "bind": bind,
@@ -130,6 +148,7 @@ def command(
         "max_size_bytes": max_size,
         "mode": spec.name,
         "wait_s": timeouts.wait_s,
+        "perftest": perftest,
     }
     with app.errors("listen", params):
         from rdmacli.cli._run import run_test
@@ -156,4 +175,11 @@ def command(
             ),  # fmt: skip
             summary=params,
         )
-        run_test(app, test, show_events=show_events)
+        factory = None
+        if perftest:
+            from rdmacli.protocols.perftest_session import Setting, flow_factory
+
+            test.connections = 1
+            kind, op = perftest.split("_")[1], perftest.split("_")[0]
+            factory = flow_factory(Setting(kind, op, size), SERVER)
+        run_test(app, test, show_events=show_events, factory=factory)

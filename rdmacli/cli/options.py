@@ -311,6 +311,20 @@ def timeouts(f):
     return _timeout_options(wrapper)
 
 
+def perftest_client(binaries: str):
+    """`--perftest` on a client command: face perftest's own server with its exchange."""
+    return click.option(
+        "--perftest",
+        is_flag=True,
+        help=f"Face perftest's server ({binaries}, run with -R) with perftest's own exchange instead "
+        "of rdmacli's: give -S, -C or -D as the server was given -s, -n or -D (perftest exchanges "
+        "none of them); --wait defaults to 5 s (its test QP listens after the first hand shake).",
+    )
+
+
+PERFTEST_WAIT_S = 5.0  # a perftest server's test QP listens only after the first hand shake
+
+
 def busy_poll_option(default: bool):
     """One flag pair on every command: --busy-poll spins on the CQ, --no-busy-poll sleeps on
     completion events. bw and lat spin by default, as perftest does (a wake-up per completion

@@ -14,8 +14,9 @@ CAPACITY = 4096
 
 
 class _Shared:
-    def __init__(self, key, comp, cq, size: int):
+    def __init__(self, key, comp, cq, size: int, own: bool = False):
         self.key, self.comp, self.cq, self.size, self.free = key, comp, cq, size, size
+        self.own = own  # one connection's alone (a native loop polls it), never shared
 
 
 class CqPool:
@@ -27,11 +28,12 @@ class CqPool:
         self.by_qpn: dict[int, object] = {}  # QP number -> connection
         self.retired: set[int] = set()  # QP numbers whose completions may still be queued
 
-    def acquire(self, conn, entries: int):
-        """A CQ with `entries` free for conn: a shared one of its device, or a new one."""
+    def acquire(self, conn, entries: int, own: bool = False):
+        """A CQ with `entries` free for conn: a shared one of its device, or a new one (`own`:
+        always a new one, which no other connection will share)."""
         key = self.backend.device_key(conn.cm)
-        for s in self.shared.get(key, []):
-            if s.free >= entries:
+        for s in [] if own else self.shared.get(key, []):
+            if s.free >= entries and not s.own:
                 break
         else:
             lim = conn.limits()
@@ -44,7 +46,7 @@ class CqPool:
             except Exception:
                 comp.destroy()
                 raise
-            s = _Shared(key, comp, cq, size)
+            s = _Shared(key, comp, cq, size, own)
             self.shared.setdefault(key, []).append(s)
             self.flow.loop.watch_cq(comp, cq, self.dispatch)
         s.free -= entries

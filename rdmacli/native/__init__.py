@@ -116,11 +116,14 @@ class LatLoop(_Loop):
 
     def __init__(self, qp: int, cq: int, *, op: int, size: int, send: tuple[int, int],
                  recv: tuple[int, int], remote: tuple[int, int] | None, max_inline: int,
-                 max_sends: int, send_wr_id: int, recv_wr_id: int, spin_s: float | None):  # fmt: skip
+                 max_sends: int, send_wr_id: int, recv_wr_id: int, spin_s: float | None,
+                 carries_hold: bool = True):  # fmt: skip
         """spin_s: how long a wait spins before it sleeps on the CQ's completion channel (None:
-        it spins, perftest's way; --busy-poll)."""
+        it spins, perftest's way; --busy-poll). carries_hold: the answers' first 8 bytes are the
+        responder's hold (rdmacli's exchange; perftest's carry nothing)."""
         super().__init__(qp, cq, "rdmacli_lat")
         s = self.state
+        s.carries_hold = 1 if carries_hold else 0
         s.spin_ns = NO_END if spin_s is None else int(spin_s * 1e9)
         s.op, s.size = op, size
         s.send_addr, s.send_lkey = send

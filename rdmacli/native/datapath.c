@@ -122,8 +122,9 @@ static uint64_t get_be64(uint64_t addr)
     return v;
 }
 
-static int post_message(struct ibv_qp *qp, const struct rdmacli_lat *s)
+static int post_message(struct ibv_qp *qp, struct rdmacli_lat *s)
 {
+    int rc;
     struct ibv_sge sge = {.addr = s->send_addr, .length = s->size, .lkey = s->send_lkey};
     struct ibv_send_wr wr, *bad = NULL;
 
@@ -139,10 +140,28 @@ static int post_message(struct ibv_qp *qp, const struct rdmacli_lat *s)
         wr.imm_data = 0;
         wr.wr.rdma.remote_addr = s->remote_addr;
         wr.wr.rdma.rkey = s->rkey;
+    } else if (s->op == RDMACLI_OP_WRITE_POLL) {
+        /* perftest's ib_write_lat: the message's last byte is its number, modulo 256 */
+        *(volatile unsigned char *)(uintptr_t)(s->send_addr + s->size - 1) = (unsigned char)(s->tx_seq + 1);
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.wr.rdma.remote_addr = s->remote_addr;
+        wr.wr.rdma.rkey = s->rkey;
     } else {
         wr.opcode = IBV_WR_SEND;
     }
-    return ibv_post_send(qp, &wr, &bad);
+    rc = ibv_post_send(qp, &wr, &bad);
+    if (rc == 0)
+        s->tx_seq++;
+    return rc;
+}
+
+/* RDMACLI_OP_WRITE_POLL: the peer's next message has arrived in our memory. */
+static int written(struct rdmacli_lat *s)
+{
+    if (*(volatile unsigned char *)(uintptr_t)(s->recv_addr + s->size - 1) != (unsigned char)(s->rx_seq + 1))
+        return 0;
+    s->rx_seq++;
+    return 1;
 }
 
 static int post_receive(struct ibv_qp *qp, const struct rdmacli_lat *s)
@@ -169,7 +188,7 @@ static int usable(const void *qp, const void *cq, const struct rdmacli_lat *s, u
 {
     return qp && cq && s && cap > 0 && s->size > 0 && s->send_addr && s->recv_addr &&
            s->max_sends > 0 && s->ns_per_cycle > 0 &&
-           (s->op == RDMACLI_OP_SEND || s->op == RDMACLI_OP_WRITE);
+           (s->op == RDMACLI_OP_SEND || s->op == RDMACLI_OP_WRITE || s->op == RDMACLI_OP_WRITE_POLL);
 }
 
 static int begin(void *qp, void *cq, struct rdmacli_lat *s, uint32_t cap)
@@ -300,7 +319,8 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
     c = c0 = quiet = cycles();
     slice_end = c0 + (slice_end_ns > t0 ? to_cycles(s, slice_end_ns - t0) : 0);
     deadline = c0 + (deadline_ns > t0 ? to_cycles(s, deadline_ns - t0) : 0);
-    spin = s->spin_ns == UINT64_MAX ? UINT64_MAX : to_cycles(s, s->spin_ns);
+    /* a WRITE arrives without a completion: memory is polled, there is nothing to sleep on */
+    spin = s->spin_ns == UINT64_MAX || s->op == RDMACLI_OP_WRITE_POLL ? UINT64_MAX : to_cycles(s, s->spin_ns);
     s->awaiting = 0;
     s->sends_out = 0;
     for (;;) {
@@ -326,8 +346,12 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
                 s->status = RDMACLI_FOREIGN;
                 goto out;
             }
+            if (s->op == RDMACLI_OP_WRITE_POLL) { /* no receive is posted: none may complete */
+                s->status = RDMACLI_FOREIGN;
+                goto out;
+            }
             rtt_ns[n] = c > c_post ? c - c_post : 0; /* cycles until the end: then ns */
-            hold_ns[n] = s->size >= 8 ? get_be64(s->recv_addr) : 0;
+            hold_ns[n] = s->carries_hold && s->size >= 8 ? get_be64(s->recv_addr) : 0;
             n++;
             s->awaiting = 0;
             /* the next message first (a second receive is posted already), then the repost */
@@ -339,6 +363,12 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
                 post_error(s, rc);
                 goto out;
             }
+        }
+        if (s->op == RDMACLI_OP_WRITE_POLL && s->awaiting && n < cap && written(s)) {
+            rtt_ns[n] = c > c_post ? c - c_post : 0;
+            hold_ns[n++] = 0;
+            s->awaiting = 0;
+            got = 1; /* progress: the next message goes at the loop's top */
         }
         if (got > 0) {
             quiet = c;
@@ -394,7 +424,7 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap
     last = c0 = cycles();
     slice_end = c0 + (slice_end_ns > t0 ? to_cycles(s, slice_end_ns - t0) : 0);
     idle = to_cycles(s, idle_ns);
-    spin = s->spin_ns == UINT64_MAX ? UINT64_MAX : to_cycles(s, s->spin_ns);
+    spin = s->spin_ns == UINT64_MAX || s->op == RDMACLI_OP_WRITE_POLL ? UINT64_MAX : to_cycles(s, s->spin_ns);
     s->sends_out = 0; /* sends this call posted (those of earlier calls complete unseen) */
     for (;;) {
         /* a whole batch is always handled: a completion polled is never dropped */
@@ -411,11 +441,15 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap
                 goto out;
             if (!(wc[k].opcode & IBV_WC_RECV))
                 continue;
+            if (s->op == RDMACLI_OP_WRITE_POLL) { /* no receive is posted: none may complete */
+                s->status = RDMACLI_FOREIGN;
+                goto out;
+            }
             if (s->sends_out >= s->max_sends) { /* the peer sent without waiting */
                 post_error(s, ENOMEM);
                 goto out;
             }
-            if (s->size >= 8)
+            if (s->carries_hold && s->size >= 8)
                 put_be64(s->send_addr, to_ns(s, held(c)));
             rc = post_message(qp, s);
             if (!rc)
@@ -427,6 +461,21 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap
             s->sends_out++;
             n++;
             last = c;
+        }
+        if (s->op == RDMACLI_OP_WRITE_POLL && n < cap && written(s)) { /* the peer's message: ours back */
+            if (s->sends_out >= s->max_sends) {
+                post_error(s, ENOMEM);
+                goto out;
+            }
+            rc = post_message(qp, s);
+            if (rc) {
+                post_error(s, rc);
+                goto out;
+            }
+            s->sends_out++;
+            n++;
+            last = c;
+            got = 1;
         }
         if (got > 0 && n < cap)
             continue;

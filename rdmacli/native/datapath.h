@@ -8,6 +8,8 @@
 /* cdef-begin */
 #define RDMACLI_OP_SEND 0
 #define RDMACLI_OP_WRITE 1
+#define RDMACLI_OP_WRITE_POLL 2 /* perftest's ib_write_lat: an RDMA WRITE whose last byte counts,
+                                   seen by the peer polling its memory (no completion there) */
 
 #define RDMACLI_OK 0         /* the cap or the slice's end came between two exchanges */
 #define RDMACLI_DEADLINE 1   /* the hard deadline passed with an exchange in flight */
@@ -21,7 +23,10 @@
 
 struct rdmacli_lat {
     /* set once by Python: the QP's buffers, as registered */
-    int op;                /* RDMACLI_OP_SEND, or RDMACLI_OP_WRITE (RDMA WRITE with immediate) */
+    int op;                /* RDMACLI_OP_SEND, RDMACLI_OP_WRITE (RDMA WRITE with immediate) or
+                              RDMACLI_OP_WRITE_POLL */
+    int carries_hold;      /* the answer's first 8 bytes are the responder's hold (rdmacli's
+                              own exchange; perftest's answers carry nothing) */
     uint32_t size;         /* bytes of each message, both ways */
     uint64_t send_addr;    /* the message leaves from here (size bytes, send_lkey) */
     uint32_t send_lkey;
@@ -42,6 +47,8 @@ struct rdmacli_lat {
     uint64_t t_post;       /* the exchange in flight: its post time (ns, CLOCK_MONOTONIC) */
     int awaiting;          /* client: an answer is awaited */
     uint32_t sends_out;    /* sends posted here whose completion has not been polled */
+    uint64_t tx_seq;       /* RDMACLI_OP_WRITE_POLL: messages written, and seen arrive */
+    uint64_t rx_seq;
     /* the last call's end */
     int status;            /* RDMACLI_* */
     int err;

@@ -1,0 +1,517 @@
+"""One perftest test, from either side: its two connections and where their exchange is.
+
+`Session` walks the binary's STEPS (protocols/perftest.py) over two connections of one engine
+flow: the control connection (`Control`: lock-step SENDs of perftest's structs) and the test's
+QP (`Stream` for ib_*_bw, `PingPong` for ib_*_lat). The flow's protocol factory is the
+session's (`Session.make_protocol`): the first connection is the control one, every one after
+the session asked for the test's (a client connects it at the CONNECT step; a server is sent it
+by perftest then, and counts it as the same client's: `companions`).
+
+The test's loops are rdmacli's own: a WRITE or READ stream in C (rdmacli.native.BwLoop) where
+it is built, a ping-pong in C (LatLoop: SEND, or perftest's WRITE whose last byte counts, seen
+by polling memory), else the same in Python. What perftest sends (its version, its buffer's
+address and rkey, the client's report) is untrusted: a message shorter than its format or a
+version whose formats differ ends the test in words; a WRITE or READ goes only to the buffer
+the peer named, `size` bytes at its start.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rdmacli import native as N
+from rdmacli.engine.protocol import Protocol, Reject
+from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import BwFigures, BwServed, LatFigures, LatServed, Rate
+from rdmacli.protocols import perftest as P
+from rdmacli.protocols.bw import CHAIN, OPCODES, SLICE_S
+from rdmacli.protocols.bw import Stream as Window
+from rdmacli.protocols.lat import SERVER_IDLE_S, SLICE_CAP, SPIN_S, perftest_figures
+from rdmacli.protocols.rping import RttStats
+from rdmacli.protocols.slices import go_on, later
+from rdmacli.rdma import constants as C
+from rdmacli.rdma.cm import ConnParam
+
+SLOT = 64  # a control message's buffer (perftest's are 56 bytes at most)
+CONTROL_RECVS = 4
+OUT_READS = 16  # READs in flight, each way (perftest asks its device's max_qp_rd_atom)
+RECV_DEPTH = 512  # SEND: receives kept posted (perftest's rx_depth)
+LAT_OPS = {"send": 0, "write": 2}  # rdmacli.native: RDMACLI_OP_SEND, RDMACLI_OP_WRITE_POLL
+RECV, SEND = 0, 1
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What both sides of a perftest test are given alike (perftest exchanges none of it)."""
+
+    test: str  # "bw" or "lat"
+    op: str  # write, read, send
+    size: int
+    count: int | None = None  # -n (None with a duration)
+    duration: float | None = None  # -D
+    depth: int = 128  # -t
+
+    @property
+    def binary(self) -> str:
+        return P.BINARIES[(self.test, self.op)]
+
+
+MAX_CYCLE = 1 << 24  # a peer's cycle buffer (its page size) beyond this is no page size
+
+
+def violation(text: str) -> RdmacliError:
+    return RdmacliError(
+        f"perftest peer: {text}",
+        hint="the peer speaks another version of perftest's exchange, or is not perftest",
+        cause=Cause.PEER_PROTOCOL,
+    )
+
+
+class Session:
+    """Where one test's exchange is, for both of its connections (`role`: client or server)."""
+
+    def __init__(self, setting: Setting, role: str):
+        self.setting, self.role = setting, role
+        self.steps = P.STEPS[setting.binary]
+        self.k = -1
+        self.control: Control | None = None
+        self.test: Protocol | None = None
+        self.control_conn = self.test_conn = None
+        self.want_test = False
+        self.early: list[bytes] = []  # a server's: a message that came before its step
+        self.peer_version: str | None = None
+        self.peer_dest = P.Dest()
+        self.peer_report: P.Report | None = None
+        self.report_fields: dict = {}
+        self.cycle_buffer = P.CYCLE_BUFFER  # the larger of the two sides' (check_sys_data)
+
+    @property
+    def buffer(self) -> int:
+        """The buffer each side offers the other: perftest's BUFF_SIZE(size, cycle buffer) (a
+        WRITE or READ of a message smaller than half of it walks through it, cache line by
+        cache line)."""
+        return max(self.setting.size, self.cycle_buffer)
+
+    # -- the flow's protocols ------------------------------------------------------------------
+    def make_protocol(self) -> Protocol:
+        if not self.want_test:
+            return Control(self)
+        return (Stream if self.setting.test == "bw" else PingPong)(self)
+
+    @property
+    def step(self) -> str | None:
+        return self.steps[self.k] if 0 <= self.k < len(self.steps) else None
+
+    # -- the steps ------------------------------------------------------------------------------
+    def control_up(self, conn) -> None:
+        self.control_conn = conn
+        if self.k < 0:
+            self.advance()
+
+    def advance(self) -> None:
+        self.k += 1
+        step = self.step
+        if step is None:
+            self.end()
+        elif step == P.CONNECT:
+            self.want_test = True
+            if self.role == "client":
+                self.control_conn.flow.start(1)  # the test's QP: the flow's next connection
+        elif step == P.TEST:
+            self.test.start_test(self.test_conn)
+        elif self.role == "client":
+            self.control.send(self.control_conn, self.message(step))
+        elif self.early:
+            self.received(self.early.pop(0))
+
+    def test_up(self, conn, protocol) -> None:
+        """The test's QP is connected (client) or accepted (server)."""
+        self.test_conn, self.test = conn, protocol
+        if self.step == P.CONNECT:
+            self.advance()
+
+    def test_done(self) -> None:
+        if self.step == P.TEST:
+            self.advance()
+
+    def progress(self) -> None:
+        """The test moved: both connections' idle deadlines start again (the control
+        connection is silent while the test runs)."""
+        for conn in (self.test_conn, self.control_conn):
+            if conn is not None and not conn.finished:
+                conn.progress()
+
+    def received(self, data: bytes) -> None:
+        """A control message from the peer: its step's, answered (server) and taken."""
+        step = self.step
+        if step is None or step in (P.CONNECT, P.TEST):
+            if self.role == "server" and step is not None:
+                self.early.append(data)  # perftest went on before this side's step: kept
+                return
+            raise violation(f"a control message came at step {step or 'end'} ({len(data)} bytes)")
+        try:
+            value = P.read(step, data)
+        except ValueError as exc:
+            raise violation(str(exc)) from exc
+        self.take(step, value)
+        if self.role == "server":
+            self.control.send(self.control_conn, self.message(step))
+        self.advance()
+
+    def take(self, step: str, value) -> None:
+        if step == "version":
+            if not P.version_ok(value):
+                raise violation(f"it says version {value!r}: rdmacli speaks the exchange of 5.33 and later")
+            self.peer_version = value
+        elif step == "cycle_buffer":
+            if not 0 < value <= MAX_CYCLE:
+                raise violation(f"its cycle buffer is {value} bytes: no page size")
+            self.cycle_buffer = max(P.CYCLE_BUFFER, value)
+        elif step == "dest":
+            self.peer_dest = value
+        elif step in P.REPORT:
+            self.report_fields[step] = value
+            if len(self.report_fields) == len(P.REPORT):
+                self.peer_report = P.Report(*(self.report_fields[k] for k in P.REPORT))
+
+    def message(self, step: str) -> bytes:
+        if step == "version":
+            return P.message(step, P.VERSION)
+        if step == "cycle_buffer":
+            return P.message(step, P.CYCLE_BUFFER)
+        if step == "cache_line":
+            return P.message(step, P.CACHE_LINE)
+        if step == "mtu":
+            return P.message(step, 5)  # the largest: the peer keeps its own (the CM sets the path's)
+        if step == "dest":
+            return P.message(step, self.test.dest() if self.test is not None else P.Dest())
+        report = self.test.report() if self.role == "client" and self.test is not None else P.Report()
+        return P.message(step, report.values()[P.REPORT.index(step)])
+
+    def end(self) -> None:
+        """The last step: a client disconnects both connections (the test's first, as perftest
+        does); a server waits for the client to (perftest's client tears down at its end)."""
+        if self.role != "client":
+            return
+        for conn in (self.test_conn, self.control_conn):
+            if conn is not None and not conn.finished:
+                conn.disconnect()
+
+
+class Control(Protocol):
+    """The control connection: one message a step, each way."""
+
+    name = "perftest"
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.role = session.role
+        # silent while the test runs, and a person may start perftest's side minutes later:
+        # bounded by the test's own deadlines and --timeout, not an idle one of its own
+        self.waits_for_peer = True
+
+    def companions(self, ev) -> int:
+        return 2  # the control connection and the test's: one client
+
+    def on_request(self, conn, ev) -> None:
+        if self.session.control is not None:
+            raise Reject("rdmacli: serving one perftest client at a time")
+
+    def setup(self, conn) -> None:
+        self.session.control = self
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=2, recv_wr=CONTROL_RECVS)
+        self.out = conn.reg(SLOT)
+        self.inbox = conn.reg(SLOT * CONTROL_RECVS)
+        for slot in range(CONTROL_RECVS):
+            conn.post_recv(slot, self.inbox, slot * SLOT, SLOT)
+
+    def conn_param(self) -> ConnParam:
+        return ConnParam(retry_count=7, rnr_retry_count=7)
+
+    accept_param = conn_param
+
+    def on_established(self, conn) -> None:
+        self.session.control_up(conn)
+
+    def send(self, conn, data: bytes) -> None:
+        self.out.write(data)
+        conn.post_send(SEND, self.out, 0, len(data))
+
+    def on_wc(self, conn, wc) -> None:
+        if not wc.opcode & C.WC_RECV:
+            return
+        slot = wc.wr_id
+        data = self.inbox.read(slot * SLOT, min(wc.byte_len, SLOT))
+        conn.post_recv(slot, self.inbox, slot * SLOT, SLOT)
+        if self.session.control_conn is None:  # a server's first message before ESTABLISHED
+            self.session.control_up(conn)
+        self.session.received(data)
+
+    def on_disconnected(self, conn) -> None:
+        conn.finish()
+
+
+class _TestQP(Protocol):
+    """What the test's QP of either kind shares: its buffer (the peer's to write or read), its
+    connection parameters, and what it says of itself in perftest's dest."""
+
+    def __init__(self, session: Session):
+        self.session, self.setting, self.role = session, session.setting, session.role
+        self.mr = None
+        self.qpn = 0
+        # a server sees nothing of a WRITE or READ, and perftest sends no heartbeat: it waits for
+        # the client's end on the control connection, bounded by --timeout
+        self.waits_for_peer = self.role == "server"
+
+    def buffer(self, conn) -> None:
+        access = C.ACCESS_LOCAL_WRITE | C.ACCESS_REMOTE_WRITE | C.ACCESS_REMOTE_READ
+        self.mr = conn.reg(self.session.buffer, access)
+
+    def pinned_bytes(self) -> int:
+        return self.session.buffer
+
+    def conn_param(self) -> ConnParam:
+        return ConnParam(
+            responder_resources=OUT_READS, initiator_depth=OUT_READS, retry_count=7, rnr_retry_count=7
+        )
+
+    accept_param = conn_param
+
+    def on_established(self, conn) -> None:
+        self.qpn = conn.cm.qp_num
+        self.session.test_up(conn, self)
+
+    def dest(self) -> P.Dest:
+        return P.Dest(out_reads=OUT_READS, qpn=self.qpn, rkey=self.mr.rkey if self.mr else 0,
+                      vaddr=self.mr.addr if self.mr else 0)  # fmt: skip
+
+    def remote(self) -> tuple[int, int]:
+        """The peer's buffer, `size` bytes at its start: only there is anything written or read."""
+        d = self.session.peer_dest
+        if not d.vaddr or not d.rkey:
+            raise violation("its dest names no buffer (address or rkey 0) for an RDMA WRITE or READ")
+        return d.vaddr, d.rkey
+
+    def report(self) -> P.Report:
+        return P.Report()
+
+    def on_disconnected(self, conn) -> None:
+        conn.finish()
+
+
+class Stream(_TestQP):
+    """ib_write_bw, ib_read_bw, ib_send_bw: the client streams `size`-byte messages, `depth` in
+    flight, for -n of them or -D seconds; a SEND's server counts what arrives."""
+
+    name = "bw"
+
+    def __init__(self, session: Session):
+        super().__init__(session)
+        self.window: Window | None = None
+        self.native: N.BwLoop | None = None
+        self.arrived = 0
+        self.t_first = self.t_last = None
+
+    def setup(self, conn) -> None:
+        s = self.setting
+        recvs = conn.window(RECV_DEPTH) if s.op == "send" and self.role == "server" else 1
+        sends = conn.window(s.depth) if self.role == "client" else 1
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=sends, recv_wr=recvs, own_cq=self.role == "client")
+        self.buffer(conn)
+        self.window = Window(s.op, s.size, sends, s.count, s.duration)
+        if s.op == "send" and self.role == "server":
+            conn.post_recv(RECV, self.mr, 0, s.size, n=recvs)
+        if self.role == "server":  # accepted: the client connects, then says so on the control QP
+            self.session.test_up(conn, self)
+
+    def on_established(self, conn) -> None:
+        self.qpn = conn.cm.qp_num
+        if self.role == "client":
+            self.session.test_up(conn, self)
+
+    def start_test(self, conn) -> None:
+        if self.role == "server":  # perftest's server waits: its client says when it is done
+            self.session.test_done()
+            return
+        s, w = self.setting, self.window
+        if s.op != "send":
+            w.remote = self.remote()
+        w.start()
+        handles = conn.native_handles() if s.op != "send" else None
+        if handles is not None:
+            buf = (self.mr.addr, self.mr.lkey)
+            self.native = N.BwLoop(*handles, opcode=OPCODES[s.op], size=s.size, buf=buf, remote=w.remote,
+                                   window=w.window, chain=CHAIN, limit=w.count)  # fmt: skip
+            later(conn, self.native_slice)
+        else:
+            w.post(conn, self.mr)
+
+    def native_slice(self, conn) -> None:
+        w = self.window
+        if conn.finished:
+            return
+        _, sl = self.native.stream(w.completed, w.t_stop, SLICE_S, conn.flow.timeouts.idle_s)
+        if self.native.state.completed > w.completed:
+            self.session.progress()
+        w.posted, w.completed = self.native.state.posted, self.native.state.completed
+        if not go_on(conn, sl) or sl.status == N.DEADLINE:
+            return
+        if w.finished():
+            self.session.test_done()
+        else:
+            later(conn, self.native_slice)
+
+    def on_wc(self, conn, wc) -> None:
+        if wc.opcode & C.WC_RECV:  # a SEND's server: one message arrived
+            now = time.monotonic()
+            self.t_first = self.t_first or now
+            self.t_last, self.arrived = now, self.arrived + 1
+            conn.post_recv(RECV, self.mr, 0, self.setting.size)
+            self.session.progress()
+            return
+        self.window.completion(wc)
+        self.session.progress()
+        if self.native is None:
+            self.window.post(conn, self.mr)
+        if self.window.finished():
+            self.session.test_done()
+
+    def report(self) -> P.Report:
+        r = self.window.figures() if self.window is not None else Rate()
+        mbs = P.mib_s(r.bytes, r.seconds)
+        return P.Report(self.setting.size, r.messages, mbs, mbs, r.msg_per_s / 1e6)
+
+    def summary(self):
+        s = self.setting
+        if self.role == "client":
+            r = self.window.figures() if self.window is not None else Rate()
+            depth = self.window.window if self.window else s.depth
+            path = N.NATIVE if self.native is not None else N.PYTHON
+            return BwFigures(messages_sent=r.messages, bytes_sent=r.bytes, op=s.op, size_bytes=s.size,
+                             depth=depth, elapsed_us=round(r.seconds * 1e6, 1), gbps=r.gbps,
+                             msg_per_s=r.msg_per_s, data_path=path)  # fmt: skip
+        if s.op == "send":
+            secs = (self.t_last - self.t_first) if self.t_first and self.t_last else 0.0
+            rate = Rate.of(max(self.arrived - 1, 0), s.size, secs) if self.arrived > 1 else None
+            return BwServed(messages_received=self.arrived, bytes_received=self.arrived * s.size, op=s.op,
+                            size_bytes=s.size, gbps_received=rate.gbps if rate else None)  # fmt: skip
+        told = self.session.peer_report  # WRITE and READ: the client's own report, as perftest prints it
+        gbps = round(told.bw_avg_mbs * 0x100000 * 8 / 1e9, 4) if told else None
+        return BwServed(messages_received=told.iters if told else None, op=s.op, size_bytes=s.size,
+                        gbps_received=gbps)  # fmt: skip
+
+
+class PingPong(_TestQP):
+    """ib_send_lat and ib_write_lat: the client sends first, each side answers the other's
+    message with its own, -n times (ib_write_lat: an RDMA WRITE whose last byte counts the
+    messages, seen by polling the buffer)."""
+
+    name = "lat"
+
+    def __init__(self, session: Session):
+        super().__init__(session)
+        self.native: N.LatLoop | None = None
+        self.host = RttStats()
+        self.answered = 0
+        self.t_post = 0.0
+        self.expect = 1  # ib_write_lat: the count the peer's next message ends with
+
+    def setup(self, conn) -> None:
+        s = self.setting
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=8, recv_wr=2, own_cq=True)
+        self.buffer(conn)
+        self.out = conn.reg(max(s.size, 1))
+        if s.op == "send":
+            conn.post_recv(RECV, self.mr, 0, s.size, n=2)
+        if self.role == "server":
+            self.session.test_up(conn, self)
+
+    def on_established(self, conn) -> None:
+        self.qpn = conn.cm.qp_num
+        if self.role == "client":
+            self.session.test_up(conn, self)
+
+    def loop(self, conn) -> N.LatLoop | None:
+        if self.native is None:
+            handles = conn.native_handles()
+            if handles is not None:
+                s = self.setting
+                remote = self.remote() if s.op == "write" else None
+                spin = None if conn.flow.options.busy_poll else SPIN_S
+                self.native = N.LatLoop(
+                    *handles, op=LAT_OPS[s.op], size=s.size, send=(self.out.addr, self.out.lkey),
+                    recv=(self.mr.addr, self.mr.lkey), remote=remote, max_inline=conn.max_inline, max_sends=6,
+                    send_wr_id=SEND, recv_wr_id=RECV, carries_hold=False, spin_s=spin,
+                )  # fmt: skip
+        return self.native
+
+    def start_test(self, conn) -> None:
+        if self.loop(conn) is None:
+            raise RdmacliError(
+                "perftest's latency tests run on rdmacli's native data path, which is not built here",
+                hint=f"make venv builds it ({N.why()})",
+                cause=Cause.ENVIRONMENT,
+            )
+        if self.role == "server":
+            self.session.test_done()  # the control connection waits for the client's end
+            later(conn, self.answer_slice)
+        else:
+            later(conn, self.ask_slice)
+
+    def ask_slice(self, conn) -> None:
+        if conn.finished:
+            return
+        left = (self.setting.count or 0) - self.host.n
+        sl = self.native.client(min(left, SLICE_CAP), SLICE_S, conn.flow.timeouts.idle_s)
+        for rtt in sl.rtt_ns:
+            self.host.add(rtt / 1e9)
+        if sl.rtt_ns:
+            self.session.progress()
+        if not go_on(conn, sl):
+            return
+        if sl.status in N.HANDED_BACK:
+            raise RdmacliError(
+                f"perftest's server did not answer within {conn.flow.timeouts.idle_s:g} s "
+                f"[{conn.flow.where(conn)}]",
+                cause=Cause.DEADLINE,
+            )
+        if self.host.n >= (self.setting.count or 0):
+            self.session.test_done()
+        else:
+            later(conn, self.ask_slice)
+
+    def answer_slice(self, conn) -> None:
+        if conn.finished:
+            return
+        sl = self.native.server(SLICE_CAP, SLICE_S, SERVER_IDLE_S)
+        self.answered += sl.answered
+        if sl.answered:
+            self.session.progress()
+        if go_on(conn, sl) and self.answered < (self.setting.count or 0):
+            later(conn, self.answer_slice)
+
+    def summary(self):
+        s = self.setting
+        if self.role == "server":
+            return LatServed(op=s.op, size_bytes=s.size, iterations_answered=self.answered,
+                             data_path=N.NATIVE if self.native is not None else N.PYTHON)  # fmt: skip
+        f = LatFigures(op=s.op, size_bytes=s.size, iterations=self.host.n)
+        if not self.host.n:
+            return f
+        rtt = perftest_figures(self.host)
+        return LatFigures(op=s.op, size_bytes=s.size, iterations=self.host.n,
+                          latency_us=perftest_figures(self.host, half=True), rtt_us=rtt, network_rtt_us=rtt,
+                          data_path=N.NATIVE)  # fmt: skip
+
+
+def flow_factory(setting: Setting, role: str):
+    """An engine.session.FlowFactory whose flow's connections are one perftest test's."""
+    session = Session(setting, role)
+
+    def factory(test, common: dict):
+        from rdmacli.engine.session import default_flow
+
+        return default_flow(test, {**common, "make_protocol": session.make_protocol})
+
+    return factory
