@@ -265,8 +265,10 @@ class _TestQP(Protocol):
         self.waits_for_peer = self.role == "server"
 
     def buffer(self, conn) -> None:
+        """The QP exists: its buffer, registered for the peer's WRITEs and READs."""
         access = C.ACCESS_LOCAL_WRITE | C.ACCESS_REMOTE_WRITE | C.ACCESS_REMOTE_READ
         self.mr = conn.reg(self.session.buffer, access)
+        self.qpn = conn.cm.qp_num
 
     def pinned_bytes(self) -> int:
         return self.session.buffer
