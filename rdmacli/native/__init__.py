@@ -150,12 +150,19 @@ class LatLoop(_Loop):
                                         now + int(slice_s * 1e9), now + int(deadline_s * 1e9))  # fmt: skip
         return self._slice(self.ffi.unpack(self.rtt, n), self.ffi.unpack(self.hold, n))
 
-    def server(self, cap: int, slice_s: float, idle_s: float) -> Slice:
-        """Answers until cap, slice_s from now, or idle_s without a message."""
+    def server(self, cap: int, slice_s: float, idle_s: float, timed: bool = False) -> Slice:
+        """Answers until cap, slice_s from now, or idle_s without a message. timed: the round
+        trips from each answer to the peer's next message too (a responder that measures, as
+        an ib_write_lat client)."""
+        rtt = self.ffi.NULL
+        if timed:
+            self._buffers(cap)
+            rtt = self.rtt
         now = self.lib.rdmacli_now_ns()
-        n = self.lib.rdmacli_lat_server(self.qp, self.cq, self.state, cap, now + int(slice_s * 1e9),
+        n = self.lib.rdmacli_lat_server(self.qp, self.cq, self.state, rtt, cap, now + int(slice_s * 1e9),
                                         int(idle_s * 1e9))  # fmt: skip
-        return self._slice(answered=n)
+        got = self.ffi.unpack(self.rtt, self.state.timed) if timed else ()
+        return self._slice(got, answered=n)
 
 
 class BwLoop(_Loop):

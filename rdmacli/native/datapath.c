@@ -122,6 +122,14 @@ static uint64_t get_be64(uint64_t addr)
     return v;
 }
 
+/* ns from an earlier call's moment (CLOCK_MONOTONIC ns) to cycle c of this call, which began
+ * at t0 ns and cycle c0 */
+static uint64_t since(const struct rdmacli_lat *s, uint64_t t0, uint64_t c0, uint64_t c, uint64_t then_ns)
+{
+    uint64_t now = t0 + to_ns(s, c > c0 ? c - c0 : 0);
+    return now > then_ns ? now - then_ns : 0;
+}
+
 static int post_message(struct ibv_qp *qp, struct rdmacli_lat *s)
 {
     int rc;
@@ -407,15 +415,18 @@ out:
 /* The responder: each message that arrives is answered at once with one of the same size whose
  * first 8 bytes say how long it was held here (ns), then its receive is posted again. Returns
  * the messages answered; ends at cap (passed by less than a poll batch: what was polled is
- * answered), at the slice's end, or when none came for idle_ns. */
-int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap,
-                       uint64_t slice_end_ns, uint64_t idle_ns)
+ * answered), at the slice's end, or when none came for idle_ns. rtt_ns (NULL: not timed, room
+ * for cap): the round trips of a responder that measures, as perftest's ib_write_lat client
+ * does (the peer writes first): from each answer's post to the peer's next message, s->timed
+ * of them. */
+int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rtt_ns,
+                       uint32_t cap, uint64_t slice_end_ns, uint64_t idle_ns)
 {
     struct ibv_qp *qp = qp_;
     struct ibv_cq *cq = cq_;
     struct ibv_wc wc[POLL_BATCH];
     uint32_t n = 0;
-    uint64_t t0, c0, c, last, slice_end, idle, spin, wake;
+    uint64_t t0, c0, c, last, slice_end, idle, spin, wake, c_post = 0;
     int got, k, rc, armed = 1, signalled = 0;
 
     if (!begin(qp_, cq_, s, cap))
@@ -426,6 +437,7 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap
     idle = to_cycles(s, idle_ns);
     spin = s->spin_ns == UINT64_MAX || s->op == RDMACLI_OP_WRITE_POLL ? UINT64_MAX : to_cycles(s, s->spin_ns);
     s->sends_out = 0; /* sends this call posted (those of earlier calls complete unseen) */
+    s->timed = 0;
     for (;;) {
         /* a whole batch is always handled: a completion polled is never dropped */
         got = ibv_poll_cq(cq, POLL_BATCH, wc);
@@ -467,7 +479,11 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap
                 post_error(s, ENOMEM);
                 goto out;
             }
+            if (rtt_ns && s->tx_seq > 0) /* an answer of ours went before this message */
+                rtt_ns[s->timed++] = c_post ? to_ns(s, c > c_post ? c - c_post : 0)
+                                     : since(s, t0, c0, c, s->t_post);
             rc = post_message(qp, s);
+            c_post = cycles();
             if (rc) {
                 post_error(s, rc);
                 goto out;
@@ -497,6 +513,8 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint32_t cap
     }
 out:
     refine(s);
+    if (c_post)
+        s->t_post = t0 + to_ns(s, c_post - c0);
     return (int)n;
 }
 

@@ -50,6 +50,7 @@ struct rdmacli_lat {
     uint64_t tx_seq;       /* RDMACLI_OP_WRITE_POLL: messages written, and seen arrive */
     uint64_t rx_seq;
     /* the last call's end */
+    uint32_t timed;        /* rdmacli_lat_server: round trips written to rtt_ns */
     int status;            /* RDMACLI_* */
     int err;
     int wc_opcode;         /* RDMACLI_WC_ERROR: the failed completion's opcode and wr_id */
@@ -139,8 +140,8 @@ int rdmacli_bw_stream(void *qp, void *cq, struct rdmacli_bw *s, uint64_t post_un
 int rdmacli_lat_client(void *qp, void *cq, struct rdmacli_lat *s, uint64_t *rtt_ns,
                        uint64_t *hold_ns, uint32_t cap, uint64_t slice_end_ns,
                        uint64_t deadline_ns);
-int rdmacli_lat_server(void *qp, void *cq, struct rdmacli_lat *s, uint32_t cap,
-                       uint64_t slice_end_ns, uint64_t idle_ns);
+int rdmacli_lat_server(void *qp, void *cq, struct rdmacli_lat *s, uint64_t *rtt_ns,
+                       uint32_t cap, uint64_t slice_end_ns, uint64_t idle_ns);
 uint64_t rdmacli_now_ns(void);
 void rdmacli_lat_calibrate(struct rdmacli_lat *s, uint64_t spin_ns);
 /* cdef-end */

@@ -457,9 +457,10 @@ class PingPong(_TestQP):
             )
         if self.role == "server":
             self.session.test_done()  # the control connection waits for the client's end
-            later(conn, self.answer_slice)
-        else:
-            later(conn, self.ask_slice)
+        # ib_send_lat's client sends first; ib_write_lat's server writes first (perftest's
+        # run_iter_lat_write): that side asks, the other answers (and times, if the client)
+        asks = (self.role == "client") == (self.setting.op == "send")
+        later(conn, self.ask_slice if asks else self.answer_slice)
 
     def ask_slice(self, conn) -> None:
         if conn.finished:
@@ -473,8 +474,9 @@ class PingPong(_TestQP):
         if not go_on(conn, sl):
             return
         if sl.status in N.HANDED_BACK:
+            peer = "client" if self.role == "server" else "server"
             raise RdmacliError(
-                f"perftest's server did not answer within {conn.flow.timeouts.idle_s:g} s "
+                f"perftest's {peer} did not answer within {conn.flow.timeouts.idle_s:g} s "
                 f"[{conn.flow.where(conn)}]",
                 cause=Cause.DEADLINE,
             )
@@ -486,23 +488,34 @@ class PingPong(_TestQP):
     def answer_slice(self, conn) -> None:
         if conn.finished:
             return
-        sl = self.native.server(SLICE_CAP, SLICE_S, SERVER_IDLE_S)
+        left = (self.setting.count or 0) - self.answered
+        timed = self.role == "client"  # ib_write_lat's server writes first: our figures too
+        sl = self.native.server(min(left, SLICE_CAP), SLICE_S, SERVER_IDLE_S, timed=timed)
         self.answered += sl.answered
+        for rtt in sl.rtt_ns:
+            self.host.add(rtt / 1e9)
         if sl.answered:
             self.session.progress()
-        if go_on(conn, sl) and self.answered < (self.setting.count or 0):
+        if not go_on(conn, sl):
+            return
+        if self.answered < (self.setting.count or 0):
             later(conn, self.answer_slice)
+        elif timed:
+            self.session.test_done()
 
     def summary(self):
         s = self.setting
         if self.role == "server":
-            return LatServed(op=s.op, size_bytes=s.size, iterations_answered=self.answered,
+            answered = self.answered or self.host.n  # ib_write_lat's server writes first: ours asked
+            return LatServed(op=s.op, size_bytes=s.size, iterations_answered=answered,
                              data_path=N.NATIVE if self.native is not None else N.PYTHON)  # fmt: skip
-        f = LatFigures(op=s.op, size_bytes=s.size, iterations=self.host.n)
+        # as perftest counts them: the messages each way (a client that answers times n - 1)
+        iterations = max(self.host.n, self.answered)
+        f = LatFigures(op=s.op, size_bytes=s.size, iterations=iterations)
         if not self.host.n:
             return f
         rtt = perftest_figures(self.host)
-        return LatFigures(op=s.op, size_bytes=s.size, iterations=self.host.n,
+        return LatFigures(op=s.op, size_bytes=s.size, iterations=iterations,
                           latency_us=perftest_figures(self.host, half=True), rtt_us=rtt, network_rtt_us=rtt,
                           data_path=N.NATIVE)  # fmt: skip
 

@@ -49,10 +49,10 @@ def test_the_loops_refuse_what_they_cannot_bound():
     assert lib.rdmacli_lat_client(fake, fake, s, out, out, 0, 0, 0) == 0
     assert s.status == native.BAD_ARGS
     s.max_sends = 0
-    assert lib.rdmacli_lat_server(fake, fake, s, 1, 0, 0) == 0
+    assert lib.rdmacli_lat_server(fake, fake, s, ffi.NULL, 1, 0, 0) == 0
     assert s.status == native.BAD_ARGS
     s.max_sends, s.op = 1, 7
-    assert lib.rdmacli_lat_server(fake, fake, s, 1, 0, 0) == 0
+    assert lib.rdmacli_lat_server(fake, fake, s, ffi.NULL, 1, 0, 0) == 0
     assert s.status == native.BAD_ARGS
 
 
