@@ -73,7 +73,12 @@ def command(
     if count is not None and duration is not None:
         raise click.UsageError("-C and -D are two ways to end the run (perftest's -n and -D): give one")
     if count is None and duration is None:
-        duration = 5.0
+        if perftest:  # perftest's server counts as its -n says: its default, unless told
+            from rdmacli.protocols.perftest import default_iters
+
+            count = default_iters("bw", op)
+        else:
+            duration = 5.0
     if perftest and (qps > 1 or bidir):
         raise click.UsageError("--perftest runs one QP one way (perftest's -q 1, no -b)")
     params = {

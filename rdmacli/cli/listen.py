@@ -33,8 +33,9 @@ MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the lar
     type=click.Choice(["write_bw", "read_bw", "send_bw", "send_lat", "write_lat"]),
     default=None,
     help="Serve one perftest client of that test (ib_write_bw -R and so on) with perftest's own "
-    "exchange: give -S as the client gives -s (perftest exchanges no sizes) [default -S: 65536 "
-    "for *_bw, 2 for *_lat]; -n and -D are the client's alone.",
+    "exchange: give -S and -C as the client gives -s and -n (perftest exchanges neither) "
+    "[default -S: 65536 for *_bw, 2 for *_lat; -C: perftest's, 5000 for write_bw, else 1000]; "
+    "a client's -D is not served.",
 )
 @options.exchange
 @options.port_space
@@ -128,6 +129,10 @@ def command(
         bw_mode, lat_mode = perftest.endswith("_bw"), perftest.endswith("_lat")
         if not options.given(ctx, "size"):
             size = 65536 if bw_mode else 2
+        if not options.given(ctx, "count"):
+            from rdmacli.protocols.perftest import default_iters
+
+            count = default_iters(perftest.split("_")[1], perftest.split("_")[0])
     spec = mode_of(ud=ud, ping=ping_mode, bw=bw_mode, lat=lat_mode)
     port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
     if not perftest:
@@ -181,5 +186,5 @@ def command(
 
             test.connections = 1
             kind, op = perftest.split("_")[1], perftest.split("_")[0]
-            factory = flow_factory(Setting(kind, op, size), SERVER)
+            factory = flow_factory(Setting(kind, op, size, count), SERVER)
         run_test(app, test, show_events=show_events, factory=factory)

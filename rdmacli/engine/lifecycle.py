@@ -92,12 +92,17 @@ ACTIVE = {
     (CONNECT, C.ESTABLISHED): Row(DATA, "established"),
     (CONNECT, C.DISCONNECTED): Row(SETTLE, "disconnected"),  # accepted, then gone before any data
     (DATA, C.DISCONNECTED): Row(SETTLE, "disconnected"),
+    # a side that waits for its peer's word (perftest's control connection): the peer's end
+    (WAIT_FOR_PEER, C.DISCONNECTED): Row(SETTLE, "disconnected"),
     (DISCONNECT, C.DISCONNECTED): Row(None, "disconnected"),  # the answer to ours: the end
 }
 PASSIVE = {
     (ACCEPT, C.ESTABLISHED): Row(DATA, "established"),
     (ACCEPT, C.DISCONNECTED): Row(SETTLE, "disconnected"),  # the client gave up before our RTU counted
     (DATA, C.DISCONNECTED): Row(SETTLE, "disconnected"),
+    # a server that waits for its client's word (perftest's WRITE and READ: nothing arrives on
+    # the test QP): the client's end
+    (WAIT_FOR_PEER, C.DISCONNECTED): Row(SETTLE, "disconnected"),
     (DISCONNECT, C.DISCONNECTED): Row(None, "disconnected"),
 }
 MULTICAST = {

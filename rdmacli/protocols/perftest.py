@@ -70,6 +70,12 @@ BINARIES = {("bw", "write"): "write_bw", ("bw", "read"): "read_bw", ("bw", "send
             ("lat", "send"): "send_lat", ("lat", "write"): "write_lat"}  # fmt: skip
 
 
+def default_iters(test: str, op: str) -> int:
+    """perftest's -n when none is given (perftest_parameters.c: DEF_ITERS_WB for ib_write_bw,
+    DEF_ITERS for the rest): both sides must count alike, and perftest exchanges no count."""
+    return 5000 if (test, op) == ("bw", "write") else 1000
+
+
 @dataclass(frozen=True)
 class Dest:
     """struct pingpong_dest: what a side says of its test QP and the buffer the peer may use."""

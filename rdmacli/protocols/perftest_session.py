@@ -466,6 +466,9 @@ class PingPong(_TestQP):
         if conn.finished:
             return
         left = (self.setting.count or 0) - self.host.n
+        if left <= 0:
+            self.session.test_done()
+            return
         sl = self.native.client(min(left, SLICE_CAP), SLICE_S, conn.flow.timeouts.idle_s)
         for rtt in sl.rtt_ns:
             self.host.add(rtt / 1e9)
@@ -490,6 +493,9 @@ class PingPong(_TestQP):
             return
         left = (self.setting.count or 0) - self.answered
         timed = self.role == "client"  # ib_write_lat's server writes first: our figures too
+        if left <= 0:
+            self.session.test_done()
+            return
         sl = self.native.server(min(left, SLICE_CAP), SLICE_S, SERVER_IDLE_S, timed=timed)
         self.answered += sl.answered
         for rtt in sl.rtt_ns:

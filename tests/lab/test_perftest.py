@@ -57,7 +57,8 @@ def test_rdmacli_faces_a_perftest_server(lab, flows, tool, cmd, op, theirs, ours
 
 @pytest.mark.parametrize("tool,cmd,op,theirs,ours", CASES, ids=IDS)
 def test_a_perftest_client_faces_rdmacli_listen(lab, flows, tool, cmd, op, theirs, ours):
-    srv = flows.serve("listen", "-p", PORT, "--perftest", f"{op}_{cmd}", *ours[:2])
+    # -s and -n, as perftest's server is given them
+    srv = flows.serve("listen", "-p", PORT, "--perftest", f"{op}_{cmd}", *ours)
     out = flows.c_run(tool, *PERF, "-d", "rxe1", "--source_ip", lab.client, *theirs, lab.server)
     sdoc, _ = flows.done(srv)
     assert sdoc["result"] == "pass" and sdoc["totals"]["connections_passed"] == 2, sdoc
