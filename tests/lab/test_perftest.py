@@ -8,6 +8,7 @@ is the client's, in MB/s; latencies within what TCG's jitter allows of perftest'
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
@@ -59,7 +60,12 @@ def test_rdmacli_faces_a_perftest_server(lab, flows, tool, cmd, op, theirs, ours
 def test_a_perftest_client_faces_rdmacli_listen(lab, flows, tool, cmd, op, theirs, ours):
     # -s and -n, as perftest's server is given them
     srv = flows.serve("listen", "-p", PORT, "--perftest", f"{op}_{cmd}", *ours)
-    out = flows.c_run(tool, *PERF, "-d", "rxe1", "--source_ip", lab.client, *theirs, lab.server)
+    try:
+        out = flows.c_run(tool, *PERF, "-d", "rxe1", "--source_ip", lab.client, *theirs, lab.server)
+    except subprocess.TimeoutExpired:
+        srv.proc.terminate()
+        srv.proc.wait(timeout=60)
+        pytest.fail(f"{tool} did not end; rdmacli listen said: {''.join(srv.lines)}")
     sdoc, _ = flows.done(srv)
     assert sdoc["result"] == "pass" and sdoc["totals"]["connections_passed"] == 2, sdoc
     [c] = [c for c in sdoc["connections"] if c.get("op") == op]
