@@ -62,3 +62,21 @@ def test_vm_command_shares_the_directory_and_skips_kvm_when_broken(tmp_path):
     assert ["--rwdir", str(tmp_path)] == cmd[cmd.index("--rwdir") : cmd.index("--rwdir") + 2]
     assert "rdmacli.lab.guest" in cmd[-1] and "pytest -m rdma" in cmd[-1]
     assert "--disable-kvm" not in vm.vng_command(tools, ["true"], kvm=True, cwd=str(tmp_path))
+
+
+def test_start_up_hooks_outside_the_venv_are_found_and_the_venvs_own_are_kept(tmp_path, monkeypatch):
+    import site
+    import sys
+
+    from rdmacli.lab import guest
+
+    system, venv = tmp_path / "dist-packages", tmp_path / "venv" / "site-packages"
+    system.mkdir()
+    venv.mkdir(parents=True)
+    (system / "_ca.pth").write_text("import os;exec('import certifi')\n")
+    (system / "distutils-precedence.pth").write_text("import os; __import__('_distutils_hack')\n")
+    (system / "paths.pth").write_text("/opt/somewhere\n")
+    (venv / "_editable.pth").write_text("import _editable_finder\n")
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(venv), str(system)])
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    assert guest.start_up_hooks() == [str(system / "_ca.pth")]
