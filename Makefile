@@ -37,9 +37,11 @@ unit: venv
 
 # ... then, in the same boot, lat's and the one-way bw stream's lab cases again with the native
 # data path disabled (the pure-Python loops must keep passing where the extension is not built)
+# (the sanitizer test's build of the native loops is made here, on the host: gcc is slow under TCG)
 lab-test: venv
-	$(LAB) sh -c '$(BIN)/python -m pytest -m "rdma and not stress" --require-rdma -p no:cacheprovider -q \
-	  --durations=10 tests && RDMACLI_DATA_PATH=python $(BIN)/python -m pytest -m rdma --require-rdma \
+	rm -rf build/sanitized && RDMACLI_NATIVE_SANITIZE=1 $(BIN)/python -m rdmacli.native._build build/sanitized
+	$(LAB) sh -c 'RDMACLI_SANITIZED_BUILD=build/sanitized $(BIN)/python -m pytest -m "rdma and not stress" \
+	  --require-rdma -p no:cacheprovider -q --durations=10 tests && RDMACLI_DATA_PATH=python $(BIN)/python -m pytest -m rdma --require-rdma \
 	  -p no:cacheprovider -q tests/lab/test_bw_lat.py -k "lat_each_op or one_way"'
 
 # The lab's short server and receiver cases, STRESS times each (default 20), in one boot; every
