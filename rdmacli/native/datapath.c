@@ -122,6 +122,21 @@ static uint64_t get_be64(uint64_t addr)
     return v;
 }
 
+/* One poll of the CQ, stamped: the completions polled, or -1 with the status said. */
+static int poll_batch(struct ibv_cq *cq, struct rdmacli_lat *s, struct ibv_wc *wc, uint64_t *c)
+{
+    int got = ibv_poll_cq(cq, POLL_BATCH, wc);
+
+    *c = cycles();
+    s->polls++;
+    if (got < 0) {
+        s->status = RDMACLI_POLL_ERROR;
+        s->err = got;
+        return -1;
+    }
+    return got;
+}
+
 /* ns from an earlier call's moment (CLOCK_MONOTONIC ns) to cycle c of this call, which began
  * at t0 ns and cycle c0 */
 static uint64_t since(const struct rdmacli_lat *s, uint64_t t0, uint64_t c0, uint64_t c, uint64_t then_ns)
@@ -337,14 +352,9 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
                 break;
             quiet = c_post;
         }
-        got = ibv_poll_cq(cq, POLL_BATCH, wc);
-        c = cycles();
-        s->polls++;
-        if (got < 0) {
-            s->status = RDMACLI_POLL_ERROR;
-            s->err = got;
+        got = poll_batch(cq, s, wc, &c);
+        if (got < 0)
             break;
-        }
         for (k = 0; k < got; k++) {
             if (checked(qp, s, &wc[k]))
                 goto out;
@@ -440,14 +450,9 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
     s->timed = 0;
     for (;;) {
         /* a whole batch is always handled: a completion polled is never dropped */
-        got = ibv_poll_cq(cq, POLL_BATCH, wc);
-        c = cycles();
-        s->polls++;
-        if (got < 0) {
-            s->status = RDMACLI_POLL_ERROR;
-            s->err = got;
+        got = poll_batch(cq, s, wc, &c);
+        if (got < 0)
             break;
-        }
         for (k = 0; k < got; k++) {
             if (checked(qp, s, &wc[k]))
                 goto out;
