@@ -126,13 +126,14 @@ def command(
     if perftest:
         if ud or ping_mode or persistent:
             raise click.UsageError("--perftest serves one perftest client: no --ud, --ping or --persistent")
-        bw_mode, lat_mode = perftest.endswith("_bw"), perftest.endswith("_lat")
+        op, kind = perftest.split("_")  # write_bw: op write, test bw
+        bw_mode, lat_mode = kind == "bw", kind == "lat"
         if not options.given(ctx, "size"):
             size = 65536 if bw_mode else 2
         if not options.given(ctx, "count"):
             from rdmacli.protocols.perftest import default_iters
 
-            count = default_iters(perftest.split("_")[1], perftest.split("_")[0])
+            count = default_iters(kind, op)
     spec = mode_of(ud=ud, ping=ping_mode, bw=bw_mode, lat=lat_mode)
     port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
     if not perftest:
@@ -185,6 +186,5 @@ def command(
             from rdmacli.protocols.perftest_session import Setting, flow_factory
 
             test.connections = 1
-            kind, op = perftest.split("_")[1], perftest.split("_")[0]
             factory = flow_factory(Setting(kind, op, size, count), SERVER)
         run_test(app, test, show_events=show_events, factory=factory)

@@ -515,12 +515,8 @@ class PingPong(_TestQP):
             self.host.add(rtt / 1e9)
         if sl.answered:
             self.session.progress()
-        if not go_on(conn, sl):
-            return
-        if self.answered < (self.setting.count or 0):
-            later(conn, self.answer_slice)
-        elif timed:
-            self.session.test_done()
+        if go_on(conn, sl):
+            later(conn, self.answer_slice)  # its next turn ends the test once -n are answered
 
     def summary(self):
         s = self.setting
