@@ -124,6 +124,13 @@ def setup(deadline_s: float = 30.0, nodes: int = 0, rails: int = 1) -> None:
     masked = mask_start_up_hooks()
     if masked:
         _say(f"start-up hooks masked in the VM (each Python starts ~2 s sooner): {' '.join(masked)}")
+    if os.environ.get("RDMACLI_LAB_PYRAM"):
+        from rdmacli.lab import pyram
+
+        t0 = time.monotonic()
+        served = pyram.unpack(os.environ.pop("RDMACLI_LAB_PYRAM"))
+        where = " ".join(served) or "none (read over 9p as before)"
+        _say(f"Python files in RAM ({time.monotonic() - t0:.1f} s): {where}")
 
     for cmd, stdin in [(c, None) for c in SETUP] + node_setup(nodes, rails):
         r = subprocess.run(cmd, input=stdin, capture_output=True, text=True)
