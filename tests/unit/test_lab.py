@@ -80,3 +80,33 @@ def test_start_up_hooks_outside_the_venv_are_found_and_the_venvs_own_are_kept(tm
     monkeypatch.setattr(site, "getsitepackages", lambda: [str(venv), str(system)])
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
     assert guest.start_up_hooks() == [str(system / "_ca.pth")]
+
+
+def test_python_pack_holds_each_tree_once_and_leaves_the_big_unused_entries_on_9p(tmp_path, monkeypatch):
+    import json
+    import tarfile
+
+    from rdmacli.lab import pyram
+
+    stdlib, purelib, parent = tmp_path / "lib", tmp_path / "site", tmp_path / "proj"
+    for d in (stdlib / "__pycache__", stdlib / "test", purelib / "pip", purelib / "click", parent / "rdmacli"):
+        d.mkdir(parents=True)
+    (stdlib / "os.py").write_text("x = 1\n")
+    (stdlib / "__pycache__" / "os.cpython-311.pyc").write_bytes(b"pyc")
+    (stdlib / "__pycache__" / "os.cpython-311.opt-1.pyc").write_bytes(b"opt")
+    (purelib / "click" / "core.py").write_text("")
+    (purelib / "pip-23.2.dist-info").mkdir()
+    (parent / "rdmacli" / "__init__.py").write_text("")
+    paths = {"stdlib": str(stdlib), "purelib": str(purelib)}
+    monkeypatch.setattr(pyram.sysconfig, "get_paths", lambda: paths)
+    out = tmp_path / "pack.tar"
+    assert pyram.pack(str(parent), str(out)) == [str(stdlib), str(purelib), str(parent / "rdmacli")]
+    with tarfile.open(out) as tar:
+        names = set(tar.getnames())
+        manifest = json.load(tar.extractfile(pyram.MANIFEST))
+    assert {"0/os.py", "0/__pycache__/os.cpython-311.pyc", "1/click/core.py", "2/__init__.py"} <= names
+    assert not any("opt-1" in n or n.startswith(("0/test", "1/pip")) for n in names)
+    assert [t["left_out"] for t in manifest] == [["test"], ["pip", "pip-23.2.dist-info"], []]
+    # the same directory twice (a venv whose site-packages is the stdlib's) is packed once
+    paths["purelib"] = str(stdlib)
+    assert pyram.trees(str(parent)) == [str(stdlib), str(parent / "rdmacli")]
