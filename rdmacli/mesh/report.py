@@ -54,6 +54,8 @@ CODE_OF = {cause: code for code, causes, _ in CODES for cause in causes}
 
 # `--test bw`: which end received each direction, and gave its rate (records.PairRecord)
 RECEIVED_BY = {"gbps_ab": "connect", "gbps_ba": "listen"}
+# `--test probe`: round trips each end measured of its own probes (Pair.metric takes the calmer)
+PROBED_AT_EACH_END = ("rtt_p50_us", "rtt_p99_us", "rtt_min_us", "host_rtt_p50_us")
 # a direction's rate as it arrived and as it was sent (the same messages in nearly the same time)
 # further apart than this factor is two ends' words that cannot both be true
 RATES_AGREE = 2.0
@@ -205,7 +207,15 @@ class Pair:
 
     def metric(self, key: str):
         """A figure of the pair: a direction's rate from the end it came to, every other figure
-        from the connector's report (None when it has none)."""
+        from the connector's report (None when it has none). A probed pair's round trips were
+        measured at both ends, each of its own probes: the calmer end's figure is the pair's.
+        Every probe, whoever sent it, crosses the wire both ways, so a slow wire or NIC slows
+        both ends' round trips alike; a prober whose host was busy slows only its own (in the
+        lab one starved agent of 32 made two healthy pairs look slow)."""
+        if key in PROBED_AT_EACH_END:
+            probed = [getattr(r, key) for r in self.reports.values() if r.probes_sent is not None]
+            if len(probed) == 2 and None not in probed:
+                return min(probed)
         r = self.reports.get(RECEIVED_BY.get(key, "connect"))
         return getattr(r, key) if r is not None else None
 

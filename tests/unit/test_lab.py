@@ -89,8 +89,9 @@ def test_python_pack_holds_each_tree_once_and_leaves_the_big_unused_entries_on_9
     from rdmacli.lab import pyram
 
     stdlib, purelib, parent = tmp_path / "lib", tmp_path / "site", tmp_path / "proj"
-    for d in (stdlib / "__pycache__", stdlib / "test", purelib / "pip", purelib / "click", parent / "rdmacli"):
+    for d in (stdlib / "__pycache__", stdlib / "test", purelib / "pip", purelib / "click"):
         d.mkdir(parents=True)
+    (parent / "rdmacli").mkdir(parents=True)
     (stdlib / "os.py").write_text("x = 1\n")
     (stdlib / "__pycache__" / "os.cpython-311.pyc").write_bytes(b"pyc")
     (stdlib / "__pycache__" / "os.cpython-311.opt-1.pyc").write_bytes(b"opt")

@@ -96,6 +96,44 @@ def test_a_pair_that_lost_probes_is_lossy_and_says_how_many():
     assert not clean.lossy and clean.to_dict(["n0", "n1"])["cause"] is None
 
 
+def test_a_probed_pair_is_as_slow_as_its_calmer_end_says():
+    """Every probe crosses the wire both ways, whoever sent it: a slow wire slows both ends'
+    round trips, a busy prober only its own. One end's slow figures make no slow pair."""
+    from rdmacli.mesh import schedule
+    from rdmacli.mesh.blame import judge_slow
+
+    def rec(rank, peer, p50, low):
+        return PairRecord(run="ab" * 8, rank=rank, peer=peer, round=0, result="pass", probes_sent=20,
+                          probes_answered=20, rtt_p50_us=p50, rtt_p99_us=p50 * 1.2,
+                          host_rtt_p50_us=p50 + 1, rtt_min_us=low)  # fmt: skip
+
+    def fabric(slow_ends):
+        pairs = []
+        for rnd in range(schedule.round_count(8)):
+            for a, b in schedule.pairs(8, rnd):
+                p = Pair(a, b, 0)
+                slow = {a, b} == {2, 5}
+                fig = {e: (900.0, 300.0) if slow and e in slow_ends else (10.0, 9.0) for e in (a, b)}
+                p.reports = {"listen": rec(a, b, *fig[a]), "connect": rec(b, a, *fig[b])}
+                pairs.append(p)
+        return pairs
+
+    one_end = fabric({5})  # n5's agent starved: its own probes slow, n2's to it not
+    judge_slow(one_end, 2.0, 0.9)
+    assert not [p for p in one_end if p.slow]
+    pair = next(p for p in one_end if {p.a, p.b} == {2, 5})
+    assert pair.metric("rtt_p50_us") == 10.0 and pair.metric("rtt_min_us") == 9.0
+    both = fabric({2, 5})  # the wire between them: both ends' round trips slow
+    judge_slow(both, 2.0, 0.9)
+    assert [(p.a, p.b) for p in both if p.slow] == [(2, 5)]
+    # a connection test's figures stay the connector's (its listener measures no round trip)
+    conn = Pair(0, 1, 0)
+    conn.reports = {"listen": PairRecord(run="ab" * 8, rank=0, peer=1, round=0, result="pass"),
+                    "connect": PairRecord(run="ab" * 8, rank=1, peer=0, round=0, result="pass",
+                                          rtt_p50_us=50.0)}  # fmt: skip
+    assert conn.metric("rtt_p50_us") == 50.0
+
+
 def test_an_end_cannot_claim_more_answers_than_probes():
     with pytest.raises(Violation, match="probes_answered"):
         PairRecord.parse({"type": "pair", "run": "ab" * 8, "rank": 1, "peer": 0, "round": 0,
