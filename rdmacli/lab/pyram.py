@@ -71,7 +71,7 @@ def pack(pkg_parent: str, dest: str) -> list[str]:
                     continue
                 tar.add(os.path.join(root, entry), arcname=f"{i}/{entry}", filter=_keep)
             manifest.append({"path": root, "left_out": left_out})
-        data = json.dumps(manifest).encode()
+        data = json.dumps(manifest, allow_nan=False).encode()
         info = tarfile.TarInfo(MANIFEST)
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
