@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -263,9 +264,10 @@ def python_pack():
         precompile(pkg_parent)
         try:
             pyram.pack(pkg_parent, path)
-            yield {"RDMACLI_LAB_PYRAM": path}
-        except OSError:
-            yield {}
+            made = {"RDMACLI_LAB_PYRAM": path}
+        except (OSError, tarfile.TarError):
+            made = {}
+        yield made  # what the boot raises goes to the caller, not to the except above
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)
