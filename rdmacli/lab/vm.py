@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from rdmacli.errors import EnvironmentProblem
 from rdmacli.lab import pyram
 
+# where the rdmacli package lives: the guest imports it from there (PYTHONPATH)
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "rdmacli")
 # Variables the guest command should see; the VM does not inherit the host environment.
 PASS_ENV = ("TERM", "NO_COLOR", "FORCE_COLOR", "CI", "COLUMNS", "LANG", "LC_ALL", "HOME", "PYTEST_ADDOPTS")
@@ -159,12 +161,10 @@ def vng_command(
     rails: int = 1,
 ) -> list[str]:
     cwd = cwd or os.getcwd()
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env["PATH"] = os.path.dirname(sys.executable) + ":" + os.environ.get("PATH", "/usr/bin:/bin")
-    env["PYTHONPATH"] = pkg_parent + (":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = PKG_PARENT + (":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # the guest sees the host's files: it writes none
-    precompile(pkg_parent)
     env.update(extra_env or {})
     if "COLUMNS" not in env and sys.stdout.isatty():  # the VM's console does not know our width
         env["COLUMNS"] = str(shutil.get_terminal_size().columns)
@@ -247,51 +247,24 @@ def run(
     say(f"booting {tools.kernel_version} under {'KVM' if kvm else 'TCG (no working KVM)'} with virtme-ng")
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(tools.vng) + ":" + env.get("PATH", "")
-    with python_pack() as pack_env:
-        return _boot(tools, kvm, command, env, shell, rwdirs, nodes, rails, pack_env, say)
-
-
-@contextlib.contextmanager
-def python_pack():
-    """The Python trees every lab process imports, in one tar the guest unpacks into RAM
-    (lab.pyram: 9p under TCG made each process start seconds slower). Removed after the boot;
-    where it cannot be made, the guest reads them over 9p as before."""
-    os.makedirs(CACHE, exist_ok=True)
-    fd, path = tempfile.mkstemp(prefix="pyram-", suffix=".tar", dir=CACHE)
-    os.close(fd)
-    try:
-        pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        precompile(pkg_parent)
-        try:
-            pyram.pack(pkg_parent, path)
-            made = {"RDMACLI_LAB_PYRAM": path}
-        except (OSError, tarfile.TarError):
-            made = {}
-        yield made  # what the boot raises goes to the caller, not to the except above
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-
-
-def _boot(tools, kvm, command, env, shell, rwdirs, nodes, rails, pack_env, say) -> int:
     t0 = time.monotonic()
-    if sys.stdin.isatty() and sys.stdout.isatty():
-        say(f"a terminal inside: {ESCAPE_NAME} ends the VM")
-        with TerminalRelay() as relay:
+    with python_pack() as pack_env:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            say(f"a terminal inside: {ESCAPE_NAME} ends the VM")
+            with TerminalRelay() as relay:
+                cmd = vng_command(
+                    tools,
+                    command,
+                    shell=shell,
+                    kvm=kvm,
+                    rwdirs=(*rwdirs, relay.dir),
+                    extra_env={**relay.guest_env(), **pack_env},
+                    nodes=nodes,
+                    rails=rails,
+                )
+                rc = relay.run(cmd, env)
+        else:
             cmd = vng_command(
-                tools,
-                command,
-                shell=shell,
-                kvm=kvm,
-                rwdirs=(*rwdirs, relay.dir),
-                extra_env={**relay.guest_env(), **pack_env},
-                nodes=nodes,
-                rails=rails,
-            )
-            rc = relay.run(cmd, env)
-    else:
-        rc = _call_relayed(
-            vng_command(
                 tools,
                 command,
                 shell=shell,
@@ -300,11 +273,34 @@ def _boot(tools, kvm, command, env, shell, rwdirs, nodes, rails, pack_env, say) 
                 nodes=nodes,
                 rails=rails,
                 extra_env=pack_env,
-            ),
-            env,
-        )
+            )
+            rc = _call_relayed(cmd, env)
     say(f"VM exited with status {rc} after {time.monotonic() - t0:.1f} s")
     return rc
+
+
+@contextlib.contextmanager
+def python_pack():
+    """Ready the host's Python files for a boot: byte-compiled (precompile), then the trees
+    every lab process imports packed in one tar the guest unpacks into RAM (lab.pyram: 9p under
+    TCG made each process start seconds slower). Yields the guest's environment for it; the tar
+    is removed after the boot. Where it cannot be made, the guest reads the files over 9p."""
+    precompile(PKG_PARENT)  # first: the pack carries the bytecode this writes
+    path = None
+    try:
+        os.makedirs(CACHE, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix="pyram-", suffix=".tar", dir=CACHE)
+        os.close(fd)
+        pyram.pack(PKG_PARENT, path)
+        made = {"RDMACLI_LAB_PYRAM": path}
+    except (OSError, tarfile.TarError):
+        made = {}
+    try:
+        yield made  # what the boot raises goes to the caller, not to the except above
+    finally:
+        if path:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 ESCAPE, ESCAPE_NAME = b"\x1d", "Ctrl-]"
