@@ -179,13 +179,19 @@ class Loop:
                 return
 
     # -- running -----------------------------------------------------------------------------
-    def run_until(self, done: Callable[[], bool], deadline: Callable[[], tuple[float, str] | None]) -> None:
-        """Dispatch until done(); deadline() gives the nearest (monotonic time, what) or None."""
+    def run_until(
+        self, done: Callable[[], bool], deadline: Callable[[float], tuple[float, str] | None]
+    ) -> None:
+        """Dispatch until done(); deadline(now) gives the nearest (monotonic time, what) or None.
+        One clock read per turn, handed to deadline(): a bound it keeps may be judged against the
+        same instant it is compared with here (two reads let a stale bound pass between them,
+        and a deadline that was no longer anybody's ended a run mid-stream)."""
         while not done():
-            dl = deadline()
+            now = time.monotonic()
+            dl = deadline(now)
             timeout = 1.0
             if dl is not None:
-                left = dl[0] - time.monotonic()
+                left = dl[0] - now
                 if left <= 0:
                     raise DeadlineExpired(
                         f"deadline expired while waiting for {dl[1]}",

@@ -81,8 +81,8 @@ class ServerFlow(Flow):
             and self.all_finished()
         )
 
-    def nearest_deadline(self) -> tuple[float, str] | None:
-        best = super().nearest_deadline()
+    def nearest_deadline(self, now: float | None = None) -> tuple[float, str] | None:
+        best = super().nearest_deadline(now)
         if self.timeouts.wait_s and not self.all_conns and self.ready_at is not None:
             first = (self.ready_at + self.timeouts.wait_s, f"the first client ({self.timeouts.waited()})")
             if best is None or first[0] < best[0]:

@@ -92,4 +92,5 @@ def test_a_server_under_100_rping_clients_stopped_mid_run(lab, flows, c_tool):
             p.kill()
             p.wait()
     t = doc["totals"]
-    assert t["connections"] >= 20 and t["connections_failed"] == 0, t  # stopped, not failed
+    failed = [c for c in doc["connections"] if c["state"] == "failed"]
+    assert t["connections"] >= 20 and not failed, (t, failed)  # stopped, not failed

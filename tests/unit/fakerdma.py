@@ -140,6 +140,9 @@ class FakeCmId(Handle):
     def disconnect(self):
         self._call("disconnect")
 
+    def notify(self, event):
+        self._call("notify", event)
+
     def join_multicast(self, sa, send_only=False):
         self._call("join", sa)
 

@@ -605,3 +605,45 @@ def test_the_library_refuses_a_deadline_that_never_fires(bad):
         with pytest.raises(RdmacliError) as info:
             Timeouts(**{field: bad})
         assert info.value.cause.value == "usage"
+
+
+def test_a_client_sending_before_our_established_is_taken_as_established():
+    """Its RTU late or lost (under load): the first completion is the communication established,
+    said to the CM with rdma_notify, whose ESTABLISHED then comes; the accept deadline does not
+    fail a connection that moves data."""
+    backend = FakeBackend()
+    flow = server(backend)
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, backend.request) and []
+    backend.script["accept"] = lambda cm, param: backend.deliver(cm, b"c" * 64) or []
+    backend.script["notify"] = lambda cm, event: [backend.event(cm, C.ESTABLISHED)] if event == 4 else []
+    # the C client's other messages answer ours: three in all, the first of them early
+    backend.on_send = lambda cm, wr: cm.recvs and backend.deliver(cm, b"e" * wr["length"])
+    out = run(flow)
+    assert out.exit_code == 0 and out.connections[0].state == State.DONE, out.to_dict()
+    assert backend.calls(backend.ids[1].key).count("notify") == 1
+
+
+def test_a_bound_kept_for_the_nearest_deadline_is_judged_at_the_loops_instant(monkeypatch):
+    """The loop reads the clock once per turn: a deadline still ahead at that instant is waited
+    for, never raised because the clock moved on between two reads (a stale bound ended a
+    healthy run mid-stream)."""
+    import time
+
+    from rdmacli.engine.loop import Loop
+
+    backend = FakeBackend()
+    loop = Loop(backend.event_channel())
+    clock = iter(range(1000, 100000))  # every read one second later than the one before
+    monkeypatch.setattr(time, "monotonic", lambda: float(next(clock)))
+    turns = []
+    loop.dispatch = lambda timeout: turns.append(timeout) or 0
+    loop.run_until(lambda: bool(turns), lambda now: (now + 0.5, "ahead"))
+    assert turns == [0.5]
+    monkeypatch.undo()
+    loop.close()
+    # and the flow's kept bound is returned only while it has not passed at the instant given
+    flow = server(FakeBackend())
+    flow._soonest = (100.0, "accept on connection 0")  # kept from a phase since left
+    assert flow.nearest_deadline(now=99.0) == (100.0, "accept on connection 0")
+    assert flow.nearest_deadline(now=100.0) is None  # scanned again: nobody's deadline
+    flow.close()
