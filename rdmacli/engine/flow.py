@@ -493,7 +493,14 @@ class Flow:
                     self.loop.settle()
                 return
             except DeadlineExpired as exc:
+                # What has already arrived is handled before anybody is failed for a deadline:
+                # an ESTABLISHED queued behind a busy server's requests, completions a fair
+                # turn left in the CQ are the wire's answer, late only on this host.
+                self.loop.settle()
                 now = time.monotonic()
+                passed = self.nearest_deadline(now)
+                if passed is None or passed[0] > now:
+                    continue  # what was handled moved it
                 expired = [
                     c for c in self.conns.values() if not c.finished and c.deadline and c.deadline <= now
                 ]

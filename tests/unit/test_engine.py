@@ -8,6 +8,7 @@ nothing about RDMA itself (the lab suite does).
 from __future__ import annotations
 
 import signal
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -647,3 +648,25 @@ def test_a_bound_kept_for_the_nearest_deadline_is_judged_at_the_loops_instant(mo
     assert flow.nearest_deadline(now=99.0) == (100.0, "accept on connection 0")
     assert flow.nearest_deadline(now=100.0) is None  # scanned again: nobody's deadline
     flow.close()
+
+
+def test_what_arrived_before_a_deadline_was_judged_is_handled_first():
+    """A busy host judges a deadline late: the ESTABLISHED that came meanwhile (queued behind
+    other clients' requests) is handled before the connection could be failed for it."""
+    backend = FakeBackend()
+    flow = server(backend)  # accept deadline: FAST.connect_s, 0.3 s
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, backend.request) and []
+
+    def accepted(cm, param):
+        # the client's RTU comes in time, but this host gets to it only after the deadline
+        def late():
+            backend.push(cm, C.ESTABLISHED)
+            time.sleep(0.35)  # busy: the deadline passes with the event unread
+
+        flow.loop.call_later(0.1, late)
+        return []
+
+    backend.script["accept"] = accepted
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
+    out = run(flow)
+    assert out.exit_code == 0 and out.connections[0].state == State.DONE, out.to_dict()
