@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -193,3 +194,43 @@ def test_untrusted_clients_end_their_connection_and_the_server_stays_up(lab, ser
     assert [c["state"] for c in conns] == ["failed"] * len(EVIL) + ["done"]
     for c, (mode, text) in zip(conns, EVIL.items()):
         assert text in c["error"]["message"], (mode, c["error"])
+
+
+# Every CM RTU dropped on its way out of either veth (RoCEv2 over IPv4 without options): UDP
+# destination port 4791, BTH destination QP 1 (the CM's MADs), MAD attribute 0x0014 (RTU).
+RTU_DROP = "protocol ip u32 match u16 4791 0xffff at 22 match u32 1 0x00ffffff at 32 \
+match u16 0x0014 0xffff at 64 action drop"
+
+
+def tc(*args: str) -> str:
+    return subprocess.run(["tc", *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def rtu_lost():
+    """The server's CM never hears from the wire that its REP arrived: the client is connected
+    and sending while the server's ESTABLISHED has not come (REP resent, RTU lost again).
+    Yields how many RTUs were dropped so far."""
+    devs = ("veth0", "veth1")
+    for dev in devs:
+        tc("qdisc", "add", "dev", dev, "clsact")
+        tc("filter", "add", "dev", dev, "egress", *RTU_DROP.split())
+    shown = lambda dev: tc("-s", "filter", "show", "dev", dev, "egress")  # noqa: E731
+    yield lambda: sum(int(n) for dev in devs for n in re.findall(r"Sent \d+ bytes (\d+) pkt", shown(dev)))
+    for dev in devs:
+        subprocess.run(["tc", "qdisc", "del", "dev", dev, "clsact"], capture_output=True)
+
+
+@pytest.mark.parametrize("client", ["rping", "rdmacli"])
+def test_a_client_whose_rtu_is_lost_is_served(lab, flows, rtu_lost, client):
+    """Its first message is the communication established (rdma_notify, IBV_EVENT_COMM_EST):
+    without it the server waited for an ESTABLISHED that never came and failed the connection
+    at its accept deadline while the client was pinging."""
+    srv = flows.serve("listen", "--ping")
+    if client == "rping":
+        flows.c_run("rping", "-c", "-a", lab.server, "-I", lab.client, "-C", 5, "-V")
+    else:
+        expect(flows.run("ping", lab.server, "-I", lab.client, "-C", 5, "-V"), connections_passed=1)
+    doc = expect(flows.done(srv)[0], connections_passed=1)
+    assert doc["connections"][0]["pings_served"] == 5
+    assert rtu_lost() > 0  # the RTU really was lost on the wire
