@@ -39,7 +39,7 @@ class Connection:
         self.deadline: float | None = None
         self.connected = False
         self.disconnect_sent = False
-        self.comm_est_notified = False  # rdma_notify(COMM_EST) sent (engine.flow.peer_is_sending)
+        self.comm_est_due = False  # rdma_notify(COMM_EST) due (engine.flow.peer_is_sending)
         self.datagram = False  # UD: no ESTABLISHED on the passive side, no disconnect
         self.last_event = None  # the CM event being handled (UD peers read ah_attr from it)
         self.ahs: list = []

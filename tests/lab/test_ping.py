@@ -223,14 +223,17 @@ def rtu_lost():
 
 @pytest.mark.parametrize("client", ["rping", "rdmacli"])
 def test_a_client_whose_rtu_is_lost_is_served(lab, flows, rtu_lost, client):
-    """Its first message is the communication established (rdma_notify, IBV_EVENT_COMM_EST):
-    without it the server waited for an ESTABLISHED that never came and failed the connection
-    at its accept deadline while the client was pinging."""
-    srv = flows.serve("listen", "--ping")
+    """Halfway through the accept deadline (3 s here) the client's data is taken as the
+    communication established (rdma_notify, IBV_EVENT_COMM_EST) and the CM's ESTABLISHED comes:
+    without it the server waited for an ESTABLISHED that never came and failed the connection at
+    its accept deadline while the client was pinging (1000 pings: longer than that deadline)."""
+    srv = flows.serve("listen", "--ping", "--connect-timeout", 3)
     if client == "rping":
-        flows.c_run("rping", "-c", "-a", lab.server, "-I", lab.client, "-C", 5, "-V")
+        flows.c_run("rping", "-c", "-a", lab.server, "-I", lab.client, "-C", 1000, "-V")
     else:
-        expect(flows.run("ping", lab.server, "-I", lab.client, "-C", 5, "-V"), connections_passed=1)
-    doc = expect(flows.done(srv)[0], connections_passed=1)
-    assert doc["connections"][0]["pings_served"] == 5
+        expect(flows.run("ping", lab.server, "-I", lab.client, "-C", 1000, "-V"), connections_passed=1)
+    doc, out = flows.done(srv)
+    expect(doc, connections_passed=1)
+    assert doc["connections"][0]["pings_served"] == 1000
+    assert '"event":"ESTABLISHED"' in out  # not a DISCONNECTED in the accept phase: notified
     assert rtu_lost() > 0  # the RTU really was lost on the wire
