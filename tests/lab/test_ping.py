@@ -196,8 +196,10 @@ def test_untrusted_clients_end_their_connection_and_the_server_stays_up(lab, ser
         assert text in c["error"]["message"], (mode, c["error"])
 
 
-# Every CM RTU dropped on its way out of either veth (RoCEv2 over IPv4 without options): UDP
-# destination port 4791, BTH destination QP 1 (the CM's MADs), MAD attribute 0x0014 (RTU).
+# Every CM RTU dropped as it comes in on either veth (RoCEv2 over IPv4 without options): UDP
+# destination port 4791, BTH destination QP 1 (the CM's MADs), MAD attribute 0x0014 (RTU). On
+# ingress, as the wire loses it: a drop on egress is said to rxe, which sends it again at once,
+# for ever (a spinning VM).
 RTU_DROP = "protocol ip u32 match u16 4791 0xffff at 22 match u32 1 0x00ffffff at 32 \
 match u16 0x0014 0xffff at 64 action drop"
 
@@ -214,8 +216,8 @@ def rtu_lost():
     devs = ("veth0", "veth1")
     for dev in devs:
         tc("qdisc", "add", "dev", dev, "clsact")
-        tc("filter", "add", "dev", dev, "egress", *RTU_DROP.split())
-    shown = lambda dev: tc("-s", "filter", "show", "dev", dev, "egress")  # noqa: E731
+        tc("filter", "add", "dev", dev, "ingress", *RTU_DROP.split())
+    shown = lambda dev: tc("-s", "filter", "show", "dev", dev, "ingress")  # noqa: E731
     yield lambda: sum(int(n) for dev in devs for n in re.findall(r"Sent \d+ bytes (\d+) pkt", shown(dev)))
     for dev in devs:
         subprocess.run(["tc", "qdisc", "del", "dev", dev, "clsact"], capture_output=True)
