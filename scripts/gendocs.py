@@ -93,8 +93,9 @@ EXTRA = {
         "fails (exit status 1). Waiting: the server waits for its first client without a "
         "deadline, as people start clients minutes later (bound it with --wait or --timeout); "
         "once a client has arrived, --connect-timeout covers the accept and --idle-timeout the "
-        "data. A client whose first message comes before its ESTABLISHED (its RTU late or lost) "
-        "is taken as connected: the server tells the CM so (rdma_notify(3), IBV_EVENT_COMM_EST). "
+        "data. A client that is sending while the server's ESTABLISHED has still not come halfway "
+        "through --connect-timeout (its RTU lost) is taken as connected: the server tells the CM "
+        "so (rdma_notify(3), IBV_EVENT_COMM_EST). "
         "A deadline is judged after what has already arrived is handled: a busy server is not "
         "a silent client. With --ping the buffer follows the client: an rdmacli client's request, a C "
         "rping client's first advert, up to --max-size.",
