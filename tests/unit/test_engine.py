@@ -625,7 +625,8 @@ def test_a_client_sending_before_our_established(rtu):
         return []
 
     backend.script["accept"] = accepted
-    backend.script["notify"] = lambda cm, event: [backend.event(cm, C.ESTABLISHED)] if event == 4 else []
+    established = lambda cm, event: [backend.event(cm, C.ESTABLISHED)] if event == C.EVENT_COMM_EST else []  # noqa: E731
+    backend.script["notify"] = established
     # the C client's other messages answer ours: three in all, the first of them early
     backend.on_send = lambda cm, wr: cm.recvs and backend.deliver(cm, b"e" * wr["length"])
     out = run(flow)
@@ -637,8 +638,6 @@ def test_a_bound_kept_for_the_nearest_deadline_is_judged_at_the_loops_instant(mo
     """The loop reads the clock once per turn: a deadline still ahead at that instant is waited
     for, never raised because the clock moved on between two reads (a stale bound ended a
     healthy run mid-stream)."""
-    import time
-
     from rdmacli.engine.loop import Loop
 
     backend = FakeBackend()
