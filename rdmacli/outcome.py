@@ -184,6 +184,48 @@ class Outcome:
         }
 
 
+def merged(outcomes: list[Outcome]) -> Outcome:
+    """The outcomes of tests run one after another (a size sweep, -a: one test per size) as one
+    run's: their connections in order, numbered again; what ended the last (a sweep stops at
+    the first test that fails or is stopped); the step timings, warnings and port counters of
+    all; the last one's data."""
+    from dataclasses import replace
+
+    from rdmacli.diag.counters import summed
+
+    first, last = outcomes[0], outcomes[-1]
+    conns = [replace(c, index=i) for i, c in enumerate(c for o in outcomes for c in o.connections)]
+    return Outcome(
+        command=first.command,
+        params=first.params,
+        connections=conns,
+        error=last.error,
+        signal=last.signal,
+        steps_us=summed_steps([o.steps_us for o in outcomes]),
+        elapsed_ms=round(sum(o.elapsed_ms for o in outcomes), 1),
+        warnings=[w for o in outcomes for w in o.warnings],
+        counters=summed([d for o in outcomes for d in o.counters]),
+        data=dict(last.data),
+    )
+
+
+def summed_steps(tables: list[list[dict]]) -> list[dict]:
+    """Step timing tables (engine.timing's rows) of tests run one after another, as one: counts
+    and totals added, the extremes kept, the average taken again; in first-seen order."""
+    rows: dict[str, dict] = {}
+    for table in tables:
+        for r in table:
+            m = rows.get(r["step"])
+            if m is None:
+                rows[r["step"]] = dict(r)
+                continue
+            n = m["count"] + r["count"]
+            m["avg_us"] = round((m["avg_us"] * m["count"] + r["avg_us"] * r["count"]) / n, 1)
+            m["count"], m["total_us"] = n, round(m["total_us"] + r["total_us"], 1)
+            m["min_us"], m["max_us"] = min(m["min_us"], r["min_us"]), max(m["max_us"], r["max_us"])
+    return list(rows.values())
+
+
 def final_state(state: State, signal: int | None, closing: bool = False) -> State:
     """A connection still open at the end: done if only the peer's answer to our disconnect was
     outstanding (its exchange had finished), else interrupted by a signal, or failed with the run."""
@@ -296,7 +338,8 @@ SUMMARY_KEYS = [
         "data",
         "object",
         "what only this command reports: devices (devices), checks (doctor), rows, "
-        "path and addresses (selftest), run_id, agents_up_s, nodes, pairs and blame (mesh); "
+        "path and addresses (selftest), run_id, agents_up_s, nodes, pairs and blame (mesh), "
+        "bw (bw's totals), sweep (bw and lat -a: each size's figures, in order); "
         "empty otherwise",
     ),
 ]

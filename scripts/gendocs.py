@@ -166,6 +166,8 @@ EXTRA = {
                 "rdmacli bw 10.0.0.1 --op read -S 1048576 --qps 4 --json",
             ),
             ("Both ways at once (ib_write_bw -b)", "rdmacli bw 10.0.0.1 --bidir"),
+            ("Every size, 2 B to 8 MiB, 5000 messages each (ib_write_bw -a)", "rdmacli bw 10.0.0.1 -a"),
+            ("Against perftest's own server (ib_write_bw -R -a)", "rdmacli bw 10.0.0.1 --perftest -a"),
         ],
         "notes": "rdmacli to rdmacli (not perftest's wire exchange): the client's hello names the "
         "operation and size, the server registers one buffer of that size per connection (up to "
@@ -183,14 +185,19 @@ EXTRA = {
         "send each end also counts and times what arrives (messages_received, gbps_received: the "
         "receiving end's own measure of the other's stream), and keeps four receives posted for "
         "each send the other may have in flight (perftest's rx_depth over tx_depth), so a receiver "
-        "that reposts late meets no RNR. Not facing perftest's ib_write_bw (its own exchange over "
-        "rdma_cm).",
+        "that reposts late meets no RNR. -a (perftest's): every power of two from 2 B to 8 MiB, -C "
+        "messages each, one connection per size against rdmacli's server (each hello announces "
+        "the sweep, so a server at -c 1 waits for the next size, --connect-timeout at most), one "
+        "table by size (data.sweep); not with -D, --qps or --bidir; it stops at the first size "
+        "that fails. --perftest speaks perftest's own exchange to an ib_write_bw, ib_read_bw or "
+        "ib_send_bw -R server (with -a: all sizes on one QP, as perftest does).",
     },
     "lat": {
         "examples": [
             ("The server side (another host)", "rdmacli listen --lat"),
             ("SEND/RECV latency, 10000 iterations of 64 bytes", "rdmacli lat 10.0.0.1 -C 10000"),
             ("RDMA WRITE with immediate", "rdmacli lat 10.0.0.1 --op write -S 64"),
+            ("Every size from 8 B to 1 MiB (ib_send_lat -a)", "rdmacli lat 10.0.0.1 -a"),
         ],
         "notes": "Figures as perftest prints them (one way, half the round trip: t_min, t_typical "
         "= median, t_avg, p99, p99.9, t_max) in JSON latency_us, with rtt_us (the round trip the "
@@ -198,8 +205,10 @@ EXTRA = {
         "measured on its own clock, from its receive polled to its reply posted, carried in the "
         "first 8 bytes of the reply: R-Pingmesh's correction). A hold the server reports that is "
         "longer than the round trip itself is ignored. --op write uses RDMA WRITE with immediate "
-        "(the responder learns of each message from its completion), not ib_write_lat's polling "
-        "of memory.",
+        "(the responder learns of each message from its completion); with --perftest, "
+        "ib_write_lat's own: a WRITE whose last byte counts, seen by polling memory. -a: every "
+        "power of two the server takes (8 B, 16 B with --op write, to 1 MiB; with --perftest "
+        "perftest's 2 B to 8 MiB on one QP), -C iterations each, one table by size (data.sweep).",
     },
     "mesh": {
         "examples": [

@@ -60,6 +60,54 @@ def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None
     finish(app, outcome)
 
 
+def run_sweep(app: App, make_test, sizes: list[int], *, show_events: bool, on_record=None) -> None:
+    """perftest's -a on rdmacli's own exchange: `make_test(size)` run for each size in turn, one
+    connection each (their hello announces them all, so a default server waits for the next);
+    the sweep stops at the first size that fails or is stopped. One summary: the connections of
+    every size and `data.sweep`, their figures by size."""
+    from rdmacli.engine.session import run
+    from rdmacli.outcome import merged
+    from rdmacli.render.events import EventView
+
+    view = EventView(app, show_events=show_events)
+    observer = view
+    if on_record is not None:
+
+        def observer(rec: dict) -> None:
+            on_record(rec)
+            view(rec)
+
+        observer.detailed = view.detailed
+
+    outcomes = []
+    with view:
+        stops = _current[-1] if _current else None
+        for size in sizes:
+            outcomes.append(run(make_test(size), observer=observer, backend=app.backend, stops=stops))
+            if outcomes[-1].exit_code != 0:
+                break
+    outcome = merged(outcomes)
+    outcome.data["sweep"] = sweep_rows([c.stats for c in outcome.connections])
+    finish(app, outcome)
+
+
+def sweep_rows(figures: list) -> list[dict]:
+    """A sweep's table: each size's figures (bw's or lat's client records) as their documents."""
+    from rdmacli.figures import BwFigures, LatFigures
+
+    return [f.to_dict() for f in figures if isinstance(f, (BwFigures, LatFigures))]
+
+
+def sweep_of(session):
+    """`then` of perftest's -a on one QP (protocols.perftest_session): the figures of each
+    size, as the session kept them, into `data.sweep`."""
+
+    def then(outcome) -> None:
+        outcome.data["sweep"] = sweep_rows(session.rows)
+
+    return then
+
+
 def finish(app: App, outcome, render=None) -> None:
     """The one way a command ends: its outcome printed (JSON for scripts, words for people,
     `render` for a command's own view), then the exit with its code."""

@@ -50,14 +50,15 @@ from rdmacli.protocols.table import BW
     is_flag=True,
     help="Both ways at once (perftest's -b): the server sends too, for as long as this side does.",
 )
+@options.all_sizes_option("-a", "--all-sizes")
 @options.perftest_client("ib_write_bw, ib_read_bw, ib_send_bw")
 @options.spin_by_default
 @options.wait_for_server
 @options.timeouts
 @options.output
 def command(
-    host, port, bind, op, size, qps, depth, count, duration, bidir, perftest, busy_poll, timeouts, app,
-    show_events,
+    host, port, bind, op, size, qps, depth, count, duration, bidir, all_sizes, perftest, busy_poll, timeouts,
+    app, show_events,
 ):  # fmt: skip
     """Measure bandwidth to HOST, which runs `rdmacli listen --bw`.
 
@@ -72,8 +73,10 @@ def command(
     """
     if count is not None and duration is not None:
         raise click.UsageError("-C and -D are two ways to end the run (perftest's -n and -D): give one")
+    if all_sizes and (duration is not None or qps > 1 or bidir):
+        raise click.UsageError("-a runs -C messages of each size on one QP one way: no -D, --qps or --bidir")
     if count is None and duration is None:
-        if perftest:  # perftest's server counts as its -n says: its default, unless told
+        if perftest or all_sizes:  # perftest's server counts as its -n says: its default, unless told
             from rdmacli.protocols.perftest import default_iters
 
             count = default_iters("bw", op)
@@ -95,9 +98,10 @@ def command(
         "busy_poll": busy_poll,
         "wait_s": timeouts.wait_s,
         "perftest": perftest,
+        "all_sizes": all_sizes,
     }
     with app.errors("bw", params):
-        from rdmacli.cli._run import run_test
+        from rdmacli.cli._run import run_sweep, run_test, sweep_of
         from rdmacli.engine.flow import Options
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT, Test
@@ -111,28 +115,43 @@ def command(
                     highlight=False,
                 )
 
-        test = Test(
-            "bw",
-            BW,
-            CLIENT,
-            Params(count=count, size=size, op=op, duration=duration, depth=depth, bidir=bidir),
-            host=host,
-            port=port,
-            bind=bind,
-            connections=qps,
-            timeouts=timeouts,
-            options=Options(busy_poll=busy_poll),
-            summary=params,
-        )
-        factory = None
+        from rdmacli.protocols.perftest import SWEEP_SIZES
+
+        sizes = [s for s in SWEEP_SIZES if BW.min_size <= s <= BW.max_size] if all_sizes else [size]
+
+        def make_test(size: int, group: int = 1) -> Test:
+            return Test(
+                "bw",
+                BW,
+                CLIENT,
+                Params(
+                    count=count, size=size, op=op, duration=duration, depth=depth, bidir=bidir, group=group
+                ),
+                host=host,
+                port=port,
+                bind=bind,
+                connections=qps,
+                timeouts=timeouts,
+                options=Options(busy_poll=busy_poll),
+                summary=params,
+            )
+
+        if all_sizes and not perftest:
+            each = lambda s: make_test(s, len(sizes))  # noqa: E731 (each announces them all)
+            run_sweep(app, each, sizes, show_events=show_events, on_record=on_record)
+            return
+        test, factory, then = make_test(size), None, aggregate
         if perftest:
             from dataclasses import replace
 
             from rdmacli.protocols.perftest_session import Setting, flow_factory
 
             test.timeouts = replace(timeouts, wait_s=timeouts.wait_s or options.PERFTEST_WAIT_S)
-            factory = flow_factory(Setting("bw", op, size, count, duration, depth), CLIENT)
-        run_test(app, test, show_events=show_events, on_record=on_record, then=aggregate, factory=factory)
+            sweep = SWEEP_SIZES if all_sizes else ()
+            factory = flow_factory(Setting("bw", op, size, count, duration, depth, sweep), CLIENT)
+            if all_sizes:
+                then = sweep_of(factory.session)
+        run_test(app, test, show_events=show_events, on_record=on_record, then=then, factory=factory)
 
 
 def aggregate(outcome) -> None:

@@ -23,12 +23,13 @@ from rdmacli.protocols.table import LAT
     "Message size in bytes (16 or more with --op write).", LAT.min_size, LAT.max_size, LAT.default_size
 )
 @options.count_option("Iterations.", default=LAT.default_count)
+@options.all_sizes_option("-a", "--all-sizes")
 @options.perftest_client("ib_send_lat, ib_write_lat")
 @options.spin_by_default
 @options.wait_for_server
 @options.timeouts
 @options.output
-def command(host, port, bind, op, size, count, perftest, busy_poll, timeouts, app, show_events):
+def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, timeouts, app, show_events):
     """Measure latency to HOST, which runs `rdmacli listen --lat`.
 
     A ping-pong of SIZE-byte messages, -C iterations, busy-polled. Reported as perftest does
@@ -54,31 +55,43 @@ def command(host, port, bind, op, size, count, perftest, busy_poll, timeouts, ap
         "busy_poll": busy_poll,
         "wait_s": timeouts.wait_s,
         "perftest": perftest,
+        "all_sizes": all_sizes,
     }
     with app.errors("lat", params):
-        from rdmacli.cli._run import run_test
+        from rdmacli.cli._run import run_sweep, run_test, sweep_of
         from rdmacli.engine.flow import Options
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT, Test
+        from rdmacli.protocols.perftest import SWEEP_SIZES
 
-        test = Test(
-            "lat",
-            LAT,
-            CLIENT,
-            Params(count=count, size=size, op=op),
-            host=host,
-            port=port,
-            bind=bind,
-            timeouts=timeouts,
-            options=Options(busy_poll=busy_poll),
-            summary=params,
-        )
-        factory = None
+        def make_test(size: int, group: int = 1) -> Test:
+            return Test(
+                "lat",
+                LAT,
+                CLIENT,
+                Params(count=count, size=size, op=op, group=group),
+                host=host,
+                port=port,
+                bind=bind,
+                timeouts=timeouts,
+                options=Options(busy_poll=busy_poll),
+                summary=params,
+            )
+
+        if all_sizes and not perftest:  # the sizes rdmacli's lat server takes (write: its address first)
+            low = 16 if op == "write" else LAT.min_size
+            sizes = [s for s in SWEEP_SIZES if low <= s <= LAT.max_size]
+            run_sweep(app, lambda s: make_test(s, len(sizes)), sizes, show_events=show_events)
+            return
+        test, factory, then = make_test(size), None, None
         if perftest:
             from dataclasses import replace
 
             from rdmacli.protocols.perftest_session import Setting, flow_factory
 
             test.timeouts = replace(timeouts, wait_s=timeouts.wait_s or options.PERFTEST_WAIT_S)
-            factory = flow_factory(Setting("lat", op, size, count), CLIENT)
-        run_test(app, test, show_events=show_events, factory=factory)
+            sweep = SWEEP_SIZES if all_sizes else ()
+            factory = flow_factory(Setting("lat", op, size, count, sweep=sweep), CLIENT)
+            if all_sizes:
+                then = sweep_of(factory.session)
+        run_test(app, test, show_events=show_events, factory=factory, then=then)

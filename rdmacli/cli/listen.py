@@ -37,6 +37,14 @@ MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the lar
     "[default -S: 65536 for *_bw, 2 for *_lat; -C: perftest's, 5000 for write_bw, else 1000]; "
     "a client's -D is not served.",
 )
+@click.option(
+    "--all-sizes",
+    "all_sizes",
+    is_flag=True,
+    help="With --perftest: serve a client run with -a (every power of two from 2 bytes to 8 MiB, "
+    "-C messages each, on one QP; the buffer is the largest size's). rdmacli's own bw and lat "
+    "clients' -a needs nothing here: their hello says it.",
+)
 @options.exchange
 @options.port_space
 @options.ack_timeout
@@ -93,6 +101,7 @@ def command(
     bw_mode,
     lat_mode,
     perftest,
+    all_sizes,
     connections,
     count,
     size,
@@ -123,6 +132,10 @@ def command(
     if sum((ud, ping_mode, bw_mode, lat_mode)) > 1:
         raise click.UsageError("--ud, --ping, --bw and --lat are different protocols: choose one")
     ctx = click.get_current_context()
+    if all_sizes and not perftest:
+        raise click.UsageError(
+            "--all-sizes serves perftest's -a (with --perftest); rdmacli clients say it themselves"
+        )
     if perftest:
         if ud or ping_mode or persistent:
             raise click.UsageError("--perftest serves one perftest client: no --ud, --ping or --persistent")
@@ -155,6 +168,7 @@ def command(
         "mode": spec.name,
         "wait_s": timeouts.wait_s,
         "perftest": perftest,
+        "all_sizes": all_sizes,
     }
     with app.errors("listen", params):
         from rdmacli.cli._run import run_test
@@ -186,5 +200,8 @@ def command(
             from rdmacli.protocols.perftest_session import Setting, flow_factory
 
             test.connections = 1
-            factory = flow_factory(Setting(kind, op, size, count), SERVER)
+            from rdmacli.protocols.perftest import SWEEP_SIZES
+
+            sweep = SWEEP_SIZES if all_sizes else ()
+            factory = flow_factory(Setting(kind, op, size, count, sweep=sweep), SERVER)
         run_test(app, test, show_events=show_events, factory=factory)

@@ -322,6 +322,20 @@ def perftest_client(binaries: str):
     )
 
 
+def all_sizes_option(*names: str):
+    """perftest's -a on bw and lat (`listen --perftest` takes the long name only: -a is
+    --ack-timeout there)."""
+    return click.option(
+        *names,
+        "all_sizes",
+        is_flag=True,
+        help="Every power of two from 2 bytes to 8 MiB in turn, -C messages each (perftest's -a), "
+        "instead of -S; one table by size. rdmacli's own exchange runs one connection per size "
+        "(those its server takes: lat 8 B to 1 MiB), perftest's (--perftest, both sides given -a) "
+        "all of them on one QP. Not with -D.",
+    )
+
+
 PERFTEST_WAIT_S = 5.0  # a perftest server's test QP listens only after the first hand shake
 
 

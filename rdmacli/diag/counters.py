@@ -154,6 +154,18 @@ class Deltas:
         return d
 
 
+def summed(docs: list[dict]) -> list[dict]:
+    """Several tests' port documents (to_dict) as one test's: what moved on each port added
+    up, the resets of all (a size sweep runs one test per size, one after another)."""
+    ports: dict[tuple, Deltas] = {}
+    for d in docs:
+        p = ports.setdefault((d["device"], d["port"]), Deltas(d["device"], d["port"]))
+        for name, n in d.get("moved", {}).items():
+            p.moved[name] = p.moved.get(name, 0) + n
+        p.reset.extend(r for r in d.get("reset", []) if r not in p.reset)
+    return [p.to_dict() for p in ports.values()]
+
+
 def delta(device: str, port: int, before: dict[str, int], after: dict[str, int]) -> Deltas:
     out = Deltas(device, port)
     for name, now in after.items():

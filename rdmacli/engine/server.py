@@ -79,6 +79,7 @@ class ServerFlow(Flow):
             self.max_clients is not None
             and len(self.finished_conns) + self.rejected >= self.max_clients
             and self.all_finished()
+            and not any(self.companions_due.values())
         )
 
     def nearest_deadline(self, now: float | None = None) -> tuple[float, str] | None:
@@ -222,6 +223,28 @@ class ServerFlow(Flow):
             rec["error"] = conn.error.to_dict()
         self.retire(conn)
         self.emit(rec)
+        self.await_companions(conn)
+
+    def await_companions(self, conn: Connection) -> None:
+        """A client's test may open its connections one after another (a size sweep, -a: one
+        per size): while its hello's companions are due, the server waits for the next one, but
+        only --connect-timeout from the moment none of that client's is open (a client that
+        died between two is not waited for for ever; what came is served and said)."""
+        host = conn.remote.rsplit(":", 1)[0]
+        due = self.companions_due.get(host, 0)
+        if not due or any(c.remote.rsplit(":", 1)[0] == host for c in self.serving(conn)):
+            return
+        seen = self.accepted
+
+        def late() -> None:
+            if self.accepted == seen and self.companions_due.get(host):
+                missing = self.companions_due.pop(host)
+                self.warn(
+                    f"{host} announced {missing} more connection(s) of its test; none came within "
+                    f"{self.timeouts.connect_s:g} s (--connect-timeout) of its last: served what came"
+                )
+
+        self.loop.call_later(self.timeouts.connect_s, late)
 
     def close_extra(self) -> None:
         if self.listen_id is not None:

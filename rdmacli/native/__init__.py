@@ -117,10 +117,11 @@ class LatLoop(_Loop):
     def __init__(self, qp: int, cq: int, *, op: int, size: int, send: tuple[int, int],
                  recv: tuple[int, int], remote: tuple[int, int] | None, max_inline: int,
                  max_sends: int, send_wr_id: int, recv_wr_id: int, spin_s: float | None,
-                 carries_hold: bool = True):  # fmt: skip
+                 carries_hold: bool = True, recv_size: int = 0):  # fmt: skip
         """spin_s: how long a wait spins before it sleeps on the CQ's completion channel (None:
         it spins, perftest's way; --busy-poll). carries_hold: the answers' first 8 bytes are the
-        responder's hold (rdmacli's exchange; perftest's carry nothing)."""
+        responder's hold (rdmacli's exchange; perftest's carry nothing). recv_size: what a
+        receive is posted for, if more than size (a sweep's largest size)."""
         super().__init__(qp, cq, "rdmacli_lat")
         s = self.state
         s.carries_hold = 1 if carries_hold else 0
@@ -128,6 +129,7 @@ class LatLoop(_Loop):
         s.op, s.size = op, size
         s.send_addr, s.send_lkey = send
         s.recv_addr, s.recv_lkey = recv
+        s.recv_size = recv_size
         if remote is not None:
             s.remote_addr, s.rkey = remote
         s.max_inline, s.max_sends = max_inline, max_sends
@@ -135,6 +137,12 @@ class LatLoop(_Loop):
         self.lib.rdmacli_lat_calibrate(s, CALIBRATION_NS)
         self.capacity = 0
         self.rtt = self.hold = None
+
+    def resize(self, size: int) -> None:
+        """The next size of a sweep (perftest's -a): its messages counted from the start again,
+        as perftest counts each size's."""
+        s = self.state
+        s.size, s.tx_seq, s.rx_seq = size, 0, 0
 
     def _buffers(self, cap: int) -> None:
         if cap > self.capacity:

@@ -32,6 +32,8 @@ struct rdmacli_lat {
     uint32_t send_lkey;
     uint64_t recv_addr;    /* receives land here (size bytes, recv_lkey) */
     uint32_t recv_lkey;
+    uint32_t recv_size;    /* bytes a receive is posted for (0: size): a size sweep's largest,
+                              so that a receive posted before the next size takes its message */
     uint64_t remote_addr;  /* RDMACLI_OP_WRITE: the peer's receive buffer */
     uint32_t rkey;
     uint32_t max_inline;   /* a message of at most this many bytes is posted inline */

@@ -125,13 +125,16 @@ class LatClient(_PingPong):
         self.t_start: float | None = None
         self.t_end = 0.0
         self.stopped_by: str | None = None  # a deadline or signal that ended the run (ping(8))
+        self.group = 1  # -a: the sweep's connections, one per size, said so that a server waits
 
     @classmethod
     def from_params(cls, p):
-        return cls(p.op, p.size, p.count or LAT.default_count)
+        client = cls(p.op, p.size, p.count or LAT.default_count)
+        client.group = p.group
+        return client
 
     def conn_param(self) -> ConnParam:
-        hello = H.Hello(H.KIND_LAT, 0, self.size, flags=OPS[self.op])
+        hello = H.Hello(H.KIND_LAT, 0, self.size, flags=OPS[self.op], group=self.group)
         data = hello.pack()
         return ConnParam(private_data=data, retry_count=7, rnr_retry_count=7)
 
@@ -233,6 +236,9 @@ class LatServer(_PingPong):
     @classmethod
     def from_params(cls, p):
         return cls(p.size, **p.limits())
+
+    def companions(self, ev) -> int:
+        return H.companions(ev.private_data, H.KIND_LAT)
 
     def on_request(self, conn, ev) -> None:
         pd = ev.private_data

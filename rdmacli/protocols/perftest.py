@@ -49,22 +49,42 @@ REPORT = ("report_size", "report_iters", "report_bw_peak", "report_bw_avg", "rep
 CONNECT, TEST = "connect", "test"  # the steps that are not exchanges
 HEAD = ("version", "cycle_buffer", "cache_line", "mtu", "dest", CONNECT, "dest")
 
+
 # Each binary's steps after the control connection is up, the same on both sides (a step is a
-# message name, CONNECT for the test's own connection, or TEST). The dest exchanges after
-# CONNECT carry this side's QP, rkey and buffer; those before it carry zeros.
-STEPS: dict[str, tuple[str, ...]] = {
+# message name, CONNECT for the test's own connection, or TEST): the steps before the test, the
+# test's own (once per size: perftest's -a runs every size on the same QPs), and those after
+# it. The dest exchanges after CONNECT carry this side's QP, rkey and buffer; those before it
+# carry zeros.
+@dataclass(frozen=True)
+class Steps:
+    head: tuple[str, ...]
+    per_size: tuple[str, ...]
+    tail: tuple[str, ...]
+
+    def walk(self, sizes: int = 1) -> tuple[str, ...]:
+        return (*self.head, *self.per_size * sizes, *self.tail)
+
+
+BINARY_STEPS: dict[str, Steps] = {
     # write_bw.c/read_bw.c main(): hand shakes per QP, again "side REMOTE", one more after RTR;
-    # after the test one more, the client's report to the server, and ctx_close_connection's
-    "write_bw": (*HEAD, "dest", "dest", "dest", TEST, "dest", *REPORT, "dest"),
-    "read_bw": (*HEAD, "dest", "dest", "dest", TEST, "dest", *REPORT, "dest"),
-    # send_bw.c: per QP, once more, "side REMOTE", once after the receives are posted; no
-    # reports without --bidirectional, then ctx_close_connection's
-    "send_bw": (*HEAD, "dest", "dest", "dest", "dest", TEST, "dest"),
+    # after the test (with -a: after every size, the server waiting) one more, the client's
+    # report to the server (its last size's), and ctx_close_connection's
+    "write_bw": Steps((*HEAD, "dest", "dest", "dest"), (TEST,), ("dest", *REPORT, "dest")),
+    "read_bw": Steps((*HEAD, "dest", "dest", "dest"), (TEST,), ("dest", *REPORT, "dest")),
+    # send_bw.c: per QP, once more, "side REMOTE"; then per size one after the receives are
+    # posted and the test; no reports without --bidirectional, then ctx_close_connection's
+    "send_bw": Steps((*HEAD, "dest", "dest", "dest"), ("dest", TEST), ("dest",)),
     # send_lat.c: as send_bw's
-    "send_lat": (*HEAD, "dest", "dest", "dest", "dest", TEST, "dest"),
-    # write_lat.c: one after set-up, per QP, "side REMOTE", after RTR; nothing after the test
-    "write_lat": (*HEAD, "dest", "dest", "dest", "dest", TEST),
+    "send_lat": Steps((*HEAD, "dest", "dest", "dest"), ("dest", TEST), ("dest",)),
+    # write_lat.c: one after set-up, per QP, "side REMOTE", after RTR; with -a both sides walk
+    # the sizes in lock step without a hand shake; nothing after the test
+    "write_lat": Steps((*HEAD, "dest", "dest", "dest", "dest"), (TEST,), ()),
 }
+STEPS: dict[str, tuple[str, ...]] = {b: s.walk() for b, s in BINARY_STEPS.items()}
+
+# perftest's -a (RUN_ALL) on RC: every power of two from 2 bytes to 8 MiB (MAX_SIZE), each on
+# the same QPs, the buffers allocated for the largest; not with -D (perftest refuses it)
+SWEEP_SIZES = tuple(1 << i for i in range(1, 24))
 
 BINARIES = {("bw", "write"): "write_bw", ("bw", "read"): "read_bw", ("bw", "send"): "send_bw",
             ("lat", "send"): "send_lat", ("lat", "write"): "write_lat"}  # fmt: skip

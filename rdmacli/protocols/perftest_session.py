@@ -18,7 +18,7 @@ the peer named, `size` bytes at its start.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rdmacli import native as N
 from rdmacli.engine.protocol import Protocol, Reject
@@ -51,6 +51,7 @@ class Setting:
     count: int | None = None  # -n (None with a duration)
     duration: float | None = None  # -D
     depth: int = 128  # -t
+    sweep: tuple[int, ...] = ()  # -a: every one of these sizes in turn, on the same QPs (not -D)
 
     @property
     def binary(self) -> str:
@@ -73,8 +74,11 @@ class Session:
 
     def __init__(self, setting: Setting, role: str):
         self.setting, self.role = setting, role
-        self.steps = P.STEPS[setting.binary]
+        self.sizes = setting.sweep or (setting.size,)
+        self.steps = P.BINARY_STEPS[setting.binary].walk(len(self.sizes))
         self.k = -1
+        self.round = 0  # which of `sizes` the test is at (or comes to next)
+        self.rows: list = []  # each size's figures as it ends (a sweep's table)
         self.control: Control | None = None
         self.test: Protocol | None = None
         self.control_conn = self.test_conn = None
@@ -91,7 +95,12 @@ class Session:
         """The buffer each side offers the other: perftest's BUFF_SIZE(size, cycle buffer) (a
         WRITE or READ of a message smaller than half of it walks through it, cache line by
         cache line)."""
-        return max(self.setting.size, self.cycle_buffer)
+        return max(max(self.sizes), self.cycle_buffer)
+
+    @property
+    def size(self) -> int:
+        """The size of the test now (a sweep's current one)."""
+        return self.sizes[self.round]
 
     # -- the flow's protocols ------------------------------------------------------------------
     def make_protocol(self) -> Protocol:
@@ -119,6 +128,7 @@ class Session:
             if self.role == "client":
                 self.control_conn.flow.start(1)  # the test's QP: the flow's next connection
         elif step == P.TEST:
+            self.round = self.steps[: self.k].count(P.TEST)
             self.test.start_test(self.test_conn)
         elif self.role == "client":
             self.control.send(self.control_conn, self.message(step))
@@ -132,7 +142,9 @@ class Session:
             self.advance()
 
     def test_done(self) -> None:
+        """This size's test is over (on a server: once it has answered or seen all of it)."""
         if self.step == P.TEST:
+            self.rows.append(self.test.summary())
             self.advance()
 
     def progress(self) -> None:
@@ -312,18 +324,19 @@ class Stream(_TestQP):
         super().__init__(session)
         self.window: Window | None = None
         self.native: N.BwLoop | None = None
-        self.arrived = 0
+        self.sends = 1
+        self.arrived = self.bytes_arrived = 0
         self.t_first = self.t_last = None
 
     def setup(self, conn) -> None:
         s = self.setting
         recvs = conn.window(RECV_DEPTH) if s.op == "send" and self.role == "server" else 1
-        sends = conn.window(s.depth) if self.role == "client" else 1
-        conn.create_qp(qp_type=C.QPT_RC, send_wr=sends, recv_wr=recvs, own_cq=self.role == "client")
+        self.sends = conn.window(s.depth) if self.role == "client" else 1
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=self.sends, recv_wr=recvs, own_cq=self.role == "client")
         self.buffer(conn)
-        self.window = Window(s.op, s.size, sends, s.count, s.duration)
+        self.window = Window(s.op, self.session.size, self.sends, s.count, s.duration)
         if s.op == "send" and self.role == "server":
-            conn.post_recv(RECV, self.mr, 0, s.size, n=recvs)
+            conn.post_recv(RECV, self.mr, 0, max(self.session.sizes), n=recvs)
         if self.role == "server":  # accepted: the client connects, then says so on the control QP
             self.session.test_up(conn, self)
 
@@ -336,14 +349,15 @@ class Stream(_TestQP):
         if self.role == "server":  # perftest's server waits: its client says when it is done
             self.session.test_done()
             return
-        s, w = self.setting, self.window
+        s, size = self.setting, self.session.size
+        w = self.window = Window(s.op, size, self.sends, s.count, s.duration)  # this size's
         if s.op != "send":
             w.remote = self.remote()
         w.start()
         handles = conn.native_handles() if s.op != "send" else None
         if handles is not None:
             buf = (self.mr.addr, self.mr.lkey)
-            self.native = N.BwLoop(*handles, opcode=OPCODES[s.op], size=s.size, buf=buf, remote=w.remote,
+            self.native = N.BwLoop(*handles, opcode=OPCODES[s.op], size=size, buf=buf, remote=w.remote,
                                    window=w.window, chain=CHAIN, limit=w.count)  # fmt: skip
             later(conn, self.native_slice)
         else:
@@ -369,7 +383,8 @@ class Stream(_TestQP):
             now = time.monotonic()
             self.t_first = self.t_first or now
             self.t_last, self.arrived = now, self.arrived + 1
-            conn.post_recv(RECV, self.mr, 0, self.setting.size)
+            self.bytes_arrived += wc.byte_len
+            conn.post_recv(RECV, self.mr, 0, max(self.session.sizes))
             self.session.progress()
             return
         self.window.completion(wc)
@@ -382,10 +397,10 @@ class Stream(_TestQP):
     def report(self) -> P.Report:
         r = self.window.figures() if self.window is not None else Rate()
         mbs = P.mib_s(r.bytes, r.seconds)
-        return P.Report(self.setting.size, r.messages, mbs, mbs, r.msg_per_s / 1e6)
+        return P.Report(self.session.size, r.messages, mbs, mbs, r.msg_per_s / 1e6)
 
     def summary(self):
-        s = self.setting
+        s = replace(self.setting, size=self.session.size)  # a sweep's current size
         if self.role == "client":
             r = self.window.figures() if self.window is not None else Rate()
             depth = self.window.window if self.window else s.depth
@@ -396,7 +411,7 @@ class Stream(_TestQP):
         if s.op == "send":
             secs = (self.t_last - self.t_first) if self.t_first and self.t_last else 0.0
             rate = Rate.of(max(self.arrived - 1, 0), s.size, secs) if self.arrived > 1 else None
-            return BwServed(messages_received=self.arrived, bytes_received=self.arrived * s.size, op=s.op,
+            return BwServed(messages_received=self.arrived, bytes_received=self.bytes_arrived, op=s.op,
                             size_bytes=s.size, gbps_received=rate.gbps if rate else None)  # fmt: skip
         told = self.session.peer_report  # WRITE and READ: the client's own report, as perftest prints it
         gbps = round(told.bw_avg_mbs * 0x100000 * 8 / 1e9, 4) if told else None
@@ -423,9 +438,9 @@ class PingPong(_TestQP):
         s = self.setting
         conn.create_qp(qp_type=C.QPT_RC, send_wr=8, recv_wr=2, own_cq=True)
         self.buffer(conn)
-        self.out = conn.reg(max(s.size, 1))
-        if s.op == "send":
-            conn.post_recv(RECV, self.mr, 0, s.size, n=2)
+        self.out = conn.reg(max(self.session.sizes))
+        if s.op == "send":  # posted for the largest size: a receive posted in one size takes the next's
+            conn.post_recv(RECV, self.mr, 0, max(self.session.sizes), n=2)
         if self.role == "server":
             self.session.test_up(conn, self)
 
@@ -442,9 +457,10 @@ class PingPong(_TestQP):
                 remote = self.remote() if s.op == "write" else None
                 spin = None if conn.flow.options.busy_poll else SPIN_S
                 self.native = N.LatLoop(
-                    *handles, op=LAT_OPS[s.op], size=s.size, send=(self.out.addr, self.out.lkey),
+                    *handles, op=LAT_OPS[s.op], size=self.session.size, send=(self.out.addr, self.out.lkey),
                     recv=(self.mr.addr, self.mr.lkey), remote=remote, max_inline=conn.max_inline, max_sends=6,
                     send_wr_id=SEND, recv_wr_id=RECV, carries_hold=False, spin_s=spin,
+                    recv_size=max(self.session.sizes),
                 )  # fmt: skip
         return self.native
 
@@ -455,8 +471,10 @@ class PingPong(_TestQP):
                 hint=f"make venv builds it ({N.why()})",
                 cause=Cause.ENVIRONMENT,
             )
-        if self.role == "server":
-            self.session.test_done()  # the control connection waits for the client's end
+        self.native.resize(self.session.size)  # each size's messages counted from 1, as perftest's
+        self.host, self.answered = RttStats(), 0
+        # this size's test ends when this side has sent and answered -n (a message of the peer's
+        # that comes first, with its next hand shake, waits in the session: Session.early);
         # ib_send_lat's client sends first; ib_write_lat's server writes first (perftest's
         # run_iter_lat_write): that side asks, the other answers (and times, if the client)
         asks = (self.role == "client") == (self.setting.op == "send")
@@ -494,10 +512,10 @@ class PingPong(_TestQP):
         the native responder would have; our own sends' completions say nothing."""
         if not wc.opcode & C.WC_RECV or self.setting.op != "send" or self.role != "server":
             return  # a client's native loop returns only when no answer is outstanding
-        conn.post_recv(RECV, self.mr, 0, self.setting.size)
+        conn.post_recv(RECV, self.mr, 0, max(self.session.sizes))
         if self.answered >= (self.setting.count or 0):
             raise violation(f"a message beyond the {self.answered} of -n came")
-        conn.post_send(SEND, self.out, 0, self.setting.size)
+        conn.post_send(SEND, self.out, 0, self.session.size)
         self.answered += 1
         self.session.progress()
 
@@ -519,7 +537,7 @@ class PingPong(_TestQP):
             later(conn, self.answer_slice)  # its next turn ends the test once -n are answered
 
     def summary(self):
-        s = self.setting
+        s = replace(self.setting, size=self.session.size)  # a sweep's current size
         if self.role == "server":
             answered = self.answered or self.host.n  # ib_write_lat's server writes first: ours asked
             return LatServed(op=s.op, size_bytes=s.size, iterations_answered=answered,
@@ -544,4 +562,5 @@ def flow_factory(setting: Setting, role: str):
 
         return default_flow(test, {**common, "make_protocol": session.make_protocol})
 
+    factory.session = session  # its rows: a sweep's figures by size (the command's summary)
     return factory

@@ -108,7 +108,11 @@ def print_summary(app, outcome: Outcome, doc: dict) -> None:
         return
     if app.steps and doc["steps_us"]:
         app.out.print(steps_table(doc["steps_us"]))
-    details = [text for c in outcome.connections for text in connection_details(c)]
+    sweep = doc["data"].get("sweep")
+    if sweep:  # -a: one table by size instead of a block per connection
+        details = sweep_table(sweep)
+    else:
+        details = [text for c in outcome.connections for text in connection_details(c)]
     # ping(8): the statistics are the summary; other commands lead with a line of totals
     lines = [] if doc["command"] == "ping" and details else [totals_line(doc)]
     bw = doc["data"].get("bw")
@@ -122,6 +126,35 @@ def print_summary(app, outcome: Outcome, doc: dict) -> None:
     for text in lines + details + counter_lines(doc.get("counters") or []):
         app.out.print(text, markup=False, highlight=False)
     print_warnings(app, doc)
+
+
+def sweep_table(rows: list[dict]) -> list[str]:
+    """perftest's -a table: a line per size (bw: messages and rates; lat: perftest's columns,
+    one way, in µs); the data path said once, or per line where the sizes differ in it."""
+    paths = {r.get("data_path") for r in rows}
+    said = f" ({paths.pop()} data path)" if len(paths) == 1 else ""
+    if "latency_us" in rows[0] or "iterations" in rows[0]:
+        cols = ("t_min", "t_typical", "t_avg", "p99", "p99_9", "t_max")
+        head = " ".join(f"{c.replace('_9', '.9'):>10}" for c in cols)
+        lines = [f"{rows[0].get('op', '')} latency by size, one way, µs{said}",
+                 f"{'#bytes':>9} {'#iterations':>11} {head}"]  # fmt: skip
+        for r in rows:
+            lat = r.get("latency_us") or {}
+            figures = " ".join(f"{lat[c]:>10.2f}" if c in lat else f"{'-':>10}" for c in cols)
+            lines.append(f"{r['size_bytes']:>9} {r.get('iterations', 0):>11} {figures}" + path_of(r, said))
+        return lines
+    lines = [f"{rows[0].get('op', '')} bandwidth by size{said}",
+             f"{'#bytes':>9} {'#messages':>11} {'Gb/s':>10} {'msg/s':>14}"]  # fmt: skip
+    for r in rows:
+        lines.append(
+            f"{r['size_bytes']:>9} {r.get('messages_sent', 0):>11} {r.get('gbps', 0):>10.3f} "
+            f"{r.get('msg_per_s', 0):>14,.0f}" + path_of(r, said)
+        )
+    return lines
+
+
+def path_of(row: dict, said: str) -> str:
+    return "" if said else f"  ({row.get('data_path')})"
 
 
 def print_warnings(app, doc: dict) -> None:

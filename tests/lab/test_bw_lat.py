@@ -223,3 +223,17 @@ def test_bad_input_gets_its_exit_code(lab, flows):
     first.communicate(timeout=60)
     srv.proc.terminate()
     srv.finish()
+
+
+@pytest.mark.parametrize("cmd", ["bw", "lat"])
+def test_all_sizes_one_connection_each_against_a_default_server(lab, flows, cmd):
+    """-a on rdmacli's own exchange: a connection per size, one after another, against a
+    server left at its default (-c 1): the hellos announce the sweep and it serves every size."""
+    srv = flows.serve("listen", f"--{cmd}")
+    doc = flows.run(cmd, lab.server, "-I", lab.client, "-a", "-C", "5")
+    sdoc, _ = flows.done(srv)
+    sizes = [1 << i for i in range(1, 24)] if cmd == "bw" else [1 << i for i in range(3, 21)]
+    assert [r["size_bytes"] for r in doc["data"]["sweep"]] == sizes
+    assert doc["totals"]["connections_passed"] == len(sizes), doc["error"]
+    assert sdoc["result"] == "pass" and sdoc["totals"]["connections_passed"] == len(sizes), sdoc
+    assert not sdoc["warnings"], sdoc["warnings"]

@@ -351,6 +351,37 @@ def test_a_full_server_rejects_the_extra_client():
     assert out.exit_code == 0  # one was served; a policy rejection is no failure
 
 
+@pytest.mark.parametrize("coming", [3, 2], ids=["all came", "one never came"])
+def test_a_clients_connections_one_after_another_are_awaited_as_its_hello_says(coming):
+    """A size sweep (-a) opens one connection per size, in turn, each hello announcing them all:
+    a default server (-c 1) serves every one, waiting for the next once the last is over, but
+    only --connect-timeout long (a client that died between two is not waited for for ever)."""
+    backend = FakeBackend()
+    flow = server(backend, max_clients=1)
+    hello = H.Hello(H.KIND_CONNECT, 3, 64, group=3).pack()
+    came = []
+
+    def next_one():
+        came.append(1)
+        backend.request(hello)
+
+    def observe(rec):
+        if rec["type"] == "connection" and len(came) < coming:
+            flow.loop.call_later(0.05, next_one)  # the next size's connection, a moment later
+
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, next_one) and []
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
+    flow.observer = observe
+    t0 = time.monotonic()
+    out = run(flow)
+    assert [c.state for c in out.connections] == [State.DONE] * coming and out.exit_code == 0
+    if coming == 3:
+        assert not out.warnings
+    else:  # ended --connect-timeout (0.3 s) after the last, and said so
+        assert time.monotonic() - t0 >= FAST.connect_s
+        assert out.warnings and "announced 1 more connection(s)" in out.warnings[0]
+
+
 def test_a_stopped_persistent_server_reports_open_connections_as_interrupted():
     backend = FakeBackend()
     flow = server(backend, max_clients=None, timeouts=Timeouts(100, 5, 5))

@@ -78,18 +78,23 @@ class FakeTest:
         return P.Report(4096, 100, 10.0, 9.5, 0.25)
 
     def start_test(self, conn):
-        self.log.append((self.session.role, "test"))
+        self.log.append((self.session.role, "test", self.session.size))
         if self.session.role == "server":
             self.session.test_done()
 
+    def summary(self):
+        return ("figures of", self.session.size)
 
+
+@pytest.mark.parametrize("sweep", [(), P.SWEEP_SIZES], ids=["one size", "-a"])
 @pytest.mark.parametrize("binary", sorted(P.STEPS))
-def test_a_client_and_a_server_walk_the_same_steps_to_their_end(binary):
+def test_a_client_and_a_server_walk_the_same_steps_to_their_end(binary, sweep):
     """Both sides of each binary, message for message as perftest's lock step has it: the client
-    writes first, the server answers each; the test QP comes at CONNECT, the test at TEST; the
-    server learns the client's report; the client disconnects both at the end."""
+    writes first, the server answers each; the test QP comes at CONNECT, the test at TEST (with
+    -a once per size, in order, each with its hand shake where the binary has one); the server
+    learns the client's report; the client disconnects both at the end."""
     kind, op = next(k for k, b in P.BINARIES.items() if b == binary)
-    setting = Setting(kind, op, 4096, count=100)
+    setting = Setting(kind, op, 4096, count=100, sweep=sweep)
     wire, log = [], []
     sessions = {}
     for role in ("client", "server"):
@@ -114,13 +119,18 @@ def test_a_client_and_a_server_walk_the_same_steps_to_their_end(binary):
         side, data = wire.pop(0)
         (server if side == "client" else client).received(data)
     assert client.step is None and server.step is None, (client.step, server.step)
-    exchanges = sum(1 for s in P.STEPS[binary] if s not in (P.CONNECT, P.TEST))
-    assert ("client", "test") in log and ("server", "test") in log
+    steps = P.BINARY_STEPS[binary].walk(len(sweep) or 1)
+    exchanges = sum(1 for s in steps if s not in (P.CONNECT, P.TEST))
+    sizes = list(sweep or [4096])
+    for role in ("client", "server"):
+        assert [size for r, _, size in log if r == role] == sizes
+        assert sessions[role].rows == [("figures of", size) for size in sizes]
+    assert client.buffer == max(sizes) and (binary[:4] != "send" or exchanges == 10 + len(sizes))
     assert client.test_conn.disconnected and client.control_conn.disconnected
     assert server.peer_version == "6.06" and client.peer_dest.rkey == 9
     if "report_size" in P.STEPS[binary]:
         assert server.peer_report == P.Report(4096, 100, 10.0, 9.5, 0.25)
-    assert exchanges == len(P.STEPS[binary]) - 2
+    assert exchanges == len(steps) - 1 - len(sizes)
 
 
 def test_an_old_perftest_or_a_short_message_ends_the_test_in_words():

@@ -207,3 +207,22 @@ def test_the_connection_managers_duplicates_are_loss_and_its_retries_only_shown(
     assert d.trouble() == ["loss"]
     only_retries = C.Deltas("rxe0", 1, {"cm_tx_retries.req": 3})
     assert only_retries.trouble() == []  # a dead peer makes the CM retry too: not loss
+
+
+def test_tests_run_one_after_another_add_up_to_one_runs_counters_and_steps():
+    """A size sweep (-a) runs a test per size: its summary's counters and step table are those
+    of all of them, added up per port and per step."""
+    from rdmacli.diag.counters import summed
+    from rdmacli.outcome import summed_steps
+
+    a = {"device": "rxe0", "port": 1, "moved": {"port_xmit_packets": 10, "rnr_nak_retry_err": 1}}
+    b = {"device": "rxe0", "port": 1, "moved": {"port_xmit_packets": 5}, "reset": ["x"]}
+    c = {"device": "rxe1", "port": 1, "moved": {"port_rcv_packets": 3}}
+    [p0, p1] = summed([a, b, c])
+    assert p0["moved"] == {"port_xmit_packets": 15, "rnr_nak_retry_err": 1} and p0["reset"] == ["x"]
+    assert "rnr" in p0["kinds"] and p1["moved"] == {"port_rcv_packets": 3}
+    row = {"step": "resolve addr", "count": 1, "total_us": 10.0, "avg_us": 10.0, "min_us": 10.0}
+    row["max_us"] = 10.0
+    other = {**row, "total_us": 30.0, "avg_us": 30.0, "min_us": 30.0, "max_us": 30.0}
+    [s] = summed_steps([[row], [other]])
+    assert (s["count"], s["total_us"], s["avg_us"], s["min_us"], s["max_us"]) == (2, 40.0, 20.0, 10.0, 30.0)

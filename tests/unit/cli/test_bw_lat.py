@@ -170,3 +170,63 @@ def test_bw_says_its_qp_count_in_each_hello(rdmacli, backend):
     r = rdmacli(backend, "bw", "10.0.0.1", "--qps", "3", "-C", "10", "--json")
     assert r.exit_code == 0, r.doc["error"]
     assert [H.parse(p.private_data).group for p in backend.conn_params] == [3, 3, 3]
+
+
+def test_bw_all_sizes_runs_a_connection_per_size_each_announcing_the_sweep(rdmacli, backend):
+    """-a on rdmacli's own exchange: every power of two from 2 B to 8 MiB in turn, one
+    connection each, each hello saying the size and how many come (so that a default server
+    waits for the next); one summary with the table by size."""
+
+    def serve(cm, p):  # `listen --bw`: a buffer of the size each hello asks for
+        size = H.parse(p.private_data).size
+        return [backend.event(cm, C.ESTABLISHED, private_data=pack_info(0x10000, 0x77, size))]
+
+    backend.script["connect"] = serve
+    r = rdmacli(backend, "bw", "10.0.0.1", "-a", "-C", "3", "--json")
+    assert r.exit_code == 0, r.doc["error"]
+    sizes = [1 << i for i in range(1, 24)]
+    hellos = [H.parse(p.private_data) for p in backend.conn_params]
+    assert [h.size for h in hellos] == sizes and {h.group for h in hellos} == {23}
+    assert [row["size_bytes"] for row in r.doc["data"]["sweep"]] == sizes
+    assert [c["conn"] for c in r.doc["connections"]] == list(range(23))
+    assert all(row["messages_sent"] == 3 for row in r.doc["data"]["sweep"])
+    writes = [w["length"] for w in backend.sends if w["opcode"] == C.WR_RDMA_WRITE]
+    assert writes == [s for s in sizes for _ in range(3)]  # never past the size asked and advertised
+    assert r.doc["params"]["all_sizes"] is True and r.doc["totals"]["connections_passed"] == 23
+
+
+def test_a_sweep_stops_at_the_first_size_that_fails(rdmacli, backend):
+    def serve(cm, p):  # a server that takes sizes up to 64 B only
+        size = H.parse(p.private_data).size
+        if size > 64:
+            return [backend.event(cm, C.REJECTED, status=28, private_data=b"rdmacli: size too big\0")]
+        return [backend.event(cm, C.ESTABLISHED, private_data=pack_info(0x10000, 0x77, size))]
+
+    backend.script["connect"] = serve
+    r = rdmacli(backend, "bw", "10.0.0.1", "-a", "-C", "2", "--json")
+    assert r.exit_code != 0 and r.doc["result"] == "fail"
+    assert [row["size_bytes"] for row in r.doc["data"]["sweep"]] == [2, 4, 8, 16, 32, 64, 128]
+    assert [c["state"] for c in r.doc["connections"]][-2:] == ["done", "failed"]
+    assert r.doc["error"]["cause"] == "rejected"  # the size the server refused: said as the run's end
+
+
+def test_all_sizes_refuses_what_perftest_refuses_with_it(rdmacli, backend):
+    for args in (["bw", "10.0.0.1", "-a", "-D", "3"], ["bw", "10.0.0.1", "-a", "--qps", "2"],
+                 ["listen", "--all-sizes"]):  # fmt: skip
+        r = rdmacli(backend, *args)
+        assert r.exit_code == 2 and ("-a" in r.stderr or "--all-sizes" in r.stderr), r.stderr
+
+
+def test_lat_all_sizes_is_a_table_by_size_on_the_terminal(rdmacli, backend):
+    def answer(cm, wr):
+        if wr["opcode"] == C.WR_SEND:
+            backend.deliver(cm, bytes(wr["length"]))
+
+    backend.on_send = answer
+    r = rdmacli(backend, "lat", "10.0.0.1", "-a", "-C", "5")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["#bytes", "#iterations"])
+    sizes = [int(line.split()[0]) for line in lines[head + 1 : head + 19]]
+    assert sizes == [1 << i for i in range(3, 21)]  # 8 B (its hold) to 1 MiB, the server's range
+    assert "send latency by size" in r.stdout and "--- " not in r.stdout
