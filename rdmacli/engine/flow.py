@@ -422,10 +422,15 @@ class Flow:
         return i == len(conns)
 
     # -- deadlines -----------------------------------------------------------------------------
-    def note_deadline(self, when: float, what: str) -> None:
-        """A connection set a deadline: keep the cached bound at or before it."""
+    def note_deadline(self, when: float, conn: Connection) -> None:
+        """A connection set a deadline: keep the cached bound at or before it. (Its words are
+        made only then: a data phase pushes its deadline out at every completion.)"""
         if self._soonest is not None and when < self._soonest[0]:
-            self._soonest = (when, what)
+            self._soonest = (when, self.deadline_words(conn))
+
+    @staticmethod
+    def deadline_words(conn: Connection) -> str:
+        return f"{conn.phase} on connection {conn.index}"
 
     def nearest_deadline(self, now: float | None = None) -> tuple[float, str] | None:
         """The nearest deadline of the run at `now` (the loop's clock read). Scanning every
@@ -439,7 +444,7 @@ class Flow:
         best = (self.deadline_all, self.timeouts.words.overall) if self.deadline_all else None
         for conn in self.conns.values():
             if not conn.finished and conn.deadline and (best is None or conn.deadline < best[0]):
-                best = (conn.deadline, f"{conn.phase} on connection {conn.index}")
+                best = (conn.deadline, self.deadline_words(conn))
         self._soonest = best
         return best
 
