@@ -173,8 +173,10 @@ static int post_message(struct ibv_qp *qp, struct rdmacli_lat *s)
         wr.opcode = IBV_WR_SEND;
     }
     rc = ibv_post_send(qp, &wr, &bad);
-    if (rc == 0)
+    if (rc == 0) {
         s->tx_seq++;
+        s->sends_posted++;
+    }
     return rc;
 }
 
@@ -241,8 +243,11 @@ static int checked(struct ibv_qp *qp, struct rdmacli_lat *s, const struct ibv_wc
         failed(s, wc);
         return 1;
     }
-    if (!(wc->opcode & IBV_WC_RECV) && s->sends_out > 0)
-        s->sends_out--; /* (a send posted before this loop completes unseen by it) */
+    if (!(wc->opcode & IBV_WC_RECV)) {
+        s->sends_done++;
+        if (s->sends_out > 0)
+            s->sends_out--; /* (a send posted before this loop completes unseen by it) */
+    }
     return 0;
 }
 

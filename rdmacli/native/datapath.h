@@ -51,6 +51,8 @@ struct rdmacli_lat {
     uint32_t sends_out;    /* sends posted here whose completion has not been polled */
     uint64_t tx_seq;       /* RDMACLI_OP_WRITE_POLL: messages written, and seen arrive */
     uint64_t rx_seq;
+    uint64_t sends_posted; /* every send these loops posted, and every send completion of this */
+    uint64_t sends_done;   /* QP they polled (a side that then disconnects waits for its last) */
     /* the last call's end */
     uint32_t timed;        /* rdmacli_lat_server: round trips written to rtt_ns */
     int status;            /* RDMACLI_* */

@@ -60,9 +60,11 @@ class Steps:
     head: tuple[str, ...]
     per_size: tuple[str, ...]
     tail: tuple[str, ...]
+    after_size: tuple[str, ...] = ()  # with -a only: after each size's test
 
-    def walk(self, sizes: int = 1) -> tuple[str, ...]:
-        return (*self.head, *self.per_size * sizes, *self.tail)
+    def walk(self, sizes: int = 1, sweep: bool = False) -> tuple[str, ...]:
+        each = (*self.per_size, *self.after_size) if sweep else self.per_size
+        return (*self.head, *each * sizes, *self.tail)
 
 
 BINARY_STEPS: dict[str, Steps] = {
@@ -72,8 +74,9 @@ BINARY_STEPS: dict[str, Steps] = {
     "write_bw": Steps((*HEAD, "dest", "dest", "dest"), (TEST,), ("dest", *REPORT, "dest")),
     "read_bw": Steps((*HEAD, "dest", "dest", "dest"), (TEST,), ("dest", *REPORT, "dest")),
     # send_bw.c: per QP, once more, "side REMOTE"; then per size one after the receives are
-    # posted and the test; no reports without --bidirectional, then ctx_close_connection's
-    "send_bw": Steps((*HEAD, "dest", "dest", "dest"), ("dest", TEST), ("dest",)),
+    # posted and the test (with -a one more after each size's test); no reports without
+    # --bidirectional, then ctx_close_connection's
+    "send_bw": Steps((*HEAD, "dest", "dest", "dest"), ("dest", TEST), ("dest",), after_size=("dest",)),
     # send_lat.c: as send_bw's
     "send_lat": Steps((*HEAD, "dest", "dest", "dest"), ("dest", TEST), ("dest",)),
     # write_lat.c: one after set-up, per QP, "side REMOTE", after RTR; with -a both sides walk

@@ -75,7 +75,7 @@ class Session:
     def __init__(self, setting: Setting, role: str):
         self.setting, self.role = setting, role
         self.sizes = setting.sweep or (setting.size,)
-        self.steps = P.BINARY_STEPS[setting.binary].walk(len(self.sizes))
+        self.steps = P.BINARY_STEPS[setting.binary].walk(len(self.sizes), sweep=bool(setting.sweep))
         self.k = -1
         self.round = 0  # which of `sizes` the test is at (or comes to next)
         self.rows: list = []  # each size's figures as it ends (a sweep's table)
@@ -433,6 +433,8 @@ class PingPong(_TestQP):
         self.answered = 0
         self.t_post = 0.0
         self.expect = 1  # ib_write_lat: the count the peer's next message ends with
+        self.sends_posted = self.sends_done = 0  # this side's own, outside the native loop
+        self.draining = False  # this size is over once our last send has completed
 
     def setup(self, conn) -> None:
         s = self.setting
@@ -485,7 +487,7 @@ class PingPong(_TestQP):
             return
         left = (self.setting.count or 0) - self.host.n
         if left <= 0:
-            self.session.test_done()
+            self.size_done()
             return
         sl = self.native.client(min(left, SLICE_CAP), SLICE_S, conn.flow.timeouts.idle_s)
         for rtt in sl.rtt_ns:
@@ -502,20 +504,41 @@ class PingPong(_TestQP):
                 cause=Cause.DEADLINE,
             )
         if self.host.n >= (self.setting.count or 0):
-            self.session.test_done()
+            self.size_done()
         else:
             later(conn, self.ask_slice)
+
+    def size_done(self) -> None:
+        """This size is over once our last message has left: a WRITE of ib_write_lat's
+        answering side completes nothing at the peer, whose loop waits for it without end, and
+        a disconnect (the test's end) flushes one still in flight (8 MiB took longer than that)."""
+        if self.unfinished() > 0:
+            self.draining = True
+        else:
+            self.session.test_done()
+
+    def unfinished(self) -> int:
+        s = self.native.state
+        return s.sends_posted + self.sends_posted - s.sends_done - self.sends_done
 
     def on_wc(self, conn, wc) -> None:
         """A completion the engine's loop polled between two native slices (the CQ is left
         armed for it): an ib_send_lat client's message that came then is answered here, as
-        the native responder would have; our own sends' completions say nothing."""
-        if not wc.opcode & C.WC_RECV or self.setting.op != "send" or self.role != "server":
+        the native responder would have; our own sends' completions end a size that waits for
+        its last (size_done)."""
+        if not wc.opcode & C.WC_RECV:
+            self.sends_done += 1
+            if self.draining and self.unfinished() <= 0:
+                self.draining = False
+                self.session.test_done()
+            return
+        if self.setting.op != "send" or self.role != "server":
             return  # a client's native loop returns only when no answer is outstanding
         conn.post_recv(RECV, self.mr, 0, max(self.session.sizes))
         if self.answered >= (self.setting.count or 0):
             raise violation(f"a message beyond the {self.answered} of -n came")
         conn.post_send(SEND, self.out, 0, self.session.size)
+        self.sends_posted += 1
         self.answered += 1
         self.session.progress()
 
@@ -525,7 +548,7 @@ class PingPong(_TestQP):
         left = (self.setting.count or 0) - self.answered
         timed = self.role == "client"  # ib_write_lat's server writes first: our figures too
         if left <= 0:
-            self.session.test_done()
+            self.size_done()
             return
         sl = self.native.server(min(left, SLICE_CAP), SLICE_S, SERVER_IDLE_S, timed=timed)
         self.answered += sl.answered

@@ -101,8 +101,8 @@ SIZES = [1 << i for i in range(1, 24)]
 
 
 def perftest_rows(out: str) -> list[int]:
-    """The sizes of perftest's result lines."""
-    return [int(m.group(1)) for m in re.finditer(r"^\s*(\d+)\s+(\d+)\s+[\d.]+\s+[\d.]+", out, re.M)]
+    """The sizes of perftest's result lines (a figure of its own may read inf: its clock under TCG)."""
+    return [int(m.group(1)) for m in re.finditer(r"^\s*(\d+)\s+(\d+)\s+([\d.]+|inf)\s+", out, re.M)]
 
 
 @pytest.mark.parametrize("tool,cmd,op,theirs,ours", SWEEPS, ids=[c[0] for c in SWEEPS])
@@ -113,7 +113,7 @@ def test_all_sizes_against_perftest_both_ways(lab, flows, tool, cmd, op, theirs,
     rows = doc["data"]["sweep"]
     assert [r["size_bytes"] for r in rows] == SIZES, rows
     if cmd == "bw":
-        assert all(r["messages_sent"] == 5 and r["gbps"] > 0 for r in rows), rows
+        assert all(r["messages_sent"] == 5 and r["msg_per_s"] > 0 for r in rows), rows  # 10 B: 0.0 Gb/s
     else:
         assert all(r["iterations"] == 5 and r["latency_us"]["t_min"] > 0 for r in rows), rows
         assert perftest_rows(out) == SIZES, out  # perftest's own table, size by size
