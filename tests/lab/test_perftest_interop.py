@@ -89,13 +89,16 @@ def test_a_perftest_client_faces_rdmacli_listen(lab, flows, tool, cmd, op, their
 
 
 # perftest's -a: each kind of walk through the sizes (write_bw: the client's alone, the server
-# waiting; send_bw and send_lat: a hand shake before each size; write_lat: both sides in lock
-# step), both ways; 2 B to 8 MiB, a few messages each (TCG)
+# waiting; send_bw and send_lat: a hand shake before each size, send_bw's after it too;
+# write_lat: both sides in lock step); 2 B to 8 MiB, a few messages each (TCG). Both ways, but
+# for ib_write_bw's own client: under TCG it stalls at the large sizes now and then against any
+# server, its own too (a fresh-clone run waited 120 s for it; ib_read_bw's and rdmacli's READs
+# of 1 MiB ran out of retries the same way), so a WRITE sweep is faced from our client only.
 SWEEPS = [
-    ("ib_write_bw", "bw", "write", ["-n", "5"], ["-C", "5"]),
-    ("ib_send_bw", "bw", "send", ["-n", "5"], ["-C", "5"]),
-    ("ib_send_lat", "lat", "send", ["-n", "5"], ["-C", "5"]),
-    ("ib_write_lat", "lat", "write", ["-n", "5"], ["-C", "5"]),
+    ("ib_write_bw", "bw", "write", ["-n", "5"], ["-C", "5"], False),
+    ("ib_send_bw", "bw", "send", ["-n", "5"], ["-C", "5"], True),
+    ("ib_send_lat", "lat", "send", ["-n", "5"], ["-C", "5"], True),
+    ("ib_write_lat", "lat", "write", ["-n", "5"], ["-C", "5"], True),
 ]
 SIZES = [1 << i for i in range(1, 24)]
 
@@ -105,8 +108,8 @@ def perftest_rows(out: str) -> list[int]:
     return [int(m.group(1)) for m in re.finditer(r"^\s*(\d+)\s+(\d+)\s+([\d.]+|inf)\s+", out, re.M)]
 
 
-@pytest.mark.parametrize("tool,cmd,op,theirs,ours", SWEEPS, ids=[c[0] for c in SWEEPS])
-def test_all_sizes_against_perftest_both_ways(lab, flows, tool, cmd, op, theirs, ours):
+@pytest.mark.parametrize("tool,cmd,op,theirs,ours,their_client", SWEEPS, ids=[c[0] for c in SWEEPS])
+def test_all_sizes_against_perftest_both_ways(lab, flows, tool, cmd, op, theirs, ours, their_client):
     srv = flows.c_serve(tool, *PERF, "-d", "rxe0", "--source_ip", lab.server, "-a", *theirs, port=PORT)
     doc = flows.run(cmd, lab.server, "-I", lab.client, "-p", PORT, "--op", op, "--perftest", "-a", *ours)
     _, out = flows.done(srv)
@@ -117,6 +120,8 @@ def test_all_sizes_against_perftest_both_ways(lab, flows, tool, cmd, op, theirs,
     else:
         assert all(r["iterations"] == 5 and r["latency_us"]["t_min"] > 0 for r in rows), rows
         assert perftest_rows(out) == SIZES, out  # perftest's own table, size by size
+    if not their_client:
+        return
     # and perftest's client -a against `listen --perftest ... --all-sizes`
     srv = flows.serve("listen", "-p", PORT, "--perftest", f"{op}_{cmd}", "--all-sizes", *ours)
     out = flows.c_run(tool, *PERF, "-d", "rxe1", "--source_ip", lab.client, "-a", *theirs, lab.server)
