@@ -32,6 +32,23 @@ def stop_signals():
             signal.signal(s, h)
 
 
+def observed(app: App, show_events: bool, on_record=None):
+    """The event view of a run, and what its records go to: the view, after `on_record` (a
+    command's own lines) where there is one."""
+    from rdmacli.render.events import EventView
+
+    view = EventView(app, show_events=show_events)
+    if on_record is None:
+        return view, view
+
+    def observer(rec: dict) -> None:
+        on_record(rec)
+        view(rec)
+
+    observer.detailed = view.detailed
+    return view, observer
+
+
 def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None, then=None,
              factory=None) -> None:  # fmt: skip
     """Run a test (engine.session) with its events shown as they come, print its summary and
@@ -40,18 +57,8 @@ def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None
     builds the flow (engine.session.FlowFactory: perftest's exchange, whose two connections
     share one session)."""
     from rdmacli.engine.session import run
-    from rdmacli.render.events import EventView
 
-    view = EventView(app, show_events=show_events)
-    observer = view
-    if on_record is not None:
-
-        def observer(rec: dict) -> None:
-            on_record(rec)
-            view(rec)
-
-        observer.detailed = view.detailed
-
+    view, observer = observed(app, show_events, on_record)
     with view, progress or nullcontext():
         stops = _current[-1] if _current else None
         outcome = run(test, observer=observer, backend=app.backend, stops=stops, factory=factory)
@@ -67,18 +74,8 @@ def run_sweep(app: App, make_test, sizes: list[int], *, show_events: bool, on_re
     every size and `data.sweep`, their figures by size."""
     from rdmacli.engine.session import run
     from rdmacli.outcome import merged
-    from rdmacli.render.events import EventView
 
-    view = EventView(app, show_events=show_events)
-    observer = view
-    if on_record is not None:
-
-        def observer(rec: dict) -> None:
-            on_record(rec)
-            view(rec)
-
-        observer.detailed = view.detailed
-
+    view, observer = observed(app, show_events, on_record)
     outcomes = []
     with view:
         stops = _current[-1] if _current else None
