@@ -43,7 +43,7 @@ unit: venv
 lab-test: venv
 	rm -rf build/sanitized && RDMACLI_NATIVE_SANITIZE=1 $(BIN)/python -m rdmacli.native._build build/sanitized
 	$(LAB) sh -c 'RDMACLI_SANITIZED_BUILD=build/sanitized $(BIN)/python -m pytest -m "rdma and not stress" \
-	  --require-rdma -p no:cacheprovider -q --durations=10 tests && RDMACLI_DATA_PATH=python $(BIN)/python -m pytest -m rdma --require-rdma \
+	  --require-rdma -p no:cacheprovider -q --durations=25 tests && RDMACLI_DATA_PATH=python $(BIN)/python -m pytest -m rdma --require-rdma \
 	  -p no:cacheprovider -q tests/lab/test_bw_lat.py -k "lat_each_op or one_way"'
 
 # The lab's short server and receiver cases, STRESS times each (default 20), in one boot; every
@@ -54,7 +54,7 @@ lab-stress: venv
 
 # `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real launchers.
 lab-mesh-test: venv
-	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q --durations=10 tests
+	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q --durations=25 tests
 
 # `rdmacli lab shell` driven through a pty from the host: it boots its own VM.
 lab-shell-test: venv

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from meshlab import (
+    KNOWN_CAUSES,
     LAUNCH_S,
     NODES,
     RAILS_MAP,
@@ -159,23 +160,42 @@ def test_a_slowed_node_is_flagged_slow_on_both_rails_confirmed_and_named():
     assert_no_agent_left()
 
 
-def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed():
+def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_path):
     """Rail 1 between n03 and n06 (round 0) is blocked until that pair's failure is reported
-    (the live JSON line), then freed: its re-test passes, it is transient, nothing is blamed, the
-    run passes, and rail 0 of the same two nodes never failed."""
+    (the live JSON line, not a fixed time), then freed: its re-test passes, it is transient,
+    nothing is blamed, the run passes, and rail 0 of the same two nodes never failed. Its
+    Prometheus file, parsed back by prometheus_client, says the same (one run for both: the
+    one-rail case was a run of its own until the CI budget needed the minute)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     a, b = node(3, 1)["ipv4"], node(6, 1)["ipv4"]
     block_link(a, b)
+    prom = tmp_path / "mesh.prom"
     cmd = [sys.executable, "-m", "rdmacli", "mesh", NODES, "--launcher", "exec", "--map", RAILS_MAP,
            "--launch-timeout", str(LAUNCH_S), "--round-time", str(RAILS_ROUND_S), "--count", "10",
-           "--json-lines"]  # fmt: skip
+           "--json-lines", "--prometheus", str(prom)]  # fmt: skip
     doc, freed, proc = run_freeing(
         cmd, lambda rec: {rec["a"], rec["b"]} == {"n03", "n06"} and rec["rail_a"] == 1
     )
     mine = {p["rail_a"]: p for p in doc["data"]["pairs"] if {p["a"], p["b"]} == {"n03", "n06"}}
     assert mine[1]["result"] == "pass" and mine[1]["retest"]["verdict"] == "transient", mine[1]
+    assert mine[1]["retest"]["first"]["result"] == "fail", mine[1]
+    assert mine[1]["retest"]["first"]["cause"] in KNOWN_CAUSES, mine[1]
     assert mine[0]["result"] == "pass" and mine[0]["retest"] is None, mine[0]
     assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
+    assert doc["totals"]["pairs_transient"] == 1 and doc["totals"]["pairs_failed"] == 0
+    assert any("transient" in w for w in doc["warnings"])
     assert proc.returncode == 0, doc.get("error")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}  # fmt: skip
+    labels = (("a", "n03"), ("b", "n06"), ("rail_a", "1"), ("rail_b", "1"))
+    assert samples[("rdmacli_mesh_pair_transient", labels)] == 1
+    ups = [v for (name, _), v in samples.items() if name == "rdmacli_mesh_pair_up"]
+    assert len(ups) == 56 and all(v == 1 for v in ups)  # 28 pairs on each of two rails
+    rtts = [v for (name, _), v in samples.items() if name == "rdmacli_mesh_pair_rtt_seconds"]
+    assert len(rtts) == 112 and all(v > 0 for v in rtts)  # p50 and p99 of every rail pair
+    assert samples[("rdmacli_mesh_run_exit_code", ())] == 0
+    ends_on_time(doc)
     assert_no_agent_left()
 
 
