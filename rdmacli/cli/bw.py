@@ -32,9 +32,10 @@ from rdmacli.protocols.table import BW
 @click.option(
     "--depth",
     type=click.IntRange(1, 1 << 24),
-    default=128,
-    show_default=True,
-    help="Work requests in flight per QP (at most the device's max_qp_wr).",
+    default=None,
+    metavar="N",
+    help="Work requests in flight per QP, at most the device's max_qp_wr [default: 128, fewer "
+    "for messages above 128 KiB: at most 16 MiB in flight; with --perftest, 128].",
 )
 @options.count_option("Messages per QP (default: run for --duration).", high=1 << 40)
 @click.option(
@@ -148,7 +149,7 @@ def command(
 
             test.timeouts = replace(timeouts, wait_s=timeouts.wait_s or options.PERFTEST_WAIT_S)
             sweep = SWEEP_SIZES if all_sizes else ()
-            factory = flow_factory(Setting("bw", op, size, count, duration, depth, sweep), CLIENT)
+            factory = flow_factory(Setting("bw", op, size, count, duration, depth or 128, sweep), CLIENT)
             if all_sizes:
                 then = sweep_of(factory.session)
         run_test(app, test, show_events=show_events, on_record=on_record, then=then, factory=factory)

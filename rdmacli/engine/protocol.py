@@ -75,7 +75,7 @@ class Params:
     corrupt: bool = False  # fault injection: a ping server that writes back wrong data
     op: str = "write"  # bw: write, read, send; lat: send, write
     duration: float | None = None  # bw: seconds to run instead of a count
-    depth: int = 128  # bw: work requests in flight per QP
+    depth: int | None = None  # bw: work requests in flight per QP (None: bw.auto_depth)
     bidir: bool = False  # bw: both ways at once
     group: int = 1  # client: the connections of this test (bw --qps, connect -c), said to the server
 

@@ -51,11 +51,22 @@ CHAIN = 16  # work requests per doorbell, at most
 RECV_FACTOR = 4  # SEND: receives kept posted per send in flight (perftest's rx_depth 512 over its
 # tx_depth 128): a receiver that reposts late still has room, so its sender meets no RNR NAK
 PROGRESS_S = 1.0  # between progress records
+DEPTH = 128  # work requests in flight per QP (perftest's tx_depth), unless --depth says ...
+WINDOW_BYTES = 16 << 20  # ... at most this many bytes in flight: a one-sided test's heartbeat
+# waits behind the window, and 128 x 1 MiB under rxe/TCG (13 messages a second) held it ~10 s,
+# the server's idle deadline (a fresh `make bench` saw the server give up on a healthy client
+# 6 times in 6). 16 MiB is still hundreds of times a hardware link's bandwidth-delay product.
 MAX_MESSAGES = 1 << 40
 RATE_SLACK = 1.1  # a measured rate above the port's line rate by more than this is no measure
 SLICE_S = 0.05  # a native stream's slice: the engine's loop turns between two (progress, CM, signals)
 NATIVE_OPS = ("write", "read")  # one-way streams whose whole loop is the sender's (a SEND's
 # receiver reposts per message: its Python loop would still set the pace)
+
+
+def auto_depth(size: int) -> int:
+    """--depth's default for `size`-byte messages: DEPTH, fewer where they would pass
+    WINDOW_BYTES."""
+    return max(1, min(DEPTH, WINDOW_BYTES // max(size, 1)))
 
 
 class Stream:
@@ -187,8 +198,9 @@ class _Side(Protocol):
 
 class BwClient(_Side):
     def __init__(self, op: str = "write", size: int = BW.default_size, count: int | None = None,
-                 duration: float | None = None, depth: int = 128, bidir: bool = False):  # fmt: skip
-        self.op, self.size, self.count, self.duration, self.depth = op, size, count, duration, depth
+                 duration: float | None = None, depth: int | None = None, bidir: bool = False):  # fmt: skip
+        self.op, self.size, self.count, self.duration = op, size, count, duration
+        self.depth = auto_depth(size) if depth is None else depth  # given: as given
         self.bidir = bidir
         self.mr = None
         self.stream: Stream | None = None

@@ -31,6 +31,16 @@ def test_bw_writes_its_count_into_the_advertised_buffer_and_reports_rates(rdmacl
     assert r.doc["data"]["bw"]["gbps"] > 0
 
 
+def test_bw_keeps_at_most_16_mib_in_flight_unless_depth_is_given(rdmacli, backend):
+    """128 x 1 MiB in flight held the one-sided heartbeat ~10 s behind the window under rxe/TCG,
+    the server's idle deadline: the default window is capped in bytes; --depth is as given."""
+    for args, size, depth in ((), 1 << 20, 16), ((), 65536, 128), (("--depth", "64"), 1 << 20, 64):
+        bw_server(backend, size)
+        r = rdmacli(backend, "bw", "10.0.0.1", "-S", str(size), "-C", "40", *args, "--json")
+        assert r.exit_code == 0, r.stdout + r.stderr
+        assert r.doc["connections"][0]["depth"] == depth, (args, size)
+
+
 def test_bw_never_writes_past_what_the_server_advertised(rdmacli, backend):
     bw_server(backend, advertised=4096)  # less than the 64 KiB it asked for
     r = rdmacli(backend, "bw", "10.0.0.1", "-C", "10", "--json")
