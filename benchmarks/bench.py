@@ -12,6 +12,7 @@ larger than 31 connections' work, is outside the clock. Start-up and setup are t
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -41,11 +42,16 @@ GROUP = "239.77.0.9"
 
 
 def ms(x: float | None) -> str:
-    return "failed" if x is None else (f"{x * 1e3:.1f} ms" if x >= 0.01 else f"{x * 1e6:.0f} µs")
+    if x is None:
+        return "failed"
+    if math.isnan(x):
+        return "noise"
+    return f"{x * 1e3:.1f} ms" if x >= 0.01 else f"{x * 1e6:.0f} µs"
 
 
 def ratio(a: float | None, b: float | None) -> str:
-    return "-" if a is None or b is None or b <= 0 else f"{a / b:.2f}x"
+    bad = a is None or b is None or math.isnan(a) or math.isnan(b) or b <= 0
+    return "-" if bad else f"{a / b:.2f}x"
 
 
 def with_server(
@@ -87,9 +93,16 @@ def least(values: list[float | None]) -> float | None:
     return None if not values or any(v is None for v in values) else min(values)
 
 
+NOISE = float("nan")  # a marginal cost the runs cannot give: the bigger run took less time
+
+
 def marginal(t: dict, small: int, big: int, i: int) -> float | None:
+    """Per unit of work from `small` to `big` units; NOISE where the big run was the faster
+    (under TCG a run's jitter can exceed 7 connections' work: a negative cost is no figure)."""
     a, b = t[small][i], t[big][i]
-    return None if a is None or b is None else (b - a) / (big - small)
+    if a is None or b is None:
+        return None
+    return (b - a) / (big - small) if b >= a else NOISE
 
 
 def report(title: str, unit: str, c_name: str, t: dict, pairs: list[tuple[int, int]]) -> list[str]:
