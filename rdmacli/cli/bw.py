@@ -145,11 +145,14 @@ def command(
         if perftest:
             from dataclasses import replace
 
+            from rdmacli.protocols.bw import DEPTH
             from rdmacli.protocols.perftest_session import Setting, flow_factory
 
             test.timeouts = replace(timeouts, wait_s=timeouts.wait_s or options.PERFTEST_WAIT_S)
             sweep = SWEEP_SIZES if all_sizes else ()
-            factory = flow_factory(Setting("bw", op, size, count, duration, depth or 128, sweep), CLIENT)
+            factory = flow_factory(
+                Setting("bw", op, size, count, duration, DEPTH if depth is None else depth, sweep), CLIENT
+            )
             if all_sizes:
                 then = sweep_of(factory.session)
         run_test(app, test, show_events=show_events, on_record=on_record, then=then, factory=factory)

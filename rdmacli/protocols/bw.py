@@ -374,7 +374,7 @@ class BwClient(_Side):
 class BwServer(_Side):
     role = "server"
 
-    def __init__(self, size: int = BW.default_size, *, max_size: int = BW.max_size, depth: int = 128):
+    def __init__(self, size: int = BW.default_size, *, max_size: int = BW.max_size, depth: int = DEPTH):
         self.size, self.max_size, self.depth = size, max_size, depth
         self.op = "write"
         self.bidir = False

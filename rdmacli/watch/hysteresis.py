@@ -81,8 +81,11 @@ class Tracker:
     since: int = 0  # the window the state was entered in
     good_run: int = 0  # good windows in a row
     last_bad: int | None = None  # the last bad window's number
-    recent: deque = field(default_factory=deque)  # the last raise_window judgements (True: bad)
+    recent: deque = field(init=False)  # the last raise_window judgements (True: bad)
     entries: deque = field(default_factory=deque)  # windows in which it became bad, within flap_window
+
+    def __post_init__(self):
+        self.recent = deque(maxlen=self.policy.raise_window)
 
     def event(self, bad: bool) -> Event:
         """What this window is, given the evidence so far (the window is already in `recent`)."""
@@ -108,8 +111,6 @@ class Tracker:
     def feed(self, bad: str | None) -> State:
         """One window's judgement in; the state after it."""
         self.recent.append(bad is not None)
-        if len(self.recent) > self.policy.raise_window:
-            self.recent.popleft()
         self.good_run = 0 if bad is not None else self.good_run + 1
         nxt = TRANSITIONS[self.state][self.event(bad is not None)]
         if bad is not None:
