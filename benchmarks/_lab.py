@@ -82,6 +82,38 @@ def timed_own(cmd: list[str], timeout: float = 300) -> tuple[float | None, float
     return wall, doc["elapsed_ms"] / 1e3
 
 
+def tcp_listening(port: int) -> bool:
+    """A TCP listener on `port` (perftest's own exchange listens on TCP; its rdma_cm one, -R,
+    on a cm_id). Read from /proc, never by connecting: perftest's server takes one connection."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = [line.split() for line in f.readlines()[1:]]
+        except OSError:
+            continue
+        if any(r[3] == "0A" and int(r[1].rsplit(":", 1)[1], 16) == port for r in rows if len(r) > 3):
+            return True
+    return False
+
+
+def wait_tcp_listener(port: int, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not tcp_listening(port):
+        if time.monotonic() > end:
+            raise SystemExit(f"no TCP listener on {port}")
+        time.sleep(0.1)
+
+
+def gid_index(device: str, ip: str) -> int:
+    """The RoCE v2 GID index of `ip` on `device` port 1 (perftest's -x, without -R)."""
+    from rdmacli.diag.devices import SYSFS, port_gids
+
+    for g in port_gids(os.path.join(SYSFS, device, "ports", "1")):
+        if g.ip == ip and g.type == "RoCE v2":
+            return g.index
+    raise SystemExit(f"{device} has no RoCE v2 GID for {ip}")
+
+
 C_LINES = ["stdbuf", "-oL"]  # a C tool's stdout line by line into a pipe, as rdmacli's JSON lines
 
 

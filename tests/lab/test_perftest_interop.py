@@ -3,7 +3,12 @@ rdmacli's `bw`/`lat --perftest` against ib_write_bw, ib_read_bw, ib_send_bw, ib_
 ib_write_lat servers, and those clients against `rdmacli listen --perftest`. perftest checks
 nothing of the data: a run passes on both sides when every control message and every message
 of the test came as perftest expects, and the figures agree (the server's report of a bw test
-is the client's, in MB/s; latencies within what TCG's jitter allows of perftest's own)."""
+is the client's, in MB/s; latencies within what TCG's jitter allows of perftest's own).
+
+rdmacli's clients bind their source (-I) and cross the lab's wire; perftest's -R clients do not
+bind theirs (4.5-0.17 leaves --source_ip to librdmacm, which resolves the lab's local server
+address to the server's own device), so they reach `listen --perftest` through rxe0's loopback:
+perftest's exchange and real RC QPs, but no veth."""
 
 from __future__ import annotations
 
