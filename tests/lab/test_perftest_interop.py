@@ -6,9 +6,9 @@ of the test came as perftest expects, and the figures agree (the server's report
 is the client's, in MB/s; latencies within what TCG's jitter allows of perftest's own).
 
 rdmacli's clients bind their source (-I) and cross the lab's wire; perftest's -R clients do not
-bind theirs (4.5-0.17 leaves --source_ip to librdmacm, which resolves the lab's local server
-address to the server's own device), so they reach `listen --perftest` through rxe0's loopback:
-perftest's exchange and real RC QPs, but no veth."""
+(4.5-0.17's client ends up bound to the server's own address: both are local to the lab's VM, and
+its QPs and cm_ids were seen on rxe0, no packet on rxe1), so they reach `listen --perftest`
+through rxe0's loopback: perftest's exchange and real RC QPs, but no veth."""
 
 from __future__ import annotations
 
