@@ -174,7 +174,11 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_
     assert mine[1]["retest"]["first"]["cause"] in KNOWN_CAUSES, mine[1]
     assert mine[0]["result"] == "pass" and mine[0]["retest"] is None, mine[0]
     assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
-    assert doc["totals"]["pairs_transient"] == 1 and doc["totals"]["pairs_failed"] == 0
+    # the blocked pair is transient; under TCG's load a healthy pair may be too now and then (2
+    # and 3 in two runs of 2026-11-27, none before): passed on its re-test, never blamed
+    others = [p for p in doc["data"]["pairs"] if p["retest"] and p is not mine[1]]
+    assert all(p["result"] == "pass" and p["retest"]["verdict"] == "transient" for p in others), others
+    assert doc["totals"]["pairs_transient"] == 1 + len(others) and doc["totals"]["pairs_failed"] == 0
     assert any("transient" in w for w in doc["warnings"])
     assert proc.returncode == 0, doc.get("error")
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
