@@ -289,18 +289,24 @@ PERF = ["-R", "-F", "-p", str(PERF_PORT)]  # rdma_cm's exchange (-R), no CPU-fre
 WIRE = ["-F", "-p", str(PERF_PORT)]  # perftest's own exchange (TCP), each end on a GID of its own
 
 
+def against(server_cmd: list[str], client_cmd: list[str], ready, gone=lambda: None) -> str | None:
+    """A perftest server, a client once `ready()` returns, the server stopped and `gone()`
+    awaited: the client's output (None if it failed)."""
+    srv = server(server_cmd)
+    try:
+        ready()
+        r = subprocess.run(client_cmd, capture_output=True, text=True, timeout=300)
+    finally:
+        stop(srv, timeout=30)
+        gone()
+    return r.stdout if r.returncode == 0 else None
+
+
 def perftest(tool: str, args: list[str], client: list[str]) -> str | None:
     """perftest's -R server on rxe0 and `client` against it (rdmacli with --perftest, which binds
     its source to CLIENT: its messages cross the lab's wire): the client's output."""
-    srv = subprocess.Popen([tool, *PERF, "-d", "rxe0", "--source_ip", SERVER, *args],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        wait_listener(PERF_PORT)
-        r = subprocess.run(client, capture_output=True, text=True, timeout=300)
-    finally:
-        stop(srv, timeout=30)
-        wait_no_listener(PERF_PORT)
-    return r.stdout if r.returncode == 0 else None
+    return against([tool, *PERF, "-d", "rxe0", "--source_ip", SERVER, *args], client,
+                   lambda: wait_listener(PERF_PORT), lambda: wait_no_listener(PERF_PORT))  # fmt: skip
 
 
 def perftest_wire(tool: str, args: list[str]) -> str | None:
@@ -312,15 +318,9 @@ def perftest_wire(tool: str, args: list[str]) -> str | None:
     run is rxe0 answering itself (rxe's loopback: no packet on rxe1, its QPs and cm_ids on rxe0,
     measured 2026-11-27). Until then this benchmark compared rdmacli across the wire with
     perftest in loopback: 40 to 51 µs in loopback, 47 to 118 µs across the wire, one boot."""
-    srv = subprocess.Popen([tool, *WIRE, "-d", "rxe0", "-x", str(gid_index("rxe0", SERVER)), *args],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        wait_tcp_listener(PERF_PORT)
-        cmd = [tool, *WIRE, "-d", "rxe1", "-x", str(gid_index("rxe1", CLIENT)), *args, SERVER]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    finally:
-        stop(srv, timeout=30)
-    return r.stdout if r.returncode == 0 else None
+    return against([tool, *WIRE, "-d", "rxe0", "-x", str(gid_index("rxe0", SERVER)), *args],
+                   [tool, *WIRE, "-d", "rxe1", "-x", str(gid_index("rxe1", CLIENT)), *args, SERVER],
+                   lambda: wait_tcp_listener(PERF_PORT))  # fmt: skip
 
 
 def perftest_row(out: str | None, size: int) -> list[str] | None:
