@@ -227,13 +227,15 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
     if again:
         transient = [p for p in again if p["retest"]["verdict"] == "transient"]
         con.print(
-            f"\n[bold]re-tested[/] {len(again)} failed or slow pair(s) at the end: "
+            f"\n[bold]re-tested[/] {len(again)} failed, slow or lossy pair(s) at the end: "
             f"{len(again) - len(transient)} confirmed, {len(transient)} transient "
             "(passed the second time: counted as passed)"
         )
         for p in transient[:12]:
             first = p["retest"]["first"]
-            msg = (first.get("error") or {}).get("message", "") or ("slow" if first.get("slow") else "")
+            msg = (first.get("error") or {}).get("message", "") or (
+                "slow" if first.get("slow") else "passed while a loss counter moved"
+            )
             ends = f"{_end(p, 'a', rails)} <-> {_end(p, 'b', rails)}"
             con.print(f"    transient {ends} ({first.get('cause')}): {printable(msg)}",
                       markup=False, highlight=False)  # fmt: skip
