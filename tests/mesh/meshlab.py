@@ -129,28 +129,31 @@ def no_netem(*devs: str) -> None:
         subprocess.run(["tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)
 
 
-def run_freeing(cmd: list[str], first_failure) -> tuple[dict | None, bool, subprocess.Popen]:
-    """Run a --json-lines mesh whose link is blocked; unblock it when `first_failure(rec)` says
-    a live pair record is the blocked pair's first (failing) result: freed on the record, never
-    after a fixed time. (summary, freed, the ended process)."""
+def run_freeing(cmd: list[str], *faults) -> tuple[dict | None, bool, subprocess.Popen]:
+    """Run a --json-lines mesh with faults in place, each freed when its pair's first result
+    comes in: `faults` are (is_its_pair(rec), free(), must_fail). Freed on the live record,
+    never after a fixed time. (summary, every fault freed, the ended process)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    doc, freed = None, False
+    doc, freed = None, set()
     try:
         for line in proc.stdout:
             rec = json.loads(line)
-            if rec.get("type") == "pair" and not rec["retest"] and first_failure(rec):
-                assert rec["result"] == "fail", rec
-                unblock_links()
-                freed = True
+            if rec.get("type") == "pair" and not rec["retest"]:
+                for k, (mine, free, must_fail) in enumerate(faults):
+                    if k not in freed and mine(rec):
+                        assert rec["result"] == "fail" or not must_fail, rec
+                        free()
+                        freed.add(k)
             elif rec.get("type") == "summary":
                 doc = validate(rec)
         proc.wait(timeout=600)
     finally:
-        unblock_links()
+        for _, free, _ in faults:
+            free()
         if proc.poll() is None:
             proc.kill()
-    assert freed and doc is not None, proc.stderr.read()[-2000:]
-    return doc, freed, proc
+    assert len(freed) == len(faults) and doc is not None, proc.stderr.read()[-2000:]
+    return doc, True, proc
 
 
 def sigterm_mid_run(map_file: str, round_s: float) -> tuple[int, dict]:
