@@ -183,7 +183,8 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_
     assert mine[1]["retest"]["first"]["cause"] in KNOWN_CAUSES, mine[1]
     assert mine[0]["result"] == "pass" and mine[0]["retest"] is None, mine[0]
     [was_lossy] = [p for p in doc["data"]["pairs"] if {p["a"], p["b"]} == {"n02", "n07"} and p["rail_a"] == 0]
-    first = (was_lossy["retest"] or {}).get("first") or {}
+    assert was_lossy["retest"] is not None, (was_lossy, doc["totals"], doc["warnings"])
+    first = was_lossy["retest"]["first"]
     assert was_lossy["result"] == "pass" and was_lossy["retest"]["verdict"] == "transient", was_lossy
     assert first["cause"] == "LOSS" if first["result"] == "pass" else first["cause"] in KNOWN_CAUSES, first
     assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}

@@ -1,0 +1,72 @@
+"""One window's evidence about one pair of NICs, as a cause or good: what a Tracker is fed.
+
+A window's pair record (mesh/probe.Phase's, this node's end) says: the partner's NIC never
+answered (DEAD), probes were lost (LOSS: UD does not retransmit, only the fabric drops one),
+the round trips were slow against this NIC's own recent best (SLOW), or nothing wrong (good).
+Causes come from the record's typed fields and error cause, never its words. A window in which
+this node's own agent was late (its cause AGENT) is no evidence either way: skipped.
+
+Slow is judged as the mesh judges it (mesh/blame.judge_slow), over time instead of across a
+run's pairs: a pair's typical round trip above `factor` x the best of this NIC's recent good
+windows, and its fastest too (a slow wire is slow every time; a busy host only some of the
+time). The reference is this node's own measurements: no peer's word sets it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+from rdmacli.mesh.blame import LOCAL
+from rdmacli.mesh.report import cause_of
+
+DEAD, LOSS, SLOW = "DEAD", "LOSS", "SLOW"
+SKIP = object()  # no evidence this window
+REFERENCE_WINDOWS = 64  # good windows a NIC's reference remembers
+MIN_REFERENCE = 3  # good windows before anything is judged slow
+
+
+@dataclass
+class Reference:
+    """A NIC's recent good windows' round trips (µs), for slow: the best that stands is the
+    median of the lowest quarter (one lucky window does not set it)."""
+
+    p50: deque = field(default_factory=lambda: deque(maxlen=REFERENCE_WINDOWS))
+    low: deque = field(default_factory=lambda: deque(maxlen=REFERENCE_WINDOWS))
+
+    def add(self, p50: float | None, low: float | None) -> None:
+        if p50:
+            self.p50.append(p50)
+        if low:
+            self.low.append(low)
+
+    @staticmethod
+    def _best(values) -> float | None:
+        if len(values) < MIN_REFERENCE:
+            return None
+        ordered = sorted(values)
+        return statistics.median(ordered[: max(1, len(ordered) // 4)])
+
+    def limits(self, factor: float) -> tuple[float | None, float | None]:
+        best, low = self._best(self.p50), self._best(self.low)
+        return (best and factor * best), (low and factor * low)
+
+
+def window_cause(rec: dict, ref: Reference, factor: float = 2.0):
+    """A window's pair record: DEAD, LOSS, SLOW, a LOCAL cause (this NIC's own: its port
+    down), None (good), or SKIP (no evidence: this agent was late)."""
+    if rec.get("result") != "pass":
+        code = cause_of(rec.get("error"))
+        if code == "AGENT":
+            return SKIP
+        return code if code in LOCAL else DEAD
+    sent, answered = rec.get("probes_sent") or 0, rec.get("probes_answered") or 0
+    if answered < sent:
+        return LOSS
+    p50, low = rec.get("rtt_p50_us"), rec.get("rtt_min_us")
+    limit, low_limit = ref.limits(factor)
+    if p50 and limit and p50 > limit and (not low or not low_limit or low > low_limit):
+        return SLOW
+    ref.add(p50, low)
+    return None

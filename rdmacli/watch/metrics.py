@@ -1,0 +1,73 @@
+"""`rdmacli watch`'s Prometheus series, on prometheus_client's own registry and HTTP server.
+
+Per NIC (labels node, rail, device): probes sent and answered, the network round trips (the
+prober's and responder's delays out) as a histogram, the trouble counters' movement by kind, and
+its verdict while it is named. Per peer a series only while that pair is named (bad, clearing
+or flapping): what a scrape holds grows with NICs and with trouble, never with healthy pairs.
+The process's own CPU comes from prometheus_client's process collector (process_cpu_seconds).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+
+from rdmacli.diag import counters as ctr
+
+# network round trips: from a few µs (hardware) to the lab's emulated milliseconds, and a slow
+# node's tens of milliseconds
+RTT_BUCKETS = (5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.25, 1.0)
+NIC = ("node", "rail", "device")
+PEER = ("node", "rail", "peer", "peer_rail", "cause", "state")
+
+
+class WatchMetrics:
+    def __init__(self, node: str):
+        self.node = node
+        self.registry = r = CollectorRegistry()
+        ProcessCollector(registry=r)
+        self.sent = Counter("rdmacli_watch_probes_sent", "Probes this NIC sent", NIC, registry=r)
+        self.answered = Counter("rdmacli_watch_probes_answered", "Probes of this NIC answered", NIC,
+                                registry=r)  # fmt: skip
+        self.rtt = Histogram("rdmacli_watch_rtt_seconds", "Network round trip of a probed pair in a window "
+                             "(its p50; prober and responder delays out)", NIC, buckets=RTT_BUCKETS,
+                             registry=r)  # fmt: skip
+        self.moved = Counter("rdmacli_watch_nic_counter", "Trouble counters' movement on this NIC's port, "
+                             "by kind", (*NIC, "kind"), registry=r)  # fmt: skip
+        self.windows = Counter("rdmacli_watch_windows", "Probe windows this agent ran", registry=r)
+        self.nic_bad = Gauge("rdmacli_watch_nic_bad", "1 while this NIC is named (bad, clearing or flapping)",
+                             (*NIC, "cause", "state"), registry=r)  # fmt: skip
+        self.peer_bad = Gauge("rdmacli_watch_peer_bad", "1 while this pair of NICs is named (bad, clearing "
+                              "or flapping); no series for a healthy pair", PEER, registry=r)  # fmt: skip
+        self.shown: dict[str, set[tuple]] = {"nic": set(), "peer": set()}
+
+    def window(self, by_nic: dict, devices: dict[int, str | None], state, names: list[str]) -> None:
+        """One window's counts and the verdicts after it."""
+        self.windows.inc()
+        for rail, w in by_nic.items():
+            labels = (self.node, str(rail), devices.get(rail) or "")
+            self.sent.labels(*labels).inc(w.sent)
+            self.answered.labels(*labels).inc(w.answered)
+            for us in w.rtts_us:
+                self.rtt.labels(*labels).observe(us / 1e6)
+            for name, v in w.counters.items():
+                kind = ctr.kind_of(name)
+                if kind in ctr.TROUBLE:
+                    self.moved.labels(*labels, kind).inc(v)
+        nics = {
+            (self.node, str(rail), devices.get(rail) or "", t.cause or "", t.state.value)
+            for rail, t in state.nics.items()
+            if t.alerted
+        }
+        peers = {
+            (self.node, str(rail), names[peer], str(peer_rail), t.cause or "", t.state.value)
+            for (rail, peer, peer_rail), t in state.alerted_pairs().items()
+        }
+        self._show(self.nic_bad, "nic", nics)
+        self._show(self.peer_bad, "peer", peers)
+
+    def _show(self, gauge: Gauge, kind: str, now: set[tuple]) -> None:
+        for labels in self.shown[kind] - now:
+            gauge.remove(*labels)
+        for labels in now:
+            gauge.labels(*labels).set(1)
+        self.shown[kind] = now

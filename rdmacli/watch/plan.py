@@ -1,0 +1,108 @@
+"""Which peers a `rdmacli watch` agent probes when: windows on the wall clock, a rotation.
+
+Every agent of a fabric computes the same plan from the same map and options, with no
+coordinator: time is cut into windows of `window_s` seconds counted from the UNIX epoch
+(window k begins at k x window_s), and window k holds `per_window` rounds of the mesh's own
+schedule (mesh/schedule.partner: each round pairs every node with one other), rotating through
+all of them. Both ends of a pair probe each other in the same window, so each NIC's UD QP is
+open when its partners ask for its QP number; every pair of the map is covered once every
+`period_windows()` windows. Clocks need to agree to well under a second (NTP or PTP does; the
+window's margins are OPEN_LEAD_S and CLOSE_S).
+
+A window's probes carry a run id derived from the window's number and the port, so a probe of
+another window (a clock behind) or another fabric's watch is not answered or counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+from rdmacli.mesh import probe, schedule
+
+OPEN_LEAD_S = probe.OPEN_LEAD_S  # a window's NICs are open this long before it begins
+CLOSE_S = 0.5  # and closed this long before the next window's open
+MIN_WINDOW_S = 5.0  # SIDR, a few probes, the tail: less is not a window
+MAX_RATE = 100.0  # probes a second a NIC sends at most (the CPU budget: ~3 % of a core per NIC)
+
+
+@dataclass(frozen=True)
+class WatchPlan:
+    names: tuple[str, ...]
+    addresses: tuple[tuple[str, ...], ...]  # by rank, its rails' addresses in order
+    rank: int
+    port: int = 7590  # rail k listens on port + k
+    window_s: float = 10.0
+    count: int = 10  # probes to each partner in a window
+    per_window: int = 1  # schedule rounds a window holds (partners of each NIC a window)
+
+    def __post_init__(self):
+        n = len(self.names)
+        if n < 2 or len(self.addresses) != n or not 0 <= self.rank < n:
+            raise ValueError("a watch plan needs two nodes or more, each with addresses, this one among them")
+        if len({len(a) for a in self.addresses}) != 1:
+            raise ValueError("every node of a watch plan has the same number of rails")
+        if self.window_s < MIN_WINDOW_S or not 1 <= self.count <= 1000 or self.per_window < 1:
+            raise ValueError(f"a window of {MIN_WINDOW_S:g} s or more, 1 to 1000 probes a partner")
+        if self.rate() > MAX_RATE:
+            raise ValueError(
+                f"{self.rate():.0f} probes a second a NIC: above the budget of {MAX_RATE:g} "
+                "(fewer probes a partner, fewer partners a window, or longer windows)"
+            )
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    @property
+    def rails(self) -> int:
+        return len(self.addresses[0])
+
+    def rate(self) -> float:
+        """Probes a second each NIC sends at most: a partner's probes are spread over SPREAD of
+        the window's send span (mesh/probe.NicProbe._schedule)."""
+        return self.per_window * self.count / (probe.SPREAD * self.send_span())
+
+    def send_span(self) -> float:
+        """Seconds of a window in which probes go: its phase less the tail for the last replies."""
+        span = self.window_s - OPEN_LEAD_S - CLOSE_S
+        return max(span - min(probe.TAIL_S, span / 3), 1.0)
+
+    def period_windows(self) -> int:
+        """Windows until every pair of the map has been probed once."""
+        return math.ceil(schedule.round_count(self.n) / self.per_window)
+
+    def period_s(self) -> float:
+        return self.period_windows() * self.window_s
+
+    def window(self, t: float) -> int:
+        """The window that time t (UNIX seconds) falls in."""
+        return math.floor(t / self.window_s)
+
+    def begin(self, k: int) -> float:
+        return k * self.window_s
+
+    def phase_end(self, k: int) -> float:
+        """When window k's probing ends (relative to its begin when k is 0): the NICs close
+        then, before the next window opens them again."""
+        return self.begin(k) + self.window_s - OPEN_LEAD_S - CLOSE_S
+
+    def partners(self, k: int) -> list[int]:
+        """The ranks this node probes (and is probed by) in window k."""
+        total = schedule.round_count(self.n)
+        out = []
+        for i in range(self.per_window):
+            p = schedule.partner(self.rank, (k * self.per_window + i) % total, self.n)
+            if p is not None and p not in out:
+                out.append(p)
+        return out
+
+    def tests(self, k: int) -> list[tuple[int, int, int]]:
+        """Window k's tests as mesh/probe.Phase takes them: (rail, partner, partner's rail),
+        rail k with rail k (each rail its own network)."""
+        return [(r, p, r) for p in self.partners(k) for r in range(self.rails)]
+
+    def run_id(self, k: int) -> str:
+        """Window k's run id (16 hex digits), the same at every agent of this fabric."""
+        return hashlib.sha256(f"rdmacli-watch {self.port} {k}".encode()).hexdigest()[:16]

@@ -1,0 +1,117 @@
+"""`rdmacli watch`'s plan, window judgement, per-agent verdicts and metrics, on data alone."""
+
+from __future__ import annotations
+
+import pytest
+from meshdata import parse_metrics
+
+from rdmacli.errors import Cause, RdmacliError
+from rdmacli.mesh import schedule
+from rdmacli.watch import judge
+from rdmacli.watch.hysteresis import Policy, State
+from rdmacli.watch.metrics import WatchMetrics
+from rdmacli.watch.plan import WatchPlan
+from rdmacli.watch.state import WatchState
+
+NAMES = tuple(f"n{i}" for i in range(8))
+ADDRS = tuple((f"10.0.0.{i}", f"10.1.0.{i}") for i in range(8))
+
+
+def plan(rank: int = 0, **kw) -> WatchPlan:
+    return WatchPlan(names=NAMES, addresses=ADDRS, rank=rank, **kw)
+
+
+def test_every_agent_computes_the_same_windows_and_each_pair_probes_both_ways():
+    """No coordinator: window k's partners are round k of the mesh schedule at every node, so
+    each pair's two ends probe each other in the same window, and a period covers every pair."""
+    plans = [plan(r) for r in range(8)]
+    covered = set()
+    for k in range(plans[0].period_windows()):
+        for r, p in enumerate(plans):
+            for q in p.partners(k):
+                assert r in plans[q].partners(k)  # both ends, the same window
+                covered.add(frozenset((r, q)))
+        assert plans[0].run_id(k) == plans[5].run_id(k) != plans[0].run_id(k + 1)
+    assert len(covered) == 28 and plans[0].period_windows() == schedule.round_count(8)
+    assert plans[3].tests(0) == [(0, plans[3].partners(0)[0], 0), (1, plans[3].partners(0)[0], 1)]
+    full = plan(per_window=7)
+    assert sorted(full.partners(4)) == [1, 2, 3, 4, 5, 6, 7] and full.period_windows() == 1
+
+
+def test_a_window_closes_before_the_next_opens_and_the_rate_is_held():
+    p = plan(window_s=10.0, count=10, per_window=7)
+    assert p.phase_end(3) < p.begin(4) - 2.0  # the next window opens OPEN_LEAD_S before it begins
+    assert p.window(p.begin(3) + 9.99) == 3 and p.window(p.begin(4)) == 4
+    assert p.rate() <= 100
+    for bad in ({"window_s": 1.0}, {"count": 0}, {"count": 100, "per_window": 7}, {"rank": 8}):
+        with pytest.raises(ValueError):
+            plan(**bad)
+
+
+def rec(peer: int, rail: int = 0, result: str = "pass", sent: int = 10, answered: int = 10,
+        p50: float | None = 10.0, low: float | None = 8.0, error: dict | None = None) -> dict:  # fmt: skip
+    return {"rank": 0, "peer": peer, "rail": rail, "peer_rail": rail, "result": result, "error": error,
+            "probes_sent": sent, "probes_answered": answered, "rtt_p50_us": p50,
+            "rtt_min_us": low}  # fmt: skip
+
+
+UNR = RdmacliError("no answer to SIDR", cause=Cause.UNREACHABLE).to_dict()
+DOWN = RdmacliError("port 1 of rxe0 is DOWN", cause=Cause.LOCAL_PORT_DOWN).to_dict()
+LATE = RdmacliError("this agent was late", cause=Cause.AGENT).to_dict()
+
+
+def test_a_window_is_dead_lossy_slow_its_own_fault_or_no_evidence_by_cause_not_words():
+    ref = judge.Reference()
+    assert judge.window_cause(rec(1, result="fail", sent=0, answered=0, error=UNR), ref) == judge.DEAD
+    assert judge.window_cause(rec(1, result="fail", error=DOWN), ref) == "DOWN"
+    assert judge.window_cause(rec(1, result="fail", error=LATE), ref) is judge.SKIP
+    assert judge.window_cause(rec(1, answered=9), ref) == judge.LOSS
+    assert judge.window_cause(rec(1, p50=90.0, low=80.0), ref) is None  # no reference yet: not slow
+    for _ in range(5):
+        assert judge.window_cause(rec(1), ref) is None
+    assert judge.window_cause(rec(1, p50=90.0, low=80.0), ref) == judge.SLOW
+    assert judge.window_cause(rec(1, p50=90.0, low=9.0), ref) is None  # fast once: the hosts were busy
+
+
+def test_a_lossy_partner_is_a_suspicious_peer_a_lossy_nic_of_our_own_is_named():
+    policy = Policy(raise_after=2, raise_window=3, clear_after=2)
+    s = WatchState(rails=2, policy=policy)
+    for _ in range(3):  # rail 0: partner 5 loses probes; rail 1: every partner does
+        s.feed([rec(5, answered=8), rec(6), rec(7)] + [rec(p, rail=1, answered=9) for p in (5, 6, 7)])
+    assert s.nics[0].state is State.OK and s.nics[1].state is State.BAD and s.nics[1].cause == "LOSS"
+    assert set(s.alerted_pairs()) == {(0, 5, 0), (1, 5, 1), (1, 6, 1), (1, 7, 1)}
+    for _ in range(3):
+        s.feed([rec(5), rec(6), rec(7)] + [rec(p, rail=1) for p in (5, 6, 7)])
+    assert s.alerted_pairs() == {} and s.nics[1].state is State.OK
+    assert s.pairs == {}  # quiet pairs are forgotten: held state grows with trouble
+
+
+def test_metrics_show_a_peer_only_while_it_is_named():
+    s = WatchState(rails=1, policy=Policy(raise_after=2, raise_window=3, clear_after=2))
+    m = WatchMetrics("n0")
+    for _ in range(2):
+        dead = rec(3, result="fail", sent=0, answered=0, error=UNR)
+        m.window(s.feed([dead, rec(4)]), {0: "rxe0"}, s, list(NAMES))
+    got = parse_metrics(generate(m))
+    peer = (
+        ("cause", "DEAD"),
+        ("node", "n0"),
+        ("peer", "n3"),
+        ("peer_rail", "0"),
+        ("rail", "0"),
+        ("state", "bad"),
+    )
+    assert got[("rdmacli_watch_peer_bad", peer)] == 1
+    assert not any(name == "rdmacli_watch_peer_bad" and ("peer", "n4") in labels for name, labels in got)
+    assert got[("rdmacli_watch_probes_sent_total", (("device", "rxe0"), ("node", "n0"), ("rail", "0")))] == 20
+    for _ in range(2):
+        m.window(s.feed([rec(3), rec(4)]), {0: "rxe0"}, s, list(NAMES))
+    got = parse_metrics(generate(m))
+    assert not any(name == "rdmacli_watch_peer_bad" for name, _ in got)
+    assert got[("rdmacli_watch_windows_total", ())] == 4
+
+
+def generate(m: WatchMetrics) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(m.registry).decode()
