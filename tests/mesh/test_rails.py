@@ -156,9 +156,11 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_
     """Rail 1 between n03 and n06 (round 0) is blocked until that pair's failure is reported
     (the live JSON line, not a fixed time), then freed: its re-test passes, it is transient,
     nothing is blamed, the run passes, and rail 0 of the same two nodes never failed. In the
-    same run rail 0 between n02 and n07 loses 15 % until its first record: it passes with
-    retransmits counted (or fails), is re-tested clean and is transient too, not a lossy link
-    (one retransmit on a busy host blamed a link in CI until lossy passing pairs were re-tested).
+    same run rail 0 between n02 and n07 loses 15 % until its first record: when it passed with
+    retransmits counted (or failed), it is re-tested clean and is transient too, never a lossy
+    link (one retransmit on a busy host blamed a link in CI until lossy passing pairs were
+    re-tested). In one run of two on 2026-11-27 it was not re-tested (that run's assertion did
+    not say why): a first attempt that passed with no counter moving is not, and says so.
     Its Prometheus file, parsed back by prometheus_client, says the same (one run for all)."""
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -183,10 +185,13 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_
     assert mine[1]["retest"]["first"]["cause"] in KNOWN_CAUSES, mine[1]
     assert mine[0]["result"] == "pass" and mine[0]["retest"] is None, mine[0]
     [was_lossy] = [p for p in doc["data"]["pairs"] if {p["a"], p["b"]} == {"n02", "n07"} and p["rail_a"] == 0]
-    assert was_lossy["retest"] is not None, (was_lossy, doc["totals"], doc["warnings"])
-    first = was_lossy["retest"]["first"]
-    assert was_lossy["result"] == "pass" and was_lossy["retest"]["verdict"] == "transient", was_lossy
-    assert first["cause"] == "LOSS" if first["result"] == "pass" else first["cause"] in KNOWN_CAUSES, first
+    if was_lossy["retest"] is None:  # no counter saw a loss in its first attempt
+        assert was_lossy["result"] == "pass" and was_lossy["counters"] is None, was_lossy
+    else:  # lost packets (or failed), then clean: transient, and never a lossy link
+        first = was_lossy["retest"]["first"]
+        assert was_lossy["result"] == "pass" and was_lossy["retest"]["verdict"] == "transient", was_lossy
+        causes = ("LOSS",) if first["result"] == "pass" else KNOWN_CAUSES
+        assert first["cause"] in causes, first
     assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
     # under TCG's load a healthy pair may be transient too now and then (2 and 3 in two runs of
     # 2026-11-27, none before): passed on its re-test, never blamed
