@@ -18,7 +18,9 @@ HERE = os.path.dirname(__file__)
 def hung_run(tmp_path, env: dict) -> tuple[subprocess.CompletedProcess, float, dict]:
     mapfile = tmp_path / "map"
     mapfile.write_text("".join(f"n{k} 192.0.2.{k}\n" for k in range(1, 5)))
-    agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'hanging_agent.py')} 1"
+    # tagged with this test's directory: pgrep and pkill find this test's agents, never those of
+    # a test running beside it (-n 4: one left the other's agents for pgrep, a red unit run)
+    agent = f"{sys.executable} {os.path.join(HERE, 'mesh_agents', 'hanging_agent.py')} 1:{tmp_path.name}"
     cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[1-4]", "--launcher", "exec", "--map", str(mapfile),
            "--round-time", "1", "--launch-timeout", "120", "--agent-command", agent, "--json",
            "--retest-rounds", "0"]  # fmt: skip
@@ -41,7 +43,8 @@ def test_a_hung_agent_is_stopped_at_the_schedules_end_and_named_late(tmp_path):
     late_pairs = [p for p in doc["data"]["pairs"] if p["result"] == "fail"]
     assert late_pairs and all("n2" in (p["a"], p["b"]) and p["cause"] == "AGENT" for p in late_pairs)
     assert r.returncode == 1
-    left = subprocess.run(["pgrep", "-f", "hanging_agent.py"], capture_output=True, text=True)
+    mine = f"hanging_agent.py 1:{tmp_path.name}"
+    left = subprocess.run(["pgrep", "-f", mine], capture_output=True, text=True)
     assert left.stdout.strip() == "", left.stdout
 
 
@@ -108,7 +111,7 @@ def test_an_agent_the_kernel_holds_past_sigkill_does_not_hold_the_run(tmp_path):
     rows = {n["node"]: n for n in doc["data"]["nodes"]}
     assert rows["n2"]["agent"] == "late" and all(rows[x]["agent"] == "ran" for x in ("n1", "n3", "n4"))
     assert r.returncode == 1
-    subprocess.run(["pkill", "-9", "-f", "hanging_agent.py"])
+    subprocess.run(["pkill", "-9", "-f", f"hanging_agent.py 1:{tmp_path.name}"])
 
 
 def discovery(monkeypatch, delays: str, launch_s: float | None):

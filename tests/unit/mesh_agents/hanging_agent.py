@@ -17,7 +17,7 @@ from rdmacli.mesh import schedule
 
 
 def main() -> None:
-    hang, args = int(sys.argv[1]), sys.argv[3:]
+    hang, args = int(sys.argv[1].split(":")[0]), sys.argv[3:]  # HANG_RANK[:a tag the test finds it by]
     spec, rank = spec_and_rank(args)
     run, n = spec.run_id, spec.n
 
