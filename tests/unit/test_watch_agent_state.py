@@ -115,3 +115,54 @@ def generate(m: WatchMetrics) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(m.registry).decode()
+
+
+class FakePhase:
+    """A window's phase without RDMA: its partners' records, as the plan says, and a log."""
+
+    def __init__(self, log, plan, k, bad_peer=None):
+        self.log, self.plan, self.k, self.bad_peer = log, plan, k, bad_peer
+
+    def run(self, begin, end):
+        self.log.append(("run", self.k, begin, end))
+        out = []
+        for rail, peer, _ in self.plan.tests(self.k):
+            if peer == self.bad_peer:
+                out.append(rec(peer, rail, result="fail", sent=0, answered=0, error=UNR))
+            else:
+                out.append(rec(peer, rail))
+        return out
+
+    def close(self):
+        self.log.append(("close", self.k))
+
+
+def test_the_agent_runs_window_after_window_on_time_takes_a_new_plan_and_skips_a_late_one():
+    from rdmacli.watch.agent import WatchAgent
+    from rdmacli.watch.plan import OPEN_LEAD_S
+
+    now = [1000.3]
+    log, seen = [], []
+    p = plan(3, window_s=10.0, per_window=7)
+
+    def sleep(s):
+        assert s >= 0
+        now[0] += s
+        return False
+
+    agent = WatchAgent(p, WatchState(rails=2, policy=Policy(raise_after=2, raise_window=3)),
+                       on_window=lambda k, recs, by_nic: seen.append((k, len(recs))),
+                       make_phase=lambda pl, k, stop: FakePhase(log, pl, k, bad_peer=5),
+                       clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    assert agent.run(windows=2) == 2
+    assert [e for e in log if e[0] == "run"] == [("run", 101, 1010.0, 1017.5), ("run", 102, 1020.0, 1027.5)]
+    assert [e for e in log if e[0] == "close"] == [("close", 101), ("close", 102)]  # closed every time
+    assert seen == [(101, 14), (102, 14)]  # 7 partners x 2 rails
+    assert set(agent.state.alerted_pairs()) == {(0, 5, 0), (1, 5, 1)}  # the dead peer, on both rails
+    assert all(t.state is State.OK for t in agent.state.nics.values())  # our NICs reach the rest
+    now[0] = agent.plan.begin(103) - OPEN_LEAD_S + 0.1  # judging took too long: 103 cannot open in time
+    agent.reload(plan(3, window_s=20.0, per_window=7))
+    assert agent.run(windows=1) == 1
+    assert log[-2][:2] == ("run", 52) and agent.plan.window_s == 20.0  # the new plan's next window
+    agent.stop()
+    assert agent.run() == 0

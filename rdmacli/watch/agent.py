@@ -1,0 +1,92 @@
+"""The `rdmacli watch` agent's loop: one probe window after another, until it is stopped.
+
+Each window k: the NICs open OPEN_LEAD_S before it begins (mesh/probe.Phase: one UD QP a rail,
+receives posted), probe window k's partners (WatchPlan.tests) until its phase ends, close; the
+records are judged and fed to the trackers (WatchState), the metrics and the state file follow.
+A window whose open time has passed is skipped, never started late (its partners would be
+waiting on a window of their own). The plan may be replaced between windows (SIGHUP re-reads
+the map: `reload`); a stop (SIGTERM) ends the window in progress at its next loop turn.
+
+The loop takes its phase as a factory, so its timing and bookkeeping are tested without RDMA;
+the real factory is mesh/probe.Phase over a per-window RunSpec.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from rdmacli.watch.plan import OPEN_LEAD_S, WatchPlan
+from rdmacli.watch.state import WatchState
+
+
+def probe_phase(plan: WatchPlan, k: int, stop):
+    """Window k's phase on the real stack: mesh/probe.Phase over a RunSpec of this window."""
+    from rdmacli.mesh import probe
+    from rdmacli.mesh.agent import AgentConfig
+    from rdmacli.mesh.contract import RunSpec
+
+    spec = RunSpec(run_id=plan.run_id(k), names=plan.names, addresses=plan.addresses,
+                   start_at=plan.begin(k), round_s=plan.window_s, port=plan.port, test="probe",
+                   count=plan.count)  # fmt: skip
+    problems = [None] * plan.rails
+    return probe.Phase(AgentConfig(spec, plan.rank), plan.tests(k), problems, stop=stop)
+
+
+@dataclass
+class WatchAgent:
+    plan: WatchPlan
+    state: WatchState
+    on_window: object = None  # callable(k, records, by_nic): metrics, the state file
+    make_phase: object = probe_phase  # (plan, k, stop) -> an object with run(begin, end) and close()
+    clock: object = time.time
+    sleep: object = None  # (seconds) -> True if stopped meanwhile; the stop event's wait unless given
+    stopping: threading.Event = field(default_factory=threading.Event)
+    next_plan: WatchPlan | None = None
+    skipped: int = 0  # windows whose open time had passed when the loop came to them
+
+    def reload(self, plan: WatchPlan) -> None:
+        """A new plan (the map changed), taken at the next window."""
+        self.next_plan = plan
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def next_window(self) -> int:
+        """The first window whose NICs can still open on time."""
+        return self.plan.window(self.clock() + OPEN_LEAD_S) + 1
+
+    def run(self, windows: int | None = None) -> int:
+        """Windows until stopped (or `windows` of them); the number run."""
+        done = 0
+        k = self.next_window()
+        while not self.stopping.is_set() and (windows is None or done < windows):
+            if self.next_plan is not None:
+                self.plan, self.next_plan = self.next_plan, None
+                k = self.next_window()  # its windows are its own: counted afresh
+            open_at = self.plan.begin(k) - OPEN_LEAD_S
+            wait = open_at - self.clock()
+            if wait < 0:  # late for this one (a long judgement, a busy host): the next
+                self.skipped += 1
+                k = self.next_window()
+                continue
+            if (self.sleep or self.stopping.wait)(wait):
+                break
+            self.window(k)
+            done += 1
+            k += 1
+        return done
+
+    def window(self, k: int) -> None:
+        plan = self.plan
+        phase = self.make_phase(plan, k, self.stopping.is_set)
+        try:
+            records = phase.run(plan.begin(k), plan.phase_end(k))
+        finally:
+            phase.close()
+        if self.stopping.is_set():  # a window cut short is no evidence
+            return
+        by_nic = self.state.feed(records)
+        if self.on_window is not None:
+            self.on_window(k, records, by_nic)
