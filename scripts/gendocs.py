@@ -419,6 +419,43 @@ EXTRA = {
         + "; ".join(f"{t} ({what})" for t, what in described().items())
         + ".",
     },
+    "watch": {
+        "examples": [
+            (
+                "This node's agent, its metrics on the management address (as the unit runs it)",
+                "rdmacli watch run --map /etc/rdmacli/watch.map --metrics 192.168.0.5:9590",
+            ),
+            ("Reload the map (nodes added or removed): SIGHUP", "systemctl reload rdmacli-watch"),
+            (
+                "What every agent names now, as one blame",
+                "rdmacli watch status 'n[001-128]' --map /etc/rdmacli/watch.map --json",
+            ),
+        ],
+        "notes": "One agent per node (rdmacli/watch/rdmacli-watch.service in the package: "
+        "Type=notify, SIGHUP re-reads the map, SIGTERM stops it at the window's next turn). Every "
+        "agent computes the same plan from the same map: time in windows of --window seconds on "
+        "the wall clock (window k begins at k x WINDOW; clocks agree through NTP or PTP), window k "
+        "holding --partners rounds of mesh's schedule (default: every partner, within 100 probes a "
+        "second a NIC), so both ends of a pair probe each other in the same window, with mesh's "
+        "connectionless probe (UD, SIDR for the QP number, the responder's hold taken out). Each "
+        "window's pair is judged DEAD (nothing answered), LOSS (probes lost), SLOW (its typical and "
+        "fastest round trips above twice this NIC's recent best) or good, and fed to a verdict "
+        "over time per pair and per NIC: suspect after one bad window, bad (named) after "
+        "--raise-after of the last --raise-window, cleared after --clear-after good windows in a "
+        "row, flapping when it becomes bad 3 times within 100 windows (said once, held until "
+        "quiet). A NIC is named by its own agent when one cause shows on two or more of its "
+        "partners in a window and they are more than half of them, or its port says the fault is "
+        "its own. After each window the verdicts go to the state file, atomically (what is not "
+        "OK only); `watch status` runs `rdmacli watch show` on each node through ClusterShell "
+        "(ssh, or exec for agents on this machine), checks every answer as untrusted input, and "
+        "blames as mesh does: a NIC its agent names, or named by most of its partners; a node "
+        "whose every rail is bad; a pair named from both ends whose NICs are not bad is a link; a "
+        "pair one end names alone is disputed, never blamed. Metrics (--metrics ADDRESS:PORT, "
+        "prometheus_client's server, off by default): rdmacli_watch_probes_sent_total and "
+        "_answered_total, rdmacli_watch_rtt_seconds (histogram), rdmacli_watch_nic_counter_total "
+        "(trouble counters by kind), rdmacli_watch_nic_bad and rdmacli_watch_peer_bad (series only "
+        "while named), rdmacli_watch_cpu_per_nic, and the process collector's.",
+    },
     "lab": {
         "examples": [
             ("A shell with rxe0 and rxe1", "rdmacli lab shell"),

@@ -23,6 +23,7 @@ COMMANDS = {
     "lab": ("rdmacli.cli.lab", "Run commands in a disposable Soft-RoCE VM."),
     "mesh": ("rdmacli.cli.mesh", "Test every pair of many nodes (ssh, srun or exec agents), with blame."),
     "mesh-agent": ("rdmacli.cli.mesh_agent", "One node's agent of `rdmacli mesh` (started by its launcher)."),
+    "watch": ("rdmacli.cli.watch", "Check the fabric all the time: an agent per node, verdicts, metrics."),
 }
 
 

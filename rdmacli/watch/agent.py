@@ -45,6 +45,7 @@ class WatchAgent:
     stopping: threading.Event = field(default_factory=threading.Event)
     next_plan: WatchPlan | None = None
     skipped: int = 0  # windows whose open time had passed when the loop came to them
+    devices: dict = field(default_factory=dict)  # rail -> its RDMA device, as the last phase found it
 
     def reload(self, plan: WatchPlan) -> None:
         """A new plan (the map changed), taken at the next window."""
@@ -85,6 +86,8 @@ class WatchAgent:
             records = phase.run(plan.begin(k), plan.phase_end(k))
         finally:
             phase.close()
+        for rail, nic in getattr(phase, "nics", {}).items():
+            self.devices[rail] = nic.device
         if self.stopping.is_set():  # a window cut short is no evidence
             return
         by_nic = self.state.feed(records)

@@ -34,6 +34,8 @@ class WatchMetrics:
         self.moved = Counter("rdmacli_watch_nic_counter", "Trouble counters' movement on this NIC's port, "
                              "by kind", (*NIC, "kind"), registry=r)  # fmt: skip
         self.windows = Counter("rdmacli_watch_windows", "Probe windows this agent ran", registry=r)
+        self.cpu = Gauge("rdmacli_watch_cpu_per_nic", "This agent's CPU over its last window, as a fraction "
+                         "of one core per NIC (the budget: 0.03)", registry=r)  # fmt: skip
         self.nic_bad = Gauge("rdmacli_watch_nic_bad", "1 while this NIC is named (bad, clearing or flapping)",
                              (*NIC, "cause", "state"), registry=r)  # fmt: skip
         self.peer_bad = Gauge("rdmacli_watch_peer_bad", "1 while this pair of NICs is named (bad, clearing "

@@ -1,0 +1,169 @@
+"""`rdmacli watch`: the fabric checked all the time. `run` is the agent (a service on each node),
+`show` prints this node's agent's state, `status` gathers every node's and blames as mesh does."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from rdmacli.cli.app import App, json_option
+
+DEFAULT_PORT = 7590
+
+
+def _address_port(ctx, param, value):
+    """ADDRESS:PORT ([v6]:PORT for IPv6), never a bare port: the endpoint is bound where asked."""
+    if value is None:
+        return None
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter("ADDRESS:PORT, e.g. 10.0.0.5:9590 or 127.0.0.1:9590 ([::1]:9590 for IPv6)")
+    return host, int(port)
+
+
+def _state_file(template: str | None, node: str) -> str | None:
+    return template.replace("{node}", node) if template else None
+
+
+@click.group("watch")
+def command() -> None:
+    """Check the fabric all the time: an agent per node probes its rails' peers in windows, with
+    verdicts over time (suspect, bad, flapping, cleared) and Prometheus metrics; `watch status`
+    gathers every agent's verdicts into one blame (NIC, node, link), as `mesh` does."""
+
+
+@command.command("run")
+@click.option("--map", "map_path", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="The nodes and their rails' addresses (mesh's map: `NODE [group=G] ADDRESS...`); "
+              "read again on SIGHUP.")  # fmt: skip
+@click.option("--node", help="This node's name in the map (default: the host name).")
+@click.option("--port", type=click.IntRange(1, 65535 - 16), default=DEFAULT_PORT, show_default=True,
+              help="The probes' port (UDP port space) on rail 0, rail k on PORT + k; the same on "
+              "every node.")  # fmt: skip
+@click.option("--window", "window_s", type=click.FloatRange(5, 3600), default=10.0, show_default=True,
+              help="Seconds a probe window lasts (on the wall clock: every node's windows "
+              "coincide).")  # fmt: skip
+@click.option(
+    "-C",
+    "--count",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Probes to each partner in a window.",
+)
+@click.option(
+    "--partners",
+    type=click.IntRange(1),
+    default=None,
+    help="Partners a window (rounds of the mesh schedule); default: all, within the rate budget.",
+)
+@click.option(
+    "--state-file",
+    metavar="PATH",
+    help="Where the verdicts are written after each window (default /run/rdmacli/watch-PORT.json).",
+)
+@click.option(
+    "--metrics",
+    callback=_address_port,
+    metavar="ADDRESS:PORT",
+    help="Serve Prometheus /metrics there (off by default; bind to a management address).",
+)
+@click.option(
+    "--raise-after",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Bad windows (of --raise-window) before a pair or NIC is named.",
+)
+@click.option("--raise-window", type=click.IntRange(1), default=5, show_default=True)
+@click.option(
+    "--clear-after",
+    type=click.IntRange(1),
+    default=5,
+    show_default=True,
+    help="Good windows in a row before a named pair or NIC is cleared.",
+)
+def run(map_path, node, port, window_s, count, partners, state_file, metrics, raise_after, raise_window,
+        clear_after) -> None:  # fmt: skip
+    """Run this node's agent until SIGTERM (a systemd unit: rdmacli-watch.service, Type=notify)."""
+    from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.watch.hysteresis import Policy
+    from rdmacli.watch.service import Options, serve
+
+    app = App.from_context()
+    with app.errors("watch run"):
+        try:
+            policy = Policy(raise_after=raise_after, raise_window=raise_window, clear_after=clear_after)
+        except ValueError as exc:
+            raise RdmacliError(str(exc), hint="--raise-after <= --raise-window", cause=Cause.USAGE) from None
+        opts = Options(map_path, node, port, window_s, count, partners, state_file, metrics)
+        sys.exit(serve(opts, policy))
+
+
+@command.command("show")
+@click.option("--node", help="This node's name (with {node} in --state-file).")
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option("--state-file", metavar="PATH", help="The agent's state file ({node}: this node's name).")
+def show(node, port, state_file) -> None:
+    """Print this node's agent's verdicts (its state file) as one JSON line."""
+    from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.mesh.inputs import read_regular
+    from rdmacli.watch.service import state_path
+
+    app = App.from_context(json_mode=True)
+    with app.errors("watch show"):
+        path = _state_file(state_file, node or "") or state_path(port)
+        try:
+            doc = json.loads(read_regular(path, "the watch state file", limit=4 * 2**20))
+        except ValueError as exc:
+            raise RdmacliError(f"{path}: not a watch state file ({exc})", cause=Cause.USAGE) from None
+        click.echo(json.dumps(doc, separators=(",", ":"), allow_nan=False))
+
+
+@command.command("status")
+@click.argument("nodes")
+@click.option(
+    "--map",
+    "map_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="The map the agents run with (their names and rails).",
+)
+@click.option(
+    "--launcher",
+    type=click.Choice(["ssh", "exec"]),
+    default="ssh",
+    show_default=True,
+    help="How `rdmacli watch show` runs on each node (ClusterShell's workers).",
+)
+@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option("--state-file", metavar="PATH", help="The agents' state file ({node}: each node's name).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(1, 600),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for every node's answer.",
+)
+@click.option(
+    "--agent-command",
+    default="rdmacli",
+    show_default=True,
+    metavar="CMD",
+    help="How rdmacli is run on the nodes (words, no shell).",
+)
+@json_option
+def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, json_mode) -> None:
+    """Gather the agents' current verdicts for NODES and blame them as `mesh` does."""
+    from rdmacli.cli._run import finish
+    from rdmacli.watch.gather import gather
+
+    app = App.from_context(json_mode=json_mode)
+    params = {"nodes": nodes, "launcher": launcher, "port": port}
+    with app.errors("watch status", params):
+        outcome = gather(nodes, map_path, launcher, port, state_file, timeout, agent_command, params)
+        finish(app, outcome)

@@ -1,0 +1,71 @@
+"""`watch status`'s gathering: `rdmacli watch show` on each node through ClusterShell (ssh, or
+exec for agents on this machine), every answer checked (status.check), then one blame."""
+
+from __future__ import annotations
+
+import json
+
+from rdmacli.errors import Cause, RdmacliError
+from rdmacli.outcome import Outcome
+from rdmacli.watch import status as S
+
+MAX_ANSWER = 4 * 2**20  # one node's state line: more is not ours
+
+
+def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file: str | None, timeout: float,
+           agent_command: str, params: dict) -> Outcome:  # fmt: skip
+    from rdmacli.mesh import nodes as N
+    from rdmacli.mesh.inputs import read_map, split_args
+    from rdmacli.mesh.launch import ClusterShellLauncher
+
+    m = read_map(map_path)
+    names = list(m.addresses)
+    if not names:
+        raise RdmacliError(f"{map_path}: watch needs every node's addresses", cause=Cause.USAGE)
+    asked = N.expand(nodes_spec)
+    unknown = [x for x in asked if x not in m.addresses]
+    if unknown:
+        raise RdmacliError(f"not in {map_path}: {', '.join(unknown[:8])}", cause=Cause.USAGE)
+    rails = len(m.addresses[names[0]])
+    g = S.Gathered(names, rails)
+    base = split_args("--agent-command", agent_command) or ["rdmacli"]
+    commands = {}
+    for node in asked:
+        cmd = [*base, "watch", "show", "--node", node, "--port", str(port)]
+        commands[node] = cmd + (["--state-file", state_file] if state_file else [])
+    answers: dict[str, list[str]] = {}
+
+    def on_line(node, line, is_err):
+        if not is_err and node in commands and len(line) <= MAX_ANSWER:
+            answers.setdefault(node, []).append(line)
+
+    ClusterShellLauncher(launcher).run(commands, b"", on_line, lambda node, rc: None, timeout)
+    for node in asked:
+        lines = answers.get(node, [])
+        try:
+            doc = json.loads(lines[0]) if len(lines) == 1 else None
+        except (ValueError, RecursionError):
+            doc = None
+        if doc is not None:
+            g.take(node, doc)
+        elif lines:
+            g.refused[node] = "not one JSON line"
+    verdict = S.blame(g)
+    verdict["missing"] = [x for x in verdict["missing"] if x in commands]  # only the nodes asked
+    named = [*verdict["nodes"], *verdict["nics"], *verdict["links"]]
+    error = None
+    if named:
+        error = RdmacliError(f"the agents name {len(named)} fault(s): {', '.join(S.names_of(verdict))}",
+                             hint="see data.blame; a NIC or node fails with most partners, a link alone",
+                             cause=Cause.CHECK_FAILED)  # fmt: skip
+    elif verdict["missing"] or verdict["refused"]:
+        who = verdict["missing"] + list(verdict["refused"])
+        error = RdmacliError(f"no usable state from {len(who)} node(s): {', '.join(who[:8])}",
+                             hint="is `rdmacli watch run` running there (systemctl status rdmacli-watch)?",
+                             cause=Cause.MISSING)  # fmt: skip
+    docs = g.docs.values()
+    counts = {"nodes": len(asked), "answered": len(g.docs), "rails": rails,
+              "bad_nodes": len(verdict["nodes"]), "bad_nics": len(verdict["nics"]),
+              "bad_links": len(verdict["links"]), "disputed": len(verdict["disputed"]),
+              "windows_min": min((d.get("windows", 0) for d in docs), default=0)}  # fmt: skip
+    return Outcome("watch status", params, error=error, counts=counts, data={"blame": verdict})

@@ -1,0 +1,173 @@
+"""`rdmacli watch run` as a service: the plan from a map, signals, readiness, the state file.
+
+systemd runs it as `Type=notify` (rdmacli/watch/rdmacli-watch.service): READY=1 goes to
+$NOTIFY_SOCKET once the metrics endpoint (if any) listens and the first window is planned, and
+STATUS= says what the last window saw. SIGTERM and SIGINT stop it at the window's next loop
+turn (NICs closed, exit 0); SIGHUP re-reads the map (a map that no longer reads, or no longer
+has this node, is refused in words and the old plan kept). After each window the agent's
+verdicts are written atomically to the state file (`watch status` reads it through the
+launcher); as root nothing but a regular file is replaced (render/files.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+
+from rdmacli.watch.hysteresis import State
+
+STATE_DIR = "/run/rdmacli"
+VERSION = 1
+
+
+def state_path(port: int) -> str:
+    return os.path.join(STATE_DIR, f"watch-{port}.json")
+
+
+def notify(message: str) -> bool:
+    """One sd_notify(3) datagram to $NOTIFY_SOCKET (an abstract socket when it starts with @);
+    False where there is none (not under systemd)."""
+    path = os.environ.get("NOTIFY_SOCKET")
+    if not path or path[0] not in "/@":
+        return False
+    if path[0] == "@":
+        path = "\0" + path[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
+        try:
+            s.sendto(message.encode(), path)
+        except OSError:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Options:
+    map_path: str
+    node: str | None
+    port: int
+    window_s: float
+    count: int
+    partners: int | None  # schedule rounds a window; None: every partner each window, within the rate budget
+    state_file: str | None
+    metrics: tuple[str, int] | None  # (address, port) of the /metrics endpoint
+
+
+def load_plan(opts: Options):
+    """The plan from the map file (mesh/inputs.read_map: names, rails' addresses) and this
+    node's name (given, else the host's, as `mesh-agent --rank-from-host` finds it)."""
+    from rdmacli.cli.mesh_agent import rank_of_host
+    from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.mesh import schedule
+    from rdmacli.mesh.inputs import read_map
+    from rdmacli.watch.plan import MAX_RATE, WatchPlan
+
+    m = read_map(opts.map_path)
+    if not m.addresses:
+        raise RdmacliError(f"{opts.map_path}: watch needs every node's addresses", cause=Cause.USAGE)
+    names = tuple(m.addresses)
+    me = opts.node or socket.gethostname()
+    rank = rank_of_host(names, me)
+    if rank is None:
+        raise RdmacliError(f"{me} is not a node of {opts.map_path}", hint="give --node NAME",
+                           cause=Cause.USAGE)  # fmt: skip
+    addrs = tuple(tuple(m.addresses[n]) for n in names)
+    if len({len(a) for a in addrs}) != 1:
+        raise RdmacliError(f"{opts.map_path}: every node needs the same number of rails", cause=Cause.USAGE)
+    per = opts.partners
+    if per is None:  # every partner each window, as many as the budget allows
+        total = schedule.round_count(len(names))
+        per = total
+        while per > 1:
+            try:
+                WatchPlan(names, addrs, rank, opts.port, opts.window_s, opts.count, per)
+                break
+            except ValueError:
+                per -= 1
+    try:
+        return WatchPlan(names, addrs, rank, opts.port, opts.window_s, opts.count, per)
+    except ValueError as exc:
+        raise RdmacliError(f"watch: {exc} (at most {MAX_RATE:g} probes a second a NIC)",
+                           cause=Cause.USAGE) from None  # fmt: skip
+
+
+def state_doc(agent, node: str, k: int | None) -> dict:
+    """What the state file holds: this agent's named and suspect subjects, nothing healthy."""
+    plan, st = agent.plan, agent.state
+    nics = []
+    for rail in range(plan.rails):
+        t = st.nics.get(rail)
+        nics.append({"rail": rail, "address": plan.addresses[plan.rank][rail],
+                     "device": agent.devices.get(rail), "state": (t.state if t else State.OK).value,
+                     "cause": t.cause if t else None})  # fmt: skip
+    pairs = [
+        {
+            "rail": rail,
+            "peer": plan.names[peer],
+            "peer_rail": peer_rail,
+            "state": t.state.value,
+            "cause": t.cause,
+        }  # fmt: skip
+        for (rail, peer, peer_rail), t in sorted(st.pairs.items())
+        if t.state is not State.OK
+    ]
+    return {"type": "watch", "v": VERSION, "node": node, "port": plan.port, "window": k,
+            "time": round(time.time(), 3), "window_s": plan.window_s, "period_s": plan.period_s(),
+            "windows": st.windows, "skipped": agent.skipped, "nics": nics, "pairs": pairs}  # fmt: skip
+
+
+def serve(opts: Options, policy, *, err=sys.stderr) -> int:
+    """Run the agent until SIGTERM/SIGINT; 0 then."""
+    from prometheus_client import start_http_server
+
+    from rdmacli.render.files import replace
+    from rdmacli.watch.agent import WatchAgent
+    from rdmacli.watch.metrics import WatchMetrics
+    from rdmacli.watch.state import WatchState
+
+    plan = load_plan(opts)
+    node = plan.names[plan.rank]
+    metrics = WatchMetrics(node)
+    if opts.metrics is not None:
+        start_http_server(opts.metrics[1], addr=opts.metrics[0], registry=metrics.registry)
+    path = opts.state_file or state_path(opts.port)
+    if opts.state_file is None:
+        os.makedirs(STATE_DIR, mode=0o755, exist_ok=True)
+    cpu = [time.process_time()]
+
+    def on_window(k, records, by_nic):
+        metrics.window(by_nic, agent.devices, agent.state, list(agent.plan.names))
+        used = time.process_time() - cpu[0]
+        cpu[0] += used
+        metrics.cpu.set(used / agent.plan.window_s / max(agent.plan.rails, 1))
+        replace(path, (json.dumps(state_doc(agent, node, k), allow_nan=False) + "\n").encode())
+        subjects = [*agent.state.pairs.values(), *agent.state.nics.values()]
+        named = sum(t.alerted for t in subjects)
+        notify(f"STATUS=window {k}: {named} named")
+
+    agent = WatchAgent(plan, WatchState(rails=plan.rails, policy=policy), on_window=on_window)
+
+    def stop(signum, frame):
+        agent.stop()
+
+    def reload(signum, frame):
+        try:
+            agent.reload(load_plan(opts))
+            print(f"watch: {opts.map_path} read again; the new plan starts at the next window", file=err)
+        except Exception as exc:  # noqa: BLE001 - a bad map is refused, the agent goes on
+            print(f"watch: {opts.map_path} not taken, the old plan goes on: {exc}", file=err)
+
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, stop)
+    signal.signal(signal.SIGHUP, reload)
+    replace(path, (json.dumps(state_doc(agent, node, None), allow_nan=False) + "\n").encode())
+    notify(f"READY=1\nSTATUS=probing {plan.rails} rail(s), {len(plan.partners(0))} partner(s) a window")
+    print(f"watch: {node}, {plan.rails} rail(s), windows of {plan.window_s:g} s, every pair within "
+          f"{plan.period_s():g} s; state in {path}", file=err)  # fmt: skip
+    agent.run()
+    notify("STOPPING=1")
+    return 0

@@ -1,0 +1,127 @@
+"""`rdmacli watch status`: the agents' current verdicts for a node set, as one blame.
+
+Each agent's state file (service.state_doc) holds only what is not OK: its NICs' verdicts and
+its suspicious pairs. Gathered (through the launcher, `watch show` on each node), they are read
+as untrusted records (types and sizes checked, names only those of the map) and blamed with
+mesh's rules: a NIC its own agent names (it sees all of its own pairs), or one named by two or
+more of its partners that are more than half of them, is a bad NIC; a node whose every rail is
+bad is a bad node; a pair named from both ends whose NICs are not bad is a bad link. A pair
+named by one end while the other says nothing of it is disputed: listed, never blamed (one
+liar cannot move the verdict of an honest node). What this holds grows with nodes x rails and
+with trouble: healthy pairs are never said by anyone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rdmacli.watch.hysteresis import ALERTED, State
+
+NAMED = {s.value for s in ALERTED}
+STATES = {s.value for s in State}
+CAUSES = ("DEAD", "LOSS", "SLOW", "DOWN", "BUSY", "ENV", "AGENT")
+MAX_PAIRS = 4096  # pairs one agent may say: more is not a state file of ours
+
+
+@dataclass
+class Gathered:
+    names: list[str]
+    rails: int
+    docs: dict[str, dict] = field(default_factory=dict)  # node -> its checked state doc
+    refused: dict[str, str] = field(default_factory=dict)  # node -> why its words were not taken
+
+    def take(self, node: str, doc) -> None:
+        why = check(doc, node, self.names, self.rails)
+        if why is None:
+            self.docs[node] = doc
+        else:
+            self.refused[node] = why
+
+
+def check(doc, node: str, names: list[str], rails: int) -> str | None:
+    """Why a node's state doc cannot be taken, or None."""
+    if not isinstance(doc, dict) or doc.get("type") != "watch" or doc.get("node") != node:
+        return "not this node's watch state"
+    nics, pairs = doc.get("nics"), doc.get("pairs")
+    shaped = isinstance(nics, list) and isinstance(pairs, list)
+    if not shaped or len(nics) > rails or len(pairs) > MAX_PAIRS:
+        return "nics or pairs of the wrong shape or size"
+    for x in nics:
+        if not (isinstance(x, dict) and _rail(x.get("rail"), rails) and x.get("state") in STATES
+                and x.get("cause") in (None, *CAUSES)):  # fmt: skip
+            return "a NIC entry out of bounds"
+    for p in pairs:
+        if not (isinstance(p, dict) and _rail(p.get("rail"), rails) and _rail(p.get("peer_rail"), rails)
+                and p.get("peer") in names and p.get("peer") != node and p.get("state") in STATES
+                and p.get("cause") in (None, *CAUSES)):  # fmt: skip
+            return "a pair entry out of bounds"
+    return None
+
+
+def _rail(x, rails: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < rails
+
+
+def blame(g: Gathered) -> dict:
+    """The fabric's verdict from the gathered docs, in mesh's shape (nodes, nics, links,
+    unexplained) with the disputed pairs and the nodes that did not answer."""
+    n, rails = len(g.names), g.rails
+    rank = {name: i for i, name in enumerate(g.names)}
+    said: dict[tuple, dict[str, str]] = {}  # (nic, nic) sorted -> {an end that names it: cause}
+    seen: dict[tuple, set[str]] = {}  # (nic, nic) sorted -> the ends that see trouble on it at all
+    for node, doc in g.docs.items():
+        for p in doc["pairs"]:
+            key = tuple(sorted(((node, p["rail"]), (p["peer"], p["peer_rail"]))))
+            seen.setdefault(key, set()).add(node)
+            if p["state"] in NAMED:
+                said.setdefault(key, {})[node] = p["cause"] or "DEAD"
+    agreed, disputed = {}, []
+    for key, by in said.items():
+        other = ({key[0][0], key[1][0]} - set(by)).pop() if len(by) == 1 else None
+        if other is None or other in seen[key] or other not in g.docs:
+            agreed[key] = next(iter(by.values()))  # both ends see it, or the other never answered
+        else:
+            disputed.append(key)
+    bad: dict[tuple, str] = {}
+    for node, doc in g.docs.items():  # a NIC its own agent names
+        for x in doc["nics"]:
+            if x["state"] in NAMED:
+                bad[(node, x["rail"])] = x["cause"] or "DEAD"
+    per_nic: dict[tuple, list] = {}
+    for (x, y), cause in agreed.items():
+        per_nic.setdefault(x, []).append(cause)
+        per_nic.setdefault(y, []).append(cause)
+    for nic, causes in per_nic.items():  # named by most of its partners (each NIC has n - 1)
+        if nic not in bad and len(causes) >= 2 and len(causes) * 2 > n - 1:
+            bad[nic] = max(set(causes), key=causes.count)
+    whole = sorted((name for name in g.names if all((name, r) in bad for r in range(rails))), key=rank.get)
+    out = {
+        "nodes": [{"node": name, "causes": sorted({bad[(name, r)] for r in range(rails)})} for name in whole],
+        "nics": [
+            {"node": a, "rail": r, "cause": bad[(a, r)]}
+            for a, r in sorted(bad, key=lambda k: (rank[k[0]], k[1]))
+            if a not in whole
+        ],  # fmt: skip
+        "links": [],
+        # a pair one end names alone is disputed, unless a NIC named for itself explains it
+        "disputed": [_pair(k) for k in sorted(disputed) if k[0] not in bad and k[1] not in bad],
+        "missing": sorted((name for name in g.names if name not in g.docs), key=rank.get),
+        "refused": dict(sorted(g.refused.items())),
+    }
+    for key, cause in sorted(agreed.items()):
+        if key[0] not in bad and key[1] not in bad:
+            out["links"].append({**_pair(key), "cause": cause})
+    return out
+
+
+def _pair(key) -> dict:
+    (a, ra), (b, rb) = key
+    return {"a": a, "rail_a": ra, "b": b, "rail_b": rb}
+
+
+def names_of(verdict: dict) -> list[str]:
+    """The named nodes, NICs and links as people read them (n03, n03:1, n01:0-n04:0)."""
+    out = [b["node"] for b in verdict["nodes"]]
+    out += [f"{b['node']}:{b['rail']}" for b in verdict["nics"]]
+    out += [f"{x['a']}:{x['rail_a']}-{x['b']}:{x['rail_b']}" for x in verdict["links"]]
+    return out

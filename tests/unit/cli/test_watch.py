@@ -1,0 +1,121 @@
+"""`rdmacli watch status` and `watch show` through ClusterShell's real exec worker, over state
+files as agents write them (no RDMA: the agents' probing is the lab's to prove)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rdmacli.watch import status as S
+
+NAMES = [f"n{i}" for i in range(1, 7)]
+
+
+def doc(node: str, nics=(), pairs=()) -> dict:
+    return {"type": "watch", "v": 1, "node": node, "port": 7590, "window": 5, "time": 0, "window_s": 10,
+            "period_s": 50, "windows": 5, "skipped": 0,
+            "nics": [{"rail": r, "address": "x", "device": None, "state": s, "cause": c} for r, s, c in nics],
+            "pairs": [{"rail": r, "peer": p, "peer_rail": r, "state": s, "cause": c}
+                      for r, p, s, c in pairs]}  # fmt: skip
+
+
+def gathered(docs: dict, rails: int = 2) -> dict:
+    g = S.Gathered(NAMES, rails)
+    for node, d in docs.items():
+        g.take(node, d)
+    return S.blame(g)
+
+
+def healthy(**more) -> dict:
+    return {n: more.get(n, doc(n)) for n in NAMES}
+
+
+def test_a_dead_link_a_lossy_nic_and_a_slow_node_are_each_named_for_what_they_are():
+    docs = healthy(
+        n1=doc("n1", pairs=[(0, "n4", "bad", "DEAD")]),
+        n4=doc("n4", pairs=[(0, "n1", "bad", "DEAD")]),
+        n2=doc("n2", nics=[(1, "bad", "LOSS")], pairs=[(1, p, "bad", "LOSS") for p in ("n3", "n5", "n6")]),
+        n3=doc("n3", pairs=[(1, "n2", "bad", "LOSS")]),
+        n6=doc("n6", nics=[(0, "bad", "SLOW"), (1, "bad", "SLOW")]),
+    )
+    v = gathered(docs)
+    assert v["links"] == [{"a": "n1", "rail_a": 0, "b": "n4", "rail_b": 0, "cause": "DEAD"}], v
+    assert v["nics"] == [{"node": "n2", "rail": 1, "cause": "LOSS"}]
+    assert v["nodes"] == [{"node": "n6", "causes": ["SLOW"]}]
+    assert v["disputed"] == [] and v["missing"] == [] and v["refused"] == {}
+
+
+def test_a_liar_cannot_name_an_honest_nic_or_link_and_bad_words_are_refused():
+    """n5 says every pair with it is dead: its partners say nothing of those pairs, so each is
+    disputed, never a link, and no honest NIC is named; records of the wrong shape are refused."""
+    liar = doc("n5", pairs=[(r, p, "bad", "DEAD") for r in (0, 1) for p in NAMES if p != "n5"])
+    v = gathered(healthy(n5=liar))
+    assert v["nodes"] == v["nics"] == v["links"] == [], v
+    assert len(v["disputed"]) == 10
+    for bad in (
+        {**doc("n3"), "node": "n4"},  # another node's words
+        {**doc("n3"), "pairs": [{"rail": 7, "peer": "n1", "peer_rail": 7, "state": "bad", "cause": "DEAD"}]},
+        {**doc("n3"), "pairs": [{"rail": 0, "peer": "nX", "peer_rail": 0, "state": "bad", "cause": "DEAD"}]},
+        {**doc("n3"), "nics": [{"rail": 0, "state": "bad", "cause": "[red]x"}]},
+        {**doc("n3"), "pairs": "all"},
+    ):
+        v = gathered(healthy(n3=bad))
+        assert "n3" in v["refused"] and v["nics"] == [] and v["links"] == [], v
+
+
+def test_a_pair_named_by_one_end_whose_other_end_never_answered_is_taken():
+    docs = healthy(n1=doc("n1", pairs=[(0, "n4", "bad", "DEAD")]))
+    del docs["n4"]
+    v = gathered(docs)
+    assert v["missing"] == ["n4"] and [(x["a"], x["b"]) for x in v["links"]] == [("n1", "n4")]
+
+
+def cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rdmacli", "watch", *args], capture_output=True, text=True,
+                          timeout=120, **kw)  # fmt: skip
+
+
+@pytest.fixture
+def fabric(tmp_path):
+    mapfile = tmp_path / "map"
+    mapfile.write_text("".join(f"{n} 10.0.0.{i} 10.1.0.{i}\n" for i, n in enumerate(NAMES, 1)))
+    return tmp_path, str(mapfile)
+
+
+def test_status_gathers_through_the_exec_launcher_and_exits_1_with_the_blame(fabric):
+    tmp, mapfile = fabric
+    docs = healthy(
+        n1=doc("n1", pairs=[(1, "n4", "bad", "LOSS")]), n4=doc("n4", pairs=[(1, "n1", "clearing", "LOSS")])
+    )
+    for n, d in docs.items():
+        (tmp / f"{n}.json").write_text(json.dumps(d))
+    agent = f"{sys.executable} -m rdmacli"
+    r = cli("status", "n[1-6]", "--launcher", "exec", "--map", mapfile, "--state-file",
+            f"{tmp}/{{node}}.json", "--agent-command", agent, "--json")  # fmt: skip
+    out = json.loads(r.stdout)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert out["data"]["blame"]["links"] == [
+        {"a": "n1", "rail_a": 1, "b": "n4", "rail_b": 1, "cause": "LOSS"}
+    ]
+    assert out["totals"]["answered"] == 6 and "n1:1-n4:1" in out["error"]["message"]
+    (tmp / "n4.json").write_text(json.dumps(doc("n4")))
+    (tmp / "n1.json").write_text(json.dumps(doc("n1")))
+    (tmp / "n6.json").unlink()
+    r = cli("status", "n[1-6]", "--launcher", "exec", "--map", mapfile, "--state-file",
+            f"{tmp}/{{node}}.json", "--agent-command", agent, "--json")  # fmt: skip
+    out = json.loads(r.stdout)
+    assert out["data"]["blame"]["links"] == [] and out["data"]["blame"]["missing"] == ["n6"], out
+    assert r.returncode != 0 and out["error"]["cause"] == "missing"
+
+
+def test_show_refuses_what_is_not_a_regular_file(fabric, tmp_path):
+    (tmp_path / "link.json").symlink_to("/etc/passwd")
+    r = cli("show", "--state-file", str(tmp_path / "link.json"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    r = cli("run", "--map", fabric[1], "--node", "nZ", "--state-file", str(tmp_path / "s.json"))
+    assert r.returncode == 2 and "nZ is not a node" in r.stderr, r.stderr
+    r = cli("run", "--map", fabric[1], "--node", "n1", "--metrics", "9590")
+    assert r.returncode == 2 and "ADDRESS:PORT" in r.stderr
