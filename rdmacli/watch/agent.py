@@ -3,9 +3,10 @@
 Each window k: the NICs open OPEN_LEAD_S before it begins (mesh/probe.Phase: one UD QP a rail,
 receives posted), probe window k's partners (WatchPlan.tests) until its phase ends, close; the
 records are judged and fed to the trackers (WatchState), the metrics and the state file follow.
-A window whose open time has passed is skipped, never started late (its partners would be
-waiting on a window of their own). The plan may be replaced between windows (SIGHUP re-reads
-the map: `reload`); a stop (SIGTERM) ends the window in progress at its next loop turn.
+A window opened a little late still runs (its partners ask again for its QP number); one a
+third into its phase is skipped, counted, never judged on what little would be left. The plan
+may be replaced between windows (SIGHUP re-reads the map: `reload`); a stop (SIGTERM) ends the
+window in progress at its next loop turn.
 
 The loop takes its phase as a factory, so its timing and bookkeeping are tested without RDMA;
 the real factory is mesh/probe.Phase over a per-window RunSpec.
@@ -58,6 +59,12 @@ class WatchAgent:
         """The first window whose NICs can still open on time."""
         return self.plan.window(self.clock() + OPEN_LEAD_S) + 1
 
+    def late_limit(self, k: int) -> float:
+        """Until when window k may still be opened: a third into its phase. A little late (a
+        busy host closing the last window) costs its partners a SIDR asked again, which they
+        do; later, too few probes would be left to judge by, and the window is skipped."""
+        return self.plan.begin(k) + (self.plan.phase_end(k) - self.plan.begin(k)) / 3
+
     def run(self, windows: int | None = None) -> int:
         """Windows until stopped (or `windows` of them); the number run."""
         done = 0
@@ -68,11 +75,11 @@ class WatchAgent:
                 k = self.next_window()  # its windows are its own: counted afresh
             open_at = self.plan.begin(k) - OPEN_LEAD_S
             wait = open_at - self.clock()
-            if wait < 0:  # late for this one (a long judgement, a busy host): the next
+            if self.clock() > self.late_limit(k):  # too late for this one: the next
                 self.skipped += 1
                 k = self.next_window()
                 continue
-            if (self.sleep or self.stopping.wait)(wait):
+            if wait > 0 and (self.sleep or self.stopping.wait)(wait):
                 break
             self.window(k)
             done += 1

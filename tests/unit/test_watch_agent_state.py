@@ -120,11 +120,13 @@ def generate(m: WatchMetrics) -> str:
 class FakePhase:
     """A window's phase without RDMA: its partners' records, as the plan says, and a log."""
 
-    def __init__(self, log, plan, k, bad_peer=None):
-        self.log, self.plan, self.k, self.bad_peer = log, plan, k, bad_peer
+    def __init__(self, log, plan, k, bad_peer=None, now=None):
+        self.log, self.plan, self.k, self.bad_peer, self.now = log, plan, k, bad_peer, now
 
     def run(self, begin, end):
         self.log.append(("run", self.k, begin, end))
+        if self.now is not None:  # a phase ends at its end
+            self.now[0] = max(self.now[0], end)
         out = []
         for rail, peer, _ in self.plan.tests(self.k):
             if peer == self.bad_peer:
@@ -139,7 +141,6 @@ class FakePhase:
 
 def test_the_agent_runs_window_after_window_on_time_takes_a_new_plan_and_skips_a_late_one():
     from rdmacli.watch.agent import WatchAgent
-    from rdmacli.watch.plan import OPEN_LEAD_S
 
     now = [1000.3]
     log, seen = [], []
@@ -152,7 +153,7 @@ def test_the_agent_runs_window_after_window_on_time_takes_a_new_plan_and_skips_a
 
     agent = WatchAgent(p, WatchState(rails=2, policy=Policy(raise_after=2, raise_window=3)),
                        on_window=lambda k, recs, by_nic: seen.append((k, len(recs))),
-                       make_phase=lambda pl, k, stop: FakePhase(log, pl, k, bad_peer=5),
+                       make_phase=lambda pl, k, stop: FakePhase(log, pl, k, bad_peer=5, now=now),
                        clock=lambda: now[0], sleep=sleep)  # fmt: skip
     assert agent.run(windows=2) == 2
     assert [e for e in log if e[0] == "run"] == [("run", 101, 1010.0, 1017.5), ("run", 102, 1020.0, 1027.5)]
@@ -160,9 +161,19 @@ def test_the_agent_runs_window_after_window_on_time_takes_a_new_plan_and_skips_a
     assert seen == [(101, 14), (102, 14)]  # 7 partners x 2 rails
     assert set(agent.state.alerted_pairs()) == {(0, 5, 0), (1, 5, 1)}  # the dead peer, on both rails
     assert all(t.state is State.OK for t in agent.state.nics.values())  # our NICs reach the rest
-    now[0] = agent.plan.begin(103) - OPEN_LEAD_S + 0.1  # judging took too long: 103 cannot open in time
+    late = iter([5.1, 3.0, 0.0])  # after a window: judging took 5.1 s (the next is skipped), then 3 s
+
+    def slow_judge(k, recs, by_nic):
+        now[0] += next(late, 0.0)
+
+    agent.on_window = slow_judge
+    assert agent.run(windows=3) == 3 and agent.skipped == 1
+    # 103 ends at 1037.5, judged until 1042.5 + 0.1: past 104's limit (a third into its phase), so
+    # 104 is skipped; 105 ends at 1057.5, judged until 1060.5: 106 opens 0.5 s after its begin,
+    # a little late, and still runs
+    assert [e[1] for e in log if e[0] == "run"][-3:] == [103, 105, 106]
     agent.reload(plan(3, window_s=20.0, per_window=7))
     assert agent.run(windows=1) == 1
-    assert log[-2][:2] == ("run", 52) and agent.plan.window_s == 20.0  # the new plan's next window
+    assert log[-2][:2] == ("run", 54) and agent.plan.window_s == 20.0  # the new plan: 1080 is 54 x 20 s
     agent.stop()
     assert agent.run() == 0
