@@ -165,5 +165,7 @@ def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, 
     app = App.from_context(json_mode=json_mode)
     params = {"nodes": nodes, "launcher": launcher, "port": port}
     with app.errors("watch status", params):
+        from rdmacli.render.watch import status_view
+
         outcome = gather(nodes, map_path, launcher, port, state_file, timeout, agent_command, params)
-        finish(app, outcome)
+        finish(app, outcome, status_view)

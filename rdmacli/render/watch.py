@@ -1,0 +1,39 @@
+"""`rdmacli watch status` for people: what the agents name, as a table, then what could not be
+judged (disputed pairs, nodes that did not answer). The JSON has the same, as data.blame."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from rdmacli.render.text import printable
+
+
+def status_view(app, doc: dict) -> None:
+    b, t = doc["data"].get("blame") or {}, doc.get("totals") or {}
+    con = app.out
+    con.print(f"[bold]watch status[/]: {t.get('answered', 0)} of {t.get('nodes', 0)} node(s) answered, "
+              f"{t.get('rails', 0)} rail(s), at least {t.get('windows_min', 0)} window(s) each")  # fmt: skip
+    rows = [("bad node", x["node"], ", ".join(x["causes"])) for x in b.get("nodes", [])]
+    rows += [("bad NIC", f"{x['node']}:{x['rail']}", x["cause"]) for x in b.get("nics", [])]
+    rows += [
+        ("bad link", f"{x['a']}:{x['rail_a']} - {x['b']}:{x['rail_b']}", x["cause"])
+        for x in b.get("links", [])
+    ]
+    if rows:
+        table = Table(show_header=True, header_style="bold")
+        for col in ("what", "who", "cause"):
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*(printable(c) for c in row))
+        con.print(table)
+    else:
+        con.print("nothing named: every agent that answered sees its partners healthy")
+    for x in b.get("disputed", [])[:12]:
+        con.print(f"  disputed (named by one end only): {printable(x['a'])}:{x['rail_a']} - "
+                  f"{printable(x['b'])}:{x['rail_b']}", markup=False, highlight=False)  # fmt: skip
+    if b.get("missing"):
+        con.print(
+            f"  no answer from: {printable(', '.join(b['missing'][:16]))}", markup=False, highlight=False
+        )
+    for node, why in list((b.get("refused") or {}).items())[:8]:
+        con.print(f"  refused from {printable(node)}: {printable(why)}", markup=False, highlight=False)
