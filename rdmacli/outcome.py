@@ -284,6 +284,7 @@ RECORD_TYPES = {
     "warning": "a warning as it happens: message",
     "pair": "mesh: one pair's verdict as it comes in: a, b, rail, result, cause",
     "summary": "the last record: the summary document",
+    "watch": "an agent's state file, as `watch show` prints it: node, window, nics, pairs (not OK only)",
 }
 # What a mesh agent prints for its coordinator (rdmacli-mesh-agent(1))
 
@@ -296,7 +297,7 @@ SUMMARY_KEYS = [
         "command",
         "string",
         "the subcommand: connect, listen, ping, bw, lat, mcast, events, devices, doctor, selftest, "
-        "mesh (rdmacli for a usage error before one was named)",
+        "mesh, watch status (rdmacli for a usage error before one was named)",
     ),
     ("result", "string", "pass (exit 0), fail, or interrupted (stopped by a signal)"),
     ("exit_code", "integer", "the process exit status (see EXIT STATUS)"),

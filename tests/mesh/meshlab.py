@@ -25,11 +25,18 @@ KNOWN_CAUSES = {"DOWN", "ENV", "AGENT", "ADDR", "ROUTE", "UNR", "REJ", "NOLSN", 
 
 
 def validate(doc: dict) -> dict:
+    """A run's summary, checked against the schema (and kept in $RDMACLI_MESH_DUMP, a directory,
+    when set: the whole document of a run whose assertion message pytest cuts short)."""
     import jsonschema
 
     from rdmacli.outcome import SUMMARY_SCHEMA
 
     jsonschema.validate(doc, SUMMARY_SCHEMA)
+    where = os.environ.get("RDMACLI_MESH_DUMP")
+    if where:
+        name = os.environ.get("PYTEST_CURRENT_TEST", "run").split(" ")[0].replace("/", "_").replace(":", "_")
+        with open(os.path.join(where, f"{name}-{time.time():.0f}.json"), "w") as f:
+            json.dump(doc, f)
     return doc
 
 
