@@ -30,16 +30,21 @@ MIN_REFERENCE = 3  # good windows before anything is judged slow
 @dataclass
 class Reference:
     """A NIC's recent good windows' round trips (µs), for slow: the best that stands is the
-    median of the lowest quarter (one lucky window does not set it)."""
+    median of the lowest quarter (one lucky window does not set it), and the limits take the
+    fabric's own jitter, as mesh/blame.judge_slow does across a run's pairs: a typical round
+    trip is slow above factor x the best and above the typical tail (the median p99); the
+    fastest, above factor x the best fastest and above the typical round trip. Under TCG the
+    hosts spread round trips 8x between pairs; judged against the best alone, every node of a
+    healthy lab was slow (2026-11-27)."""
 
     p50: deque = field(default_factory=lambda: deque(maxlen=REFERENCE_WINDOWS))
+    p99: deque = field(default_factory=lambda: deque(maxlen=REFERENCE_WINDOWS))
     low: deque = field(default_factory=lambda: deque(maxlen=REFERENCE_WINDOWS))
 
-    def add(self, p50: float | None, low: float | None) -> None:
-        if p50:
-            self.p50.append(p50)
-        if low:
-            self.low.append(low)
+    def add(self, p50: float | None, p99: float | None, low: float | None) -> None:
+        for values, v in ((self.p50, p50), (self.p99, p99), (self.low, low)):
+            if v:
+                values.append(v)
 
     @staticmethod
     def _best(values) -> float | None:
@@ -48,9 +53,15 @@ class Reference:
         ordered = sorted(values)
         return statistics.median(ordered[: max(1, len(ordered) // 4)])
 
+    @staticmethod
+    def _typical(values) -> float:
+        return statistics.median(values) if values else 0.0
+
     def limits(self, factor: float) -> tuple[float | None, float | None]:
         best, low = self._best(self.p50), self._best(self.low)
-        return (best and factor * best), (low and factor * low)
+        limit = best and max(factor * best, self._typical(self.p99))
+        low_limit = low and max(factor * low, self._typical(self.p50))
+        return limit, low_limit
 
 
 def window_cause(rec: dict, ref: Reference, factor: float = 2.0):
@@ -68,5 +79,5 @@ def window_cause(rec: dict, ref: Reference, factor: float = 2.0):
     limit, low_limit = ref.limits(factor)
     if p50 and limit and p50 > limit and (not low or not low_limit or low > low_limit):
         return SLOW
-    ref.add(p50, low)
+    ref.add(p50, rec.get("rtt_p99_us"), low)
     return None

@@ -177,3 +177,19 @@ def test_the_agent_runs_window_after_window_on_time_takes_a_new_plan_and_skips_a
     assert log[-2][:2] == ("run", 54) and agent.plan.window_s == 20.0  # the new plan: 1080 is 54 x 20 s
     agent.stop()
     assert agent.run() == 0
+
+
+def test_slow_takes_the_fabrics_own_jitter_a_node_40ms_slow_is_slow_a_noisy_host_is_not():
+    """The lab under TCG: good windows' round trips spread 1 to 8 ms, their p99 3x their p50.
+    Against the best alone every node was slow; against the typical tail, a window of 6 ms is
+    the fabric's own jitter and one 40 ms slower is slow."""
+    noise = [1000.0, 2000.0, 3000.0, 4000.0, 5000.0, 6000.0, 7000.0, 8000.0] * 3
+    ref = judge.Reference()
+    for p50 in noise:
+        r = rec(1, p50=p50, low=p50 / 2)
+        r["rtt_p99_us"] = 3 * p50
+        assert judge.window_cause(r, ref) is None
+    jitter = rec(1, p50=6000.0, low=4000.0)
+    assert judge.window_cause(jitter, ref) is None
+    slow = rec(1, p50=45000.0, low=41000.0)
+    assert judge.window_cause(slow, ref) == judge.SLOW
