@@ -68,4 +68,11 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
               "bad_nodes": len(verdict["nodes"]), "bad_nics": len(verdict["nics"]),
               "bad_links": len(verdict["links"]), "disputed": len(verdict["disputed"]),
               "windows_min": min((d.get("windows", 0) for d in docs), default=0)}  # fmt: skip
-    return Outcome("watch status", params, error=error, counts=counts, data={"blame": verdict})
+    # when each agent wrote what it said (its last window): how fresh the verdict is, per node
+    agents = {
+        node: {k: doc.get(k) for k in ("time", "window", "windows", "skipped")}
+        for node, doc in g.docs.items()
+    }
+    return Outcome(
+        "watch status", params, error=error, counts=counts, data={"blame": verdict, "agents": agents}
+    )

@@ -57,6 +57,14 @@ class Reference:
     def _typical(values) -> float:
         return statistics.median(values) if values else 0.0
 
+    def figures(self) -> dict:
+        """What slow is judged against now (µs), for people: the state file says it per NIC."""
+        best, low = self._best(self.p50), self._best(self.low)
+        return {"windows": len(self.p50), "best_p50_us": best and round(best, 1),
+                "typical_p50_us": round(self._typical(self.p50), 1),
+                "typical_p99_us": round(self._typical(self.p99), 1),
+                "best_min_us": low and round(low, 1)}  # fmt: skip
+
     def limits(self, factor: float) -> tuple[float | None, float | None]:
         best, low = self._best(self.p50), self._best(self.low)
         limit = best and max(factor * best, self._typical(self.p99))

@@ -101,9 +101,11 @@ def state_doc(agent, node: str, k: int | None) -> dict:
     nics = []
     for rail in range(plan.rails):
         t = st.nics.get(rail)
+        ref = st.refs.get(rail)
         nics.append({"rail": rail, "address": plan.addresses[plan.rank][rail],
                      "device": agent.devices.get(rail), "state": (t.state if t else State.OK).value,
-                     "cause": t.cause if t else None})  # fmt: skip
+                     "cause": t.cause if t else None,
+                     "reference": ref.figures() if ref is not None else None})  # fmt: skip
     pairs = [
         {
             "rail": rail,

@@ -50,6 +50,10 @@ def check(doc, node: str, names: list[str], rails: int) -> str | None:
         if not (isinstance(x, dict) and _rail(x.get("rail"), rails) and x.get("state") in STATES
                 and x.get("cause") in (None, *CAUSES)):  # fmt: skip
             return "a NIC entry out of bounds"
+    for key in ("time", "window", "windows", "skipped"):
+        v = doc.get(key)
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e13):
+            return f"{key} out of bounds"
     for p in pairs:
         if not (isinstance(p, dict) and _rail(p.get("rail"), rails) and _rail(p.get("peer_rail"), rails)
                 and p.get("peer") in names and p.get("peer") != node and p.get("state") in STATES
