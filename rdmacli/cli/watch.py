@@ -86,8 +86,22 @@ def command() -> None:
     show_default=True,
     help="Good windows in a row before a named pair or NIC is cleared.",
 )
+@click.option(
+    "--flap-count",
+    type=click.IntRange(2),
+    default=3,
+    show_default=True,
+    help="Onsets (bad after good) within --flap-window that make a pair or NIC flapping.",
+)
+@click.option(
+    "--flap-window",
+    type=click.IntRange(1),
+    default=100,
+    show_default=True,
+    help="Windows a flap is counted in, and quiet windows before a flapping one is cleared.",
+)
 def run(map_path, node, port, window_s, count, partners, state_file, metrics, raise_after, raise_window,
-        clear_after) -> None:  # fmt: skip
+        clear_after, flap_count, flap_window) -> None:  # fmt: skip
     """Run this node's agent until SIGTERM (a systemd unit: rdmacli-watch.service, Type=notify)."""
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.watch.hysteresis import Policy
@@ -96,9 +110,11 @@ def run(map_path, node, port, window_s, count, partners, state_file, metrics, ra
     app = App.from_context()
     with app.errors("watch run"):
         try:
-            policy = Policy(raise_after=raise_after, raise_window=raise_window, clear_after=clear_after)
+            policy = Policy(raise_after=raise_after, raise_window=raise_window, clear_after=clear_after,
+                            flap_count=flap_count, flap_window=flap_window)  # fmt: skip
         except ValueError as exc:
-            raise RdmacliError(str(exc), hint="--raise-after <= --raise-window", cause=Cause.USAGE) from None
+            raise RdmacliError(str(exc), hint="--raise-after <= --raise-window <= --flap-window",
+                               cause=Cause.USAGE) from None  # fmt: skip
         opts = Options(map_path, node, port, window_s, count, partners, state_file, metrics)
         sys.exit(serve(opts, policy))
 

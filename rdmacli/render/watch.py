@@ -14,9 +14,10 @@ def status_view(app, doc: dict) -> None:
     con.print(f"[bold]watch status[/]: {t.get('answered', 0)} of {t.get('nodes', 0)} node(s) answered, "
               f"{t.get('rails', 0)} rail(s), at least {t.get('windows_min', 0)} window(s) each")  # fmt: skip
     rows = [("bad node", x["node"], ", ".join(x["causes"])) for x in b.get("nodes", [])]
-    rows += [("bad NIC", f"{x['node']}:{x['rail']}", x["cause"]) for x in b.get("nics", [])]
+    flap = lambda x, what: f"flapping {what}" if x.get("flapping") else f"bad {what}"  # noqa: E731
+    rows += [(flap(x, "NIC"), f"{x['node']}:{x['rail']}", x["cause"]) for x in b.get("nics", [])]
     rows += [
-        ("bad link", f"{x['a']}:{x['rail_a']} - {x['b']}:{x['rail_b']}", x["cause"])
+        (flap(x, "link"), f"{x['a']}:{x['rail_a']} - {x['b']}:{x['rail_b']}", x["cause"])
         for x in b.get("links", [])
     ]
     if rows:

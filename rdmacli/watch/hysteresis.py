@@ -10,6 +10,10 @@ then: one must not clear it). A subject that becomes bad `flap_count` times with
 `flap_window` windows is *flapping*: said once, held until it has been quiet (no bad window) for
 `flap_window` windows, instead of an alert per flap (ByteRobust's "two network alerts in five
 minutes" is the same idea). Going back to bad before it cleared is the same episode, not a flap.
+Becoming bad counts from each onset (a bad window after good ones, from OK or while suspect),
+so a link down for less than raise_after windows each time, again and again (5 s every 30 s at
+10 s windows: one bad window in three, suspect for ever under a count of episodes that reached
+bad), is a flap at its flap_count-th onset, once raise_after bad windows were seen in all.
 
 The transitions are a table (h11's `_state.py` shape: the next state is the value); the counts
 that decide which event a window is live in `Tracker`, which reads no clock: windows are
@@ -82,7 +86,8 @@ class Tracker:
     good_run: int = 0  # good windows in a row
     last_bad: int | None = None  # the last bad window's number
     recent: deque = field(init=False)  # the last raise_window judgements (True: bad)
-    entries: deque = field(default_factory=deque)  # windows in which it became bad, within flap_window
+    entries: deque = field(default_factory=deque)  # onsets (bad after good), within flap_window
+    bads: deque = field(default_factory=deque)  # bad windows, within flap_window
 
     def __post_init__(self):
         self.recent = deque(maxlen=self.policy.raise_window)
@@ -101,12 +106,17 @@ class Tracker:
             return Event.GOOD
         if state in (State.BAD, State.CLEARING):
             return Event.BAD_ENOUGH  # the same episode: bad again before it cleared
-        if state is State.FLAPPING or sum(self.recent) < p.raise_after:
+        if state is State.FLAPPING:
             return Event.BAD
-        while self.entries and self.entries[0] <= n - p.flap_window:
-            self.entries.popleft()
-        self.entries.append(n)
-        return Event.FLAPS if len(self.entries) >= p.flap_count else Event.BAD_ENOUGH
+        for q in (self.entries, self.bads):
+            while q and q[0] <= n - p.flap_window:
+                q.popleft()
+        self.bads.append(n)
+        if self.last_bad != n - 1:  # an onset: the window before was good (or there was none)
+            self.entries.append(n)
+        if len(self.entries) >= p.flap_count and len(self.bads) >= p.raise_after:
+            return Event.FLAPS
+        return Event.BAD_ENOUGH if sum(self.recent) >= p.raise_after else Event.BAD
 
     def feed(self, bad: str | None) -> State:
         """One window's judgement in; the state after it."""

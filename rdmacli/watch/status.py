@@ -73,12 +73,15 @@ def blame(g: Gathered) -> dict:
     rank = {name: i for i, name in enumerate(g.names)}
     said: dict[tuple, dict[str, str]] = {}  # (nic, nic) sorted -> {an end that names it: cause}
     seen: dict[tuple, set[str]] = {}  # (nic, nic) sorted -> the ends that see trouble on it at all
+    flapping: set = set()  # pairs and NICs an end says flap
     for node, doc in g.docs.items():
         for p in doc["pairs"]:
             key = tuple(sorted(((node, p["rail"]), (p["peer"], p["peer_rail"]))))
             seen.setdefault(key, set()).add(node)
             if p["state"] in NAMED:
                 said.setdefault(key, {})[node] = p["cause"] or "DEAD"
+                if p["state"] == "flapping":
+                    flapping.add(key)
     agreed, disputed = {}, []
     for key, by in said.items():
         other = ({key[0][0], key[1][0]} - set(by)).pop() if len(by) == 1 else None
@@ -91,6 +94,8 @@ def blame(g: Gathered) -> dict:
         for x in doc["nics"]:
             if x["state"] in NAMED:
                 bad[(node, x["rail"])] = x["cause"] or "DEAD"
+                if x["state"] == "flapping":
+                    flapping.add((node, x["rail"]))
     per_nic: dict[tuple, list] = {}
     for (x, y), cause in agreed.items():
         per_nic.setdefault(x, []).append(cause)
@@ -102,7 +107,7 @@ def blame(g: Gathered) -> dict:
     out = {
         "nodes": [{"node": name, "causes": sorted({bad[(name, r)] for r in range(rails)})} for name in whole],
         "nics": [
-            {"node": a, "rail": r, "cause": bad[(a, r)]}
+            {"node": a, "rail": r, "cause": bad[(a, r)], "flapping": (a, r) in flapping}
             for a, r in sorted(bad, key=lambda k: (rank[k[0]], k[1]))
             if a not in whole
         ],  # fmt: skip
@@ -114,7 +119,7 @@ def blame(g: Gathered) -> dict:
     }
     for key, cause in sorted(agreed.items()):
         if key[0] not in bad and key[1] not in bad:
-            out["links"].append({**_pair(key), "cause": cause})
+            out["links"].append({**_pair(key), "cause": cause, "flapping": key in flapping})
     return out
 
 

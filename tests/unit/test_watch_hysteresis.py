@@ -36,7 +36,7 @@ def test_a_lossy_link_with_good_windows_now_and_then_stays_bad_and_is_no_flap():
     first = states.index(State.BAD)
     assert first == 3
     assert all(s in (State.BAD, State.CLEARING) for s in states[first:]), states
-    assert t.alerted and len(t.entries) == 1
+    assert t.alerted and len(t.entries) == 2  # its two onsets before it was named; none after (one episode)
 
 
 def test_a_flapping_link_is_said_once_as_a_flap_then_cleared_when_quiet():
@@ -50,7 +50,7 @@ def test_a_flapping_link_is_said_once_as_a_flap_then_cleared_when_quiet():
     B, C, F = State.BAD, State.CLEARING, State.FLAPPING
     assert [states[i] for i in entered] == [B, C, B, C, F]  # alerted twice, then one flap
     flapping = states.index(State.FLAPPING)
-    assert flapping == 62  # the third episode's third bad window
+    assert flapping == 60  # the third episode's first bad window: its onset
     last_bad = 5 * 30 + 4
     assert all(s is State.FLAPPING for s in states[flapping : last_bad + 100])
     assert states[last_bad + 100] is State.OK and states[-1] is State.OK and t.cause is None
@@ -94,3 +94,13 @@ def test_any_sequence_moves_only_along_the_table_and_alerts_only_on_enough_evide
 def test_every_state_has_its_good_and_bad_ways_out():
     for state, ways in TRANSITIONS.items():
         assert Event.GOOD in ways and (Event.BAD in ways or Event.BAD_ENOUGH in ways), state
+
+
+def test_a_link_down_for_less_than_raise_after_windows_again_and_again_is_a_flap():
+    """The lab's flap at 10 s windows (down 5 s every 30 s): one bad window in three. Under a
+    count of episodes that reached bad it stayed suspect for ever, never named; counted from
+    its onsets it is a flap at the third, and held."""
+    t, states = run("x.." * 10, Policy(raise_after=2, raise_window=3, clear_after=2), cause="DEAD")
+    assert states[:6] == [State.SUSPECT] * 6
+    assert states[6] is State.FLAPPING and all(s is State.FLAPPING for s in states[6:])
+    assert t.cause == "DEAD"

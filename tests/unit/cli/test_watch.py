@@ -42,8 +42,10 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_are_each_named_for_what_they_ar
         n6=doc("n6", nics=[(0, "bad", "SLOW"), (1, "bad", "SLOW")]),
     )
     v = gathered(docs)
-    assert v["links"] == [{"a": "n1", "rail_a": 0, "b": "n4", "rail_b": 0, "cause": "DEAD"}], v
-    assert v["nics"] == [{"node": "n2", "rail": 1, "cause": "LOSS"}]
+    assert v["links"] == [
+        {"a": "n1", "rail_a": 0, "b": "n4", "rail_b": 0, "cause": "DEAD", "flapping": False}
+    ], v
+    assert v["nics"] == [{"node": "n2", "rail": 1, "cause": "LOSS", "flapping": False}]
     assert v["nodes"] == [{"node": "n6", "causes": ["SLOW"]}]
     assert v["disputed"] == [] and v["missing"] == [] and v["refused"] == {}
 
@@ -98,7 +100,7 @@ def test_status_gathers_through_the_exec_launcher_and_exits_1_with_the_blame(fab
     out = json.loads(r.stdout)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert out["data"]["blame"]["links"] == [
-        {"a": "n1", "rail_a": 1, "b": "n4", "rail_b": 1, "cause": "LOSS"}
+        {"a": "n1", "rail_a": 1, "b": "n4", "rail_b": 1, "cause": "LOSS", "flapping": False}
     ]
     assert out["totals"]["answered"] == 6 and "n1:1-n4:1" in out["error"]["message"]
     (tmp / "n4.json").write_text(json.dumps(doc("n4")))
