@@ -50,9 +50,9 @@ def command() -> None:
     "-C",
     "--count",
     type=click.IntRange(1, 1000),
-    default=10,
+    default=20,
     show_default=True,
-    help="Probes to each partner in a window.",
+    help="Probes to each partner in a window (20: a NIC dropping 5 % shows in nearly every window).",
 )
 @click.option(
     "--partners",

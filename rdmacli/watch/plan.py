@@ -34,7 +34,7 @@ class WatchPlan:
     rank: int
     port: int = 7590  # rail k listens on port + k
     window_s: float = 10.0
-    count: int = 10  # probes to each partner in a window
+    count: int = 20  # probes to each partner in a window
     per_window: int = 1  # schedule rounds a window holds (partners of each NIC a window)
 
     def __post_init__(self):
