@@ -65,7 +65,8 @@ def test_a_window_is_dead_lossy_slow_its_own_fault_or_no_evidence_by_cause_not_w
     assert judge.window_cause(rec(1, result="fail", sent=0, answered=0, error=UNR), ref) == judge.DEAD
     assert judge.window_cause(rec(1, result="fail", error=DOWN), ref) == "DOWN"
     assert judge.window_cause(rec(1, result="fail", error=LATE), ref) is judge.SKIP
-    assert judge.window_cause(rec(1, answered=9), ref) == judge.LOSS
+    assert judge.window_cause(rec(1, answered=8), ref) == judge.LOSS
+    assert judge.window_cause(rec(1, answered=9), ref) is None  # one datagram is no evidence alone
     assert judge.window_cause(rec(1, p50=90.0, low=80.0), ref) is None  # no reference yet: not slow
     for _ in range(12):  # the reference: enough good windows that one early slow one is no tail
         assert judge.window_cause(rec(1), ref) is None
@@ -77,7 +78,7 @@ def test_a_lossy_partner_is_a_suspicious_peer_a_lossy_nic_of_our_own_is_named():
     policy = Policy(raise_after=2, raise_window=3, clear_after=2)
     s = WatchState(rails=2, policy=policy)
     for _ in range(3):  # rail 0: partner 5 loses probes; rail 1: every partner does
-        s.feed([rec(5, answered=8), rec(6), rec(7)] + [rec(p, rail=1, answered=9) for p in (5, 6, 7)])
+        s.feed([rec(5, answered=8), rec(6), rec(7)] + [rec(p, rail=1, answered=8) for p in (5, 6, 7)])
     assert s.nics[0].state is State.OK and s.nics[1].state is State.BAD and s.nics[1].cause == "LOSS"
     assert set(s.alerted_pairs()) == {(0, 5, 0), (1, 5, 1), (1, 6, 1), (1, 7, 1)}
     for _ in range(3):
