@@ -438,13 +438,15 @@ EXTRA = {
         "holding --partners rounds of mesh's schedule (default: every partner, within 100 probes a "
         "second a NIC), so both ends of a pair probe each other in the same window, with mesh's "
         "connectionless probe (UD, SIDR for the QP number, the responder's hold taken out). Each "
-        "window's pair is judged DEAD (nothing answered), LOSS (probes lost), SLOW (its typical and "
+        "window's pair is judged DEAD (nothing answered), LOSS (two probes or more lost), SLOW "
+        "(its typical and "
         "fastest round trips above twice this NIC's recent best and beyond its recent windows' own "
         "spread) or good, and fed to a verdict over time per pair and per NIC: suspect after one "
         "bad window, bad (named) after "
         "--raise-after of the last --raise-window, cleared after --clear-after good windows in a "
-        "row, flapping when it becomes bad 3 times within 100 windows (said once, held until "
-        "quiet). A NIC is named by its own agent when one cause shows on two or more of its "
+        "row, flapping at its --flap-count-th onset (a bad window after good ones) within "
+        "--flap-window windows (said once, held until quiet that long). A NIC is named by its own "
+        "agent when one cause shows on two or more of its "
         "partners in a window and they are more than a third of them, or its port says the fault is "
         "its own. After each window the verdicts go to the state file, atomically (what is not "
         "OK only); `watch status` runs `rdmacli watch show` on each node through ClusterShell "
@@ -455,7 +457,9 @@ EXTRA = {
         "prometheus_client's server, off by default): rdmacli_watch_probes_sent_total and "
         "_answered_total, rdmacli_watch_rtt_seconds (histogram), rdmacli_watch_nic_counter_total "
         "(trouble counters by kind), rdmacli_watch_nic_bad and rdmacli_watch_peer_bad (series only "
-        "while named), rdmacli_watch_cpu_per_nic, and the process collector's.",
+        "while named), rdmacli_watch_cpu_per_nic, and the process collector's. The package ships "
+        "Prometheus alert rules (rdmacli/watch/monitoring/alerts.yml, checked and unit-tested with "
+        "promtool) and a Grafana dashboard (grafana-dashboard.json).",
     },
     "lab": {
         "examples": [

@@ -194,3 +194,21 @@ def test_slow_takes_the_fabrics_own_jitter_a_node_40ms_slow_is_slow_a_noisy_host
     assert judge.window_cause(jitter, ref) is None
     slow = rec(1, p50=45000.0, low=41000.0)
     assert judge.window_cause(slow, ref) == judge.SLOW
+
+
+def test_readiness_reaches_systemd_through_notify_socket(tmp_path, monkeypatch):
+    """Type=notify: READY=1 as one datagram on $NOTIFY_SOCKET (a path, or @ for an abstract
+    socket); nothing and no error where there is none."""
+    import socket
+
+    from rdmacli.watch.service import notify
+
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    assert notify("READY=1") is False
+    for address in (str(tmp_path / "notify"), "@rdmacli-test-notify"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.bind(address if address[0] != "@" else "\0" + address[1:])
+            s.settimeout(5)
+            monkeypatch.setenv("NOTIFY_SOCKET", address)
+            assert notify("READY=1\nSTATUS=probing")
+            assert s.recv(4096) == b"READY=1\nSTATUS=probing"
