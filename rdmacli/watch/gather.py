@@ -73,6 +73,9 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
         node: {k: doc.get(k) for k in ("time", "window", "windows", "skipped")}
         for node, doc in g.docs.items()
     }
-    return Outcome(
-        "watch status", params, error=error, counts=counts, data={"blame": verdict, "agents": agents}
-    )
+    warnings = []
+    if verdict["fabric_slow"]:
+        warnings.append("most NICs that answered are slower than their own recent past at once: the hosts or "
+                        "the whole fabric, not one NIC or link; nobody is blamed for it")  # fmt: skip
+    return Outcome("watch status", params, error=error, counts=counts, warnings=warnings,
+                   data={"blame": verdict, "agents": agents})  # fmt: skip

@@ -13,6 +13,7 @@ which gathers every agent's pairs and blames them as `mesh` does. Nothing here r
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -49,6 +50,7 @@ class WatchState:
         """One window's records (this node's end of each pair): trackers fed, and per NIC what
         the window counted (for the metrics)."""
         by_nic: dict[int, NicWindow] = {r: NicWindow() for r in range(self.rails)}
+        judged = []
         for rec in records:
             rail = rec["rail"]
             w = by_nic.setdefault(rail, NicWindow())
@@ -66,7 +68,11 @@ class WatchState:
             w.partners += 1
             if cause is not None:
                 w.causes[cause] += 1
-            key = (rail, rec["peer"], rec["peer_rail"])
+            judged.append((rec, cause))
+        for rec, cause in judged:
+            if cause == judge.SLOW and not slower_than_mates(rec, by_nic[rec["rail"]], self.slow_factor):
+                cause = None  # as slow as its window-mates: this host or this NIC, not that partner
+            key = (rec["rail"], rec["peer"], rec["peer_rail"])
             self.pairs.setdefault(key, Tracker(self.policy)).feed(cause)
         for rail, w in by_nic.items():
             self.nics.setdefault(rail, Tracker(self.policy)).feed(nic_cause(w))
@@ -82,6 +88,20 @@ class WatchState:
 
     def alerted_pairs(self) -> dict[tuple[int, int, int], Tracker]:
         return {k: t for k, t in self.pairs.items() if t.alerted}
+
+
+def slower_than_mates(rec: dict, w: NicWindow, factor: float) -> bool:
+    """A pair judged slow against this NIC's past is a slow partner only when it is also slower
+    than factor x the typical of its window-mates (this NIC's other partners, the same window):
+    a slowdown of this host, or of this NIC, moves every pair of the window alike (the lab under
+    TCG: one host-wide slowdown named six healthy NICs' pairs slow). With no mates it stands."""
+    p50 = rec.get("rtt_p50_us")
+    mates = list(w.rtts_us)
+    if p50 in mates:
+        mates.remove(p50)
+    if not p50 or not mates:
+        return True
+    return p50 > factor * statistics.median(mates)
 
 
 def nic_cause(w: NicWindow) -> str | None:

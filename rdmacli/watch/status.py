@@ -103,8 +103,18 @@ def blame(g: Gathered) -> dict:
     for nic, causes in per_nic.items():  # named by most of its partners (each NIC has n - 1)
         if nic not in bad and len(causes) >= 2 and len(causes) * 2 > n - 1:
             bad[nic] = max(set(causes), key=causes.count)
+    # slow is judged against each agent's own past; when most NICs that answered are slow at
+    # once, it is the hosts or the whole fabric (as mesh judges slow against the fabric's best):
+    # said, nobody blamed for it
+    slow = [nic for nic, cause in bad.items() if cause == "SLOW"]
+    fabric_slow = len(slow) * 2 > len(g.docs) * rails
+    if fabric_slow:
+        for nic in slow:
+            del bad[nic]
+        agreed = {k: c for k, c in agreed.items() if c != "SLOW"}
     whole = sorted((name for name in g.names if all((name, r) in bad for r in range(rails))), key=rank.get)
     out = {
+        "fabric_slow": fabric_slow,
         "nodes": [{"node": name, "causes": sorted({bad[(name, r)] for r in range(rails)})} for name in whole],
         "nics": [
             {"node": a, "rail": r, "cause": bad[(a, r)], "flapping": (a, r) in flapping}

@@ -212,3 +212,27 @@ def test_readiness_reaches_systemd_through_notify_socket(tmp_path, monkeypatch):
             monkeypatch.setenv("NOTIFY_SOCKET", address)
             assert notify("READY=1\nSTATUS=probing")
             assert s.recv(4096) == b"READY=1\nSTATUS=probing"
+
+
+def test_a_host_wide_slowdown_makes_no_slow_partner_a_slow_partner_among_fast_ones_does():
+    """Against this NIC's past alone, a slowdown of the whole host made every pair slow (the lab:
+    six healthy NICs named). A pair is a slow partner only when it is also slower than its
+    window-mates; the NIC's own window evidence still says slow (this host or this NIC: for
+    `watch status` to tell apart across the fabric)."""
+    s = WatchState(rails=1, policy=Policy(raise_after=2, raise_window=3))
+    for _ in range(12):
+        s.feed([rec(p, p50=5000.0, low=1000.0) for p in (1, 2, 3, 4)])
+    for _ in range(3):  # everything 10x slower at once
+        s.feed([rec(p, p50=50000.0, low=40000.0) for p in (1, 2, 3, 4)])
+    assert s.alerted_pairs() == {} and s.nics[0].state is State.BAD and s.nics[0].cause == "SLOW"
+    s2 = WatchState(rails=1, policy=Policy(raise_after=2, raise_window=3))
+    for _ in range(12):
+        s2.feed([rec(p, p50=5000.0, low=1000.0) for p in (1, 2, 3, 4)])
+    for _ in range(3):  # partner 3 alone 40 ms slower
+        s2.feed(
+            [
+                rec(p, p50=45000.0 if p == 3 else 5000.0, low=41000.0 if p == 3 else 1000.0)
+                for p in (1, 2, 3, 4)
+            ]
+        )
+    assert set(s2.alerted_pairs()) == {(0, 3, 0)} and s2.nics[0].state is State.OK

@@ -121,3 +121,11 @@ def test_show_refuses_what_is_not_a_regular_file(fabric, tmp_path):
     assert r.returncode == 2 and "nZ is not a node" in r.stderr, r.stderr
     r = cli("run", "--map", fabric[1], "--node", "n1", "--metrics", "9590")
     assert r.returncode == 2 and "ADDRESS:PORT" in r.stderr
+
+
+def test_most_nics_slow_at_once_is_the_fabric_not_a_blame_one_slow_node_is_named():
+    everyone = healthy(**{n: doc(n, nics=[(0, "bad", "SLOW"), (1, "bad", "SLOW")]) for n in NAMES[:4]})
+    v = gathered(everyone)
+    assert v["fabric_slow"] and v["nodes"] == v["nics"] == v["links"] == [], v
+    v = gathered(healthy(n6=doc("n6", nics=[(0, "bad", "SLOW"), (1, "bad", "SLOW")])))
+    assert not v["fabric_slow"] and v["nodes"] == [{"node": "n6", "causes": ["SLOW"]}], v
