@@ -8,9 +8,12 @@ import sys
 
 import click
 
+import rdmacli.watch as defaults
 from rdmacli.cli.app import App, json_option
+from rdmacli.watch.hysteresis import Policy
 
-DEFAULT_PORT = 7590
+POLICY = Policy()  # the verdict's defaults, said once (watch/hysteresis.py)
+DEFAULT_PORT = defaults.PORT
 
 
 def _address_port(ctx, param, value):
@@ -43,14 +46,15 @@ def command() -> None:
 @click.option("--port", type=click.IntRange(1, 65535 - 16), default=DEFAULT_PORT, show_default=True,
               help="The probes' port (UDP port space) on rail 0, rail k on PORT + k; the same on "
               "every node.")  # fmt: skip
-@click.option("--window", "window_s", type=click.FloatRange(5, 3600), default=10.0, show_default=True,
+@click.option("--window", "window_s", type=click.FloatRange(5, 3600), default=defaults.WINDOW_S,
+              show_default=True,
               help="Seconds a probe window lasts (on the wall clock: every node's windows "
               "coincide).")  # fmt: skip
 @click.option(
     "-C",
     "--count",
     type=click.IntRange(1, 1000),
-    default=20,
+    default=defaults.COUNT,
     show_default=True,
     help="Probes to each partner in a window (20: a NIC dropping 5 % shows in nearly every window).",
 )
@@ -74,29 +78,29 @@ def command() -> None:
 @click.option(
     "--raise-after",
     type=click.IntRange(1),
-    default=3,
+    default=POLICY.raise_after,
     show_default=True,
     help="Bad windows (of --raise-window) before a pair or NIC is named.",
 )
-@click.option("--raise-window", type=click.IntRange(1), default=5, show_default=True)
+@click.option("--raise-window", type=click.IntRange(1), default=POLICY.raise_window, show_default=True)
 @click.option(
     "--clear-after",
     type=click.IntRange(1),
-    default=5,
+    default=POLICY.clear_after,
     show_default=True,
     help="Good windows in a row before a named pair or NIC is cleared.",
 )
 @click.option(
     "--flap-count",
     type=click.IntRange(2),
-    default=3,
+    default=POLICY.flap_count,
     show_default=True,
     help="Onsets (bad after good) within --flap-window that make a pair or NIC flapping.",
 )
 @click.option(
     "--flap-window",
     type=click.IntRange(1),
-    default=100,
+    default=POLICY.flap_window,
     show_default=True,
     help="Windows a flap is counted in, and quiet windows before a flapping one is cleared.",
 )

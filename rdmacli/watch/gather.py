@@ -17,6 +17,7 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.inputs import read_map, split_args
     from rdmacli.mesh.launch import ClusterShellLauncher
+    from rdmacli.mesh.verdict import blamed_names
 
     m = read_map(map_path)
     names = list(m.addresses)
@@ -55,7 +56,8 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     named = [*verdict["nodes"], *verdict["nics"], *verdict["links"]]
     error = None
     if named:
-        error = RdmacliError(f"the agents name {len(named)} fault(s): {', '.join(S.names_of(verdict))}",
+        who = ", ".join(blamed_names(verdict, rails))
+        error = RdmacliError(f"the agents name {len(named)} fault(s): {who}",
                              hint="see data.blame; a NIC or node fails with most partners, a link alone",
                              cause=Cause.CHECK_FAILED)  # fmt: skip
     elif verdict["missing"] or verdict["refused"]:

@@ -19,6 +19,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 
+import rdmacli.watch as defaults
 from rdmacli.mesh import probe, schedule
 
 OPEN_LEAD_S = probe.OPEN_LEAD_S  # a window's NICs are open this long before it begins
@@ -32,9 +33,9 @@ class WatchPlan:
     names: tuple[str, ...]
     addresses: tuple[tuple[str, ...], ...]  # by rank, its rails' addresses in order
     rank: int
-    port: int = 7590  # rail k listens on port + k
-    window_s: float = 10.0
-    count: int = 20  # probes to each partner in a window
+    port: int = defaults.PORT  # rail k listens on port + k
+    window_s: float = defaults.WINDOW_S
+    count: int = defaults.COUNT  # probes to each partner in a window
     per_window: int = 1  # schedule rounds a window holds (partners of each NIC a window)
 
     def __post_init__(self):
@@ -62,12 +63,12 @@ class WatchPlan:
     def rate(self) -> float:
         """Probes a second each NIC sends at most: a partner's probes are spread over SPREAD of
         the window's send span (mesh/probe.NicProbe._schedule)."""
-        return self.per_window * self.count / (probe.SPREAD * self.send_span())
+        return self.per_window * self.count / (probe.SPREAD * send_span(self.window_s))
 
-    def send_span(self) -> float:
-        """Seconds of a window in which probes go: its phase less the tail for the last replies."""
-        span = self.window_s - OPEN_LEAD_S - CLOSE_S
-        return max(span - min(probe.TAIL_S, span / 3), 1.0)
+    @staticmethod
+    def most_per_window(window_s: float, count: int) -> int:
+        """The most schedule rounds a window may hold within MAX_RATE (rate() solved for it)."""
+        return math.floor(MAX_RATE * probe.SPREAD * send_span(window_s) / count)
 
     def period_windows(self) -> int:
         """Windows until every pair of the map has been probed once."""
@@ -106,3 +107,9 @@ class WatchPlan:
     def run_id(self, k: int) -> str:
         """Window k's run id (16 hex digits), the same at every agent of this fabric."""
         return hashlib.sha256(f"rdmacli-watch {self.port} {k}".encode()).hexdigest()[:16]
+
+
+def send_span(window_s: float) -> float:
+    """Seconds of a window in which probes go: its phase less the tail for the last replies."""
+    span = window_s - OPEN_LEAD_S - CLOSE_S
+    return max(span - min(probe.TAIL_S, span / 3), 1.0)

@@ -80,14 +80,8 @@ def load_plan(opts: Options):
         raise RdmacliError(f"{opts.map_path}: every node needs the same number of rails", cause=Cause.USAGE)
     per = opts.partners
     if per is None:  # every partner each window, as many as the budget allows
-        total = schedule.round_count(len(names))
-        per = total
-        while per > 1:
-            try:
-                WatchPlan(names, addrs, rank, opts.port, opts.window_s, opts.count, per)
-                break
-            except ValueError:
-                per -= 1
+        most = WatchPlan.most_per_window(opts.window_s, opts.count)
+        per = max(1, min(schedule.round_count(len(names)), most))
     try:
         return WatchPlan(names, addrs, rank, opts.port, opts.window_s, opts.count, per)
     except ValueError as exc:

@@ -136,11 +136,3 @@ def blame(g: Gathered) -> dict:
 def _pair(key) -> dict:
     (a, ra), (b, rb) = key
     return {"a": a, "rail_a": ra, "b": b, "rail_b": rb}
-
-
-def names_of(verdict: dict) -> list[str]:
-    """The named nodes, NICs and links as people read them (n03, n03:1, n01:0-n04:0)."""
-    out = [b["node"] for b in verdict["nodes"]]
-    out += [f"{b['node']}:{b['rail']}" for b in verdict["nics"]]
-    out += [f"{x['a']}:{x['rail_a']}-{x['b']}:{x['rail_b']}" for x in verdict["links"]]
-    return out

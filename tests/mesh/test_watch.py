@@ -125,9 +125,10 @@ def status(d, mapfile) -> tuple[int, dict]:
 
 
 def named(doc: dict) -> set[str]:
-    b = doc["data"]["blame"]
-    out = {x["node"] for x in b["nodes"]} | {f"{x['node']}:{x['rail']}" for x in b["nics"]}
-    return out | {f"{x['a']}:{x['rail_a']}-{x['b']}:{x['rail_b']}" for x in b["links"]}
+    """What watch status names, as people read it (n03, n05:1, n02:0-n07:0)."""
+    from rdmacli.mesh.verdict import blamed_names
+
+    return set(blamed_names(doc["data"]["blame"], rails=2))
 
 
 def until(d, mapfile, want, within: float) -> tuple[float, dict]:
