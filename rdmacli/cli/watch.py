@@ -65,6 +65,16 @@ def command() -> None:
     help="Partners a window (rounds of the mesh schedule); default: all, within the rate budget.",
 )
 @click.option(
+    "--pairs",
+    "pairs_spec",
+    default="all",
+    show_default=True,
+    metavar="all|group|sample:K",
+    help="Which node pairs to probe, as mesh's --pairs: all; group, every pair inside each group of "
+    "the map's group=NAME column; sample:K, those and K pairs between every two groups a period, "
+    "the next K each period.",
+)
+@click.option(
     "--state-file",
     metavar="PATH",
     help="Where the verdicts are written after each window (default /run/rdmacli/watch-PORT.json).",
@@ -104,22 +114,24 @@ def command() -> None:
     show_default=True,
     help="Windows a flap is counted in, and quiet windows before a flapping one is cleared.",
 )
-def run(map_path, node, port, window_s, count, partners, state_file, metrics, raise_after, raise_window,
-        clear_after, flap_count, flap_window) -> None:  # fmt: skip
+def run(map_path, node, port, window_s, count, partners, pairs_spec, state_file, metrics, raise_after,
+        raise_window, clear_after, flap_count, flap_window) -> None:  # fmt: skip
     """Run this node's agent until SIGTERM (a systemd unit: rdmacli-watch.service, Type=notify)."""
     from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.mesh.inputs import parse_pairs
     from rdmacli.watch.hysteresis import Policy
     from rdmacli.watch.service import Options, serve
 
     app = App.from_context()
     with app.errors("watch run"):
+        pairs = parse_pairs(pairs_spec)
         try:
             policy = Policy(raise_after=raise_after, raise_window=raise_window, clear_after=clear_after,
                             flap_count=flap_count, flap_window=flap_window)  # fmt: skip
         except ValueError as exc:
             raise RdmacliError(str(exc), hint="--raise-after <= --raise-window <= --flap-window",
                                cause=Cause.USAGE) from None  # fmt: skip
-        opts = Options(map_path, node, port, window_s, count, partners, state_file, metrics)
+        opts = Options(map_path, node, port, window_s, count, partners, state_file, metrics, pairs)
         sys.exit(serve(opts, policy))
 
 

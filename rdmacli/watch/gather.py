@@ -1,5 +1,6 @@
 """`watch status`'s gathering: `rdmacli watch show` on each node through ClusterShell (ssh, or
-exec for agents on this machine), every answer checked (status.check), then one blame."""
+exec for agents on this machine), every answer checked (status.check), then one blame
+(`judged`, which knows nothing of launchers)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.inputs import read_map, split_args
     from rdmacli.mesh.launch import ClusterShellLauncher
-    from rdmacli.mesh.verdict import blamed_names
 
     m = read_map(map_path)
     names = list(m.addresses)
@@ -51,8 +51,18 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
             g.take(node, doc)
         elif lines:
             g.refused[node] = "not one JSON line"
+    return judged(g, asked, params)
+
+
+def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
+    """The outcome of what was gathered from the nodes asked: one blame, its counts and each
+    agent's freshness. A function of the docs alone (the lab test reads the state files with it,
+    where a poll through the launcher would be eight Python starts a second)."""
+    from rdmacli.mesh.verdict import blamed_names
+
+    rails = g.rails
     verdict = S.blame(g)
-    verdict["missing"] = [x for x in verdict["missing"] if x in commands]  # only the nodes asked
+    verdict["missing"] = [x for x in verdict["missing"] if x in asked]  # only the nodes asked
     named = [*verdict["nodes"], *verdict["nics"], *verdict["links"]]
     error = None
     if named:

@@ -50,8 +50,8 @@ TRANSITIONS: dict[State, dict[Event, State]] = {
     S.OK: {E.GOOD: S.OK, E.BAD: S.SUSPECT, E.BAD_ENOUGH: S.BAD, E.FLAPS: S.FLAPPING},
     S.SUSPECT: {E.GOOD: S.SUSPECT, E.GOOD_ENOUGH: S.OK, E.BAD: S.SUSPECT, E.BAD_ENOUGH: S.BAD,
                 E.FLAPS: S.FLAPPING},
-    S.BAD: {E.GOOD: S.CLEARING, E.GOOD_ENOUGH: S.OK, E.BAD_ENOUGH: S.BAD},
-    S.CLEARING: {E.GOOD: S.CLEARING, E.GOOD_ENOUGH: S.OK, E.BAD_ENOUGH: S.BAD},
+    S.BAD: {E.GOOD: S.CLEARING, E.GOOD_ENOUGH: S.OK, E.BAD_ENOUGH: S.BAD, E.FLAPS: S.FLAPPING},
+    S.CLEARING: {E.GOOD: S.CLEARING, E.GOOD_ENOUGH: S.OK, E.BAD_ENOUGH: S.BAD, E.FLAPS: S.FLAPPING},
     S.FLAPPING: {E.GOOD: S.FLAPPING, E.BAD: S.FLAPPING, E.QUIET: S.OK},
 }  # fmt: skip
 ALERTED = frozenset((State.BAD, State.CLEARING, State.FLAPPING))  # named in reports and /metrics
@@ -92,7 +92,7 @@ class Tracker:
     def __post_init__(self):
         self.recent = deque(maxlen=self.policy.raise_window)
 
-    def event(self, bad: bool) -> Event:
+    def event(self, bad: bool, certain: bool = False) -> Event:
         """What this window is, given the evidence so far (the window is already in `recent`)."""
         p, n, state = self.policy, self.window, self.state
         if not bad:
@@ -104,25 +104,26 @@ class Tracker:
             if state in (State.BAD, State.CLEARING):
                 return Event.GOOD_ENOUGH if self.good_run >= p.clear_after else Event.GOOD
             return Event.GOOD
-        if state in (State.BAD, State.CLEARING):
-            return Event.BAD_ENOUGH  # the same episode: bad again before it cleared
         if state is State.FLAPPING:
             return Event.BAD
+        if state in (State.BAD, State.CLEARING) and not certain:
+            return Event.BAD_ENOUGH  # the same episode: bad again before it cleared
         for q in (self.entries, self.bads):
             while q and q[0] <= n - p.flap_window:
                 q.popleft()
         self.bads.append(n)
-        if self.last_bad != n - 1:  # an onset: the window before was good (or there was none)
+        if certain or self.last_bad != n - 1:  # an onset: after a good window, or a new drop
             self.entries.append(n)
-        if len(self.entries) >= p.flap_count and len(self.bads) >= p.raise_after:
+        if len(self.entries) >= p.flap_count and (certain or len(self.bads) >= p.raise_after):
             return Event.FLAPS
-        return Event.BAD_ENOUGH if sum(self.recent) >= p.raise_after else Event.BAD
+        return Event.BAD_ENOUGH if certain or sum(self.recent) >= p.raise_after else Event.BAD
 
-    def feed(self, bad: str | None) -> State:
-        """One window's judgement in; the state after it."""
+    def feed(self, bad: str | None, certain: bool = False) -> State:
+        """One window's judgement in (certain: a fact such as the port's link going down, named
+        at once); the state after it."""
         self.recent.append(bad is not None)
         self.good_run = 0 if bad is not None else self.good_run + 1
-        nxt = TRANSITIONS[self.state][self.event(bad is not None)]
+        nxt = TRANSITIONS[self.state][self.event(bad is not None, certain and bad is not None)]
         if bad is not None:
             self.last_bad, self.cause = self.window, bad
         if nxt is not self.state:

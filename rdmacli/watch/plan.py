@@ -9,15 +9,23 @@ open when its partners ask for its QP number; every pair of the map is covered o
 `period_windows()` windows. Clocks need to agree to well under a second (NTP or PTP does; the
 window's margins are OPEN_LEAD_S and CLOSE_S).
 
+With groups (the map's group= column, `--pairs group|sample:K` as mesh takes them) the rounds
+are mesh's grouped schedule instead (mesh/schedule.Schedule): every pair inside each group, and
+with sample:K, K node pairs between every two groups; each cycle (a period) takes the next
+rotation of the sampled pairs, so every pair between two groups of a and b nodes is probed
+within ceil(a x b / K) periods, and each group's own pairs once a period.
+
 A window's probes carry a run id derived from the window's number and the port, so a probe of
 another window (a clock behind) or another fabric's watch is not answered or counted.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import rdmacli.watch as defaults
 from rdmacli.mesh import probe, schedule
@@ -26,6 +34,7 @@ OPEN_LEAD_S = probe.OPEN_LEAD_S  # a window's NICs are open this long before it 
 CLOSE_S = 0.5  # and closed this long before the next window's open
 MIN_WINDOW_S = 5.0  # SIDR, a few probes, the tail: less is not a window
 MAX_RATE = 100.0  # probes a second a NIC sends at most (the CPU budget: ~3 % of a core per NIC)
+ROTATIONS_SIZED = 8  # a grouped period fits the longest of this many rotations' schedules
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,8 @@ class WatchPlan:
     window_s: float = defaults.WINDOW_S
     count: int = defaults.COUNT  # probes to each partner in a window
     per_window: int = 1  # schedule rounds a window holds (partners of each NIC a window)
+    groups: tuple[str, ...] = ()  # by rank, its group: probed inside, sampled between ((): all pairs)
+    sample: int = 0  # with groups: node pairs between every two groups a period (0: none)
 
     def __post_init__(self):
         n = len(self.names)
@@ -46,6 +57,8 @@ class WatchPlan:
             raise ValueError("every node of a watch plan has the same number of rails")
         if self.window_s < MIN_WINDOW_S or not 1 <= self.count <= 1000 or self.per_window < 1:
             raise ValueError(f"a window of {MIN_WINDOW_S:g} s or more, 1 to 1000 probes a partner")
+        if self.groups and len(self.groups) != n or self.sample and not self.groups:
+            raise ValueError("a watch plan's groups name every node's, and a sample needs groups")
         if self.rate() > MAX_RATE:
             raise ValueError(
                 f"{self.rate():.0f} probes a second a NIC: above the budget of {MAX_RATE:g} "
@@ -71,8 +84,21 @@ class WatchPlan:
         return math.floor(MAX_RATE * probe.SPREAD * send_span(window_s) / count)
 
     def period_windows(self) -> int:
-        """Windows until every pair of the map has been probed once."""
-        return math.ceil(schedule.round_count(self.n) / self.per_window)
+        """Windows until every pair of the map (with groups: of each group, and this period's
+        sample between them) has been probed once."""
+        return math.ceil(self.rounds / self.per_window)
+
+    @cached_property
+    def rounds(self) -> int:
+        """Node rounds a period: the circle's over every node, or the grouped schedule's (the
+        longest of the first ROTATIONS_SIZED rotations: a rotation's sampled pairs pack into
+        about as many rounds as another's, and one that needs more leaves its last ones out)."""
+        if not self.groups:
+            return schedule.round_count(self.n)
+        return max(max(self.grouped(c).node_rounds() for c in range(ROTATIONS_SIZED)), 1)
+
+    def grouped(self, cycle: int) -> schedule.Schedule:
+        return _grouped(self.n, self.groups, self.sample, cycle)
 
     def period_s(self) -> float:
         return self.period_windows() * self.window_s
@@ -91,10 +117,16 @@ class WatchPlan:
 
     def partners(self, k: int) -> list[int]:
         """The ranks this node probes (and is probed by) in window k."""
-        total = schedule.round_count(self.n)
+        cycle, slot = divmod(k, self.period_windows())  # a period is a cycle of the rounds
         out = []
         for i in range(self.per_window):
-            p = schedule.partner(self.rank, (k * self.per_window + i) % total, self.n)
+            rnd = slot * self.per_window + i
+            if rnd >= self.rounds:
+                break
+            if self.groups:
+                p = self.grouped(cycle).node_partner(self.rank, rnd)
+            else:
+                p = schedule.partner(self.rank, rnd, self.n)
             if p is not None and p not in out:
                 out.append(p)
         return out
@@ -107,6 +139,13 @@ class WatchPlan:
     def run_id(self, k: int) -> str:
         """Window k's run id (16 hex digits), the same at every agent of this fabric."""
         return hashlib.sha256(f"rdmacli-watch {self.port} {k}".encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=16)
+def _grouped(n: int, groups: tuple[str, ...], sample: int, rotation: int) -> schedule.Schedule:
+    """Mesh's grouped schedule of one rotation, built once (its table is a few rounds of n)."""
+    return schedule.Schedule(n, pairs="sample" if sample else "group", groups=groups, sample=sample,
+                             rotation=rotation)  # fmt: skip
 
 
 def send_span(window_s: float) -> float:

@@ -55,6 +55,7 @@ class Options:
     partners: int | None  # schedule rounds a window; None: every partner each window, within the rate budget
     state_file: str | None
     metrics: tuple[str, int] | None  # (address, port) of the /metrics endpoint
+    pairs: tuple[str, int] = ("all", 0)  # mesh's --pairs: all, group or sample and its K
 
 
 def load_plan(opts: Options):
@@ -62,8 +63,7 @@ def load_plan(opts: Options):
     node's name (given, else the host's, as `mesh-agent --rank-from-host` finds it)."""
     from rdmacli.cli.mesh_agent import rank_of_host
     from rdmacli.errors import Cause, RdmacliError
-    from rdmacli.mesh import schedule
-    from rdmacli.mesh.inputs import read_map
+    from rdmacli.mesh.inputs import groups_of, read_map
     from rdmacli.watch.plan import MAX_RATE, WatchPlan
 
     m = read_map(opts.map_path)
@@ -78,12 +78,14 @@ def load_plan(opts: Options):
     addrs = tuple(tuple(m.addresses[n]) for n in names)
     if len({len(a) for a in addrs}) != 1:
         raise RdmacliError(f"{opts.map_path}: every node needs the same number of rails", cause=Cause.USAGE)
+    kind, sample = opts.pairs
+    groups = groups_of(list(names), m, opts.map_path, kind != "all") if kind != "all" else ()
     per = opts.partners
-    if per is None:  # every partner each window, as many as the budget allows
-        most = WatchPlan.most_per_window(opts.window_s, opts.count)
-        per = max(1, min(schedule.round_count(len(names)), most))
     try:
-        return WatchPlan(names, addrs, rank, opts.port, opts.window_s, opts.count, per)
+        if per is None:  # every partner each window, as many as the budget allows
+            rounds = WatchPlan(names, addrs, rank, opts.port, opts.window_s, 1, 1, groups, sample).rounds
+            per = max(1, min(rounds, WatchPlan.most_per_window(opts.window_s, opts.count)))
+        return WatchPlan(names, addrs, rank, opts.port, opts.window_s, opts.count, per, groups, sample)
     except ValueError as exc:
         raise RdmacliError(f"watch: {exc} (at most {MAX_RATE:g} probes a second a NIC)",
                            cause=Cause.USAGE) from None  # fmt: skip

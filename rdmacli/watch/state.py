@@ -4,7 +4,8 @@ Each window brings this node's end of every pair it probed (mesh/probe.Phase's r
 pair's tracker is fed that pair's window cause (judge.window_cause). A NIC's tracker is fed the
 window's evidence about the NIC itself: bad when two or more of its partners in the window were
 bad with one cause and they were more than a third of them (nic_cause), or its own port said
-the fault is its own (LOCAL); good otherwise. A
+the fault is its own (LOCAL); good otherwise. A port whose link went down in the window is a
+fact (nic_evidence): the NIC is named at once, and its pairs take no evidence from the window. A
 partner's fault shows on this node as a bad pair (a suspicious peer), never as this NIC bad.
 
 What the whole fabric's verdict is (a bad NIC elsewhere, a bad link) is for `watch status`,
@@ -32,6 +33,9 @@ class NicWindow:
     causes: Counter = field(default_factory=Counter)
     partners: int = 0
     counters: dict[str, int] = field(default_factory=dict)
+    passed_sent: int = 0  # the probes of partners that answered at all (not DEAD), and lost
+    passed_lost: int = 0
+    leaky: int = 0  # partners that answered and lost a probe or more
 
 
 @dataclass
@@ -66,16 +70,23 @@ class WatchState:
             if cause is judge.SKIP:
                 continue
             w.partners += 1
+            if rec.get("result") == "pass":
+                sent, answered = rec.get("probes_sent") or 0, rec.get("probes_answered") or 0
+                w.passed_sent, w.passed_lost = w.passed_sent + sent, w.passed_lost + sent - answered
+                w.leaky += answered < sent
             if cause is not None:
                 w.causes[cause] += 1
             judged.append((rec, cause))
+        evidence = {rail: nic_evidence(w) for rail, w in by_nic.items()}
         for rec, cause in judged:
+            if evidence[rec["rail"]][1]:
+                continue  # the port's own fact explains every pair of the window: no evidence of them
             if cause == judge.SLOW and not slower_than_mates(rec, by_nic[rec["rail"]], self.slow_factor):
                 cause = None  # as slow as its window-mates: this host or this NIC, not that partner
             key = (rec["rail"], rec["peer"], rec["peer_rail"])
             self.pairs.setdefault(key, Tracker(self.policy)).feed(cause)
-        for rail, w in by_nic.items():
-            self.nics.setdefault(rail, Tracker(self.policy)).feed(nic_cause(w))
+        for rail, (cause, certain) in evidence.items():
+            self.nics.setdefault(rail, Tracker(self.policy)).feed(cause, certain)
         self.windows += 1
         self._forget_quiet()
         return by_nic
@@ -104,6 +115,31 @@ def slower_than_mates(rec: dict, w: NicWindow, factor: float) -> bool:
     return p50 > factor * statistics.median(mates)
 
 
+def pooled_loss(w: NicWindow) -> bool:
+    """The NIC's probes lost, counted over all its partners that answered: at least twice
+    MIN_LOST and LOSS_FRACTION of them, spread over more than a third of the partners. A NIC
+    dropping 5 % both ways loses about a tenth of its round trips, with every partner, while a
+    partner's count of 20 is too few to show it every window (two lost or more in 60 % of them);
+    pooled, each window shows it, and the NIC is named in two windows instead of up to four (the
+    lab, 2026-11-27: 34 s against the 30 asked). A partner's own fault is one leaky partner."""
+    enough = w.passed_lost >= max(2 * judge.MIN_LOST, judge.LOSS_FRACTION * w.passed_sent)
+    return enough and w.leaky >= 2 and w.leaky * 3 > w.partners
+
+
+LINK_DOWN_COUNTERS = ("link_downed",)  # a port's count of its link going down (rxe, mlx5, IB PMA)
+
+
+def nic_evidence(w: NicWindow) -> tuple[str | None, bool]:
+    """The window's evidence about the NIC (nic_cause) and whether it is certain: the NIC's own
+    port said its link went down (its link_downed counter moved in the window, or the port was
+    down when the window opened) is a fact, named at once (Tracker.feed's certain), where
+    probes lost are a statistic that needs confirming."""
+    if any(w.counters.get(name) or w.counters.get(f"device.{name}") for name in LINK_DOWN_COUNTERS):
+        return "DOWN", True
+    cause = nic_cause(w)
+    return cause, cause == "DOWN"
+
+
 def nic_cause(w: NicWindow) -> str | None:
     """The window's evidence about the NIC itself: its own port's fault on any pair, or one
     cause on two or more partners that are more than a third of the window's. A third, not a
@@ -111,11 +147,16 @@ def nic_cause(w: NicWindow) -> str | None:
     dropping 5 % both ways leaves a partner's ten untouched a third of the time (the lab: half
     the windows then had four of seven partners lossy); a partner's own fault shows on one
     partner, two bad NICs elsewhere on two. The window's verdicts need confirming in later
-    windows all the same (Policy.raise_after)."""
+    windows all the same (Policy.raise_after). Slow asks two thirds: a slow wire or NIC slows
+    every partner alike, a busy host some of them (the lab, 2026-11-27: a test polling eight
+    Python starts a second left five healthy NICs named slow, on about half their partners)."""
     for cause in w.causes:
         if cause in LOCAL:
             return cause
+    if pooled_loss(w):
+        return judge.LOSS
     if not w.causes:
         return None
     cause, n = w.causes.most_common(1)[0]
-    return cause if n >= 2 and n * 3 > w.partners else None
+    thirds = 2 if cause == judge.SLOW else 1
+    return cause if n >= 2 and n * 3 > thirds * w.partners else None

@@ -9,19 +9,24 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from meshlab import RAILS_MAP, block_link, netem, no_netem, unblock_links
+from meshlab import RAILS_MAP, block_link, netem, no_netem, sh, unblock_links
 
 from rdmacli.lab import node
+from rdmacli.outcome import dumps
+from rdmacli.watch.gather import judged
+from rdmacli.watch.status import Gathered
 
 EIGHT = [f"n{k:02d}" for k in range(1, 9)]
 WINDOW_S = 10.0
-# named after two bad windows of three, cleared after two good ones
-ARGS = ["--window", str(WINDOW_S), "--raise-after", "2", "--raise-window", "3", "--clear-after", "2"]
+# named after two bad windows of three, cleared after two good ones; a flap held until 9 quiet
+ARGS = ["--window", str(WINDOW_S), "--raise-after", "2", "--raise-window", "3", "--clear-after", "2",
+        "--flap-window", "9"]  # fmt: skip
 NAMED_WITHIN_S = 30.0  # from the fault's injection to the agents naming it
 CLEARED_WITHIN_S = 60.0
 TIMES: dict[str, float] = {}
@@ -116,12 +121,32 @@ def dump(what: str, doc: dict) -> None:
             json.dump(doc, f)
 
 
-def status(d, mapfile) -> tuple[int, dict]:
+def cli_status(d, mapfile) -> tuple[int, dict]:
+    """`rdmacli watch status` itself, through ClusterShell's exec worker (`watch show` on each)."""
     cmd = [sys.executable, "-m", "rdmacli", "watch", "status", "n[01-08]", "--launcher", "exec", "--map",
            str(mapfile), "--state-file", f"{d}/{{node}}.json", "--agent-command",
            f"{sys.executable} -m rdmacli", "--json"]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     return r.returncode, json.loads(r.stdout)
+
+
+def status(d, mapfile) -> tuple[int, dict]:
+    """What `watch status` says, judged in this process from the agents' state files (gather.
+    judged, the function the command ends in). Polled every POLL_S: through the launcher each poll
+    is eight Python starts, seconds of CPU under TCG, and a poll a second was itself a host-wide
+    slowdown that kept healthy NICs named slow (2026-11-27). The command is run as well, at the
+    healthy fabric's check and once every fault is cleared."""
+    g = Gathered(EIGHT, 2)
+    for n in EIGHT:
+        try:
+            g.take(n, json.loads((d / f"{n}.json").read_text()))
+        except (OSError, ValueError):
+            pass  # not written yet: missing, as a node that did not answer
+    out = judged(g, EIGHT, {"nodes": "n[01-08]"})
+    return out.exit_code, json.loads(dumps(out.to_dict()))
+
+
+POLL_S = 2.0
 
 
 def named(doc: dict) -> set[str]:
@@ -143,7 +168,7 @@ def until(d, mapfile, want, within: float) -> tuple[float, dict]:
             for n in EIGHT:
                 dump(f"state-{n}", json.loads((d / f"{n}.json").read_text()))
             pytest.fail(f"not within {within + 60:g} s: {sorted(named(doc))} {doc['data']['blame']}")
-        time.sleep(1)
+        time.sleep(POLL_S)
 
 
 def scrape(k: int) -> dict:
@@ -156,8 +181,9 @@ def scrape(k: int) -> dict:
 
 def test_a_healthy_fabric_names_nothing_and_each_agent_keeps_its_budget(agents):
     d, mapfile, _ = agents
-    rc, doc = status(d, mapfile)
+    rc, doc = cli_status(d, mapfile)
     dump("healthy", doc)
+    assert (rc, named(doc)) == status(d, mapfile)[:1] + (named(status(d, mapfile)[1]),)  # one verdict
     for n in EIGHT:  # with each NIC's reference figures (what slow is judged against)
         dump(f"state-{n}", json.loads((d / f"{n}.json").read_text()))
     assert rc == 0 and named(doc) == set() and doc["data"]["blame"]["disputed"] == [], doc["data"]["blame"]
@@ -243,3 +269,49 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in
         no_netem(lossy["netdev"], lossy["port"], *slow)
         wall_off = time.time()
     cleared_in_time({"n02:0-n07:0", "n05:1", "n03"}, d, mapfile, since=wall_off)
+    rc, doc = cli_status(d, mapfile)  # the command agrees, through the launcher
+    assert rc == 0 and named(doc) == set(), doc["data"]["blame"]
+
+
+def flapping(doc: dict) -> set[str]:
+    return {f"{x['node']}:{x['rail']}" for x in doc["data"]["blame"]["nics"] if x["flapping"]}
+
+
+def test_a_port_dropping_5s_every_30s_is_named_at_first_then_flapping_then_cleared(agents, prometheus):
+    """A cable that flaps: n06:1's switch-side port (its bridge port) down 5 s every 30 s, so the
+    NIC loses its carrier and its port counts link_downed, as a pulled cable does. Named (DOWN)
+    within 30 s of the first drop and nothing else; flapping at its third drop (--flap-count 3),
+    said once, Prometheus's RdmaFlapping on it; cleared once the drops stop and 9 windows passed
+    quiet (--flap-window 9)."""
+    d, mapfile, _ = agents
+    until(d, mapfile, lambda doc: not named(doc), CLEARED_WITHIN_S)  # whatever came before, cleared
+    port, stop = node(6, 1)["port"], threading.Event()
+
+    def flap():
+        while not stop.is_set():
+            sh("ip", "link", "set", port, "down")
+            stop.wait(5)
+            sh("ip", "link", "set", port, "up")
+            stop.wait(25)
+
+    flapper = threading.Thread(target=flap, daemon=True)
+    try:
+        flapper.start()
+        doc = named_in_time("flapping port n06:1 (5 s every 30 s)", {"n06:1"}, set(), d, mapfile)
+        assert doc["data"]["blame"]["nics"][0]["cause"] == "DOWN", doc["data"]["blame"]
+        t0 = time.time()
+        _, doc = until(d, mapfile, lambda doc: flapping(doc) == {"n06:1"}, 90)  # the third drop at 60 s
+        TIMES["flapping port: flapping after its first naming"] = time.time() - t0
+        assert named(doc) == {"n06:1"}, doc["data"]["blame"]
+        end = time.monotonic() + 60
+        while not any(a["labels"]["alertname"] == "RdmaFlapping" for a in firing(prometheus)):
+            assert time.monotonic() < end, firing(prometheus)
+            time.sleep(1)
+        assert {(a["labels"]["alertname"], a["labels"].get("node")) for a in firing(prometheus)} <= {
+            ("RdmaFlapping", "n06"), ("RdmaNicDown", "n06")}, firing(prometheus)  # fmt: skip
+    finally:
+        stop.set()
+        flapper.join(timeout=30)
+        sh("ip", "link", "set", port, "up")
+        wall_off = time.time()
+    cleared_in_time({"n06:1"}, d, mapfile, within=9 * WINDOW_S + 30, since=wall_off)

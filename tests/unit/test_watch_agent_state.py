@@ -236,3 +236,75 @@ def test_a_host_wide_slowdown_makes_no_slow_partner_a_slow_partner_among_fast_on
             ]
         )
     assert set(s2.alerted_pairs()) == {(0, 3, 0)} and s2.nics[0].state is State.OK
+
+
+def test_a_port_whose_link_went_down_is_named_at_once_and_its_pairs_take_no_blame():
+    """The NIC's own link_downed counter moved in the window (the lab: the cable's bridge port
+    taken down for 5 s): the NIC is named DOWN in that window, and its pairs, which lost probes
+    because of it, are not suspected for it; without the counter one lossy window names nothing."""
+    policy = Policy(raise_after=2, raise_window=3, clear_after=2)
+    s = WatchState(rails=2, policy=policy)
+    dropped = [{"device": "rxe1", "port": 1, "moved": {"link_downed": 1, "rcvd_seq_err": 3}}]
+    lost = [dict(rec(p, rail=1, answered=4), counters=dropped) for p in (5, 6, 7)]
+    window = [rec(p) for p in (5, 6, 7)] + lost
+    s.feed(window)
+    assert s.nics[1].state is State.BAD and s.nics[1].cause == "DOWN" and s.nics[0].state is State.OK
+    assert not any(key[0] == 1 for key in s.pairs)  # explained by the port: no pair evidence
+    t = WatchState(rails=2, policy=policy)
+    t.feed([rec(p) for p in (5, 6, 7)] + [rec(p, rail=1, answered=4) for p in (5, 6, 7)])
+    assert t.nics[1].state is State.SUSPECT  # a statistic: confirmed in later windows first
+
+
+def test_a_nic_is_slow_on_two_thirds_of_its_partners_lossy_on_a_third():
+    """A slow wire slows every partner of its NIC; a busy host only some of them."""
+    from collections import Counter
+
+    from rdmacli.watch.state import NicWindow, nic_cause
+
+    assert nic_cause(NicWindow(partners=7, causes=Counter(SLOW=4))) is None  # about half: the host
+    assert nic_cause(NicWindow(partners=7, causes=Counter(SLOW=5))) == judge.SLOW
+    assert nic_cause(NicWindow(partners=7, causes=Counter(LOSS=3))) == judge.LOSS
+    assert nic_cause(NicWindow(partners=7, causes=Counter(LOSS=1))) is None  # one partner's own fault
+
+
+def test_a_nic_losing_a_tenth_of_its_round_trips_is_lossy_in_every_window_pooled():
+    """5 % both ways: one or two of each partner's 20 lost, too few for any pair's window to be
+    lossy (two or more) every time; pooled over the NIC's partners, the window shows it. One
+    partner losing as many is that partner's fault, and a healthy window's single drop nothing."""
+    from rdmacli.watch.state import NicWindow, nic_cause
+
+    s = WatchState(rails=1)
+    by_nic = s.feed([rec(p, sent=20, answered=19) for p in (1, 2, 3, 4, 5, 6, 7)])
+    assert all(c is None for c in by_nic[0].causes) and nic_cause(by_nic[0]) == judge.LOSS
+    one = s.feed([rec(1, sent=20, answered=13)] + [rec(p, sent=20, answered=20) for p in range(2, 8)])
+    assert nic_cause(one[0]) is None  # n1's pair is lossy (its own fault), not this NIC
+    blip = s.feed([rec(1, sent=20, answered=19)] + [rec(p, sent=20, answered=20) for p in range(2, 8)])
+    assert nic_cause(blip[0]) is None and nic_cause(NicWindow()) is None
+
+
+def test_grouped_every_pair_inside_a_group_each_period_and_samples_between_that_rotate():
+    """Two leaves of four and one of three (the map's group= column, --pairs sample:2): each
+    period probes every pair inside each leaf, and 2 pairs between every two leaves, the next 2
+    the next period, so the 16 pairs between the two leaves of four are all probed within 8
+    periods; both ends of every pair in the same window, as without groups."""
+    groups = ("a", "a", "a", "a", "b", "b", "b", "b", "c", "c", "c")
+    names = tuple(f"n{i}" for i in range(11))
+    addrs = tuple((f"10.0.0.{i}",) for i in range(11))
+    plans = [WatchPlan(names, addrs, r, per_window=2, groups=groups, sample=2) for r in range(11)]
+    period = plans[0].period_windows()
+    assert period == plans[7].period_windows() and period < plans[0].rounds  # fewer than all 55 pairs' rounds
+    seen_by_period = []
+    for cycle in range(8):
+        seen = set()
+        for k in range(cycle * period, (cycle + 1) * period):
+            for r, p in enumerate(plans):
+                for q in p.partners(k):
+                    assert r in plans[q].partners(k)  # both ends, the same window
+                    seen.add(frozenset((r, q)))
+        inside = {frozenset((x, y)) for x in range(11) for y in range(x) if groups[x] == groups[y]}
+        assert inside <= seen  # every leaf's own pairs, every period
+        seen_by_period.append(seen - inside)
+    ab = set().union(*seen_by_period) & {frozenset((x, y)) for x in range(4) for y in range(4, 8)}
+    assert len(ab) == 16 and all(len(s) <= 2 * 3 for s in seen_by_period)  # 2 between each two leaves
+    with pytest.raises(ValueError):
+        WatchPlan(names, addrs, 0, sample=2)  # a sample needs groups

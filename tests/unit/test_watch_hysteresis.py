@@ -104,3 +104,32 @@ def test_a_link_down_for_less_than_raise_after_windows_again_and_again_is_a_flap
     assert states[:6] == [State.SUSPECT] * 6
     assert states[6] is State.FLAPPING and all(s is State.FLAPPING for s in states[6:])
     assert t.cause == "DEAD"
+
+
+def test_a_certain_window_names_at_once_and_a_port_that_keeps_dropping_is_a_flap():
+    """A port's own link going down is a fact, not a statistic: named in its first window (not
+    after raise_after), cleared after clear_after good ones; at its flap_count-th drop within
+    flap_window it is flapping, said once and held."""
+    p = Policy(raise_after=2, raise_window=3, clear_after=2, flap_window=12)
+    t = Tracker(p)
+    states = [t.feed("DOWN", certain=True)]
+    states += [t.feed(None) for _ in range(2)]
+    assert states == [State.BAD, State.CLEARING, State.OK]
+    t.feed("DOWN", certain=True)
+    assert t.state is State.BAD and t.cause == "DOWN"  # the second drop: named again at once
+    t.feed(None), t.feed(None)
+    assert t.feed("DOWN", certain=True) is State.FLAPPING  # the third: a flap
+    assert [t.feed(None) for _ in range(11)] == [State.FLAPPING] * 11 and t.feed(None) is State.OK
+    # the same drop seen as one lost window each time (no port fact) is only suspect at first
+    assert Tracker(p).feed("DEAD") is State.SUSPECT
+
+
+def test_each_drop_of_a_port_is_an_onset_even_when_its_outage_spans_two_windows():
+    """The 5 s outage every 30 s across a window boundary: the drop's window is certain (the
+    counter moved), the next lost probes (bad), one good window, the next drop. It never clears
+    in between, and is still a flap at its third drop, not one long episode."""
+    t = Tracker(Policy(raise_after=2, raise_window=3, clear_after=2, flap_window=9))
+    states = []
+    for _ in range(3):
+        states += [t.feed("DOWN", certain=True), t.feed("DEAD"), t.feed(None)]
+    assert states[:6] == [State.BAD, State.BAD, State.CLEARING] * 2 and states[6] is State.FLAPPING
