@@ -35,7 +35,7 @@ lint: venv
 # four workers: the slowest unit tests wait on real time (agents held past SIGKILL, hung agents
 # stopped at the schedule's end), 262 s one at a time here, 109 s with -n 4
 unit: venv
-	$(BIN)/python -m pytest -m "not rdma and not labvm and not mesh and not watchlab" -q -n 4 tests
+	$(BIN)/python -m pytest -m "not rdma and not labvm and not mesh" -q -n 4 tests
 
 # ... then, in the same boot, lat's and the one-way bw stream's lab cases again with the native
 # data path disabled (the pure-Python loops must keep passing where the extension is not built)
@@ -57,9 +57,9 @@ lab-mesh-test: venv
 	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q --durations=25 tests
 
 # `rdmacli watch` on 8 lab nodes x 2 rails as services, faults injected while they run, a real
-# Prometheus scraping them (its own boot; not yet in `make test`: see tests/mesh/conftest.py)
+# Prometheus scraping them: part of lab-mesh-test (its boot, last); this runs it alone
 lab-watch-test: venv
-	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m watchlab --require-rdma -p no:cacheprovider -q -s tests/mesh/test_watch.py
+	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q -s tests/mesh/test_watch.py
 
 # `rdmacli lab shell` driven through a pty from the host: it boots its own VM.
 lab-shell-test: venv

@@ -47,6 +47,29 @@ class WatchAgent:
     next_plan: WatchPlan | None = None
     skipped: int = 0  # windows whose open time had passed when the loop came to them
     devices: dict = field(default_factory=dict)  # rail -> its RDMA device, as the last phase found it
+    ports: dict = field(default_factory=dict)  # rail -> the device's port
+    downed: dict = field(default_factory=dict)  # rail -> its port's link_downed at the last window's end
+    read_counters: object = None  # (device, port) -> {name: value}; diag.counters.read unless given
+
+    def link_drops(self) -> dict[int, int]:
+        """Each NIC's link drops since the last window's end, from its port's own counter read
+        now: every second counted, the gaps between phases too (a phase's own counters cover its
+        3 s of probes and its margins, and a 5 s outage every 30 s fell outside them, window after
+        window, in the lab). The first reading is the baseline; a counter that went backwards (a
+        reset) is a new baseline."""
+        from rdmacli.diag import counters
+        from rdmacli.watch.state import LINK_DOWN_COUNTERS
+
+        read = self.read_counters or counters.read
+        out = {}
+        for rail, device in self.devices.items():
+            values = read(device, self.ports.get(rail, 1))
+            now = sum(values.get(n, 0) for n in LINK_DOWN_COUNTERS)
+            before = self.downed.get(rail)
+            if before is not None and now >= before:
+                out[rail] = now - before
+            self.downed[rail] = now
+        return out
 
     def reload(self, plan: WatchPlan) -> None:
         """A new plan (the map changed), taken at the next window."""
@@ -95,8 +118,10 @@ class WatchAgent:
             phase.close()
         for rail, nic in getattr(phase, "nics", {}).items():
             self.devices[rail] = nic.device
+            self.ports[rail] = nic.ib_port
+        drops = self.link_drops()
         if self.stopping.is_set():  # a window cut short is no evidence
             return
-        by_nic = self.state.feed(records)
+        by_nic = self.state.feed(records, drops)
         if self.on_window is not None:
             self.on_window(k, records, by_nic)

@@ -36,6 +36,7 @@ class NicWindow:
     passed_sent: int = 0  # the probes of partners that answered at all (not DEAD), and lost
     passed_lost: int = 0
     leaky: int = 0  # partners that answered and lost a probe or more
+    drops: int = 0  # the port's link went down this many times since the last window (its counter)
 
 
 @dataclass
@@ -50,10 +51,13 @@ class WatchState:
     refs: dict[int, judge.Reference] = field(default_factory=dict)
     windows: int = 0
 
-    def feed(self, records: list[dict]) -> dict[int, NicWindow]:
-        """One window's records (this node's end of each pair): trackers fed, and per NIC what
+    def feed(self, records: list[dict], drops: dict[int, int] | None = None) -> dict[int, NicWindow]:
+        """One window's records (this node's end of each pair) and each NIC's link drops since
+        the last window (its port's counter, read by the agent): trackers fed, and per NIC what
         the window counted (for the metrics)."""
-        by_nic: dict[int, NicWindow] = {r: NicWindow() for r in range(self.rails)}
+        by_nic: dict[int, NicWindow] = {
+            r: NicWindow(drops=(drops or {}).get(r, 0)) for r in range(self.rails)
+        }
         judged = []
         for rec in records:
             rail = rec["rail"]
@@ -131,10 +135,12 @@ LINK_DOWN_COUNTERS = ("link_downed",)  # a port's count of its link going down (
 
 def nic_evidence(w: NicWindow) -> tuple[str | None, bool]:
     """The window's evidence about the NIC (nic_cause) and whether it is certain: the NIC's own
-    port said its link went down (its link_downed counter moved in the window, or the port was
-    down when the window opened) is a fact, named at once (Tracker.feed's certain), where
-    probes lost are a statistic that needs confirming."""
-    if any(w.counters.get(name) or w.counters.get(f"device.{name}") for name in LINK_DOWN_COUNTERS):
+    port said its link went down (its link_downed counter moved since the last window, as the
+    agent reads it, or in the phase, or the port was down when the window opened) is a fact,
+    named at once (Tracker.feed's certain), where probes lost are a statistic that needs confirming."""
+    if w.drops or any(
+        w.counters.get(name) or w.counters.get(f"device.{name}") for name in LINK_DOWN_COUNTERS
+    ):
         return "DOWN", True
     cause = nic_cause(w)
     return cause, cause == "DOWN"

@@ -308,3 +308,36 @@ def test_grouped_every_pair_inside_a_group_each_period_and_samples_between_that_
     assert len(ab) == 16 and all(len(s) <= 2 * 3 for s in seen_by_period)  # 2 between each two leaves
     with pytest.raises(ValueError):
         WatchPlan(names, addrs, 0, sample=2)  # a sample needs groups
+
+
+def test_a_drop_between_two_windows_probes_is_read_from_the_ports_counter_at_the_windows_end():
+    """The lab's flapping port went down 4 s into a window, after its 3 s of probes: no probe
+    lost, yet its link_downed counter moved. The agent reads the counter at each window's end
+    (the gaps between phases counted too): that window names the NIC DOWN at once; the first
+    reading is only the baseline, and a counter that went backwards (a reset) is a new one."""
+    from types import SimpleNamespace
+
+    from rdmacli.watch.agent import WatchAgent
+
+    value = {"rxe_b": 7}
+
+    class Phase:
+        nics = {0: SimpleNamespace(device="rxe_a", ib_port=1), 1: SimpleNamespace(device="rxe_b", ib_port=1)}
+
+        def run(self, begin, end):
+            return [rec(5), rec(6), rec(5, rail=1), rec(6, rail=1)]
+
+        def close(self):
+            pass
+
+    agent = WatchAgent(plan(0, window_s=10.0), WatchState(rails=2), make_phase=lambda pl, k, stop: Phase(),
+                       read_counters=lambda dev, port: {"link_downed": value.get(dev, 0)})  # fmt: skip
+    agent.window(1)  # the baseline: 7 drops before the agent started are no evidence
+    assert all(t.state is State.OK for t in agent.state.nics.values())
+    value["rxe_b"] = 8
+    agent.window(2)
+    assert agent.state.nics[1].state is State.BAD and agent.state.nics[1].cause == "DOWN"
+    assert agent.state.nics[0].state is State.OK
+    value["rxe_b"] = 0  # reset: a new baseline, not a drop
+    agent.window(3)
+    assert agent.link_drops() == {0: 0, 1: 0}
