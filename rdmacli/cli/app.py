@@ -124,6 +124,21 @@ def _esc(text: str) -> str:
 json_option = click.option(
     "--json", "json_mode", is_flag=True, help="Print one JSON summary document on stdout."
 )
+
+
+def pairs_option(what: str):
+    """mesh's --pairs, said once for mesh and watch: `what` ends its help (how sample:K moves)."""
+    return click.option(
+        "--pairs",
+        "pairs_spec",
+        default="all",
+        show_default=True,
+        metavar="all|group|sample:K",
+        help="Which node pairs: all; group, every pair inside each group of the map's group=NAME "
+        f"column (a leaf, rack or plane), all groups at once; sample:K, those and K pairs {what}.",
+    )
+
+
 json_lines_option = click.option(
     "--json-lines", "json_lines", is_flag=True, help="Stream one JSON object per event, then the summary."
 )

@@ -7,7 +7,7 @@ from functools import partial
 import click
 
 from rdmacli.cli import options
-from rdmacli.cli.app import json_lines_option, json_option
+from rdmacli.cli.app import json_lines_option, json_option, pairs_option
 from rdmacli.mesh import plan as P
 from rdmacli.mesh.contract import TESTS, default
 from rdmacli.mesh.launch import LAUNCHERS
@@ -121,16 +121,7 @@ from rdmacli.mesh.launch import LAUNCHERS
     help="Test every rail of a node with every rail of the others (R x R per pair of nodes, R "
     "times the rounds), not only rail k with rail k.",
 )
-@click.option(
-    "--pairs",
-    "pairs_spec",
-    default="all",
-    show_default=True,
-    metavar="all|group|sample:K",
-    help="Which node pairs to test: all; group, every pair inside each group of --map's "
-    "group=NAME column (a leaf, rack or plane), all groups at once; sample:K, those and K pairs "
-    "between every two groups (1-10000), a window that moves with --rotation.",
-)
+@pairs_option("between every two groups (1-10000), a window that moves with --rotation")
 @click.option(
     "--rotation",
     type=click.IntRange(0, 2**40),

@@ -9,7 +9,7 @@ import sys
 import click
 
 import rdmacli.watch as defaults
-from rdmacli.cli.app import App, json_option
+from rdmacli.cli.app import App, json_option, pairs_option
 from rdmacli.watch.hysteresis import Policy
 
 POLICY = Policy()  # the verdict's defaults, said once (watch/hysteresis.py)
@@ -64,16 +64,7 @@ def command() -> None:
     default=None,
     help="Partners a window (rounds of the mesh schedule); default: all, within the rate budget.",
 )
-@click.option(
-    "--pairs",
-    "pairs_spec",
-    default="all",
-    show_default=True,
-    metavar="all|group|sample:K",
-    help="Which node pairs to probe, as mesh's --pairs: all; group, every pair inside each group of "
-    "the map's group=NAME column; sample:K, those and K pairs between every two groups a period, "
-    "the next K each period.",
-)
+@pairs_option("between every two groups a period, the next K each period")
 @click.option(
     "--state-file",
     metavar="PATH",

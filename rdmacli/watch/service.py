@@ -11,6 +11,7 @@ launcher); as root nothing but a regular file is replaced (render/files.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -115,7 +116,8 @@ def state_doc(agent, node: str, k: int | None) -> dict:
     ]
     return {"type": "watch", "v": VERSION, "node": node, "port": plan.port, "window": k,
             "time": round(time.time(), 3), "window_s": plan.window_s, "period_s": plan.period_s(),
-            "windows": st.windows, "skipped": agent.skipped, "nics": nics, "pairs": pairs}  # fmt: skip
+            "windows": st.windows, "skipped": agent.skipped, "count": plan.count,  # probes a partner now
+            "nics": nics, "pairs": pairs}  # fmt: skip
 
 
 def serve(opts: Options, policy, *, err=sys.stderr) -> int:
@@ -124,6 +126,7 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
 
     from rdmacli.render.files import replace
     from rdmacli.watch.agent import WatchAgent
+    from rdmacli.watch.budget import Governor
     from rdmacli.watch.metrics import WatchMetrics
     from rdmacli.watch.state import WatchState
 
@@ -136,12 +139,17 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     if opts.state_file is None:
         os.makedirs(STATE_DIR, mode=0o755, exist_ok=True)
     cpu = [time.process_time()]
+    governor = Governor(ceiling=opts.count)
 
     def on_window(k, records, by_nic):
         metrics.window(by_nic, agent.devices, agent.state, list(agent.plan.names))
         used = time.process_time() - cpu[0]
         cpu[0] += used
-        metrics.cpu.set(used / agent.plan.window_s / max(agent.plan.rails, 1))
+        per_nic = used / agent.plan.window_s / max(agent.plan.rails, 1)
+        metrics.cpu.set(per_nic)
+        count = governor.next_count(agent.plan.count, per_nic)
+        if count != agent.plan.count and agent.next_plan is None:  # a map re-read comes first
+            agent.reload(dataclasses.replace(agent.plan, count=count))
         replace(path, (json.dumps(state_doc(agent, node, k), allow_nan=False) + "\n").encode())
         subjects = [*agent.state.pairs.values(), *agent.state.nics.values()]
         named = sum(t.alerted for t in subjects)
