@@ -11,7 +11,6 @@ launcher); as root nothing but a regular file is replaced (render/files.py).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -148,8 +147,8 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
         per_nic = used / agent.plan.window_s / max(agent.plan.rails, 1)
         metrics.cpu.set(per_nic)
         count = governor.next_count(agent.plan.count, per_nic)
-        if count != agent.plan.count and agent.next_plan is None:  # a map re-read comes first
-            agent.reload(dataclasses.replace(agent.plan, count=count))
+        if count != agent.plan.count:
+            agent.set_count(count)
         replace(path, (json.dumps(state_doc(agent, node, k), allow_nan=False) + "\n").encode())
         subjects = [*agent.state.pairs.values(), *agent.state.nics.values()]
         named = sum(t.alerted for t in subjects)

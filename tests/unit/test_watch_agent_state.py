@@ -341,3 +341,27 @@ def test_a_drop_between_two_windows_probes_is_read_from_the_ports_counter_at_the
     value["rxe_b"] = 0  # reset: a new baseline, not a drop
     agent.window(3)
     assert agent.link_drops() == {0: 0, 1: 0}
+
+
+def test_the_governor_changes_the_count_without_giving_up_a_window():
+    """A new plan (SIGHUP) starts at the first window that can still open on time, which after a
+    slow judgement is the one after next; the CPU governor's count must not cost that window
+    (the partners would find nobody there): the next window runs, with the new count."""
+    from rdmacli.watch.agent import WatchAgent
+
+    now, log = [1000.3], []
+    p = plan(3, window_s=10.0, per_window=7)
+
+    def sleep(s):
+        now[0] += s
+        return False
+
+    def slow_judge(k, recs, by_nic):  # judging took 1 s: past the next window's open
+        now[0] += 1.0
+        agent.set_count(12)
+
+    agent = WatchAgent(p, WatchState(rails=2), on_window=slow_judge,
+                       make_phase=lambda pl, k, stop: FakePhase(log, pl, k, now=now),
+                       clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    assert agent.run(windows=2) == 2
+    assert [e[1] for e in log if e[0] == "run"] == [101, 102] and agent.plan.count == 12
