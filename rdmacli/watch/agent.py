@@ -99,8 +99,10 @@ class WatchAgent:
         k = self.next_window()
         while not self.stopping.is_set() and (windows is None or done < windows):
             if self.next_plan is not None:
+                same = self.next_plan.window_s == self.plan.window_s
                 self.plan, self.next_plan = self.next_plan, None
-                k = self.next_window()  # its windows are its own: counted afresh
+                if not same:  # its windows are its own: counted afresh (the same: the next one)
+                    k = self.next_window()
             open_at = self.plan.begin(k) - OPEN_LEAD_S
             wait = open_at - self.clock()
             if self.clock() > self.late_limit(k):  # too late for this one: the next

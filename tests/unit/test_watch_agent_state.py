@@ -344,9 +344,10 @@ def test_a_drop_between_two_windows_probes_is_read_from_the_ports_counter_at_the
 
 
 def test_the_governor_changes_the_count_without_giving_up_a_window():
-    """A new plan (SIGHUP) starts at the first window that can still open on time, which after a
-    slow judgement is the one after next; the CPU governor's count must not cost that window
-    (the partners would find nobody there): the next window runs, with the new count."""
+    """Neither the CPU governor's count nor a map read again with windows as long may cost a
+    window (the partners would find nobody there): after a judgement that ran past the next
+    window's open, the next one still runs (it was skipped: the first window that could open on
+    time was the one after)."""
     from rdmacli.watch.agent import WatchAgent
 
     now, log = [1000.3], []
@@ -365,3 +366,6 @@ def test_the_governor_changes_the_count_without_giving_up_a_window():
                        clock=lambda: now[0], sleep=sleep)  # fmt: skip
     assert agent.run(windows=2) == 2
     assert [e[1] for e in log if e[0] == "run"] == [101, 102] and agent.plan.count == 12
+    agent.on_window = lambda k, recs, by_nic: agent.reload(plan(3, window_s=10.0, per_window=7))
+    assert agent.run(windows=2) == 2  # a map read again (SIGHUP), windows as long: the next one too
+    assert [e[1] for e in log if e[0] == "run"][-2:] == [103, 104]
