@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from rdmacli.watch.plan import OPEN_LEAD_S, WatchPlan
 from rdmacli.watch.state import WatchState
@@ -74,11 +74,6 @@ class WatchAgent:
     def reload(self, plan: WatchPlan) -> None:
         """A new plan (the map changed), taken at the next window."""
         self.next_plan = plan
-
-    def set_count(self, count: int) -> None:
-        """Probes a partner from the next window on (the CPU budget's governor): the same windows
-        and partners, so unlike a new plan (reload) no window is given up."""
-        self.plan = replace(self.plan, count=count)
 
     def stop(self) -> None:
         self.stopping.set()

@@ -125,7 +125,6 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
 
     from rdmacli.render.files import replace
     from rdmacli.watch.agent import WatchAgent
-    from rdmacli.watch.budget import Governor
     from rdmacli.watch.metrics import WatchMetrics
     from rdmacli.watch.state import WatchState
 
@@ -138,17 +137,12 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     if opts.state_file is None:
         os.makedirs(STATE_DIR, mode=0o755, exist_ok=True)
     cpu = [time.process_time()]
-    governor = Governor(ceiling=opts.count)
 
     def on_window(k, records, by_nic):
         metrics.window(by_nic, agent.devices, agent.state, list(agent.plan.names))
         used = time.process_time() - cpu[0]
         cpu[0] += used
-        per_nic = used / agent.plan.window_s / max(agent.plan.rails, 1)
-        metrics.cpu.set(per_nic)
-        count = governor.next_count(agent.plan.count, per_nic)
-        if count != agent.plan.count:
-            agent.set_count(count)
+        metrics.cpu.set(used / agent.plan.window_s / max(agent.plan.rails, 1))
         replace(path, (json.dumps(state_doc(agent, node, k), allow_nan=False) + "\n").encode())
         subjects = [*agent.state.pairs.values(), *agent.state.nics.values()]
         named = sum(t.alerted for t in subjects)
