@@ -79,7 +79,7 @@ def load_plan(opts: Options):
     if len({len(a) for a in addrs}) != 1:
         raise RdmacliError(f"{opts.map_path}: every node needs the same number of rails", cause=Cause.USAGE)
     kind, sample = opts.pairs
-    groups = groups_of(list(names), m, opts.map_path, kind != "all") if kind != "all" else ()
+    groups = groups_of(list(names), m, opts.map_path, needed=True) if kind != "all" else ()
     per = opts.partners
     try:
         if per is None:  # every partner each window, as many as the budget allows
@@ -115,8 +115,7 @@ def state_doc(agent, node: str, k: int | None) -> dict:
     ]
     return {"type": "watch", "v": VERSION, "node": node, "port": plan.port, "window": k,
             "time": round(time.time(), 3), "window_s": plan.window_s, "period_s": plan.period_s(),
-            "windows": st.windows, "skipped": agent.skipped, "count": plan.count,  # probes a partner now
-            "nics": nics, "pairs": pairs}  # fmt: skip
+            "windows": st.windows, "skipped": agent.skipped, "nics": nics, "pairs": pairs}  # fmt: skip
 
 
 def serve(opts: Options, policy, *, err=sys.stderr) -> int:
