@@ -179,8 +179,10 @@ def show(node, port, state_file) -> None:
     metavar="CMD",
     help="How rdmacli is run on the nodes (words, no shell).",
 )
+@pairs_option("between every two groups a period: the agents' own (it says how many partners a NIC has)")
 @json_option
-def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, json_mode) -> None:
+def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, pairs_spec,
+           json_mode) -> None:  # fmt: skip
     """Gather the agents' current verdicts for NODES and blame them as `mesh` does."""
     from rdmacli.cli._run import finish
     from rdmacli.watch.gather import gather
@@ -190,5 +192,6 @@ def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, 
     with app.errors("watch status", params):
         from rdmacli.render.watch import status_view
 
-        outcome = gather(nodes, map_path, launcher, port, state_file, timeout, agent_command, params)
+        outcome = gather(nodes, map_path, launcher, port, state_file, timeout, agent_command, params,
+                         pairs_spec)  # fmt: skip
         finish(app, outcome, status_view)

@@ -95,9 +95,10 @@ def port_dirs(device: str, port: int, sysfs: str | None = None) -> list[tuple[st
     ]
 
 
-def read(device: str, port: int = 1, *, sysfs: str | None = None) -> dict[str, int]:
-    """Every counter of the port by name (a device-wide one as `device.NAME`); what cannot be read
-    as a non-negative integer is left out. Never raises."""
+def read(device: str, port: int = 1, *, sysfs: str | None = None, only=None) -> dict[str, int]:
+    """Every counter of the port by name (a device-wide one as `device.NAME`), or those of
+    `only` (names without the prefix: `rdmacli watch` reads one a window, not 37); what cannot
+    be read as a non-negative integer is left out. Never raises."""
     out: dict[str, int] = {}
     if not device or "/" in device or device.startswith("."):
         return out
@@ -107,7 +108,8 @@ def read(device: str, port: int = 1, *, sysfs: str | None = None) -> dict[str, i
         except OSError:
             continue
         for name in names:
-            if name == "lifespan":  # a setting (ms between refreshes), not a count
+            # lifespan: a setting (ms between refreshes), not a count
+            if name == "lifespan" or (only is not None and name not in only):
                 continue
             try:
                 with open(os.path.join(d, name), "rb") as f:

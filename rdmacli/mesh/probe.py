@@ -21,6 +21,7 @@ its own probes (report.Pair merges them). No connection test's rounds: one slot,
 from __future__ import annotations
 
 import heapq
+import random
 import selectors
 import statistics
 import struct
@@ -196,9 +197,10 @@ def verbs_address(ptr) -> int:
     return native.as_address(ptr, verbs.ffi())
 
 
-def native_loop(nic: NicProbe, recvs: int, sends: int):
+def native_loop(nic: NicProbe, recvs: int, sends: int, free: list[int] | None = None):
     """The native datagram loop for an open NIC, or None (not built, or RDMACLI_DATA_PATH=python:
-    the Python loop below does the same, slower)."""
+    the Python loop below does the same, slower). `free`: the send slots not in flight (a NIC
+    kept open from the window before: its sends still in flight complete into this loop)."""
     from rdmacli import native
 
     if native.load() is None:
@@ -207,7 +209,7 @@ def native_loop(nic: NicProbe, recvs: int, sends: int):
     return native.ProbeLoop(
         verbs_address(lid.qp), verbs_address(nic.cq.ptr), verbs_address(lid.pd), run=nic.run_id, nic=nic.nic,
         count=nic.count, recvs=recvs, sends=sends, buf=(nic.mr.addr, nic.mr.lkey), port_num=nic.ib_port,
-        partners=[p.nic for p in nic.peers],
+        partners=[p.nic for p in nic.peers], free=free,
     )  # fmt: skip
 
 
@@ -229,6 +231,25 @@ class Peer:
     index: int = 0  # in its NIC's list
     resolved: bool = False
     step: float = GAP_S  # between its probes, once resolved
+    known: Known | None = None  # its QP number and AH from an earlier window (a NIC kept open)
+    cached: bool = False  # resolved from `known`, not by SIDR this window
+
+
+@dataclass
+class Known:
+    """A partner that answered in an earlier window on a NIC kept open (`rdmacli watch`): its
+    QP number and the AH to it, so the next window probes it without SIDR. Dropped when it
+    answers nothing in a window; asked again by SIDR when its own probes come from another QP
+    (its agent restarted)."""
+
+    address: str
+    port: int
+    ah: object
+    qpn: int
+    qkey: int
+
+
+MAX_KNOWN = 4096  # partners a NIC keeps from window to window, at most
 
 
 class NicProbe:
@@ -255,6 +276,9 @@ class NicProbe:
         self.counters_before: dict[str, int] = {}
         self.counters: list[dict] = []
         self.native = None  # the datagrams' loop in C (rdmacli.native.ProbeLoop), when built
+        self.known: dict[int, Known] = {}  # a partner NIC -> what an earlier window learnt of it
+        self.retired: list = []  # AHs no longer used, destroyed with the NIC (a send may still hold one)
+        self.offset = 0.0  # of a step, the known partners' first probes (retarget)
 
     def phase(self, begin: float, end: float) -> None:
         """The phase's times (the go line may move its start after the NIC is open). Partners
@@ -291,18 +315,69 @@ class NicProbe:
         self.mr = verbs.MR(self.listen_id.pd, (recvs + sends) * SLOT, C.ACCESS_LOCAL_WRITE)
         verbs.post_recv_slots(self.listen_id.qp, self.mr, range(recvs), SLOT)
         self.free_sends = list(range(recvs, recvs + sends))
+        self.sends = sends
         self.native = native_loop(self, recvs, sends)
         self.cq.req_notify()
+        self._counters_start()
+
+    def _counters_start(self) -> None:
+        self.counters = []
         if self.device:
             self.counters_before = counters.read(self.device, self.ib_port)
+
+    def retarget(self, run: bytes, peers: list[Peer], count: int) -> None:
+        """The next window on this NIC, kept open (`rdmacli watch`): its QP, CQ, buffer and
+        receives stay, and so does what it learnt of partners that answered (`known`: no SIDR
+        for them again). Under TCG, opening a NIC and asking each partner by SIDR every window
+        was a fifth of the agent's CPU. A partner that answered nothing is forgotten and asked
+        again; so is one whose probes come from another QP than the one known (_stale)."""
+        for p in self.peers:
+            if p.resolving is not None:
+                try:
+                    p.resolving.destroy()
+                except Exception:  # noqa: BLE001
+                    pass
+                p.resolving = None
+            old = self.known.pop(p.nic, None)
+            if p.resolved and p.ah is not None and p.tally.answered > 0:
+                self.known[p.nic] = Known(p.address, p.port, p.ah, p.qpn, p.qkey)  # the newest last
+                if old is not None and old.ah is not p.ah:
+                    self.retired.append(old.ah)
+            else:
+                self.retired += [x for x in (p.ah, old and old.ah) if x is not None]
+            p.ah = None
+        while len(self.known) > MAX_KNOWN:
+            self.retired.append(self.known.pop(next(iter(self.known))).ah)
+        if self.native is not None:
+            self.native.release()
+        for _, ah in self.ahs.values():
+            self.retired.append(ah)
+        self.ahs.clear()
+        self.run_id, self.count, self.peers = run, count, peers
+        for i, p in enumerate(peers):
+            p.index = i
+            k = self.known.get(p.nic)
+            if k is not None and (k.address, k.port) == (p.address, p.port):
+                p.known = k
+        self.by_nic = {p.nic: p for p in peers}
+        self.due, self.inflight = [], {}
+        # the known partners' probes go together, a NIC's own random part of a step into the
+        # window: one wake sends them all (their replies come back together too), and no two
+        # NICs' bursts line up (in step, every NIC of the lab probed at once and the round
+        # trips measured the queue for its two CPUs: 3.3-5.2 ms typical against 1.1)
+        self.offset = random.random()
+        if self.native is not None:
+            self.native = native_loop(self, self.recvs, self.sends, free=self.native.free_slots())
+        self._counters_start()
 
     def close(self) -> None:
         """Everything this NIC's phase made, in the order the stack needs (AHs and the MR before
         the last cm_id takes librdmacm's PD with it); errors here are not the pairs'."""
         steps = [self.native.release] if self.native is not None else []  # its reply AHs
         steps += [p.resolving.destroy for p in self.peers if p.resolving is not None]
-        steps += [p.ah.destroy for p in self.peers if p.ah is not None]
-        steps += [ah.destroy for _, ah in self.ahs.values()]
+        held = [p.ah for p in self.peers] + [k.ah for k in self.known.values()] + self.retired
+        ahs = {id(x): x for x in held + [ah for _, ah in self.ahs.values()] if x is not None}  # each once
+        steps += [ah.destroy for ah in ahs.values()]
         if self.listen_id is not None:
             steps.append(self.listen_id.destroy_qp)
         steps += [x for x in (self.cq and self.cq.destroy, self.comp and self.comp.destroy,
@@ -319,11 +394,42 @@ class NicProbe:
         for p in self.peers:
             p.resolving = p.ah = None
         self.ahs.clear()
+        self.known.clear()
+        self.retired.clear()
         self.listen_id = self.cq = self.comp = self.mr = self.channel = None  # closed: twice is harmless
         self.native = None
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> None:
+        """The phase, until its end or a stop: SIDR in Python; the datagrams in C when the
+        native loop runs (it sleeps there too, handing back for CM events and Python's own
+        times), else here on a selector."""
+        if self.native is not None:
+            self._run_native()
+        else:
+            self._run_python()
+        if self.device:
+            d = counters.delta(self.device, self.ib_port, self.counters_before,
+                               counters.read(self.device, self.ib_port))  # fmt: skip
+            if d.moved or d.reset:
+                self.counters = [{"device": d.device, "port": d.port, "moved": dict(d.moved),
+                                  "reset": list(d.reset)}]  # fmt: skip
+
+    def _run_native(self) -> None:
+        channel = verbs_address(self.comp.ptr)
+        while not self.stop():
+            now = time.time()
+            if now >= self.end:
+                break
+            if now >= self.begin:
+                self._ask(now)
+            send_end = self._mono(self.send_end if now >= self.begin else now)  # none before the begin
+            if self.native.wait(channel, self.channel.fd, send_end, self._mono(now + self._next_wake(now))):
+                self._cm_events()
+            self._check(self.native.state.status)
+            self._stale(time.time())
+
+    def _run_python(self) -> None:
         sel = selectors.DefaultSelector()
         sel.register(self.channel.fd, selectors.EVENT_READ, "cm")
         sel.register(self.comp.fd, selectors.EVENT_READ, "cq")
@@ -344,24 +450,37 @@ class NicProbe:
                             self.cq.ack_events(1)
                         self.cq.req_notify()
                 self._datagrams(time.time())
+                self._stale(time.time())
         finally:
             sel.close()
-        if self.device:
-            d = counters.delta(self.device, self.ib_port, self.counters_before,
-                               counters.read(self.device, self.ib_port))  # fmt: skip
-            if d.moved or d.reset:
-                self.counters = [{"device": d.device, "port": d.port, "moved": dict(d.moved),
-                                  "reset": list(d.reset)}]  # fmt: skip
+
+    def _stale(self, now: float) -> None:
+        """Partners resolved from `known` whose own probes this window come from another QP:
+        their agent restarted, and the probes sent to the old QP were nobody's to answer. Each
+        is asked again by SIDR, its count started afresh (never a dead window of our making)."""
+        for p in self.peers:
+            if not p.cached:
+                continue
+            seen = (
+                self.native.reply_qpn_of(p.index) if self.native is not None else self.ahs.get(p.nic, (0,))[0]
+            )
+            if seen and seen != p.qpn:
+                p.cached = p.resolved = False
+                self.known.pop(p.nic, None)
+                self.retired.append(p.ah)
+                p.ah, p.tally, p.seq = None, Tally(), 0
+                if self.native is not None:
+                    self.native.forget(p.index)
+                heapq.heappush(self.asks, (now, p.index))
 
     def _datagrams(self, now: float) -> None:
-        """The CQ's completions and the probes due: in C when the native loop runs (one call),
-        else here. Probes go only once the phase has begun."""
-        if self.native is None:
-            self._completions()
-            if now >= self.begin:
-                self._send_due(now)
-            return
-        status = self.native.turn(self._mono(self.send_end if now >= self.begin else now))
+        """The CQ's completions and the probes due (the Python loop). Probes go only once the
+        phase has begun."""
+        self._completions()
+        if now >= self.begin:
+            self._send_due(now)
+
+    def _check(self, status: int) -> None:
         if status != 0:
             from rdmacli import native
 
@@ -373,12 +492,13 @@ class NicProbe:
         return max(int((t - time.time()) * 1e9) + time.monotonic_ns(), 0)
 
     def _next_wake(self, now: float) -> float:
+        """How long the loop may sleep: until the phase's begin or end, the next probe due in
+        Python's loop (the native loop wakes for its own), the next SIDR to ask or give up, and
+        never more than 0.2 s (the stop flag)."""
         wake = self.end
         if now < self.begin:
             wake = min(wake, self.begin)
-        if self.native is not None and self.native.next_due_ns:
-            wake = min(wake, now + (self.native.next_due_ns - time.monotonic_ns()) / 1e9)
-        elif self.due and self.free_sends:
+        if self.due and self.free_sends:
             wake = min(wake, self.due[0][0])
         if self.asks and len(self.inflight) < MAX_RESOLVING:
             wake = min(wake, max(self.asks[0][0], now))
@@ -400,6 +520,17 @@ class NicProbe:
             _, i = heapq.heappop(self.asks)
             p = self.peers[i]
             if p.resolved or p.resolving is not None or now >= self.resolve_end:
+                continue
+            if p.known is not None:  # answered in an earlier window on this open NIC: no SIDR
+                p.ah, p.qpn, p.qkey, p.resolved, p.cached, p.known = (
+                    p.known.ah,
+                    p.known.qpn,
+                    p.known.qkey,
+                    True,
+                    True,
+                    None,
+                )
+                self._schedule(p, now)
                 continue
             p.attempts += 1
             wait = attempt_s(p.attempts)
@@ -482,6 +613,8 @@ class NicProbe:
         left = self.count - p.tally.sent
         if left > 0:
             p.step = max(SPREAD * (self.send_end - now) / left, GAP_S / 4, len(self.peers) / MAX_RATE)
+            if p.cached:  # no SIDR spread these: a part of a step of this NIC's own, for all of them
+                now += self.offset * p.step
             if self.native is not None:
                 self.native.resolved(p.index, verbs_address(p.ah.ptr), p.qpn, p.qkey, int(p.step * 1e9),
                                      self._mono(now))  # fmt: skip
@@ -635,7 +768,17 @@ class Phase:
     partners' SIDR windows end unanswered. A rail that cannot open has its problem said in
     `problems` (the agent's per-rail list), as the agent's preflight does."""
 
-    def __init__(self, cfg, tests: list[tuple[int, int, int]], problems: list, *, stop=lambda: False):
+    def __init__(self, cfg, tests: list[tuple[int, int, int]], problems: list, *, stop=lambda: False,
+                 keep: bool = False):  # fmt: skip
+        self.keep = keep  # NICs stay open after a run, for next_window (`rdmacli watch`)
+        self.stop = stop
+        self.nics: dict[int, NicProbe] = {}
+        self.next_window(cfg, tests, problems)
+
+    def next_window(self, cfg, tests: list[tuple[int, int, int]], problems: list) -> None:
+        """Take a window's tests: a NIC kept open from the window before (keep) goes on with its
+        QP and what it knows of its partners (NicProbe.retarget) when its rail, address and port
+        are the same; any other is closed; a rail not open is opened."""
         self.cfg, self.problems = cfg, problems
         self.by_rail: dict[int, list[Peer]] = {}
         for rail, peer, peer_rail in tests:
@@ -648,13 +791,22 @@ class Phase:
                     cfg.port_of(peer_rail),
                 )
             )
-        self.nics: dict[int, NicProbe] = {}
+        run = bytes.fromhex(cfg.spec.run_id)
+        for rail, nic in list(self.nics.items()):
+            same = (nic.nic, nic.address, nic.port) == (cfg.nic(cfg.rank, rail), cfg.address(cfg.rank, rail),
+                                                        cfg.port_of(rail))  # fmt: skip
+            try:
+                if not same or rail not in self.by_rail or problems[rail] is not None:
+                    raise LookupError("not this window's")
+                nic.retarget(run, self.by_rail[rail], cfg.spec.count)
+            except Exception:  # noqa: BLE001 - closed; opened afresh below when it has tests
+                self.drop(rail)
         for rail, peers in sorted(self.by_rail.items()):
-            if problems[rail] is not None:
+            if problems[rail] is not None or rail in self.nics:
                 continue
-            nic = NicProbe(run=bytes.fromhex(cfg.spec.run_id), nic=cfg.nic(cfg.rank, rail),
-                           address=cfg.address(cfg.rank, rail), port=cfg.port_of(rail), peers=peers,
-                           count=cfg.spec.count, begin=0.0, end=0.0, stop=stop)  # fmt: skip
+            nic = NicProbe(run=run, nic=cfg.nic(cfg.rank, rail), address=cfg.address(cfg.rank, rail),
+                           port=cfg.port_of(rail), peers=peers, count=cfg.spec.count, begin=0.0, end=0.0,
+                           stop=self.stop)  # fmt: skip
             self.nics[rail] = nic
             try:
                 nic.open()
@@ -663,8 +815,14 @@ class Phase:
                     f"the probe could not open on {cfg.address(cfg.rank, rail)}: {exc}",
                     cause=Cause.CALL_FAILED,
                 )  # fmt: skip
-                nic.close()
-                del self.nics[rail]
+                self.drop(rail)
+
+    def drop(self, rail: int) -> None:
+        """Close one rail's NIC (the next window opens it afresh: after its link went down, or
+        anything that went wrong)."""
+        nic = self.nics.pop(rail, None)
+        if nic is not None:
+            nic.close()
 
     def run(self, begin: float, end: float) -> list[dict]:
         """Probe from `begin` to `end` on every open NIC, each in a thread (they are separate
@@ -684,10 +842,12 @@ class Phase:
                     rec.update(result="fail", error=self.problems[rail].to_dict())
                     out.append(rec)
                 return out
+            failed = True
             try:
                 nic.phase(begin, end)
                 nic.run()
                 results = nic.results()
+                failed = False
             except RdmacliError as exc:
                 results = [(p, "fail", exc) for p in peers]
             except Exception as exc:  # noqa: BLE001 - the stack refused something: every pair says what
@@ -695,7 +855,8 @@ class Phase:
                                    cause=Cause.CALL_FAILED)  # fmt: skip
                 results = [(p, "fail", err) for p in peers]
             finally:
-                nic.close()
+                if failed or not self.keep or self.stop():  # a NIC kept open only when all went well
+                    nic.close()
             for p, result, error in results:
                 rec = pair_record(cfg, 0, 0, p.rank, rail, p.rail)
                 rec.update(p.tally.figures(), result=result, error=error.to_dict() if error else None)
@@ -704,7 +865,10 @@ class Phase:
                 out.append(rec)
             return out
 
-        return [rec for recs in at_once(one, sorted(self.by_rail), None) for rec in recs]
+        out = [rec for recs in at_once(one, sorted(self.by_rail), None) for rec in recs]
+        for rail in [r for r, nic in self.nics.items() if nic.listen_id is None]:  # closed by its run
+            self.drop(rail)
+        return out
 
     def close(self) -> None:
         """Whatever is still open (a run that ended before its phase); closing twice is harmless."""

@@ -203,11 +203,12 @@ class BwLoop(_Loop):
 
 class ProbeLoop(_Loop):
     """A mesh probe NIC's datagrams in C (probe.c): every completion of its CQ and every probe
-    due, once a turn of the phase's loop; SIDR and the pacing stay in Python
-    (rdmacli/mesh/probe.py). Times are CLOCK_MONOTONIC ns (time.monotonic_ns())."""
+    due, and the sleep between them, until Python has something to do; SIDR and the pacing
+    stay in Python (rdmacli/mesh/probe.py). Times are CLOCK_MONOTONIC ns (time.monotonic_ns())."""
 
     def __init__(self, qp: int, cq: int, pd: int, *, run: bytes, nic: int, count: int, recvs: int,
-                 sends: int, buf: tuple[int, int], port_num: int, partners: list[int]):  # fmt: skip
+                 sends: int, buf: tuple[int, int], port_num: int, partners: list[int],
+                 free: list[int] | None = None):  # fmt: skip
         super().__init__(qp, cq, "rdmacli_probe")
         ffi, s = self.ffi, self.state
         s.run = run
@@ -229,24 +230,45 @@ class ProbeLoop(_Loop):
         for i, partner in enumerate(partners):
             self.peer_of_nic[partner] = i
         self.reply_ah, self.reply_qpn = ffi.new("uint64_t[]", max(n, 1)), ffi.new("uint32_t[]", max(n, 1))
-        self.free = ffi.new("uint32_t[]", list(range(recvs, recvs + sends)))
+        slots = (
+            list(range(recvs, recvs + sends))
+            if free is None
+            else [x for x in free if recvs <= x < recvs + sends]
+        )
+        self.free = ffi.new("uint32_t[]", max(sends, 1))
+        self.free[0 : len(slots)] = slots
         s.npeers, s.peers, s.nics, s.peer_of_nic = n, self.peers, nics, self.peer_of_nic
-        s.reply_ah, s.reply_qpn, s.free_sends, s.nfree = self.reply_ah, self.reply_qpn, self.free, sends
+        s.reply_ah, s.reply_qpn, s.free_sends, s.nfree = self.reply_ah, self.reply_qpn, self.free, len(slots)
 
     def resolved(self, index: int, ah: int, qpn: int, qkey: int, step_ns: int, due_ns: int) -> None:
         """Partner `index` answered SIDR: its probes go from due_ns, a step apart."""
         p = self.peers[index]
         p.ah, p.qpn, p.qkey, p.step_ns, p.next_due_ns = ah, qpn, qkey, max(step_ns, 1), due_ns
 
-    def turn(self, send_end_ns: int) -> int:
-        """Every completion now in the CQ, then every probe due before send_end_ns: its status."""
+    def wait(self, channel: int, cm_fd: int, send_end_ns: int, until_ns: int) -> bool:
+        """Turns, sleeping on the completion channel and on `cm_fd` between them, until the CM
+        fd is readable (True: Python's SIDR events) or until_ns (False). A signal hands back
+        as the deadline does; any other stop raises in the caller through `status`."""
         self.state.send_end_ns = send_end_ns
-        self.lib.rdmacli_probe_turn(self.qp, self.cq, self.state)
-        return self.state.status
+        got = self.lib.rdmacli_probe_wait(self.qp, self.cq, self.ffi.cast("void *", channel), self.state,
+                                          cm_fd, max(until_ns, 0))  # fmt: skip
+        if got < 0 and self.state.status == SIGNAL:
+            self.state.status = OK
+            return False
+        return got == 1
 
-    @property
-    def next_due_ns(self) -> int:
-        return self.state.next_due_ns
+    def free_slots(self) -> list[int]:
+        """The send slots not in flight (the next window's loop on the same QP starts from them)."""
+        return self.ffi.unpack(self.free, self.state.nfree)
+
+    def reply_qpn_of(self, index: int) -> int:
+        """The QP partner `index`'s probes came from this window (0: none yet)."""
+        return self.reply_qpn[index]
+
+    def forget(self, index: int) -> None:
+        """Partner `index` asked again from scratch: no AH, no probe sent or counted."""
+        p = self.peers[index]
+        p.ah, p.sent, p.answered, p.next_due_ns = 0, 0, 0, 0
 
     def counts(self, index: int) -> tuple[int, int, list[int], list[int]]:
         """(sent, answered, host round trips, network round trips) of partner `index`."""

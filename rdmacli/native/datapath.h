@@ -138,6 +138,8 @@ struct rdmacli_probe {
 };
 
 int rdmacli_probe_turn(void *qp, void *cq, struct rdmacli_probe *s);
+int rdmacli_probe_wait(void *qp, void *cq, void *channel, struct rdmacli_probe *s, int cm_fd,
+                       uint64_t until_ns);
 void rdmacli_probe_release(struct rdmacli_probe *s);
 int rdmacli_bw_stream(void *qp, void *cq, struct rdmacli_bw *s, uint64_t post_until_ns,
                       uint64_t slice_end_ns, uint64_t idle_ns);

@@ -14,11 +14,19 @@
  * named, a sequence number among the probes sent, a length that holds a datagram); every
  * buffer touched is a slot of the one registered buffer, found from our own wr_id; a turn
  * polls at most MAX_BATCHES batches, so the CM events of SIDR are never kept waiting.
+ *
+ * rdmacli_probe_wait is the phase's sleep as well: Python calls it once per thing of its own
+ * (a SIDR event, an ask due, the stop flag's 0.2 s), and it sleeps on the CQ's completion
+ * channel and the CM's fd between turns. In the lab, a Python wake per datagram (about 350 a
+ * NIC a window of `rdmacli watch`) was most of the agent's CPU; here a wake costs its syscalls.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "datapath.h"
 
@@ -26,6 +34,7 @@
 #define MAX_BATCHES 64
 #define GRH 40
 #define DATAGRAM 52                /* ">4sB3x8sIIIQQQ" */
+#define MAX_WAKES 100000            /* rdmacli_probe_wait's turns a call, at most */
 #define FLOOR_NS 500ull            /* figures.RTT_FLOOR_US: no wire's round trip is shorter */
 #define UDP_QKEY 0x01234567u       /* RDMA_UDP_QKEY: rdma_cm's UD QPs */
 static const unsigned char MAGIC[4] = {'R', 'P', 'R', 'B'};
@@ -311,4 +320,67 @@ void rdmacli_probe_release(struct rdmacli_probe *s)
             s->reply_ah[k] = 0;
         }
     }
+}
+
+/* Turns until Python has something to do: sleeps (ppoll) on the completion channel and on the
+ * CM event channel's fd between them, wakes for the next probe due, and returns 1 when the CM
+ * fd is readable (a SIDR event: Python's), 0 when until_ns (CLOCK_MONOTONIC) came, or -1 with
+ * s->status set (a turn's error, a signal: RDMACLI_SIGNAL, errno in s->err). Never past
+ * until_ns, never more than MAX_WAKES turns. The channel's fd is non-blocking (Python made it
+ * so), and the CQ is armed again after each event, before the next turn polls it. */
+int rdmacli_probe_wait(void *qp, void *cq, void *channel_, struct rdmacli_probe *s, int cm_fd,
+                       uint64_t until_ns)
+{
+    struct ibv_comp_channel *channel = channel_;
+    struct pollfd fds[2];
+    struct timespec ts;
+    struct ibv_cq *ev_cq;
+    void *ev_ctx;
+    uint64_t now, wake;
+    int wakes, rc;
+
+    if (!channel || !s || cm_fd < 0) {
+        if (s)
+            s->status = RDMACLI_BAD_ARGS;
+        return -1;
+    }
+    for (wakes = 0; wakes < MAX_WAKES; wakes++) {
+        rdmacli_probe_turn(qp, cq, s);
+        if (s->status != RDMACLI_OK)
+            return -1;
+        now = rdmacli_now_ns();
+        if (now >= until_ns)
+            return 0;
+        wake = until_ns;
+        if (s->next_due_ns && s->next_due_ns < wake)
+            wake = s->next_due_ns > now ? s->next_due_ns : now;
+        ts.tv_sec = (time_t)((wake - now) / 1000000000ull);
+        ts.tv_nsec = (long)((wake - now) % 1000000000ull);
+        fds[0].fd = channel->fd;
+        fds[0].events = POLLIN;
+        fds[0].revents = 0;
+        fds[1].fd = cm_fd;
+        fds[1].events = POLLIN;
+        fds[1].revents = 0;
+        rc = ppoll(fds, 2, &ts, NULL);
+        if (rc < 0) {
+            s->status = errno == EINTR ? RDMACLI_SIGNAL : RDMACLI_POLL_ERROR;
+            s->err = errno;
+            return -1;
+        }
+        if (fds[0].revents & POLLIN) {
+            while (ibv_get_cq_event(channel, &ev_cq, &ev_ctx) == 0)
+                ibv_ack_cq_events(ev_cq, 1);
+            if (ibv_req_notify_cq((struct ibv_cq *)cq, 0)) {
+                s->status = RDMACLI_POLL_ERROR;
+                s->err = errno;
+                return -1;
+            }
+        }
+        if (fds[1].revents) {
+            rdmacli_probe_turn(qp, cq, s); /* what came with it, before Python's turn */
+            return s->status == RDMACLI_OK ? 1 : -1;
+        }
+    }
+    return 0;
 }

@@ -1,15 +1,17 @@
 """The `rdmacli watch` agent's loop: one probe window after another, until it is stopped.
 
-Each window k: the NICs open OPEN_LEAD_S before it begins (mesh/probe.Phase: one UD QP a rail,
-receives posted), probe window k's partners (WatchPlan.tests) until its phase ends, close; the
-records are judged and fed to the trackers (WatchState), the metrics and the state file follow.
+Each window k: from OPEN_LEAD_S before it begins, the NICs (mesh/probe.Phase: one UD QP a
+rail, receives posted, opened at the first window and kept open after) probe window k's
+partners (WatchPlan.tests) until its phase ends; the records are judged and fed to the trackers
+(WatchState), the metrics and the state file follow. A NIC is opened afresh after anything went
+wrong on it or its link went down; all are closed when the agent stops.
 A window opened a little late still runs (its partners ask again for its QP number); one a
 third into its phase is skipped, counted, never judged on what little would be left. The plan
 may be replaced between windows (SIGHUP re-reads the map: `reload`); a stop (SIGTERM) ends the
 window in progress at its next loop turn.
 
 The loop takes its phase as a factory, so its timing and bookkeeping are tested without RDMA;
-the real factory is mesh/probe.Phase over a per-window RunSpec.
+the real factory (ProbePhases) is one mesh/probe.Phase, a RunSpec a window.
 """
 
 from __future__ import annotations
@@ -22,17 +24,35 @@ from rdmacli.watch.plan import OPEN_LEAD_S, WatchPlan
 from rdmacli.watch.state import WatchState
 
 
-def probe_phase(plan: WatchPlan, k: int, stop):
-    """Window k's phase on the real stack: mesh/probe.Phase over a RunSpec of this window."""
-    from rdmacli.mesh import probe
-    from rdmacli.mesh.agent import AgentConfig
-    from rdmacli.mesh.contract import RunSpec
+class ProbePhases:
+    """The real stack's phases (WatchAgent.make_phase): one mesh/probe.Phase over a RunSpec of
+    each window, its NICs kept open from window to window (keep=True): their QP, receives and
+    the partners they already know. Opening every NIC and asking every partner by SIDR each
+    window was about a fifth of the agent's CPU in the lab. `close` ends them (the agent's
+    stop)."""
 
-    spec = RunSpec(run_id=plan.run_id(k), names=plan.names, addresses=plan.addresses,
-                   start_at=plan.begin(k), round_s=plan.window_s, port=plan.port, test="probe",
-                   count=plan.count)  # fmt: skip
-    problems = [None] * plan.rails
-    return probe.Phase(AgentConfig(spec, plan.rank), plan.tests(k), problems, stop=stop)
+    def __init__(self):
+        self.phase = None
+
+    def __call__(self, plan: WatchPlan, k: int, stop):
+        from rdmacli.mesh import probe
+        from rdmacli.mesh.agent import AgentConfig
+        from rdmacli.mesh.contract import RunSpec
+
+        spec = RunSpec(run_id=plan.run_id(k), names=plan.names, addresses=plan.addresses,
+                       start_at=plan.begin(k), round_s=plan.window_s, port=plan.port, test="probe",
+                       count=plan.count)  # fmt: skip
+        cfg, problems = AgentConfig(spec, plan.rank), [None] * plan.rails
+        if self.phase is None:
+            self.phase = probe.Phase(cfg, plan.tests(k), problems, stop=stop, keep=True)
+        else:
+            self.phase.next_window(cfg, plan.tests(k), problems)
+        return self.phase
+
+    def close(self) -> None:
+        if self.phase is not None:
+            self.phase.close()
+            self.phase = None
 
 
 @dataclass
@@ -40,7 +60,9 @@ class WatchAgent:
     plan: WatchPlan
     state: WatchState
     on_window: object = None  # callable(k, records, by_nic): metrics, the state file
-    make_phase: object = probe_phase  # (plan, k, stop) -> an object with run(begin, end) and close()
+    # (plan, k, stop) -> an object with run(begin, end), close() and keep (its NICs stay open
+    # for the next window: closed by make_phase.close() when the agent stops)
+    make_phase: object = field(default_factory=ProbePhases)
     clock: object = time.time
     sleep: object = None  # (seconds) -> True if stopped meanwhile; the stop event's wait unless given
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -60,7 +82,10 @@ class WatchAgent:
         from rdmacli.diag import counters
         from rdmacli.watch.state import LINK_DOWN_COUNTERS
 
-        read = self.read_counters or counters.read
+        def read_one(device, port):
+            return counters.read(device, port, only=LINK_DOWN_COUNTERS)
+
+        read = self.read_counters or read_one
         out = {}
         for rail, device in self.devices.items():
             values = read(device, self.ports.get(rail, 1))
@@ -89,7 +114,16 @@ class WatchAgent:
         return self.plan.begin(k) + (self.plan.phase_end(k) - self.plan.begin(k)) / 3
 
     def run(self, windows: int | None = None) -> int:
-        """Windows until stopped (or `windows` of them); the number run."""
+        """Windows until stopped (or `windows` of them); the number run. The NICs kept open
+        between windows are closed when it ends, however it ends."""
+        try:
+            return self._windows(windows)
+        finally:
+            closing = getattr(self.make_phase, "close", None)
+            if closing is not None:
+                closing()
+
+    def _windows(self, windows: int | None) -> int:
         done = 0
         k = self.next_window()
         while not self.stopping.is_set() and (windows is None or done < windows):
@@ -117,11 +151,15 @@ class WatchAgent:
         try:
             records = phase.run(plan.begin(k), plan.phase_end(k))
         finally:
-            phase.close()
+            if not getattr(phase, "keep", False) or self.stopping.is_set():
+                phase.close()
         for rail, nic in getattr(phase, "nics", {}).items():
             self.devices[rail] = nic.device
             self.ports[rail] = nic.ib_port
         drops = self.link_drops()
+        for rail, n in drops.items():
+            if n and hasattr(phase, "drop"):  # a port that went down: its NIC opened afresh
+                phase.drop(rail)
         if self.stopping.is_set():  # a window cut short is no evidence
             return
         by_nic = self.state.feed(records, drops)

@@ -14,9 +14,9 @@ MAX_ANSWER = 4 * 2**20  # one node's state line: more is not ours
 
 
 def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file: str | None, timeout: float,
-           agent_command: str, params: dict) -> Outcome:  # fmt: skip
+           agent_command: str, params: dict, pairs: str = "all") -> Outcome:  # fmt: skip
     from rdmacli.mesh import nodes as N
-    from rdmacli.mesh.inputs import read_map, split_args
+    from rdmacli.mesh.inputs import groups_of, parse_pairs, read_map, split_args
     from rdmacli.mesh.launch import ClusterShellLauncher
 
     m = read_map(map_path)
@@ -28,7 +28,9 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     if unknown:
         raise RdmacliError(f"not in {map_path}: {', '.join(unknown[:8])}", cause=Cause.USAGE)
     rails = len(m.addresses[names[0]])
-    g = S.Gathered(names, rails)
+    kind, k = parse_pairs(pairs)
+    groups = groups_of(names, m, map_path, needed=kind != "all")
+    g = S.Gathered(names, rails, partners=S.partner_counts(groups, names, kind, k))
     base = split_args("--agent-command", agent_command) or ["rdmacli"]
     commands = {}
     for node in asked:

@@ -29,6 +29,10 @@ class Gathered:
     rails: int
     docs: dict[str, dict] = field(default_factory=dict)  # node -> its checked state doc
     refused: dict[str, str] = field(default_factory=dict)  # node -> why its words were not taken
+    partners: dict[str, int] = field(default_factory=dict)  # node -> its NICs' partners; n - 1 unless said
+
+    def partners_of(self, node: str) -> int:
+        return self.partners.get(node, len(self.names) - 1)
 
     def take(self, node: str, doc) -> None:
         why = check(doc, node, self.names, self.rails)
@@ -62,6 +66,22 @@ def check(doc, node: str, names: list[str], rails: int) -> str | None:
     return None
 
 
+def partner_counts(groups: tuple[str, ...], names: list[str], kind: str, k: int) -> dict[str, int]:
+    """Each node's partners a period under `--pairs kind[:k]` (inside its group, and k with
+    every other group when sampled): the "most of its partners" of the blame. Empty for all
+    (every other node)."""
+    if kind == "all" or not groups:
+        return {}
+    size: dict[str, int] = {}
+    for grp in groups:
+        size[grp] = size.get(grp, 0) + 1
+    out = {}
+    for name, grp in zip(names, groups):
+        across = sum(min(k, n) for other, n in size.items() if other != grp) if kind == "sample" else 0
+        out[name] = size[grp] - 1 + across
+    return out
+
+
 def _rail(x, rails: int) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < rails
 
@@ -69,7 +89,7 @@ def _rail(x, rails: int) -> bool:
 def blame(g: Gathered) -> dict:
     """The fabric's verdict from the gathered docs, in mesh's shape (nodes, nics, links,
     unexplained) with the disputed pairs and the nodes that did not answer."""
-    n, rails = len(g.names), g.rails
+    rails = g.rails
     rank = {name: i for i, name in enumerate(g.names)}
     said: dict[tuple, dict[str, str]] = {}  # (nic, nic) sorted -> {an end that names it: cause}
     seen: dict[tuple, set[str]] = {}  # (nic, nic) sorted -> the ends that see trouble on it at all
@@ -100,8 +120,8 @@ def blame(g: Gathered) -> dict:
     for (x, y), cause in agreed.items():
         per_nic.setdefault(x, []).append(cause)
         per_nic.setdefault(y, []).append(cause)
-    for nic, causes in per_nic.items():  # named by most of its partners (each NIC has n - 1)
-        if nic not in bad and len(causes) >= 2 and len(causes) * 2 > n - 1:
+    for nic, causes in per_nic.items():  # named by most of its partners (the plan's, not n - 1)
+        if nic not in bad and len(causes) >= 2 and len(causes) * 2 > g.partners_of(nic[0]):
             bad[nic] = max(set(causes), key=causes.count)
     # slow is judged against each agent's own past; when most NICs that answered are slow at
     # once, it is the hosts or the whole fabric (as mesh judges slow against the fabric's best):

@@ -40,12 +40,7 @@ def agents(tmp_path_factory):
     mapfile = d / "watch.map"
     with open(RAILS_MAP) as f:
         mapfile.write_text("".join(line for line in f if line.split()[0] in EIGHT))
-    procs = {}
-    for k, name in enumerate(EIGHT, 1):
-        cmd = [sys.executable, "-m", "rdmacli", "watch", "run", "--map", str(mapfile), "--node", name,
-               "--state-file", str(d / f"{name}.json"), "--metrics", f"{node(k)['ipv4']}:9590",
-               *ARGS]  # fmt: skip
-        procs[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = {name: start_agent(d, mapfile, name) for name in EIGHT}
     try:
         end = time.monotonic() + 180
         while not all(windows(d, n) >= 2 for n in EIGHT):  # readiness: two windows judged by every agent
@@ -61,6 +56,15 @@ def agents(tmp_path_factory):
         assert codes == dict.fromkeys(EIGHT, 0), (codes, [p.stderr.read()[-500:] for p in procs.values()])
         left = subprocess.run(["rdma", "resource", "show", "cm_id"], capture_output=True, text=True).stdout
         assert ":7590" not in left and ":7591" not in left, left
+
+
+def start_agent(d, mapfile, name: str) -> subprocess.Popen:
+    """`rdmacli watch run` for one node, as its service would run it."""
+    k = EIGHT.index(name) + 1
+    cmd = [sys.executable, "-m", "rdmacli", "watch", "run", "--map", str(mapfile), "--node", name,
+           "--state-file", str(d / f"{name}.json"), "--metrics", f"{node(k)['ipv4']}:9590",
+           *ARGS]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,13 +196,43 @@ def test_a_healthy_fabric_names_nothing_and_each_agent_keeps_its_budget(agents):
     answered = sum(v for (name, _), v in m.items() if name == "rdmacli_watch_probes_answered_total")
     assert sent > 0 and answered == sent, m
     assert not any(name == "rdmacli_watch_peer_bad" for name, _ in m)  # no series for healthy pairs
-    cpu = m[("rdmacli_watch_cpu_per_nic", ())]
-    TIMES["cpu per NIC (lab, TCG)"] = cpu
-    print(f"\nwatch: CPU per NIC {cpu:.3f} of a core (TCG)")
-    # the budget is 3 % of a core per NIC; under TCG every instruction is emulated, and the lab
-    # measured 2.8 % (10 probes a partner) and 4.3 % (20) on 2026-11-27: well above would be a
-    # loop that spins, not emulation
-    assert 0 < cpu < 0.1, cpu
+    assert 0 < m[("rdmacli_watch_cpu_per_nic", ())] < 0.1  # the agent's own figure, its last window
+
+    # the budget: 3 % of a core per NIC, each agent's process CPU over three windows (its
+    # process collector, after start-up) over two NICs; under TCG, where every instruction and
+    # rxe's kernel work (two thirds of it) are emulated
+    def used(k: int) -> tuple[float, float]:
+        return scrape(k)[("process_cpu_seconds_total", ())], time.monotonic()
+
+    first = {k: used(k) for k in range(1, 9)}
+    time.sleep(3 * WINDOW_S)  # the span measured over, not a wait for anything
+    last = {k: used(k) for k in range(1, 9)}
+    cpu = {EIGHT[k - 1]: (last[k][0] - first[k][0]) / (last[k][1] - first[k][1]) / 2 for k in range(1, 9)}
+    TIMES["cpu per NIC (lab, TCG)"] = max(cpu.values())
+    print(f"\nwatch: CPU per NIC over 3 windows (TCG): {', '.join(f'{n} {c:.2%}' for n, c in cpu.items())}")
+    assert max(cpu.values()) < 0.03, cpu
+
+
+def test_an_agent_stopped_and_started_again_is_asked_again_and_nothing_stays_named(agents):
+    """A service restart (SIGTERM, then started again, as systemd does). Its NICs' QPs are new;
+    its partners keep theirs open from window to window with its old QP numbers, and ask it
+    again when its own probes come from another QP. Once it has judged three windows nothing is
+    named, and no partner holds a pair with it as bad."""
+    d, mapfile, procs = agents
+    name = "n04"
+    procs[name].send_signal(signal.SIGTERM)
+    assert procs[name].wait(timeout=60) == 0, procs[name].stderr.read()[-2000:]
+    (d / f"{name}.json").unlink()
+    procs[name] = start_agent(d, mapfile, name)
+    end = time.monotonic() + 180
+    while windows(d, name) < 3:  # its readiness: windows judged, not a time
+        assert time.monotonic() < end and procs[name].poll() is None, procs[name].poll()
+        time.sleep(1)
+    seen, doc = until(d, mapfile, lambda doc: not named(doc), 20)
+    print(f"\nwatch: {name} restarted; nothing named {seen:.1f} s after its third window")
+    for n in EIGHT:
+        pairs = json.loads((d / f"{n}.json").read_text())["pairs"]
+        assert not [p for p in pairs if p["peer"] == name and p["state"] == "bad"], (n, pairs)
 
 
 def written(doc: dict, who: set[str]) -> float:

@@ -445,3 +445,53 @@ def test_a_cross_rail_probe_on_separate_networks_is_refused_at_its_phases_end():
     refused = run(cross_ok=False)
     assert refused is not None and "separate networks" in refused.message and refused.exit_code == 2
     assert run(cross_ok=True) is None
+
+
+def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_again_when_they_restart(
+    monkeypatch,
+):
+    """`rdmacli watch` keeps each NIC open from window to window (NicProbe.retarget): a partner
+    that answered keeps its QP number and AH (no SIDR), one that answered nothing is asked again,
+    one whose own probes come from another QP (its agent restarted) is asked again and its
+    count starts afresh; every AH is destroyed once, when the NIC closes."""
+    from types import SimpleNamespace
+
+    destroyed = []
+
+    def ah(name):
+        return SimpleNamespace(ptr=None, destroy=lambda: destroyed.append(name))
+
+    asked = []
+    monkeypatch.setattr(
+        probe.cm.CmId, "create", lambda *a: asked.append(a) or (_ for _ in ()).throw(OSError(5, "x"))
+    )
+    peers = [probe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
+    nic = probe.NicProbe(run=b"\1" * 8, nic=0, address="10.0.0.9", port=7490, peers=peers, count=5,
+                         begin=0.0, end=10.0)  # fmt: skip
+    nic.recvs, nic.sends, nic.free_sends = 64, 64, list(range(64, 128))
+    nic.mr = SimpleNamespace(write=lambda data, off: None)
+    nic.listen_id = SimpleNamespace(qp=None)
+    monkeypatch.setattr(probe.verbs, "post_send", lambda *a, **kw: None)
+    for p, answered in zip(peers[:2], (5, 0)):
+        p.ah, p.qpn, p.qkey, p.resolved = ah(f"ah{p.rank}"), 100 + p.rank, 7, True
+        p.tally.sent, p.tally.answered = 5, answered
+    again = [probe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
+    nic.retarget(b"\2" * 8, again, 5)
+    assert [p.known is not None for p in again] == [True, False, False]
+    nic.phase(20.0, 30.0)
+    nic._ask(20.0)
+    one = again[0]
+    assert one.resolved and one.cached and one.qpn == 101 and one.attempts == 0
+    assert len(asked) == 2 and [p.attempts for p in again[1:]] == [1, 1]  # SIDR for the other two
+    nic._send_due(20.0 + one.step)  # its first probe a random part of a step late: not all at once
+    sent = one.tally.sent
+    assert sent >= 1
+    nic.ahs[1] = (101, ah("reply1"))  # its probes from the QP we know: nothing to do
+    nic._stale(20.5)
+    assert one.resolved and one.tally.sent == sent
+    nic.ahs[1] = (555, ah("reply1b"))  # from another QP: its agent restarted
+    nic._stale(21.0)
+    assert not one.resolved and not one.cached and one.tally.sent == 0 and 1 not in nic.known
+    nic.listen_id = nic.mr = None
+    nic.close()
+    assert sorted(destroyed) == ["ah1", "ah2", "reply1b"], destroyed  # each once; reply1 was replaced by us

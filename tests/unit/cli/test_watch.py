@@ -75,6 +75,28 @@ def test_a_pair_named_by_one_end_whose_other_end_never_answered_is_taken():
     assert v["missing"] == ["n4"] and [(x["a"], x["b"]) for x in v["links"]] == [("n1", "n4")]
 
 
+def test_with_groups_a_nic_named_by_most_of_its_own_partners_is_the_nic_not_two_links():
+    """--pairs group, leaves n1-n3 and n4-n6: n1 rail 0 has two partners a period, both say it
+    is dead (and it agrees on each pair). That is the NIC. Counted against n - 1 partners, two
+    of five was not most, and two links were blamed instead."""
+    groups = ("a", "a", "a", "b", "b", "b")
+    assert S.partner_counts(groups, NAMES, "group", 0) == dict.fromkeys(NAMES, 2)
+    assert S.partner_counts(groups, NAMES, "sample", 2) == dict.fromkeys(NAMES, 4)
+    assert S.partner_counts(groups, NAMES, "all", 0) == {}
+    docs = healthy(
+        n1=doc("n1", pairs=[(0, "n2", "bad", "DEAD"), (0, "n3", "bad", "DEAD")]),
+        n2=doc("n2", pairs=[(0, "n1", "bad", "DEAD")]),
+        n3=doc("n3", pairs=[(0, "n1", "bad", "DEAD")]),
+    )
+    g = S.Gathered(NAMES, 2, partners=S.partner_counts(groups, NAMES, "group", 0))
+    for node, d in docs.items():
+        g.take(node, d)
+    v = S.blame(g)
+    assert v["nics"] == [{"node": "n1", "rail": 0, "cause": "DEAD", "flapping": False}], v
+    assert v["links"] == [], v
+    assert len(gathered(docs)["links"]) == 2  # every node a partner: two of five, two links
+
+
 def cli(*args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rdmacli", "watch", *args], capture_output=True, text=True,
                           timeout=120, **kw)  # fmt: skip
