@@ -404,35 +404,11 @@ class NicProbe:
         """The phase, until its end or a stop: SIDR in Python; the datagrams in C when the
         native loop runs (it sleeps there too, handing back for CM events and Python's own
         times), else here on a selector."""
-        if self.native is not None:
-            self._run_native()
-        else:
-            self._run_python()
-        if self.device:
-            d = counters.delta(self.device, self.ib_port, self.counters_before,
-                               counters.read(self.device, self.ib_port))  # fmt: skip
-            if d.moved or d.reset:
-                self.counters = [{"device": d.device, "port": d.port, "moved": dict(d.moved),
-                                  "reset": list(d.reset)}]  # fmt: skip
-
-    def _run_native(self) -> None:
-        channel = verbs_address(self.comp.ptr)
-        while not self.stop():
-            now = time.time()
-            if now >= self.end:
-                break
-            if now >= self.begin:
-                self._ask(now)
-            send_end = self._mono(self.send_end if now >= self.begin else now)  # none before the begin
-            if self.native.wait(channel, self.channel.fd, send_end, self._mono(now + self._next_wake(now))):
-                self._cm_events()
-            self._check(self.native.state.status)
-            self._stale(time.time())
-
-    def _run_python(self) -> None:
-        sel = selectors.DefaultSelector()
-        sel.register(self.channel.fd, selectors.EVENT_READ, "cm")
-        sel.register(self.comp.fd, selectors.EVENT_READ, "cq")
+        sel = None
+        if self.native is None:
+            sel = selectors.DefaultSelector()
+            sel.register(self.channel.fd, selectors.EVENT_READ, "cm")
+            sel.register(self.comp.fd, selectors.EVENT_READ, "cq")
         try:
             while not self.stop():
                 now = time.time()
@@ -440,19 +416,41 @@ class NicProbe:
                     break
                 if now >= self.begin:
                     self._ask(now)
-                    self._datagrams(now)
-                wait = self._next_wake(now)
-                for key, _ in sel.select(wait):
-                    if key.data == "cm":
-                        self._cm_events()
-                    else:
-                        while self.comp.get_event() is not None:
-                            self.cq.ack_events(1)
-                        self.cq.req_notify()
-                self._datagrams(time.time())
+                if sel is None:
+                    self._native_turn(now)
+                else:
+                    self._python_turn(now, sel)
                 self._stale(time.time())
         finally:
-            sel.close()
+            if sel is not None:
+                sel.close()
+        if self.device:
+            d = counters.delta(self.device, self.ib_port, self.counters_before,
+                               counters.read(self.device, self.ib_port))  # fmt: skip
+            if d.moved or d.reset:
+                self.counters = [{"device": d.device, "port": d.port, "moved": dict(d.moved),
+                                  "reset": list(d.reset)}]  # fmt: skip
+
+    def _native_turn(self, now: float) -> None:
+        """One call of the native loop: until a CM event (handled here) or Python's next time."""
+        send_end = self._mono(self.send_end if now >= self.begin else now)  # none before the begin
+        channel = verbs_address(self.comp.ptr)
+        if self.native.wait(channel, self.channel.fd, send_end, self._mono(now + self._next_wake(now))):
+            self._cm_events()
+        self._check(self.native.state.status)
+
+    def _python_turn(self, now: float, sel) -> None:
+        """One turn of the Python loop: the datagrams, a sleep on both channels, what woke it."""
+        if now >= self.begin:
+            self._datagrams(now)
+        for key, _ in sel.select(self._next_wake(now)):
+            if key.data == "cm":
+                self._cm_events()
+            else:
+                while self.comp.get_event() is not None:
+                    self.cq.ack_events(1)
+                self.cq.req_notify()
+        self._datagrams(time.time())
 
     def _stale(self, now: float) -> None:
         """Partners resolved from `known` whose own probes this window come from another QP:
