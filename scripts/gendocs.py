@@ -432,8 +432,12 @@ EXTRA = {
             ),
         ],
         "notes": "One agent per node (rdmacli/watch/rdmacli-watch.service in the package: "
-        "Type=notify, SIGHUP re-reads the map, SIGTERM stops it at the window's next turn). Every "
-        "agent computes the same plan from the same map: time in windows of --window seconds on "
+        "Type=notify, SIGHUP re-reads the map, SIGTERM stops it at the window's next turn). Its "
+        "nodes come from --map (mesh's map: names, rails' addresses, groups), from --nodes (a "
+        "ClusterShell node set, @groups too: the names, their addresses from the map, from "
+        "--address-template or their names resolved, one rail each), or both (the set's names, "
+        "the map's addresses); SIGHUP reads them again. Every "
+        "agent computes the same plan from the same nodes: time in windows of --window seconds on "
         "the wall clock (window k begins at k x WINDOW; clocks agree through NTP or PTP), window k "
         "holding --partners rounds of mesh's schedule (default: every partner, within 100 probes a "
         "second a NIC), so both ends of a pair probe each other in the same window (with --pairs "

@@ -39,10 +39,15 @@ def command() -> None:
 
 
 @command.command("run")
-@click.option("--map", "map_path", required=True, type=click.Path(dir_okay=False), metavar="FILE",
-              help="The nodes and their rails' addresses (mesh's map: `NODE [group=G] ADDRESS...`); "
+@click.option("--map", "map_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="The nodes and their rails' addresses (mesh's map: `NODE [group=G] [ADDRESS...]`); "
               "read again on SIGHUP.")  # fmt: skip
-@click.option("--node", help="This node's name in the map (default: the host name).")
+@click.option("--nodes", metavar="NODESET",
+              help="The nodes as a node set ('n[001-128]', @group): the names, their addresses from "
+              "--map, --address-template or their names resolved; expanded again on SIGHUP.")  # fmt: skip
+@click.option("--address-template", "template", metavar="TEMPLATE",
+              help="A node's RDMA address (one rail) from its name, e.g. '{node}-ib'.")  # fmt: skip
+@click.option("--node", help="This node's name among them (default: the host name).")
 @click.option("--port", type=click.IntRange(1, 65535 - 16), default=DEFAULT_PORT, show_default=True,
               help="The probes' port (UDP port space) on rail 0, rail k on PORT + k; the same on "
               "every node.")  # fmt: skip
@@ -105,8 +110,8 @@ def command() -> None:
     show_default=True,
     help="Windows a flap is counted in, and quiet windows before a flapping one is cleared.",
 )
-def run(map_path, node, port, window_s, count, partners, pairs_spec, state_file, metrics, raise_after,
-        raise_window, clear_after, flap_count, flap_window) -> None:  # fmt: skip
+def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_spec, state_file, metrics,
+        raise_after, raise_window, clear_after, flap_count, flap_window) -> None:  # fmt: skip
     """Run this node's agent until SIGTERM (a systemd unit: rdmacli-watch.service, Type=notify)."""
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh.inputs import parse_pairs
@@ -122,7 +127,8 @@ def run(map_path, node, port, window_s, count, partners, pairs_spec, state_file,
         except ValueError as exc:
             raise RdmacliError(str(exc), hint="--raise-after <= --raise-window <= --flap-window",
                                cause=Cause.USAGE) from None  # fmt: skip
-        opts = Options(map_path, node, port, window_s, count, partners, state_file, metrics, pairs)
+        opts = Options(map_path, node, port, window_s, count, partners, state_file, metrics, pairs, nodes,
+                       template)  # fmt: skip
         sys.exit(serve(opts, policy))
 
 
@@ -151,10 +157,10 @@ def show(node, port, state_file) -> None:
 @click.option(
     "--map",
     "map_path",
-    required=True,
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    help="The map the agents run with (their names and rails).",
+    help="The map the agents run with (their names and rails); without it, the agents' nodes are "
+    "NODES, one rail each (--nodes and --address-template).",
 )
 @click.option(
     "--launcher",

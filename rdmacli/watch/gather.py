@@ -18,16 +18,15 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.inputs import groups_of, parse_pairs, read_map, split_args
     from rdmacli.mesh.launch import ClusterShellLauncher
+    from rdmacli.watch.service import map_names
 
-    m = read_map(map_path)
-    names = list(m.addresses)
-    if not names:
-        raise RdmacliError(f"{map_path}: watch needs every node's addresses", cause=Cause.USAGE)
     asked = N.expand(nodes_spec)
-    unknown = [x for x in asked if x not in m.addresses]
+    m = read_map(map_path) if map_path else None
+    names = map_names(m) if m is not None else asked  # the agents' nodes: the map's, else these
+    unknown = [x for x in asked if x not in names]
     if unknown:
         raise RdmacliError(f"not in {map_path}: {', '.join(unknown[:8])}", cause=Cause.USAGE)
-    rails = len(m.addresses[names[0]])
+    rails = len(m.addresses[names[0]]) if m and m.addresses else 1  # without addresses: one rail, resolved
     kind, k = parse_pairs(pairs)
     groups = groups_of(names, m, map_path, needed=kind != "all")
     g = S.Gathered(names, rails, partners=S.partner_counts(groups, names, kind, k))

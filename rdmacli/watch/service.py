@@ -47,7 +47,7 @@ def notify(message: str) -> bool:
 
 @dataclass(frozen=True)
 class Options:
-    map_path: str
+    map_path: str | None  # mesh's map: names, rails' addresses, groups
     node: str | None
     port: int
     window_s: float
@@ -56,30 +56,56 @@ class Options:
     state_file: str | None
     metrics: tuple[str, int] | None  # (address, port) of the /metrics endpoint
     pairs: tuple[str, int] = ("all", 0)  # mesh's --pairs: all, group or sample and its K
+    nodes: str | None = None  # a node set (ClusterShell syntax, @groups too): the names, else the map's
+    template: str | None = None  # --address-template: a node's one rail from its name
+
+    @property
+    def source(self) -> str:
+        """Where the nodes come from, as the messages say it."""
+        return " and ".join(x for x in (self.nodes and f"--nodes {self.nodes}", self.map_path) if x)
+
+
+def map_names(m) -> list[str]:
+    """A map's nodes (mesh/inputs.MapFile: with addresses, or a map of groups), none without."""
+    return list((m.addresses or m.groups) if m is not None else ())
+
+
+def plan_nodes(opts: Options) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...], tuple[str, ...]]:
+    """The names, each one's rails' addresses (IP literals) and groups, from the node set and/or
+    the map, as `mesh` takes them (mesh/nodes.addresses: the map's addresses, else the template,
+    else the names resolved, all within one deadline). Read again on SIGHUP: a node set's
+    @group or a name's address may have changed too."""
+    from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.mesh import nodes as N
+    from rdmacli.mesh.inputs import groups_of, read_map
+
+    m = read_map(opts.map_path) if opts.map_path else None
+    names = N.expand(opts.nodes) if opts.nodes else map_names(m)
+    if not names:
+        raise RdmacliError("watch needs its nodes: --nodes NODESET, --map FILE, or both", cause=Cause.USAGE)
+    mapping = m.addresses if m else {}
+    if opts.template and mapping:
+        raise RdmacliError("give --address-template or --map's addresses, not both", cause=Cause.USAGE)
+    addrs = N.addresses(names, template=opts.template, mapping=mapping, map_file=opts.map_path)
+    kind, _ = opts.pairs
+    groups = groups_of(names, m, opts.map_path, needed=True) if kind != "all" else ()
+    return tuple(names), tuple(tuple(a) for a in addrs), groups
 
 
 def load_plan(opts: Options):
-    """The plan from the map file (mesh/inputs.read_map: names, rails' addresses) and this
-    node's name (given, else the host's, as `mesh-agent --rank-from-host` finds it)."""
+    """The plan from the nodes (plan_nodes) and this node's name (given, else the host's, as
+    `mesh-agent --rank-from-host` finds it)."""
     from rdmacli.cli.mesh_agent import rank_of_host
     from rdmacli.errors import Cause, RdmacliError
-    from rdmacli.mesh.inputs import groups_of, read_map
     from rdmacli.watch.plan import MAX_RATE, WatchPlan
 
-    m = read_map(opts.map_path)
-    if not m.addresses:
-        raise RdmacliError(f"{opts.map_path}: watch needs every node's addresses", cause=Cause.USAGE)
-    names = tuple(m.addresses)
+    names, addrs, groups = plan_nodes(opts)
     me = opts.node or socket.gethostname()
     rank = rank_of_host(names, me)
     if rank is None:
-        raise RdmacliError(f"{me} is not a node of {opts.map_path}", hint="give --node NAME",
+        raise RdmacliError(f"{me} is not a node of {opts.source}", hint="give --node NAME",
                            cause=Cause.USAGE)  # fmt: skip
-    addrs = tuple(tuple(m.addresses[n]) for n in names)
-    if len({len(a) for a in addrs}) != 1:
-        raise RdmacliError(f"{opts.map_path}: every node needs the same number of rails", cause=Cause.USAGE)
-    kind, sample = opts.pairs
-    groups = groups_of(list(names), m, opts.map_path, needed=True) if kind != "all" else ()
+    _, sample = opts.pairs
     per = opts.partners
     try:
         if per is None:  # every partner each window, as many as the budget allows
@@ -155,9 +181,9 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     def reload(signum, frame):
         try:
             agent.reload(load_plan(opts))
-            print(f"watch: {opts.map_path} read again; the new plan starts at the next window", file=err)
+            print(f"watch: {opts.source} read again; the new plan starts at the next window", file=err)
         except Exception as exc:  # noqa: BLE001 - a bad map is refused, the agent goes on
-            print(f"watch: {opts.map_path} not taken, the old plan goes on: {exc}", file=err)
+            print(f"watch: {opts.source} not taken, the old plan goes on: {exc}", file=err)
 
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, stop)

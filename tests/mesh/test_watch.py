@@ -58,10 +58,10 @@ def agents(tmp_path_factory):
         assert ":7590" not in left and ":7591" not in left, left
 
 
-def start_agent(d, mapfile, name: str) -> subprocess.Popen:
+def start_agent(d, mapfile, name: str, *more: str) -> subprocess.Popen:
     """`rdmacli watch run` for one node, as its service would run it."""
     k = EIGHT.index(name) + 1
-    cmd = [sys.executable, "-m", "rdmacli", "watch", "run", "--map", str(mapfile), "--node", name,
+    cmd = [sys.executable, "-m", "rdmacli", "watch", "run", "--map", str(mapfile), *more, "--node", name,
            "--state-file", str(d / f"{name}.json"), "--metrics", f"{node(k)['ipv4']}:9590",
            *ARGS]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -217,13 +217,14 @@ def test_an_agent_stopped_and_started_again_is_asked_again_and_nothing_stays_nam
     """A service restart (SIGTERM, then started again, as systemd does). Its NICs' QPs are new;
     its partners keep theirs open from window to window with its old QP numbers, and ask it
     again when its own probes come from another QP. Once it has judged three windows nothing is
-    named, and no partner holds a pair with it as bad."""
+    named, and no partner holds a pair with it as bad. It comes back with its nodes given as a
+    node set (--nodes, the map's addresses): the same plan as its partners'."""
     d, mapfile, procs = agents
     name = "n04"
     procs[name].send_signal(signal.SIGTERM)
     assert procs[name].wait(timeout=60) == 0, procs[name].stderr.read()[-2000:]
     (d / f"{name}.json").unlink()
-    procs[name] = start_agent(d, mapfile, name)
+    procs[name] = start_agent(d, mapfile, name, "--nodes", "n[01-08]")  # a node set: the same plan
     end = time.monotonic() + 180
     while windows(d, name) < 3:  # its readiness: windows judged, not a time
         assert time.monotonic() < end and procs[name].poll() is None, procs[name].poll()

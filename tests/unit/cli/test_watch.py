@@ -151,3 +151,52 @@ def test_most_nics_slow_at_once_is_the_fabric_not_a_blame_one_slow_node_is_named
     assert v["fabric_slow"] and v["nodes"] == v["nics"] == v["links"] == [], v
     v = gathered(healthy(n6=doc("n6", nics=[(0, "bad", "SLOW"), (1, "bad", "SLOW")])))
     assert not v["fabric_slow"] and v["nodes"] == [{"node": "n6", "causes": ["SLOW"]}], v
+
+
+def test_the_agents_nodes_come_from_a_node_set_a_map_or_both(tmp_path):
+    """`watch run --nodes` (a node set, its addresses from --address-template or the names
+    resolved), `--map`, or both (the set's names, the map's addresses); read again on SIGHUP by
+    the same function."""
+    from rdmacli.errors import RdmacliError
+    from rdmacli.watch.service import Options, load_plan
+
+    def opts(**kw):
+        base = dict(map_path=None, node="n2", port=7590, window_s=10.0, count=20, partners=None,
+                    state_file=None, metrics=None)  # fmt: skip
+        return Options(**{**base, **kw})
+
+    plan = load_plan(opts(nodes="n[1-3]", template="10.9.0.1{rank}"))
+    assert (plan.names, plan.addresses, plan.rank) == (("n1", "n2", "n3"), (("10.9.0.10",), ("10.9.0.11",),
+                                                       ("10.9.0.12",)), 1)  # fmt: skip
+    m = tmp_path / "map"
+    m.write_text("n1 10.0.0.1 10.1.0.1\nn2 10.0.0.2 10.1.0.2\nn3 10.0.0.3 10.1.0.3\nn4 10.0.0.4 10.1.0.4\n")
+    plan = load_plan(opts(nodes="n[2-3]", map_path=str(m)))
+    assert plan.names == ("n2", "n3") and plan.addresses == (
+        ("10.0.0.2", "10.1.0.2"),
+        ("10.0.0.3", "10.1.0.3"),
+    )
+    assert load_plan(opts(map_path=str(m))).names == ("n1", "n2", "n3", "n4")
+    g = tmp_path / "groups"
+    g.write_text("n1 group=a\nn2 group=a\n")  # a map of groups: the addresses from the template
+    plan = load_plan(opts(map_path=str(g), template="10.7.0.{rank}", pairs=("group", 0)))
+    assert plan.addresses == (("10.7.0.0",), ("10.7.0.1",)) and plan.groups == ("a", "a")
+    for bad in (opts(), opts(nodes="n[1-3]", template="10.9.0.1{rank}", node="n9"),
+                opts(nodes="n[5-6]", map_path=str(m)),
+                opts(map_path=str(m), template="{node}-ib")):  # fmt: skip
+        with pytest.raises(RdmacliError) as err:
+            load_plan(bad)
+        assert err.value.exit_code == 2, err.value
+
+
+def test_status_without_a_map_asks_the_node_set_one_rail_each(tmp_path):
+    state = tmp_path / "{node}.json"
+    for n in ("n1", "n2"):
+        (tmp_path / f"{n}.json").write_text(
+            json.dumps(doc(n, pairs=[(0, "n2" if n == "n1" else "n1", "bad", "DEAD")]))
+        )
+    r = cli("status", "n[1-2]", "--launcher", "exec", "--state-file", str(state), "--agent-command",
+            f"{sys.executable} -m rdmacli", "--json")  # fmt: skip
+    out = json.loads(r.stdout)
+    assert r.returncode == 1, r.stderr
+    assert out["data"]["blame"]["links"] == [{"a": "n1", "rail_a": 0, "b": "n2", "rail_b": 0, "cause": "DEAD",
+                                              "flapping": False}], out  # fmt: skip
