@@ -9,7 +9,7 @@ LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv test unit lint lab-test lab-stress lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench profile docs install clean
+.PHONY: deps venv test unit lint lab-test lab-stress lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs install clean
 
 deps:
 	@scripts/bootstrap
@@ -90,6 +90,10 @@ demo: venv
 SCENARIOS ?= 100
 scale-bench: venv
 	cd benchmarks && $(CURDIR)/$(BIN)/python fabric_sim.py --scenarios $(SCENARIOS)
+
+# `watch status` at 1000 nodes x 8 rails from simulated agents' docs, with ground truth
+watch-sim: venv
+	cd benchmarks && $(CURDIR)/$(BIN)/python watch_sim.py --scenarios $(SCENARIOS)
 
 bench: venv
 	$(LAB) sh -c 'cd benchmarks && $(CURDIR)/$(BIN)/python bench.py'
