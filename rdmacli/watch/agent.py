@@ -80,7 +80,7 @@ class WatchAgent:
         window, in the lab). The first reading is the baseline; a counter that went backwards (a
         reset) is a new baseline."""
         from rdmacli.diag import counters
-        from rdmacli.watch.state import LINK_DOWN_COUNTERS
+        from rdmacli.watch.state import LINK_DOWN_COUNTERS, link_downs
 
         def read_one(device, port):
             return counters.read(device, port, only=LINK_DOWN_COUNTERS)
@@ -89,7 +89,7 @@ class WatchAgent:
         out = {}
         for rail, device in self.devices.items():
             values = read(device, self.ports.get(rail, 1))
-            now = sum(values.get(n, 0) for n in LINK_DOWN_COUNTERS)
+            now = link_downs(values)
             before = self.downed.get(rail)
             if before is not None and now >= before:
                 out[rail] = now - before

@@ -133,14 +133,18 @@ def pooled_loss(w: NicWindow) -> bool:
 LINK_DOWN_COUNTERS = ("link_downed",)  # a port's count of its link going down (rxe, mlx5, IB PMA)
 
 
+def link_downs(counters: dict) -> int:
+    """A port's link-down count (or its moves) from counters as diag.counters names them: the
+    port's own, or a device-wide one (`device.` before it)."""
+    return sum(counters.get(n) or counters.get(f"device.{n}") or 0 for n in LINK_DOWN_COUNTERS)
+
+
 def nic_evidence(w: NicWindow) -> tuple[str | None, bool]:
     """The window's evidence about the NIC (nic_cause) and whether it is certain: the NIC's own
     port said its link went down (its link_downed counter moved since the last window, as the
     agent reads it, or in the phase, or the port was down when the window opened) is a fact,
     named at once (Tracker.feed's certain), where probes lost are a statistic that needs confirming."""
-    if w.drops or any(
-        w.counters.get(name) or w.counters.get(f"device.{name}") for name in LINK_DOWN_COUNTERS
-    ):
+    if w.drops or link_downs(w.counters):
         return "DOWN", True
     cause = nic_cause(w)
     return cause, cause == "DOWN"

@@ -343,6 +343,49 @@ def test_a_drop_between_two_windows_probes_is_read_from_the_ports_counter_at_the
     assert agent.link_drops() == {0: 0, 1: 0}
 
 
+def test_a_kept_phase_stays_open_its_nic_whose_link_went_down_is_opened_afresh_and_all_close_at_the_end():
+    """The real phases keep their NICs open from window to window (keep): the agent closes
+    nothing between windows, drops (to be opened afresh) the NIC whose port's link went down,
+    a device-wide counter as well as the port's, and closes everything when it stops."""
+    from types import SimpleNamespace
+
+    from rdmacli.watch.agent import WatchAgent
+
+    log, value = [], {"rxe_b": 3}
+
+    class Phase:
+        keep = True
+        nics = {0: SimpleNamespace(device="rxe_a", ib_port=1), 1: SimpleNamespace(device="rxe_b", ib_port=1)}
+
+        def run(self, begin, end):
+            return [rec(5), rec(6), rec(5, rail=1), rec(6, rail=1)]
+
+        def drop(self, rail):
+            log.append(("drop", rail))
+
+        def close(self):
+            log.append("close")
+
+    class Phases:
+        phase = Phase()
+
+        def __call__(self, pl, k, stop):
+            return self.phase
+
+        def close(self):
+            log.append("all closed")
+
+    agent = WatchAgent(plan(0, window_s=10.0), WatchState(rails=2), make_phase=Phases(),
+                       read_counters=lambda dev, port: {"device.link_downed": value.get(dev, 0)})  # fmt: skip
+    agent.window(1)
+    value["rxe_b"] = 4
+    agent.window(2)
+    assert log == [("drop", 1)] and agent.state.nics[1].cause == "DOWN"
+    now = [agent.plan.begin(agent.next_window()) - 5.0]
+    agent.clock, agent.sleep = (lambda: now[0]), (lambda s: now.__setitem__(0, now[0] + s) or False)
+    assert agent.run(windows=1) == 1 and log == [("drop", 1), "all closed"]
+
+
 def test_a_map_read_again_with_windows_as_long_gives_up_no_window():
     """A map read again (SIGHUP) with windows as long may not cost a window (the partners would
     find nobody there): after a judgement that ran past the next window's open, the next one still
