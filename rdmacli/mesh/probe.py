@@ -277,7 +277,7 @@ class NicProbe:
         self.counters: list[dict] = []
         self.native = None  # the datagrams' loop in C (rdmacli.native.ProbeLoop), when built
         self.known: dict[int, Known] = {}  # a partner NIC -> what an earlier window learnt of it
-        self.retired: list = []  # AHs no longer used, destroyed with the NIC (a send may still hold one)
+        self.retired: list = []  # AHs no longer used: a send may still hold one until the next window
         self.offset = 0.0  # of a step, the known partners' first probes (retarget)
 
     def phase(self, begin: float, end: float) -> None:
@@ -330,7 +330,15 @@ class NicProbe:
         receives stay, and so does what it learnt of partners that answered (`known`: no SIDR
         for them again). Under TCG, opening a NIC and asking each partner by SIDR every window
         was a fifth of the agent's CPU. A partner that answered nothing is forgotten and asked
-        again; so is one whose probes come from another QP than the one known (_stale)."""
+        again; so is one whose probes come from another QP than the one known (_stale). AHs
+        retired a window ago are destroyed now (no send can still hold them): a NIC kept open
+        for days holds a window's worth, never more."""
+        for ah in self.retired:
+            try:
+                ah.destroy()
+            except Exception:  # noqa: BLE001 - teardown goes on
+                pass
+        self.retired = []
         for p in self.peers:
             if p.resolving is not None:
                 try:

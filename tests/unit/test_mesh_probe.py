@@ -492,6 +492,8 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     nic.ahs[1] = (555, ah("reply1b"))  # from another QP: its agent restarted
     nic._stale(21.0)
     assert not one.resolved and not one.cached and one.tally.sent == 0 and 1 not in nic.known
+    nic.retarget(b"\3" * 8, [probe.Peer(3, 0, 3, "10.0.0.3", 7490)], 5)  # the next window
+    assert sorted(destroyed) == ["ah1", "ah2"], destroyed  # retired before this window's end: gone
     nic.listen_id = nic.mr = None
     nic.close()
     assert sorted(destroyed) == ["ah1", "ah2", "reply1b"], destroyed  # each once; reply1 was replaced by us
