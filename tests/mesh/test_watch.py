@@ -204,9 +204,15 @@ def test_a_healthy_fabric_names_nothing_and_each_agent_keeps_its_budget(agents):
     def used(k: int) -> tuple[float, float]:
         return scrape(k)[("process_cpu_seconds_total", ())], time.monotonic()
 
-    first = {k: used(k) for k in range(1, 9)}
+    def held() -> dict[str, int]:  # the agents' QPs and MRs: kept open, never piling up
+        shown = {x: subprocess.run(["rdma", "resource", "show", x], capture_output=True, text=True).stdout
+                 for x in ("qp", "mr")}  # fmt: skip
+        return {x: len(text.splitlines()) for x, text in shown.items()}
+
+    before, first = held(), {k: used(k) for k in range(1, 9)}
     time.sleep(3 * WINDOW_S)  # the span measured over, not a wait for anything
-    last = {k: used(k) for k in range(1, 9)}
+    last, after = {k: used(k) for k in range(1, 9)}, held()
+    assert after == before, (before, after)
     cpu = {EIGHT[k - 1]: (last[k][0] - first[k][0]) / (last[k][1] - first[k][1]) / 2 for k in range(1, 9)}
     TIMES["cpu per NIC (lab, TCG)"] = max(cpu.values())
     print(f"\nwatch: CPU per NIC over 3 windows (TCG): {', '.join(f'{n} {c:.2%}' for n, c in cpu.items())}")
