@@ -528,14 +528,8 @@ class NicProbe:
             if p.resolved or p.resolving is not None or now >= self.resolve_end:
                 continue
             if p.known is not None:  # answered in an earlier window on this open NIC: no SIDR
-                p.ah, p.qpn, p.qkey, p.resolved, p.cached, p.known = (
-                    p.known.ah,
-                    p.known.qpn,
-                    p.known.qkey,
-                    True,
-                    True,
-                    None,
-                )
+                k, p.known = p.known, None
+                p.ah, p.qpn, p.qkey, p.resolved, p.cached = k.ah, k.qpn, k.qkey, True, True
                 self._schedule(p, now)
                 continue
             p.attempts += 1
