@@ -71,7 +71,9 @@ lab-shell-test: venv
 # later that day, a fresh clone: lint 18 s, unit 93 s, lab-test 1004 s, lab-mesh-test 1070 s of
 # tests after the busy-port run was folded into the 16-node one, about 40 minutes in all; with
 # watch's agents and Prometheus in the mesh boot, a fresh clone: lint 15 s, unit 98 s, lab-test
-# 920 s, lab-mesh-test 1394 s, lab-shell-test 77 s, 2504 s in all).
+# 920 s, lab-mesh-test 1394 s, lab-shell-test 77 s, 2504 s in all; with watch's restart and
+# budget checks, 2026-11-27: lint 15 s, unit 105 s, lab-test 998 s, lab-mesh-test 1559 s,
+# lab-shell-test 80 s, 2757 s in all).
 SUITES := lint unit lab-test lab-mesh-test lab-shell-test
 test:
 	@t0=$$(date +%s); for suite in $(SUITES); do s=$$(date +%s); \
