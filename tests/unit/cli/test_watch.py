@@ -200,3 +200,25 @@ def test_status_without_a_map_asks_the_node_set_one_rail_each(tmp_path):
     assert r.returncode == 1, r.stderr
     assert out["data"]["blame"]["links"] == [{"a": "n1", "rail_a": 0, "b": "n2", "rail_b": 0, "cause": "DEAD",
                                               "flapping": False}], out  # fmt: skip
+
+
+def test_the_shipped_unit_runs_the_agent_on_the_map_unless_given_a_node_set():
+    """rdmacli-watch.service: ExecStart's words as systemd expands them ($VAR unquoted: split on
+    white space), with the default environment and with a node set, are options `watch run`
+    takes."""
+    import shlex
+    from pathlib import Path
+
+    from rdmacli.cli.watch import run
+
+    text = (Path(__file__).resolve().parents[3] / "rdmacli" / "watch" / "rdmacli-watch.service").read_text()
+    lines = dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith(("#", "[")))
+    env = dict(word.split("=", 1) for word in shlex.split(lines["Environment"]))
+    assert env == {"RDMACLI_WATCH_NODES": "--map /etc/rdmacli/watch.map", "RDMACLI_WATCH_ARGS": ""}
+    words = shlex.split(lines["ExecStart"])
+    assert words[:4] == ["/usr/bin/env", "rdmacli", "watch", "run"]
+    for nodes in (env["RDMACLI_WATCH_NODES"], "--nodes @rdma --address-template {node}-ib"):
+        given = {**env, "RDMACLI_WATCH_NODES": nodes, "RDMACLI_WATCH_ARGS": "--metrics 10.0.0.5:9590"}
+        args = [x for w in words[4:] for x in (given[w[1:]].split() if w.startswith("$") else [w])]
+        ctx = run.make_context("run", args)
+        assert ctx.params["metrics"] == ("10.0.0.5", 9590) and (ctx.params["map_path"] or ctx.params["nodes"])
