@@ -141,6 +141,19 @@ class WatchPlan:
         return hashlib.sha256(f"rdmacli-watch {self.port} {k}".encode()).hexdigest()[:16]
 
 
+def partner_counts(names: list[str], groups: tuple[str, ...], sample: int) -> dict[str, int]:
+    """Each node's partners a period in the grouped schedule the agents rotate through (its
+    partner_sets, not a formula): its group's other nodes, and its share of the sampled pairs
+    between groups, as the mean over ROTATIONS_SIZED rotations (a rotation's sample gives a
+    node none, one or a few)."""
+    rotations = range(ROTATIONS_SIZED if sample else 1)  # without a sample every rotation is alike
+    total = [0] * len(names)
+    for c in rotations:
+        for rank, partners in (_grouped(len(names), groups, sample, c).partner_sets or {}).items():
+            total[rank] += len(partners)
+    return {name: max(round(t / len(rotations)), 1) for name, t in zip(names, total)}
+
+
 @functools.lru_cache(maxsize=16)
 def _grouped(n: int, groups: tuple[str, ...], sample: int, rotation: int) -> schedule.Schedule:
     """Mesh's grouped schedule of one rotation, built once (its table is a few rounds of n)."""

@@ -67,19 +67,14 @@ def check(doc, node: str, names: list[str], rails: int) -> str | None:
 
 
 def partner_counts(groups: tuple[str, ...], names: list[str], kind: str, k: int) -> dict[str, int]:
-    """Each node's partners a period under `--pairs kind[:k]` (inside its group, and k with
-    every other group when sampled): the "most of its partners" of the blame. Empty for all
+    """Each node's partners a period under `--pairs kind[:k]`, from the agents' own grouped
+    schedule (plan.partner_counts): the "most of its partners" of the blame. Empty for all
     (every other node)."""
     if kind == "all" or not groups:
         return {}
-    size: dict[str, int] = {}
-    for grp in groups:
-        size[grp] = size.get(grp, 0) + 1
-    out = {}
-    for name, grp in zip(names, groups):
-        across = sum(min(k, n) for other, n in size.items() if other != grp) if kind == "sample" else 0
-        out[name] = size[grp] - 1 + across
-    return out
+    from rdmacli.watch.plan import partner_counts as counted
+
+    return counted(names, tuple(groups), k if kind == "sample" else 0)
 
 
 def _rail(x, rails: int) -> bool:

@@ -27,8 +27,13 @@ def test_a_node_down_in_a_leaf_is_that_node_not_31_links_per_rail():
     docs, expect = watch_sim.docs_of(1000, 8, 32, [("no_agent", 100, 0, 101)], rng)
     names = [watch_sim.name(i) for i in range(1000)]
     groups = tuple(str(i // 32) for i in range(1000))
-    g = watch_sim.S.Gathered(names, 8, partners=watch_sim.S.partner_counts(groups, names, "group", 0))
-    for node, doc in docs.items():
-        g.take(node, doc)
-    blame = watch_sim.judged(g, names, {}).data["blame"]
-    assert expect == {"n0100"} and [b["node"] for b in blame["nodes"]] == ["n0100"] and blame["links"] == []
+    for kind, k in (("group", 0), ("sample", 2)):  # sampled: its leaf and a share of 2 pairs a leaf pair
+        counts = watch_sim.S.partner_counts(groups, names, kind, k)
+        assert counts["n0100"] <= 34, counts["n0100"]  # a formula of 31 + 2 x 31 said 93
+        g = watch_sim.S.Gathered(names, 8, partners=counts)
+        for node, doc in docs.items():
+            g.take(node, doc)
+        blame = watch_sim.judged(g, names, {}).data["blame"]
+        assert expect == {"n0100"}
+        assert [b["node"] for b in blame["nodes"]] == ["n0100"], (kind, blame["nodes"])
+        assert blame["links"] == [], kind
