@@ -32,8 +32,20 @@ class RdmaBackend:
     def comp_channel(self, cm_id: cm.CmId) -> verbs.CompChannel:
         return verbs.CompChannel(cm_id.verbs)
 
-    def cq(self, cm_id: cm.CmId, cqe: int, comp: verbs.CompChannel) -> verbs.CQ:
-        return verbs.CQ(cm_id.verbs, cqe, comp)
+    def cq(self, cm_id: cm.CmId, cqe: int, comp: verbs.CompChannel, clock: bool = False) -> verbs.CQ:
+        """clock: a CQ whose completions carry the NIC's timestamps, where the device has them
+        and the native data path is built (a native loop reads them); else a plain one, and its
+        `clock` says why not."""
+        if not clock:
+            return verbs.CQ(cm_id.verbs, cqe, comp)
+        from rdmacli import native
+
+        f = verbs.ffi()
+        address, how = native.make_cq(native.as_address(cm_id.verbs, f), cqe, native.as_address(comp.ptr, f),
+                                      cm_id.device or "the device")  # fmt: skip
+        cq = verbs.CQ.adopt(address) if address else verbs.CQ(cm_id.verbs, cqe, comp)
+        cq.clock = how
+        return cq
 
     def mr(self, cm_id: cm.CmId, size: int, access: int) -> verbs.MR:
         return verbs.MR(cm_id.pd, size, access)

@@ -210,6 +210,9 @@ class LatFigures(Figures):
     rtt_us: Percentiles | None = None
     network_rtt_us: Percentiles | None = None
     data_path: str = "python"  # which loop measured: "native" (rdmacli.native) or "python"
+    timestamps: str = "host"  # "nic": nic_latency_us, by the NIC's completion timestamps, too
+    timestamps_why: str | None = None  # "host": why not the NIC's (a device without them, ...)
+    nic_latency_us: Percentiles | None = None  # one way: half the NIC's period between answers
 
 
 @dataclass(frozen=True)

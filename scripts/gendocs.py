@@ -49,6 +49,12 @@ ENVIRONMENT = [
         "python: measure with the Python loops even where the native data path is built "
         "(the summary's data_path says which loop measured).",
     ),
+    (
+        "RDMACLI_NIC_CLOCK",
+        "off: lat's client never asks for the NIC's completion timestamps (the summary's "
+        "timestamps says which clock measured, timestamps_why why not the NIC's). ex: a CQ made "
+        "as an ibv_cq_ex without them (a test of that poll path on a device that has none).",
+    ),
 ]
 # what a run looked like in the lab, for the man page (captured by hand; see the README)
 LOSSY_NODE_CAPTURE = (Path(__file__).parent / "captures" / "mesh-lossy-node.txt").read_text().rstrip()
@@ -208,7 +214,14 @@ EXTRA = {
         "(the responder learns of each message from its completion); with --perftest, "
         "ib_write_lat's own: a WRITE whose last byte counts, seen by polling memory. -a: every "
         "power of two the server takes (8 B, 16 B with --op write, to 1 MiB; with --perftest "
-        "perftest's 2 B to 8 MiB on one QP), -C iterations each, one table by size (data.sweep).",
+        "perftest's 2 B to 8 MiB on one QP), -C iterations each, one table by size (data.sweep). "
+        "Where the client's device has completion timestamps (ibv_query_device_ex's "
+        "completion_timestamp_mask and hca_core_clock; mlx5 has them, rxe has not) and the "
+        "native data path measures, its CQ is made with them (ibv_create_cq_ex) and the NIC "
+        "times each answer's completion: nic_latency_us is half the NIC's period from one answer "
+        "to the next (rc_pingpong --ts's measure, halved as perftest halves its own), beside the "
+        "host's figures, and timestamps says nic; elsewhere timestamps says host and "
+        "timestamps_why says why (the device's mask and clock, or the data path).",
     },
     "mesh": {
         "examples": [

@@ -120,13 +120,15 @@ class Connection:
         create_flags: int = 0,
         inline: int = 0,
         own_cq: bool = False,
+        nic_clock: bool = False,
     ) -> None:
         """inline: bytes a send should carry in its work request (a latency test's small
         messages); a device that cannot gets a QP without, and `max_inline` says what it has.
-        own_cq: a CQ of this QP's alone, whatever else the flow runs (a native loop polls it)."""
+        own_cq: a CQ of this QP's alone, whatever else the flow runs (a native loop polls it).
+        nic_clock: that, with the NIC's completion timestamps where it has them (`cq.clock`)."""
         pool = self.flow.cq_pool
         try:
-            self.cq = pool.acquire(self, send_wr + recv_wr, own=own_cq)
+            self.cq = pool.acquire(self, send_wr + recv_wr, own=own_cq, clock=nic_clock)
             kw = dict(qp_type=qp_type, send_cq=self.cq.ptr, recv_cq=self.cq.ptr, max_send_wr=send_wr,
                       max_recv_wr=recv_wr, sq_sig_all=sq_sig_all, create_flags=create_flags)  # fmt: skip
             try:

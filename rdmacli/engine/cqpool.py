@@ -28,9 +28,11 @@ class CqPool:
         self.by_qpn: dict[int, object] = {}  # QP number -> connection
         self.retired: set[int] = set()  # QP numbers whose completions may still be queued
 
-    def acquire(self, conn, entries: int, own: bool = False):
+    def acquire(self, conn, entries: int, own: bool = False, clock: bool = False):
         """A CQ with `entries` free for conn: a shared one of its device, or a new one (`own`:
-        always a new one, which no other connection will share)."""
+        always a new one, which no other connection will share; `clock`: an own one whose
+        completions carry the NIC's timestamps where the device has them)."""
+        own = own or clock
         key = self.backend.device_key(conn.cm)
         for s in [] if own else self.shared.get(key, []):
             if s.free >= entries and not s.own:
@@ -42,7 +44,7 @@ class CqPool:
                 size = max(entries, min(size, lim.max_cqe))
             comp = self.backend.comp_channel(conn.cm)
             try:
-                cq = self.backend.cq(conn.cm, size, comp)
+                cq = self.backend.cq(conn.cm, size, comp, clock=clock)
             except Exception:
                 comp.destroy()
                 raise

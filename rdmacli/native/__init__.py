@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 ENV = "RDMACLI_DATA_PATH"  # "python": never the native loops
+CLOCK_ENV = "RDMACLI_NIC_CLOCK"  # "off": never the NIC's timestamps; "ex": the lab's test (below)
 MODULE_ENV = "RDMACLI_NATIVE_MODULE"  # another build of the extension (the sanitizer test's)
 NATIVE, PYTHON = "native", "python"
 
@@ -76,6 +77,64 @@ NO_END = (1 << 64) - 1  # a count or time that never comes
 CALIBRATION_NS = 2_000_000  # the cycle counter's first rate, from this long (then the whole run's)
 
 
+CLOCK_HOST, CLOCK_NIC, CLOCK_EX = 0, 1, 2  # datapath.h's RDMACLI_CLOCK_*
+
+
+@dataclass(frozen=True)
+class NicClock:
+    """How a native loop times a CQ's completions. CLOCK_NIC: by the NIC's completion timestamps
+    (an ibv_cq_ex made with them; `mask` and `khz` as the device says its counter); CLOCK_HOST: by
+    the host's cycle counter only, and `why` says why not the NIC's. CLOCK_EX, asked by
+    RDMACLI_NIC_CLOCK=ex: an ibv_cq_ex without timestamps, so that the lab (rxe has none) runs
+    the loop's ibv_cq_ex poll path; it times as CLOCK_HOST."""
+
+    mode: int = CLOCK_HOST
+    mask: int = 0
+    khz: int = 0
+    why: str | None = None
+
+    @property
+    def words(self) -> str:
+        return "nic" if self.mode == CLOCK_NIC else "host"
+
+
+def make_cq(verbs: int, cqe: int, channel: int, device: str) -> tuple[int | None, NicClock]:
+    """A CQ for a timed native loop on device context `verbs`: (its struct ibv_cq * as an
+    address, how it is timed), or (None, why not) where a plain CQ is to be made."""
+    loaded = load()
+    if loaded is None:
+        return None, NicClock(why=why())
+    want = os.environ.get(CLOCK_ENV, "").lower()
+    if want == "off":
+        return None, NicClock(why=f"{CLOCK_ENV}=off")
+    ffi, lib = loaded
+    mask, khz = ffi.new("uint64_t *"), ffi.new("uint64_t *")
+    rc = lib.rdmacli_nic_clock(ffi.cast("void *", verbs), mask, khz)
+    if want == "ex":
+        mode = CLOCK_EX
+    elif rc:
+        return None, NicClock(why=f"{device}: ibv_query_device_ex failed ({os.strerror(rc)})")
+    elif not mask[0] or not khz[0]:
+        return None, NicClock(why=f"{device} has no completion timestamps (completion_timestamp_mask "
+                                  f"{mask[0]:#x}, hca_core_clock {khz[0]} kHz)")  # fmt: skip
+    else:
+        mode = CLOCK_NIC
+    stamped = int(mode == CLOCK_NIC)
+    ptr = lib.rdmacli_create_cq_ex(ffi.cast("void *", verbs), cqe, ffi.cast("void *", channel), stamped)
+    if ptr == ffi.NULL:
+        return None, NicClock(why=f"{device}: ibv_create_cq_ex with completion timestamps failed "
+                                  f"({os.strerror(ffi.errno)})")  # fmt: skip
+    if mode == CLOCK_EX:
+        return int(ffi.cast("uintptr_t", ptr)), NicClock(CLOCK_EX, why=f"{CLOCK_ENV}=ex")
+    return int(ffi.cast("uintptr_t", ptr)), NicClock(CLOCK_NIC, mask[0], khz[0])
+
+
+def ticks_ns(start: int, end: int, mask: int, khz: int) -> int:
+    """ns between two completion timestamps (datapath.c's own arithmetic: wrap and rate)."""
+    _, lib = load()
+    return lib.rdmacli_nic_ticks_ns(start, end, mask, khz)
+
+
 @dataclass(frozen=True)
 class Slice:
     """What one call of a native loop did: round trips (ns) and holds (ns) for a requester,
@@ -88,6 +147,8 @@ class Slice:
     err: int
     wc_opcode: int
     wc_wr_id: int
+    nic_ns: tuple[int, ...] = ()  # a requester's, by the NIC's clock: each answer's period from
+    # the one before (0: none to measure from)
 
 
 def as_address(ptr, abi_ffi) -> int:
@@ -106,9 +167,9 @@ class _Loop:
         self.qp, self.cq = ffi.cast("void *", qp), ffi.cast("void *", cq)
         self.state = ffi.new(f"struct {struct} *")
 
-    def _slice(self, rtt=(), hold=(), answered: int = 0) -> Slice:
+    def _slice(self, rtt=(), hold=(), answered: int = 0, nic=()) -> Slice:
         s = self.state
-        return Slice(tuple(rtt), tuple(hold), answered, s.status, s.err, s.wc_opcode, s.wc_wr_id)
+        return Slice(tuple(rtt), tuple(hold), answered, s.status, s.err, s.wc_opcode, s.wc_wr_id, tuple(nic))
 
 
 class LatLoop(_Loop):
@@ -117,13 +178,16 @@ class LatLoop(_Loop):
     def __init__(self, qp: int, cq: int, *, op: int, size: int, send: tuple[int, int],
                  recv: tuple[int, int], remote: tuple[int, int] | None, max_inline: int,
                  max_sends: int, send_wr_id: int, recv_wr_id: int, spin_s: float | None,
-                 carries_hold: bool = True, recv_size: int = 0):  # fmt: skip
+                 carries_hold: bool = True, recv_size: int = 0, clock: NicClock | None = None):  # fmt: skip
         """spin_s: how long a wait spins before it sleeps on the CQ's completion channel (None:
         it spins, perftest's way; --busy-poll). carries_hold: the answers' first 8 bytes are the
         responder's hold (rdmacli's exchange; perftest's carry nothing). recv_size: what a
-        receive is posted for, if more than size (a sweep's largest size)."""
+        receive is posted for, if more than size (a sweep's largest size). clock: how the CQ was
+        made (NicClock: an ibv_cq_ex, polled as one, with or without the NIC's timestamps)."""
         super().__init__(qp, cq, "rdmacli_lat")
         s = self.state
+        if clock is not None and clock.mode != CLOCK_HOST:
+            s.nic_clock, s.nic_mask, s.nic_khz = clock.mode, clock.mask, clock.khz
         s.carries_hold = 1 if carries_hold else 0
         s.spin_ns = NO_END if spin_s is None else int(spin_s * 1e9)
         s.op, s.size = op, size
@@ -136,7 +200,7 @@ class LatLoop(_Loop):
         s.send_wr_id, s.recv_wr_id = send_wr_id, recv_wr_id
         self.lib.rdmacli_lat_calibrate(s, CALIBRATION_NS)
         self.capacity = 0
-        self.rtt = self.hold = None
+        self.rtt = self.hold = self.nic = None
 
     def resize(self, size: int) -> None:
         """The next size of a sweep (perftest's -a): its messages counted from the start again,
@@ -147,6 +211,7 @@ class LatLoop(_Loop):
     def _buffers(self, cap: int) -> None:
         if cap > self.capacity:
             self.rtt, self.hold = self.ffi.new("uint64_t[]", cap), self.ffi.new("uint64_t[]", cap)
+            self.nic = self.ffi.new("uint64_t[]", cap)
             self.capacity = cap
 
     def client(self, cap: int, slice_s: float, deadline_s: float) -> Slice:
@@ -154,9 +219,11 @@ class LatLoop(_Loop):
         than deadline_s from now."""
         self._buffers(cap)
         now = self.lib.rdmacli_now_ns()
-        n = self.lib.rdmacli_lat_client(self.qp, self.cq, self.state, self.rtt, self.hold, cap,
+        n = self.lib.rdmacli_lat_client(self.qp, self.cq, self.state, self.rtt, self.hold, self.nic, cap,
                                         now + int(slice_s * 1e9), now + int(deadline_s * 1e9))  # fmt: skip
-        return self._slice(self.ffi.unpack(self.rtt, n), self.ffi.unpack(self.hold, n))
+        unpack = self.ffi.unpack
+        nic = unpack(self.nic, n) if self.state.nic_clock == CLOCK_NIC else ()
+        return self._slice(unpack(self.rtt, n), unpack(self.hold, n), nic=nic)
 
     def server(self, cap: int, slice_s: float, idle_s: float, timed: bool = False) -> Slice:
         """Answers until cap, slice_s from now, or idle_s without a message. timed: the round

@@ -122,10 +122,88 @@ static uint64_t get_be64(uint64_t addr)
     return v;
 }
 
-/* One poll of the CQ, stamped: the completions polled, or -1 with the status said. */
-static int poll_batch(struct ibv_cq *cq, struct rdmacli_lat *s, struct ibv_wc *wc, uint64_t *c)
+/* The NIC's clock: what the device says of its completion timestamps (ibv_query_device_ex is
+ * inline in verbs.h, so Python's ABI-mode binding cannot call it). 0, or an errno. A device
+ * without them says mask 0 (rxe, most software devices). */
+int rdmacli_nic_clock(void *verbs, uint64_t *mask, uint64_t *khz)
 {
-    int got = ibv_poll_cq(cq, POLL_BATCH, wc);
+    struct ibv_device_attr_ex attr;
+    int rc;
+
+    if (!verbs || !mask || !khz)
+        return EINVAL;
+    memset(&attr, 0, sizeof(attr));
+    rc = ibv_query_device_ex(verbs, NULL, &attr);
+    if (rc)
+        return rc;
+    *mask = attr.completion_timestamp_mask;
+    *khz = attr.hca_core_clock;
+    return 0;
+}
+
+/* A CQ made as an ibv_cq_ex, with completion timestamps or (timestamps 0) without: returned as
+ * the struct ibv_cq * that ibv_poll_cq, ibv_req_notify_cq and ibv_destroy_cq take, as for any
+ * CQ (ibv_cq_ex_to_cq); NULL with errno set. Its completions carry the QP number, which the
+ * loops check. */
+void *rdmacli_create_cq_ex(void *verbs, int cqe, void *channel, int timestamps)
+{
+    struct ibv_cq_init_attr_ex attr;
+    struct ibv_cq_ex *cq;
+
+    if (!verbs || cqe <= 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    memset(&attr, 0, sizeof(attr));
+    attr.cqe = (uint32_t)cqe;
+    attr.channel = channel;
+    attr.wc_flags = IBV_WC_EX_WITH_QP_NUM | (timestamps ? IBV_WC_EX_WITH_COMPLETION_TIMESTAMP : 0);
+    cq = ibv_create_cq_ex(verbs, &attr);
+    return cq ? ibv_cq_ex_to_cq(cq) : NULL;
+}
+
+/* ns between two completion timestamps of a counter `mask` wide that counts khz thousand times a
+ * second (it may have wrapped once between them); 0 where the device said no rate. */
+uint64_t rdmacli_nic_ticks_ns(uint64_t from, uint64_t to, uint64_t mask, uint64_t khz)
+{
+    uint64_t ticks = mask ? (to - from) & mask : to - from;
+
+    if (!khz)
+        return 0;
+    return (uint64_t)((double)ticks * 1e6 / (double)khz);
+}
+
+/* A poll of an ibv_cq_ex: up to POLL_BATCH completions into wc (what the loops read of them:
+ * wr_id, status, opcode, qp_num) and their timestamps into ts (NULL: not kept). */
+static int poll_ex(struct ibv_cq_ex *cq, const struct rdmacli_lat *s, struct ibv_wc *wc, uint64_t *ts)
+{
+    struct ibv_poll_cq_attr attr = {0};
+    int n = 0, rc = ibv_start_poll(cq, &attr);
+
+    if (rc == ENOENT)
+        return 0;
+    if (rc)
+        return -rc;
+    do {
+        memset(&wc[n], 0, sizeof(wc[n]));
+        wc[n].wr_id = cq->wr_id;
+        wc[n].status = cq->status;
+        if (cq->status == IBV_WC_SUCCESS) { /* an error's has only wr_id and status */
+            wc[n].opcode = ibv_wc_read_opcode(cq);
+            wc[n].qp_num = ibv_wc_read_qp_num(cq);
+        }
+        if (ts)
+            ts[n] = s->nic_clock == RDMACLI_CLOCK_NIC ? ibv_wc_read_completion_ts(cq) : 0;
+        n++;
+    } while (n < POLL_BATCH && (rc = ibv_next_poll(cq)) == 0);
+    ibv_end_poll(cq);
+    return rc && rc != ENOENT ? -rc : n;
+}
+
+/* One poll of the CQ, stamped: the completions polled, or -1 with the status said. */
+static int poll_batch(struct ibv_cq *cq, struct rdmacli_lat *s, struct ibv_wc *wc, uint64_t *ts, uint64_t *c)
+{
+    int got = s->nic_clock ? poll_ex((struct ibv_cq_ex *)cq, s, wc, ts) : ibv_poll_cq(cq, POLL_BATCH, wc);
 
     *c = cycles();
     s->polls++;
@@ -235,12 +313,12 @@ static int begin(void *qp, void *cq, struct rdmacli_lat *s, uint32_t cap)
 /* One completion of this QP; returns 0 to go on, else the loop ends with s->status said. */
 static int checked(struct ibv_qp *qp, struct rdmacli_lat *s, const struct ibv_wc *wc)
 {
-    if (wc->qp_num != qp->qp_num) {
-        s->status = RDMACLI_FOREIGN;
+    if (wc->status != IBV_WC_SUCCESS) { /* (first: an ibv_cq_ex's error says no QP number) */
+        failed(s, wc);
         return 1;
     }
-    if (wc->status != IBV_WC_SUCCESS) {
-        failed(s, wc);
+    if (wc->qp_num != qp->qp_num) {
+        s->status = RDMACLI_FOREIGN;
         return 1;
     }
     if (!(wc->opcode & IBV_WC_RECV)) {
@@ -330,12 +408,13 @@ static int ask(struct ibv_qp *qp, struct rdmacli_lat *s, uint64_t *c_post)
  * loop returns, so Python gets the CQ back empty of this loop's work. Returns the round trips
  * written to rtt_ns/hold_ns (at most cap). */
 int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rtt_ns,
-                       uint64_t *hold_ns, uint32_t cap, uint64_t slice_end_ns,
+                       uint64_t *hold_ns, uint64_t *nic_ns, uint32_t cap, uint64_t slice_end_ns,
                        uint64_t deadline_ns)
 {
     struct ibv_qp *qp = qp_;
     struct ibv_cq *cq = cq_;
     struct ibv_wc wc[POLL_BATCH];
+    uint64_t ts[POLL_BATCH] = {0};
     uint32_t n = 0, i;
     uint64_t t0, c0, c, c_post = 0, slice_end, deadline, spin, quiet;
     int got, k, rc, busy, stop, armed = 1, signalled = 0;
@@ -359,7 +438,7 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
                 break;
             quiet = c_post;
         }
-        got = poll_batch(cq, s, wc, &c);
+        got = poll_batch(cq, s, wc, ts, &c);
         if (got < 0)
             break;
         for (k = 0; k < got; k++) {
@@ -377,6 +456,10 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
             }
             rtt_ns[n] = c > c_post ? c - c_post : 0; /* cycles until the end: then ns */
             hold_ns[n] = s->carries_hold && s->size >= 8 ? get_be64(s->recv_addr) : 0;
+            if (nic_ns) { /* the NIC's period from the last answer to this one (rc_pingpong --ts) */
+                nic_ns[n] = s->nic_last && ts[k] ? rdmacli_nic_ticks_ns(s->nic_last, ts[k], s->nic_mask, s->nic_khz) : 0;
+                s->nic_last = ts[k];
+            }
             n++;
             s->awaiting = 0;
             /* the next message first (a second receive is posted already), then the repost */
@@ -391,6 +474,8 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
         }
         if (s->op == RDMACLI_OP_WRITE_POLL && s->awaiting && n < cap && written(s)) {
             rtt_ns[n] = c > c_post ? c - c_post : 0;
+            if (nic_ns)
+                nic_ns[n] = 0; /* a write seen in memory: no completion, no NIC time */
             hold_ns[n++] = 0;
             s->awaiting = 0;
             got = 1; /* progress: the next message goes at the loop's top */
@@ -457,7 +542,7 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
     s->timed = 0;
     for (;;) {
         /* a whole batch is always handled: a completion polled is never dropped */
-        got = poll_batch(cq, s, wc, &c);
+        got = poll_batch(cq, s, wc, NULL, &c);
         if (got < 0)
             break;
         for (k = 0; k < got; k++) {

@@ -42,6 +42,12 @@ struct rdmacli_lat {
     uint32_t max_sends;    /* sends in flight at most (the send queue's room for this loop) */
     uint64_t spin_ns;      /* polls this long without a completion, then sleeps on the CQ's
                               completion channel (UINT64_MAX: spins, as perftest does) */
+    int nic_clock;         /* the CQ is an ibv_cq_ex (rdmacli_create_cq_ex), polled as one:
+                              RDMACLI_CLOCK_NIC with completion timestamps, RDMACLI_CLOCK_EX
+                              without (the lab's test of that poll path), else 0 */
+    uint64_t nic_mask;     /* RDMACLI_CLOCK_NIC: completion_timestamp_mask (the counter's bits) */
+    uint64_t nic_khz;      /* and hca_core_clock, the counter's rate */
+    uint64_t nic_last;     /* the last answer's completion timestamp (0: none yet) */
     /* kept across calls */
     uint64_t cal_cycles;   /* the clock's calibration: a cycle count and CLOCK_MONOTONIC (ns) */
     uint64_t cal_ns;       /* taken together (rdmacli_lat_calibrate), refined at each call's end */
@@ -62,6 +68,9 @@ struct rdmacli_lat {
     uint64_t polls;        /* ibv_poll_cq calls of the last call (for the profile) */
     uint64_t sleeps;       /* sleeps on the completion channel of the last call */
 };
+
+#define RDMACLI_CLOCK_NIC 1
+#define RDMACLI_CLOCK_EX 2
 
 #define RDMACLI_CHAIN_BASE 4294967296ull /* a chain's wr_id: this plus its length (window.py) */
 #define RDMACLI_MAX_CHAIN 64
@@ -144,11 +153,14 @@ void rdmacli_probe_release(struct rdmacli_probe *s);
 int rdmacli_bw_stream(void *qp, void *cq, struct rdmacli_bw *s, uint64_t post_until_ns,
                       uint64_t slice_end_ns, uint64_t idle_ns);
 int rdmacli_lat_client(void *qp, void *cq, struct rdmacli_lat *s, uint64_t *rtt_ns,
-                       uint64_t *hold_ns, uint32_t cap, uint64_t slice_end_ns,
+                       uint64_t *hold_ns, uint64_t *nic_ns, uint32_t cap, uint64_t slice_end_ns,
                        uint64_t deadline_ns);
 int rdmacli_lat_server(void *qp, void *cq, struct rdmacli_lat *s, uint64_t *rtt_ns,
                        uint32_t cap, uint64_t slice_end_ns, uint64_t idle_ns);
 uint64_t rdmacli_now_ns(void);
+int rdmacli_nic_clock(void *verbs, uint64_t *mask, uint64_t *khz);
+void *rdmacli_create_cq_ex(void *verbs, int cqe, void *channel, int timestamps);
+uint64_t rdmacli_nic_ticks_ns(uint64_t from, uint64_t to, uint64_t mask, uint64_t khz);
 void rdmacli_lat_calibrate(struct rdmacli_lat *s, uint64_t spin_ns);
 /* cdef-end */
 

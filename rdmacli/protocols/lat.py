@@ -56,12 +56,14 @@ SPIN_S = 100e-6
 
 class _PingPong(Protocol):
     name = "lat"
+    nic_clock = False  # its CQ with the NIC's completion timestamps, where the device has them
 
     def __init__(self, op: str = "send", size: int = LAT.default_size):
         self.op, self.size = op, size
         self.send_mr = self.recv_mr = None
         self.remote: tuple[int, int] | None = None
         self.native: N.LatLoop | None = None  # the native loop, once this QP may use one
+        self.clock: N.NicClock | None = None  # how the native loop times completions
         self.native_count = 0  # exchanges the native loop did (the rest: Python's)
 
     def pinned_bytes(self) -> int:
@@ -69,7 +71,8 @@ class _PingPong(Protocol):
 
     def setup(self, conn) -> None:
         inline = self.size if self.size <= INLINE[self.op] else 0
-        conn.create_qp(qp_type=C.QPT_RC, send_wr=SEND_DEPTH, recv_wr=DEPTH, inline=inline)
+        conn.create_qp(qp_type=C.QPT_RC, send_wr=SEND_DEPTH, recv_wr=DEPTH, inline=inline,
+                       nic_clock=self.nic_clock)  # fmt: skip
         self.send_mr = conn.reg(self.size)
         access = C.ACCESS_LOCAL_WRITE | (C.ACCESS_REMOTE_WRITE if self.op == "write" else 0)
         self.recv_mr = conn.reg(self.size, access)
@@ -102,11 +105,13 @@ class _PingPong(Protocol):
         if self.native is None:
             handles = conn.native_handles()
             if handles is not None:
+                self.clock = conn.cq.clock
                 self.native = N.LatLoop(
                     *handles, op=OPS[self.op], size=self.size, send=(self.send_mr.addr, self.send_mr.lkey),
                     recv=(self.recv_mr.addr, self.recv_mr.lkey), remote=self.remote,
                     max_inline=conn.max_inline, max_sends=SEND_DEPTH - DEPTH, send_wr_id=NATIVE_SEND,
                     recv_wr_id=RECV, spin_s=None if conn.flow.options.busy_poll else SPIN_S,
+                    clock=conn.cq.clock,
                 )  # fmt: skip
         return self.native
 
@@ -115,11 +120,21 @@ class _PingPong(Protocol):
 
 
 class LatClient(_PingPong):
+    """The requester. Where its device has completion timestamps (ibv_create_cq_ex with
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) and the native loop measures, it also times each
+    answer's completion by the NIC's clock: the period from one answer to the next, as
+    rc_pingpong --ts does, halved as perftest halves its own (nic_latency_us). The host's
+    figures stay what perftest's are (its cycle counter); the summary says which clocks
+    measured and, where not the NIC's, why."""
+
+    nic_clock = True
+
     def __init__(self, op: str = "send", size: int = LAT.default_size, count: int = LAT.default_count):
         super().__init__(op, size)
         self.count = count
         self.host = RttStats()
         self.network = RttStats()
+        self.nic = RttStats()  # the NIC's periods between answers (s)
         self.iterations = 0
         self.t_post = 0.0
         self.t_start: float | None = None
@@ -179,6 +194,9 @@ class LatClient(_PingPong):
         sl = self.native.client(min(self.count - self.host.n, SLICE_CAP), SLICE_S, wait)
         for rtt, hold in zip(sl.rtt_ns, sl.hold_ns):
             self.note(rtt / 1e9, hold / 1e9)
+        for period in sl.nic_ns:
+            if period:
+                self.nic.add(period / 1e9)
         self.native_count += len(sl.rtt_ns)
         if sl.rtt_ns:
             conn.progress()
@@ -222,7 +240,18 @@ class LatClient(_PingPong):
             rtt_us=perftest_figures(self.host),
             network_rtt_us=perftest_figures(self.network),
             data_path=self.data_path(self.host.n - self.native_count),
+            **self.timestamps(),
         )
+
+    def timestamps(self) -> dict:
+        """Which clocks measured: the NIC's too when it timed any answer, else why not."""
+        if self.nic.n:
+            return {"timestamps": "nic", "nic_latency_us": perftest_figures(self.nic, half=True)}
+        if self.clock is None:
+            why = N.why() or "the Python data path measured"
+        else:
+            why = self.clock.why or "the native loop timed fewer than two answers"
+        return {"timestamps_why": why}
 
 
 class LatServer(_PingPong):

@@ -93,15 +93,27 @@ class CompChannel(Handle):
 
 class CQ(Handle):
     kind = "CQ"
+    clock = None  # how a native loop times this CQ's completions (rdmacli.native.NicClock)
 
     def __init__(self, verbs, cqe: int, channel: CompChannel | None):
         f = ffi()
         cq = ibverbs().ibv_create_cq(verbs, cqe, f.NULL, channel.ptr if channel else f.NULL, 0)
         if cq == f.NULL:
             raise RdmaCallError("ibv_create_cq", f.errno)
+        self._take(cq)
+
+    @classmethod
+    def adopt(cls, address: int) -> CQ:
+        """A CQ made elsewhere (rdmacli.native's ibv_cq_ex, as the struct ibv_cq * that polls,
+        arms and destroys it as any CQ), owned from here on."""
+        cq = cls.__new__(cls)
+        cq._take(ffi().cast("struct ibv_cq *", address))
+        return cq
+
+    def _take(self, cq) -> None:
         self.ptr = cq
         self.unacked = 0
-        self._wc = f.new("struct ibv_wc[]", self.POLL_BATCH)
+        self._wc = ffi().new("struct ibv_wc[]", self.POLL_BATCH)
         self._poll_cq = cq.context.ops.poll_cq
 
     POLL_BATCH = 32

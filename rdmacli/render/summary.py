@@ -78,13 +78,26 @@ def latency(remote: str, f: LatFigures) -> list[str]:
         [lat.t_min, lat.t_typical, lat.t_avg, lat.p99, lat.p99_9, lat.t_max], by=lat.t_typical
     )
     stopped = [stopped_words(f.iterations, "iteration", f.stopped_by)] if f.stopped_by else []
-    return stopped + [
+    return [
+        *stopped,
         f"--- {remote} rdma {f.op} latency, {f.size_bytes} bytes, {f.iterations} iterations "
         f"({f.data_path} data path) ---",
         "one way: t_min {} t_typical {} t_avg {} p99 {} p99.9 {} t_max {} {}".format(*v, unit),
         f"round trip p50: host {duration(host.t_typical)}, network {duration(net.t_typical)} "
         f"(the server's own hold time taken out); p99: host {duration(host.p99)}, "
         f"network {duration(net.p99)}",
+        *nic_clock(f),
+    ]
+
+
+def nic_clock(f: LatFigures) -> list[str]:
+    """The NIC's own figure, where its completion timestamps measured (the JSON says why not)."""
+    nic = f.nic_latency_us
+    if nic is None:
+        return []
+    return [
+        f"one way by the NIC's completion timestamps: t_min {duration(nic.t_min)} t_typical "
+        f"{duration(nic.t_typical)} p99 {duration(nic.p99)} (half the period between answers)"
     ]
 
 

@@ -112,6 +112,12 @@ def test_lat_each_op(lab, flows, op, family):
     sdoc, _ = flows.done(srv)
     expected = "python" if os.environ.get(native.ENV) == "python" else "native"
     assert c["data_path"] == expected, c
+    # rxe has no completion timestamps: the host's clock measured, and the device said why
+    assert c["timestamps"] == "host" and "nic_latency_us" not in c, c
+    if expected == "native":
+        assert "has no completion timestamps (completion_timestamp_mask 0x0" in c["timestamps_why"], c
+    else:
+        assert c["timestamps_why"] == f"{native.ENV}=python", c
     [s] = sdoc["connections"]
     assert s["data_path"] == expected and s["iterations_answered"] >= 300, s
 
@@ -149,11 +155,18 @@ def test_the_native_loops_under_address_and_undefined_behaviour_sanitizers(lab, 
     monkeypatch.setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
     monkeypatch.setenv(native.MODULE_ENV, so)
     monkeypatch.delenv(native.ENV, raising=False)
-    for op, size in (("send", 8), ("write", 64), ("send", 4096)):
+    # the client's CQ as an ibv_cq_ex polled as one (the path of a NIC with completion
+    # timestamps; rxe has none, RDMACLI_NIC_CLOCK=ex makes it without) in two of the cases
+    for op, size, clock in (("send", 8, ""), ("write", 64, "ex"), ("send", 4096, "ex")):
         srv = flows.serve("listen", "--lat")
+        monkeypatch.setenv(native.CLOCK_ENV, clock)
         doc = flows.run("lat", lab.server, "-I", lab.client, "--op", op, "-S", size, "-C", "200")
+        monkeypatch.delenv(native.CLOCK_ENV)
         [c] = doc["connections"]
         assert c["iterations"] == 200 and c["data_path"] == "native", c
+        assert c["timestamps"] == "host", c
+        if clock:
+            assert c["timestamps_why"] == f"{native.CLOCK_ENV}=ex", c
         sdoc, out = flows.done(srv)
         assert sdoc["connections"][0]["data_path"] == "native", out
 

@@ -203,6 +203,7 @@ class FakeComp(_Pipe, Handle):
 
 class FakeCQ(Handle):
     kind = "CQ"
+    clock = None
 
     def __init__(self, backend, comp, cqe: int):
         self.backend, self.comp, self.cqe = backend, comp, cqe
@@ -375,7 +376,7 @@ class FakeBackend:
     def comp_channel(self, cm):
         return FakeComp(self)
 
-    def cq(self, cm, cqe: int, comp):
+    def cq(self, cm, cqe: int, comp, clock: bool = False):
         if self.limits is not None and cqe > self.limits.max_cqe:
             raise RdmaCallError("ibv_create_cq", errno.EINVAL)  # what a real device says
         cq = FakeCQ(self, comp, cqe)

@@ -39,14 +39,14 @@ def test_the_loops_refuse_what_they_cannot_bound():
     s = ffi.new("struct rdmacli_lat *")
     out = ffi.new("uint64_t[]", 1)
     fake = ffi.cast("void *", 1)
-    assert lib.rdmacli_lat_client(ffi.NULL, fake, s, out, out, 1, 0, 0) == 0
+    assert lib.rdmacli_lat_client(ffi.NULL, fake, s, out, out, out, 1, 0, 0) == 0
     assert s.status == native.BAD_ARGS
     s.size, s.send_addr, s.recv_addr, s.op, s.max_sends = 8, 1, 1, 0, 1
-    assert lib.rdmacli_lat_client(fake, fake, s, out, out, 1, 0, 0) == 0
+    assert lib.rdmacli_lat_client(fake, fake, s, out, out, out, 1, 0, 0) == 0
     assert s.status == native.BAD_ARGS  # not calibrated
     lib.rdmacli_lat_calibrate(s, 1_000_000)
     assert 0 < s.ns_per_cycle < 100
-    assert lib.rdmacli_lat_client(fake, fake, s, out, out, 0, 0, 0) == 0
+    assert lib.rdmacli_lat_client(fake, fake, s, out, out, out, 0, 0, 0) == 0
     assert s.status == native.BAD_ARGS
     s.max_sends = 0
     assert lib.rdmacli_lat_server(fake, fake, s, ffi.NULL, 1, 0, 0) == 0
@@ -54,6 +54,29 @@ def test_the_loops_refuse_what_they_cannot_bound():
     s.max_sends, s.op = 1, 7
     assert lib.rdmacli_lat_server(fake, fake, s, ffi.NULL, 1, 0, 0) == 0
     assert s.status == native.BAD_ARGS
+
+
+def test_the_nics_clock_converts_as_the_device_says_and_survives_a_wrap():
+    """Completion timestamps: a counter `mask` wide at hca_core_clock kHz (mlx5: 1 GHz and more,
+    48 bits or 64); a period that crossed the counter's wrap is still the period."""
+    khz = 1_000_000  # 1 GHz: a tick a ns
+    assert native.ticks_ns(1000, 3500, (1 << 48) - 1, khz) == 2500
+    assert native.ticks_ns((1 << 48) - 100, 400, (1 << 48) - 1, khz) == 500  # wrapped once
+    assert native.ticks_ns(0, 156_250, (1 << 64) - 1, 156_250) == 1_000_000  # 156.25 MHz: 1 ms
+    assert native.ticks_ns(0, 10, (1 << 48) - 1, 0) == 0  # no rate said: no figure
+
+
+def test_no_nic_clock_is_asked_of_a_device_that_is_not_there(monkeypatch):
+    ffi, lib = native.load()
+    mask, khz = ffi.new("uint64_t *"), ffi.new("uint64_t *")
+    assert lib.rdmacli_nic_clock(ffi.NULL, mask, khz) != 0
+    assert lib.rdmacli_create_cq_ex(ffi.NULL, 8, ffi.NULL, 1) == ffi.NULL
+    monkeypatch.setenv(native.CLOCK_ENV, "off")
+    assert native.make_cq(1, 8, 0, "mlx5_0") == (None, native.NicClock(why=f"{native.CLOCK_ENV}=off"))
+    monkeypatch.setenv(native.ENV, "python")
+    native.reset()
+    address, clock = native.make_cq(1, 8, 0, "mlx5_0")
+    assert address is None and clock.words == "host" and clock.why == f"{native.ENV}=python"
 
 
 def test_it_builds_with_warnings_as_errors_and_under_the_sanitizers(tmp_path):

@@ -74,6 +74,34 @@ def test_lat_times_a_send_ping_pong_and_takes_out_the_servers_hold(rdmacli, back
         assert c["latency_us"][key] > 0
     assert c["network_rtt_us"]["t_avg"] < c["rtt_us"]["t_avg"]  # the hold taken out
     assert abs(c["latency_us"]["t_typical"] * 2 - c["rtt_us"]["t_typical"]) < 0.1
+    # the host's clock measured, and the summary says why not the NIC's
+    assert c["timestamps"] == "host" and c["timestamps_why"] and "nic_latency_us" not in c
+
+
+def test_lat_says_the_nics_figure_when_its_completion_timestamps_measured():
+    """Where the native loop timed answers by the NIC's clock, the one-way figure is half the
+    NIC's period between answers, beside the host's (unchanged), and the text says it."""
+    from rdmacli import native as N
+    from rdmacli.protocols.lat import LatClient
+    from rdmacli.render.summary import latency
+
+    client = LatClient("send", 64, 4)
+    for rtt in (10e-6, 11e-6, 12e-6, 30e-6):
+        client.note(rtt, 0.0)
+    client.clock = N.NicClock(N.CLOCK_NIC, (1 << 48) - 1, 1_000_000)
+    for period in (4e-6, 4.2e-6, 4.4e-6):
+        client.nic.add(period)
+    f = client.summary()
+    assert f.timestamps == "nic" and f.timestamps_why is None
+    assert f.nic_latency_us.t_typical == 2.1 and f.latency_us.t_typical == 5.75
+    said = "one way by the NIC's completion timestamps: t_min 2.00 µs t_typical 2.10 µs"
+    assert said in latency("x", f)[-1]
+    client.nic = type(client.nic)()  # the device had none: the host's, and why
+    client.clock = N.NicClock(why="rxe0 has no completion timestamps")
+    f = client.summary()
+    assert (f.timestamps, f.nic_latency_us) == ("host", None)
+    assert f.timestamps_why == "rxe0 has no completion timestamps"
+    assert "NIC" not in " ".join(latency("x", f))
 
 
 def test_lat_server_rejects_a_client_without_its_hello(rdmacli, backend):
