@@ -45,23 +45,32 @@ STARTUP = ("marshal", "exec", "__build_class__", "dlopen", "create_dynamic", "op
 def split(stats: pstats.Stats, n: int) -> None:
     """Where each connection's time went, by own time (tottime): waiting in epoll (the kernel and
     the peer), in rdmacli/rdma/ (the wrappers of librdmacm and libibverbs: cffi calls are not
-    profiled apart, so their C and system-call time is there, which ucmatose pays too), and the
-    rest of rdmacli's Python (the engine, the protocol, the records). The bound on connect's
-    ratio: what ucmatose cannot avoid is at most the first two."""
-    groups = {"wait (epoll)": 0.0, "rdma/ (C calls and wrappers)": 0.0, "engine, protocols, rest": 0.0,
-              "start-up (imports)": 0.0}  # fmt: skip
-    for (file, _line, name), (_cc, _nc, tt, _ct, _callers) in stats.stats.items():
+    profiled apart, so their C and system-call time is there, which ucmatose pays too),
+    rdmacli's other Python (the engine, the protocol, the records, with the built-ins they call),
+    the libraries' Python (stdlib, click, rich), and start-up (imports: once a run). The bound on
+    connect's ratio: what ucmatose cannot avoid is at most the first two."""
+    parts: dict[str, list] = {name: [0.0, []] for name in PARTS}
+    for (file, line, name), (_cc, _nc, tt, _ct, _callers) in stats.stats.items():
         if name == "<method 'poll' of 'select.epoll' objects>":
-            groups["wait (epoll)"] += tt
+            part = "wait (epoll)"
         elif "/rdmacli/rdma/" in file:
-            groups["rdma/ (C calls and wrappers)"] += tt
+            part = "rdma/ (C calls, wrappers)"
         elif "/rdmacli/" in file or (file == "~" and not any(w in name for w in STARTUP)):
-            groups["engine, protocols, rest"] += tt  # (with the built-ins they call)
+            part = "rdmacli's Python"
+        elif file == "~" or "<frozen" in file:
+            part = "start-up (imports)"
         else:
-            groups["start-up (imports)"] += tt  # imports, marshal, dlopen: once, not per connection
-    print("own time by part, ms per connection (cProfile's overhead inflates the Python parts):")
-    for name, tt in groups.items():
-        print(f"  {name:32} {tt * 1e3 / n:8.2f}")
+            part = "libraries' Python"
+        parts[part][0] += tt
+        parts[part][1].append((tt, f"{file.rsplit('/', 2)[-1] if '/' in file else file}:{line}({name})"))
+    print(f"own time by part, ms per connection of {n} (cProfile inflates the Python parts):")
+    for name, (tt, entries) in parts.items():
+        top = ", ".join(f"{e} {t * 1e3:.0f} ms" for t, e in sorted(entries, reverse=True)[:3])
+        print(f"  {name:28} {tt * 1e3 / n:7.2f}   ({top})")
+
+
+PARTS = ("wait (epoll)", "rdma/ (C calls, wrappers)", "rdmacli's Python", "libraries' Python",
+         "start-up (imports)")  # fmt: skip
 
 
 if __name__ == "__main__":

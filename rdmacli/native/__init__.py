@@ -67,7 +67,7 @@ STATUS_WORDS = {
     2: "a post failed",
     3: "a work completion failed",
     4: "polling the CQ failed",
-    5: "a completion of another QP on this CQ",
+    5: "a completion of another QP on this CQ, or an answer nobody asked for",
     6: "the native loop refused its arguments",
     7: "a signal came while it slept",
 }

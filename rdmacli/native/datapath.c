@@ -174,17 +174,22 @@ uint64_t rdmacli_nic_ticks_ns(uint64_t from, uint64_t to, uint64_t mask, uint64_
 }
 
 /* A poll of an ibv_cq_ex: up to POLL_BATCH completions into wc (what the loops read of them:
- * wr_id, status, opcode, qp_num) and their timestamps into ts (NULL: not kept). */
+ * wr_id, status, opcode, qp_num) and their timestamps into ts (NULL: not kept). One completion
+ * per ibv_start_poll/ibv_end_poll, never ibv_next_poll: rxe before rdma-core 55 (Debian 12 has
+ * 44) moves its consumer index past the producer when ibv_next_poll says ENOENT and
+ * ibv_end_poll follows (rdma-core b78b414e0), and then reads completions never written: the
+ * lab saw all-zero ones. A pair per completion is right on every provider. */
 static int poll_ex(struct ibv_cq_ex *cq, const struct rdmacli_lat *s, struct ibv_wc *wc, uint64_t *ts)
 {
     struct ibv_poll_cq_attr attr = {0};
-    int n = 0, rc = ibv_start_poll(cq, &attr);
+    int n, rc;
 
-    if (rc == ENOENT)
-        return 0;
-    if (rc)
-        return -rc;
-    do {
+    for (n = 0; n < POLL_BATCH; n++) {
+        rc = ibv_start_poll(cq, &attr);
+        if (rc == ENOENT)
+            break;
+        if (rc)
+            return n ? n : -rc; /* (what was read first is handled; the error comes again) */
         memset(&wc[n], 0, sizeof(wc[n]));
         wc[n].wr_id = cq->wr_id;
         wc[n].status = cq->status;
@@ -194,10 +199,9 @@ static int poll_ex(struct ibv_cq_ex *cq, const struct rdmacli_lat *s, struct ibv
         }
         if (ts)
             ts[n] = s->nic_clock == RDMACLI_CLOCK_NIC ? ibv_wc_read_completion_ts(cq) : 0;
-        n++;
-    } while (n < POLL_BATCH && (rc = ibv_next_poll(cq)) == 0);
-    ibv_end_poll(cq);
-    return rc && rc != ENOENT ? -rc : n;
+        ibv_end_poll(cq);
+    }
+    return n;
 }
 
 /* One poll of the CQ, stamped: the completions polled, or -1 with the status said. */
@@ -288,6 +292,16 @@ static void failed(struct rdmacli_lat *s, const struct ibv_wc *wc)
     s->wc_wr_id = wc->wr_id;
 }
 
+/* A completion this loop cannot own (another QP's, or an answer nobody asked for): err says
+ * the QP number it names, with its opcode and wr_id, for the words. */
+static void foreign(struct rdmacli_lat *s, const struct ibv_wc *wc)
+{
+    s->status = RDMACLI_FOREIGN;
+    s->err = (int)wc->qp_num;
+    s->wc_opcode = wc->opcode;
+    s->wc_wr_id = wc->wr_id;
+}
+
 static int usable(const void *qp, const void *cq, const struct rdmacli_lat *s, uint32_t cap)
 {
     return qp && cq && s && cap > 0 && s->size > 0 && s->send_addr && s->recv_addr &&
@@ -318,7 +332,7 @@ static int checked(struct ibv_qp *qp, struct rdmacli_lat *s, const struct ibv_wc
         return 1;
     }
     if (wc->qp_num != qp->qp_num) {
-        s->status = RDMACLI_FOREIGN;
+        foreign(s, wc);
         return 1;
     }
     if (!(wc->opcode & IBV_WC_RECV)) {
@@ -446,12 +460,8 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
                 goto out;
             if (!(wc[k].opcode & IBV_WC_RECV))
                 continue;
-            if (!s->awaiting || n >= cap) { /* an answer nobody asked for */
-                s->status = RDMACLI_FOREIGN;
-                goto out;
-            }
-            if (s->op == RDMACLI_OP_WRITE_POLL) { /* no receive is posted: none may complete */
-                s->status = RDMACLI_FOREIGN;
+            if (!s->awaiting || n >= cap || s->op == RDMACLI_OP_WRITE_POLL) {
+                foreign(s, &wc[k]); /* an answer nobody asked for (WRITE_POLL posts no receive) */
                 goto out;
             }
             rtt_ns[n] = c > c_post ? c - c_post : 0; /* cycles until the end: then ns */
@@ -551,7 +561,7 @@ int rdmacli_lat_server(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
             if (!(wc[k].opcode & IBV_WC_RECV))
                 continue;
             if (s->op == RDMACLI_OP_WRITE_POLL) { /* no receive is posted: none may complete */
-                s->status = RDMACLI_FOREIGN;
+                foreign(s, &wc[k]);
                 goto out;
             }
             if (s->sends_out >= s->max_sends) { /* the peer sent without waiting */

@@ -32,8 +32,13 @@ def go_on(conn, sl: N.Slice) -> bool:
     if sl.status == N.POST_ERROR:
         raise RdmaCallError("ibv_post_send/ibv_post_recv (native)", sl.err)
     if sl.status not in (N.OK, *N.HANDED_BACK):
+        which = (
+            f" (QP {sl.err:#x}, this one's {conn.cm.qp_num:#x}; opcode {sl.wc_opcode}, wr_id {sl.wc_wr_id})"
+            if sl.status == N.FOREIGN
+            else ""
+        )
         raise RdmacliError(
-            f"the native data path stopped: {N.STATUS_WORDS.get(sl.status, sl.status)} "
+            f"the native data path stopped: {N.STATUS_WORDS.get(sl.status, sl.status)}{which} "
             f"[{conn.flow.where(conn)}]",
             hint=f"a bug in rdmacli: {N.ENV}=python measures with the Python loop meanwhile",
             cause=Cause.INTERNAL,
