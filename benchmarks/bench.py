@@ -151,7 +151,7 @@ def connect() -> list[str]:
         )
 
     t = sweep(sizes, c_run, r_run)
-    return report(
+    lines = report(
         f"connect: N connections x 10 messages each way against `ucmatose -c N` (median of {RUNS}; "
         "rdmacli --json, its elapsed_ms)",
         "conn",
@@ -159,6 +159,11 @@ def connect() -> list[str]:
         t,
         [(1, 8), (1, 32), (1, 128)],
     )
+    # what stands between the ratio and 1: the profile of the marginal connection, same boot
+    here = os.path.dirname(os.path.abspath(__file__))
+    got = subprocess.run([sys.executable, os.path.join(here, "profile_connect.py"), "parts"],
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    return lines + (got.stdout.rstrip().splitlines() or [f"  (the profile failed: {got.stderr[-300:]})"])
 
 
 def ping() -> list[str]:
