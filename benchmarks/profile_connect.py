@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import cProfile
 import io
+import os
 import pstats
+import statistics
+import subprocess
 import sys
 
 from _lab import CLIENT, CONNECT_PORT, SERVER, server, stop, wait_listener, wait_no_listener
@@ -20,26 +23,72 @@ STARTUP = ("marshal", "exec", "__build_class__", "dlopen", "create_dynamic", "op
            "_io.", "posix.listdir", "posix.getcwd", "__import__")  # fmt: skip
 
 
-def profiled(n: int) -> tuple[pstats.Stats, str]:
-    """rdmacli connect -c n -C 10 --json against ucmatose, run in this process under cProfile:
-    (its stats, what it printed)."""
+def profiled(n: int, profile: bool = True) -> tuple[pstats.Stats | None, str, tuple[float, float]]:
+    """rdmacli connect -c n -C 10 --json against ucmatose, run in this process (under cProfile
+    if `profile`): (its stats, what it printed, the process's user and system CPU seconds
+    during it)."""
     from rdmacli.__main__ import main as rdmacli_main
 
     srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
     wait_listener(CONNECT_PORT)
-    prof = cProfile.Profile()
+    prof = cProfile.Profile() if profile else None
     sys.argv = ["rdmacli", "connect", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10", "--json"]
     out = io.StringIO()
     real, sys.stdout = sys.stdout, out
+    t0 = os.times()
     try:
-        prof.runcall(rdmacli_main)
+        prof.runcall(rdmacli_main) if prof else rdmacli_main()
     except SystemExit:
         pass
     finally:
+        t1 = os.times()
         sys.stdout = real
     stop(srv)
     wait_no_listener(CONNECT_PORT)
-    return pstats.Stats(prof), out.getvalue()
+    return (pstats.Stats(prof) if prof else None), out.getvalue(), (t1.user - t0.user, t1.system - t0.system)
+
+
+def ucmatose_cpu(n: int) -> tuple[float, float]:
+    """`ucmatose -c n -C 10`'s client against its server: its user and system CPU seconds."""
+    srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
+    wait_listener(CONNECT_PORT)
+    cmd = ["ucmatose", "-s", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10"]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    stop(srv)
+    wait_no_listener(CONNECT_PORT)
+    return ru.ru_utime, ru.ru_stime
+
+
+def times(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b > 0 else "-"
+
+
+def cpu_per_connection(small: int, big: int, runs: int = 3) -> list[str]:
+    """User and system CPU per connection, marginal from small to big, both tools, no profiler
+    (rdmacli in this process after a warm-up run: its start-up is outside). System time is the
+    kernel's work for the calls both make; user time is each tool's own."""
+    profiled(1, profile=False)  # imports, librdmacm's first open: not a connection's cost
+
+    def per(f) -> tuple[float, float]:
+        a = [f(small) for _ in range(runs)]
+        b = [f(big) for _ in range(runs)]
+        return tuple(
+            (statistics.median(x[i] for x in b) - statistics.median(x[i] for x in a)) / (big - small)
+            for i in (0, 1)
+        )
+
+    cu, cs = per(ucmatose_cpu)
+    ru, rs = per(lambda n: profiled(n, profile=False)[2])
+    floor = (rs + cu) / (cs + cu) if cs + cu > 0 else float("nan")
+    return [
+        f"  CPU per connection, marginal {small}->{big} (median of {runs}, no profiler), user + system:",
+        f"    ucmatose {cu * 1e6:6.0f} + {cs * 1e6:6.0f} µs = {(cu + cs) * 1e6:6.0f} µs",
+        f"    rdmacli  {ru * 1e6:6.0f} + {rs * 1e6:6.0f} µs = {(ru + rs) * 1e6:6.0f} µs "
+        f"({times(ru + rs, cu + cs)}; user {times(ru, cu)}, system {times(rs, cs)})",
+        f"    with rdmacli's user time no more than ucmatose's, the CPU ratio would be {floor:.2f}x",
+    ]
 
 
 def part_of(file: str, name: str) -> str:
@@ -64,13 +113,15 @@ def own_times(stats: pstats.Stats) -> dict[tuple, float]:
 
 
 def marginal_parts(small: int = 8, big: int = 128) -> list[str]:
-    """Each part's own time per connection from `small` to `big` connections (start-up and the
-    run's fixed work cancel out, as in bench.py's marginal), with its three largest entries."""
+    """The CPU per connection of both tools, then rdmacli's own time per connection by part under
+    cProfile, from `small` to `big` connections (start-up and the run's fixed work cancel out,
+    as in bench.py's marginal), with each part's three largest entries."""
+    lines = cpu_per_connection(small, big)
     a, b = own_times(profiled(small)[0]), own_times(profiled(big)[0])
     per = {key: (b.get(key, 0.0) - a.get(key, 0.0)) / (big - small) for key in set(a) | set(b)}
-    lines = [f"  rdmacli's own time per connection by part, marginal {small}->{big} under cProfile "
-             "(which inflates the Python parts):"]  # fmt: skip
-    total = sum(v for v in per.values() if v > 0)
+    lines.append(f"  rdmacli's own time per connection by part, marginal {small}->{big} under cProfile "
+                 "(which inflates the Python parts):")  # fmt: skip
+    total = sum(per.values())
     for part in PARTS:
         keys = [k for k in per if part_of(k[0], k[2]) == part]
         t = sum(per[k] for k in keys)
@@ -81,7 +132,7 @@ def marginal_parts(small: int = 8, big: int = 128) -> list[str]:
 
 
 def main(n: int = 128, sort: str = "tottime") -> None:
-    stats, out = profiled(n)
+    stats, out, _ = profiled(n)
     print(f"profile of rdmacli connect -c {n} -C 10 against ucmatose (sorted by {sort})")
     print(out[:300])
     stats.sort_stats(sort).print_stats(r"rdmacli|built-in|method", 45)

@@ -29,7 +29,10 @@ class State(str, Enum):
 
     @property
     def final(self) -> bool:
-        return self in (State.DONE, State.FAILED, State.REJECTED, State.INTERRUPTED)
+        return self in _FINAL  # (a set: asked dozens of times a connection, `make profile` saw)
+
+
+_FINAL = frozenset((State.DONE, State.FAILED, State.REJECTED, State.INTERRUPTED))
 
 
 def dumps(doc, **kw) -> str:
