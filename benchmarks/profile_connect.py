@@ -11,6 +11,7 @@ import cProfile
 import io
 import os
 import pstats
+import resource
 import statistics
 import subprocess
 import sys
@@ -23,10 +24,10 @@ STARTUP = ("marshal", "exec", "__build_class__", "dlopen", "create_dynamic", "op
            "_io.", "posix.listdir", "posix.getcwd", "__import__")  # fmt: skip
 
 
-def profiled(n: int, profile: bool = True) -> tuple[pstats.Stats | None, str, tuple[float, float]]:
+def profiled(n: int, profile: bool = True) -> tuple[pstats.Stats | None, str, tuple[float, float, int]]:
     """rdmacli connect -c n -C 10 --json against ucmatose, run in this process (under cProfile
-    if `profile`): (its stats, what it printed, the process's user and system CPU seconds
-    during it)."""
+    if `profile`): (its stats, what it printed, the process's user and system CPU seconds and
+    minor page faults during it)."""
     from rdmacli.__main__ import main as rdmacli_main
 
     srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
@@ -35,21 +36,23 @@ def profiled(n: int, profile: bool = True) -> tuple[pstats.Stats | None, str, tu
     sys.argv = ["rdmacli", "connect", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10", "--json"]
     out = io.StringIO()
     real, sys.stdout = sys.stdout, out
-    t0 = os.times()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     try:
         prof.runcall(rdmacli_main) if prof else rdmacli_main()
     except SystemExit:
         pass
     finally:
-        t1 = os.times()
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
         sys.stdout = real
     stop(srv)
     wait_no_listener(CONNECT_PORT)
-    return (pstats.Stats(prof) if prof else None), out.getvalue(), (t1.user - t0.user, t1.system - t0.system)
+    used = (r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, r1.ru_minflt - r0.ru_minflt)
+    return (pstats.Stats(prof) if prof else None), out.getvalue(), used
 
 
-def ucmatose_cpu(n: int) -> tuple[float, float]:
-    """`ucmatose -c n -C 10`'s client against its server: its user and system CPU seconds."""
+def ucmatose_cpu(n: int) -> tuple[float, float, int]:
+    """`ucmatose -c n -C 10`'s client against its server: its user and system CPU seconds and
+    minor page faults."""
     srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
     wait_listener(CONNECT_PORT)
     cmd = ["ucmatose", "-s", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10"]
@@ -58,7 +61,7 @@ def ucmatose_cpu(n: int) -> tuple[float, float]:
     p.returncode = os.waitstatus_to_exitcode(status)
     stop(srv)
     wait_no_listener(CONNECT_PORT)
-    return ru.ru_utime, ru.ru_stime
+    return ru.ru_utime, ru.ru_stime, ru.ru_minflt
 
 
 def times(a: float, b: float) -> str:
@@ -76,17 +79,18 @@ def cpu_per_connection(small: int, big: int, runs: int = 3) -> list[str]:
         b = [f(big) for _ in range(runs)]
         return tuple(
             (statistics.median(x[i] for x in b) - statistics.median(x[i] for x in a)) / (big - small)
-            for i in (0, 1)
+            for i in (0, 1, 2)
         )
 
-    cu, cs = per(ucmatose_cpu)
-    ru, rs = per(lambda n: profiled(n, profile=False)[2])
+    cu, cs, cf = per(ucmatose_cpu)
+    ru, rs, rf = per(lambda n: profiled(n, profile=False)[2])
     floor = (rs + cu) / (cs + cu) if cs + cu > 0 else float("nan")
     return [
         f"  CPU per connection, marginal {small}->{big} (median of {runs}, no profiler), user + system:",
         f"    ucmatose {cu * 1e6:6.0f} + {cs * 1e6:6.0f} µs = {(cu + cs) * 1e6:6.0f} µs",
         f"    rdmacli  {ru * 1e6:6.0f} + {rs * 1e6:6.0f} µs = {(ru + rs) * 1e6:6.0f} µs "
         f"({times(ru + rs, cu + cs)}; user {times(ru, cu)}, system {times(rs, cs)})",
+        f"    minor page faults per connection: ucmatose {cf:.0f}, rdmacli {rf:.0f}",
         f"    with rdmacli's user time no more than ucmatose's, the CPU ratio would be {floor:.2f}x",
     ]
 
