@@ -446,6 +446,7 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
     spin = s->spin_ns == UINT64_MAX || s->op == RDMACLI_OP_WRITE_POLL ? UINT64_MAX : to_cycles(s, s->spin_ns);
     s->awaiting = 0;
     s->sends_out = 0;
+    s->nic_last = 0; /* a period across the engine's turn between two calls is not the wire's */
     for (;;) {
         if (!s->awaiting && n < cap && c < slice_end && !signalled && s->sends_out < s->max_sends) {
             if (ask(qp, s, &c_post))
@@ -467,7 +468,9 @@ int rdmacli_lat_client(void *qp_, void *cq_, struct rdmacli_lat *s, uint64_t *rt
             rtt_ns[n] = c > c_post ? c - c_post : 0; /* cycles until the end: then ns */
             hold_ns[n] = s->carries_hold && s->size >= 8 ? get_be64(s->recv_addr) : 0;
             if (nic_ns) { /* the NIC's period from the last answer to this one (rc_pingpong --ts) */
-                nic_ns[n] = s->nic_last && ts[k] ? rdmacli_nic_ticks_ns(s->nic_last, ts[k], s->nic_mask, s->nic_khz) : 0;
+                nic_ns[n] = s->nic_last && ts[k]
+                                ? rdmacli_nic_ticks_ns(s->nic_last, ts[k], s->nic_mask, s->nic_khz)
+                                : 0;
                 s->nic_last = ts[k];
             }
             n++;

@@ -47,7 +47,7 @@ struct rdmacli_lat {
                               without (the lab's test of that poll path), else 0 */
     uint64_t nic_mask;     /* RDMACLI_CLOCK_NIC: completion_timestamp_mask (the counter's bits) */
     uint64_t nic_khz;      /* and hca_core_clock, the counter's rate */
-    uint64_t nic_last;     /* the last answer's completion timestamp (0: none yet) */
+    uint64_t nic_last;     /* the last answer's completion timestamp in this call (0: none) */
     /* kept across calls */
     uint64_t cal_cycles;   /* the clock's calibration: a cycle count and CLOCK_MONOTONIC (ns) */
     uint64_t cal_ns;       /* taken together (rdmacli_lat_calibrate), refined at each call's end */
