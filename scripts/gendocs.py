@@ -219,8 +219,8 @@ EXTRA = {
         "completion_timestamp_mask and hca_core_clock; mlx5 has them, rxe has not) and the "
         "native data path measures, its CQ is made with them (ibv_create_cq_ex) and the NIC "
         "times each answer's completion: nic_latency_us is half the NIC's period from one answer "
-        "to the next within a native slice (rc_pingpong --ts's measure, halved as perftest halves its own), beside the "
-        "host's figures, and timestamps says nic; elsewhere timestamps says host and "
+        "to the next within a native slice (rc_pingpong --ts's measure, halved as perftest halves "
+        "its own), beside the host's figures, and timestamps says nic; elsewhere timestamps says host and "
         "timestamps_why says why (the device's mask and clock, or the data path).",
     },
     "mesh": {
