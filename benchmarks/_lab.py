@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -142,4 +143,6 @@ def median(values: list[float | None]) -> float | None:
 
 
 def ratio(a: float | None, b: float | None) -> str:
-    return "-" if a is None or b is None else f"{a / b:6.2f}x"
+    """a / b as "1.23x", or "-" where either is missing, NaN, or b is not positive."""
+    bad = a is None or b is None or math.isnan(a) or math.isnan(b) or b <= 0
+    return "-" if bad else f"{a / b:.2f}x"

@@ -28,6 +28,7 @@ from _lab import (
     SERVER,
     gid_index,
     median,
+    ratio,
     server,
     stop,
     timed,
@@ -49,11 +50,6 @@ def ms(x: float | None) -> str:
     if math.isnan(x):
         return "noise"
     return f"{x * 1e3:.1f} ms" if x >= 0.01 else f"{x * 1e6:.0f} µs"
-
-
-def ratio(a: float | None, b: float | None) -> str:
-    bad = a is None or b is None or math.isnan(a) or math.isnan(b) or b <= 0
-    return "-" if bad else f"{a / b:.2f}x"
 
 
 def with_server(

@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import sys
 
-from _lab import CLIENT, CONNECT_PORT, SERVER, server, stop, wait_listener, wait_no_listener
+from _lab import CLIENT, CONNECT_PORT, SERVER, ratio, server, stop, wait_listener, wait_no_listener
 
 PARTS = ("wait (epoll)", "rdma/ (C calls, wrappers)", "rdmacli's Python", "libraries' Python",
          "start-up (imports)")  # fmt: skip
@@ -64,10 +64,6 @@ def ucmatose_cpu(n: int) -> tuple[float, float, int]:
     return ru.ru_utime, ru.ru_stime, ru.ru_minflt
 
 
-def times(a: float, b: float) -> str:
-    return f"{a / b:.2f}x" if b > 0 else "-"
-
-
 def cpu_per_connection(small: int, big: int, runs: int = 3) -> list[str]:
     """User and system CPU per connection, marginal from small to big, both tools, no profiler
     (rdmacli in this process after a warm-up run: its start-up is outside). System time is the
@@ -89,7 +85,7 @@ def cpu_per_connection(small: int, big: int, runs: int = 3) -> list[str]:
         f"  CPU per connection, marginal {small}->{big} (median of {runs}, no profiler), user + system:",
         f"    ucmatose {cu * 1e6:6.0f} + {cs * 1e6:6.0f} µs = {(cu + cs) * 1e6:6.0f} µs",
         f"    rdmacli  {ru * 1e6:6.0f} + {rs * 1e6:6.0f} µs = {(ru + rs) * 1e6:6.0f} µs "
-        f"({times(ru + rs, cu + cs)}; user {times(ru, cu)}, system {times(rs, cs)})",
+        f"({ratio(ru + rs, cu + cs)}; user {ratio(ru, cu)}, system {ratio(rs, cs)})",
         f"    minor page faults per connection: ucmatose {cf:.0f}, rdmacli {rf:.0f}",
         f"    with rdmacli's user time no more than ucmatose's, the CPU ratio would be {floor:.2f}x",
     ]

@@ -93,10 +93,6 @@ class NicClock:
     khz: int = 0
     why: str | None = None
 
-    @property
-    def words(self) -> str:
-        return "nic" if self.mode == CLOCK_NIC else "host"
-
 
 def make_cq(verbs: int, cqe: int, channel: int, device: str) -> tuple[int | None, NicClock]:
     """A CQ for a timed native loop on device context `verbs`: (its struct ibv_cq * as an
@@ -124,9 +120,12 @@ def make_cq(verbs: int, cqe: int, channel: int, device: str) -> tuple[int | None
     if ptr == ffi.NULL:
         return None, NicClock(why=f"{device}: ibv_create_cq_ex with completion timestamps failed "
                                   f"({os.strerror(ffi.errno)})")  # fmt: skip
-    if mode == CLOCK_EX:
-        return int(ffi.cast("uintptr_t", ptr)), NicClock(CLOCK_EX, why=f"{CLOCK_ENV}=ex")
-    return int(ffi.cast("uintptr_t", ptr)), NicClock(CLOCK_NIC, mask[0], khz[0])
+    how = (
+        NicClock(CLOCK_EX, why=f"{CLOCK_ENV}=ex")
+        if mode == CLOCK_EX
+        else NicClock(CLOCK_NIC, mask[0], khz[0])
+    )
+    return int(ffi.cast("uintptr_t", ptr)), how
 
 
 def ticks_ns(start: int, end: int, mask: int, khz: int) -> int:

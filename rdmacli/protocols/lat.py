@@ -111,7 +111,7 @@ class _PingPong(Protocol):
                     recv=(self.recv_mr.addr, self.recv_mr.lkey), remote=self.remote,
                     max_inline=conn.max_inline, max_sends=SEND_DEPTH - DEPTH, send_wr_id=NATIVE_SEND,
                     recv_wr_id=RECV, spin_s=None if conn.flow.options.busy_poll else SPIN_S,
-                    clock=conn.cq.clock,
+                    clock=self.clock,
                 )  # fmt: skip
         return self.native
 

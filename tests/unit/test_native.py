@@ -76,7 +76,7 @@ def test_no_nic_clock_is_asked_of_a_device_that_is_not_there(monkeypatch):
     monkeypatch.setenv(native.ENV, "python")
     native.reset()
     address, clock = native.make_cq(1, 8, 0, "mlx5_0")
-    assert address is None and clock.words == "host" and clock.why == f"{native.ENV}=python"
+    assert address is None and clock.mode == native.CLOCK_HOST and clock.why == f"{native.ENV}=python"
 
 
 def test_it_builds_with_warnings_as_errors_and_under_the_sanitizers(tmp_path):
