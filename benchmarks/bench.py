@@ -429,10 +429,15 @@ def main() -> None:
     only = sys.argv[1:] or ["startup", "connect", "ping", "ud", "mcast", "steps", "bw", "lat"]
     # warm-up: ARP and neighbour caches, page cache for both tools
     with_server(["ucmatose", "-b", SERVER], CONNECT_PORT, ["ucmatose", "-s", SERVER, "-b", CLIENT])
+    sections = {}
     for name in only:
-        for line in globals()[name]():
+        sections[name] = globals()[name]()
+        for line in sections[name]:
             print(line, flush=True)
         print(flush=True)
+    from results import write
+
+    write("bench", {"runs": RUNS, "sections": sections})
 
 
 if __name__ == "__main__":

@@ -478,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON document")
     ap.add_argument("--healthy", action="store_true", help="healthy fabrics only (the cost of a clean run)")
     args = ap.parse_args(argv)
-    times = {row["nodes"]: row for row in fleet_times()}
+    times_rows = fleet_times()
+    times = {row["nodes"]: row for row in times_rows}
     if not args.json:
         print("the time it takes (the real Plan; --count 20, --round-time 1, launch not counted):")
         for row in times.values():
@@ -513,6 +514,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=1))
     else:
         print("goals missed: " + "; ".join(missed) if missed else "every goal met", flush=True)
+    from results import write
+
+    write("scale", {"fleet_times": list(times_rows), "sizes": rows, "goals_missed": missed},
+          argv if argv is not None else sys.argv[1:])  # fmt: skip
     return 1 if missed else 0
 
 

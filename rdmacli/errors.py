@@ -169,3 +169,177 @@ class Stopped(BaseException):
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
+
+
+# What each cause means and what to do about it, for people: docs/troubleshooting.md is generated
+# from this table (scripts/gendocs.py) and a unit test holds it to the enumeration. The advice an
+# error carries at run time is more precise (it names the device, address and option); this is
+# the cause's general answer.
+CAUSES: dict[Cause, tuple[str, str]] = {
+    Cause.NOBODY_LISTENING: (
+        "The peer's CM answered that nothing listens on that port in that port space (IB CM "
+        "REJECTED reason 8, or SIDR status 1 for UD).",
+        "Start the server first, or give the client `--wait SECONDS` to ask again until it is "
+        "there; check the port (`-p`) and the port space (`-P tcp|ib`, `--ud`) on both sides.",
+    ),
+    Cause.REJECTED: (
+        "The peer's CM or its application refused the connection; the reason is in "
+        "`reject_reason` (and `peer_reason` when an rdmacli server said why).",
+        "Read the server's reason: a request beyond its `--max-size`, `--max-clients` or "
+        "`--max-pinned`, a server that is full or stopping, or a stale mesh round.",
+    ),
+    Cause.UNREACHABLE: (
+        "No answer to the connection request (UNREACHABLE or CONNECT_ERROR): the request or its "
+        "reply was lost on the way.",
+        "Check the path: `rdmacli doctor PEER`, the port state on both ends, the switch, and for "
+        "RoCE the GID and VLAN; a firewall dropping UDP 4791 looks like this.",
+    ),
+    Cause.ADDRESS: (
+        "Address resolution failed (ADDR_ERROR), or a name did not resolve to an address.",
+        "Use an address on an RDMA netdev (`rdmacli devices` lists them); check the name, the "
+        "route to it, and `-b`/`-I` for the source address.",
+    ),
+    Cause.ROUTE: (
+        "Route resolution failed (ROUTE_ERROR): no path record or neighbour for the peer.",
+        "Check the subnet manager (InfiniBand) or the neighbour entry and VLAN (RoCE); "
+        "`rdmacli doctor PEER` looks at the path.",
+    ),
+    Cause.DEADLINE: (
+        "rdmacli's own deadline expired; the error names the step and the option that bounded it.",
+        "Raise the option the message names (`--connect-timeout`, `--idle-timeout`, `--timeout`, "
+        "`--wait`), or find why the peer is slow: the counters in the summary often say.",
+    ),
+    Cause.PEER_PROTOCOL: (
+        "The peer sent something out of turn, malformed or out of bounds (a figure no hardware "
+        "can measure, a rate above this port's line rate).",
+        "The peer is at fault, not this host: check that it runs the protocol you think "
+        "(`--perftest`, `--ud`, the C tool's version) and the same options.",
+    ),
+    Cause.INCONSISTENT: (
+        "`mesh`: every pair passed, but a node's figures contradict its partners' ports or the "
+        "fabric's; its claims were set aside.",
+        "Look at the node named in `data.nodes[].contradicted`: its agent, its clock, its rdmacli version.",
+    ),
+    Cause.UNEXPECTED_EVENT: (
+        "A CM event that the rdma_cm(7) sequence does not have in that phase (named in `event` and `step`).",
+        "Usually the peer's doing (a disconnect or a reject at an odd time); if it repeats "
+        "against a well-behaved peer, please report it with `--json-lines`.",
+    ),
+    Cause.PEER_ENDED: (
+        "The peer disconnected before the exchange was done.",
+        "Check the peer's side: it may have been given a smaller count, hit its own deadline or "
+        "been stopped.",
+    ),
+    Cause.TRANSFER: (
+        "A work completion failed (RETRY_EXC, REM_ACCESS, ...): the NIC could not deliver.",
+        "Retries exhausted means the peer stopped answering (it died, or the link did); access "
+        "errors mean a protocol mismatch. The counters in the summary tell which.",
+    ),
+    Cause.DATA_MISMATCH: (
+        "rping's validation (`-V`) found data written back that differs from what was sent.",
+        "Data corruption on the path or in the peer: check the peer's version, then the NICs "
+        "and the link (symbol errors).",
+    ),
+    Cause.LOSS: (
+        "UD datagrams that never came back.",
+        "Datagrams are unreliable: check the receiver's posted receives and the path's loss; "
+        "the port counters in the summary show where.",
+    ),
+    Cause.UNANSWERED: (
+        "`ping`, `lat`: stopped (deadline or signal) with no answer, or with fewer answers than "
+        "`-C` at the deadline.",
+        "The connection came up but pings were not answered: check the server and the path; "
+        "raise `--timeout` for a slow fabric.",
+    ),
+    Cause.ALL_REJECTED: (
+        "A server of ours refused every client it saw.",
+        "Read each rejection's reason in the summary: clients asking for more than the server's "
+        "bounds, or for another protocol.",
+    ),
+    Cause.PACKET_LOSS: (
+        "The test was slow or failed while the port's retransmit, sequence-error or ACK-timeout "
+        "counters moved: packets were lost on the way.",
+        "Check the cable and optics, the switch port's error counters, and for RoCE the "
+        "lossless configuration (PFC, ECN).",
+    ),
+    Cause.RNR: (
+        "The test failed while receiver-not-ready NAKs were counted: a receiver had no receive posted.",
+        "The receiving application is too slow to post receives: a peer's bug or overload.",
+    ),
+    Cause.LINK_ERRORS: (
+        "The test failed while link errors were counted (link downed, symbol errors, port "
+        "receive or transmit errors).",
+        "Check the cable, the optics and the switch port; `rdmacli devices` shows the port's state.",
+    ),
+    Cause.LOCAL_PORT_DOWN: (
+        "This host's RDMA port or its netdev went down during the run.",
+        "Bring the netdev up (`ip link set DEV up`) and check the cable; `rdmacli devices`.",
+    ),
+    Cause.LOCAL_ADDRESS_GONE: (
+        "This host's address, or the GID made from it, vanished during the run.",
+        "Check what changed the address (NetworkManager, DHCP); `rdmacli devices` lists the GIDs.",
+    ),
+    Cause.DEVICE_REMOVED: (
+        "The RDMA device was removed during the run (a driver reload, a reset).",
+        "Wait for the device to come back and run again; check `dmesg` for why it went.",
+    ),
+    Cause.MEMLOCK: (
+        "The locked-memory limit (RLIMIT_MEMLOCK) refused a registration or a queue.",
+        "Raise it: `ulimit -l unlimited`, `LimitMEMLOCK=infinity` in a unit, or "
+        "/etc/security/limits.conf; or ask for smaller messages or fewer connections.",
+    ),
+    Cause.DEVICE_LIMIT: (
+        "A queue or size above what the device holds (`max_qp_wr`, `max_cqe`, ...).",
+        "Lower `--depth`, `-C` or `-c` below the device's limit, which the message names.",
+    ),
+    Cause.PORT_IN_USE: (
+        "Another listener holds the port (another run, another server).",
+        "Stop it or choose another port (`-p`); `holders` names it where `rdma resource show` can see it.",
+    ),
+    Cause.ENVIRONMENT: (
+        "This host cannot run the test: no RDMA device, permissions, missing libraries or "
+        "tools, a launcher that could not start.",
+        "Run `rdmacli doctor`: it checks devices, ports, addresses, memlock and the libraries, "
+        "with what to change.",
+    ),
+    Cause.CALL_FAILED: (
+        "A librdmacm or verbs call failed with an errno (named in `call`).",
+        "The errno says why; `rdmacli doctor` checks the usual suspects.",
+    ),
+    Cause.USAGE: (
+        "A bad option or value (also a UD size above the active MTU).",
+        "The message names the option; `rdmacli COMMAND --help` lists them, with examples.",
+    ),
+    Cause.CHECK_FAILED: (
+        "A check of `doctor` or `selftest`, or pairs of `mesh`, failed.",
+        "Each failed check or pair is listed with its own cause and advice.",
+    ),
+    Cause.INTERNAL: (
+        "A bug in rdmacli.",
+        "Run again with `RDMACLI_DEBUG=1` for the traceback, and please report it.",
+    ),
+    Cause.AGENT: (
+        "`mesh`: a node's agent did not run, died, or missed its slot.",
+        "Run `rdmacli mesh-agent` on that node by hand (its man page shows how), check that "
+        "rdmacli is installed there and the launcher (ssh, srun) reaches it.",
+    ),
+    Cause.MISSING: (
+        "`mesh`: neither end reported a pair.",
+        "Both agents were silent for that pair: look at their nodes' agent errors.",
+    ),
+    Cause.SILENT: (
+        "`mesh`: one end reported a pair, the other never did.",
+        "The silent end's agent died or was stopped: its node's record says more.",
+    ),
+    Cause.OVERRUN: (
+        "`mesh`: a pair was still running when its slot ended and was torn down there (`step` "
+        "names where it was).",
+        "Raise `--round-time` to what the warning suggests; a pair that overruns alone points at its nodes.",
+    ),
+    Cause.SLOW: (
+        "`mesh`: every pair passed, but some stayed slower than the fabric's best comparable "
+        "pair after their re-test.",
+        "Look at the slow pairs' nodes and NICs (the blame names them); `--slow-factor` and "
+        "`--slow-fraction` set what counts as slow.",
+    ),
+}

@@ -17,6 +17,7 @@ import click
 
 from rdmacli import __version__
 from rdmacli.cli import COMMANDS, cli
+from rdmacli.cli.examples import EXAMPLES
 from rdmacli.mesh.contract import SPEC_FIELDS
 from rdmacli.mesh.records import described
 from rdmacli.protocols.table import PROTOCOLS
@@ -65,34 +66,14 @@ EXTRA = {
         "description": "Each subcommand speaks the wire protocol of one librdmacm utility, so it "
         "can face that tool from either side. Human output goes to standard "
         "error; summaries and JSON go to standard output.",
-        "examples": [
-            ("Serve on one host, connect from another", "rdmacli listen\nrdmacli connect 192.0.2.1"),
-            ("Everything in a throw-away Soft-RoCE VM", "rdmacli lab run -- rdmacli devices"),
-        ],
     },
     "connect": {
-        "examples": [
-            (
-                "Eight connections, 100 messages of 4 KiB each way",
-                "rdmacli connect 192.0.2.1 -c 8 -C 100 -S 4096",
-            ),
-            ("Against udaddy -b 192.0.2.1, with JSON for a script", "rdmacli connect 192.0.2.1 --ud --json"),
-            ("Watch every CM event", "rdmacli connect 192.0.2.1 --events"),
-        ],
         "notes": "Against an rdmacli server the count and size travel in the connection "
         "request's private data; ucmatose and udaddy ignore it. Client parameters "
         "follow cmatose.c: responder_resources 1, initiator_depth 1, retry_count 5, "
         "rnr_retry_count 0.",
     },
     "listen": {
-        "examples": [
-            ("A ucmatose-compatible server for one client", "rdmacli listen"),
-            (
-                "An rping -s replacement that serves clients until Ctrl-C",
-                "rdmacli listen --ping --persistent",
-            ),
-            ("A udaddy server on one address", "rdmacli listen --ud -b 192.0.2.1"),
-        ],
         "notes": "Without --persistent the server exits after -c connections have finished. "
         "Requests whose parameters exceed --max-size are rejected with the reason in "
         "the reject's private data (IB CM reason 28); a run in which every client was rejected "
@@ -107,54 +88,24 @@ EXTRA = {
         "rping client's first advert, up to --max-size.",
     },
     "ping": {
-        "examples": [
-            ("Ten validated pings", "rdmacli ping 192.0.2.1 -C 10 -V"),
-            (
-                "Against rping -s -a 192.0.2.1, with JSON lines per ping",
-                "rdmacli ping 192.0.2.1 -C 1000 --json-lines",
-            ),
-        ],
         "notes": "Unlike rping(1), whose manual says the default size is 100, the default "
         "size here and in rping's code is 64 bytes. Without -C the test runs until "
         "Ctrl-C, then prints the statistics.",
     },
     "mcast": {
-        "examples": [
-            ("Receive 10 datagrams", "rdmacli mcast 239.1.1.1 -b 192.0.2.1"),
-            ("Send to mckey receivers", "rdmacli mcast 239.1.1.1 --send"),
-        ],
         "notes": "Start receivers before senders: datagrams sent before a receiver joined "
         "are lost. A receiver waits for its sender's first datagram without a deadline "
         "(bound it with --wait or --timeout); the --idle-timeout deadline starts with the "
         "first datagram. Soft-RoCE cannot block multicast loopback; --no-loopback then "
         "fails with exit status 3.",
     },
-    "events": {
-        "examples": [
-            ("Time the connection steps of 32 connections", "rdmacli events 192.0.2.1 -c 32"),
-            ("The passive side", "rdmacli events --listen"),
-        ],
-    },
-    "devices": {"examples": [("For scripts", "rdmacli devices --json")]},
+    "events": {},
+    "devices": {},
     "doctor": {
-        "examples": [
-            ("This host only", "rdmacli doctor"),
-            (
-                "The path to a server, and whether anything listens on its port",
-                "rdmacli doctor 192.0.2.1 -p 7471 --json",
-            ),
-        ],
         "notes": "Checks run cheapest first. Memlock below 8 MiB is a failure, or a warning "
         "for a process with CAP_IPC_LOCK (root), which the limit does not bind.",
     },
     "selftest": {
-        "examples": [
-            ("A CI smoke test", "rdmacli selftest --json"),
-            (
-                "Only the datagram protocols, with larger messages",
-                "rdmacli selftest --protocol ud --protocol mcast -S 1024",
-            ),
-        ],
         "notes": "The server side listens on ports "
         + ", ".join(f"{s.selftest_port} ({s.name})" for s in PROTOCOLS.values() if s.selftest_port)
         + ", and the multicast row uses group 239.255.71.71, so the C tools' default ports stay "
@@ -164,17 +115,6 @@ EXTRA = {
         'rp_filter=0, which `rdmacli doctor` checks ("local ports").',
     },
     "bw": {
-        "examples": [
-            ("The server side (another host)", "rdmacli listen --bw"),
-            ("RDMA WRITE bandwidth for 10 s, 64 KiB messages", "rdmacli bw 10.0.0.1 --duration 10"),
-            (
-                "Four QPs of RDMA READ, 1 MiB each, JSON",
-                "rdmacli bw 10.0.0.1 --op read -S 1048576 --qps 4 --json",
-            ),
-            ("Both ways at once (ib_write_bw -b)", "rdmacli bw 10.0.0.1 --bidir"),
-            ("Every size, 2 B to 8 MiB, 5000 messages each (ib_write_bw -a)", "rdmacli bw 10.0.0.1 -a"),
-            ("Against perftest's own server (ib_write_bw -R -a)", "rdmacli bw 10.0.0.1 --perftest -a"),
-        ],
         "notes": "rdmacli to rdmacli (not perftest's wire exchange): the client's hello names the "
         "operation and size, the server registers one buffer of that size per connection (up to "
         "its --max-size, 64 MiB by default) and advertises it in its accept; the client never "
@@ -199,12 +139,6 @@ EXTRA = {
         "ib_send_bw -R server (with -a: all sizes on one QP, as perftest does).",
     },
     "lat": {
-        "examples": [
-            ("The server side (another host)", "rdmacli listen --lat"),
-            ("SEND/RECV latency, 10000 iterations of 64 bytes", "rdmacli lat 10.0.0.1 -C 10000"),
-            ("RDMA WRITE with immediate", "rdmacli lat 10.0.0.1 --op write -S 64"),
-            ("Every size from 8 B to 1 MiB (ib_send_lat -a)", "rdmacli lat 10.0.0.1 -a"),
-        ],
         "notes": "Figures as perftest prints them (one way, half the round trip: t_min, t_typical "
         "= median, t_avg, p99, p99.9, t_max) in JSON latency_us, with rtt_us (the round trip the "
         "client measured) and network_rtt_us (each round trip minus the hold time the server "
@@ -224,18 +158,7 @@ EXTRA = {
         "timestamps_why says why (the device's mask and clock, or the data path).",
     },
     "mesh": {
-        "examples": [
-            (
-                "Every pair of 128 nodes over ssh, tested through their -ib names",
-                "rdmacli mesh 'node[001-128]' --address-template '{node}-ib'",
-            ),
-            (
-                "Inside a Slurm allocation, a quick sweep, JSON for a script",
-                'rdmacli mesh "$SLURM_JOB_NODELIST" --launcher srun --quick --json > mesh.json',
-            ),
-            ("Compare with last week's run", "rdmacli mesh @rack3 --baseline mesh-last-week.json"),
-            ("Bandwidth of every pair, both ways", "rdmacli mesh @rack3 --test bw --round-time 6"),
-            ("The latency-and-loss matrix of every NIC pair in one phase", "rdmacli mesh @gpu --test probe"),
+        "captures": [
             (
                 "A lossy node in the lab (netem 5 % loss on n05's netdev and bridge port; captured, "
                 "abridged, lines cut at 100 columns)",
@@ -245,15 +168,6 @@ EXTRA = {
                 "Two rails in the lab (rdmacli lab --nodes 8 --rails 2): rail 1 of n03 down, n05 "
                 "delayed 40 ms on both rails by netem; captured, abridged, lines cut at 100 columns",
                 TWO_RAILS_CAPTURE,
-            ),
-            (
-                "Every NIC of every node, named devices, every rail pair",
-                "rdmacli mesh @gpu --rails mlx5_0,mlx5_3 --cross-rail",
-            ),
-            (
-                "Eight lab nodes, agents on this machine",
-                'rdmacli lab --nodes 8 run -- sh -c \'rdmacli mesh "$RDMACLI_LAB_NODES" --launcher exec '
-                '--map "$RDMACLI_LAB_NODES_MAP"\'',
             ),
         ],
         "notes": "Tests: ping (the default) is the latency probe of `rdmacli lat`, a SEND/RECV "
@@ -408,19 +322,6 @@ EXTRA = {
         "that is itself compromised.",
     },
     "mesh-agent": {
-        "examples": [
-            (
-                "What a launcher runs on node 3 of 8 (by hand, to debug one node): the run spec "
-                "is one JSON line, on stdin or in a file",
-                "rdmacli mesh-agent --rank 2 --spec run.json",
-            ),
-            (
-                "A spec of two nodes, written by hand",
-                'echo \'{"v":1,"run_id":"0123456789abcdef","names":["n1","n2"],'
-                '"addresses":[["10.0.0.1"],["10.0.0.2"]],"start_at":1790000000}\' '
-                "| rdmacli mesh-agent --rank 0",
-            ),
-        ],
         "notes": "Not for people: `rdmacli mesh` starts it through its launcher (hidden from "
         "`rdmacli --help`). Its command line carries only its rank; the run spec comes as the first "
         "line of its stdin (a spec of 10 000 nodes is megabytes: never argv), JSON with "
@@ -433,17 +334,6 @@ EXTRA = {
         + ".",
     },
     "watch": {
-        "examples": [
-            (
-                "This node's agent, its metrics on the management address (as the unit runs it)",
-                "rdmacli watch run --map /etc/rdmacli/watch.map --metrics 192.168.0.5:9590",
-            ),
-            ("Reload the map (nodes added or removed): SIGHUP", "systemctl reload rdmacli-watch"),
-            (
-                "What every agent names now, as one blame",
-                "rdmacli watch status 'n[001-128]' --map /etc/rdmacli/watch.map --json",
-            ),
-        ],
         "notes": "One agent per node (rdmacli/watch/rdmacli-watch.service in the package: "
         "Type=notify, SIGHUP re-reads the map, SIGTERM stops it at the window's next turn). Its "
         "nodes come from --map (mesh's map: names, rails' addresses, groups), from --nodes (a "
@@ -488,10 +378,6 @@ EXTRA = {
         "promtool) and a Grafana dashboard (grafana-dashboard.json).",
     },
     "lab": {
-        "examples": [
-            ("A shell with rxe0 and rxe1", "rdmacli lab shell"),
-            ("The test suite on real Soft-RoCE", "rdmacli lab run -- python -m pytest -m rdma"),
-        ],
         "notes": "Needs qemu-system-x86, a kernel package that ships rdma_rxe "
         "(linux-image-amd64) and virtme-ng. KVM is used when it really works, TCG "
         "otherwise (slower). Set RDMACLI_LAB_ACCEL=kvm or tcg to skip the probe.",
@@ -544,7 +430,31 @@ def _option_rows(cmd: click.Command, ctx: click.Context) -> list[tuple[str, str]
 def _subcommands(cmd: click.Command, ctx: click.Context) -> list[tuple[str, str]]:
     if not isinstance(cmd, click.Group):
         return []
-    return [(n, cmd.get_command(ctx, n).get_short_help_str(80)) for n in cmd.list_commands(ctx)]
+    # the whole one-line summary, never cut mid-phrase: the root's from its command table
+    return [
+        (n, COMMANDS[n][1] if cmd is cli else cmd.get_command(ctx, n).get_short_help_str(10**6))
+        for n in cmd.list_commands(ctx)
+    ]
+
+
+def _subcommand_contexts(cmd: click.Command, ctx: click.Context):
+    """(name, command, context) of a group's subcommands, as the command line makes them."""
+    if not isinstance(cmd, click.Group):
+        return []
+    out = []
+    for n in cmd.list_commands(ctx):
+        sub = cmd.get_command(ctx, n)
+        out.append((n, sub, sub.make_context(n, [], parent=ctx, resilient_parsing=True)))
+    return out
+
+
+def all_examples(name: str, cmd: click.Command) -> list[tuple[str, str]]:
+    """A command's examples, then its subcommands' (rdmacli/cli/examples.py, said once)."""
+    rows = list(EXAMPLES.get(name, []))
+    if isinstance(cmd, click.Group) and name != "rdmacli":
+        for sub in cmd.list_commands(click.Context(cmd)):
+            rows += EXAMPLES.get(f"{name} {sub}", [])
+    return rows
 
 
 def protocols_section() -> list[str]:
@@ -615,6 +525,12 @@ def man_page(name: str, cmd: click.Command) -> str:
     out.append(".SH OPTIONS")
     for opts, text in _option_rows(cmd, ctx):
         out += [".TP", f".B {esc(opts)}", esc(" ".join(text.split()))]
+    for sub, sub_cmd, sub_ctx in _subcommand_contexts(cmd, ctx):
+        out += [f'.SS "OPTIONS OF {esc(sub.upper())}"', ".B " + esc(f"{full} {sub}"),
+                esc(" ".join(sub_cmd.collect_usage_pieces(sub_ctx))), ".PP",
+                esc(_paragraphs((sub_cmd.help or "").split("\f")[0])[0])]  # fmt: skip
+        for opts, text in _option_rows(sub_cmd, sub_ctx):
+            out += [".TP", f".B {esc(opts)}", esc(" ".join(text.split()))]
     if extra.get("notes"):
         out += [".SH NOTES", esc(extra["notes"])]
     if extra.get("security"):
@@ -627,9 +543,10 @@ def man_page(name: str, cmd: click.Command) -> str:
     out.append(".SH ENVIRONMENT")
     for var, text in ENVIRONMENT:
         out += [".TP", f".B {var}", esc(text)]
-    if extra.get("examples"):
+    examples = all_examples(name, cmd) + extra.get("captures", [])
+    if examples:
         out.append(".SH EXAMPLES")
-        for i, (title, cmdline) in enumerate(extra["examples"]):
+        for i, (title, cmdline) in enumerate(examples):
             out += ([".PP"] if i else []) + [
                 esc(title) + ":",
                 ".PP",
@@ -651,6 +568,216 @@ def completion_script(shell: str) -> str:
     ).stdout
 
 
+# --- the docs site's generated pages (Markdown): one source with the man pages ---------------
+
+GENERATED = "<!-- generated by scripts/gendocs.py from the code (`make docs`): do not edit -->\n\n"
+
+
+def md_cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _md_paragraphs(text: str) -> list[str]:
+    return _paragraphs((text or "").split("\f")[0])
+
+
+def _command_tree():
+    """(path, command, context) of every documented command, subcommands after their group."""
+    for name, cmd in _commands():
+        if name in HIDDEN_FROM_REFERENCE:
+            continue
+        ctx = command_context(name, cmd)
+        path = "rdmacli" if name == "rdmacli" else f"rdmacli {name}"
+        yield path, name, cmd, ctx
+        for sub, sub_cmd, sub_ctx in _subcommand_contexts(cmd, ctx):
+            yield f"{path} {sub}", f"{name} {sub}", sub_cmd, sub_ctx
+
+
+HIDDEN_FROM_REFERENCE: set[str] = set()
+
+
+def cli_reference() -> str:
+    """docs/reference/cli.md: every command, its usage, options and examples, from the click tree."""
+    out = [
+        "# CLI reference\n",
+        GENERATED,
+        "Every command and option, generated from the commands themselves; `rdmacli COMMAND --help` "
+        "says the same, and each command has a man page (`man rdmacli-ping`). Exit status: "
+        "[exit status](exit-status.md); JSON: [the summary](json.md).\n",
+    ]
+    for path, key, cmd, ctx in _command_tree():
+        level = "###" if path.count(" ") == 2 else "##"
+        out.append(f"{level} {path}\n")
+        if key in COMMANDS:
+            out.append(f"{COMMANDS[key][1]}\n")
+        usage = " ".join(cmd.collect_usage_pieces(ctx))
+        out.append(f"```\n{path} {usage}\n```\n")
+        for para in _md_paragraphs(cmd.help or ""):
+            out.append(para + "\n")
+        subs = _subcommands(cmd, ctx)
+        if subs and key != "rdmacli":
+            out.append("Commands: " + ", ".join(f"`{s}` ({md_cell(h)})" for s, h in subs) + "\n")
+        rows = _option_rows(cmd, ctx)
+        if rows:
+            out.append("| option | what it does |\n|---|---|")
+            out += [f"| `{md_cell(opts)}` | {md_cell(text)} |" for opts, text in rows]
+            out.append("")
+        examples = EXAMPLES.get(key if key != "rdmacli" else "rdmacli", [])
+        if examples:
+            out.append("Examples:\n")
+            for title, cmdline in examples:
+                out.append(
+                    f"- {title}:\n\n    ```sh\n"
+                    + "".join(f"    {line}\n" for line in cmdline.split("\n"))
+                    + "    ```\n"
+                )
+        notes = EXTRA.get(key, {}).get("notes")
+        if notes:
+            out.append("Notes: " + notes + "\n")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def troubleshooting() -> str:
+    """docs/troubleshooting.md, from the causes table (rdmacli.errors.CAUSES)."""
+    from rdmacli.errors import CAUSES, EXIT_OF
+
+    out = [
+        "# Troubleshooting\n",
+        GENERATED,
+        "Every failure rdmacli reports carries a **cause**, set where the error is born (a CM event "
+        "and its status, a call's errno, this host's sysfs, a deadline, a peer's protocol "
+        "violation). The cause decides the exit status; the message and the hint printed with it "
+        "are for people and name the device, the addresses and the option at hand. Scripts read "
+        "`error.cause` in the JSON summary, never the words, which may change between releases.\n",
+        "Before blaming the peer, a failure or a deadline looks at this host (a removed device, a "
+        "port gone down with its netdev, a vanished GID, the locked-memory limit, a queue above "
+        "the device's limits) and at the port's counters: a test that failed while retransmit "
+        "counters moved says `packet_loss`, not `deadline`. `rdmacli doctor [PEER]` runs the same "
+        "checks on demand.\n",
+        "| cause | exit | what it means | what to do |",
+        "|---|---|---|---|",
+    ]
+    for cause, (meaning, advice) in CAUSES.items():
+        out.append(f"| `{cause.value}` | {int(EXIT_OF[cause])} | {md_cell(meaning)} | {md_cell(advice)} |")
+    out.append("")
+    out.append("The exit codes themselves: [Exit status](reference/exit-status.md).")
+    return "\n".join(out) + "\n"
+
+
+def json_reference() -> str:
+    """docs/reference/json.md: the summary's keys, the record types and the causes, from the code."""
+    from rdmacli.outcome import RECORD_TYPES, SCHEMA, SUMMARY_KEYS
+
+    out = [
+        "# JSON output\n",
+        GENERATED,
+        "`--json` prints one summary document on standard output when the run ends (also on "
+        "failure, usage errors and signals); `--json-lines` streams one object per event and ends "
+        "with the same summary. `--json` and `--json-lines` are two formats: every command refuses "
+        "both at once with the same usage error. Every command's summary has these keys, in this "
+        f"order (`schema` is `{SCHEMA}`); its JSON Schema is `rdmacli.outcome.SUMMARY_SCHEMA`, and "
+        "the tests validate every document against it. Keys are snake_case with units in their "
+        "names (`_us`, `_ms`, `_bytes`, `_s`).\n",
+        "| key | type | what it holds |",
+        "|---|---|---|",
+    ]
+    out += [f"| `{key}` | {kind} | {md_cell(text)} |" for key, kind, text in SUMMARY_KEYS]
+    out += ["", "## Records of --json-lines\n", "| type | what it is |", "|---|---|"]
+    out += [f"| `{t}` | {md_cell(what)} |" for t, what in RECORD_TYPES.items()]
+    out += ["", "## An example\n", JSON_EXAMPLE.strip() + "\n",
+            "Scripts decide from `error.cause`: every cause, its exit code and what to do are on "
+            "the [Troubleshooting](../troubleshooting.md) page. A mesh agent's records (what it "
+            "prints for its coordinator) are in rdmacli-mesh-agent(1)."]  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+JSON_EXAMPLE = 'Keys are snake_case with units in their names. A connect to a port nobody listens on:\n\n```json\n{\n  "schema": "rdmacli/1",\n  "type": "summary",\n  "command": "connect",\n  "result": "fail",\n  "exit_code": 5,\n  "params": {"host": "10.77.0.1", "port": 9, "connections": 1, "count": 10, "size_bytes": 100},\n  "totals": {"connections": 1, "connections_passed": 0, "connections_failed": 1,\n             "connections_rejected": 0, "connections_interrupted": 0},\n  "connections": [{"conn": 0, "state": "failed", "local": "10.77.0.2:54121",\n                   "remote": "10.77.0.1:9", "device": "rxe1", "messages_received": 0}],\n  "steps_us": [{"step": "resolve addr", "count": 1, "total_us": 16677.0, "avg_us": 16677.0}],\n  "elapsed_ms": 118.3,\n  "error": {\n    "message": "cm connect: nothing is listening at 10.77.0.1:9 in this port space (REJECTED, IB CM reason 8 INVALID_SERVICE_ID) [10.77.0.2:54121 -> 10.77.0.1:9 on rxe1]",\n    "hint": "start the server first (`rdmacli listen`) or let the client wait for it (--wait SECONDS); check the port and the port space (-P tcp|ib)",\n    "exit_code": 5,\n    "cause": "nobody_listening",\n    "step": "cm connect",\n    "event": "REJECTED",\n    "status": 8,\n    "reject_reason": {"code": 8, "name": "INVALID_SERVICE_ID"}\n  },\n  "warnings": [],\n  "data": {}\n}\n```\n\n(abridged: `params`, the connection\'s counts and `steps_us` have more entries.)\n\n'
+
+
+def _result_files(kind: str) -> list[dict]:
+    root = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+    docs = []
+    for path in sorted(root.glob(f"{kind}-*.json")):
+        doc = json.loads(path.read_text())
+        doc["file"] = f"benchmarks/results/{path.name}"
+        docs.append(doc)
+    return docs
+
+
+def _run_header(doc: dict) -> str:
+    m, v = doc.get("machine", {}), doc.get("versions", {})
+    where = f"{m.get('cpus')} x {m.get('cpu')}" + (
+        f", {m['virtualization']}" if m.get("virtualization") else ""
+    )
+    libs = ", ".join(f"{k} {v[k]}" for k in ("librdmacm", "libibverbs", "perftest") if v.get(k))
+    return (f"`{doc['file']}`: {doc['when']}, rdmacli {v.get('rdmacli')} at {v.get('commit')} "
+            f"({v.get('data_path')} data path), {libs}; {where}, kernel {m.get('kernel')}; "
+            f"args `{' '.join(doc.get('args') or []) or '(defaults)'}`.")  # fmt: skip
+
+
+def benchmarks_page() -> str:
+    """docs/benchmarks.md, from benchmarks/results/*.json (the latest run of each kind first)."""
+    out = [
+        "# Benchmarks\n",
+        GENERATED,
+        "Figures are data: `make bench` (rdmacli and the C tools side by side in one lab boot) and "
+        "`make scale-bench` (the fabric simulator: the real coordinator and blame at fleet size) "
+        "each write one JSON file a run under `benchmarks/results/`, with the machine and the "
+        "versions it ran on, and this page is generated from them. Older runs stay in git log.\n",
+        "## How make bench measures\n",
+        BENCH_METHOD,
+        "## make bench: the C tools side by side\n",
+    ]
+    bench = _result_files("bench")
+    if not bench:
+        out.append("No run recorded yet: `make bench` writes one.\n")
+    for doc in bench[-1:]:
+        out.append(_run_header(doc) + "\n")
+        for name, lines in doc["figures"]["sections"].items():
+            out.append(f"```\n" + "\n".join(lines) + "\n```\n")
+    out.append("## make scale-bench: the coordinator and blame at fleet size\n")
+    scale = _result_files("scale")
+    if not scale:
+        out.append("No run recorded yet: `make scale-bench` writes one.\n")
+    for doc in scale[-1:]:
+        out.append(_run_header(doc) + "\n")
+        out.append("| fabric | scenarios | pairs tested | coordinator CPU (median) | peak memory | "
+                   "precision / recall / localization | goals missed |\n|---|---|---|---|---|---|---|")  # fmt: skip
+        for row in doc["figures"]["sizes"]:
+            score = "no blame" if row.get("healthy_only") else " / ".join(
+                f"{row[k]:.3f}" if isinstance(row.get(k), (int, float)) else "-"
+                for k in ("precision", "recall", "localization"))  # fmt: skip
+            out.append(f"| {md_cell(str(row.get('size')))} | {row.get('scenarios', '-')} | "
+                       f"{row.get('pairs', '-')} | {row.get('cpu_s_median', '-')} s | "
+                       f"{row.get('peak_mb', '-')} MB | {score} | "
+                       f"{md_cell('; '.join(row.get('missed_goals') or [])) or 'none'} |")  # fmt: skip
+        missed = doc["figures"].get("goals_missed") or []
+        out.append("\nGoals: " + ("; ".join(missed) if missed else "every goal met") + ".\n")
+    return "\n".join(out) + "\n"
+
+
+BENCH_METHOD = """Both tools run as the client against the same C server, alternating, `BENCH_RUNS`
+(default 3) runs each, timed two ways: wall (the whole process) and work (from the first line
+the tool prints to its exit; the C tools are line-buffered with `stdbuf -oL`, rdmacli prints
+`--json-lines`). For each protocol the marginal cost of one unit of work is (work(big) -
+work(small)) / (big - small): set-up cancels out, and a Python start, whose jitter under TCG is
+larger than many connections' work, is outside the clock. connect runs rdmacli as users do
+(`--json`) and takes the summary's `elapsed_ms`. Every run crosses the lab's wire (rxe1, veth1,
+veth0, rxe0): perftest to perftest runs on perftest's own exchange, each end on its device and
+GID index (`-d`, `-x`), because Debian's perftest does not bind an `-R` client to its
+`--source_ip`. Ratios are rdmacli / C tool: below 1.0 rdmacli is faster. Under TCG (the lab's
+emulation) a run's figures say nothing of real hardware, and run-to-run noise is wide.
+"""
+
+
+DOCS_PAGES = {
+    "docs/reference/cli.md": cli_reference,
+    "docs/troubleshooting.md": troubleshooting,
+    "docs/reference/json.md": json_reference,
+    "docs/benchmarks.md": benchmarks_page,
+}
+
+
 COMPLETION_FILES = {"bash": "rdmacli.bash", "zsh": "_rdmacli", "fish": "rdmacli.fish"}
 
 
@@ -662,6 +789,8 @@ def generate() -> dict[str, str]:
         files[f"man/{page}.1"] = man_page(name, cmd)
     for shell, fname in COMPLETION_FILES.items():
         files[f"completions/{fname}"] = completion_script(shell)
+    for rel, make in DOCS_PAGES.items():
+        files[rel] = make()
     return files
 
 

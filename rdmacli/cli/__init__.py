@@ -7,6 +7,7 @@ import importlib
 import click
 
 from rdmacli import __version__
+from rdmacli.cli.examples import epilog
 
 # name -> (module, one-line summary). The summary is shown by --help without importing the module.
 COMMANDS = {
@@ -65,6 +66,7 @@ class LazyGroup(click.Group):
         if name not in COMMANDS:
             return None
         module = importlib.import_module(COMMANDS[name][0])
+        finish_command(module.command, name)
         return module.command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -73,12 +75,31 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-def show_version(ctx: click.Context) -> None:
-    from rdmacli.rdma.versions import rdma_core_versions
+def finish_command(cmd: click.Command, path: str) -> None:
+    """Give `cmd` (and a group's subcommands) its Examples epilog from cli/examples.py, and one
+    placeholder style: a whole number is PORT or N, never click's "INTEGER RANGE" (every other
+    type names its metavar where it is declared; tests/unit/test_help_truth.py holds them)."""
+    if cmd.epilog is None:
+        cmd.epilog = epilog(path)
+    for param in cmd.params:
+        if isinstance(param, click.Option) and param.metavar is None and not param.is_flag:
+            if isinstance(param.type, click.types.IntParamType) and param.type.name != "size":
+                param.metavar = "PORT" if param.name == "port" else "N"
+    for sub_name, sub in getattr(cmd, "commands", {}).items():
+        finish_command(sub, f"{path} {sub_name}")
 
-    libs = rdma_core_versions()
-    words = ", ".join(f"{lib} {'rdma-core ' + v if v else 'not found'}" for lib, v in libs.items())
-    click.echo(f"rdmacli, version {__version__} ({words})")
+
+def show_version(ctx: click.Context) -> None:
+    """The version, the data path this install measures with (and why), and the rdma-core
+    libraries as the loader actually loads them: what a bug report needs."""
+    from rdmacli.native import installed
+    from rdmacli.rdma.versions import loaded_libraries
+
+    kind, detail = installed()
+    click.echo(f"rdmacli, version {__version__}")
+    click.echo(f"data path: {kind} ({detail})")
+    for lib, found in loaded_libraries().items():
+        click.echo(f"{lib}: {found.words()}")
     ctx.exit()
 
 
@@ -88,6 +109,7 @@ Exit status:
   resolution failed, 5 rejected or unreachable, 6 deadline expired, 128+N stopped
   by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP).
 """
+EPILOG += "\n" + (epilog("rdmacli") or "")
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
@@ -98,7 +120,8 @@ Exit status:
     expose_value=False,
     is_eager=True,
     callback=lambda ctx, param, value: value and show_version(ctx),
-    help="Show the version, and rdma-core's as loaded (librdmacm, libibverbs), and exit.",
+    help="Show the version, the data path (native or Python, and why) and the rdma-core "
+    "libraries as loaded (librdmacm, libibverbs), and exit.",
 )
 def cli() -> None:
     """RDMA connectivity toolkit: the librdmacm test utilities (rping, ucmatose, udaddy,

@@ -6,6 +6,7 @@ import click
 
 from rdmacli.cli import options
 from rdmacli.protocols.table import BW, CONNECT, PING, UD, mode_of
+from rdmacli.render.units import bytes_words
 
 # a server's bounds on its clients at once (issue 34: 64 clients once pinned 4 GiB, none refused)
 PERSISTENT_MAX_OPEN = 16  # connections served at once by a --persistent server
@@ -53,10 +54,9 @@ MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the lar
     "max_size",
     type=options.Size(1, 1 << 30),
     default=None,
-    metavar="BYTES",
     help="Largest size a client may ask for; larger requests are rejected "
-    f"[default: {CONNECT.max_size // 2**20} MiB ({BW.max_size // 2**20} MiB with --bw); {PING.max_size} "
-    f"with --ping, {UD.max_size} with --ud].",
+    f"[default: {bytes_words(CONNECT.max_size)} ({bytes_words(BW.max_size)} with --bw); "
+    f"{bytes_words(PING.max_size)} with --ping, {bytes_words(UD.max_size)} with --ud].",
 )
 @click.option(
     "--fault-corrupt",
@@ -83,11 +83,10 @@ MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the lar
     "--max-pinned",
     "max_pinned",
     type=options.Size(1 << 20, 1 << 40),
-    default=MAX_PINNED,
-    show_default=False,
-    metavar="BYTES",
+    default=bytes_words(MAX_PINNED),
+    show_default=True,
     help="Most memory registered (pinned) for all clients at once; a request beyond it is "
-    "rejected with the reason [default: 1G].",
+    "rejected with the reason.",
 )
 @options.busy_poll
 @options.wait_for_peer

@@ -46,6 +46,7 @@ from rdmacli.mesh.launch import LAUNCHERS
 @click.option(
     "--round-time",
     type=options.Finite(0.5, 3600),
+    metavar="SECONDS",
     default=default("round_s"),
     show_default=True,
     help="Seconds per round: each pair's slot (setup, test, teardown); a pair still running at "
@@ -55,6 +56,7 @@ from rdmacli.mesh.launch import LAUNCHERS
 @click.option(
     "--launch-timeout",
     type=options.Finite(1, 3600),
+    metavar="SECONDS",
     help="Seconds for the launcher to start every agent before round 1 begins (and for rail "
     "discovery). Default: as the launch goes: 60 s and 0.02 s a node for the first agent, then "
     "discovery waits after each report as long again as the slowest start-up so far (20 s at "
@@ -94,14 +96,15 @@ from rdmacli.mesh.launch import LAUNCHERS
     "--ssh-timeout",
     "connect_timeout",
     type=options.Finite(1, 600),
+    metavar="SECONDS",
     default=10.0,
     show_default=True,
-    help="ssh's connection timeout per node (ConnectTimeout; --connect-timeout elsewhere is the CM's).",
+    help="ssh's connection timeout per node (ssh's ConnectTimeout, not the CM's).",
 )
 @click.option(
     "--srun-args",
     metavar="ARGS",
-    help="srun placement options instead of --nodelist=NODES --ntasks-per-node=1.",
+    help="srun placement options instead of srun's --nodelist=NODES --ntasks-per-node=1.",
 )
 @click.option(
     "--rails",
@@ -139,6 +142,7 @@ from rdmacli.mesh.launch import LAUNCHERS
 @click.option(
     "--slow-factor",
     type=options.Finite(1.0, 1000),
+    metavar="FACTOR",
     default=P.SLOW_FACTOR,
     show_default=True,
     help="A passing pair is slow when its latency (p50) exceeds this times the best comparable "
@@ -148,6 +152,7 @@ from rdmacli.mesh.launch import LAUNCHERS
 @click.option(
     "--slow-fraction",
     type=options.Finite(0.0, 1.0),
+    metavar="FRACTION",
     default=P.SLOW_FRACTION,
     show_default=True,
     help="With --test bw, a passing pair is slow when a direction's Gb/s is below this fraction of the best.",

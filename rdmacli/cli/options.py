@@ -268,9 +268,11 @@ def count_option(help: str, *, low: int = 1, high: int = 100_000_000, default: i
 
 def size_option(help: str, low: int, high: int, default: int, **kw):
     """-S/--size in bytes, with suffixes (64K, 1M, 1MiB) and the bounds enforced shown."""
-    return click.option(
-        "-S", "--size", type=Size(low, high), default=default, show_default=True, help=help, **kw
-    )
+    from rdmacli.render.units import bytes_words
+
+    # the default as words ("100 B", "64 KiB"): --help shows every size in one style; Size parses it
+    return click.option("-S", "--size", type=Size(low, high), default=bytes_words(default),
+                        show_default=True, help=help, **kw)  # fmt: skip
 
 
 def connections_option(help: str, *, high: int = 1024, name: str = "connections"):

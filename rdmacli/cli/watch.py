@@ -10,6 +10,7 @@ import click
 
 import rdmacli.watch as defaults
 from rdmacli.cli.app import App, json_option, pairs_option
+from rdmacli.cli.options import Finite
 from rdmacli.watch.hysteresis import Policy
 
 POLICY = Policy()  # the verdict's defaults, said once (watch/hysteresis.py)
@@ -25,6 +26,17 @@ def _address_port(ctx, param, value):
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise click.BadParameter("ADDRESS:PORT, e.g. 10.0.0.5:9590 or 127.0.0.1:9590 ([::1]:9590 for IPv6)")
     return host, int(port)
+
+
+def port_option(help: str, high: int = 65535):
+    """-p/--port on every watch command, as on every other command: the agents' probe port."""
+    return click.option("-p", "--port", type=click.IntRange(1, high), default=DEFAULT_PORT, show_default=True,
+                        help=help)  # fmt: skip
+
+
+node_option = click.option(
+    "--node", metavar="NAME", help="This node's name among the nodes (default: the host name)."
+)
 
 
 def _state_file(template: str | None, node: str) -> str | None:
@@ -47,11 +59,10 @@ def command() -> None:
               "--map, --address-template or their names resolved; expanded again on SIGHUP.")  # fmt: skip
 @click.option("--address-template", "template", metavar="TEMPLATE",
               help="A node's RDMA address (one rail) from its name, e.g. '{node}-ib'.")  # fmt: skip
-@click.option("--node", help="This node's name among them (default: the host name).")
-@click.option("--port", type=click.IntRange(1, 65535 - 16), default=DEFAULT_PORT, show_default=True,
-              help="The probes' port (UDP port space) on rail 0, rail k on PORT + k; the same on "
-              "every node.")  # fmt: skip
-@click.option("--window", "window_s", type=click.FloatRange(5, 3600), default=defaults.WINDOW_S,
+@node_option
+@port_option("The probes' port (UDP port space) on rail 0, rail k on PORT + k; the same on every node.",
+             high=65535 - 16)  # fmt: skip
+@click.option("--window", "window_s", type=Finite(5, 3600), default=defaults.WINDOW_S, metavar="SECONDS",
               show_default=True,
               help="Seconds a probe window lasts (on the wall clock: every node's windows "
               "coincide).")  # fmt: skip
@@ -88,7 +99,8 @@ def command() -> None:
     show_default=True,
     help="Bad windows (of --raise-window) before a pair or NIC is named.",
 )
-@click.option("--raise-window", type=click.IntRange(1), default=POLICY.raise_window, show_default=True)
+@click.option("--raise-window", type=click.IntRange(1), default=POLICY.raise_window, show_default=True,
+              help="The last windows in which --raise-after bad ones name a pair or NIC.")  # fmt: skip
 @click.option(
     "--clear-after",
     type=click.IntRange(1),
@@ -133,8 +145,8 @@ def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_
 
 
 @command.command("show")
-@click.option("--node", help="This node's name (with {node} in --state-file).")
-@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option("--node", metavar="NAME", help="This node's name (with {node} in --state-file).")
+@port_option("The agent's port (--port of its `watch run`): its state file is named after it.")
 @click.option("--state-file", metavar="PATH", help="The agent's state file ({node}: this node's name).")
 def show(node, port, state_file) -> None:
     """Print this node's agent's verdicts (its state file) as one JSON line."""
@@ -160,7 +172,7 @@ def show(node, port, state_file) -> None:
     type=click.Path(dir_okay=False),
     metavar="FILE",
     help="The map the agents run with (their names and rails); without it, the agents' nodes are "
-    "NODES, one rail each (--nodes and --address-template).",
+    "NODES, one rail each (as `watch run --nodes` without a map).",
 )
 @click.option(
     "--launcher",
@@ -169,11 +181,12 @@ def show(node, port, state_file) -> None:
     show_default=True,
     help="How `rdmacli watch show` runs on each node (ClusterShell's workers).",
 )
-@click.option("--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True)
+@port_option("The agents' port (--port of their `watch run`).")
 @click.option("--state-file", metavar="PATH", help="The agents' state file ({node}: each node's name).")
 @click.option(
     "--timeout",
-    type=click.FloatRange(1, 600),
+    type=Finite(1, 600),
+    metavar="SECONDS",
     default=30.0,
     show_default=True,
     help="Seconds to wait for every node's answer.",

@@ -29,7 +29,7 @@ def load():
             try:
                 mod = _import()
             except ImportError as exc:
-                _state["why"] = f"the native data path is not built ({exc}): make venv builds it"
+                _state["why"] = f"the native data path did not load ({exc}): {build_advice()}"
             else:
                 _state["lib"] = (mod.ffi, mod.lib)
     return _state["lib"]
@@ -49,6 +49,45 @@ def _import():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _extension_file() -> str | None:
+    import importlib.machinery
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = os.path.join(here, "_datapath" + suffix)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def build_advice() -> str:
+    """What to do to get the native data path, in the words of how rdmacli was installed: a
+    source checkout builds it with `make venv`, an installed pure wheel must be installed again
+    where a compiler and the verbs headers are."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    checkout = os.path.dirname(os.path.dirname(here))
+    if os.path.exists(os.path.join(checkout, "pyproject.toml")) and os.path.exists(
+        os.path.join(checkout, "Makefile")
+    ):
+        return "in this checkout `make venv` builds it (it needs gcc, python3-dev and libibverbs-dev)"
+    return (
+        "this install is a pure wheel: install gcc, python3-dev and libibverbs-dev (Fedora: gcc, "
+        "python3-devel, rdma-core-devel), then install rdmacli again from its source"
+    )
+
+
+def installed() -> tuple[str, str]:
+    """(NATIVE, the extension's file) or (PYTHON, why, and what to do), found without loading
+    it: `--version` imports no cffi. `why()` says what loading it found."""
+    if os.environ.get(ENV, "").lower() == PYTHON:
+        return PYTHON, f"{ENV}=python asks for the Python loops"
+    path = os.environ.get(MODULE_ENV) or _extension_file()
+    if path:
+        package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        return NATIVE, os.path.relpath(path, package) if path.startswith(package + os.sep) else path
+    return PYTHON, f"not built: {build_advice()}"
 
 
 def why() -> str | None:

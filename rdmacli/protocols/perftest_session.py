@@ -470,7 +470,7 @@ class PingPong(_TestQP):
         if self.loop(conn) is None:
             raise RdmacliError(
                 "perftest's latency tests run on rdmacli's native data path, which is not built here",
-                hint=f"make venv builds it ({N.why()})",
+                hint=N.why(),
                 cause=Cause.ENVIRONMENT,
             )
         self.native.resize(self.session.size)  # each size's messages counted from 1, as perftest's
