@@ -691,7 +691,8 @@ def json_reference() -> str:
     return "\n".join(out) + "\n"
 
 
-JSON_EXAMPLE = 'Keys are snake_case with units in their names. A connect to a port nobody listens on:\n\n```json\n{\n  "schema": "rdmacli/1",\n  "type": "summary",\n  "command": "connect",\n  "result": "fail",\n  "exit_code": 5,\n  "params": {"host": "10.77.0.1", "port": 9, "connections": 1, "count": 10, "size_bytes": 100},\n  "totals": {"connections": 1, "connections_passed": 0, "connections_failed": 1,\n             "connections_rejected": 0, "connections_interrupted": 0},\n  "connections": [{"conn": 0, "state": "failed", "local": "10.77.0.2:54121",\n                   "remote": "10.77.0.1:9", "device": "rxe1", "messages_received": 0}],\n  "steps_us": [{"step": "resolve addr", "count": 1, "total_us": 16677.0, "avg_us": 16677.0}],\n  "elapsed_ms": 118.3,\n  "error": {\n    "message": "cm connect: nothing is listening at 10.77.0.1:9 in this port space (REJECTED, IB CM reason 8 INVALID_SERVICE_ID) [10.77.0.2:54121 -> 10.77.0.1:9 on rxe1]",\n    "hint": "start the server first (`rdmacli listen`) or let the client wait for it (--wait SECONDS); check the port and the port space (-P tcp|ib)",\n    "exit_code": 5,\n    "cause": "nobody_listening",\n    "step": "cm connect",\n    "event": "REJECTED",\n    "status": 8,\n    "reject_reason": {"code": 8, "name": "INVALID_SERVICE_ID"}\n  },\n  "warnings": [],\n  "data": {}\n}\n```\n\n(abridged: `params`, the connection\'s counts and `steps_us` have more entries.)\n\n'
+# a connect to a port nobody listens on, as --json printed it in the lab (abridged)
+JSON_EXAMPLE = (Path(__file__).parent / "captures" / "json-summary.md").read_text()
 
 
 def _result_files(kind: str) -> list[dict]:
@@ -733,8 +734,8 @@ def benchmarks_page() -> str:
         out.append("No run recorded yet: `make bench` writes one.\n")
     for doc in bench[-1:]:
         out.append(_run_header(doc) + "\n")
-        for name, lines in doc["figures"]["sections"].items():
-            out.append(f"```\n" + "\n".join(lines) + "\n```\n")
+        for lines in doc["figures"]["sections"].values():
+            out.append("```\n" + "\n".join(lines) + "\n```\n")
     out.append("## make scale-bench: the coordinator and blame at fleet size\n")
     scale = _result_files("scale")
     if not scale:
@@ -742,7 +743,8 @@ def benchmarks_page() -> str:
     for doc in scale[-1:]:
         out.append(_run_header(doc) + "\n")
         out.append("| fabric | scenarios | pairs tested | coordinator CPU (median) | peak memory | "
-                   "precision / recall / localization | goals missed |\n|---|---|---|---|---|---|---|")  # fmt: skip
+                   "precision / recall / localization | goals missed |")  # fmt: skip
+        out.append("|---|---|---|---|---|---|---|")
         for row in doc["figures"]["sizes"]:
             score = "no blame" if row.get("healthy_only") else " / ".join(
                 f"{row[k]:.3f}" if isinstance(row.get(k), (int, float)) else "-"

@@ -82,9 +82,9 @@ def finish_command(cmd: click.Command, path: str) -> None:
     if cmd.epilog is None:
         cmd.epilog = epilog(path)
     for param in cmd.params:
-        if isinstance(param, click.Option) and param.metavar is None and not param.is_flag:
-            if isinstance(param.type, click.types.IntParamType) and param.type.name != "size":
-                param.metavar = "PORT" if param.name == "port" else "N"
+        whole = isinstance(param.type, click.types.IntParamType) and param.type.name != "size"
+        if isinstance(param, click.Option) and param.metavar is None and not param.is_flag and whole:
+            param.metavar = "PORT" if param.name == "port" else "N"
     for sub_name, sub in getattr(cmd, "commands", {}).items():
         finish_command(sub, f"{path} {sub_name}")
 
