@@ -29,15 +29,45 @@ COMMANDS = {
 
 
 HIDDEN = {"mesh-agent"}  # started by `rdmacli mesh`, not by people: documented, not listed
-# ping(8)'s (and perftest's) letters that people type, and what they are here
-FOREIGN_LETTERS = {
-    "-c": "-C/--count (ping(8)'s -c)",
-    "-w": "--timeout (ping(8)'s -w deadline)",
-    "-s": "-S/--size (ping(8)'s -s)",
-    "-W": "--idle-timeout (ping(8)'s -W)",
-    "-n": "-C/--count (perftest's -n)",
-    "-q": "--qps (perftest's -q)",
-}
+# Other tools' letters that people type, and what they are here: (letter, the commands it is read
+# for (None: any), the option it points to (the hint is given only where the command has it; None:
+# no option needed), words). The first row that fits the command typed is said; none, nothing.
+FOREIGN_LETTERS: list[tuple[str, set[str] | None, str | None, str]] = [
+    (
+        "-s",
+        {"connect", "events"},
+        None,
+        "the server is the HOST argument (ucmatose's and cmtime's -s SERVER)",
+    ),
+    ("-s", {"mcast"}, "--send", "--send (mckey's -s)"),
+    ("-s", {"listen"}, None, "`listen` is the server side already (rping's and udaddy's -s)"),
+    ("-s", None, "--size", "-S/--size (ping(8)'s and perftest's -s)"),
+    ("-m", {"mcast"}, None, "the group is the GROUP argument (mckey's -m GROUP)"),
+    ("-a", {"ping"}, None, "the server is the HOST argument (rping's -a ADDR)"),
+    ("-c", None, "--count", "-C/--count (ping(8)'s -c)"),
+    ("-w", None, "--timeout", "--timeout (ping(8)'s -w deadline)"),
+    ("-W", None, "--idle-timeout", "--idle-timeout (ping(8)'s -W)"),
+    ("-n", None, "--count", "-C/--count (perftest's -n)"),
+    ("-q", None, "--qps", "--qps (perftest's -q)"),
+    ("-D", None, "--duration", "--duration (perftest's -D)"),
+    ("-d", None, "--bind", "-b/--bind ADDR: the device follows from the address (perftest's -d DEVICE)"),
+]
+
+
+def foreign_hint(letter: str, ctx: click.Context | None) -> str | None:
+    """What another tool's `letter` is in the command typed, or None: never an option it lacks."""
+    if ctx is None:
+        return None
+    command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else ""
+    own = {o for p in ctx.command.params for o in getattr(p, "opts", [])}
+    for known, commands, target, words in FOREIGN_LETTERS:
+        if (
+            known == letter
+            and (commands is None or command in commands)
+            and (target is None or target in own)
+        ):
+            return words
+    return None
 
 
 class LazyGroup(click.Group):
@@ -57,7 +87,7 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except click.NoSuchOption as exc:
-            here = FOREIGN_LETTERS.get(exc.option_name)
+            here = foreign_hint(exc.option_name, exc.ctx)
             if here and not exc.possibilities:
                 exc.message = exc.message.rstrip(".") + f" (here: {here})"
             raise

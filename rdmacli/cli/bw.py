@@ -51,8 +51,8 @@ from rdmacli.protocols.table import BW
     is_flag=True,
     help="Both ways at once (perftest's -b): the server sends too, for as long as this side does.",
 )
-@options.all_sizes_option("-a", "--all-sizes")
-@options.perftest_client("ib_write_bw, ib_read_bw, ib_send_bw")
+@options.all_sizes_option("-a", "--all-sizes", duration=True)
+@options.perftest_client("ib_write_bw, ib_read_bw, ib_send_bw", duration=True)
 @options.spin_by_default
 @options.wait_for_server
 @options.timeouts

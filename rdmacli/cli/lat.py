@@ -24,7 +24,7 @@ from rdmacli.protocols.table import LAT
 )
 @options.count_option("Iterations.", default=LAT.default_count)
 @options.all_sizes_option("-a", "--all-sizes")
-@options.perftest_client("ib_send_lat, ib_write_lat")
+@options.perftest_client("ib_send_lat, ib_write_lat", duration=False)
 @options.spin_by_default
 @options.wait_for_server
 @options.timeouts

@@ -92,6 +92,9 @@ class Address(click.ParamType):
         if value is None or isinstance(value, ipaddress._BaseAddress):
             return value
         text = str(value)
+        if text.isdigit():  # `bw -q 4 HOST`: a value given to a flag lands here
+            self.fail(f"{text!r} is not an address (is it the value of an option before it that takes "
+                      f"none?{_flag_words(ctx)})", param, ctx)  # fmt: skip
         looks_literal = ":" in text or re.fullmatch(r"[0-9.]+", text) is not None
         if not looks_literal and not self.multicast:
             if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", text):
@@ -111,6 +114,12 @@ class Address(click.ParamType):
 
     def shell_complete(self, ctx, param, incomplete):
         return complete.multicast_groups(ctx, param, incomplete) if self.multicast else []
+
+
+def _flag_words(ctx: click.Context | None) -> str:
+    """perftest's -q (QPs) is the flag people give a number to; here -q is --quiet."""
+    own = {o for p in ctx.command.params for o in getattr(p, "opts", [])} if ctx else set()
+    return " -q here is --quiet; perftest's -q is --qps" if "--qps" in own and "-q" in own else ""
 
 
 ADDRESS = Address()
@@ -313,20 +322,22 @@ def timeouts(f):
     return _timeout_options(wrapper)
 
 
-def perftest_client(binaries: str):
-    """`--perftest` on a client command: face perftest's own server with its exchange."""
+def perftest_client(binaries: str, duration: bool):
+    """`--perftest` on a client command: face perftest's own server with its exchange. `duration`:
+    the command has -D/--duration (bw), so perftest's -D has a twin here (lat has none)."""
+    ours, theirs = ("-S, -C or -D", "-s, -n or -D") if duration else ("-S or -C", "-s or -n")
     return click.option(
         "--perftest",
         is_flag=True,
         help=f"Face perftest's server ({binaries}, run with -R) with perftest's own exchange instead "
-        "of rdmacli's: give -S, -C or -D as the server was given -s, -n or -D (perftest exchanges "
+        f"of rdmacli's: give {ours} as perftest's server was given {theirs} (perftest exchanges "
         "none of them); --wait defaults to 5 s (its test QP listens after the first hand shake).",
     )
 
 
-def all_sizes_option(*names: str):
+def all_sizes_option(*names: str, duration: bool = False):
     """perftest's -a on bw and lat (`listen --perftest` takes the long name only: -a is
-    --ack-timeout there)."""
+    --ack-timeout there). `duration`: the command has -D/--duration, which -a excludes."""
     return click.option(
         *names,
         "all_sizes",
@@ -334,7 +345,7 @@ def all_sizes_option(*names: str):
         help="Every power of two from 2 bytes to 8 MiB in turn, -C messages each (perftest's -a), "
         "instead of -S; one table by size. rdmacli's own exchange runs one connection per size "
         "(those its server takes: lat 8 B to 1 MiB), perftest's (--perftest, both sides given -a) "
-        "all of them on one QP. Not with -D.",
+        "all of them on one QP." + (" Not with -D." if duration else ""),
     )
 
 

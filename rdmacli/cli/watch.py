@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -154,9 +155,17 @@ def show(node, port, state_file) -> None:
     from rdmacli.mesh.inputs import read_regular
     from rdmacli.watch.service import state_path
 
-    app = App.from_context(json_mode=True)
+    app = App.from_context(json_lines=True)  # one line, its error too: `watch status` reads it
     with app.errors("watch show"):
         path = _state_file(state_file, node or "") or state_path(port)
+        if not os.path.lexists(path):  # no agent writes there: this host's state, not a usage error
+            raise RdmacliError(
+                f"no watch state file at {path}: no agent of port {port} runs here, or it has not "
+                "finished its first window",
+                hint="start the agent (`systemctl start rdmacli-watch`, or `rdmacli watch run`), or "
+                "give the --port or --state-file it runs with",
+                cause=Cause.ENVIRONMENT,
+            )
         try:
             doc = json.loads(read_regular(path, "the watch state file", limit=4 * 2**20))
         except ValueError as exc:

@@ -65,10 +65,16 @@ def check_template(template: str) -> None:
     """An --address-template may name {node} and {rank}, nothing else."""
     try:
         template.format(node="n", rank=0)
-    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+    except KeyError as exc:
         raise usage(
-            f"bad --address-template {template!r}: {type(exc).__name__}: {exc}",
+            f"bad --address-template {template!r}: it names {{{exc.args[0]}}}; a template names "
+            "{node} and {rank} only",
             hint="use {node} and {rank}, e.g. '{node}-ib' or '10.1.0.{rank}'",
+        ) from exc
+    except (IndexError, ValueError, AttributeError) as exc:
+        raise usage(
+            f"bad --address-template {template!r}: {exc}",
+            hint="use {node} and {rank}, e.g. '{node}-ib' or '10.1.0.{rank}' ({{ and }} for a brace)",
         ) from exc
 
 

@@ -43,6 +43,13 @@ def expand(spec: str) -> list[str]:
             hint="ClusterShell syntax: node[01-16], 10.0.0.[1-8], @group, comma-separated",
             cause=Cause.USAGE,
         ) from exc
+    unknown = [g for g in re.findall(r"@[^,\s\[\]!&^]+", spec) if not len(NodeSet(g))]
+    if unknown:
+        raise RdmacliError(
+            f"no such node group {', '.join(unknown)} (or it has no nodes)",
+            hint="ClusterShell's groups: `nodeset -L` lists them (groups.conf, groups.d)",
+            cause=Cause.USAGE,
+        )
     check_names(names)
     if len(names) < 2:
         raise RdmacliError(f"a mesh needs at least two nodes; {spec!r} is {len(names)}", cause=Cause.USAGE)

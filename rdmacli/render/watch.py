@@ -27,8 +27,10 @@ def status_view(app, doc: dict) -> None:
         for row in rows:
             table.add_row(*(printable(c) for c in row))
         con.print(table)
-    else:
+    elif t.get("answered"):
         con.print("nothing named: every agent that answered sees its partners healthy")
+    else:
+        con.print("nothing to judge: no agent answered")
     for x in b.get("disputed", [])[:12]:
         con.print(f"  disputed (named by one end only): {printable(x['a'])}:{x['rail_a']} - "
                   f"{printable(x['b'])}:{x['rail_b']}", markup=False, highlight=False)  # fmt: skip

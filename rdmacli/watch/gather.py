@@ -48,11 +48,22 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
             doc = json.loads(lines[0]) if len(lines) == 1 else None
         except (ValueError, RecursionError):
             doc = None
-        if doc is not None:
+        if isinstance(doc, dict) and doc.get("type") == "summary":  # `watch show`'s own error, said
+            g.refused[node] = f"watch show: {_said_error(doc)}"
+        elif doc is not None:
             g.take(node, doc)
         elif lines:
             g.refused[node] = "not one JSON line"
     return judged(g, asked, params)
+
+
+def _said_error(doc: dict) -> str:
+    """A node's `watch show` summary, in words: its error's message (a string, bounded), or why not."""
+    error = doc.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str):
+        return "a summary without an error message"
+    return message[:300]
 
 
 def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
@@ -69,10 +80,11 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
     if named:
         who = ", ".join(blamed_names(verdict, rails))
         error = RdmacliError(f"the agents name {len(named)} fault(s): {who}",
-                             hint="see data.blame; a NIC or node fails with most partners, a link alone",
+                             hint="see the blame (data.blame in JSON): a NIC or node fails with most "
+                             "partners, a link alone",
                              cause=Cause.CHECK_FAILED)  # fmt: skip
     elif verdict["missing"] or verdict["refused"]:
-        who = verdict["missing"] + list(verdict["refused"])
+        who = list(dict.fromkeys([*verdict["missing"], *verdict["refused"]]))  # each node once
         error = RdmacliError(f"no usable state from {len(who)} node(s): {', '.join(who[:8])}",
                              hint="is `rdmacli watch run` running there (systemctl status rdmacli-watch)?",
                              cause=Cause.MISSING)  # fmt: skip
