@@ -44,7 +44,11 @@ def usage_json(exc) -> None:
     word = next((a for a in sys.argv[1:] if not a.startswith("-")), "rdmacli")
     command = word if word in COMMANDS else "rdmacli"  # never a word the user mistyped
     err = RdmacliError(exc.format_message(), hint="see --help", cause=Cause.USAGE)
-    sys.stdout.write(dumps(Outcome(command, error=err).to_dict(), indent=2) + "\n")
+    doc = Outcome(command, error=err).to_dict()
+    if "--json-lines" in sys.argv[1:]:  # a stream's reader reads lines: the summary is one
+        sys.stdout.write(dumps(doc, separators=(",", ":")) + "\n")
+    else:
+        sys.stdout.write(dumps(doc, indent=2) + "\n")
 
 
 if __name__ == "__main__":

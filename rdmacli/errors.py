@@ -62,6 +62,7 @@ class Cause(str, Enum):
     INTERNAL = "internal"  # a bug in rdmacli
     # the mesh
     AGENT = "agent"  # a node's agent did not run, died, or missed its slot
+    LAUNCHER = "launcher"  # the launcher (srun, ssh, a gateway) failed before any agent ran
     MISSING = "missing"  # neither end reported a pair
     SILENT = "silent_end"  # one end reported a pair, the other never did
     OVERRUN = "slot_overrun"  # a pair still running when its slot ended: torn down there
@@ -99,6 +100,7 @@ EXIT_OF: dict[Cause, ExitCode] = {
     Cause.CHECK_FAILED: ExitCode.FAILED,
     Cause.INTERNAL: ExitCode.FAILED,
     Cause.AGENT: ExitCode.ENVIRONMENT,
+    Cause.LAUNCHER: ExitCode.ENVIRONMENT,
     Cause.MISSING: ExitCode.TIMEOUT,
     Cause.SILENT: ExitCode.TIMEOUT,
     Cause.SLOW: ExitCode.FAILED,
@@ -322,6 +324,13 @@ CAUSES: dict[Cause, tuple[str, str]] = {
         "`mesh`: a node's agent did not run, died, or missed its slot.",
         "Run `rdmacli mesh-agent` on that node by hand (its man page shows how), check that "
         "rdmacli is installed there and the launcher (ssh, srun) reaches it.",
+    ),
+    Cause.LAUNCHER: (
+        "`mesh`, `watch status`: the launcher (srun, ssh, a ClusterShell gateway) failed before "
+        "any agent ran; its own words are in the message.",
+        "Read the launcher's words: srun outside an allocation or without a Slurm configuration, "
+        "ssh without keys or with unknown host names, a gateway without ClusterShell. Try the "
+        "launcher alone (`srun hostname`, `ssh NODE true`).",
     ),
     Cause.MISSING: (
         "`mesh`: neither end reported a pair.",

@@ -121,6 +121,12 @@ def _esc(text: str) -> str:
     return escape(text)
 
 
+def one_format(json_mode: bool, json_lines: bool) -> None:
+    """--json and --json-lines together: the same usage error on every command that has both."""
+    if json_mode and json_lines:
+        raise click.UsageError("--json and --json-lines are two formats: choose one")
+
+
 json_option = click.option(
     "--json", "json_mode", is_flag=True, help="Print one JSON summary document on stdout."
 )

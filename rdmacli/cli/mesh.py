@@ -234,13 +234,14 @@ def command(
     import os
 
     from rdmacli.cli._run import finish
-    from rdmacli.cli.app import App
+    from rdmacli.cli.app import App, one_format
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh import contract, inputs
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh import run as mesh
     from rdmacli.render.mesh import LiveMesh, print_mesh
 
+    one_format(json_mode, json_lines)
     app = App.from_context(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
     params = {
         "nodes": nodes, "launcher": launcher, "test": test, "count": count, "port": port, "quick": quick,

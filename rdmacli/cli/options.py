@@ -9,7 +9,7 @@ import re
 import click
 
 from rdmacli.cli import complete
-from rdmacli.cli.app import App, json_lines_option, json_option
+from rdmacli.cli.app import App, json_lines_option, json_option, one_format
 from rdmacli.protocols.hello import MAX_COUNT
 from rdmacli.protocols.table import CONNECT, PROTOCOLS, UD, Spec
 
@@ -374,8 +374,7 @@ def output(f):
 
     @functools.wraps(f)
     def wrapper(*args, show_events, steps, json_mode, json_lines, quiet, **kw):
-        if json_mode and json_lines:
-            raise click.UsageError("--json and --json-lines are two formats: choose one")
+        one_format(json_mode, json_lines)
         if show_events and (json_mode or json_lines):
             raise click.UsageError(
                 "--events draws the CM events for people; with --json-lines they are records "

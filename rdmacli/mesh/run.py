@@ -240,6 +240,17 @@ class StartupClock:
         return self.t0 + min(wait, P.MAX_LAUNCH_S)
 
 
+def launched_failure(launcher: str, names: list[str], ev) -> RdmacliError | None:
+    """The launcher's own failure, when no agent said a word and every node's launch ended."""
+    from rdmacli.mesh.launched import LAUNCHER_HINTS, launcher_failure
+
+    heard = {names[r] for r in ev.agents} | {n for n in ev.violations if isinstance(n, str)}
+    words = launcher_failure(launcher, names, heard, ev.exits, ev.stderr)
+    if words is None:
+        return None
+    return RdmacliError(words, cause=Cause.LAUNCHER, hint=LAUNCHER_HINTS.get(launcher))
+
+
 def discover(request: Request, launch: Launch) -> tuple[list[list[str]], list, float | None]:
     """Every node's rails, found by its own agent (the request's spec, `discover` set: one
     launch before the run): (addresses, device names) by rank, and the slowest agent's start-up
@@ -275,11 +286,15 @@ def discover(request: Request, launch: Launch) -> tuple[list[list[str]], list, f
         elif intake.stderr.get(name):
             said[rank] = intake.stderr[name][-1][:200]
     silent = [r for r in range(len(names)) if r not in found]
+    if silent and not intake.discovered and not intake.said:
+        failed = launched_failure(launch.launcher, names, intake.evidence())
+        if failed:
+            raise failed
     if silent:
         why = "; ".join(f"{names[r]}: {said.get(r, 'no report')}" for r in silent[:8])
-        waited = clock.end_at() - clock.t0
+        waited = min(clock.end_at(), time.monotonic()) - clock.t0
         raise RdmacliError(
-            f"rail discovery: {len(silent)} node(s) did not report their rails within {waited:.0f} s ({why})",
+            f"rail discovery: {len(silent)} node(s) did not report their rails after {waited:.1f} s ({why})",
             hint="check the launcher and rdmacli on those nodes, give a longer --launch-timeout, or "
             "give the addresses with --map",
             cause=Cause.AGENT,
@@ -355,6 +370,9 @@ def run(request: Request, launch: Launch, observer: Observer | None = None, *, p
         return Outcome("mesh", params, error=mesh.refused, signal=signum, elapsed_ms=elapsed())
     try:
         evidence = mesh.intake.evidence(cut=cut, abandoned=abandoned, agents_up_s=mesh.agents_up_s)
+        failed = signum is None and launched_failure(launch.launcher, list(plan.spec.names), evidence)
+        if failed:
+            return Outcome("mesh", params, error=failed, elapsed_ms=elapsed())
         if plan.schedule.at_once and (refused := verdict.probe_cross_rail_refusal(plan, evidence)):
             return Outcome("mesh", params, error=refused, signal=signum, elapsed_ms=elapsed())
         with matrix_file(request.matrix) as matrix:

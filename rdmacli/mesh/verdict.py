@@ -120,6 +120,10 @@ class Evidence:
     healthy: object = None  # the probe's healthy pairs, as columns (mesh/healthy.Healthy), not in `pairs`
 
 
+# a pair that failed for one of these failed for its node, not the fabric: when every pair did,
+# nothing was tested, and the run's error is this host's kind (exit 3), not a test that failed
+LOCAL_ENVIRONMENT = (Cause.ENVIRONMENT, Cause.MEMLOCK, Cause.DEVICE_LIMIT, Cause.AGENT)
+
 MIN_CONTRADICTED = 2  # partners whose ports a node's figures contradict before it is named
 
 
@@ -374,6 +378,17 @@ def _error(plan: Plan, ev: Evidence, pairs, total: int, verdict, failed, missing
             hint="check that rdmacli is installed on the nodes and the launcher works "
             "(ssh: keys and host names; srun: an allocation); see data.nodes",
             cause=Cause.AGENT,
+        )
+    local = {c.value for c in LOCAL_ENVIRONMENT}
+    errors = [p.get("error") if isinstance(p.get("error"), dict) else {} for p in failed]
+    if failed and len(failed) == total and all(e.get("cause") in local for e in errors):
+        first = next((e["message"] for e in errors if isinstance(e.get("message"), str)), None)
+        return RdmacliError(
+            "no node could run the test: every pair failed for its nodes' own environment"
+            + (f" ({first[:200]})" if first else ""),
+            hint="on the nodes, `rdmacli doctor` says what is missing (an RDMA device, a port ACTIVE "
+            "with an address, memlock)",
+            cause=Cause.ENVIRONMENT,
         )
     if failed:
         causes: dict[str, int] = {}

@@ -18,6 +18,7 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.inputs import groups_of, parse_pairs, read_map, split_args
     from rdmacli.mesh.launch import ClusterShellLauncher
+    from rdmacli.mesh.launched import LAUNCHER_HINTS, launcher_failure
     from rdmacli.watch.service import map_names
 
     asked = N.expand(nodes_spec)
@@ -36,12 +37,25 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
         cmd = [*base, "watch", "show", "--node", node, "--port", str(port)]
         commands[node] = cmd + (["--state-file", state_file] if state_file else [])
     answers: dict[str, list[str]] = {}
+    said: dict[str, str] = {}  # node -> the last line its launch printed on stderr (ssh's words)
+    exits: dict[str, int | None] = {}
 
     def on_line(node, line, is_err):
-        if not is_err and node in commands and len(line) <= MAX_ANSWER:
+        if node not in commands or len(line) > MAX_ANSWER:
+            return
+        if is_err:
+            said[node] = line.strip()[:300] or said.get(node, "")
+        else:
             answers.setdefault(node, []).append(line)
 
-    ClusterShellLauncher(launcher).run(commands, b"", on_line, lambda node, rc: None, timeout)
+    def on_exit(node, rc):
+        exits[node] = rc
+
+    ClusterShellLauncher(launcher).run(commands, b"", on_line, on_exit, timeout)
+    words = launcher_failure(launcher, asked, set(answers), exits, {n: [w] for n, w in said.items()},
+                             before="`watch show` ran")  # fmt: skip
+    if words is not None:  # no node answered and every launch failed: the launcher's own error
+        raise RdmacliError(words, cause=Cause.LAUNCHER, hint=LAUNCHER_HINTS.get(launcher))
     for node in asked:
         lines = answers.get(node, [])
         try:
@@ -54,6 +68,8 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
             g.take(node, doc)
         elif lines:
             g.refused[node] = "not one JSON line"
+        elif exits.get(node) not in (None, 0):  # the launch itself failed there: its words
+            g.refused[node] = f"{launcher}: {said.get(node) or 'no words'} (exit {exits[node]})"
     return judged(g, asked, params)
 
 

@@ -139,7 +139,9 @@ def blame(g: Gathered) -> dict:
         "links": [],
         # a pair one end names alone is disputed, unless a NIC named for itself explains it
         "disputed": [_pair(k) for k in sorted(disputed) if k[0] not in bad and k[1] not in bad],
-        "missing": sorted((name for name in g.names if name not in g.docs), key=rank.get),
+        "missing": sorted(
+            (name for name in g.names if name not in g.docs and name not in g.refused), key=rank.get
+        ),  # fmt: skip
         "refused": dict(sorted(g.refused.items())),
     }
     for key, cause in sorted(agreed.items()):

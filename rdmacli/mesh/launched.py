@@ -1,0 +1,41 @@
+"""What a launcher said when it failed before any agent ran: its own words, kept for the error.
+
+srun prints its own failures unlabelled ("srun: fatal: ..."), ssh prints them on a node's stderr
+and exits 255, a ClusterShell gateway on its node's; none of them is an agent's record. When no
+node's agent said a word and every node's launch has ended, the run's error is the launcher's,
+named with what it said (Cause.LAUNCHER), never a timeout nobody waited out."""
+
+from __future__ import annotations
+
+LAUNCHER_OWN = "?"
+LAUNCHER_HINTS = {
+    "srun": "try `srun hostname` where you ran this: srun needs a Slurm allocation (salloc, sbatch) "
+    "and Slurm's configuration; --srun-args places the tasks",
+    "ssh": "try `ssh NODE true` as this user: keys, host names (or --address-template), "
+    "--ssh-options; with --topology, ClusterShell on each gateway",
+    "exec": "try the agent command by hand (--agent-command)",
+}  # the key the intake files unlabelled lines under (srun's own words)
+
+
+def launcher_failure(
+    launcher: str, names: list[str], heard: set[str], exits: dict, stderr: dict, before: str = "any agent ran"
+) -> str | None:
+    """Words for a launch that failed on every node before any agent ran, or None.
+
+    `heard`: the nodes whose agents printed a record; `exits`: node -> its launch's exit status
+    (None while cut); `stderr`: node (or LAUNCHER_OWN) -> its last lines."""
+    if heard or not names or any(exits.get(n) in (None, 0) for n in names):
+        return None
+    own = stderr.get(LAUNCHER_OWN) or []
+    words = [line for line in own if line][-2:]
+    if not words:
+        for n in names:
+            said = [line for line in stderr.get(n) or [] if line]
+            if said:
+                words.append(f"{n}: {said[-1]}")
+            if len(words) == 3:
+                break
+    codes = sorted({exits[n] for n in names})
+    status = f"exit {codes[0]}" if len(codes) == 1 else f"exit {', '.join(map(str, codes[:4]))}"
+    said = "; ".join(w[:300] for w in words) or "nothing"
+    return f"{launcher} failed on all {len(names)} node(s) before {before} ({status}): {said}"
