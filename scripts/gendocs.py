@@ -525,7 +525,7 @@ def man_page(name: str, cmd: click.Command) -> str:
     out.append(".SH OPTIONS")
     for opts, text in _option_rows(cmd, ctx):
         out += [".TP", f".B {esc(opts)}", esc(" ".join(text.split()))]
-    for sub, sub_cmd, sub_ctx in _subcommand_contexts(cmd, ctx):
+    for sub, sub_cmd, sub_ctx in _subcommand_contexts(cmd, ctx) if name != "rdmacli" else []:
         out += [f'.SS "OPTIONS OF {esc(sub.upper())}"', ".B " + esc(f"{full} {sub}"),
                 esc(" ".join(sub_cmd.collect_usage_pieces(sub_ctx))), ".PP",
                 esc(_paragraphs((sub_cmd.help or "").split("\f")[0])[0])]  # fmt: skip

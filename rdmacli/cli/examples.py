@@ -139,6 +139,18 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("The test suite on real Soft-RoCE", "rdmacli lab run -- python -m pytest -m rdma"),
         ("Eight nodes of two rails each", "rdmacli lab --nodes 8 --rails 2 shell"),
     ],
+    "lab run": [
+        ("One command in the VM, exiting with its status", "rdmacli lab run -- rdmacli selftest"),
+        (
+            "A mesh of eight lab nodes",
+            'rdmacli lab run --nodes 8 -- sh -c \'rdmacli mesh "$RDMACLI_LAB_NODES" --launcher exec '
+            '--map "$RDMACLI_LAB_NODES_MAP"\'',
+        ),
+    ],
+    "lab shell": [
+        ("A terminal inside the VM (Ctrl-] ends it)", "rdmacli lab shell"),
+        ("Four nodes of two rails each", "rdmacli lab shell --nodes 4 --rails 2"),
+    ],
 }
 
 

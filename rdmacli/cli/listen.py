@@ -34,9 +34,9 @@ MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the lar
     type=click.Choice(["write_bw", "read_bw", "send_bw", "send_lat", "write_lat"]),
     default=None,
     help="Serve one perftest client of that test (ib_write_bw -R and so on) with perftest's own "
-    "exchange: give -S and -C as the client gives -s and -n (perftest exchanges neither) "
+    "exchange: give -S and -C as perftest's client gives -s and -n (perftest exchanges neither) "
     "[default -S: 65536 for *_bw, 2 for *_lat; -C: perftest's, 5000 for write_bw, else 1000]; "
-    "a client's -D is not served.",
+    "a perftest client's -D is not served.",
 )
 @click.option(
     "--all-sizes",

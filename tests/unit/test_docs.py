@@ -41,9 +41,15 @@ def test_page_options_match_help(name, cmd):
     documented = set(re.findall(r"^\.B (-[^ \n]+.*)$", text, re.M))
     doc_opts = {o.strip(",") for line in documented for o in line.split() if o.startswith("-")}
     ctx = command_context(name, cmd)
+    commands = [cmd]
+    if isinstance(cmd, click.Group) and name != "rdmacli":  # watch run, show, status: theirs too
+        commands += [cmd.get_command(ctx, sub) for sub in cmd.list_commands(ctx)]
+        for sub in cmd.list_commands(ctx):
+            assert f'.SS "OPTIONS OF {sub.upper()}"' in page.read_text(), f"{page.name} lacks {sub}'s options"
     help_opts = {
         o
-        for p in cmd.get_params(ctx)
+        for c in commands
+        for p in c.get_params(ctx)
         if isinstance(p, click.Option) and not p.hidden
         for o in p.opts + p.secondary_opts
     }
@@ -141,3 +147,48 @@ def test_dynamic_completion_offers_known_ports(shell_env):
     }
     r = subprocess.run(["rdmacli"], capture_output=True, text=True, env=env, timeout=60)
     assert "plain,7471" in r.stdout and "plain,7174" in r.stdout
+
+
+def test_the_readme_is_short_and_starts_with_the_users_install():
+    """A newcomer's README: at most 15 KB, the install a user does within its first 80 lines,
+    before the developer's `make` commands; no dated diary."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.encode()) <= 15 * 1024, len(text.encode())
+    lines = text.splitlines()
+    first_install = next(i for i, line in enumerate(lines) if "pipx install" in line or "pip install" in line)
+    assert first_install < 80, first_install
+    assert first_install < next(i for i, line in enumerate(lines) if line.startswith("make test"))
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), "dates belong to git log"
+
+
+def test_the_docs_site_builds_strictly_with_every_page_in_its_nav():
+    """mkdocs build --strict (as `make lint`): a broken link, a missing anchor or a page left out
+    of the nav fails; the generated reference pages are in the nav."""
+    mkdocs = shutil.which("mkdocs") or str(pathlib.Path(sys.executable).parent / "mkdocs")
+    if not os.path.exists(mkdocs):
+        pytest.skip("mkdocs is not installed (pip install -e '.[docs]')")
+    conf = (ROOT / "mkdocs.yml").read_text()
+    for page in ("reference/cli.md", "reference/json.md", "troubleshooting.md", "benchmarks.md"):
+        assert page in conf, page
+    r = subprocess.run([mkdocs, "build", "--strict", "--quiet", "--site-dir", str(ROOT / "build" / "site-test")],
+                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_no_dated_diary_in_the_docs_or_the_makefile():
+    for path in [ROOT / "Makefile", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = path.read_text()
+        if path.name == "benchmarks.md":  # the results files' own timestamps
+            continue
+        assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), f"{path.relative_to(ROOT)}: dates belong to git log"
+
+
+def test_every_cause_is_explained_for_people():
+    from rdmacli.errors import CAUSES, EXIT_OF, Cause
+
+    assert set(CAUSES) == set(Cause)
+    page = (ROOT / "docs" / "troubleshooting.md").read_text()
+    for cause in Cause:
+        meaning, advice = CAUSES[cause]
+        assert meaning and advice
+        assert f"| `{cause.value}` | {int(EXIT_OF[cause])} |" in page

@@ -72,10 +72,10 @@ def test_the_schema_is_documented_key_by_key():
     import pathlib
 
     root = pathlib.Path(__file__).parents[2]
-    readme = (root / "README.md").read_text()
+    readme = (root / "docs" / "reference" / "json.md").read_text()
     page = (root / "man" / "rdmacli.1").read_text()
     for key in SUMMARY_SCHEMA["required"]:
-        assert f"| `{key}` |" in readme, f"README's JSON table lacks {key}"
+        assert f"| `{key}` |" in readme, f"the docs' JSON reference lacks {key}"
         assert f".B {key}" in page, f"rdmacli(1) JSON OUTPUT lacks {key}"
 
 
@@ -132,7 +132,7 @@ def test_every_record_type_the_code_emits_is_declared_and_documented():
     undeclared = {t: m for t, m in found.items() if t not in RECORD_TYPES and t not in RECORDS}
     assert not undeclared, undeclared
     root = pathlib.Path(__file__).parents[2]
-    readme, man = (root / "README.md").read_text(), (root / "man" / "rdmacli.1").read_text()
+    readme, man = (root / "docs" / "reference" / "json.md").read_text(), (root / "man" / "rdmacli.1").read_text()
     agent_man = (root / "man" / "rdmacli-mesh-agent.1").read_text()
     for t in RECORD_TYPES:
         assert f"`{t}`" in readme and t in man, t

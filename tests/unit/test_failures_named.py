@@ -1,0 +1,129 @@
+"""Failures that name what failed, as a user meets them on a host without RDMA: a launcher's own
+failure in its words (not a timeout), a group or a template field that does not exist, a watch
+agent that is not there, what is installed. Run as a person types the commands (a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from rdmacli.mesh.launched import launcher_failure
+
+NO_RDMA = not (os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"))
+
+
+def rdmacli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rdmacli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})  # fmt: skip
+
+
+@pytest.fixture
+def two_node_map(tmp_path):
+    path = tmp_path / "two.map"
+    path.write_text("n1 192.0.2.1\nn2 192.0.2.2\n")
+    return str(path)
+
+
+def test_version_names_the_data_path_and_the_libraries_the_loader_maps(tmp_path):
+    r = rdmacli("--version")
+    assert r.returncode == 0
+    lines = r.stdout.splitlines()
+    assert lines[1].startswith("data path: native (") or lines[1].startswith("data path: python (")
+    assert any(line.startswith("librdmacm: ") for line in lines)
+    (tmp_path / "librdmacm.so.1").write_bytes(b"")  # an empty file is no library, whatever its name
+    r = rdmacli("--version", env={"LD_LIBRARY_PATH": str(tmp_path)})
+    assert r.returncode == 0 and "librdmacm: not loadable (" in r.stdout, r.stdout
+    r = rdmacli("--version", env={"RDMACLI_DATA_PATH": "python"})
+    assert "data path: python (RDMACLI_DATA_PATH=python" in r.stdout
+
+
+def test_a_pure_install_says_what_to_install_not_a_developers_command(monkeypatch, tmp_path):
+    import rdmacli.native as N
+
+    monkeypatch.setattr(N, "_extension_file", lambda: None)
+    monkeypatch.delenv(N.ENV, raising=False)
+    monkeypatch.delenv(N.MODULE_ENV, raising=False)
+    monkeypatch.setattr(N.os.path, "exists", lambda p: False)  # not a checkout: an installed wheel
+    kind, why = N.installed()
+    assert kind == "python" and "libibverbs-dev" in why and "install rdmacli again" in why
+    assert "make venv" not in why
+
+
+def test_launcher_failure_words_are_the_launchers():
+    names = ["n1", "n2"]
+    said = launcher_failure("srun", names, set(), {"n1": 1, "n2": 1}, {"?": ["srun: fatal: no config"]})
+    assert said and "srun failed on all 2 node(s)" in said and "srun: fatal: no config" in said
+    assert launcher_failure("srun", names, {"n1"}, {"n1": 1, "n2": 1}, {}) is None  # an agent spoke
+    assert launcher_failure("ssh", names, set(), {"n1": 255, "n2": None}, {}) is None  # one still running
+    said = launcher_failure("ssh", names, set(), {"n1": 255, "n2": 255}, {"n1": ["ssh: no route"]})
+    assert "n1: ssh: no route" in said and "exit 255" in said
+
+
+@pytest.mark.skipif(not NO_RDMA, reason="this host has RDMA devices")
+def test_a_launcher_that_fails_is_named_with_its_words_not_as_a_timeout(two_node_map):
+    for args in (["--map", two_node_map], []):  # the run, and rail discovery before it
+        r = rdmacli("mesh", "n1,n2", "--launcher", "exec", "--agent-command", "/nonexistent/rdmacli", *args)
+        assert r.returncode == 3, r.stderr
+        assert "exec failed on all 2 node(s) before any agent ran" in r.stderr, r.stderr
+        assert "/nonexistent/rdmacli" in r.stderr and "within" not in r.stderr
+    r = rdmacli("mesh", "n1,n2", "--launcher", "exec", "--agent-command", "/nonexistent/rdmacli", "--map",
+                two_node_map, "--json")  # fmt: skip
+    assert json.loads(r.stdout)["error"]["cause"] == "launcher"
+    if shutil.which("srun"):  # outside an allocation srun says why itself
+        r = rdmacli("mesh", "n1,n2", "--launcher", "srun")
+        assert r.returncode == 3 and "srun failed on all 2 node(s)" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not NO_RDMA, reason="this host has RDMA devices")
+def test_a_mesh_where_no_node_has_rdma_is_the_environments_fault(two_node_map):
+    r = rdmacli("mesh", "n1,n2", "--launcher", "exec", "--map", two_node_map, "--round-time", "1", "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 3 and doc["error"]["cause"] == "environment", doc["error"]
+    assert "no node could run the test" in doc["error"]["message"]
+
+
+def test_unknown_groups_and_template_fields_are_usage_errors_that_name_them(two_node_map):
+    r = rdmacli("mesh", "@nogroup")
+    assert r.returncode == 2 and "no such node group @nogroup" in r.stderr, r.stderr
+    r = rdmacli("mesh", "n1,@nogroup,n2")
+    assert r.returncode == 2 and "@nogroup" in r.stderr
+    r = rdmacli("mesh", "n1,n2", "--address-template", "{host}-ib")
+    assert r.returncode == 2 and "it names {host}" in r.stderr and "KeyError" not in r.stderr, r.stderr
+    r = rdmacli("watch", "run", "--nodes", "n[1-2]", "--address-template", "{host}-ib", "--node", "n1",
+                "--state-file", os.devnull)  # fmt: skip
+    assert r.returncode == 2 and "it names {host}" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_json_and_json_lines_are_refused_alike_on_every_command_that_has_both():
+    for args in (["connect", "h"], ["mesh", "n1,n2"], ["ping", "h"], ["bw", "h"]):
+        r = rdmacli(*args, "--json", "--json-lines")
+        assert r.returncode == 2 and "two formats: choose one" in r.stderr, (args, r.stderr)
+        assert len(r.stdout.splitlines()) == 1 and json.loads(r.stdout)["error"]["cause"] == "usage"
+
+
+def test_watch_show_without_a_state_file_is_this_hosts_state_in_one_line(tmp_path):
+    r = rdmacli("watch", "show", "--state-file", str(tmp_path / "none.json"))
+    assert r.returncode == 3, r.stderr
+    [line] = r.stdout.splitlines()
+    doc = json.loads(line)
+    assert doc["error"]["cause"] == "environment" and "no watch state file" in doc["error"]["message"]
+    assert "rdmacli watch run" in doc["error"]["hint"]
+
+
+def test_watch_status_names_each_node_once_and_reads_watch_shows_own_error(tmp_path):
+    mapfile = tmp_path / "three.map"
+    mapfile.write_text("n1 192.0.2.1\nn2 192.0.2.2\nn3 192.0.2.3\n")
+    common = ["watch", "status", "n[1-3]", "--map", str(mapfile), "--launcher", "exec"]
+    r = rdmacli(*common, "--state-file", str(tmp_path / "{node}.json"), "--agent-command",
+                f"{sys.executable} -m rdmacli")  # fmt: skip
+    assert "no usable state from 3 node(s): n1, n2, n3\n" in r.stderr, r.stderr
+    assert "refused from n1: watch show: no watch state file" in r.stdout, r.stdout
+    assert "no answer from" not in r.stdout and "nothing named" not in r.stdout
+    assert "see data.blame" not in r.stderr
+    r = rdmacli(*common, "--agent-command", "/nonexistent/rdmacli")
+    assert r.returncode == 3 and "exec failed on all 3 node(s) before `watch show` ran" in r.stderr, r.stderr

@@ -1,0 +1,168 @@
+"""Help that is true: every command's --help names only options it has (another tool's letters
+only when attributed to that tool), every example parses with its command's own parser, every
+command has examples, one placeholder style, and a C tool's letter is hinted per command."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from rdmacli.cli import FOREIGN_LETTERS, cli
+from rdmacli.cli.examples import EXAMPLES
+
+
+def command_tree():
+    """(path words, command) of every command and subcommand, as the command line resolves them."""
+    root = click.Context(cli, info_name="rdmacli")
+    out = [((), cli)]
+    for name in cli.list_commands(root):
+        cmd = cli.get_command(root, name)
+        out.append(((name,), cmd))
+        if isinstance(cmd, click.Group):
+            ctx = click.Context(cmd, info_name=name, parent=root)
+            out += [((name, sub), cmd.get_command(ctx, sub)) for sub in cmd.list_commands(ctx)]
+    return out
+
+
+TREE = command_tree()
+IDS = [" ".join(p) or "rdmacli" for p, _ in TREE]
+
+
+def own_options(cmd: click.Command) -> set[str]:
+    return {o for p in cmd.params for o in getattr(p, "opts", []) + getattr(p, "secondary_opts", [])} | {
+        "-h",
+        "--help",
+    }
+
+
+# an option of another tool or command is named with it: "rping -s", "perftest's -n",
+# "`rdmacli listen --bw`", "srun's --nodelist", "ssh's ConnectTimeout"
+ATTRIBUTED = re.compile(
+    r"(rdmacli [a-z-]+( [a-z]+)?|`[a-z-]+|rping|ucmatose|udaddy|mckey|cmtime|perftest|ib_\w+|ping\(8\)|"
+    r"srun|ssh|sh|rc_pingpong|watch run)('s)?[^.;()]{0,40}$"
+)
+
+
+def help_text(path: tuple[str, ...]) -> str:
+    """What --help prints, without the Examples epilog (its commands are parsed below)."""
+    r = CliRunner().invoke(cli, [*path, "--help"], terminal_width=1000)
+    assert r.exit_code == 0, r.output
+    return r.output.split("\nExamples:")[0].split("\n  Examples:")[0]
+
+
+@pytest.mark.parametrize("path,cmd", TREE, ids=IDS)
+def test_help_names_only_options_the_command_has(path, cmd):
+    text = " ".join(help_text(path).split())
+    own = own_options(cmd)
+    wrong = []
+    for m in re.finditer(r"(?<![\w/}{'-])(--?[A-Za-z][\w-]*)", text):
+        opt = m.group(1)
+        if opt in own or ATTRIBUTED.search(text[max(0, m.start() - 60) : m.start()]):
+            continue
+        wrong.append(f"{opt} in ...{text[max(0, m.start() - 50) : m.end() + 10]}...")
+    assert not wrong, wrong
+
+
+def parse_example(words: list[str]) -> None:
+    """Parse an rdmacli command line with the real parsers, subcommands resolved, callbacks run
+    (values converted and checked), the command itself not invoked."""
+    ctx = cli.make_context("rdmacli", list(words), resilient_parsing=False)
+    cmd, args = cli, [*ctx.protected_args, *ctx.args]
+    while isinstance(cmd, click.Group) and args:
+        name, sub, rest = cmd.resolve_command(ctx, args)
+        ctx = sub.make_context(name, rest, parent=ctx)
+        cmd, args = sub, [*ctx.protected_args, *ctx.args] if isinstance(sub, click.Group) else []
+
+
+def example_commands():
+    for key, rows in EXAMPLES.items():
+        for title, text in rows:
+            for line in text.split("\n"):
+                words = shlex.split(line)
+                for i, w in enumerate(words):  # `... | rdmacli ...`, `sh -c 'rdmacli ...'`
+                    if w == "rdmacli":
+                        cut = next((j for j in range(i, len(words)) if words[j] in ("|", ">", ";", "&&")), None)
+                        yield key, title, words[i + 1 : cut]
+                        break
+                    if w.startswith("rdmacli "):
+                        yield key, title, shlex.split(w)[1:]
+                        break
+
+
+@pytest.mark.parametrize("key,title,words", list(example_commands()), ids=lambda x: str(x)[:40])
+def test_every_example_parses_with_its_commands_own_parser(key, title, words):
+    try:
+        parse_example(words)
+    except click.exceptions.Exit:  # a group without a subcommand shows its help
+        pass
+    except click.UsageError as exc:
+        pytest.fail(f"{key}: {title}: rdmacli {' '.join(words)}: {exc.format_message()}")
+
+
+@pytest.mark.parametrize("path,cmd", TREE, ids=IDS)
+def test_every_command_has_examples_in_its_help(path, cmd):
+    key = " ".join(path) or "rdmacli"
+    if isinstance(cmd, click.Group) and path:
+        return  # a group's examples are its subcommands'
+    assert EXAMPLES.get(key), f"{key} has no examples (rdmacli/cli/examples.py)"
+    r = CliRunner().invoke(cli, [*path, "--help"], terminal_width=200)
+    assert "Examples:" in r.output and "$ rdmacli" in r.output
+
+
+@pytest.mark.parametrize("path,cmd", TREE, ids=IDS)
+def test_one_placeholder_style(path, cmd):
+    """A value's placeholder says what it is (SECONDS, SIZE, PORT, N, ...), never click's type
+    names; sizes and their defaults in binary units."""
+    text = help_text(path)
+    for generic in ("FLOAT RANGE", "INTEGER RANGE", "FLOAT", "INTEGER", "TEXT", "BYTES"):
+        assert not re.search(rf"\s--?[\w-]+ {generic}\b", text), (generic, text)
+    assert not re.search(r"default: \d+[KMG]\b", text), text  # "1G": say 1 GiB
+
+
+def error_of(args: list[str]) -> str:
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2, r.output
+    return r.output.strip().splitlines()[-1]
+
+
+# commands that take any words as their own command (lab run) would run them: not asked here
+LEAVES = [(p, c) for p, c in TREE if p and not isinstance(c, click.Group) and p != ("lab", "run")]
+
+
+@pytest.mark.parametrize("path,cmd", LEAVES, ids=[" ".join(p) for p, _ in LEAVES])
+def test_a_c_tools_letter_is_hinted_only_with_an_option_the_command_has(path, cmd):
+    own = own_options(cmd)
+    for letter, _, _, _ in FOREIGN_LETTERS:
+        if letter in own:
+            continue
+        line = error_of([*path, letter, "1"])
+        assert "No such option" in line, line
+        named = re.findall(r"(--[\w-]+)", line.split("(here:", 1)[-1]) if "(here:" in line else []
+        assert set(named) <= own, (path, letter, line)
+
+
+def test_the_letters_people_type_are_read_as_their_tools():
+    assert "HOST argument" in error_of(["connect", "-s", "192.0.2.1"])  # ucmatose's -s SERVER
+    assert "HOST argument" in error_of(["events", "-s", "192.0.2.1"])
+    assert "GROUP argument" in error_of(["mcast", "-m", "239.1.1.1"])  # mckey's -m GROUP
+    assert "-C/--count" in error_of(["ping", "h", "-c", "5"])
+    assert "-C/--count" in error_of(["bw", "h", "-n", "5"])
+    for args in (["selftest", "-q"], ["devices", "-q"], ["doctor", "-n", "5"], ["lat", "-D", "3", "h"]):
+        line = error_of(args)
+        assert "No such option" in line and "(here:" not in line, line
+
+
+def test_a_number_given_to_a_flag_is_said_so_not_a_bad_host():
+    line = error_of(["bw", "-q", "4", "192.0.2.1"])
+    assert "'4' is not an address" in line and "perftest's -q is --qps" in line
+    assert "perftest" not in error_of(["connect", "5"])  # connect has no --qps
+
+
+def test_lat_names_no_duration_it_lacks():
+    text = help_text(("lat",))
+    assert "-D" not in text.replace("-D/", "") and "--duration" not in text
+    assert "-D" in help_text(("bw",))
