@@ -74,7 +74,26 @@ def check_libraries() -> list[Check]:
                 "apt-get install ibverbs-providers (rdma-core)",
             )
         ]
-    return [Check("libraries", "pass", f"librdmacm, libibverbs, {len(providers)} providers")]
+    from rdmacli.rdma.versions import loaded_libraries
+
+    releases = {lib: found.release or "unknown" for lib, found in loaded_libraries().items()}
+    if len(set(releases.values())) == 1:  # the files' paths: `rdmacli --version`
+        loaded = f"librdmacm and libibverbs of rdma-core {next(iter(releases.values()))}"
+    else:
+        loaded = ", ".join(f"{lib} of rdma-core {r}" for lib, r in releases.items())
+    return [Check("libraries", "pass", f"{loaded}; {len(providers)} verbs providers")]
+
+
+def check_data_path() -> list[Check]:
+    """Which loops bw, lat and the probe measure with: the native data path, loaded for real, or
+    the Python loops and why (a warning: everything works, the figures are the interpreter's)."""
+    from rdmacli import native
+
+    if native.load() is not None:
+        return [Check("data path", "pass", "native (the loops of bw, lat and the probe in C)")]
+    why = native.why() or "not built"
+    return [Check("data path", "warn", f"python: {why}",
+                  "bw, lat and the mesh's probe measure with Python's loops (data_path: python)")]  # fmt: skip
 
 
 def check_devices(devices: list[Device]) -> list[Check]:
@@ -300,7 +319,7 @@ def check_local_ports(netdevs: list[str]) -> list[Check]:
 
 
 def local_checks() -> list[Check]:
-    checks = check_libraries()
+    checks = check_libraries() + check_data_path()
     devices = list_devices()
     checks += check_devices(devices)
     checks += check_ports(devices)

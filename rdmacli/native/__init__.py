@@ -29,7 +29,7 @@ def load():
             try:
                 mod = _import()
             except ImportError as exc:
-                _state["why"] = f"the native data path did not load ({exc}): {build_advice()}"
+                _state["why"] = f"the native data path is not built ({exc}): {build_advice()}"
             else:
                 _state["lib"] = (mod.ffi, mod.lib)
     return _state["lib"]

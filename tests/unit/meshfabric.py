@@ -290,6 +290,8 @@ class InProcessLauncher:
 class InProcessLaunch:
     """The mesh's launch (mesh.run.Launch's interface) for the in-process launcher."""
 
+    launcher = "in-process"
+
     def __init__(self, fabric: Fabric, *, silent: set[str] = frozenset(), rails: dict | None = None,
                  says: dict | None = None):  # fmt: skip
         self.fabric, self.silent, self.rails, self.says = fabric, silent, rails, says

@@ -180,7 +180,9 @@ def test_no_dated_diary_in_the_docs_or_the_makefile():
         text = path.read_text()
         if path.name == "benchmarks.md":  # the results files' own timestamps
             continue
-        assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), f"{path.relative_to(ROOT)}: dates belong to git log"
+        assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), (
+            f"{path.relative_to(ROOT)}: dates belong to git log"
+        )
 
 
 def test_every_cause_is_explained_for_people():

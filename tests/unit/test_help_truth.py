@@ -85,7 +85,9 @@ def example_commands():
                 words = shlex.split(line)
                 for i, w in enumerate(words):  # `... | rdmacli ...`, `sh -c 'rdmacli ...'`
                     if w == "rdmacli":
-                        cut = next((j for j in range(i, len(words)) if words[j] in ("|", ">", ";", "&&")), None)
+                        cut = next(
+                            (j for j in range(i, len(words)) if words[j] in ("|", ">", ";", "&&")), None
+                        )
                         yield key, title, words[i + 1 : cut]
                         break
                     if w.startswith("rdmacli "):

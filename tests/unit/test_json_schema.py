@@ -132,7 +132,10 @@ def test_every_record_type_the_code_emits_is_declared_and_documented():
     undeclared = {t: m for t, m in found.items() if t not in RECORD_TYPES and t not in RECORDS}
     assert not undeclared, undeclared
     root = pathlib.Path(__file__).parents[2]
-    readme, man = (root / "docs" / "reference" / "json.md").read_text(), (root / "man" / "rdmacli.1").read_text()
+    readme, man = (
+        (root / "docs" / "reference" / "json.md").read_text(),
+        (root / "man" / "rdmacli.1").read_text(),
+    )
     agent_man = (root / "man" / "rdmacli-mesh-agent.1").read_text()
     for t in RECORD_TYPES:
         assert f"`{t}`" in readme and t in man, t

@@ -147,7 +147,7 @@ def test_discovery_waits_as_long_as_agents_keep_starting_and_a_fixed_deadline_do
     assert addresses == [["192.0.2.1"], ["192.0.2.2"], ["192.0.2.3"]] and slowest >= 3.5
     assert P.launch_deadline(3, slowest) == round(2 * slowest, 1)
     err, _ = discovery(monkeypatch, "0.5,2,3.5", 2.0)
-    assert isinstance(err, RdmacliError) and "2 node(s) did not report their rails within 2 s" in err.message
+    assert isinstance(err, RdmacliError) and "2 node(s) did not report their rails after 2.0 s" in err.message
 
 
 def test_a_node_that_never_starts_costs_discovery_twice_the_slowest_start_up_not_the_maximum(monkeypatch):

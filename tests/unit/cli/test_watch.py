@@ -133,8 +133,14 @@ def test_status_gathers_through_the_exec_launcher_and_exits_1_with_the_blame(fab
     r = cli("status", "n[1-6]", "--launcher", "exec", "--map", mapfile, "--state-file",
             f"{tmp}/{{node}}.json", "--agent-command", agent, "--json")  # fmt: skip
     out = json.loads(r.stdout)
-    assert out["data"]["blame"]["links"] == [] and out["data"]["blame"]["missing"] == ["n6"], out
-    assert r.returncode != 0 and out["error"]["cause"] == "missing"
+    # n6 answered, in `watch show`'s own words: no state file there (refused, not silent)
+    assert out["data"]["blame"]["links"] == [] and out["data"]["blame"]["missing"] == [], out
+    assert "no watch state file" in out["data"]["blame"]["refused"]["n6"], out
+    assert (
+        r.returncode != 0
+        and out["error"]["cause"] == "missing"
+        and "from 1 node(s): n6" in out["error"]["message"]
+    )
 
 
 def test_show_refuses_what_is_not_a_regular_file(fabric, tmp_path):
