@@ -92,8 +92,8 @@ def check_data_path() -> list[Check]:
     if native.load() is not None:
         return [Check("data path", "pass", "native (the loops of bw, lat and the probe in C)")]
     why = native.why() or "not built"
-    return [Check("data path", "warn", f"python: {why}",
-                  "bw, lat and the mesh's probe measure with Python's loops (data_path: python)")]  # fmt: skip
+    said = "bw, lat and the mesh's probe measure with Python's loops (data_path: python)"
+    return [Check("data path", "warn", f"python: {why}", said)]
 
 
 def check_devices(devices: list[Device]) -> list[Check]:

@@ -170,8 +170,10 @@ def test_the_docs_site_builds_strictly_with_every_page_in_its_nav():
     conf = (ROOT / "mkdocs.yml").read_text()
     for page in ("reference/cli.md", "reference/json.md", "troubleshooting.md", "benchmarks.md"):
         assert page in conf, page
-    r = subprocess.run([mkdocs, "build", "--strict", "--quiet", "--site-dir", str(ROOT / "build" / "site-test")],
-                       cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})  # fmt: skip
+    site = str(ROOT / "build" / "site-test")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    cmd = [mkdocs, "build", "--strict", "--quiet", "--site-dir", site]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
