@@ -317,8 +317,8 @@ def perftest_wire(tool: str, args: list[str]) -> str | None:
     Not -R: Debian's perftest 4.5-0.17 does not bind an -R client to its --source_ip; librdmacm
     resolves the server's address, local to the lab's VM, to the server's own device, and the
     run is rxe0 answering itself (rxe's loopback: no packet on rxe1, its QPs and cm_ids on rxe0,
-    measured 2026-11-27). Until then this benchmark compared rdmacli across the wire with
-    perftest in loopback: 40 to 51 µs in loopback, 47 to 118 µs across the wire, one boot."""
+    as `rdma resource show` and the port counters showed). Compared with rdmacli across the
+    wire, such a baseline measured the two paths' difference, not the tools'."""
     return against([tool, *WIRE, "-d", "rxe0", "-x", str(gid_index("rxe0", SERVER)), *args],
                    [tool, *WIRE, "-d", "rxe1", "-x", str(gid_index("rxe1", CLIENT)), *args, SERVER],
                    lambda: wait_tcp_listener(PERF_PORT))  # fmt: skip

@@ -265,7 +265,7 @@ def implausible(pairs: list[Pair], reference: dict, factor: float) -> dict[int, 
     own (its typical p99 over its typical p50, at least 1): where the hosts' time is most of
     every figure (the lab under TCG: p99 3 to 4 x p50, typical pairs 7 x the best), one lightly
     loaded node's pairs are honestly several times faster than the rest, and one was called
-    inconsistent in a healthy run of 2026-11-27; on a quiet fabric (hardware: p99 near p50) a
+    inconsistent in a healthy lab run; on a quiet fabric (hardware: p99 near p50) a
     forged figure is still far out. The reference stands without any one node's word either way
     (standing_best), so what this misses in a noisy fabric moves no verdict."""
     out: dict[int, set[int]] = {}

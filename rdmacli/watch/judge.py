@@ -26,7 +26,7 @@ SKIP = object()  # no evidence this window
 REFERENCE_WINDOWS = 64  # good windows a NIC's reference remembers
 # a window's pair is lossy from two probes lost (and 5 % of them): one datagram in a window is
 # counted (the metrics have it) but is no evidence alone; in the lab, 20 probes a partner on 16
-# emulated NICs made single drops on healthy pairs, two windows in three (2026-11-27), while a
+# emulated NICs made single drops on healthy pairs, two windows in three, while a
 # NIC dropping 5 % both ways loses two or more of a partner's 20 in 60 % of the windows
 MIN_LOST = 2
 LOSS_FRACTION = 0.05
@@ -40,7 +40,7 @@ class Reference:
     fabric's own jitter, as mesh/blame.judge_slow does across a run's pairs: a window's typical
     round trip is slow above factor x the best and above the recent windows' own spread (the
     90th percentile of their typical round trips); its fastest, above factor x the best fastest
-    and above the typical round trip. Measured in the lab under TCG (2026-11-27): typical round
+    and above the typical round trip. Measured in the lab under TCG: typical round
     trips 4 to 10 ms, their best 3 to 5 ms, the fastest 0.5 to 1.2 ms; judged against the best
     alone every node of a healthy lab was slow, and against the median p99 (29 to 75 ms: the p99
     of ten probes is their slowest, one host's hiccup) a node 40 ms slower was not."""

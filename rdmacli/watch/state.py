@@ -125,7 +125,7 @@ def pooled_loss(w: NicWindow) -> bool:
     dropping 5 % both ways loses about a tenth of its round trips, with every partner, while a
     partner's count of 20 is too few to show it every window (two lost or more in 60 % of them);
     pooled, each window shows it, and the NIC is named in two windows instead of up to four (the
-    lab, 2026-11-27: 34 s against the 30 asked). A partner's own fault is one leaky partner."""
+    lab: 34 s against the 30 asked). A partner's own fault is one leaky partner."""
     enough = w.passed_lost >= max(2 * judge.MIN_LOST, judge.LOSS_FRACTION * w.passed_sent)
     return enough and w.leaky >= 2 and w.leaky * 3 > w.partners
 
@@ -158,7 +158,7 @@ def nic_cause(w: NicWindow) -> str | None:
     the windows then had four of seven partners lossy); a partner's own fault shows on one
     partner, two bad NICs elsewhere on two. The window's verdicts need confirming in later
     windows all the same (Policy.raise_after). Slow asks two thirds: a slow wire or NIC slows
-    every partner alike, a busy host some of them (the lab, 2026-11-27: a test polling eight
+    every partner alike, a busy host some of them (in the lab a test polling eight
     Python starts a second left five healthy NICs named slow, on about half their partners)."""
     for cause in w.causes:
         if cause in LOCAL:

@@ -159,7 +159,7 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_
     same run rail 0 between n02 and n07 loses 15 % until its first record: when it passed with
     retransmits counted (or failed), it is re-tested clean and is transient too, never a lossy
     link (one retransmit on a busy host blamed a link in CI until lossy passing pairs were
-    re-tested). In one run of two on 2026-11-27 it was not re-tested (that run's assertion did
+    re-tested). In one run of two it was not re-tested (that run's assertion did
     not say why): a first attempt that passed with no counter moving is not, and says so.
     Its Prometheus file, parsed back by prometheus_client, says the same (one run for all)."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -194,7 +194,7 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_
         assert first["cause"] in causes, first
     assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
     # under TCG's load a healthy pair may be transient too now and then (2 and 3 in two runs of
-    # 2026-11-27, none before): passed on its re-test, never blamed
+    # one day): passed on its re-test, never blamed
     others = [p for p in doc["data"]["pairs"] if p["retest"] and p not in (mine[1], was_lossy)]
     assert all(p["result"] == "pass" and p["retest"]["verdict"] == "transient" for p in others), others
     transient = 1 + (was_lossy["retest"] is not None) + len(others)  # the lossy link's, when re-tested

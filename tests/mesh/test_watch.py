@@ -138,7 +138,7 @@ def status(d, mapfile) -> tuple[int, dict]:
     """What `watch status` says, judged in this process from the agents' state files (gather.
     judged, the function the command ends in). Polled every POLL_S: through the launcher each poll
     is eight Python starts, seconds of CPU under TCG, and a poll a second was itself a host-wide
-    slowdown that kept healthy NICs named slow (2026-11-27). The command is run as well, at the
+    slowdown that kept healthy NICs named slow. The command is run as well, at the
     healthy fabric's check and once every fault is cleared."""
     g = Gathered(EIGHT, 2)
     for n in EIGHT:
@@ -201,7 +201,7 @@ def test_a_healthy_fabric_names_nothing_and_each_agent_keeps_its_budget(agents):
     # the budget is 3 % of a core per NIC: each agent's process CPU over three windows (its
     # process collector, after start-up) over two NICs, measured and printed. Under TCG every
     # instruction and rxe's kernel work (two thirds of it) are emulated, and the same code
-    # measured 2.2-2.4 % in one boot and 2.7-3.03 % in another (2026-11-27): a figure of the
+    # measured 2.2-2.4 % in one boot and 2.7-3.03 % in another: a figure of the
     # boot's emulation, not asserted at 3 % (speed is for benchmarks). Far above it would be a
     # loop that spins.
     def used(k: int) -> tuple[float, float]:

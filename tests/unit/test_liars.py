@@ -176,7 +176,7 @@ def test_the_honest_mesh_is_a_clean_pass(test):
 
 
 def test_an_honest_fast_node_in_a_noisy_fabric_is_no_liar():
-    """The lab under TCG, 2026-11-27: typical pairs 7x the best, and one lightly loaded node's
+    """The lab under TCG: typical pairs 7x the best, and one lightly loaded node's
     pairs all about 4x faster than everyone else's; it was called inconsistent in a healthy run.
     Where the fabric's own jitter (typical p99 over typical p50) is wide, the hosts' time is most of every
     figure and nothing is called a lie for being fast; in a quiet fabric figures that far out are

@@ -404,7 +404,7 @@ def test_a_pair_slow_only_while_its_hosts_were_busy_is_not_slow_a_slow_wire_is()
 
 @pytest.mark.parametrize("again", ["clean", "lossy"])
 def test_a_pair_that_passed_with_one_retransmit_is_tested_again_before_a_link_is_blamed(again):
-    """CI's red of 2026-11-27 (a healthy two-rail lab run, exit 1: "every pair passed, but the
+    """A CI red (a healthy two-rail lab run, exit 1: "every pair passed, but the
     NICs' counters show trouble on n02:0-n07:0, n04:1-n05:1"): one retransmit in a pair's slot
     on a host too busy to answer in time blamed a link. A passing pair whose loss counter moved
     is re-tested like a failed one: clean again, it is transient (a warning, exit 0); lossy again,

@@ -22,7 +22,7 @@ def test_at_fleet_size_every_fault_is_named_as_itself_and_nothing_else():
 
 def test_a_node_down_in_a_leaf_is_that_node_not_31_links_per_rail():
     """Its partners in the plan are its leaf, not the fleet: counted against n - 1 they were not
-    most of its partners, and the 31 x 8 pairs with it were blamed as links (2026-11-27)."""
+    most of its partners, and the 31 x 8 pairs with it were blamed as links."""
     rng = watch_sim.random.Random(1)
     docs, expect = watch_sim.docs_of(1000, 8, 32, [("no_agent", 100, 0, 101)], rng)
     names = [watch_sim.name(i) for i in range(1000)]
