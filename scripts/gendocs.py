@@ -28,7 +28,11 @@ EXIT_STATUS = [
     ("0", "Success: every connection, message and check passed."),
     ("1", "The test ran and failed: loss, data mismatch, a peer that ended early."),
     ("2", "Usage error: bad option or value (also a UD size above the active MTU)."),
-    ("3", "Local environment: no RDMA device, permissions, locked-memory limit, missing tools."),
+    (
+        "3",
+        "Local environment: no RDMA device, permissions, locked-memory limit, missing tools, a "
+        "launcher (srun, ssh) that could not start the agents.",
+    ),
     ("4", "Address or route resolution failed (ADDR_ERROR, ROUTE_ERROR)."),
     ("5", "Rejected or unreachable (REJECTED, UNREACHABLE, CONNECT_ERROR)."),
     ("6", "rdmacli's own deadline expired."),
@@ -666,7 +670,7 @@ def troubleshooting() -> str:
 
 def json_reference() -> str:
     """docs/reference/json.md: the summary's keys, the record types and the causes, from the code."""
-    from rdmacli.outcome import RECORD_TYPES, SCHEMA, SUMMARY_KEYS
+    from rdmacli.outcome import RECORD_TYPES, SCHEMA, SUMMARY_KEYS, SUMMARY_SCHEMA
 
     out = [
         "# JSON output\n",
@@ -684,6 +688,8 @@ def json_reference() -> str:
     out += [f"| `{key}` | {kind} | {md_cell(text)} |" for key, kind, text in SUMMARY_KEYS]
     out += ["", "## Records of --json-lines\n", "| type | what it is |", "|---|---|"]
     out += [f"| `{t}` | {md_cell(what)} |" for t, what in RECORD_TYPES.items()]
+    out += ["", "## The JSON Schema\n", "`rdmacli.outcome.SUMMARY_SCHEMA`, which every test validates each "
+            "summary against:\n", "```json\n" + json.dumps(SUMMARY_SCHEMA, indent=1) + "\n```\n"]
     out += ["", "## An example\n", JSON_EXAMPLE.strip() + "\n",
             "Scripts decide from `error.cause`: every cause, its exit code and what to do are on "
             "the [Troubleshooting](../troubleshooting.md) page. A mesh agent's records (what it "

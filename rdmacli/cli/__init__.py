@@ -37,7 +37,7 @@ FOREIGN_LETTERS: list[tuple[str, set[str] | None, str | None, str]] = [
         "-s",
         {"connect", "events"},
         None,
-        "the server is the HOST argument (ucmatose's and cmtime's -s SERVER)",
+        "the server is the HOST argument (ucmatose's, udaddy's and cmtime's -s SERVER)",
     ),
     ("-s", {"mcast"}, "--send", "--send (mckey's -s)"),
     ("-s", {"listen"}, None, "`listen` is the server side already (rping's and udaddy's -s)"),
@@ -50,6 +50,7 @@ FOREIGN_LETTERS: list[tuple[str, set[str] | None, str | None, str]] = [
     ("-n", None, "--count", "-C/--count (perftest's -n)"),
     ("-q", None, "--qps", "--qps (perftest's -q)"),
     ("-D", None, "--duration", "--duration (perftest's -D)"),
+    ("-d", {"ping", "listen"}, "--events", "--events: every CM event as it comes (rping's -d debug)"),
     ("-d", None, "--bind", "-b/--bind ADDR: the device follows from the address (perftest's -d DEVICE)"),
 ]
 
