@@ -1,35 +1,11 @@
-"""Running a test for a command: stop signals, the event view, the summary and exit status."""
+"""Running a test for a command: the event view, the session, and its end (cli/ending.py)."""
 
 from __future__ import annotations
 
-import signal
-import sys
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 from rdmacli.cli.app import App
-from rdmacli.engine.stops import Stops
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_current: list[Stops] = []
-
-
-@contextmanager
-def stop_signals():
-    """SIGINT, SIGTERM and SIGHUP end the run once (engine.stops.Stops); a second one is
-    ignored, so the cm_ids, QPs and MRs are still released and the summary still printed."""
-    stops = Stops()
-    try:
-        previous = {s: signal.signal(s, stops.handler) for s in STOP_SIGNALS}
-    except ValueError:  # not the main thread: leave signals to whoever owns them
-        yield stops
-        return
-    _current.append(stops)
-    try:
-        yield stops
-    finally:
-        _current.remove(stops)
-        for s, h in previous.items():
-            signal.signal(s, h)
+from rdmacli.cli.ending import current_stops, finish
 
 
 def observed(app: App, show_events: bool, on_record=None):
@@ -60,7 +36,7 @@ def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None
 
     view, observer = observed(app, show_events, on_record)
     with view, progress or nullcontext():
-        stops = _current[-1] if _current else None
+        stops = current_stops()
         outcome = run(test, observer=observer, backend=app.backend, stops=stops, factory=factory)
     if then is not None:
         then(outcome)
@@ -78,7 +54,7 @@ def run_sweep(app: App, make_test, sizes: list[int], *, show_events: bool, on_re
     view, observer = observed(app, show_events, on_record)
     outcomes = []
     with view:
-        stops = _current[-1] if _current else None
+        stops = current_stops()
         for size in sizes:
             outcomes.append(run(make_test(size), observer=observer, backend=app.backend, stops=stops))
             if outcomes[-1].exit_code != 0:
@@ -103,25 +79,3 @@ def sweep_of(session):
         outcome.data["sweep"] = sweep_rows(session.rows)
 
     return then
-
-
-def finish(app: App, outcome, render=None) -> None:
-    """The one way a command ends: its outcome printed (JSON for scripts, words for people,
-    `render` for a command's own view), then the exit with its code."""
-    from rdmacli.render.summary import print_summary, print_warnings
-
-    doc = outcome.to_dict()
-    err = outcome.run_error()
-    if render is not None and not app.machine:
-        render(app, doc)
-        print_warnings(app, doc)  # a person sees what the JSON says
-        if err is not None:
-            app.report_error(err)
-    else:
-        if err is not None:
-            app.report_error(err)
-        if app.machine:
-            app.emit_json(doc)
-        else:
-            print_summary(app, outcome, doc)
-    sys.exit(doc["exit_code"])

@@ -96,7 +96,7 @@ class App:
     def errors(self, command: str, params: dict | None = None) -> Iterator[None]:
         """Turn RdmacliError and stop signals into the documented exit codes and a summary,
         never a traceback. SIGTERM and SIGHUP end a run like Ctrl-C (exit 128 + signal)."""
-        from rdmacli.cli._run import finish, stop_signals
+        from rdmacli.cli.ending import finish, stop_signals
         from rdmacli.outcome import Outcome
 
         try:

@@ -27,7 +27,7 @@ def command(json_mode: bool) -> None:
                 "no RDMA device found (/sys/class/infiniband is empty)", hint=NO_DEVICE_HINT
             )
         if json_mode:
-            from rdmacli.cli._run import finish
+            from rdmacli.cli.ending import finish
             from rdmacli.outcome import Outcome
 
             finish(

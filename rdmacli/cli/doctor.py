@@ -76,7 +76,7 @@ def command(peer, port, port_space, json_mode):
             data={"checks": rows},
         )
         if json_mode:
-            from rdmacli.cli._run import finish
+            from rdmacli.cli.ending import finish
 
             finish(app, outcome)
         from rdmacli.render.checks import checks_table

@@ -233,8 +233,8 @@ def command(
     """
     import os
 
-    from rdmacli.cli._run import finish
     from rdmacli.cli.app import App, one_format
+    from rdmacli.cli.ending import finish
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh import contract, inputs
     from rdmacli.mesh import nodes as N

@@ -49,8 +49,8 @@ def rank_of_host(names, node: str) -> int | None:
 @click.option("--stop-on-eof", is_flag=True, help="End when stdin closes (an ssh launcher went away).")
 def command(rank, rank_from_env, rank_from_host, spec_file, stop_on_eof):
     """Run this node's pairs of a mesh run; one JSON record per line on stdout."""
-    from rdmacli.cli._run import stop_signals
     from rdmacli.cli.app import App
+    from rdmacli.cli.ending import stop_signals
     from rdmacli.errors import RdmacliError, Stopped
     from rdmacli.mesh import contract, records
     from rdmacli.mesh.agent import AgentConfig, run_agent

@@ -59,7 +59,7 @@ def command(count, size, protocols, server_address, client_address, timeout, jso
     app = App.from_context(json_mode=json_mode)
     params = {"count": count, "size_bytes": size, "protocols": list(protocols), "timeout_s": timeout}
     with app.errors("selftest", params):
-        from rdmacli.cli._run import finish
+        from rdmacli.cli.ending import finish
         from rdmacli.diag import selftest
         from rdmacli.outcome import Outcome
 

@@ -212,7 +212,7 @@ def show(node, port, state_file) -> None:
 def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, pairs_spec,
            json_mode) -> None:  # fmt: skip
     """Gather the agents' current verdicts for NODES and blame them as `mesh` does."""
-    from rdmacli.cli._run import finish
+    from rdmacli.cli.ending import finish
     from rdmacli.watch.gather import gather
 
     app = App.from_context(json_mode=json_mode)

@@ -30,7 +30,7 @@ from rdmacli.protocols.table import BW, CONNECT, LAT, PING, UD, Spec
 from rdmacli.rdma.constants import PORT_SPACES
 
 if TYPE_CHECKING:
-    from rdmacli.mesh.agent import AgentConfig
+    from rdmacli.mesh.config import AgentConfig
 
 BW_SHARE = 0.25  # of a slot, streamed by `--test bw` (at least BW_MIN_S, at most BW_MAX_S)
 BW_MIN_S, BW_MAX_S, BW_DEPTH = 0.5, 10.0, 16

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from rdmacli.mesh import probe, schedule
-from rdmacli.mesh.agent import GAP
+from rdmacli.mesh.config import GAP
 from rdmacli.mesh.contract import RunSpec
 
 # the coordinator's own defaults (the agents' are the spec's, contract.SPEC_FIELDS)

@@ -827,7 +827,7 @@ class Phase:
     def run(self, begin: float, end: float) -> list[dict]:
         """Probe from `begin` to `end` on every open NIC, each in a thread (they are separate
         NICs); a pair record's fields for every test."""
-        from rdmacli.mesh.agent import at_once
+        from rdmacli.mesh.config import at_once
         from rdmacli.mesh.pair import pair_record
 
         cfg = self.cfg

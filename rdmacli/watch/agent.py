@@ -36,7 +36,7 @@ class ProbePhases:
 
     def __call__(self, plan: WatchPlan, k: int, stop):
         from rdmacli.mesh import probe
-        from rdmacli.mesh.agent import AgentConfig
+        from rdmacli.mesh.config import AgentConfig
         from rdmacli.mesh.contract import RunSpec
 
         spec = RunSpec(run_id=plan.run_id(k), names=plan.names, addresses=plan.addresses,

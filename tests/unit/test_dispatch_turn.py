@@ -14,10 +14,10 @@ import signal
 import pytest
 from fakerdma import FakeBackend, wc
 
-from rdmacli.cli._run import Stops
 from rdmacli.engine.client import ClientFlow
 from rdmacli.engine.flow import Timeouts
 from rdmacli.engine.server import ServerFlow
+from rdmacli.engine.stops import Stops
 from rdmacli.outcome import State, from_flow
 from rdmacli.protocols import rping
 from rdmacli.protocols.cmatose import CmatoseServer

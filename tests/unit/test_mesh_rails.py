@@ -362,7 +362,7 @@ def test_a_stop_reaches_every_rails_test_of_a_slot_and_the_agent_ends_after_all(
 
     from rdmacli.engine.stops import Stops
     from rdmacli.errors import Stopped
-    from rdmacli.mesh.agent import at_once
+    from rdmacli.mesh.config import at_once
 
     stops = Stops()
     started = threading.Barrier(3)

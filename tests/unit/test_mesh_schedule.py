@@ -66,7 +66,7 @@ def test_retest_rounds_are_disjoint_keep_order_and_stop_at_the_limit():
 def test_a_retest_line_is_checked_before_the_agent_uses_it():
     import time
 
-    from rdmacli.mesh.agent import retest_plan
+    from rdmacli.mesh.config import retest_plan
 
     now = time.time()
     assert retest_plan({"at": now, "rounds": [[[0, 0, 1, 0], [3, 0, 2, 0]], []]}, 4) == {
