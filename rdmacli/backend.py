@@ -86,10 +86,17 @@ class RdmaBackend:
         return port_holders(port)
 
     def read_counters(self, device: str, port: int) -> dict[str, int]:
-        """The port's counters by name, from sysfs (diag.counters)."""
-        from rdmacli.diag.counters import read
+        """The port's counters by name, from sysfs (rdmacli/counters.py)."""
+        from rdmacli.counters import read
 
         return read(device, port)
+
+    def explain(self, err, deltas):
+        """A failure said again as what the ports' counters show (packet loss, RNR, link
+        errors), or None: the policy of diag.counters, handed to the engine here."""
+        from rdmacli.diag.counters import explain
+
+        return explain(err, deltas)
 
     def rate_bound_gbps(self, device: str | None, port: int) -> float | None:
         """The port's line rate (sysfs `rate`), the bound of any rate measured through it; None

@@ -108,7 +108,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     counts: dict = field(default_factory=dict)  # totals of a non-connection command
     data: dict = field(default_factory=dict)  # what only this command reports (devices, checks)
-    counters: list[dict] = field(default_factory=list)  # ports' counters that moved (diag.counters)
+    counters: list[dict] = field(default_factory=list)  # ports' counters that moved (rdmacli/counters.py)
 
     # -- derived -------------------------------------------------------------------------------
     def states(self) -> list[State]:
@@ -194,7 +194,7 @@ def merged(outcomes: list[Outcome]) -> Outcome:
     all; the last one's data."""
     from dataclasses import replace
 
-    from rdmacli.diag.counters import summed
+    from rdmacli.counters import summed
 
     first, last = outcomes[0], outcomes[-1]
     conns = [replace(c, index=i) for i, c in enumerate(c for o in outcomes for c in o.connections)]

@@ -239,6 +239,7 @@ def command(
     from rdmacli.mesh import contract, inputs
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh import run as mesh
+    from rdmacli.render.matrix import matrix_file as matrix_sink
     from rdmacli.render.mesh import LiveMesh, print_mesh
 
     one_format(json_mode, json_lines)
@@ -314,7 +315,7 @@ def command(
         request = mesh.Request(
             spec=spec, nodes_spec=nodes, launch_s=launch_timeout, retest_rounds=retest_rounds,
             slow_factor=slow_factor, slow_fraction=slow_fraction, baseline=base, show_rail=show_rail,
-            matrix=matrix_file,
+            matrix=partial(matrix_sink, matrix_file) if matrix_file else None,
         )  # fmt: skip
         launch = app.launch or mesh.Launch(launcher, agent_cmd, ssh_options, srun_args, connect_timeout)
         live = LiveMesh(app)

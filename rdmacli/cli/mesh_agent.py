@@ -12,20 +12,11 @@ import sys
 
 import click
 
+from rdmacli.mesh.nodes import rank_of_host
 from rdmacli.outcome import dumps
 
 RANK_ENV = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 NODE_ENV = "RDMACLI_NODE"  # --rank-from-host: this node's name in the run, where its hostname is not
-
-
-def rank_of_host(names, node: str) -> int | None:
-    """The rank of the one run name that is this node: its name exactly, else the one whose
-    short form (cut at the first dot) is this node's short form; None when none or several."""
-    if node in names:
-        return list(names).index(node)
-    short = node.split(".", 1)[0]
-    found = [k for k, name in enumerate(names) if name.split(".", 1)[0] == short]
-    return found[0] if len(found) == 1 else None
 
 
 @click.command("mesh-agent")

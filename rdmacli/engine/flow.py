@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from rdmacli.diag.counters import Watch
+from rdmacli.counters import Watch
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import MEMLOCK_HINT, Connection
 from rdmacli.engine.cqpool import CqPool

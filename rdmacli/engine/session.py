@@ -14,7 +14,6 @@ import signal
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from rdmacli.diag.counters import explain
 from rdmacli.engine.flow import Flow, Observer, Options, Timeouts
 from rdmacli.engine.protocol import Params, Protocol
 from rdmacli.engine.stops import Stops
@@ -153,13 +152,14 @@ def run(
             f"{signal.Signals(stops.signum).name} arrived after the run had ended; its result stands"
         )
     outcome = from_flow(test.command, flow, test.summary, error=error, signal=signum)
-    with_counters(outcome, flow.counters.finish())
+    with_counters(outcome, flow.counters.finish(), flow.backend.explain)
     return outcome
 
 
-def with_counters(outcome: Outcome, deltas) -> None:
+def with_counters(outcome: Outcome, deltas, explain) -> None:
     """The ports' counter deltas into the outcome; a failure the counters explain (a deadline
-    while retransmits moved) is said as what they show: packet loss, RNR, link errors."""
+    while retransmits moved) is said as what they show: packet loss, RNR, link errors
+    (`explain`: the backend's, the policy of diag.counters)."""
     outcome.counters = [d.to_dict() for d in deltas]
     if outcome.signal is not None:
         return

@@ -211,3 +211,13 @@ def check_rail_counts(names: list[str], counts: list[int], hint: str | None = No
             "node the same number of addresses (or fix the NICs that are missing)",
             cause=Cause.USAGE,
         )
+
+
+def rank_of_host(names, node: str) -> int | None:
+    """The rank of the one run name that is this node: its name exactly, else the one whose
+    short form (cut at the first dot) is this node's short form; None when none or several."""
+    if node in names:
+        return list(names).index(node)
+    short = node.split(".", 1)[0]
+    found = [k for k, name in enumerate(names) if name.split(".", 1)[0] == short]
+    return found[0] if len(found) == 1 else None

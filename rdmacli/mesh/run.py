@@ -14,8 +14,10 @@ import json
 import signal as signals
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Callable, ContextManager
 
 from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
 from rdmacli.mesh import plan as P
@@ -25,7 +27,6 @@ from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.plan import GO_LEAD_S, RETEST_DECIDE_S, Plan
 from rdmacli.mesh.records import AgentRecord, PairRecord
 from rdmacli.outcome import Outcome
-from rdmacli.render.matrix import matrix_file
 
 
 class Observer:
@@ -57,7 +58,9 @@ class Request:
     slow_fraction: float = P.SLOW_FRACTION
     baseline: dict | None = None
     show_rail: int | None = None  # checked against the rails found
-    matrix: str | None = None  # --matrix FILE: every pair's document, compressed
+    # --matrix FILE: a context manager's factory yielding a sink (`add(doc)`, `error`) for every
+    # pair's document (the CLI's render.matrix.matrix_file), opened only once the verdict is made
+    matrix: Callable[[], ContextManager] | None = None
 
 
 @dataclass
@@ -375,7 +378,7 @@ def run(request: Request, launch: Launch, observer: Observer | None = None, *, p
             return Outcome("mesh", params, error=failed, elapsed_ms=elapsed())
         if plan.schedule.at_once and (refused := verdict.probe_cross_rail_refusal(plan, evidence)):
             return Outcome("mesh", params, error=refused, signal=signum, elapsed_ms=elapsed())
-        with matrix_file(request.matrix) as matrix:
+        with request.matrix() if request.matrix is not None else nullcontext() as matrix:
             outcome = verdict.judge(plan, evidence, params, baseline=request.baseline, signal=signum,
                                     elapsed_ms=elapsed(), matrix=matrix and matrix.add)  # fmt: skip
         if matrix is not None and matrix.error:

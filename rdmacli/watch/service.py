@@ -95,8 +95,8 @@ def plan_nodes(opts: Options) -> tuple[tuple[str, ...], tuple[tuple[str, ...], .
 def load_plan(opts: Options):
     """The plan from the nodes (plan_nodes) and this node's name (given, else the host's, as
     `mesh-agent --rank-from-host` finds it)."""
-    from rdmacli.cli.mesh_agent import rank_of_host
     from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.mesh.nodes import rank_of_host
     from rdmacli.watch.plan import MAX_RATE, WatchPlan
 
     names, addrs, groups = plan_nodes(opts)

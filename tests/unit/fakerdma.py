@@ -415,6 +415,11 @@ class FakeBackend:
     def read_counters(self, device, port):
         return dict(self.counter_values.get(device, {}))
 
+    def explain(self, err, deltas):  # the real policy: the counters' words are not the CM's to fake
+        from rdmacli.diag.counters import explain
+
+        return explain(err, deltas)
+
     def port_holders(self, port):
         return self.holders  # set by a test: who `rdma resource show` says holds the port
 

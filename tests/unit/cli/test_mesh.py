@@ -236,8 +236,8 @@ def test_tree_mode_starts_one_command_for_every_node_each_finding_its_rank(tmp_p
     import socket
     from unittest import mock
 
-    from rdmacli.cli.mesh_agent import rank_of_host
     from rdmacli.mesh import launch as L
+    from rdmacli.mesh.nodes import rank_of_host
     from rdmacli.mesh.run import Launch
 
     spec = RunSpec(
