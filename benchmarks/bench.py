@@ -429,15 +429,15 @@ def main() -> None:
     only = sys.argv[1:] or ["startup", "connect", "ping", "ud", "mcast", "steps", "bw", "lat"]
     # warm-up: ARP and neighbour caches, page cache for both tools
     with_server(["ucmatose", "-b", SERVER], CONNECT_PORT, ["ucmatose", "-s", SERVER, "-b", CLIENT])
-    sections = {}
+    from results import versions, write
+
+    ran_on, sections = versions(), {}
     for name in only:
         sections[name] = globals()[name]()
         for line in sections[name]:
             print(line, flush=True)
         print(flush=True)
-    from results import write
-
-    write("bench", {"runs": RUNS, "sections": sections})
+    write("bench", {"runs": RUNS, "sections": sections}, ran_on=ran_on)
 
 
 if __name__ == "__main__":

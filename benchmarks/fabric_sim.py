@@ -478,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON document")
     ap.add_argument("--healthy", action="store_true", help="healthy fabrics only (the cost of a clean run)")
     args = ap.parse_args(argv)
+    from results import versions
+
+    ran_on = versions()
     times_rows = fleet_times()
     times = {row["nodes"]: row for row in times_rows}
     if not args.json:
@@ -517,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
     from results import write
 
     write("scale", {"fleet_times": list(times_rows), "sizes": rows, "goals_missed": missed},
-          argv if argv is not None else sys.argv[1:])  # fmt: skip
+          argv if argv is not None else sys.argv[1:], ran_on)  # fmt: skip
     return 1 if missed else 0
 
 

@@ -58,8 +58,9 @@ def versions() -> dict:
     }
 
 
-def write(kind: str, figures: dict, args: list[str] | None = None) -> Path:
-    """benchmarks/results/KIND-YYYYMMDDTHHMMSSZ.json; its path is printed for the run's log."""
+def write(kind: str, figures: dict, args: list[str] | None = None, ran_on: dict | None = None) -> Path:
+    """benchmarks/results/KIND-YYYYMMDDTHHMMSSZ.json; its path is printed for the run's log.
+    `ran_on`: versions() as the run began (a run is long; the checkout may move under it)."""
     now = datetime.datetime.now(datetime.timezone.utc)
     doc = {
         "schema": "rdmacli-bench/1",
@@ -67,7 +68,7 @@ def write(kind: str, figures: dict, args: list[str] | None = None) -> Path:
         "when": now.isoformat(timespec="seconds"),
         "args": args if args is not None else sys.argv[1:],
         "machine": machine(),
-        "versions": versions(),
+        "versions": ran_on or versions(),
         "figures": figures,
     }
     RESULTS.mkdir(exist_ok=True)

@@ -688,8 +688,12 @@ def json_reference() -> str:
     out += [f"| `{key}` | {kind} | {md_cell(text)} |" for key, kind, text in SUMMARY_KEYS]
     out += ["", "## Records of --json-lines\n", "| type | what it is |", "|---|---|"]
     out += [f"| `{t}` | {md_cell(what)} |" for t, what in RECORD_TYPES.items()]
-    out += ["", "## The JSON Schema\n", "`rdmacli.outcome.SUMMARY_SCHEMA`, which every test validates each "
-            "summary against:\n", "```json\n" + json.dumps(SUMMARY_SCHEMA, indent=1) + "\n```\n"]
+    out += [
+        "",
+        "## The JSON Schema\n",
+        "`rdmacli.outcome.SUMMARY_SCHEMA`, which every test validates each summary against:\n",
+        "```json\n" + json.dumps(SUMMARY_SCHEMA, indent=1) + "\n```\n",
+    ]
     out += ["", "## An example\n", JSON_EXAMPLE.strip() + "\n",
             "Scripts decide from `error.cause`: every cause, its exit code and what to do are on "
             "the [Troubleshooting](../troubleshooting.md) page. A mesh agent's records (what it "
@@ -719,7 +723,8 @@ def _run_header(doc: dict) -> str:
     libs = ", ".join(f"{k} {v[k]}" for k in ("librdmacm", "libibverbs", "perftest") if v.get(k))
     return (f"`{doc['file']}`: {doc['when']}, rdmacli {v.get('rdmacli')} at {v.get('commit')} "
             f"({v.get('data_path')} data path), {libs}; {where}, kernel {m.get('kernel')}; "
-            f"args `{' '.join(doc.get('args') or []) or '(defaults)'}`.")  # fmt: skip
+            f"args `{' '.join(doc.get('args') or []) or '(defaults)'}`."
+            + (f" Note: {doc['note']}." if doc.get("note") else ""))  # fmt: skip
 
 
 def benchmarks_page() -> str:

@@ -6,7 +6,7 @@ import click
 
 from rdmacli.cli import options
 from rdmacli.protocols.table import BW, CONNECT, PING, UD, mode_of
-from rdmacli.render.units import bytes_words
+from rdmacli.units import bytes_words
 
 # a server's bounds on its clients at once (issue 34: 64 clients once pinned 4 GiB, none refused)
 PERSISTENT_MAX_OPEN = 16  # connections served at once by a --persistent server

@@ -43,7 +43,7 @@ class Size(click.IntRange):
         return super().convert(int(m.group(1)) * SIZE_UNITS[m.group(2).lower()], param, ctx)
 
     def _describe_range(self) -> str:
-        from rdmacli.render.units import bytes_words
+        from rdmacli.units import bytes_words
 
         return f"{bytes_words(self.min)} to {bytes_words(self.max)}"
 
@@ -277,7 +277,7 @@ def count_option(help: str, *, low: int = 1, high: int = 100_000_000, default: i
 
 def size_option(help: str, low: int, high: int, default: int, **kw):
     """-S/--size in bytes, with suffixes (64K, 1M, 1MiB) and the bounds enforced shown."""
-    from rdmacli.render.units import bytes_words
+    from rdmacli.units import bytes_words
 
     # the default as words ("100 B", "64 KiB"): --help shows every size in one style; Size parses it
     return click.option("-S", "--size", type=Size(low, high), default=bytes_words(default),

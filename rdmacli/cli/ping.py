@@ -73,7 +73,7 @@ def command(
         from rdmacli.engine.flow import Options
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT, Test
-        from rdmacli.render.units import duration
+        from rdmacli.units import duration
 
         # a terminal gets a line per ping, or a progress bar for long counted runs
         bar = None

@@ -394,7 +394,7 @@ def probe(
 
 
 def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check]:
-    from rdmacli.render.units import duration
+    from rdmacli.units import duration
 
     outcome, err = probe(peer, CONNECT.default_port, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
     if err is not None:

@@ -16,10 +16,10 @@ from typing import Callable
 
 from rdmacli.engine.flow import Flow, Observer, Options, Timeouts
 from rdmacli.engine.protocol import Params, Protocol
+from rdmacli.engine.spec import Spec
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
 from rdmacli.outcome import Outcome, from_flow
-from rdmacli.protocols.table import MCAST, Spec
 
 CLIENT, SERVER = "client", "server"  # multicast: the sender is the client, a receiver the server
 
@@ -30,7 +30,7 @@ class Test:
     error of the run, with its summary, not a traceback)."""
 
     command: str  # the summary's `command`
-    spec: Spec  # protocols.table: what goes on the wire
+    spec: Spec  # a row of protocols/table.py: what goes on the wire
     role: str  # CLIENT or SERVER
     params: Params = field(default_factory=Params)
     host: str | None = None  # client: the server; multicast: the group
@@ -76,7 +76,7 @@ def default_flow(test: Test, common: dict, *, server: type | None = None) -> Flo
     subclass), or a client."""
     from rdmacli.rdma import addr
 
-    if test.spec is MCAST:
+    if test.spec.joins_group:
         from rdmacli.engine.mcast import McastFlow
 
         return McastFlow(

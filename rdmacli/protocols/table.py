@@ -7,54 +7,10 @@ table itself is import-light (completions and `--help` read it).
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
-
+from rdmacli.engine.spec import Spec
 from rdmacli.rdma.constants import IB_MTU_BYTES
 
 MAX_MTU = max(IB_MTU_BYTES.values())  # a datagram never exceeds the largest IB MTU
-
-
-@dataclass(frozen=True)
-class Spec:
-    """A protocol's row; every row below names its fields (a dozen positional numbers read as
-    none). Not kw_only: that needs Python 3.10, and rdmacli runs on 3.9."""
-
-    name: str  # rdmacli's name for it: connect, ping, ud, mcast
-    c_tool: str  # the C utility it is wire-compatible with
-    transport: str  # "RC" or "UD"
-    default_port: int | None  # None: the protocol has no port (multicast joins a group)
-    port_spaces: tuple[str, ...]  # the first is the default
-    default_count: int | None  # None: until interrupted
-    default_size: int
-    min_size: int
-    max_size: int  # the largest SIZE a server of ours accepts by default
-    selftest_port: int | None  # apart from the tools' defaults, so a running server is not hit
-    client: str  # "module:Class"
-    server: str
-
-    @property
-    def default_port_space(self) -> str:
-        return self.port_spaces[0]
-
-    def client_class(self):
-        return _load(self.client)
-
-    def server_class(self):
-        return _load(self.server)
-
-    def check_size(self, size: int) -> str | None:
-        """A reason SIZE is out of range, in the C tool's words where it has some."""
-        if self.min_size <= size <= self.max_size:
-            return None
-        if self.name == "ping":  # rping.c's own message
-            return f"Invalid size {size} (valid range is {self.min_size} to {self.max_size})"
-        return f"size {size} is outside {self.min_size}..{self.max_size} for {self.name}"
-
-
-def _load(path: str):
-    module, name = path.split(":")
-    return getattr(importlib.import_module(module), name)
 
 
 PROTOCOLS: dict[str, Spec] = {

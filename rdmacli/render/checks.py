@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from rdmacli.render.units import duration
+from rdmacli.units import duration
 
 STYLE = {"pass": "[green]✔ pass[/]", "warn": "[yellow]⚠ warn[/]", "fail": "[red]✘ fail[/]", "info": "info",
          "skipped": "[dim]- skipped[/]"}  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from rdmacli.outcome import dumps
-from rdmacli.render.units import duration
+from rdmacli.units import duration
 
 COLUMNS = ("time", "conn", "event", "status", "details")
 # what a server's connection line says it served, by protocol

@@ -10,7 +10,7 @@ import time
 from rdmacli.diag.counters import ADVICE
 from rdmacli.mesh.report import CAUSES
 from rdmacli.render.text import printable
-from rdmacli.render.units import counter_words, duration, plural
+from rdmacli.units import counter_words, duration, plural
 
 MATRIX_MAX = 32
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rdmacli.figures import BwFigures, DatagramFigures, LatFigures, PingFigures
 from rdmacli.outcome import ConnOutcome, Outcome
-from rdmacli.render.units import counter_words, duration, durations, plural
+from rdmacli.units import counter_words, duration, durations, plural
 
 
 def connection_details(c: ConnOutcome) -> list[str]:

@@ -95,7 +95,7 @@ def test_rtt_stats_keep_constant_memory_for_any_count():
     [(0.5, "0.50 µs"), (84.25, "84.2 µs"), (999, "999 µs"), (16677, "16.7 ms"), (2041205, "2.04 s")],
 )
 def test_durations_read_in_the_unit_of_their_magnitude(us, text):
-    from rdmacli.render.units import duration
+    from rdmacli.units import duration
 
     assert duration(us) == text
 

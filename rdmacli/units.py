@@ -1,5 +1,6 @@
-"""Durations as people read them: the unit follows the magnitude (µs, ms, s). JSON keeps numbers
-with the unit in the key (rtt_us, elapsed_ms); only what a person reads goes through here."""
+"""Durations and sizes as people read them: the unit follows the magnitude (µs, ms, s; KiB, MiB,
+GiB). JSON keeps numbers with the unit in the key (rtt_us, elapsed_ms); only what a person reads
+goes through here. Below every layer: the engine, diag and render all say figures with it."""
 
 from __future__ import annotations
 
