@@ -121,6 +121,18 @@ def _esc(text: str) -> str:
     return escape(text)
 
 
+class FilePath(click.Path):
+    """A file named on the command line: completed as a path by the shells, checked where it is
+    read or written (mesh.inputs.read_regular, render.files), so a directory, a FIFO or a link
+    gets the same `error:`/`hint:` words as any other bad file, never click's usage style."""
+
+    def __init__(self):
+        super().__init__()
+
+    def convert(self, value, param, ctx):
+        return value if isinstance(value, str) else str(value)
+
+
 def one_format(json_mode: bool, json_lines: bool) -> None:
     """--json and --json-lines together: the same usage error on every command that has both."""
     if json_mode and json_lines:

@@ -7,7 +7,7 @@ from functools import partial
 import click
 
 from rdmacli.cli import options
-from rdmacli.cli.app import json_lines_option, json_option, pairs_option
+from rdmacli.cli.app import FilePath, json_lines_option, json_option, pairs_option
 from rdmacli.mesh import plan as P
 from rdmacli.mesh.contract import TESTS, default
 from rdmacli.mesh.launch import LAUNCHERS
@@ -71,7 +71,7 @@ from rdmacli.mesh.launch import LAUNCHERS
 @click.option(
     "--map",
     "map_file",
-    type=click.Path(dir_okay=False),
+    type=FilePath(),
     metavar="FILE",
     help="A file of `NODE [group=NAME] [ADDRESS...]` lines: each node's rails (rail k the k-th "
     "address; none: discovered) and group (for --pairs).",
@@ -87,7 +87,7 @@ from rdmacli.mesh.launch import LAUNCHERS
 @click.option(
     "--topology",
     "topology_file",
-    type=click.Path(dir_okay=False),
+    type=FilePath(),
     metavar="FILE",
     help="ClusterShell's tree mode (with --launcher ssh): a topology file ([routes], `THIS_HOST: "
     "gw[1-4]`, `gw[1-4]: node[1-1000]`): agents start through the gateways, which run ClusterShell.",
@@ -168,14 +168,14 @@ from rdmacli.mesh.launch import LAUNCHERS
 )
 @click.option(
     "--baseline",
-    type=click.Path(dir_okay=False),
+    type=FilePath(),
     metavar="FILE",
     help="An earlier run's --json summary: flag pairs that started failing or got slower.",
 )
 @click.option(
     "--prometheus",
     "prometheus_file",
-    type=click.Path(dir_okay=False, writable=True),
+    type=FilePath(),
     metavar="FILE",
     help="Also write the run's per-pair and per-node figures for Prometheus (node_exporter's "
     "textfile collector), atomically.",
@@ -183,7 +183,7 @@ from rdmacli.mesh.launch import LAUNCHERS
 @click.option(
     "--matrix",
     "matrix_file",
-    type=click.Path(dir_okay=False, writable=True),
+    type=FilePath(),
     metavar="FILE",
     help="Also write every pair's result, one JSON line each, gzip-compressed (the summary lists "
     "every pair up to 2000 of them, above that only those with trouble).",

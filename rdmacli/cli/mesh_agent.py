@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from rdmacli.cli.app import FilePath
 from rdmacli.mesh.nodes import rank_of_host
 from rdmacli.outcome import dumps
 
@@ -33,7 +34,7 @@ NODE_ENV = "RDMACLI_NODE"  # --rank-from-host: this node's name in the run, wher
 @click.option(
     "--spec",
     "spec_file",
-    type=click.Path(dir_okay=False),
+    type=FilePath(),
     metavar="FILE",
     help="Read the run spec (one JSON line) from FILE instead of the first line of stdin.",
 )

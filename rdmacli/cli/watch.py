@@ -10,7 +10,7 @@ import sys
 import click
 
 import rdmacli.watch as defaults
-from rdmacli.cli.app import App, json_option, pairs_option
+from rdmacli.cli.app import App, FilePath, json_option, pairs_option
 from rdmacli.cli.options import Finite
 from rdmacli.watch.hysteresis import Policy
 
@@ -52,7 +52,7 @@ def command() -> None:
 
 
 @command.command("run")
-@click.option("--map", "map_path", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--map", "map_path", type=FilePath(), metavar="FILE",
               help="The nodes and their rails' addresses (mesh's map: `NODE [group=G] [ADDRESS...]`); "
               "read again on SIGHUP.")  # fmt: skip
 @click.option("--nodes", metavar="NODESET",
@@ -178,7 +178,7 @@ def show(node, port, state_file) -> None:
 @click.option(
     "--map",
     "map_path",
-    type=click.Path(dir_okay=False),
+    type=FilePath(),
     metavar="FILE",
     help="The map the agents run with (their names and rails); without it, the agents' nodes are "
     "NODES, one rail each (as `watch run --nodes` without a map).",

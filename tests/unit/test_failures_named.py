@@ -127,3 +127,12 @@ def test_watch_status_names_each_node_once_and_reads_watch_shows_own_error(tmp_p
     assert "see data.blame" not in r.stderr
     r = rdmacli(*common, "--agent-command", "/nonexistent/rdmacli")
     assert r.returncode == 3 and "exec failed on all 3 node(s) before `watch show` ran" in r.stderr, r.stderr
+
+
+def test_a_bad_file_gets_one_error_style_whatever_is_wrong_with_it(tmp_path):
+    """A directory and a device alike: rdmacli's `error:` words, exit 2, never click's usage."""
+    for args in (["mesh", "n1,n2", "--map"], ["watch", "run", "--map"], ["mesh", "n1,n2", "--baseline"]):
+        for bad in (str(tmp_path), os.devnull):
+            r = rdmacli(*args, bad)
+            assert r.returncode == 2 and r.stderr.startswith("error: "), (args, bad, r.stderr)
+            assert "is not a regular file" in r.stderr and "Usage:" not in r.stderr
