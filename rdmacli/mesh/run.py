@@ -247,7 +247,7 @@ def launched_failure(launcher: str, names: list[str], ev) -> RdmacliError | None
     """The launcher's own failure, when no agent said a word and every node's launch ended."""
     from rdmacli.mesh.launched import LAUNCHER_HINTS, launcher_failure
 
-    heard = {names[r] for r in ev.agents} | {n for n in ev.violations if isinstance(n, str)}
+    heard = {names[r] for r in (*ev.agents, *ev.violations) if 0 <= r < len(names)}  # any record
     words = launcher_failure(launcher, names, heard, ev.exits, ev.stderr)
     if words is None:
         return None
