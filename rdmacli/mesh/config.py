@@ -10,12 +10,12 @@ import time
 
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Stopped
-from rdmacli.mesh.contract import RunSpec, SpecError
+from rdmacli.mesh.contract import OfSpec, RunSpec, SpecError
 
 GAP = 0.15  # of a slot, kept free at its end for teardown before the next round
 
 
-class AgentConfig:
+class AgentConfig(OfSpec):
     """This node's view of a run: the spec (immutable, as the coordinator sent it), its rank,
     and what the coordinator's later lines change: round 1's start (its go line, only ever
     earlier) and the re-test rounds."""
@@ -26,14 +26,6 @@ class AgentConfig:
         self.spec, self.rank = spec, rank
         self.start_at = spec.start_at  # moved earlier by the coordinator's go line
         self.retest: dict | None = None  # {"at": T, "rounds": [[(a, ra, b, rb), ...], ...]}, by take()
-
-    @property
-    def n(self) -> int:
-        return self.spec.n
-
-    @property
-    def rails(self) -> int:
-        return self.spec.rails
 
     def address(self, rank: int, rail: int) -> str:
         return self.spec.addresses[rank][rail]

@@ -294,3 +294,18 @@ def new_run_id() -> str:
 def side_of(rank: int, peer: int) -> str:
     """The one side rule: in a pair the lower rank listens, the higher connects."""
     return "listen" if rank < peer else "connect"
+
+
+class OfSpec:
+    """What the coordinator's plan and an agent's view both read of their run spec, said once:
+    its nodes and its rails."""
+
+    spec: RunSpec
+
+    @property
+    def n(self) -> int:
+        return self.spec.n
+
+    @property
+    def rails(self) -> int:
+        return self.spec.rails

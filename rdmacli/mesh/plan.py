@@ -12,7 +12,7 @@ from functools import cached_property
 
 from rdmacli.mesh import probe, schedule
 from rdmacli.mesh.config import GAP
-from rdmacli.mesh.contract import RunSpec
+from rdmacli.mesh.contract import OfSpec, RunSpec
 
 # the coordinator's own defaults (the agents' are the spec's, contract.SPEC_FIELDS)
 LAUNCH_S = 20.0  # for the launcher to start every agent, once their start-up was measured (at least)
@@ -46,7 +46,7 @@ def launch_deadline(n: int, slowest_startup_s: float | None = None) -> float:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(OfSpec):
     spec: RunSpec
     nodes_spec: str  # the node set as given (srun's --nodelist)
     launch_s: float  # for the launcher to start every agent before round 1 at the latest
@@ -83,14 +83,6 @@ class Plan:
     @cached_property
     def first_node_round_tests(self) -> int:
         return sum(len(self.schedule.nic_pairs(r)) for r in self.first_node_round)
-
-    @property
-    def n(self) -> int:
-        return self.spec.n
-
-    @property
-    def rails(self) -> int:
-        return self.spec.rails
 
     @property
     def duration_s(self) -> float:
