@@ -50,6 +50,7 @@ FOREIGN_LETTERS: list[tuple[str, set[str] | None, str | None, str]] = [
     ("-n", None, "--count", "-C/--count (perftest's -n)"),
     ("-q", None, "--qps", "--qps (perftest's -q)"),
     ("-D", None, "--duration", "--duration (perftest's -D)"),
+    ("-D", {"lat"}, "--count", "-C/--count: lat counts iterations (perftest's -D has no twin here)"),
     ("-d", {"ping", "listen"}, "--events", "--events: every CM event as it comes (rping's -d debug)"),
     ("-d", None, "--bind", "-b/--bind ADDR: the device follows from the address (perftest's -d DEVICE)"),
 ]

@@ -153,7 +153,8 @@ def test_the_letters_people_type_are_read_as_their_tools():
     assert "GROUP argument" in error_of(["mcast", "-m", "239.1.1.1"])  # mckey's -m GROUP
     assert "-C/--count" in error_of(["ping", "h", "-c", "5"])
     assert "-C/--count" in error_of(["bw", "h", "-n", "5"])
-    for args in (["selftest", "-q"], ["devices", "-q"], ["doctor", "-n", "5"], ["lat", "-D", "3", "h"]):
+    assert "lat counts iterations" in error_of(["lat", "-D", "3", "h"])  # never --duration, which lat lacks
+    for args in (["selftest", "-q"], ["devices", "-q"], ["doctor", "-n", "5"]):
         line = error_of(args)
         assert "No such option" in line and "(here:" not in line, line
 
