@@ -9,7 +9,7 @@ import click
 from rdmacli.cli import options
 from rdmacli.cli.app import FilePath, json_lines_option, json_option, pairs_option
 from rdmacli.mesh import plan as P
-from rdmacli.mesh.contract import TESTS, default
+from rdmacli.mesh.contract import TEST_WORDS, TESTS, default
 from rdmacli.mesh.launch import LAUNCHERS
 
 
@@ -28,8 +28,7 @@ from rdmacli.mesh.launch import LAUNCHERS
     type=click.Choice(TESTS),
     default=default("test"),
     show_default=True,
-    help="Per pair: ping (network round trip p50/p99, the lat probe), rping (rping's cycle), "
-    "connect (ucmatose exchange), ud (udaddy) or bw (Gb/s both ways at once).",
+    help="Per pair: " + "; ".join(f"{test} ({words})" for test, words in TEST_WORDS.items()) + ".",
 )
 @options.count_option("Pings (or messages) per pair.", high=100_000, default=default("count"))
 @click.option(

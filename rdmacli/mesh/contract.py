@@ -30,7 +30,16 @@ from rdmacli.mesh.inputs import GROUP, valid_name
 from rdmacli.mesh.schedule import MAX_SAMPLE, PAIRS
 
 VERSION = 1
-TESTS = ("ping", "rping", "connect", "ud", "bw", "probe")  # pair.KINDS: one row each; probe: mesh/probe.py
+# what a mesh runs per pair, and in words (pair.KINDS: a row each; probe: mesh/probe.py)
+TEST_WORDS = {
+    "ping": "network round trip p50/p99, the lat probe",
+    "rping": "rping's cycle",
+    "connect": "ucmatose's exchange",
+    "ud": "udaddy's",
+    "bw": "Gb/s both ways at once",
+    "probe": "connectionless UD probes of every partner NIC in one phase: latency and loss",
+}
+TESTS = tuple(TEST_WORDS)
 MAX_NODES = 100_000
 MAX_RAILS = 16
 MAX_SPEC = 64 * 2**20  # bytes of a spec, as sent or inflated: 10 000 x 8 needs about 1.5 MB

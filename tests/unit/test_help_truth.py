@@ -125,6 +125,16 @@ def test_one_placeholder_style(path, cmd):
     assert not re.search(r"default: \d+[KMG]\b", text), text  # "1G": say 1 GiB
 
 
+@pytest.mark.parametrize("path,cmd", TREE, ids=IDS)
+def test_a_choice_whose_help_describes_one_choice_describes_them_all(path, cmd):
+    for p in cmd.params:
+        if isinstance(p, click.Option) and isinstance(p.type, click.Choice) and p.help:
+            words = re.sub(r"\[default[^]]*\]", "", p.help)  # naming the default describes nothing
+            said = [c for c in p.type.choices if re.search(rf"\b{re.escape(c)}\b", words)]
+            if said:
+                assert len(said) == len(p.type.choices), (p.opts, set(p.type.choices) - set(said))
+
+
 def error_of(args: list[str]) -> str:
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 2, r.output
