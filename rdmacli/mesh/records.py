@@ -375,7 +375,7 @@ HEALTHY_FIGURES = ("rtt_p50_us", "rtt_p99_us", "host_rtt_p50_us", "rtt_min_us")
 
 @dataclass(frozen=True)
 class HealthyRecord(Typed):
-    """`--test probe`: one NIC's healthy partners at once, compactly (what grows with pairs
+    """`mesh --test probe`: one NIC's healthy partners at once, compactly (what grows with pairs
     is four figures a partner). Entry i stands for the test at `first + i` of the NIC's
     tests in the schedule's order (schedule.Schedule.nic_tests): that pair passed, each of
     its `probes` probes answered, with these round trips; null where the pair had trouble and

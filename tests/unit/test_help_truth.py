@@ -67,6 +67,27 @@ def test_help_names_only_options_the_command_has(path, cmd):
     assert not wrong, wrong
 
 
+def test_man_page_notes_name_only_options_their_command_has():
+    """The hand-written notes of the man pages and the CLI reference (scripts/gendocs.py), held
+    to the same rule as --help: a group's notes may name its subcommands' options."""
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "scripts"))
+    import gendocs
+
+    commands = {" ".join(p) or "rdmacli": c for p, c in TREE}
+    wrong = []
+    for key, extra in gendocs.EXTRA.items():
+        text = " ".join(" ".join(extra.get(k, "") for k in ("notes", "description", "security")).split())
+        cmd = commands[key]
+        own = own_options(cmd).union(*(own_options(s) for s in getattr(cmd, "commands", {}).values()))
+        for m in re.finditer(r"(?<![\w/}{'-])(--?[A-Za-z][\w-]*)", text):
+            if m.group(1) not in own and not ATTRIBUTED.search(text[max(0, m.start() - 60) : m.start()]):
+                wrong.append(f"{key}: {m.group(1)} in ...{text[max(0, m.start() - 50) : m.end() + 10]}")
+    assert not wrong, wrong
+
+
 def parse_example(words: list[str]) -> None:
     """Parse an rdmacli command line with the real parsers, subcommands resolved, callbacks run
     (values converted and checked), the command itself not invoked."""
