@@ -28,6 +28,11 @@ COMMANDS = {
 }
 
 
+# -h and --help on every command and subcommand, said on each (not only inherited from the root
+# group): click caches a command's help option when it first makes a context, and a command made
+# without the root group (a test, a subcommand's make_context) would otherwise cache --help alone
+HELP = {"help_option_names": ["-h", "--help"]}
+
 HIDDEN = {"mesh-agent"}  # started by `rdmacli mesh`, not by people: documented, not listed
 # Other tools' letters that people type, and what they are here: (letter, the commands it is read
 # for (None: any), the option it points to (the hint is given only where the command has it; None:
@@ -144,7 +149,7 @@ Exit status:
 EPILOG += "\n" + (epilog("rdmacli") or "")
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
+@click.group(cls=LazyGroup, context_settings=HELP, epilog=EPILOG)
 @click.option(
     "-V",
     "--version",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import HELP, options
 from rdmacli.protocols.table import BW
 
 
-@click.command("bw")
+@click.command("bw", context_settings=HELP)
 @options.host_argument()
 @options.port_option("RDMA CM port of the server.", default=BW.default_port)
 @options.bind_option("Source address.")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import HELP, options
 from rdmacli.protocols.table import CONNECT, UD, mode_of
 
 
-@click.command("connect")
+@click.command("connect", context_settings=HELP)
 @options.host_argument()
 @options.port_option(
     f"RDMA CM port of the server  [default: {CONNECT.default_port}; {UD.default_port} with --ud]."

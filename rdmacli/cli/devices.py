@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from rdmacli.cli import HELP
 from rdmacli.cli.app import App, json_option
 from rdmacli.errors import EnvironmentProblem
 
@@ -13,7 +14,7 @@ NO_DEVICE_HINT = (
 )
 
 
-@click.command("devices")
+@click.command("devices", context_settings=HELP)
 @json_option
 def command(json_mode: bool) -> None:
     """List RDMA devices: ports (state, link layer, MTU, rate), GID tables and netdevs."""

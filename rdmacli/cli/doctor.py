@@ -6,12 +6,12 @@ import sys
 
 import click
 
-from rdmacli.cli import complete
+from rdmacli.cli import HELP, complete
 from rdmacli.cli.app import App, json_option
 from rdmacli.errors import RdmacliError
 
 
-@click.command("doctor")
+@click.command("doctor", context_settings=HELP)
 @click.argument("peer", required=False, shell_complete=complete.rdma_addresses)
 @click.option(
     "-p",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import HELP, options
 from rdmacli.protocols.table import CONNECT
 
 
-@click.command("events")
+@click.command("events", context_settings=HELP)
 @options.host_argument(required=False)
 @click.option("--listen", "listen", is_flag=True, help="Be the passive side (no HOST).")
 @options.port_option("RDMA CM port.", default=CONNECT.default_port)

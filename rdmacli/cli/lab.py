@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from rdmacli.cli import HELP
 from rdmacli.cli.app import App
 from rdmacli.lab import MAX_NODES, MAX_RAILS
 
@@ -27,7 +28,7 @@ def nodes_option(f):
     )(f)
 
 
-@click.group("lab")
+@click.group("lab", context_settings=HELP)
 @nodes_option
 @click.pass_context
 def command(ctx: click.Context, nodes: int | None, rails: int | None) -> None:
@@ -43,7 +44,7 @@ def command(ctx: click.Context, nodes: int | None, rails: int | None) -> None:
     ctx.obj = {"nodes": nodes or 0, "rails": rails or 1}
 
 
-@command.command("run", context_settings={"ignore_unknown_options": True})
+@command.command("run", context_settings={**HELP, "ignore_unknown_options": True})
 @click.option(
     "--rwdir",
     "rwdirs",
@@ -67,7 +68,7 @@ def run_cmd(
         sys.exit(vm.run(list(cmd), rwdirs=rwdirs, nodes=n, rails=r, say=lambda t: app.err.print(f"lab: {t}")))
 
 
-@command.command("shell")
+@command.command("shell", context_settings=HELP)
 @nodes_option
 @click.pass_context
 def shell_cmd(ctx: click.Context, nodes: int | None, rails: int | None) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import HELP, options
 from rdmacli.protocols.table import LAT
 
 
-@click.command("lat")
+@click.command("lat", context_settings=HELP)
 @options.host_argument()
 @options.port_option("RDMA CM port of the server.", default=LAT.default_port)
 @options.bind_option("Source address.")

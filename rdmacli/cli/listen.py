@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import HELP, options
 from rdmacli.protocols.table import BW, CONNECT, PING, UD, mode_of
 from rdmacli.units import bytes_words
 
@@ -13,7 +13,7 @@ PERSISTENT_MAX_OPEN = 16  # connections served at once by a --persistent server
 MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the largest bw request)
 
 
-@click.command("listen")
+@click.command("listen", context_settings=HELP)
 @options.bind_option("Address to listen on (default: all, 0.0.0.0; use :: for IPv6).")
 @options.port_option(
     f"RDMA CM port to listen on  [default: {CONNECT.default_port}; {PING.default_port} with --ping, "

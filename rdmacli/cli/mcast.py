@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import HELP, options
 from rdmacli.protocols.hello import MAX_COUNT
 from rdmacli.protocols.table import MCAST
 
 
-@click.command("mcast")
+@click.command("mcast", context_settings=HELP)
 @click.argument("group", type=options.GROUP)
 @click.option("-s", "--send", "send", is_flag=True, help="Send to the group (mckey -s).")
 @options.bind_option("Local address to join from.")

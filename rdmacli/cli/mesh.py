@@ -6,14 +6,14 @@ from functools import partial
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import HELP, options
 from rdmacli.cli.app import FilePath, json_lines_option, json_option, pairs_option
 from rdmacli.mesh import plan as P
 from rdmacli.mesh.contract import TEST_WORDS, TESTS, default
 from rdmacli.mesh.launch import LAUNCHERS
 
 
-@click.command("mesh")
+@click.command("mesh", context_settings=HELP)
 @click.argument("nodes")
 @click.option(
     "--launcher",

@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from rdmacli.cli import HELP
 from rdmacli.cli.app import FilePath
 from rdmacli.mesh.nodes import rank_of_host
 from rdmacli.outcome import dumps
@@ -20,7 +21,7 @@ RANK_ENV = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 NODE_ENV = "RDMACLI_NODE"  # --rank-from-host: this node's name in the run, where its hostname is not
 
 
-@click.command("mesh-agent")
+@click.command("mesh-agent", context_settings=HELP)
 @click.option("--rank", type=click.IntRange(0), help="This node's rank.")
 @click.option(
     "--rank-from-env", is_flag=True, help="Take the rank from SLURM_PROCID (or the MPI launchers')."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rdmacli.cli import options
+from rdmacli.cli import HELP, options
 from rdmacli.protocols.table import PING
 
 
@@ -15,7 +15,7 @@ def _size(ctx, param, value):
     return value
 
 
-@click.command("ping")
+@click.command("ping", context_settings=HELP)
 @options.host_argument()
 @options.port_option("RDMA CM port of the server.", default=PING.default_port)
 @options.bind_option("Source address (rping -I).")

@@ -6,12 +6,12 @@ import sys
 
 import click
 
-from rdmacli.cli import complete, options
+from rdmacli.cli import HELP, complete, options
 from rdmacli.cli.app import App, json_option
 from rdmacli.protocols.table import PING, PROTOCOLS
 
 
-@click.command("selftest")
+@click.command("selftest", context_settings=HELP)
 @options.count_option("Messages, pings or datagrams per protocol.", high=100_000, default=10)
 @options.size_option(
     "Message size for every protocol (UD and multicast must fit the MTU).", 1, PING.max_size, 64

@@ -10,6 +10,7 @@ import sys
 import click
 
 import rdmacli.watch as defaults
+from rdmacli.cli import HELP
 from rdmacli.cli.app import App, FilePath, json_option, pairs_option
 from rdmacli.cli.options import Finite
 from rdmacli.watch.hysteresis import Policy
@@ -44,14 +45,14 @@ def _state_file(template: str | None, node: str) -> str | None:
     return template.replace("{node}", node) if template else None
 
 
-@click.group("watch")
+@click.group("watch", context_settings=HELP)
 def command() -> None:
     """Check the fabric all the time: an agent per node probes its rails' peers in windows, with
     verdicts over time (suspect, bad, flapping, cleared) and Prometheus metrics; `watch status`
     gathers every agent's verdicts into one blame (NIC, node, link), as `mesh` does."""
 
 
-@command.command("run")
+@command.command("run", context_settings=HELP)
 @click.option("--map", "map_path", type=FilePath(), metavar="FILE",
               help="The nodes and their rails' addresses (mesh's map: `NODE [group=G] [ADDRESS...]`); "
               "read again on SIGHUP.")  # fmt: skip
@@ -145,7 +146,7 @@ def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_
         sys.exit(serve(opts, policy))
 
 
-@command.command("show")
+@command.command("show", context_settings=HELP)
 @click.option("--node", metavar="NAME", help="This node's name (with {node} in --state-file).")
 @port_option("The agent's port (--port of its `watch run`): its state file is named after it.")
 @click.option("--state-file", metavar="PATH", help="The agent's state file ({node}: this node's name).")
@@ -173,7 +174,7 @@ def show(node, port, state_file) -> None:
         click.echo(json.dumps(doc, separators=(",", ":"), allow_nan=False))
 
 
-@command.command("status")
+@command.command("status", context_settings=HELP)
 @click.argument("nodes")
 @click.option(
     "--map",
