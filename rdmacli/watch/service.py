@@ -29,6 +29,25 @@ def state_path(port: int) -> str:
     return os.path.join(STATE_DIR, f"watch-{port}.json")
 
 
+def writable(path: str, made: bool) -> None:
+    """The state file can be written (tried for real, before anything starts), or the agent
+    cannot run: said with what to change, exit 3. `made`: the default's directory is made here."""
+    from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.render.files import check
+
+    try:
+        if made:
+            os.makedirs(STATE_DIR, mode=0o755, exist_ok=True)
+        check(path)
+    except OSError as exc:
+        raise RdmacliError(
+            f"cannot write the watch state file {path}: {exc.strerror or exc}",
+            hint="create its directory, run the agent as a user who may write there, or give "
+            "--state-file PATH (under systemd, the unit's RuntimeDirectory makes /run/rdmacli)",
+            cause=Cause.ENVIRONMENT,
+        ) from exc
+
+
 def notify(message: str) -> bool:
     """One sd_notify(3) datagram to $NOTIFY_SOCKET (an abstract socket when it starts with @);
     False where there is none (not under systemd)."""
@@ -155,12 +174,11 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
 
     plan = load_plan(opts)
     node = plan.names[plan.rank]
+    path = opts.state_file or state_path(opts.port)
+    writable(path, made=opts.state_file is None)
     metrics = WatchMetrics(node)
     if opts.metrics is not None:
         start_http_server(opts.metrics[1], addr=opts.metrics[0], registry=metrics.registry)
-    path = opts.state_file or state_path(opts.port)
-    if opts.state_file is None:
-        os.makedirs(STATE_DIR, mode=0o755, exist_ok=True)
     cpu = [time.process_time()]
 
     def on_window(k, records, by_nic):

@@ -136,3 +136,12 @@ def test_a_bad_file_gets_one_error_style_whatever_is_wrong_with_it(tmp_path):
             r = rdmacli(*args, bad)
             assert r.returncode == 2 and r.stderr.startswith("error: "), (args, bad, r.stderr)
             assert "is not a regular file" in r.stderr and "Usage:" not in r.stderr
+
+
+def test_a_watch_agent_whose_state_file_cannot_be_written_says_so_at_start(tmp_path):
+    mapfile = tmp_path / "two.map"
+    mapfile.write_text("n1 192.0.2.1\nn2 192.0.2.2\n")
+    r = rdmacli("watch", "run", "--map", str(mapfile), "--node", "n1", "--state-file",
+                str(tmp_path / "no" / "such" / "dir" / "x.json"), timeout=60)  # fmt: skip
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert "cannot write the watch state file" in r.stderr and "--state-file PATH" in r.stderr
