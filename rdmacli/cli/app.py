@@ -126,9 +126,6 @@ class FilePath(click.Path):
     read or written (mesh.inputs.read_regular, render.files), so a directory, a FIFO or a link
     gets the same `error:`/`hint:` words as any other bad file, never click's usage style."""
 
-    def __init__(self):
-        super().__init__()
-
     def convert(self, value, param, ctx):
         return value if isinstance(value, str) else str(value)
 

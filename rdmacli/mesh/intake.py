@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from rdmacli.mesh import records
 from rdmacli.mesh.healthy import Store
+from rdmacli.mesh.launched import LAUNCHER_OWN
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.rails import DEVICE
 from rdmacli.mesh.records import (
@@ -175,7 +176,7 @@ class Intake:
         if not line:
             return None
         if is_err or not line.startswith("{"):
-            tail = self.stderr.setdefault(node or "?", [])
+            tail = self.stderr.setdefault(node or LAUNCHER_OWN, [])  # srun's own words: nobody's
             tail.append(line[:300])
             del tail[:-STDERR_TAIL]
             return None

@@ -7,20 +7,23 @@ named with what it said (Cause.LAUNCHER), never a timeout nobody waited out."""
 
 from __future__ import annotations
 
-LAUNCHER_OWN = "?"
+from rdmacli.errors import Cause, RdmacliError
+
+LAUNCHER_OWN = "?"  # the key the intake files unlabelled lines under (srun's own words)
 LAUNCHER_HINTS = {
     "srun": "try `srun hostname` where you ran this: srun needs a Slurm allocation (salloc, sbatch) "
     "and Slurm's configuration; --srun-args places the tasks",
     "ssh": "try `ssh NODE true` as this user: keys, host names (or --address-template), "
     "--ssh-options; with --topology, ClusterShell on each gateway",
     "exec": "try the agent command by hand (--agent-command)",
-}  # the key the intake files unlabelled lines under (srun's own words)
+}
 
 
 def launcher_failure(
     launcher: str, names: list[str], heard: set[str], exits: dict, stderr: dict, before: str = "any agent ran"
-) -> str | None:
-    """Words for a launch that failed on every node before any agent ran, or None.
+) -> RdmacliError | None:
+    """The error of a launch that failed on every node before any agent ran (its words, the
+    launcher's hint, cause launcher), or None.
 
     `heard`: the nodes whose agents printed a record; `exits`: node -> its launch's exit status
     (None while cut); `stderr`: node (or LAUNCHER_OWN) -> its last lines."""
@@ -38,4 +41,5 @@ def launcher_failure(
     codes = sorted({exits[n] for n in names})
     status = f"exit {codes[0]}" if len(codes) == 1 else f"exit {', '.join(map(str, codes[:4]))}"
     said = "; ".join(w[:300] for w in words) or "nothing"
-    return f"{launcher} failed on all {len(names)} node(s) before {before} ({status}): {said}"
+    return RdmacliError(f"{launcher} failed on all {len(names)} node(s) before {before} ({status}): {said}",
+                        cause=Cause.LAUNCHER, hint=LAUNCHER_HINTS.get(launcher))  # fmt: skip

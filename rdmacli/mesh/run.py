@@ -245,13 +245,10 @@ class StartupClock:
 
 def launched_failure(launcher: str, names: list[str], ev) -> RdmacliError | None:
     """The launcher's own failure, when no agent said a word and every node's launch ended."""
-    from rdmacli.mesh.launched import LAUNCHER_HINTS, launcher_failure
+    from rdmacli.mesh.launched import launcher_failure
 
     heard = {names[r] for r in (*ev.agents, *ev.violations) if 0 <= r < len(names)}  # any record
-    words = launcher_failure(launcher, names, heard, ev.exits, ev.stderr)
-    if words is None:
-        return None
-    return RdmacliError(words, cause=Cause.LAUNCHER, hint=LAUNCHER_HINTS.get(launcher))
+    return launcher_failure(launcher, names, heard, ev.exits, ev.stderr)
 
 
 def discover(request: Request, launch: Launch) -> tuple[list[list[str]], list, float | None]:

@@ -18,7 +18,7 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.inputs import groups_of, parse_pairs, read_map, split_args
     from rdmacli.mesh.launch import ClusterShellLauncher
-    from rdmacli.mesh.launched import LAUNCHER_HINTS, launcher_failure
+    from rdmacli.mesh.launched import launcher_failure
     from rdmacli.watch.service import map_names
 
     asked = N.expand(nodes_spec)
@@ -52,10 +52,10 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
         exits[node] = rc
 
     ClusterShellLauncher(launcher).run(commands, b"", on_line, on_exit, timeout)
-    words = launcher_failure(launcher, asked, set(answers), exits, {n: [w] for n, w in said.items()},
-                             before="`watch show` ran")  # fmt: skip
-    if words is not None:  # no node answered and every launch failed: the launcher's own error
-        raise RdmacliError(words, cause=Cause.LAUNCHER, hint=LAUNCHER_HINTS.get(launcher))
+    failed = launcher_failure(launcher, asked, set(answers), exits, {n: [w] for n, w in said.items()},
+                              before="`watch show` ran")  # fmt: skip
+    if failed is not None:  # no node answered and every launch failed: the launcher's own error
+        raise failed
     for node in asked:
         lines = answers.get(node, [])
         try:

@@ -56,11 +56,13 @@ def test_a_pure_install_says_what_to_install_not_a_developers_command(monkeypatc
 
 def test_launcher_failure_words_are_the_launchers():
     names = ["n1", "n2"]
-    said = launcher_failure("srun", names, set(), {"n1": 1, "n2": 1}, {"?": ["srun: fatal: no config"]})
-    assert said and "srun failed on all 2 node(s)" in said and "srun: fatal: no config" in said
+    err = launcher_failure("srun", names, set(), {"n1": 1, "n2": 1}, {"?": ["srun: fatal: no config"]})
+    said = err.message
+    assert "srun failed on all 2 node(s)" in said and "srun: fatal: no config" in said
+    assert err.cause.value == "launcher" and int(err.exit_code) == 3 and "srun hostname" in err.hint
     assert launcher_failure("srun", names, {"n1"}, {"n1": 1, "n2": 1}, {}) is None  # an agent spoke
     assert launcher_failure("ssh", names, set(), {"n1": 255, "n2": None}, {}) is None  # one still running
-    said = launcher_failure("ssh", names, set(), {"n1": 255, "n2": 255}, {"n1": ["ssh: no route"]})
+    said = launcher_failure("ssh", names, set(), {"n1": 255, "n2": 255}, {"n1": ["ssh: no route"]}).message
     assert "n1: ssh: no route" in said and "exit 255" in said
 
 
