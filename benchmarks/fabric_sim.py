@@ -18,7 +18,7 @@ A size `NxR:all` tests every node pair; `NxR:sample:K` groups the nodes in leave
 tests every pair inside a leaf and K between every two leaves (`--pairs sample:K`), as a fleet
 would run. A size ending `/probe` runs `--test probe`: every pair of the schedule in one phase,
 each end counting its own probes (a lossy NIC or link loses some, a dead one fails its SIDR), its
-agents saying their healthy pairs compactly as real ones do (probe.compact). A size ending `*K`
+agents saying their healthy pairs compactly as real ones do (healthy.compact). A size ending `*K`
 runs K scenarios instead of --scenarios (every pair of 1000 x 8 is 4 million NIC pairs: a minute
 a scenario here); --healthy runs healthy fabrics only (what a clean run costs).
 """
@@ -38,7 +38,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from rdmacli.mesh import probe, verdict
+from rdmacli.mesh import healthy, verdict
 from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.plan import Plan
@@ -256,7 +256,7 @@ def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
 
 
 def probe_lines(s: Scenario, plan: Plan, rank: int):
-    """One probe agent's records, as the real agent makes them from its ends (probe.compact):
+    """One probe agent's records, as the real agent makes them from its ends (healthy.compact):
     its healthy partners a NIC at a time, every other pair in a record of its own."""
     sched, count = plan.schedule, plan.spec.count
     faulty = {f.node for f in s.faults} | {f.peer for f in s.faults if f.peer is not None}
@@ -273,7 +273,7 @@ def probe_lines(s: Scenario, plan: Plan, rank: int):
                        "peer_rail": peer_rail, "result": "pass", "took_s": 0.05, "probes_sent": count,
                        "probes_answered": count, **round_trips(rtt)}  # fmt: skip
             mine.append(rec)
-    for rec in probe.compact(sched, count, mine):
+    for rec in healthy.compact(sched, count, mine):
         yield json.dumps(rec.to_dict())
 
 

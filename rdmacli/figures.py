@@ -18,6 +18,22 @@ from dataclasses import dataclass, fields
 RTT_FLOOR_US = 0.5
 
 
+def network_rtt(host_rtt, hold, floor):
+    """The network's round trip: the host's less the responder's hold (its word, untrusted), taken
+    out only when it leaves at least a wire's `floor`; else the host's. One rule for `lat`, the
+    probe (tally) and the probe's C loop (probe.c's `counted`), in any one unit."""
+    return host_rtt - hold if 0 <= hold <= host_rtt - floor else host_rtt
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    """The p-th percentile of sorted figures, linearly between ranks (what rping, lat and the
+    probe report)."""
+    k = (len(ordered) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
 @dataclass(frozen=True)
 class Figures:
     """The base: a record that writes itself as a JSON object, nested records included."""

@@ -58,9 +58,10 @@ def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
     rounds = sched.rounds()
     phase = None
     if sched.at_once:  # the connectionless probe: its NICs open before this agent says it is ready
-        from rdmacli.mesh import probe
+        from rdmacli.probe.phase import Phase
 
-        phase = probe.Phase(cfg, sched.tests_of(cfg.rank, 0), problems, stop=stop)
+        phase = Phase(cfg, sched.tests_of(cfg.rank, 0), problems, run=bytes.fromhex(cfg.spec.run_id),
+                      count=cfg.spec.count, stop=stop)  # fmt: skip
     try:
         _say_ready(cfg, problems, emit, backend, len(rounds))
         if phase is not None:  # one phase, every partner at once
@@ -116,19 +117,20 @@ def _say_ready(cfg: AgentConfig, problems: list, emit, backend, rounds: int) -> 
 
 
 def _run_probe(cfg: AgentConfig, phase, emit, *, stop) -> int:
-    """The probe phase (mesh/probe.py): its NICs are open and answer from the loop's start,
+    """The probe phase (rdmacli/probe): its NICs are open and answer from the loop's start,
     probe from round 1's start (the go line may bring it forward: the phase starts at
     whichever comes first) to the slot's end less GAP, and a record per test."""
-    from rdmacli.mesh import probe
+    from rdmacli.mesh.healthy import compact
+    from rdmacli.probe.timing import OPEN_LEAD_S
 
     if not phase.by_rail:
         return 0
-    while (wait := cfg.start_at - time.time()) > probe.OPEN_LEAD_S and not stop():
-        time.sleep(min(wait - probe.OPEN_LEAD_S, 0.1))
+    while (wait := cfg.start_at - time.time()) > OPEN_LEAD_S and not stop():
+        time.sleep(min(wait - OPEN_LEAD_S, 0.1))
     begin = cfg.start_at
     end = begin + cfg.spec.round_s * (1 - GAP)
     recs = phase.run(begin, end)
-    for rec in probe.compact(schedule.Schedule.of(cfg.spec), cfg.spec.count, recs):
+    for rec in compact(schedule.Schedule.of(cfg.spec), cfg.spec.count, recs):
         emit(rec)
     return sum(rec["result"] != "pass" for rec in recs)
 

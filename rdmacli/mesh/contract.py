@@ -30,7 +30,7 @@ from rdmacli.mesh.inputs import GROUP, valid_name
 from rdmacli.mesh.schedule import MAX_SAMPLE, PAIRS
 
 VERSION = 1
-# what a mesh runs per pair, and in words (pair.KINDS: a row each; probe: mesh/probe.py)
+# what a mesh runs per pair, and in words (pair.KINDS: a row each; probe: rdmacli/probe)
 TEST_WORDS = {
     "ping": "network round trip p50/p99, the lat probe",
     "rping": "rping's cycle",

@@ -24,8 +24,8 @@ from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.figures import BwFigures, BwServed, Figures, LatFigures, PingFigures, as_dict
 from rdmacli.mesh.contract import RunSpec, side_of
-from rdmacli.mesh.token import Guarded, Token
 from rdmacli.outcome import Outcome, State
+from rdmacli.probe.token import Guarded, Token
 from rdmacli.protocols.table import BW, CONNECT, LAT, PING, UD, Spec
 from rdmacli.rdma.constants import PORT_SPACES
 

@@ -10,9 +10,10 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from rdmacli.mesh import probe, schedule
+from rdmacli.mesh import schedule
 from rdmacli.mesh.config import GAP
 from rdmacli.mesh.contract import OfSpec, RunSpec
+from rdmacli.probe.timing import phase_s
 
 # the coordinator's own defaults (the agents' are the spec's, contract.SPEC_FIELDS)
 LAUNCH_S = 20.0  # for the launcher to start every agent, once their start-up was measured (at least)
@@ -64,7 +65,7 @@ class Plan(OfSpec):
         sched = schedule.Schedule.of(spec)
         if sched.at_once:  # one probe phase, as long as its busiest NIC needs; nothing to re-test
             partners = max(sched.most_partners(), 1) * (spec.rails if spec.cross_rail else 1)
-            need = probe.phase_s(partners, spec.count) / (1 - GAP)
+            need = phase_s(partners, spec.count) / (1 - GAP)
             spec = replace(spec, round_s=round(max(spec.round_s, need), 1))
             kw["retest_rounds"] = 0
         spec = replace(spec, start_at=round(start_at, 3), retests=kw.get("retest_rounds", 0) > 0)

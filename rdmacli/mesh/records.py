@@ -44,7 +44,7 @@ RATES = ("gbps_ab", "gbps_ba", "gbps_sent")  # what a port's line rate bounds
 # them) and received (its receive completions), checked against the partner's on the way to the
 # verdict (report.disagreement): each direction counted at both of its ends
 COUNTS = ("messages_sent", "messages_received")
-# `--test probe`'s counts (mesh/probe.py): this end's probes to its partner, and those answered
+# `--test probe`'s counts (rdmacli/probe): this end's probes to its partner, and those answered
 # by the phase's end (the rest were lost); an end cannot have more answers than probes
 PROBES = ("probes_sent", "probes_answered")
 # figures.RTT_FLOOR_US: a round trip below it was not measured, and would make every honest

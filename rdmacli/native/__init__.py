@@ -100,23 +100,28 @@ def reset() -> None:
     _state.clear()
 
 
+from rdmacli.native.header import const  # noqa: E402 - datapath.h's numbers, said there once
+
+OK, DEADLINE, POST_ERROR, WC_ERROR, POLL_ERROR, FOREIGN, BAD_ARGS, SIGNAL = (
+    const(f"RDMACLI_{name}")
+    for name in ("OK", "DEADLINE", "POST_ERROR", "WC_ERROR", "POLL_ERROR", "FOREIGN", "BAD_ARGS", "SIGNAL")
+)
 STATUS_WORDS = {
-    0: "ok",
-    1: "no answer before the deadline",
-    2: "a post failed",
-    3: "a work completion failed",
-    4: "polling the CQ failed",
-    5: "a completion of another QP on this CQ, or an answer nobody asked for",
-    6: "the native loop refused its arguments",
-    7: "a signal came while it slept",
+    OK: "ok",
+    DEADLINE: "no answer before the deadline",
+    POST_ERROR: "a post failed",
+    WC_ERROR: "a work completion failed",
+    POLL_ERROR: "polling the CQ failed",
+    FOREIGN: "a completion of another QP on this CQ, or an answer nobody asked for",
+    BAD_ARGS: "the native loop refused its arguments",
+    SIGNAL: "a signal came while it slept",
 }
-OK, DEADLINE, POST_ERROR, WC_ERROR, POLL_ERROR, FOREIGN, BAD_ARGS, SIGNAL = range(8)
 HANDED_BACK = (DEADLINE, SIGNAL)  # a requester's exchange in flight, handed to Python's loop
 NO_END = (1 << 64) - 1  # a count or time that never comes
 CALIBRATION_NS = 2_000_000  # the cycle counter's first rate, from this long (then the whole run's)
 
 
-CLOCK_HOST, CLOCK_NIC, CLOCK_EX = 0, 1, 2  # datapath.h's RDMACLI_CLOCK_*
+CLOCK_HOST, CLOCK_NIC, CLOCK_EX = (const(f"RDMACLI_CLOCK_{mode}") for mode in ("HOST", "NIC", "EX"))
 
 
 @dataclass(frozen=True)
@@ -309,7 +314,7 @@ class BwLoop(_Loop):
 class ProbeLoop(_Loop):
     """A mesh probe NIC's datagrams in C (probe.c): every completion of its CQ and every probe
     due, and the sleep between them, until Python has something to do; SIDR and the pacing
-    stay in Python (rdmacli/mesh/probe.py). Times are CLOCK_MONOTONIC ns (time.monotonic_ns())."""
+    stay in Python (rdmacli/probe). Times are CLOCK_MONOTONIC ns (time.monotonic_ns())."""
 
     def __init__(self, qp: int, cq: int, pd: int, *, run: bytes, nic: int, count: int, recvs: int,
                  sends: int, buf: tuple[int, int], port_num: int, partners: list[int],

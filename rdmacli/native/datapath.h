@@ -69,6 +69,7 @@ struct rdmacli_lat {
     uint64_t sleeps;       /* sleeps on the completion channel of the last call */
 };
 
+#define RDMACLI_CLOCK_HOST 0 /* the host's cycle counter */
 #define RDMACLI_CLOCK_NIC 1
 #define RDMACLI_CLOCK_EX 2
 
@@ -97,10 +98,37 @@ struct rdmacli_bw {
     uint64_t polls;
 };
 
-#define RDMACLI_PROBE 1          /* probe.c: a datagram's kinds, as rdmacli/mesh/probe.py */
+/* The probe's datagram (probe.c; rdmacli/probe/wire.py reads these lines, so that C and Python
+ * say it once): big-endian fields at these offsets, padded with zeros to the payload. */
+#define RDMACLI_PROBE 1          /* its kinds */
 #define RDMACLI_REPLY 2
+#define RDMACLI_DG_MAGIC 1380995650 /* "RPRB" as a big-endian 32-bit word, at offset 0 */
+#define RDMACLI_DG_KIND 4        /* 1 byte, then 3 zero bytes */
+#define RDMACLI_DG_RUN 8         /* 8 bytes: the run (a window) it belongs to */
+#define RDMACLI_DG_SEQ 16        /* 32 bits: the probe's number, from 1 */
+#define RDMACLI_DG_SRC 20        /* 32 bits: the prober's NIC (rank * rails + rail) */
+#define RDMACLI_DG_DST 24        /* 32 bits: the responder's NIC */
+#define RDMACLI_DG_T1 28         /* 64 bits: the prober's clock at post (ns) */
+#define RDMACLI_DG_T2 36         /* 64 bits: the responder's at receive */
+#define RDMACLI_DG_T3 44         /* 64 bits: the responder's at its reply's post */
+#define RDMACLI_DG_SIZE 52       /* the fields' end */
+#define RDMACLI_PROBE_PAYLOAD 64 /* bytes sent */
 #define RDMACLI_PROBE_SLOT 128   /* a buffer slot: the 40-byte GRH and the payload */
-#define RDMACLI_PROBE_PAYLOAD 64
+#define RDMACLI_GRH_BYTES 40
+#define RDMACLI_FLOOR_NS 500     /* figures.RTT_FLOOR_US: no wire's round trip is shorter */
+#define RDMACLI_UDP_QKEY 19088743 /* 0x01234567, RDMA_UDP_QKEY: rdma_cm's UD QPs */
+
+struct rdmacli_datagram {
+    uint32_t kind;
+    unsigned char run[8];
+    uint32_t seq, src, dst;
+    uint64_t t1, t2, t3;
+};
+
+/* 1 and the fields when p holds a probe or reply (magic and kind checked), else 0; and the
+ * inverse, RDMACLI_PROBE_PAYLOAD bytes (Python's wire.py is held to both by a unit test) */
+int rdmacli_datagram_parse(const unsigned char *p, struct rdmacli_datagram *d);
+void rdmacli_datagram_pack(unsigned char *p, const struct rdmacli_datagram *d);
 
 struct rdmacli_probe_peer {
     /* set by Python when the partner resolved (SIDR) and as it paces the probes */

@@ -1,4 +1,4 @@
-/* rdmacli's native data path: the mesh's connectionless probe (rdmacli/mesh/probe.py), in C.
+/* rdmacli's native data path: the mesh's connectionless probe (rdmacli/probe), in C.
  *
  * Python keeps the phase: the UD QP, its CQ and buffer, SIDR for each partner's QP number and
  * its address handle, the pacing of each partner's probes (a step and the next due time), and
@@ -32,19 +32,8 @@
 
 #define BATCH 16
 #define MAX_BATCHES 64
-#define GRH 40
-#define DATAGRAM 52                /* ">4sB3x8sIIIQQQ" */
 #define MAX_WAKES 100000            /* rdmacli_probe_wait's turns a call, at most */
-#define FLOOR_NS 500ull            /* figures.RTT_FLOOR_US: no wire's round trip is shorter */
-#define UDP_QKEY 0x01234567u       /* RDMA_UDP_QKEY: rdma_cm's UD QPs */
-static const unsigned char MAGIC[4] = {'R', 'P', 'R', 'B'};
 
-struct datagram {
-    unsigned kind;
-    unsigned char run[8];
-    uint32_t seq, src, dst;
-    uint64_t t1, t2, t3;
-};
 
 static uint32_t get32(const unsigned char *p)
 {
@@ -70,35 +59,35 @@ static void put64(unsigned char *p, uint64_t v)
     put32(p + 4, (uint32_t)v);
 }
 
-static int parse(const unsigned char *p, struct datagram *d)
+int rdmacli_datagram_parse(const unsigned char *p, struct rdmacli_datagram *d)
 {
-    if (memcmp(p, MAGIC, 4) != 0)
+    if (get32(p) != RDMACLI_DG_MAGIC)
         return 0;
-    d->kind = p[4];
+    d->kind = p[RDMACLI_DG_KIND];
     if (d->kind != RDMACLI_PROBE && d->kind != RDMACLI_REPLY)
         return 0;
-    memcpy(d->run, p + 8, 8);
-    d->seq = get32(p + 16);
-    d->src = get32(p + 20);
-    d->dst = get32(p + 24);
-    d->t1 = get64(p + 28);
-    d->t2 = get64(p + 36);
-    d->t3 = get64(p + 44);
+    memcpy(d->run, p + RDMACLI_DG_RUN, 8);
+    d->seq = get32(p + RDMACLI_DG_SEQ);
+    d->src = get32(p + RDMACLI_DG_SRC);
+    d->dst = get32(p + RDMACLI_DG_DST);
+    d->t1 = get64(p + RDMACLI_DG_T1);
+    d->t2 = get64(p + RDMACLI_DG_T2);
+    d->t3 = get64(p + RDMACLI_DG_T3);
     return 1;
 }
 
-static void pack(unsigned char *p, const struct datagram *d)
+void rdmacli_datagram_pack(unsigned char *p, const struct rdmacli_datagram *d)
 {
     memset(p, 0, RDMACLI_PROBE_PAYLOAD);
-    memcpy(p, MAGIC, 4);
-    p[4] = (unsigned char)d->kind;
-    memcpy(p + 8, d->run, 8);
-    put32(p + 16, d->seq);
-    put32(p + 20, d->src);
-    put32(p + 24, d->dst);
-    put64(p + 28, d->t1);
-    put64(p + 36, d->t2);
-    put64(p + 44, d->t3);
+    put32(p, RDMACLI_DG_MAGIC);
+    p[RDMACLI_DG_KIND] = (unsigned char)d->kind;
+    memcpy(p + RDMACLI_DG_RUN, d->run, 8);
+    put32(p + RDMACLI_DG_SEQ, d->seq);
+    put32(p + RDMACLI_DG_SRC, d->src);
+    put32(p + RDMACLI_DG_DST, d->dst);
+    put64(p + RDMACLI_DG_T1, d->t1);
+    put64(p + RDMACLI_DG_T2, d->t2);
+    put64(p + RDMACLI_DG_T3, d->t3);
 }
 
 static unsigned char *slot_at(const struct rdmacli_probe *s, uint32_t slot)
@@ -108,7 +97,7 @@ static unsigned char *slot_at(const struct rdmacli_probe *s, uint32_t slot)
 
 /* A datagram out of a send slot; returns 0 when posted (the slot is the send's until its
  * completion), else the slot goes back to the free list. */
-static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struct datagram *d,
+static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdmacli_datagram *d,
                          struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
 {
     struct ibv_sge sge;
@@ -119,7 +108,7 @@ static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struc
     if (s->nfree == 0)
         return -1;
     slot = s->free_sends[--s->nfree];
-    pack(slot_at(s, slot), d);
+    rdmacli_datagram_pack(slot_at(s, slot), d);
     sge.addr = (uintptr_t)slot_at(s, slot);
     sge.length = RDMACLI_PROBE_PAYLOAD;
     sge.lkey = s->lkey;
@@ -142,10 +131,10 @@ static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struc
 
 /* A partner's probe: its reply at once, the probe's fields back with our two stamps. The
  * reply's address handle is made from the probe's own completion, one a partner NIC. */
-static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct datagram *in,
+static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdmacli_datagram *in,
                    struct ibv_wc *wc, uint32_t slot, uint64_t t2)
 {
-    struct datagram out;
+    struct rdmacli_datagram out;
     struct ibv_ah *ah;
     int32_t i;
 
@@ -169,13 +158,13 @@ static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct data
     out.kind = RDMACLI_REPLY;
     out.t2 = t2;
     out.t3 = rdmacli_now_ns();
-    if (send_datagram(qp, s, &out, ah, wc->src_qp, UDP_QKEY) == 0)
+    if (send_datagram(qp, s, &out, ah, wc->src_qp, RDMACLI_UDP_QKEY) == 0)
         s->replies++;
 }
 
 /* A reply to one of our probes: from the QP the partner's SIDR named, for a probe we sent and
  * have not counted yet. The responder's hold is taken out only when less than the whole. */
-static void counted(struct rdmacli_probe *s, const struct datagram *d, const struct ibv_wc *wc,
+static void counted(struct rdmacli_probe *s, const struct rdmacli_datagram *d, const struct ibv_wc *wc,
                     uint64_t t4)
 {
     struct rdmacli_probe_peer *p;
@@ -192,9 +181,9 @@ static void counted(struct rdmacli_probe *s, const struct datagram *d, const str
     if (t1 == 0 || t4 < t1)
         return;
     p->t1_ns[d->seq - 1] = 0; /* counted once */
-    host = t4 - t1 > FLOOR_NS ? t4 - t1 : FLOOR_NS;
+    host = t4 - t1 > RDMACLI_FLOOR_NS ? t4 - t1 : RDMACLI_FLOOR_NS;
     p->host_ns[p->answered] = host;
-    if (d->t3 >= d->t2 && (hold = d->t3 - d->t2) < host && host - hold >= FLOOR_NS)
+    if (d->t3 >= d->t2 && (hold = d->t3 - d->t2) < host && host - hold >= RDMACLI_FLOOR_NS)
         p->net_ns[p->answered] = host - hold;
     else
         p->net_ns[p->answered] = host;
@@ -217,7 +206,7 @@ static void send_due(struct ibv_qp *qp, struct rdmacli_probe *s, uint64_t now)
 
     for (k = 0; k < s->npeers; k++) {
         struct rdmacli_probe_peer *p = &s->peers[k];
-        struct datagram d;
+        struct rdmacli_datagram d;
 
         while (p->ah && p->sent < s->count && p->next_due_ns <= now && now < s->send_end_ns) {
             memset(&d, 0, sizeof(d));
@@ -245,7 +234,7 @@ int rdmacli_probe_turn(void *qp_, void *cq_, struct rdmacli_probe *s)
     struct ibv_wc wc[BATCH];
     struct ibv_sge sges[BATCH];
     struct ibv_recv_wr rws[BATCH], *bad;
-    struct datagram d;
+    struct rdmacli_datagram d;
     uint64_t t_in;
     int got, k, batches, n;
 
@@ -278,8 +267,8 @@ int rdmacli_probe_turn(void *qp_, void *cq_, struct rdmacli_probe *s)
                 continue;
             }
             if (wc[k].status == IBV_WC_SUCCESS && (wc[k].opcode & IBV_WC_RECV) &&
-                wc[k].byte_len >= GRH + DATAGRAM &&
-                parse(slot_at(s, (uint32_t)slot) + GRH, &d) && memcmp(d.run, s->run, 8) == 0) {
+                wc[k].byte_len >= RDMACLI_GRH_BYTES + RDMACLI_DG_SIZE &&
+                rdmacli_datagram_parse(slot_at(s, (uint32_t)slot) + RDMACLI_GRH_BYTES, &d) && memcmp(d.run, s->run, 8) == 0) {
                 if (d.kind == RDMACLI_PROBE)
                     answer(qp, s, &d, &wc[k], (uint32_t)slot, t_in);
                 else

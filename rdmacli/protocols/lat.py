@@ -27,9 +27,9 @@ from dataclasses import replace
 from rdmacli import native as N
 from rdmacli.engine.protocol import Protocol, stopped_like_ping
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.figures import RTT_FLOOR_US, LatFigures, LatServed, Percentiles
+from rdmacli.figures import RTT_FLOOR_US, LatFigures, LatServed, Percentiles, network_rtt, percentile
 from rdmacli.protocols import hello as H
-from rdmacli.protocols.rping import INFO, RttStats, _pct, advertised, pack_info
+from rdmacli.protocols.rping import INFO, RttStats, advertised, pack_info
 from rdmacli.protocols.slices import go_on, later
 from rdmacli.protocols.table import LAT
 from rdmacli.rdma import constants as C
@@ -184,7 +184,7 @@ class LatClient(_PingPong):
 
     def note(self, rtt: float, hold: float) -> None:
         self.host.add(rtt)
-        self.network.add(rtt - hold if 0 <= hold <= rtt - RTT_FLOOR_S else rtt)
+        self.network.add(network_rtt(rtt, hold, RTT_FLOOR_S))
 
     def native_slice(self, conn) -> None:
         """Round trips in C until the slice's end, then again on the loop's next turn."""
@@ -314,9 +314,9 @@ def perftest_figures(stats: RttStats, half: bool = False) -> Percentiles:
     us = sorted(v * 1e6 * k for v in stats.sample)
     return Percentiles(
         t_min=round(stats.min * 1e6 * k, 2),
-        t_typical=round(_pct(us, 50), 2),
+        t_typical=round(percentile(us, 50), 2),
         t_avg=round(stats.mean * 1e6 * k, 2),
         t_max=round(stats.max * 1e6 * k, 2),
-        p99=round(_pct(us, 99), 2),
-        p99_9=round(_pct(us, 99.9), 2),
+        p99=round(percentile(us, 99), 2),
+        p99_9=round(percentile(us, 99.9), 2),
     )

@@ -24,6 +24,7 @@ from rdmacli import native as N
 from rdmacli.engine.protocol import Protocol, Reject
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.figures import BwFigures, BwServed, LatFigures, LatServed, Rate
+from rdmacli.native.header import const
 from rdmacli.protocols import perftest as P
 from rdmacli.protocols.bw import CHAIN, OPCODES, SLICE_S
 from rdmacli.protocols.bw import Stream as Window
@@ -37,7 +38,7 @@ SLOT = 64  # a control message's buffer (perftest's are 56 bytes at most)
 CONTROL_RECVS = 4
 OUT_READS = 16  # READs in flight, each way (perftest asks its device's max_qp_rd_atom)
 RECV_DEPTH = 512  # SEND: receives kept posted (perftest's rx_depth)
-LAT_OPS = {"send": 0, "write": 2}  # rdmacli.native: RDMACLI_OP_SEND, RDMACLI_OP_WRITE_POLL
+LAT_OPS = {"send": const("RDMACLI_OP_SEND"), "write": const("RDMACLI_OP_WRITE_POLL")}  # the native loop's
 RECV, SEND = 0, 1
 
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from rdmacli.engine.protocol import Protocol, Reject, Transitions, stopped_like_ping
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.figures import PingFigures, PingServed, RttSummary
+from rdmacli.figures import PingFigures, PingServed, RttSummary, percentile
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import PING
 from rdmacli.rdma import constants as C
@@ -391,8 +391,8 @@ class RttStats:
             avg=round(self.mean * 1e6, 1),
             max=round(self.max * 1e6, 1),
             mdev=round((self.m2 / self.n) ** 0.5 * 1e6, 1),
-            p50=round(_pct(us, 50), 1),
-            p99=round(_pct(us, 99), 1),
+            p50=round(percentile(us, 50), 1),
+            p99=round(percentile(us, 99), 1),
         )
 
 
@@ -416,10 +416,3 @@ def ping_stats(
         time_ms=round(elapsed * 1e3, 1) if elapsed else None,
         throughput_mbps=round(rtts.n * size * 2 * 8 / elapsed / 1e6, 3) if elapsed else None,
     )
-
-
-def _pct(sorted_us: list[float], p: float) -> float:
-    k = (len(sorted_us) - 1) * p / 100
-    lo = int(k)
-    hi = min(lo + 1, len(sorted_us) - 1)
-    return sorted_us[lo] + (sorted_us[hi] - sorted_us[lo]) * (k - lo)

@@ -1,6 +1,6 @@
 """The `rdmacli watch` agent's loop: one probe window after another, until it is stopped.
 
-Each window k: from OPEN_LEAD_S before it begins, the NICs (mesh/probe.Phase: one UD QP a
+Each window k: from OPEN_LEAD_S before it begins, the NICs (probe.phase.Phase: one UD QP a
 rail, receives posted, opened at the first window and kept open after) probe window k's
 partners (WatchPlan.tests) until its phase ends; the records are judged and fed to the trackers
 (WatchState), the metrics and the state file follow. A NIC is opened afresh after anything went
@@ -11,7 +11,7 @@ may be replaced between windows (SIGHUP re-reads the map: `reload`); a stop (SIG
 window in progress at its next loop turn.
 
 The loop takes its phase as a factory, so its timing and bookkeeping are tested without RDMA;
-the real factory (ProbePhases) is one mesh/probe.Phase, a RunSpec a window.
+the real factory (ProbePhases) is one probe.phase.Phase over the plan.
 """
 
 from __future__ import annotations
@@ -25,28 +25,24 @@ from rdmacli.watch.state import WatchState
 
 
 class ProbePhases:
-    """The real stack's phases (WatchAgent.make_phase): one mesh/probe.Phase over a RunSpec of
-    each window, its NICs kept open from window to window (keep=True): their QP, receives and
-    the partners they already know. Opening every NIC and asking every partner by SIDR each
-    window was about a fifth of the agent's CPU in the lab. `close` ends them (the agent's
-    stop)."""
+    """The real stack's phases (WatchAgent.make_phase): one probe.phase.Phase over the plan (its
+    topology) and each window's tests and run id, its NICs kept open from window to window
+    (keep=True): their QP, receives and the partners they already know. Opening every NIC and
+    asking every partner by SIDR each window was about a fifth of the agent's CPU in the lab.
+    `close` ends them (the agent's stop)."""
 
     def __init__(self):
         self.phase = None
 
     def __call__(self, plan: WatchPlan, k: int, stop):
-        from rdmacli.mesh import probe
-        from rdmacli.mesh.config import AgentConfig
-        from rdmacli.mesh.contract import RunSpec
+        from rdmacli.probe.phase import Phase
 
-        spec = RunSpec(run_id=plan.run_id(k), names=plan.names, addresses=plan.addresses,
-                       start_at=plan.begin(k), round_s=plan.window_s, port=plan.port, test="probe",
-                       count=plan.count)  # fmt: skip
-        cfg, problems = AgentConfig(spec, plan.rank), [None] * plan.rails
+        problems = [None] * plan.rails
+        window = dict(run=bytes.fromhex(plan.run_id(k)), count=plan.count)
         if self.phase is None:
-            self.phase = probe.Phase(cfg, plan.tests(k), problems, stop=stop, keep=True)
+            self.phase = Phase(plan, plan.tests(k), problems, stop=stop, keep=True, **window)
         else:
-            self.phase.next_window(cfg, plan.tests(k), problems)
+            self.phase.next_window(plan, plan.tests(k), problems, **window)
         return self.phase
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """One window's evidence about one pair of NICs, as a cause or good: what a Tracker is fed.
 
-A window's pair record (mesh/probe.Phase's, this node's end) says: the partner's NIC never
+A window's pair record (probe.phase.Phase's, this node's end) says: the partner's NIC never
 answered (DEAD), probes were lost (LOSS, from MIN_LOST of them: UD does not retransmit),
 the round trips were slow against this NIC's own recent best (SLOW), or nothing wrong (good).
 Causes come from the record's typed fields and error cause, never its words. A window in which

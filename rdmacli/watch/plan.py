@@ -28,12 +28,15 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import rdmacli.watch as defaults
-from rdmacli.mesh import probe, schedule
+from rdmacli.mesh import schedule
+from rdmacli.probe import timing
 
-OPEN_LEAD_S = probe.OPEN_LEAD_S  # a window's NICs are open this long before it begins
+OPEN_LEAD_S = timing.OPEN_LEAD_S  # a window's NICs are open this long before it begins
 CLOSE_S = 0.5  # and closed this long before the next window's open
 MIN_WINDOW_S = 5.0  # SIDR, a few probes, the tail: less is not a window
-MAX_RATE = 100.0  # probes a second a NIC sends at most (the CPU budget: ~3 % of a core per NIC)
+# probes a second a NIC sends at most, as a service: the CPU budget (~3 % of a core per NIC) under
+# the prober's own limit (timing.MAX_RATE, what a one-off mesh may use)
+RATE_BUDGET = min(100.0, timing.MAX_RATE)
 ROTATIONS_SIZED = 8  # a grouped period fits the longest of this many rotations' schedules
 
 
@@ -59,9 +62,9 @@ class WatchPlan:
             raise ValueError(f"a window of {MIN_WINDOW_S:g} s or more, 1 to 1000 probes a partner")
         if self.groups and len(self.groups) != n or self.sample and not self.groups:
             raise ValueError("a watch plan's groups name every node's, and a sample needs groups")
-        if self.rate() > MAX_RATE:
+        if self.rate() > RATE_BUDGET:
             raise ValueError(
-                f"{self.rate():.0f} probes a second a NIC: above the budget of {MAX_RATE:g} "
+                f"{self.rate():.0f} probes a second a NIC: above the budget of {RATE_BUDGET:g} "
                 "(fewer probes a partner, fewer partners a window, or longer windows)"
             )
 
@@ -75,13 +78,13 @@ class WatchPlan:
 
     def rate(self) -> float:
         """Probes a second each NIC sends at most: a partner's probes are spread over SPREAD of
-        the window's send span (mesh/probe.NicProbe._schedule)."""
-        return self.per_window * self.count / (probe.SPREAD * send_span(self.window_s))
+        the window's send span (probe/timing.step_s)."""
+        return timing.rate(self.per_window * self.count, send_span(self.window_s))
 
     @staticmethod
     def most_per_window(window_s: float, count: int) -> int:
-        """The most schedule rounds a window may hold within MAX_RATE (rate() solved for it)."""
-        return math.floor(MAX_RATE * probe.SPREAD * send_span(window_s) / count)
+        """The most schedule rounds a window may hold within RATE_BUDGET (rate() solved for it)."""
+        return math.floor(timing.most_probes(RATE_BUDGET, send_span(window_s)) / count)
 
     def period_windows(self) -> int:
         """Windows until every pair of the map (with groups: of each group, and this period's
@@ -132,9 +135,19 @@ class WatchPlan:
         return out
 
     def tests(self, k: int) -> list[tuple[int, int, int]]:
-        """Window k's tests as mesh/probe.Phase takes them: (rail, partner, partner's rail),
+        """Window k's tests as probe.phase.Phase takes them: (rail, partner, partner's rail),
         rail k with rail k (each rail its own network)."""
         return [(r, p, r) for p in self.partners(k) for r in range(self.rails)]
+
+    # the probe's topology (probe.phase.Topology), as mesh's AgentConfig numbers it
+    def nic(self, rank: int, rail: int) -> int:
+        return rank * self.rails + rail
+
+    def address(self, rank: int, rail: int) -> str:
+        return self.addresses[rank][rail]
+
+    def port_of(self, rail: int) -> int:
+        return self.port + rail
 
     def run_id(self, k: int) -> str:
         """Window k's run id (16 hex digits), the same at every agent of this fabric."""
@@ -164,4 +177,4 @@ def _grouped(n: int, groups: tuple[str, ...], sample: int, rotation: int) -> sch
 def send_span(window_s: float) -> float:
     """Seconds of a window in which probes go: its phase less the tail for the last replies."""
     span = window_s - OPEN_LEAD_S - CLOSE_S
-    return max(span - min(probe.TAIL_S, span / 3), 1.0)
+    return max(span - timing.tail_s(span), 1.0)

@@ -116,7 +116,7 @@ def load_plan(opts: Options):
     `mesh-agent --rank-from-host` finds it)."""
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh.nodes import rank_of_host
-    from rdmacli.watch.plan import MAX_RATE, WatchPlan
+    from rdmacli.watch.plan import RATE_BUDGET, WatchPlan
 
     names, addrs, groups = plan_nodes(opts)
     me = opts.node or socket.gethostname()
@@ -132,7 +132,7 @@ def load_plan(opts: Options):
             per = max(1, min(rounds, WatchPlan.most_per_window(opts.window_s, opts.count)))
         return WatchPlan(names, addrs, rank, opts.port, opts.window_s, opts.count, per, groups, sample)
     except ValueError as exc:
-        raise RdmacliError(f"watch: {exc} (at most {MAX_RATE:g} probes a second a NIC)",
+        raise RdmacliError(f"watch: {exc} (at most {RATE_BUDGET:g} probes a second a NIC)",
                            cause=Cause.USAGE) from None  # fmt: skip
 
 

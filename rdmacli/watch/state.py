@@ -1,6 +1,6 @@
 """One agent's verdicts over time: a Tracker per pair of NICs it is an end of, and one per NIC.
 
-Each window brings this node's end of every pair it probed (mesh/probe.Phase's records). A
+Each window brings this node's end of every pair it probed (probe.phase.Phase's records). A
 pair's tracker is fed that pair's window cause (judge.window_cause). A NIC's tracker is fed the
 window's evidence about the NIC itself: bad when two or more of its partners in the window were
 bad with one cause and they were more than a third of them (nic_cause), or its own port said

@@ -19,6 +19,7 @@ LAYERS = [
     {"watch"},
     {"render"},
     {"mesh", "lab"},
+    {"probe"},
     {"diag", "protocols"},
     {"engine"},
     {"backend"},

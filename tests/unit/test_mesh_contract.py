@@ -156,7 +156,7 @@ def test_the_agents_test_kinds_are_the_contracts():
     from rdmacli.mesh.pair import KINDS
     from rdmacli.mesh.schedule import AT_ONCE
 
-    # a connection test runs through pair.KINDS; the connectionless probe (mesh/probe.py) does not
+    # a connection test runs through pair.KINDS; the connectionless probe (rdmacli/probe) does not
     assert tuple(KINDS) + AT_ONCE == contract.TESTS
 
 

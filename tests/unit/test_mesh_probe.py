@@ -7,11 +7,13 @@ from __future__ import annotations
 import pytest
 
 from rdmacli.errors import Cause
-from rdmacli.mesh import probe
+from rdmacli.mesh import healthy
 from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.records import PairRecord, Violation
 from rdmacli.mesh.report import Pair
 from rdmacli.mesh.schedule import Schedule
+from rdmacli.probe import nic as nicprobe
+from rdmacli.probe import tally, timing, wire
 
 
 def test_every_pair_is_probed_in_one_phase_and_each_nic_with_all_its_partners():
@@ -44,15 +46,15 @@ def test_group_and_sample_pairs_are_probed_as_they_are_tested():
 
 
 def test_the_datagram_round_trips_and_anything_else_is_not_one():
-    d = probe.Datagram(probe.PROBE, b"\x01" * 8, 7, 3, 9, 123, 456, 789)
+    d = wire.Datagram(wire.PROBE, b"\x01" * 8, 7, 3, 9, 123, 456, 789)
     raw = d.pack()
-    assert len(raw) == probe.PAYLOAD and probe.parse(raw) == d
-    assert probe.parse(b"RPRB") is None and probe.parse(b"X" * 64) is None
-    assert probe.parse(raw[:4] + b"\x09" + raw[5:]) is None  # neither probe nor reply
+    assert len(raw) == wire.PAYLOAD and wire.parse(raw) == d
+    assert wire.parse(b"RPRB") is None and wire.parse(b"X" * 64) is None
+    assert wire.parse(raw[:4] + b"\x09" + raw[5:]) is None  # neither probe nor reply
 
 
 def test_the_responders_hold_is_taken_out_only_when_it_can_be():
-    t = probe.Tally()
+    t = tally.Tally()
     for seq in range(4):
         t.posted(seq, 1_000_000 * seq)
     assert t.replied(0, 100_000, 40_000)  # 100 µs round trip, 40 µs hold: 60 µs of network
@@ -70,14 +72,14 @@ def test_the_responders_hold_is_taken_out_only_when_it_can_be():
 
 
 def test_one_ends_result_comes_from_its_own_counts():
-    t = probe.Tally()
-    assert probe.verdict(t, False, None)[1].cause == Cause.UNREACHABLE
-    assert probe.verdict(t, True, None)[1].cause == Cause.DEADLINE
+    t = tally.Tally()
+    assert tally.verdict(t, False, None)[1].cause == Cause.UNREACHABLE
+    assert tally.verdict(t, True, None)[1].cause == Cause.DEADLINE
     t.posted(1, 0)
-    assert probe.verdict(t, True, None)[1].cause == Cause.LOSS
+    assert tally.verdict(t, True, None)[1].cause == Cause.LOSS
     t.posted(2, 0)
     t.replied(2, 5000, 0)
-    assert probe.verdict(t, True, None) == ("pass", None)
+    assert tally.verdict(t, True, None) == ("pass", None)
 
 
 def _rec(rank, peer, sent, answered, result="pass"):
@@ -151,9 +153,9 @@ def test_the_phase_is_as_long_as_its_busiest_nic_needs_and_nothing_is_retested()
                    test="probe")  # fmt: skip
     plan = Plan.start(spec, nodes_spec="n[0-15]", launch_s=30, retest_rounds=2)
     assert plan.rounds == (0,) and plan.retest_rounds == 0 and not plan.spec.retests
-    assert plan.spec.round_s >= probe.phase_s(15, spec.count)
+    assert plan.spec.round_s >= timing.phase_s(15, spec.count)
     # 1000 nodes: the rate bound, not the gap, sets the phase; the matrix in well under 5 minutes
-    assert probe.phase_s(999, 20) == probe.RESOLVE_S + 999 * 20 / probe.MAX_RATE + probe.TAIL_S < 120
+    assert timing.phase_s(999, 20) == timing.RESOLVE_S + 999 * 20 / timing.MAX_RATE + timing.TAIL_S < 120
 
 
 def test_an_end_probing_more_than_the_run_asks_is_a_violation():
@@ -177,10 +179,10 @@ def test_a_late_loop_still_sends_every_probe_before_the_window_ends(monkeypatch)
 
     posted = []
     monkeypatch.setattr(
-        probe.verbs, "post_send", lambda qp, slot, mr, off, n, **kw: posted.append(kw["remote_qpn"])
+        nicprobe.verbs, "post_send", lambda qp, slot, mr, off, n, **kw: posted.append(kw["remote_qpn"])
     )
-    peers = [probe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
-    nic = probe.NicProbe(run=b"\0" * 8, nic=0, address="10.0.0.9", port=7490, peers=peers, count=20,
+    peers = [nicprobe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
+    nic = nicprobe.NicProbe(run=b"\0" * 8, nic=0, address="10.0.0.9", port=7490, peers=peers, count=20,
                          begin=0.0, end=10.0)  # fmt: skip
     assert callable(nic.run) and callable(nic.open) and callable(nic.close)  # no attribute hides them
     nic.mr = SimpleNamespace(write=lambda data, off: None)
@@ -211,9 +213,9 @@ def test_a_probe_run_on_a_host_without_rdma_ends_at_its_phase_and_says_why(monke
     def no_stack():
         raise EnvironmentProblem("no RDMA devices were detected (test)")
 
-    monkeypatch.setattr(probe.cm, "EventChannel", no_stack)
-    monkeypatch.setattr(probe, "RESOLVE_S", 0.5)
-    monkeypatch.setattr(probe, "TAIL_S", 0.5)
+    monkeypatch.setattr(nicprobe.cm, "EventChannel", no_stack)
+    monkeypatch.setattr(timing, "RESOLVE_S", 0.5)
+    monkeypatch.setattr(timing, "TAIL_S", 0.5)
     spec = RunSpec(run_id="cd" * 8, names=["n1", "n2", "n3"], addresses=[[f"10.0.0.{i}"] for i in (1, 2, 3)],
                    test="probe", count=2, round_s=0.5)  # fmt: skip
     request = mesh.Request(spec=spec, nodes_spec="n[1-3]", launch_s=30, retest_rounds=2)
@@ -306,7 +308,7 @@ def _judged(names, rails, per_rank, compact: bool, count=10, matrix=None):
             AgentRecord(run=spec.run_id, rank=r, node=name, address=addrs[r][0], rails=states, ready=True)
         )
         recs = (
-            probe.compact(plan.schedule, count, per_rank[r])
+            healthy.compact(plan.schedule, count, per_rank[r])
             if compact
             else [PairRecord(**d) for d in per_rank[r]]
         )
@@ -327,7 +329,7 @@ def test_compact_healthy_records_give_the_verdict_full_records_give(monkeypatch,
     monkeypatch.setattr(verdict, "LISTED_PAIRS", listed)
     names = [f"n{i}" for i in range(9)]
     sched, per_rank = _ends(names, 2, lossy=[(3, 1)], slow=[(6, 0)])
-    compact = [len(probe.compact(sched, 10, per_rank[r])) for r in range(9)]
+    compact = [len(healthy.compact(sched, 10, per_rank[r])) for r in range(9)]
     assert compact[0] == 2 + 1 and compact[3] == 1 + 8  # a NIC a record; its pairs with the lossy NIC apart
     full, small = _judged(names, 2, per_rank, False), _judged(names, 2, per_rank, True)
     assert small["totals"] == full["totals"] and small["totals"]["pairs"] == 72
@@ -438,7 +440,7 @@ def test_a_cross_rail_probe_on_separate_networks_is_refused_at_its_phases_end():
                         why = {"message": "no answer to SIDR within 1 s", "cause": "unreachable"}
                         rec = {**rec, "result": "fail", "probes_answered": 0, "error": why}
                     recs.append(rec)
-            for rec in probe.compact(plan.schedule, 5, recs):
+            for rec in healthy.compact(plan.schedule, 5, recs):
                 assert intake.take(rec) is not None
         return verdict.probe_cross_rail_refusal(plan, intake.evidence())
 
@@ -463,19 +465,19 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
 
     asked = []
     monkeypatch.setattr(
-        probe.cm.CmId, "create", lambda *a: asked.append(a) or (_ for _ in ()).throw(OSError(5, "x"))
+        nicprobe.cm.CmId, "create", lambda *a: asked.append(a) or (_ for _ in ()).throw(OSError(5, "x"))
     )
-    peers = [probe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
-    nic = probe.NicProbe(run=b"\1" * 8, nic=0, address="10.0.0.9", port=7490, peers=peers, count=5,
+    peers = [nicprobe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
+    nic = nicprobe.NicProbe(run=b"\1" * 8, nic=0, address="10.0.0.9", port=7490, peers=peers, count=5,
                          begin=0.0, end=10.0)  # fmt: skip
     nic.recvs, nic.sends, nic.free_sends = 64, 64, list(range(64, 128))
     nic.mr = SimpleNamespace(write=lambda data, off: None)
     nic.listen_id = SimpleNamespace(qp=None)
-    monkeypatch.setattr(probe.verbs, "post_send", lambda *a, **kw: None)
+    monkeypatch.setattr(nicprobe.verbs, "post_send", lambda *a, **kw: None)
     for p, answered in zip(peers[:2], (5, 0)):
         p.ah, p.qpn, p.qkey, p.resolved = ah(f"ah{p.rank}"), 100 + p.rank, 7, True
         p.tally.sent, p.tally.answered = 5, answered
-    again = [probe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
+    again = [nicprobe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
     nic.retarget(b"\2" * 8, again, 5)
     assert [p.known is not None for p in again] == [True, False, False]
     nic.phase(20.0, 30.0)
@@ -492,7 +494,7 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     nic.ahs[1] = (555, ah("reply1b"))  # from another QP: its agent restarted
     nic._stale(21.0)
     assert not one.resolved and not one.cached and one.tally.sent == 0 and 1 not in nic.known
-    nic.retarget(b"\3" * 8, [probe.Peer(3, 0, 3, "10.0.0.3", 7490)], 5)  # the next window
+    nic.retarget(b"\3" * 8, [nicprobe.Peer(3, 0, 3, "10.0.0.3", 7490)], 5)  # the next window
     assert sorted(destroyed) == ["ah1", "ah2"], destroyed  # retired before this window's end: gone
     nic.listen_id = nic.mr = None
     nic.close()

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from rdmacli.engine.protocol import Reject
-from rdmacli.mesh.token import OFFSET, Guarded, Token, check, parse
+from rdmacli.probe.token import OFFSET, Guarded, Token, check, parse
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.cmatose import CmatoseClient, CmatoseServer
 

@@ -17,6 +17,7 @@ OWN_ALLOWED = {
     "rdmacli.cli",
     "rdmacli.cli.examples",  # the Examples epilogs: a table of strings
     "rdmacli.native",  # where the extension is, found without loading it (--version)
+    "rdmacli.native.header",  # datapath.h's constants, read from the header (one small file)
     "rdmacli.rdma",
     "rdmacli.rdma.versions",
 }

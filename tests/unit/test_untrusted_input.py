@@ -17,8 +17,8 @@ from meshdata import make_plan
 
 from rdmacli.errors import RdmacliError
 from rdmacli.mesh import inputs, records
-from rdmacli.mesh import token as T
 from rdmacli.mesh.intake import Intake
+from rdmacli.probe import token as T
 from rdmacli.protocols import hello as H
 from rdmacli.protocols import rping
 

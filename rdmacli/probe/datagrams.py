@@ -1,0 +1,123 @@
+"""One NIC's datagrams: the native loop (probe.c) when built, else this Python loop, which does
+the same slower (RDMACLI_DATA_PATH=python, or no extension): every completion of the CQ (a
+partner's probe answered at once with both stamps, a reply counted against the probe it answers,
+a send's slot freed, receives posted again) and every probe that is due."""
+
+from __future__ import annotations
+
+import heapq
+import time
+
+from rdmacli.probe.wire import GRH_BYTES, PAYLOAD, PROBE, QKEY, REPLY, SIZE, SLOT, Datagram, parse
+from rdmacli.rdma import constants as C
+from rdmacli.rdma import verbs
+
+
+def verbs_address(ptr) -> int:
+    from rdmacli import native
+
+    return native.as_address(ptr, verbs.ffi())
+
+
+def native_loop(nic, recvs: int, sends: int, free: list[int] | None = None):
+    """The native datagram loop for an open NIC, or None (not built, or RDMACLI_DATA_PATH=python:
+    the Python loop below does the same, slower). `free`: the send slots not in flight (a NIC
+    kept open from the window before: its sends still in flight complete into this loop)."""
+    from rdmacli import native
+
+    if native.load() is None:
+        return None
+    lid = nic.listen_id
+    return native.ProbeLoop(
+        verbs_address(lid.qp), verbs_address(nic.cq.ptr), verbs_address(lid.pd), run=nic.run_id, nic=nic.nic,
+        count=nic.count, recvs=recvs, sends=sends, buf=(nic.mr.addr, nic.mr.lkey), port_num=nic.ib_port,
+        partners=[p.nic for p in nic.peers], free=free,
+    )  # fmt: skip
+
+
+class PythonLoop:
+    """NicProbe's datagrams in Python: the probes due out, the CQ's completions in."""
+
+    def _send_due(self, now: float) -> None:
+        while self.due and self.due[0][0] <= now and self.free_sends:
+            when, i = heapq.heappop(self.due)
+            p = self.peers[i]
+            if p.ah is None or now >= self.send_end or p.tally.sent >= self.count:
+                continue
+            slot = self.free_sends.pop()
+            p.seq += 1
+            t1 = time.perf_counter_ns()
+            self.mr.write(Datagram(PROBE, self.run_id, p.seq, self.nic, p.nic, t1).pack(), slot * SLOT)
+            try:
+                verbs.post_send(self.listen_id.qp, slot, self.mr, slot * SLOT, PAYLOAD, ah=p.ah.ptr,
+                                remote_qpn=p.qpn, remote_qkey=p.qkey)  # fmt: skip
+            except Exception:  # noqa: BLE001 - a full queue: this probe is not sent, nor counted
+                self.free_sends.append(slot)
+                heapq.heappush(self.due, (now + p.step, i))
+                return
+            p.tally.posted(p.seq, t1)
+            if p.tally.sent < self.count:
+                heapq.heappush(self.due, (when + p.step, i))
+
+    def _completions(self) -> None:
+        while True:
+            wcs = self.cq.poll()
+            # one time for the whole batch, taken as it came out of the CQ: a completion's
+            # stamp must not include the handling of the ones before it (replies posted, AHs)
+            t_in = time.perf_counter_ns()
+            if not wcs:
+                return
+            again = []  # the batch's receive slots, posted again in one call
+            for wc in wcs:
+                if wc.wr_id >= self.recvs:  # a send's completion: its slot is free again
+                    self.free_sends.append(wc.wr_id)
+                    continue
+                slot = wc.wr_id
+                if wc.ok and wc.opcode == C.WC_RECV and wc.byte_len >= GRH_BYTES + SIZE:
+                    data = self.mr.read(slot * SLOT + GRH_BYTES, SIZE)
+                    d = parse(data)
+                    if d is not None and d.run == self.run_id:
+                        if d.kind == PROBE:
+                            self._answer(d, wc, slot, t_in)
+                        else:
+                            self._counted(d, wc, t_in)
+                if wc.status != C.WC_WR_FLUSH_ERR:
+                    again.append(slot)
+            try:
+                verbs.post_recv_slots(self.listen_id.qp, self.mr, again, SLOT)
+            except Exception:  # noqa: BLE001 - receives fewer; the queue is deep
+                pass
+
+    def _answer(self, d: Datagram, wc, slot: int, t2: int) -> None:
+        """A partner's probe: its reply, the probe's fields back with our two stamps."""
+        if d.dst != self.nic or d.src not in self.by_nic or not self.free_sends:
+            return
+        got = self.ahs.get(d.src)  # one AH a partner NIC: whatever claims to be it, bounded
+        if got is None or got[0] != wc.src_qp:
+            try:
+                ah = verbs.AH.from_wc(self.listen_id.pd, wc, self.mr.addr + slot * SLOT, self.ib_port)
+            except Exception:  # noqa: BLE001
+                return
+            if got is not None:
+                got[1].destroy()
+            got = self.ahs[d.src] = (wc.src_qp, ah)
+        ah = got[1]
+        out = self.free_sends.pop()
+        t3 = time.perf_counter_ns()
+        reply = Datagram(REPLY, self.run_id, d.seq, d.src, d.dst, d.t1, t2, t3)
+        self.mr.write(reply.pack(), out * SLOT)
+        try:
+            verbs.post_send(self.listen_id.qp, out, self.mr, out * SLOT, PAYLOAD, ah=ah.ptr,
+                            remote_qpn=wc.src_qp, remote_qkey=QKEY)  # fmt: skip
+        except Exception:  # noqa: BLE001
+            self.free_sends.append(out)
+
+    def _counted(self, d: Datagram, wc, t4: int) -> None:
+        """A reply to one of our probes: from the QP the peer's SIDR named, for a probe we sent."""
+        if d.src != self.nic:
+            return
+        p = self.by_nic.get(d.dst)
+        if p is None or wc.src_qp != p.qpn:
+            return
+        hold = d.t3 - d.t2 if d.t3 >= d.t2 else -1
+        p.tally.replied(d.seq, t4, hold)

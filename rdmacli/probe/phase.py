@@ -1,0 +1,143 @@
+"""A node's probe phase: one NicProbe a rail, all at once, over the tests a front-end gives it
+(mesh's schedule for one round, watch's for one window) and the topology it names them by."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+from rdmacli.errors import Cause, RdmacliError
+from rdmacli.probe.nic import NicProbe, Peer
+
+
+class Topology(Protocol):
+    """What a phase needs of the fabric (mesh's AgentConfig, watch's WatchPlan): this node's
+    rank, and each NIC's number (in the datagrams and SIDR tokens), address and port."""
+
+    rank: int
+
+    def nic(self, rank: int, rail: int) -> int: ...
+
+    def address(self, rank: int, rail: int) -> str: ...
+
+    def port_of(self, rail: int) -> int: ...
+
+
+class Phase:
+    """This node's probe phase (tests as (its rail, the partner, the partner's rail)): one
+    NicProbe a rail. The NICs are opened here, before the agent says it is ready, so that the
+    coordinator's go means every NIC of the fabric listens with its receives posted: a phase that
+    began while some agents were still opening (posting a thousand receives each, sixteen agents
+    on two emulated CPUs) had their partners' SIDR windows end unanswered. A rail that cannot
+    open has its problem said in `problems` (the agent's per-rail list), as the agent's preflight
+    does."""
+
+    def __init__(self, cfg: Topology, tests: list[tuple[int, int, int]], problems: list, *, run: bytes,
+                 count: int, stop=lambda: False, keep: bool = False):  # fmt: skip
+        self.keep = keep  # NICs stay open after a run, for next_window (`rdmacli watch`)
+        self.stop = stop
+        self.nics: dict[int, NicProbe] = {}
+        self.next_window(cfg, tests, problems, run=run, count=count)
+
+    def next_window(self, cfg: Topology, tests: list[tuple[int, int, int]], problems: list, *, run: bytes,
+                    count: int) -> None:  # fmt: skip
+        """Take a window's tests: a NIC kept open from the window before (keep) goes on with its
+        QP and what it knows of its partners (NicProbe.retarget) when its rail, address and port
+        are the same; any other is closed; a rail not open is opened."""
+        self.cfg, self.problems, self.run_id, self.count = cfg, problems, run, count
+        self.by_rail: dict[int, list[Peer]] = {}
+        for rail, peer, peer_rail in tests:
+            self.by_rail.setdefault(rail, []).append(
+                Peer(
+                    peer,
+                    peer_rail,
+                    cfg.nic(peer, peer_rail),
+                    cfg.address(peer, peer_rail),
+                    cfg.port_of(peer_rail),
+                )
+            )
+        for rail, nic in list(self.nics.items()):
+            same = (nic.nic, nic.address, nic.port) == (cfg.nic(cfg.rank, rail), cfg.address(cfg.rank, rail),
+                                                        cfg.port_of(rail))  # fmt: skip
+            try:
+                if not same or rail not in self.by_rail or problems[rail] is not None:
+                    raise LookupError("not this window's")
+                nic.retarget(run, self.by_rail[rail], count)
+            except Exception:  # noqa: BLE001 - closed; opened afresh below when it has tests
+                self.drop(rail)
+        for rail, peers in sorted(self.by_rail.items()):
+            if problems[rail] is not None or rail in self.nics:
+                continue
+            nic = NicProbe(run=run, nic=cfg.nic(cfg.rank, rail), address=cfg.address(cfg.rank, rail),
+                           port=cfg.port_of(rail), peers=peers, count=count, begin=0.0, end=0.0,
+                           stop=self.stop)  # fmt: skip
+            self.nics[rail] = nic
+            try:
+                nic.open()
+            except Exception as exc:  # noqa: BLE001 - the stack refused something: this rail's cause
+                problems[rail] = exc if isinstance(exc, RdmacliError) else RdmacliError(
+                    f"the probe could not open on {cfg.address(cfg.rank, rail)}: {exc}",
+                    cause=Cause.CALL_FAILED,
+                )  # fmt: skip
+                self.drop(rail)
+
+    def drop(self, rail: int) -> None:
+        """Close one rail's NIC (the next window opens it afresh: after its link went down, or
+        anything that went wrong)."""
+        nic = self.nics.pop(rail, None)
+        if nic is not None:
+            nic.close()
+
+    def run(self, begin: float, end: float) -> list[dict]:
+        """Probe from `begin` to `end` on every open NIC, each in a thread (they are separate
+        NICs); a pair record's fields for every test."""
+        cfg = self.cfg
+
+        def pair_record(rail: int, p: Peer) -> dict:
+            return {"run": self.run_id.hex(), "round": 0, "slot": 0, "rank": cfg.rank, "peer": p.rank,
+                    "rail": rail, "peer_rail": p.rail}  # fmt: skip
+
+        def one(rail: int) -> list[dict]:
+            peers = self.by_rail[rail]
+            nic = self.nics.get(rail)
+            out = []
+            if nic is None:  # this NIC cannot probe: each pair says why
+                for p in peers:
+                    rec = pair_record(rail, p)
+                    rec.update(result="fail", error=self.problems[rail].to_dict())
+                    out.append(rec)
+                return out
+            failed = True
+            try:
+                nic.phase(begin, end)
+                nic.run()
+                results = nic.results()
+                failed = False
+            except RdmacliError as exc:
+                results = [(p, "fail", exc) for p in peers]
+            except Exception as exc:  # noqa: BLE001 - the stack refused something: every pair says what
+                err = RdmacliError(f"the probe could not run on {cfg.address(cfg.rank, rail)}: {exc}",
+                                   cause=Cause.CALL_FAILED)  # fmt: skip
+                results = [(p, "fail", err) for p in peers]
+            finally:
+                if failed or not self.keep or self.stop():  # a NIC kept open only when all went well
+                    nic.close()
+            for p, result, error in results:
+                rec = pair_record(rail, p)
+                rec.update(p.tally.figures(), result=result, error=error.to_dict() if error else None)
+                if nic.counters and (result != "pass" or p.tally.lost):
+                    rec["counters"] = tuple(nic.counters)
+                out.append(rec)
+            return out
+
+        rails = sorted(self.by_rail)
+        with ThreadPoolExecutor(max(len(rails), 1), thread_name_prefix="probe-rail") as pool:
+            out = [rec for recs in pool.map(one, rails) for rec in recs]
+        for rail in [r for r, nic in self.nics.items() if nic.listen_id is None]:  # closed by its run
+            self.drop(rail)
+        return out
+
+    def close(self) -> None:
+        """Whatever is still open (a run that ended before its phase); closing twice is harmless."""
+        for nic in self.nics.values():
+            nic.close()
