@@ -31,6 +31,7 @@ venv: deps $(BIN)/rdmacli $(NATIVE)
 lint: venv
 	$(BIN)/ruff check rdmacli tests benchmarks scripts
 	$(BIN)/ruff format --check rdmacli tests benchmarks scripts
+	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # four workers: the slowest unit tests wait on real time (agents held past SIGKILL, hung agents

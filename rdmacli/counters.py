@@ -185,8 +185,10 @@ class Watch:
         self.before: dict[tuple[str, int], dict[str, int]] = {}
 
     def see(self, device: str | None, port: int | None) -> None:
+        if not device:
+            return
         key = (device, port or 1)
-        if device and key not in self.before:
+        if key not in self.before:
             try:
                 self.before[key] = self.reader(device, port or 1)
             except Exception:  # counters are a diagnosis: never a reason to fail

@@ -128,7 +128,7 @@ class RdmacliError(Exception):
         cause = cause or type(self).cause
         if cause is None:
             raise TypeError(f"{type(self).__name__} needs a cause: {message!r}")
-        self.cause = Cause(cause)
+        self.cause: Cause = Cause(cause)
         self.details = details or {}
 
     @property

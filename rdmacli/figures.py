@@ -11,6 +11,7 @@ Knows nothing of C, click or rich: the protocols, outcome and render/ all import
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 # the least a round trip through a wire can be (two NICs' pipelines and the wire; the fastest RDMA
@@ -25,7 +26,7 @@ def network_rtt(host_rtt, hold, floor):
     return host_rtt - hold if 0 <= hold <= host_rtt - floor else host_rtt
 
 
-def percentile(ordered: list[float], p: float) -> float:
+def percentile(ordered: Sequence[float], p: float) -> float:
     """The p-th percentile of sorted figures, linearly between ranks (what rping, lat and the
     probe report)."""
     k = (len(ordered) - 1) * p / 100

@@ -77,7 +77,7 @@ class ConnOutcome:
     teardown_errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        d = {
+        d: dict[str, object] = {
             "conn": self.index,
             "state": self.state.value,
             "local": self.local,

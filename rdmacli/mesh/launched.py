@@ -30,7 +30,7 @@ def launcher_failure(
     if heard or not names or any(exits.get(n) in (None, 0) for n in names):
         return None
     own = stderr.get(LAUNCHER_OWN) or []
-    words = [line for line in own if line][-2:]
+    words: list[str] = [line for line in own if line][-2:]
     if not words:
         for n in names:
             said = [line for line in stderr.get(n) or [] if line]
@@ -40,6 +40,6 @@ def launcher_failure(
                 break
     codes = sorted({exits[n] for n in names})
     status = f"exit {codes[0]}" if len(codes) == 1 else f"exit {', '.join(map(str, codes[:4]))}"
-    said = "; ".join(w[:300] for w in words) or "nothing"
-    return RdmacliError(f"{launcher} failed on all {len(names)} node(s) before {before} ({status}): {said}",
+    text = "; ".join(w[:300] for w in words) or "nothing"
+    return RdmacliError(f"{launcher} failed on all {len(names)} node(s) before {before} ({status}): {text}",
                         cause=Cause.LAUNCHER, hint=LAUNCHER_HINTS.get(launcher))  # fmt: skip

@@ -23,7 +23,10 @@ def cdef() -> str:
     """The declarations between the header's markers (cffi's cdef reads no #include)."""
     with open(os.path.join(HERE, "datapath.h")) as f:
         text = f.read()
-    return re.search(r"/\* cdef-begin \*/(.*)/\* cdef-end \*/", text, re.S).group(1)
+    found = re.search(r"/\* cdef-begin \*/(.*)/\* cdef-end \*/", text, re.S)
+    if found is None:
+        raise RuntimeError("datapath.h has lost its cdef-begin and cdef-end markers")
+    return found.group(1)
 
 
 def builder(sanitize: bool = False):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import heapq
 import time
 
+from rdmacli.probe.state import NicState
 from rdmacli.probe.wire import GRH_BYTES, PAYLOAD, PROBE, QKEY, REPLY, SIZE, SLOT, Datagram, parse
 from rdmacli.rdma import constants as C
 from rdmacli.rdma import verbs
@@ -35,7 +36,7 @@ def native_loop(nic, recvs: int, sends: int, free: list[int] | None = None):
     )  # fmt: skip
 
 
-class PythonLoop:
+class PythonLoop(NicState):
     """NicProbe's datagrams in Python: the probes due out, the CQ's completions in."""
 
     def _send_due(self, now: float) -> None:

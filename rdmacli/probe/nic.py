@@ -9,54 +9,18 @@ import heapq
 import random
 import selectors
 import time
-from dataclasses import dataclass, field
 
 from rdmacli import counters
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.probe.datagrams import PythonLoop, native_loop, verbs_address
 from rdmacli.probe.sidr import Resolving
+from rdmacli.probe.state import Known, Peer
 from rdmacli.probe.tally import Tally, verdict
-from rdmacli.probe.timing import GAP_S, MAX_KNOWN, MAX_RESOLVING, RECV_DEPTH, SEND_DEPTH, resolve_end, tail_s
+from rdmacli.probe.timing import MAX_KNOWN, MAX_RESOLVING, RECV_DEPTH, SEND_DEPTH, resolve_end, tail_s
 from rdmacli.probe.wire import SLOT
 from rdmacli.rdma import addr as A
 from rdmacli.rdma import cm, verbs
 from rdmacli.rdma import constants as C
-
-
-@dataclass
-class Peer:
-    rank: int
-    rail: int
-    nic: int
-    address: str
-    port: int
-    tally: Tally = field(default_factory=Tally)
-    resolving: object = None  # the CmId of the SIDR exchange in flight
-    attempts: int = 0
-    ah: object = None
-    qpn: int = 0
-    qkey: int = 0
-    error: RdmacliError | None = None
-    seq: int = 0
-    index: int = 0  # in its NIC's list
-    resolved: bool = False
-    step: float = GAP_S  # between its probes, once resolved
-    known: Known | None = None  # its QP number and AH from an earlier window (a NIC kept open)
-    cached: bool = False  # resolved from `known`, not by SIDR this window
-
-
-@dataclass
-class Known:
-    """A partner that answered in an earlier window on a NIC kept open (`rdmacli watch`): its
-    QP number and the AH to it, so the next window probes it without SIDR. Dropped when it
-    answers nothing in a window; asked again by SIDR when its own probes come from another QP
-    (its agent restarted)."""
-
-    address: str
-    port: int
-    ah: object
-    qpn: int
-    qkey: int
 
 
 class NicProbe(Resolving, PythonLoop):
@@ -293,10 +257,6 @@ class NicProbe(Resolving, PythonLoop):
 
             raise RdmacliError(f"the probe's native loop stopped: {native.STATUS_WORDS.get(status, status)}",
                                cause=Cause.CALL_FAILED)  # fmt: skip
-
-    def _mono(self, t: float) -> int:
-        """A time.time() as CLOCK_MONOTONIC ns, the native loop's clock."""
-        return max(int((t - time.time()) * 1e9) + time.monotonic_ns(), 0)
 
     def _next_wake(self, now: float) -> float:
         """How long the loop may sleep: until the phase's begin or end, the next probe due in

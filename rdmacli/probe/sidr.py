@@ -12,13 +12,14 @@ from rdmacli.engine.status import event_error
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.probe import token as T
 from rdmacli.probe.datagrams import verbs_address
+from rdmacli.probe.state import NicState
 from rdmacli.probe.timing import MAX_RESOLVING, attempt_s, step_s
 from rdmacli.rdma import addr as A
 from rdmacli.rdma import cm, verbs
 from rdmacli.rdma import constants as C
 
 
-class Resolving:
+class Resolving(NicState):
     """NicProbe's SIDR: the partners asked, the answers taken, the requests of others answered."""
 
     def _ask(self, now: float) -> None:
@@ -74,8 +75,12 @@ class Resolving:
             if ev.type == C.CONNECT_REQUEST:  # a partner's SIDR: our QP number, if it is one
                 child = cm.CmId(ev.raw_id, self.channel)
                 got = T.parse(ev.private_data or b"")
-                mine = got is not None and got.run == self.run_id and got.dst == self.nic
-                ok = mine and got.src in self.by_nic
+                ok = (
+                    got is not None
+                    and got.run == self.run_id
+                    and got.dst == self.nic
+                    and got.src in self.by_nic
+                )
                 try:
                     if ok:
                         child.accept(cm.ConnParam(qp_num=self.listen_id.qp_num))
