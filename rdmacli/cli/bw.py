@@ -103,9 +103,9 @@ def command(
     }
     with app.errors("bw", params):
         from rdmacli.cli._run import run_sweep, run_test, sweep_of
-        from rdmacli.engine.flow import Options
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT, Test
+        from rdmacli.engine.settings import Options
 
         def on_record(rec: dict) -> None:
             if rec["type"] == "bw" and app.live:

@@ -71,9 +71,9 @@ def command(
     }
     with app.errors("connect", params):
         from rdmacli.cli._run import run_test
-        from rdmacli.engine.flow import Options
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT, Test
+        from rdmacli.engine.settings import Options
         from rdmacli.rdma.constants import PORT_SPACES
 
         test = Test(

@@ -53,8 +53,8 @@ def command(
     }
     with app.errors("events", params):
         from rdmacli.cli._run import run_test
-        from rdmacli.engine.flow import Options
         from rdmacli.engine.session import CLIENT, SERVER, Test
+        from rdmacli.engine.settings import Options
         from rdmacli.protocols.table import EVENTS
         from rdmacli.rdma.constants import PORT_SPACES
 

@@ -59,9 +59,9 @@ def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, t
     }
     with app.errors("lat", params):
         from rdmacli.cli._run import run_sweep, run_test, sweep_of
-        from rdmacli.engine.flow import Options
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT, Test
+        from rdmacli.engine.settings import Options
         from rdmacli.protocols.perftest import SWEEP_SIZES
 
         def make_test(size: int, group: int = 1) -> Test:

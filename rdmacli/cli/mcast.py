@@ -94,9 +94,9 @@ def command(
     }
     with app.errors("mcast", params):
         from rdmacli.cli._run import run_test
-        from rdmacli.engine.flow import Options
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT, SERVER, Test
+        from rdmacli.engine.settings import Options
         from rdmacli.rdma.constants import PORT_SPACES
 
         test = Test(

@@ -298,7 +298,7 @@ exchange = _compose(
 
 
 def _cli_words():
-    from rdmacli.engine.flow import DeadlineWords
+    from rdmacli.engine.settings import DeadlineWords
 
     return DeadlineWords(
         overall="the overall --timeout",
@@ -313,7 +313,7 @@ def timeouts(f):
 
     @functools.wraps(f)
     def wrapper(*args, resolve_timeout, connect_timeout, idle_timeout, timeout, **kw):
-        from rdmacli.engine.flow import Timeouts
+        from rdmacli.engine.settings import Timeouts
 
         t = Timeouts(resolve_timeout, connect_timeout, idle_timeout, timeout, kw.pop("wait_s", None),
                      words=_cli_words())  # fmt: skip

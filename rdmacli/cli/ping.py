@@ -70,9 +70,9 @@ def command(
     }
     with app.errors("ping", params):
         from rdmacli.cli._run import run_test
-        from rdmacli.engine.flow import Options
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT, Test
+        from rdmacli.engine.settings import Options
         from rdmacli.units import duration
 
         # a terminal gets a line per ping, or a progress bar for long counted runs

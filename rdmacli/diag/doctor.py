@@ -374,8 +374,8 @@ def probe(
     src: str | None = None,
 ):
     """The bare rdma_cm flow to `peer` (engine.session); returns (outcome, error or None)."""
-    from rdmacli.engine.flow import Options, Timeouts
     from rdmacli.engine.session import CLIENT, Test, run
+    from rdmacli.engine.settings import Options, Timeouts
     from rdmacli.protocols.table import EVENTS
 
     test = Test(

@@ -137,9 +137,9 @@ def _pair(server: Test, client: Test, ready_type: str, timeout: float) -> tuple[
 
 
 def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size: int, timeout: float) -> Row:
-    from rdmacli.engine.flow import Options, Timeouts
     from rdmacli.engine.protocol import Params
     from rdmacli.engine.session import CLIENT, SERVER, Test
+    from rdmacli.engine.settings import Options, Timeouts
     from rdmacli.rdma.constants import PORT_SPACES
 
     spec = PROTOCOL_TABLE[name]

@@ -11,8 +11,8 @@ import time
 
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
-from rdmacli.engine.flow import Flow, call_error
-from rdmacli.engine.status import nobody_listens
+from rdmacli.engine.flow import Flow
+from rdmacli.engine.status import call_error, nobody_listens
 from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
 

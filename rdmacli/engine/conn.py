@@ -11,6 +11,7 @@ import errno
 import time
 
 from rdmacli.engine.lifecycle import DATA, DISCONNECT, START, WAIT_FOR_PEER
+from rdmacli.engine.status import MEMLOCK_HINT
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import State
 from rdmacli.rdma import constants as C
@@ -18,10 +19,6 @@ from rdmacli.rdma.addr import format_hostport
 from rdmacli.rdma.cm import RdmaCallError
 
 MAX_WINDOW = 4096  # outstanding work requests per queue, at most (and never past the device's)
-MEMLOCK_HINT = (
-    "raise the locked-memory limit (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service, "
-    "--ulimit memlock=-1 for a container)"
-)
 
 
 class Connection:

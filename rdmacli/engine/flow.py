@@ -9,112 +9,28 @@ machines run on real RDMA and on the scripted stand-in of the unit tests alike.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from rdmacli.counters import Watch
 from rdmacli.engine import lifecycle as L
-from rdmacli.engine.conn import MEMLOCK_HINT, Connection
+from rdmacli.engine.conn import Connection
 from rdmacli.engine.cqpool import CqPool
+from rdmacli.engine.deadlines import Deadlines
 from rdmacli.engine.loop import DeadlineExpired, Loop
 from rdmacli.engine.protocol import Protocol
-from rdmacli.engine.status import ERRNO_ADVICE, event_error, short_status
+from rdmacli.engine.settings import Options, Timeouts
+from rdmacli.engine.status import call_error, event_error, short_status
 from rdmacli.engine.timing import StepTimer
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
 from rdmacli.rdma.verbs import WorkCompletion
 
-ERROR_EVENTS = (
-    C.ADDR_ERROR,
-    C.ROUTE_ERROR,
-    C.CONNECT_ERROR,
-    C.UNREACHABLE,
-    C.REJECTED,
-    C.DEVICE_REMOVAL,
-    C.MULTICAST_ERROR,
-)
 Observer = Callable[[dict], None]
 # how long a disconnected connection waits for its outstanding completions (lifecycle.SETTLE):
 # an ACK overtaken by the DREQ comes in milliseconds; one that does not come by then never will
 # (the peer's QP is gone), and the protocol judges what is known
 SETTLE_S = 3.0
-
-
-@dataclass(frozen=True)
-class DeadlineWords:
-    """How messages name the deadlines: by what the caller calls them (a command's options, the
-    mesh's slot). The engine's own are neutral; the CLI's are cli/options.CLI_WORDS."""
-
-    overall: str = "the run's deadline"
-    wait: str = "a wait of {s:g} s"
-    more_time: str = "a longer deadline"  # advice: how to give the run more time
-    wait_longer: str = "a longer wait"  # advice: how to wait longer for a peer a person starts
-    # set: a connection still running at the overall deadline is an overrun (Cause.OVERRUN), said
-    # with the step it was in and this advice (the mesh: a pair at the end of its slot)
-    overrun: str | None = None
-
-
-@dataclass
-class Timeouts:
-    resolve_ms: int = 2000  # handed to rdma_resolve_addr/route, as the C tools do
-    connect_s: float = 10.0  # connect/accept until ESTABLISHED, and disconnect
-    idle_s: float = 10.0  # data phase: longest time without progress
-    overall_s: float | None = None  # the whole run
-    wait_s: float | None = None  # a server's or receiver's wait for its first peer (a person)
-    words: DeadlineWords = DeadlineWords()  # how messages name these limits: the caller's words
-
-    def __post_init__(self) -> None:
-        """The library refuses what the CLI refuses: a NaN deadline never fires, an infinite or
-        negative one is no deadline (every wait has one)."""
-        import math
-
-        for name in ("resolve_ms", "connect_s", "idle_s", "overall_s", "wait_s"):
-            value = getattr(self, name)
-            if value is not None and not (
-                isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
-            ):
-                raise RdmacliError(f"timeout {name}={value!r}: not a finite number of seconds >= 0",
-                                   cause=Cause.USAGE)  # fmt: skip
-
-    def waited(self) -> str:
-        return self.words.wait.format(s=self.wait_s or 0)
-
-
-@dataclass
-class Options:
-    ps: int = C.PS_TCP
-    tos: int | None = None
-    ack_timeout: int | None = None
-    busy_poll: bool = False
-    # a server's bounds on what its clients may take at once (None: none): connections open,
-    # and memory registered (pinned) for them; a request beyond either is rejected with words
-    max_open: int | None = None
-    max_pinned: int | None = None
-
-
-# calls whose failure is an address or route problem, not a failed call of ours
-CALL_CAUSE = {
-    "rdma_resolve_addr": Cause.ADDRESS,
-    "rdma_bind_addr": Cause.ADDRESS,
-    "rdma_resolve_route": Cause.ROUTE,
-}
-
-
-def call_error(step: str, exc: RdmaCallError, where: str) -> RdmacliError:
-    if exc.call in ("ibv_create_cq", "rdma_create_qp") and exc.errno == 12:  # MRs: Connection.reg
-        return RdmacliError(
-            f"{step}: {exc} [{where}]",
-            cause=Cause.MEMLOCK,
-            hint=f"locked memory is limited (RLIMIT_MEMLOCK): {MEMLOCK_HINT}",
-            details={"step": step, "call": exc.call},
-        )
-    return RdmacliError(
-        f"{step}: {exc} [{where}]",
-        hint=ERRNO_ADVICE.get(exc.errno),
-        cause=CALL_CAUSE.get(exc.call, Cause.CALL_FAILED),
-        details={"step": step, "call": exc.call},
-    )
 
 
 def default_backend():
@@ -157,7 +73,7 @@ class Flow:
         self.closed = False
         self.stopping = False  # set by stop(), possibly from another thread
         self._first_open = 0  # all_conns before this index are finished (all_finished)
-        self._soonest: tuple[float, str] | None = None  # a lower bound of nearest_deadline()
+        self.deadlines = Deadlines(self.deadline_all, self.timeouts.words.overall)
 
     # -- observation ---------------------------------------------------------------------------
     def emit(self, rec: dict) -> None:
@@ -258,7 +174,7 @@ class Flow:
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
         conn.last_event = ev
-        if ev.type in ERROR_EVENTS:
+        if ev.type in L.ERROR_EVENTS:
             self.fail_on(conn, ev)
             return
         if conn.finished or ev.type in L.INFORMATIONAL:
@@ -423,30 +339,10 @@ class Flow:
 
     # -- deadlines -----------------------------------------------------------------------------
     def note_deadline(self, when: float, conn: Connection) -> None:
-        """A connection set a deadline: keep the cached bound at or before it. (Its words are
-        made only then: a data phase pushes its deadline out at every completion.)"""
-        if self._soonest is not None and when < self._soonest[0]:
-            self._soonest = (when, self.deadline_words(conn))
-
-    @staticmethod
-    def deadline_words(conn: Connection) -> str:
-        return f"{conn.phase} on connection {conn.index}"
+        self.deadlines.note(when, conn)
 
     def nearest_deadline(self, now: float | None = None) -> tuple[float, str] | None:
-        """The nearest deadline of the run at `now` (the loop's clock read). Scanning every
-        connection on every loop turn made setup quadratic in connections: the scan result is
-        kept as a lower bound (kept low by note_deadline), and the scan is redone once that bound
-        has passed. So what is returned has either not passed at `now`, or is exact."""
-        now = time.monotonic() if now is None else now
-        soonest = self._soonest
-        if soonest is not None and soonest[0] > now:
-            return soonest
-        best = (self.deadline_all, self.timeouts.words.overall) if self.deadline_all else None
-        for conn in self.conns.values():
-            if not conn.finished and conn.deadline and (best is None or conn.deadline < best[0]):
-                best = (conn.deadline, self.deadline_words(conn))
-        self._soonest = best
-        return best
+        return self.deadlines.nearest(self.conns.values(), now)
 
     def on_conn_deadline(self, conn: Connection, hint: str | None) -> None:
         """A connection's own deadline passed: it fails, unless all that was left was the
@@ -473,21 +369,6 @@ class Flow:
                 ),
             )
         self.on_finished(conn)
-
-    def end_open(self, why: str) -> bool:
-        """The run was ended from outside (a deadline or a signal): each open connection's
-        protocol says whether that is its normal end (ping(8)), a failure of its own, or
-        neither. True when every open connection had its say (the stop is then no error)."""
-        open_conns = [c for c in self.all_conns if not c.finished]
-        said = [(c, c.protocol.on_stop(c, why) if c.protocol else None) for c in open_conns]
-        if not open_conns or any(verdict is None for _, verdict in said):
-            return False
-        for conn, verdict in said:
-            if verdict is True:
-                conn.finish()
-            else:
-                conn.fail(verdict)
-        return True
 
     def first_error(self) -> RdmacliError | None:
         return next((c.error for c in self.all_conns if c.error), None)

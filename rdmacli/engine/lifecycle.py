@@ -111,6 +111,16 @@ MULTICAST = {
 }
 # events that say nothing about a connection's exchange: never an error, in any phase
 INFORMATIONAL = (C.ADDR_CHANGE, C.TIMEWAIT_EXIT)
+# events that fail their connection in any phase, said in words by engine.status.event_error
+ERROR_EVENTS = (
+    C.ADDR_ERROR,
+    C.ROUTE_ERROR,
+    C.CONNECT_ERROR,
+    C.UNREACHABLE,
+    C.REJECTED,
+    C.DEVICE_REMOVAL,
+    C.MULTICAST_ERROR,
+)
 # phases not reached by a CM event: the first of each side (entered by the flow's start, or by
 # a CONNECT_REQUEST on the listener), a step inside a phase, a receiver's DATA, our disconnect
 ENTERED_BY_THE_FLOW = (RESOLVE_ADDR, ACCEPT, CREATE_QP, WAIT_FOR_PEER, DISCONNECT)

@@ -13,10 +13,10 @@ import time
 
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
-from rdmacli.engine.flow import Flow, call_error
+from rdmacli.engine.flow import Flow
 from rdmacli.engine.loop import DeadlineExpired
 from rdmacli.engine.protocol import Reject
-from rdmacli.engine.status import port_in_use
+from rdmacli.engine.status import call_error, port_in_use
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.figures import as_dict
 from rdmacli.rdma import constants as C

@@ -14,8 +14,9 @@ import signal
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from rdmacli.engine.flow import Flow, Observer, Options, Timeouts
+from rdmacli.engine.flow import Flow, Observer
 from rdmacli.engine.protocol import Params, Protocol
+from rdmacli.engine.settings import Options, Timeouts
 from rdmacli.engine.spec import Spec
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
@@ -145,7 +146,7 @@ def run(
     why = signal.Signals(signum).name if signum is not None else None
     if why is None and error is not None and error.cause is Cause.DEADLINE and not error.details.get("step"):
         why = "deadline"  # the overall --timeout (a connection's own deadline names its step)
-    if why is not None and flow.end_open(why):
+    if why is not None and end_open(flow, why):
         signum = error = None  # ping(8): a stop is the normal end of an open-ended run
     if signum is None and stops.signum is not None:
         flow.warnings.append(
@@ -166,3 +167,19 @@ def with_counters(outcome: Outcome, deltas, explain) -> None:
     outcome.error = explain(outcome.error, deltas) or outcome.error
     for c in outcome.connections:
         c.error = explain(c.error, deltas) or c.error
+
+
+def end_open(flow: Flow, why: str) -> bool:
+    """The run was ended from outside (a deadline or a signal): each open connection's
+    protocol says whether that is its normal end (ping(8)), a failure of its own, or
+    neither. True when every open connection had its say (the stop is then no error)."""
+    open_conns = [c for c in flow.all_conns if not c.finished]
+    said = [(c, c.protocol.on_stop(c, why) if c.protocol else None) for c in open_conns]
+    if not open_conns or any(verdict is None for _, verdict in said):
+        return False
+    for conn, verdict in said:
+        if verdict is True:
+            conn.finish()
+        else:
+            conn.fail(verdict)
+    return True

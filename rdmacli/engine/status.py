@@ -6,7 +6,12 @@ import errno as _errno
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma import constants as C
-from rdmacli.rdma.cm import errno_text
+from rdmacli.rdma.cm import RdmaCallError, errno_text
+
+MEMLOCK_HINT = (
+    "raise the locked-memory limit (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service, "
+    "--ulimit memlock=-1 for a container)"
+)
 
 # enum ib_cm_rej_reason (include/rdma/ib_cm.h)
 IB_CM_REJ_REASONS = {
@@ -200,3 +205,27 @@ def printable(data: bytes) -> str:
     """Private data as text: up to the first NUL, non-printables dropped (it is untrusted)."""
     text = data.split(b"\0", 1)[0].decode("utf-8", "replace")
     return "".join(ch for ch in text if ch.isprintable())[:200]
+
+
+# calls whose failure is an address or route problem, not a failed call of ours
+CALL_CAUSE = {
+    "rdma_resolve_addr": Cause.ADDRESS,
+    "rdma_bind_addr": Cause.ADDRESS,
+    "rdma_resolve_route": Cause.ROUTE,
+}
+
+
+def call_error(step: str, exc: RdmaCallError, where: str) -> RdmacliError:
+    if exc.call in ("ibv_create_cq", "rdma_create_qp") and exc.errno == 12:  # MRs: Connection.reg
+        return RdmacliError(
+            f"{step}: {exc} [{where}]",
+            cause=Cause.MEMLOCK,
+            hint=f"locked memory is limited (RLIMIT_MEMLOCK): {MEMLOCK_HINT}",
+            details={"step": step, "call": exc.call},
+        )
+    return RdmacliError(
+        f"{step}: {exc} [{where}]",
+        hint=ERRNO_ADVICE.get(exc.errno),
+        cause=CALL_CAUSE.get(exc.call, Cause.CALL_FAILED),
+        details={"step": step, "call": exc.call},
+    )

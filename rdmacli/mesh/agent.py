@@ -17,8 +17,8 @@ import os
 import socket
 import time
 
-from rdmacli.engine.flow import Options
 from rdmacli.engine.server import ServerFlow
+from rdmacli.engine.settings import Options
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule

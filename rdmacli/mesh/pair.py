@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Callable
 
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
-from rdmacli.engine.flow import DeadlineWords, Options, Timeouts, default_backend
+from rdmacli.engine.flow import default_backend
 from rdmacli.engine.protocol import Params
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.session import CLIENT, SERVER, Test, default_flow, run
+from rdmacli.engine.settings import DeadlineWords, Options, Timeouts
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.figures import BwFigures, BwServed, Figures, LatFigures, PingFigures, as_dict

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from rdmacli.engine.client import ClientFlow
-from rdmacli.engine.flow import Timeouts
+from rdmacli.engine.settings import Timeouts
 from rdmacli.protocols import rping
 from rdmacli.rdma import addr
 

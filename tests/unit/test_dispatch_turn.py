@@ -15,8 +15,8 @@ import pytest
 from fakerdma import FakeBackend, wc
 
 from rdmacli.engine.client import ClientFlow
-from rdmacli.engine.flow import Timeouts
 from rdmacli.engine.server import ServerFlow
+from rdmacli.engine.settings import Timeouts
 from rdmacli.engine.stops import Stops
 from rdmacli.outcome import State, from_flow
 from rdmacli.protocols import rping

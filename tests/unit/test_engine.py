@@ -15,10 +15,10 @@ import pytest
 from fakerdma import FakeBackend, wc
 
 from rdmacli.engine.client import ClientFlow
-from rdmacli.engine.flow import Options, Timeouts
 from rdmacli.engine.loop import DeadlineExpired
 from rdmacli.engine.mcast import McastFlow
 from rdmacli.engine.server import ServerFlow
+from rdmacli.engine.settings import Options, Timeouts
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import ExitCode, Stopped
 from rdmacli.outcome import State, from_flow
@@ -683,7 +683,7 @@ def test_a_bound_kept_for_the_nearest_deadline_is_judged_at_the_loops_instant(mo
     loop.close()
     # and the flow's kept bound is returned only while it has not passed at the instant given
     flow = server(FakeBackend())
-    flow._soonest = (100.0, "accept on connection 0")  # kept from a phase since left
+    flow.deadlines.soonest = (100.0, "accept on connection 0")  # kept from a phase since left
     assert flow.nearest_deadline(now=99.0) == (100.0, "accept on connection 0")
     assert flow.nearest_deadline(now=100.0) is None  # scanned again: nobody's deadline
     flow.close()

@@ -8,9 +8,9 @@ from fakerdma import FakeBackend
 
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.client import ClientFlow
-from rdmacli.engine.flow import Timeouts
 from rdmacli.engine.mcast import McastFlow
 from rdmacli.engine.server import ServerFlow
+from rdmacli.engine.settings import Timeouts
 from rdmacli.outcome import State, from_flow
 from rdmacli.protocols.bare import BareClient
 from rdmacli.protocols.cmatose import CmatoseServer

@@ -10,8 +10,8 @@ import errno
 from fakerdma import FakeBackend
 
 from rdmacli.engine import session
-from rdmacli.engine.flow import DeadlineWords, Timeouts
 from rdmacli.engine.session import CLIENT, SERVER, run
+from rdmacli.engine.settings import DeadlineWords, Timeouts
 from rdmacli.errors import Cause
 from rdmacli.mesh.pair import MeshListenFlow, judge
 from rdmacli.outcome import State

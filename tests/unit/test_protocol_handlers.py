@@ -8,8 +8,8 @@ import pytest
 from fakerdma import FakeBackend, wc
 
 from rdmacli.engine.client import ClientFlow
-from rdmacli.engine.flow import Options, Timeouts
 from rdmacli.engine.server import ServerFlow
+from rdmacli.engine.settings import Options, Timeouts
 from rdmacli.errors import ExitCode
 from rdmacli.outcome import State
 from rdmacli.protocols import rping

@@ -105,9 +105,9 @@ def test_a_ud_receiver_posts_the_whole_count_as_udaddy_does():
     posted beforehand. A window of 4096 recycled receives lost about a thousand in the lab."""
     from fakerdma import FakeBackend
 
-    from rdmacli.engine.flow import Options, Timeouts
     from rdmacli.engine.protocol import Params
     from rdmacli.engine.session import CLIENT, Test, run
+    from rdmacli.engine.settings import Options, Timeouts
     from rdmacli.protocols.table import UD
     from rdmacli.rdma import constants as C
 
