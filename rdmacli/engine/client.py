@@ -57,7 +57,7 @@ class ClientFlow(ActiveFlow):
     finds nothing listening is made again, with a new cm_id, until the wait is over."""
 
     side = "client"
-    table = L.ACTIVE
+    rows = L.ACTIVE
     RETRY_S = 0.5  # between requests that found nothing listening
 
     def __init__(self, *, route_only: bool = False, **kw):

@@ -27,10 +27,6 @@ from rdmacli.rdma.cm import CmEvent, RdmaCallError
 from rdmacli.rdma.verbs import WorkCompletion
 
 Observer = Callable[[dict], None]
-# how long a disconnected connection waits for its outstanding completions (lifecycle.SETTLE):
-# an ACK overtaken by the DREQ comes in milliseconds; one that does not come by then never will
-# (the peer's QP is gone), and the protocol judges what is known
-SETTLE_S = 3.0
 
 
 def default_backend():
@@ -147,30 +143,25 @@ class Flow:
         conn.phase = phase
 
     # -- the lifecycle (engine.lifecycle) --------------------------------------------------------
-    table: dict = {}  # the side's (phase, CM event) -> lifecycle.Row(next phase, action)
+    rows: dict = {}  # the side's lifecycle table: (phase, CM event) -> lifecycle.Row
+    table: dict = {}  # the same rows with their handlers (lifecycle.Bound), bound as a class is made
+
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        cls.table = L.bind(cls.rows, cls)
 
     def enter(self, conn: Connection, phase: L.Phase) -> None:
         """conn is now in `phase`: its step is timed and its timeout bounds it."""
         p = L.PHASES[phase]
         if p.step:
             self.timer.start(p.step, conn.index)
-        conn.expect(phase, self.limit_s(p.limit))
+        conn.expect(phase, self.timeouts.limit_s(p.limit))
 
     def leave(self, conn: Connection) -> None:
         """conn's phase is over: its step's time is recorded."""
         step = L.PHASES[conn.phase].step
         if step:
             self.step_done(conn, step)
-
-    def limit_s(self, limit: str | None) -> float | None:
-        t = self.timeouts
-        return {
-            "resolve": t.resolve_ms / 1000 + 2,  # rdma_resolve_*'s own timeout, and a margin
-            "connect": t.connect_s,
-            "idle": t.idle_s,
-            "wait": t.wait_s or 0,  # a wait for a person: none unless --wait
-            "settle": min(t.connect_s, SETTLE_S),
-        }.get(limit)
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
         conn.last_event = ev
@@ -188,7 +179,7 @@ class Flow:
                 cause=Cause.UNEXPECTED_EVENT,
                 details={"side": self.side, "step": conn.phase, "event": ev.name},
             )
-        getattr(self, "on_" + row.action)(conn, ev, row.next)
+        row.handler(self, conn, ev, row.next)
 
     def guarded(self, conn: Connection, fn, *args) -> None:
         """A failing call fails its connection, not the whole loop."""
@@ -247,7 +238,7 @@ class Flow:
         if conn.comm_est_due or conn.deadline is None:
             return
         conn.comm_est_due = True
-        halfway = conn.deadline - self.limit_s("connect") / 2 - time.monotonic()
+        halfway = conn.deadline - self.timeouts.limit_s("connect") / 2 - time.monotonic()
         conn.later(max(halfway, 0.0), self._notify_established)
 
     def _notify_established(self, conn: Connection) -> None:

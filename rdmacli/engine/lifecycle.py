@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Callable
 
 from rdmacli.rdma import constants as C
 
@@ -81,6 +82,27 @@ class Row:
 
     next: Phase | None
     action: str
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A row with its handler: the flow class's own on_<action> function, taken once."""
+
+    next: Phase | None
+    handler: Callable[..., None]  # (flow, conn, event, next)
+
+
+def bind(rows: dict, flow_class: type) -> dict:
+    """A side's rows with their handlers, taken from the flow class as it is made (a subclass's
+    own override included): a row whose handler the class lacks fails at import, never at the
+    event that needs it."""
+    out = {}
+    for key, row in rows.items():
+        handler = getattr(flow_class, "on_" + row.action, None)
+        if not callable(handler):
+            raise TypeError(f"{flow_class.__name__} has no on_{row.action} for its row {key}")
+        out[key] = Bound(row.next, handler)
+    return out
 
 
 # (phase, CM event) -> Row. A DISCONNECTED leads to SETTLE when completions of ours are still

@@ -19,7 +19,7 @@ from rdmacli.rdma.cm import CmEvent, RdmaCallError
 
 class McastFlow(ActiveFlow):
     side = "mcast"
-    table = L.MULTICAST
+    rows = L.MULTICAST
 
     def __init__(self, *, group, send_only: bool = False, **kw):
         super().__init__(dst=group, **kw)

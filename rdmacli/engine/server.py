@@ -26,7 +26,7 @@ from rdmacli.rdma.cm import CmEvent, RdmaCallError
 
 class ServerFlow(Flow):
     side = "server"
-    table = L.PASSIVE
+    rows = L.PASSIVE
 
     def __init__(self, *, bind: SockAddr, max_clients: int | None = 1, backlog: int = 0, **kw):
         super().__init__(**kw)

@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma import constants as C
 
+# how long a disconnected connection waits for its outstanding completions (lifecycle.SETTLE):
+# an ACK overtaken by the DREQ comes in milliseconds; one that does not come by then never will
+# (the peer's QP is gone), and the protocol judges what is known
+SETTLE_S = 3.0
+
 
 @dataclass(frozen=True)
 class DeadlineWords:
@@ -44,6 +49,16 @@ class Timeouts:
             ):
                 raise RdmacliError(f"timeout {name}={value!r}: not a finite number of seconds >= 0",
                                    cause=Cause.USAGE)  # fmt: skip
+
+    def limit_s(self, limit: str | None) -> float | None:
+        """The seconds a lifecycle phase's limit (lifecycle.Bounds.limit) stands for."""
+        return {
+            "resolve": self.resolve_ms / 1000 + 2,  # rdma_resolve_*'s own timeout, and a margin
+            "connect": self.connect_s,
+            "idle": self.idle_s,
+            "wait": self.wait_s or 0,  # a wait for a person: none unless --wait
+            "settle": min(self.connect_s, SETTLE_S),
+        }.get(limit)
 
     def waited(self) -> str:
         return self.words.wait.format(s=self.wait_s or 0)

@@ -32,13 +32,25 @@ def outcome(flow):
 TABLES = ((L.ACTIVE, ClientFlow), (L.PASSIVE, ServerFlow), (L.MULTICAST, McastFlow))
 
 
-def test_every_phase_of_every_table_is_described_and_every_action_exists():
+def test_every_phase_of_every_table_is_described_and_every_row_carries_its_handler():
     for table, flow_class in TABLES:
-        assert flow_class.table is table
+        assert flow_class.rows is table and flow_class.table.keys() == table.keys()
         for (phase, event), row in table.items():
             assert phase in L.PHASES and event in range(16)
             assert row.next is None or row.next in L.PHASES
-            assert callable(getattr(flow_class, "on_" + row.action)), (flow_class, row.action)
+            bound = flow_class.table[(phase, event)]
+            assert bound.next == row.next and bound.handler is getattr(flow_class, "on_" + row.action)
+
+
+def test_a_flow_without_a_rows_handler_fails_as_it_is_made_not_at_the_event():
+    import pytest
+
+    from rdmacli.engine.flow import Flow
+
+    with pytest.raises(TypeError, match="Broken has no on_addr_resolved"):
+
+        class Broken(Flow):  # noqa: F841 - made only to fail
+            rows = L.MULTICAST
 
 
 def walk(table, phase, events):
