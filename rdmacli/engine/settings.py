@@ -52,6 +52,8 @@ class Timeouts:
 
     def limit_s(self, limit: str | None) -> float | None:
         """The seconds a lifecycle phase's limit (lifecycle.Bounds.limit) stands for."""
+        if limit is None:
+            return None
         return {
             "resolve": self.resolve_ms / 1000 + 2,  # rdma_resolve_*'s own timeout, and a margin
             "connect": self.connect_s,
