@@ -95,6 +95,21 @@ def command() -> None:
     help="Serve Prometheus /metrics there (off by default; bind to a management address).",
 )
 @click.option(
+    "--metrics-cert",
+    type=FilePath(),
+    metavar="FILE",
+    help="Serve /metrics over TLS with this certificate chain (PEM; with --metrics-key).",
+)
+@click.option(
+    "--metrics-key", type=FilePath(), metavar="FILE", help="The private key of --metrics-cert (PEM)."
+)
+@click.option(
+    "--metrics-client-ca",
+    type=FilePath(),
+    metavar="FILE",
+    help="Serve only scrapers with a certificate this CA signed (mutual TLS; with --metrics-cert).",
+)
+@click.option(
     "--raise-after",
     type=click.IntRange(1),
     default=POLICY.raise_after,
@@ -125,16 +140,23 @@ def command() -> None:
     help="Windows a flap is counted in, and quiet windows before a flapping one is cleared.",
 )
 def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_spec, state_file, metrics,
-        raise_after, raise_window, clear_after, flap_count, flap_window) -> None:  # fmt: skip
+        metrics_cert, metrics_key, metrics_client_ca, raise_after, raise_window, clear_after, flap_count,
+        flap_window) -> None:  # fmt: skip
     """Run this node's agent until SIGTERM (a systemd unit: rdmacli-watch.service, Type=notify)."""
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh.inputs import parse_pairs
+    from rdmacli.watch.endpoint import Tls
     from rdmacli.watch.hysteresis import Policy
     from rdmacli.watch.service import Options, serve
 
     app = App.from_context()
     with app.errors("watch run"):
         pairs = parse_pairs(pairs_spec)
+        tls = None
+        if metrics_cert or metrics_key or metrics_client_ca:
+            if not (metrics and metrics_cert and metrics_key):
+                raise click.UsageError("TLS for /metrics needs --metrics, --metrics-cert and --metrics-key")
+            tls = Tls(metrics_cert, metrics_key, metrics_client_ca)
         try:
             policy = Policy(raise_after=raise_after, raise_window=raise_window, clear_after=clear_after,
                             flap_count=flap_count, flap_window=flap_window)  # fmt: skip
@@ -142,7 +164,7 @@ def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_
             raise RdmacliError(str(exc), hint="--raise-after <= --raise-window <= --flap-window",
                                cause=Cause.USAGE) from None  # fmt: skip
         opts = Options(map_path, node, port, window_s, count, partners, state_file, metrics, pairs, nodes,
-                       template)  # fmt: skip
+                       template, tls)  # fmt: skip
         sys.exit(serve(opts, policy))
 
 

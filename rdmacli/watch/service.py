@@ -19,6 +19,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from rdmacli.errors import Cause, RdmacliError
+from rdmacli.watch.endpoint import Tls
 from rdmacli.watch.hysteresis import State
 
 STATE_DIR = "/run/rdmacli"
@@ -32,7 +34,6 @@ def state_path(port: int) -> str:
 def writable(path: str, made: bool) -> None:
     """The state file can be written (tried for real, before anything starts), or the agent
     cannot run: said with what to change, exit 3. `made`: the default's directory is made here."""
-    from rdmacli.errors import Cause, RdmacliError
     from rdmacli.render.files import check
 
     try:
@@ -77,6 +78,7 @@ class Options:
     pairs: tuple[str, int] = ("all", 0)  # mesh's --pairs: all, group or sample and its K
     nodes: str | None = None  # a node set (ClusterShell syntax, @groups too): the names, else the map's
     template: str | None = None  # --address-template: a node's one rail from its name
+    tls: Tls | None = None  # /metrics over TLS (endpoint.Tls)
 
     @property
     def source(self) -> str:
@@ -94,7 +96,6 @@ def plan_nodes(opts: Options) -> tuple[tuple[str, ...], tuple[tuple[str, ...], .
     the map, as `mesh` takes them (mesh/nodes.addresses: the map's addresses, else the template,
     else the names resolved, all within one deadline). Read again on SIGHUP: a node set's
     @group or a name's address may have changed too."""
-    from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.inputs import groups_of, read_map
 
@@ -114,7 +115,6 @@ def plan_nodes(opts: Options) -> tuple[tuple[str, ...], tuple[tuple[str, ...], .
 def load_plan(opts: Options):
     """The plan from the nodes (plan_nodes) and this node's name (given, else the host's, as
     `mesh-agent --rank-from-host` finds it)."""
-    from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh.nodes import rank_of_host
     from rdmacli.watch.plan import RATE_BUDGET, WatchPlan
 
@@ -163,10 +163,35 @@ def state_doc(agent, node: str, k: int | None) -> dict:
             "windows": st.windows, "skipped": agent.skipped, "nics": nics, "pairs": pairs}  # fmt: skip
 
 
+def open_metrics(registry, opts: Options):
+    """The /metrics endpoint (endpoint.serve_metrics), or the reason it cannot open in words: a
+    port taken, an address not this host's, a certificate or key that does not load."""
+    import ssl
+
+    from rdmacli.watch.endpoint import serve_metrics
+
+    addr, port = opts.metrics or ("", 0)
+    try:
+        for path in (opts.tls.certfile, opts.tls.keyfile, opts.tls.client_cafile) if opts.tls else ():
+            if path:
+                with open(path, "rb"):  # ssl says a missing file without its name
+                    pass
+        context = opts.tls.context() if opts.tls is not None else None
+    except (OSError, ssl.SSLError) as exc:
+        said = exc.reason if isinstance(exc, ssl.SSLError) else f"{exc.filename}: {exc.strerror}"
+        raise RdmacliError(f"--metrics-cert/--metrics-key/--metrics-client-ca: {said or exc}",
+                           hint="PEM files: the certificate chain, its private key, the CA of the scrapers'",
+                           cause=Cause.USAGE) from None  # fmt: skip
+    try:
+        return serve_metrics(registry, addr, port, context)
+    except OSError as exc:
+        raise RdmacliError(f"--metrics {addr}:{port}: {exc.strerror or exc}",
+                           hint="another process may serve that port, or the address is not this host's",
+                           cause=Cause.ENVIRONMENT) from None  # fmt: skip
+
+
 def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     """Run the agent until SIGTERM/SIGINT; 0 then."""
-    from prometheus_client import start_http_server
-
     from rdmacli.render.files import replace
     from rdmacli.watch.agent import WatchAgent
     from rdmacli.watch.metrics import WatchMetrics
@@ -178,7 +203,7 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     writable(path, made=opts.state_file is None)
     metrics = WatchMetrics(node)
     if opts.metrics is not None:
-        start_http_server(opts.metrics[1], addr=opts.metrics[0], registry=metrics.registry)
+        open_metrics(metrics.registry, opts)
     cpu = [time.process_time()]
 
     def on_window(k, records, by_nic):

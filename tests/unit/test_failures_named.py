@@ -147,3 +147,30 @@ def test_a_watch_agent_whose_state_file_cannot_be_written_says_so_at_start(tmp_p
                 str(tmp_path / "no" / "such" / "dir" / "x.json"), timeout=60)  # fmt: skip
     assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
     assert "cannot write the watch state file" in r.stderr and "--state-file PATH" in r.stderr
+
+
+def test_a_metrics_endpoint_that_cannot_open_is_said_at_start(tmp_path):
+    """TLS options given half, a certificate that does not load, a port another process holds:
+    each said in words before the agent probes, with its exit code (never a traceback)."""
+    import socket
+
+    mapfile = tmp_path / "two.map"
+    mapfile.write_text("n1 192.0.2.1\nn2 192.0.2.2\n")
+    base = ["watch", "run", "--map", str(mapfile), "--node", "n1", "--state-file", str(tmp_path / "s.json")]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = f"127.0.0.1:{s.getsockname()[1]}"
+    r = rdmacli(*base, "--metrics", free, "--metrics-cert", str(mapfile), timeout=60)
+    assert r.returncode == 2 and "needs --metrics, --metrics-cert and --metrics-key" in r.stderr, r.stderr
+    r = rdmacli(*base, "--metrics", free, "--metrics-cert", str(mapfile), "--metrics-key",
+                str(mapfile), timeout=60)  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "--metrics-cert" in r.stderr, r.stderr
+    r = rdmacli(*base, "--metrics", free, "--metrics-cert", str(tmp_path / "none.pem"), "--metrics-key",
+                str(mapfile), timeout=60)  # fmt: skip
+    assert r.returncode == 2 and "none.pem: No such file or directory" in r.stderr, r.stderr
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        r = rdmacli(*base, "--metrics", f"127.0.0.1:{held.getsockname()[1]}", timeout=60)
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert "Address already in use" in r.stderr and "another process may serve that port" in r.stderr

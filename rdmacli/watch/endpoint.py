@@ -1,0 +1,111 @@
+"""The agent's /metrics endpoint: prometheus_client's WSGI app, served with bounds an always-on
+agent needs. prometheus_client's own server starts a thread per connection with no read timeout
+(800 half-sent requests held 802 threads, and under a unit's task limit the agent's own next
+thread failed); here at most MAX_CLIENTS are served at once (one more is closed at once), each
+read waits at most READ_TIMEOUT_S, a TLS handshake happens in the client's thread (never in the
+accept loop, where one slow client would stall every scrape), a connection is closed after
+REQUEST_S whatever it does, and TLS with optional client
+certificates (mutual TLS) is prometheus_client's own."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from wsgiref.simple_server import make_server
+
+from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family, _SilentHandler, make_wsgi_app
+
+MAX_CLIENTS = 8  # scrapes served at once (a Prometheus pair and a person or two)
+READ_TIMEOUT_S = 5.0  # one read of a request (or a TLS handshake) that waits longer is dropped
+REQUEST_S = 15.0  # a client's whole connection, however it trickles (a byte every few seconds)
+
+
+@dataclass(frozen=True)
+class Tls:
+    certfile: str
+    keyfile: str
+    client_cafile: str | None = None  # set: a scraper must present a certificate it signed
+
+    def context(self) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.certfile, self.keyfile)
+        if self.client_cafile:
+            ctx.load_verify_locations(cafile=self.client_cafile)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        return ctx
+
+
+class _Handler(_SilentHandler):
+    timeout = READ_TIMEOUT_S  # socketserver.StreamRequestHandler: the socket's timeout
+
+    def setup(self) -> None:
+        super().setup()
+        if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.do_handshake()  # here, in this client's thread, within the timeout
+
+
+class BoundedServer(ThreadingWSGIServer):
+    """A thread per client, at most `max_clients` of them."""
+
+    max_clients = MAX_CLIENTS
+    request_queue_size = 64  # socketserver's 5 left a burst's clients in SYN retries for seconds
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self.slots = threading.BoundedSemaphore(self.max_clients)
+        self.refused = 0  # connections closed at once: every slot was taken
+        self.open: dict[socket.socket, float] = {}  # each client's socket -> when it came
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.refused += 1
+            self.shutdown_request(request)
+            return
+        self.open[request] = time.monotonic()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.open.pop(request, None)
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.open.pop(request, None)
+            self.slots.release()
+
+    def service_actions(self) -> None:
+        """Every turn of the accept loop (twice a second): a client past REQUEST_S is cut (its
+        thread's blocked read returns, and its slot comes back)."""
+        now = time.monotonic()
+        for sock, since in list(self.open.items()):
+            if now - since > REQUEST_S:
+                self.open.pop(sock, None)
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that timed out, reset or failed its handshake: its own trouble, said nowhere
+        (socketserver would print a traceback to stderr for each)."""
+
+
+def serve_metrics(registry, addr: str, port: int, tls: ssl.SSLContext | None = None) -> BoundedServer:
+    """Start serving `registry` at addr:port in a daemon thread; the server (its `shutdown` stops it)."""
+
+    class Server(BoundedServer):
+        pass
+
+    Server.address_family, addr = _get_best_family(addr, port)
+    httpd = make_server(addr, port, make_wsgi_app(registry), Server, handler_class=_Handler)
+    if tls is not None:
+        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+    threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True).start()
+    return httpd
