@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from rdmacli.watch.plan import OPEN_LEAD_S, WatchPlan
 from rdmacli.watch.state import WatchState
@@ -63,6 +64,8 @@ class WatchAgent:
     sleep: object = None  # (seconds) -> True if stopped meanwhile; the stop event's wait unless given
     stopping: threading.Event = field(default_factory=threading.Event)
     next_plan: WatchPlan | None = None
+    loader: Callable[[], WatchPlan | None] | None = None  # the plan read again (ask_reload), None: refused
+    reload_asked: bool = False
     skipped: int = 0  # windows whose open time had passed when the loop came to them
     devices: dict = field(default_factory=dict)  # rail -> its RDMA device, as the last phase found it
     ports: dict = field(default_factory=dict)  # rail -> the device's port
@@ -96,6 +99,11 @@ class WatchAgent:
         """A new plan (the map changed), taken at the next window."""
         self.next_plan = plan
 
+    def ask_reload(self) -> None:
+        """Read the plan again (`loader`) before the next window: what SIGHUP's handler does,
+        and all it does (reading a map and resolving names is no work for a signal handler)."""
+        self.reload_asked = True
+
     def stop(self) -> None:
         self.stopping.set()
 
@@ -123,8 +131,14 @@ class WatchAgent:
         done = 0
         k = self.next_window()
         while not self.stopping.is_set() and (windows is None or done < windows):
+            if self.reload_asked and self.loader is not None:
+                self.reload_asked = False
+                plan = self.loader()
+                if plan is not None:
+                    self.reload(plan)
             if self.next_plan is not None:
                 same = self.next_plan.window_s == self.plan.window_s
+                self.state.rekey(self.plan.names, self.next_plan.names, self.next_plan.rails)
                 self.plan, self.next_plan = self.next_plan, None
                 if not same:  # its windows are its own: counted afresh (the same: the next one)
                     k = self.next_window()

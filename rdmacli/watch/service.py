@@ -216,17 +216,29 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
         named = sum(t.alerted for t in subjects)
         notify(f"STATUS=window {k}: {named} named")
 
-    agent = WatchAgent(plan, WatchState(rails=plan.rails, policy=policy), on_window=on_window)
+    def read_again():
+        """SIGHUP's plan, read in the agent's loop (never in the handler): None when refused."""
+        try:
+            new = load_plan(opts)
+        except Exception as exc:  # noqa: BLE001 - a bad map is refused, the agent goes on
+            print(f"watch: {opts.source} not taken, the old plan goes on: {exc}", file=err)
+            return None
+        if new.names[new.rank] != node:
+            print(f"watch: {opts.source} not taken: it makes this node {new.names[new.rank]}, not {node}",
+                  file=err)  # fmt: skip
+            return None
+        print(f"watch: {opts.source} read again; the new plan starts at the next window", file=err)
+        return new
+
+    agent = WatchAgent(
+        plan, WatchState(rails=plan.rails, policy=policy), on_window=on_window, loader=read_again
+    )
 
     def stop(signum, frame):
         agent.stop()
 
     def reload(signum, frame):
-        try:
-            agent.reload(load_plan(opts))
-            print(f"watch: {opts.source} read again; the new plan starts at the next window", file=err)
-        except Exception as exc:  # noqa: BLE001 - a bad map is refused, the agent goes on
-            print(f"watch: {opts.source} not taken, the old plan goes on: {exc}", file=err)
+        agent.ask_reload()
 
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, stop)

@@ -101,6 +101,22 @@ class WatchState:
         for key in [k for k, t in self.pairs.items() if t.state is State.OK and not any(t.recent)]:
             del self.pairs[key]
 
+    def rekey(self, old_names: tuple[str, ...], new_names: tuple[str, ...], rails: int) -> None:
+        """A new map (a reload): the pair trackers follow their partners by name to their new
+        ranks, and those of a partner or rail no longer in the map are dropped (a node taken
+        out is forgotten, a reordered map keeps each verdict under its own name); NICs of rails
+        no longer there are dropped."""
+        rank_of = {name: rank for rank, name in enumerate(new_names)}
+        pairs = {}
+        for (rail, peer, peer_rail), t in self.pairs.items():
+            name = old_names[peer] if 0 <= peer < len(old_names) else None
+            if name in rank_of and rail < rails and peer_rail < rails:
+                pairs[(rail, rank_of[name], peer_rail)] = t
+        self.pairs = pairs
+        self.nics = {r: t for r, t in self.nics.items() if r < rails}
+        self.refs = {r: ref for r, ref in self.refs.items() if r < rails}
+        self.rails = rails
+
     def alerted_pairs(self) -> dict[tuple[int, int, int], Tracker]:
         return {k: t for k, t in self.pairs.items() if t.alerted}
 

@@ -408,3 +408,45 @@ def test_a_map_read_again_with_windows_as_long_gives_up_no_window():
                        clock=lambda: now[0], sleep=sleep)  # fmt: skip
     assert agent.run(windows=3) == 3
     assert [e[1] for e in log if e[0] == "run"] == [101, 102, 103] and agent.plan.count == 12
+
+
+def test_a_reload_that_removes_or_reorders_nodes_keeps_each_verdict_under_its_name():
+    """An admin takes a dead node (n5) out of the map and reorders the rest, then SIGHUP: the
+    agent goes on (no IndexError: its trackers outlived the map's ranks, stop 52), the dead
+    node's pairs are forgotten, and a pair named before keeps its verdict under its own name.
+    The map is read in the agent's loop (`loader`), never in the signal handler."""
+    from rdmacli.watch.agent import WatchAgent
+    from rdmacli.watch.service import state_doc
+
+    now, log = [1000.3], []
+
+    def sleep(s):
+        now[0] += s
+        return False
+
+    def bad(name):
+        return lambda pl, k, stop: FakePhase(log, pl, k, bad_peer=pl.names.index(name), now=now)
+
+    state = WatchState(rails=2, policy=Policy(raise_after=2))
+    agent = WatchAgent(plan(0, window_s=10.0, per_window=7), state, make_phase=bad("n5"),
+                       clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    agent.run(windows=2)
+    assert {(r, agent.plan.names[p]) for r, p, _ in agent.state.alerted_pairs()} == {(0, "n5"), (1, "n5")}
+    assert [p["peer"] for p in state_doc(agent, "n0", 1)["pairs"]] == ["n5", "n5"]
+    kept = tuple(n for n in reversed(NAMES) if n != "n5")  # n5 gone, the rest in another order
+    order = {n: i for i, n in enumerate(NAMES)}
+    smaller = WatchPlan(names=kept, addresses=tuple(ADDRS[order[n]] for n in kept), rank=kept.index("n0"),
+                        window_s=10.0, per_window=7)  # fmt: skip
+    asked = []
+    agent.loader = lambda: asked.append(1) or smaller
+    agent.ask_reload()
+    assert not asked  # nothing read in the handler
+    agent.make_phase = bad("n7")
+    agent.run(windows=2)
+    assert asked == [1] and agent.plan is smaller
+    named = {(r, agent.plan.names[p]) for r, p, _ in agent.state.alerted_pairs()}
+    assert named == {(0, "n7"), (1, "n7")}  # n7 is rank 0 now; n5's trackers went with it
+    assert {p["peer"] for p in state_doc(agent, "n0", 3)["pairs"]} == {"n7"}
+    m = WatchMetrics("n0")
+    m.window({}, {0: "rxe0"}, agent.state, list(agent.plan.names))  # the names of the new map
+    assert "n7" in generate(m) and "n5" not in generate(m)
