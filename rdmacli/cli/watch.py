@@ -168,6 +168,14 @@ def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_
         sys.exit(serve(opts, policy))
 
 
+@command.command("unit", context_settings=HELP)
+def unit() -> None:
+    """Print the systemd unit that runs this install's agent (its ExecStart this rdmacli's path)."""
+    from rdmacli.watch.service import unit_text
+
+    click.echo(unit_text(), nl=False)
+
+
 @command.command("show", context_settings=HELP)
 @click.option("--node", metavar="NAME", help="This node's name (with {node} in --state-file).")
 @port_option("The agent's port (--port of its `watch run`): its state file is named after it.")

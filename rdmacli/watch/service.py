@@ -27,6 +27,25 @@ STATE_DIR = "/run/rdmacli"
 VERSION = 1
 
 
+UNIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdmacli-watch.service")
+
+
+def this_program() -> str:
+    """The command that runs this rdmacli, as a unit's ExecStart says it: the `rdmacli` script
+    beside this interpreter (a venv's, pipx's, the system's), else the interpreter with -m."""
+    script = os.path.join(os.path.dirname(sys.executable), "rdmacli")
+    words = [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "rdmacli"]
+    # systemd's own quoting: a word with a space in double quotes, its specifiers and $ doubled
+    return " ".join((f'"{w}"' if " " in w else w).replace("%", "%%").replace("$", "$$") for w in words)
+
+
+def unit_text(program: str | None = None) -> str:
+    """The packaged unit (rdmacli-watch.service) with ExecStart's program made absolute."""
+    with open(UNIT) as f:
+        text = f.read()
+    return text.replace("\nExecStart=rdmacli ", f"\nExecStart={program or this_program()} ", 1)
+
+
 def state_path(port: int) -> str:
     return os.path.join(STATE_DIR, f"watch-{port}.json")
 

@@ -4,6 +4,7 @@ files as agents write them (no RDMA: the agents' probing is the lab's to prove).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -211,22 +212,47 @@ def test_status_without_a_map_asks_the_node_set_one_rail_each(tmp_path):
 
 
 def test_the_shipped_unit_runs_the_agent_on_the_map_unless_given_a_node_set():
-    """rdmacli-watch.service: ExecStart's words as systemd expands them ($VAR unquoted: split on
-    white space), with the default environment and with a node set, are options `watch run`
-    takes."""
+    """rdmacli-watch.service as `watch unit` prints it: ExecStart this install's rdmacli by its
+    absolute path (a venv's found too, not a PATH lookup), its words as systemd expands them ($VAR
+    unquoted: split on white space), with the default environment and with a node set, options
+    `watch run` takes."""
     import shlex
-    from pathlib import Path
 
     from rdmacli.cli.watch import run
 
-    text = (Path(__file__).resolve().parents[3] / "rdmacli" / "watch" / "rdmacli-watch.service").read_text()
-    lines = dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith(("#", "[")))
+    r = subprocess.run([sys.executable, "-m", "rdmacli", "watch", "unit"], capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = dict(
+        line.split("=", 1) for line in r.stdout.splitlines() if line and not line.startswith(("#", "["))
+    )
     env = dict(word.split("=", 1) for word in shlex.split(lines["Environment"]))
     assert env == {"RDMACLI_WATCH_NODES": "--map /etc/rdmacli/watch.map", "RDMACLI_WATCH_ARGS": ""}
     words = shlex.split(lines["ExecStart"])
-    assert words[:4] == ["/usr/bin/env", "rdmacli", "watch", "run"]
+    assert os.path.isabs(words[0]) and os.access(words[0], os.X_OK) and words[1:3] == ["watch", "run"]
+    assert os.path.dirname(words[0]) == os.path.dirname(sys.executable)  # this install's, not PATH's
     for nodes in (env["RDMACLI_WATCH_NODES"], "--nodes @rdma --address-template {node}-ib"):
         given = {**env, "RDMACLI_WATCH_NODES": nodes, "RDMACLI_WATCH_ARGS": "--metrics 10.0.0.5:9590"}
-        args = [x for w in words[4:] for x in (given[w[1:]].split() if w.startswith("$") else [w])]
+        args = [x for w in words[3:] for x in (given[w[1:]].split() if w.startswith("$") else [w])]
         ctx = run.make_context("run", args)
         assert ctx.params["metrics"] == ("10.0.0.5", 9590) and (ctx.params["map_path"] or ctx.params["nodes"])
+
+
+def test_the_unit_is_valid_and_hardened(tmp_path):
+    """`systemd-analyze verify` takes the unit `watch unit` prints, and its exposure (`systemd-analyze
+    security`) is 3.0 or less (it was 9.6, UNSAFE: root with every capability, no sandbox)."""
+    import re
+
+    unit = tmp_path / "rdmacli-watch.service"
+    unit.write_text(subprocess.run([sys.executable, "-m", "rdmacli", "watch", "unit"], capture_output=True,
+                                   text=True, timeout=60, check=True).stdout)  # fmt: skip
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+    r = subprocess.run(["systemd-analyze", "security", "--offline=true", str(unit)], capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    level = re.search(r"Overall exposure level for rdmacli-watch.service: ([0-9.]+)", r.stdout)
+    assert level and float(level.group(1)) <= 3.0, r.stdout[-3000:]
+    for needed in ("DeviceAllow=/dev/infiniband/rdma_cm rw", "DeviceAllow=char-infiniband_verbs rw",
+                   "LimitMEMLOCK=infinity", "CapabilityBoundingSet=\n"):  # fmt: skip
+        assert needed in unit.read_text(), needed
