@@ -123,6 +123,15 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
             "rdmacli watch run --nodes @rdma --address-template '{node}-ib' --metrics 192.168.0.5:9590",
         ),
     ],
+    "watch unit": [
+        ("Install the agent's unit", "rdmacli watch unit > /etc/systemd/system/rdmacli-watch.service"),
+        ("Then enable it", "systemctl daemon-reload && systemctl enable --now rdmacli-watch"),
+        (
+            "/metrics over mutual TLS (systemctl edit rdmacli-watch)",
+            'Environment="RDMACLI_WATCH_ARGS=--metrics 192.168.0.5:9590 --metrics-cert /etc/rdmacli/tls.crt '
+            '--metrics-key /etc/rdmacli/tls.key --metrics-client-ca /etc/rdmacli/prometheus-ca.crt"',
+        ),
+    ],
     "watch show": [
         ("This node's agent's verdicts, one JSON line", "rdmacli watch show"),
         ("An agent on another port", "rdmacli watch show -p 7900"),
