@@ -24,6 +24,9 @@ from typing import Callable
 from rdmacli.watch.plan import OPEN_LEAD_S, WatchPlan
 from rdmacli.watch.state import WatchState
 
+BEAT_S = 5.0  # the loop's sign of life at least this often (the watchdog's pings follow it)
+PHASE_GRACE_S = 60.0  # past a phase's end: the NICs' close, the counters, the judgement
+
 
 class ProbePhases:
     """The real stack's phases (WatchAgent.make_phase): one probe.phase.Phase over the plan (its
@@ -65,6 +68,8 @@ class WatchAgent:
     stopping: threading.Event = field(default_factory=threading.Event)
     next_plan: WatchPlan | None = None
     loader: Callable[[], WatchPlan | None] | None = None  # the plan read again (ask_reload), None: refused
+    beat: float = field(default_factory=time.monotonic)  # the loop's last sign of progress (monotonic)
+    busy_until: float = 0.0  # a window's phase running: until when it must have ended (monotonic)
     reload_asked: bool = False
     skipped: int = 0  # windows whose open time had passed when the loop came to them
     devices: dict = field(default_factory=dict)  # rail -> its RDMA device, as the last phase found it
@@ -148,19 +153,39 @@ class WatchAgent:
                 self.skipped += 1
                 k = self.next_window()
                 continue
-            if wait > 0 and (self.sleep or self.stopping.wait)(wait):
+            if wait > 0 and self._sleep(wait):
                 break
             self.window(k)
             done += 1
             k += 1
         return done
 
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep until the next window in beats (a sign of life each BEAT_S); True if stopped."""
+        sleep = self.sleep or self.stopping.wait
+        while seconds > 0:
+            step = min(seconds, BEAT_S)
+            if sleep(step):
+                return True
+            seconds -= step
+            self.beat = time.monotonic()
+        return False
+
+    def alive(self) -> bool:
+        """Whether the agent is making progress, for systemd's watchdog (service.py pings it only
+        then): its loop beat within two beats, or a window's phase still within its end and a
+        grace. A phase stuck past that, or a loop stuck anywhere, stops the pings and systemd
+        restarts the agent."""
+        return time.monotonic() < max(self.beat + 2 * BEAT_S, self.busy_until)
+
     def window(self, k: int) -> None:
         plan = self.plan
+        self.busy_until = time.monotonic() + max(plan.phase_end(k) - self.clock(), 0.0) + PHASE_GRACE_S
         phase = self.make_phase(plan, k, self.stopping.is_set)
         try:
             records = phase.run(plan.begin(k), plan.phase_end(k))
         finally:
+            self.beat = time.monotonic()
             if not getattr(phase, "keep", False) or self.stopping.is_set():
                 phase.close()
         for rail, nic in getattr(phase, "nics", {}).items():

@@ -209,6 +209,25 @@ def open_metrics(registry, opts: Options):
                            cause=Cause.ENVIRONMENT) from None  # fmt: skip
 
 
+def watchdog(agent) -> None:
+    """systemd's watchdog (the unit's WatchdogSec, $WATCHDOG_USEC for this process): a thread that
+    pings at half the interval while the agent says it makes progress (WatchAgent.alive), and
+    stops pinging when it does not (systemd then restarts it)."""
+    usec, pid = os.environ.get("WATCHDOG_USEC"), os.environ.get("WATCHDOG_PID")
+    if not usec or not usec.isdigit() or (pid and pid != str(os.getpid())):
+        return
+    every = int(usec) / 2e6
+
+    def ping() -> None:
+        while not agent.stopping.wait(every):
+            if agent.alive():
+                notify("WATCHDOG=1")
+
+    import threading
+
+    threading.Thread(target=ping, name="watchdog", daemon=True).start()
+
+
 def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     """Run the agent until SIGTERM/SIGINT; 0 then."""
     from rdmacli.render.files import replace
@@ -259,6 +278,7 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     def reload(signum, frame):
         agent.ask_reload()
 
+    watchdog(agent)
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, stop)
     signal.signal(signal.SIGHUP, reload)

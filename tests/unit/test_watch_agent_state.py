@@ -450,3 +450,47 @@ def test_a_reload_that_removes_or_reorders_nodes_keeps_each_verdict_under_its_na
     m = WatchMetrics("n0")
     m.window({}, {0: "rxe0"}, agent.state, list(agent.plan.names))  # the names of the new map
     assert "n7" in generate(m) and "n5" not in generate(m)
+
+
+def test_the_watchdog_pings_while_the_agent_makes_progress_and_stops_when_it_is_stuck(tmp_path, monkeypatch):
+    """systemd's watchdog (the unit's WatchdogSec): pings on $NOTIFY_SOCKET at half of
+    $WATCHDOG_USEC while WatchAgent.alive (its loop beat lately, or its window's phase is within
+    its end and a grace), none once the loop is stuck: systemd then restarts it."""
+    import socket
+    import threading
+    import time
+
+    from rdmacli.watch import service
+    from rdmacli.watch.agent import BEAT_S, WatchAgent
+
+    agent = WatchAgent(plan(0, window_s=10.0, per_window=7), WatchState(rails=2))
+    assert agent.alive()  # just made: its loop has not had the time to stall
+    agent.beat = time.monotonic() - 3 * BEAT_S
+    assert not agent.alive()  # stuck outside a phase
+    agent.busy_until = time.monotonic() + 30
+    assert agent.alive()  # a phase within its end and grace
+    agent.busy_until = time.monotonic() - 1
+    assert not agent.alive()  # a phase stuck past it
+
+    sock_path = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(sock_path)
+        sock.settimeout(2)
+        monkeypatch.setenv("NOTIFY_SOCKET", sock_path)
+        monkeypatch.setenv("WATCHDOG_USEC", "200000")
+        agent.beat = time.monotonic()
+        agent.stopping = threading.Event()
+        service.watchdog(agent)
+        assert sock.recv(100) == b"WATCHDOG=1"  # alive: pinged within 0.1 s
+        agent.beat = time.monotonic() - 3 * BEAT_S
+        time.sleep(0.3)
+        while True:  # drain what was sent before it stalled
+            try:
+                sock.settimeout(0.05)
+                sock.recv(100)
+            except TimeoutError:
+                break
+        sock.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            sock.recv(100)  # stuck: no ping
+        agent.stop()
