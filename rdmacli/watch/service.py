@@ -228,6 +228,38 @@ def watchdog(agent) -> None:
     threading.Thread(target=ping, name="watchdog", daemon=True).start()
 
 
+def rails_found(plan, *, port_of=None, netdev_of=None) -> list[str | None]:
+    """This node's rails as the host has them: for each rail, None when an RDMA port holds its
+    address, else why not in words (the address on no netdev of this host, or on a netdev with
+    no RDMA device: no driver loaded, `rdma link add` not run)."""
+    from rdmacli.diag.local import netdev_of as find_netdev
+    from rdmacli.mesh.rails import port_of as find_port
+
+    port_of, netdev_of = port_of or find_port, netdev_of or find_netdev
+    out: list[str | None] = []
+    for address in plan.addresses[plan.rank]:
+        if port_of(address) is not None:
+            out.append(None)
+        elif netdev_of(address) is None:
+            out.append(f"{address} is on no network interface of this host")
+        else:
+            out.append(f"{address} is on {netdev_of(address)}, which no RDMA device has")
+    return out
+
+
+def preflight(plan, err, **kw) -> None:
+    """Said at start: a rail without an RDMA port is named (the agent goes on with the others and
+    opens it again each window); with none at all the agent cannot run (exit 3)."""
+    missing = rails_found(plan, **kw)
+    hint = "load the RDMA driver (`rdma link` lists the devices; Soft-RoCE: `rdma link add`), or fix the map"
+    if all(missing):
+        raise RdmacliError(f"no rail of this node has an RDMA device: {'; '.join(w for w in missing if w)}", hint=hint,
+                           cause=Cause.ENVIRONMENT)  # fmt: skip
+    for rail, why in enumerate(missing):
+        if why:
+            print(f"watch: rail {rail}: {why}; its pairs fail until it appears ({hint})", file=err)
+
+
 def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     """Run the agent until SIGTERM/SIGINT; 0 then."""
     from rdmacli.render.files import replace
@@ -242,6 +274,7 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     metrics = WatchMetrics(node)
     if opts.metrics is not None:
         open_metrics(metrics.registry, opts)
+    preflight(plan, err)
     cpu = [time.process_time()]
 
     def on_window(k, records, by_nic):

@@ -174,3 +174,33 @@ def test_a_metrics_endpoint_that_cannot_open_is_said_at_start(tmp_path):
         r = rdmacli(*base, "--metrics", f"127.0.0.1:{held.getsockname()[1]}", timeout=60)
     assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
     assert "Address already in use" in r.stderr and "another process may serve that port" in r.stderr
+
+
+def test_a_watch_agent_on_a_host_without_its_rdma_devices_says_so_at_start(tmp_path):
+    """This host has no RDMA device: the agent says why at start (exit 3), where it printed its
+    banner and nothing else for as long as it ran (its state said bad, cause ENV, nowhere why)."""
+    mapfile = tmp_path / "two.map"
+    mapfile.write_text("n1 127.0.0.1\nn2 192.0.2.2\n")
+    r = rdmacli("watch", "run", "--map", str(mapfile), "--node", "n1", "--state-file",
+                str(tmp_path / "s.json"), timeout=60)  # fmt: skip
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert "no rail of this node has an RDMA device: 127.0.0.1 is on lo, which no RDMA device has" in r.stderr
+    assert "rdma link" in r.stderr
+
+
+def test_a_rail_without_its_device_is_named_and_the_others_go_on():
+    import io
+
+    from rdmacli.watch.plan import WatchPlan
+    from rdmacli.watch.service import preflight
+
+    plan = WatchPlan(
+        names=("n1", "n2"), addresses=(("10.0.0.1", "10.1.0.1"), ("10.0.0.2", "10.1.0.2")), rank=0
+    )
+    err = io.StringIO()
+    ports = {"10.0.0.1": ("mlx5_0", 1)}
+    preflight(plan, err, port_of=ports.get, netdev_of={"10.0.0.1": "ens1", "10.1.0.1": "ens2"}.get)
+    assert err.getvalue().startswith("watch: rail 1: 10.1.0.1 is on ens2, which no RDMA device has;")
+    with pytest.raises(Exception, match="10.0.0.1 is on no network interface of this host") as got:
+        preflight(plan, err, port_of={}.get, netdev_of={"10.1.0.1": "ens2"}.get)
+    assert got.value.exit_code == 3
