@@ -70,6 +70,7 @@ class WatchAgent:
     loader: Callable[[], WatchPlan | None] | None = None  # the plan read again (ask_reload), None: refused
     beat: float = field(default_factory=time.monotonic)  # the loop's last sign of progress (monotonic)
     busy_until: float = 0.0  # a window's phase running: until when it must have ended (monotonic)
+    problems: dict = field(default_factory=dict)  # rail -> why its NIC did not open in the last window
     reload_asked: bool = False
     skipped: int = 0  # windows whose open time had passed when the loop came to them
     devices: dict = field(default_factory=dict)  # rail -> its RDMA device, as the last phase found it
@@ -191,6 +192,8 @@ class WatchAgent:
         for rail, nic in getattr(phase, "nics", {}).items():
             self.devices[rail] = nic.device
             self.ports[rail] = nic.ib_port
+        said = getattr(phase, "problems", None) or []
+        self.problems = {rail: str(p)[:300] for rail, p in enumerate(said) if p is not None}
         drops = self.link_drops()
         for rail, n in drops.items():
             if n and hasattr(phase, "drop"):  # a port that went down: its NIC opened afresh

@@ -164,7 +164,7 @@ def state_doc(agent, node: str, k: int | None) -> dict:
         ref = st.refs.get(rail)
         nics.append({"rail": rail, "address": plan.addresses[plan.rank][rail],
                      "device": agent.devices.get(rail), "state": (t.state if t else State.OK).value,
-                     "cause": t.cause if t else None,
+                     "cause": t.cause if t else None, "problem": agent.problems.get(rail),
                      "reference": ref.figures() if ref is not None else None})  # fmt: skip
     pairs = [
         {
@@ -253,8 +253,10 @@ def preflight(plan, err, **kw) -> None:
     missing = rails_found(plan, **kw)
     hint = "load the RDMA driver (`rdma link` lists the devices; Soft-RoCE: `rdma link add`), or fix the map"
     if all(missing):
-        raise RdmacliError(f"no rail of this node has an RDMA device: {'; '.join(w for w in missing if w)}", hint=hint,
-                           cause=Cause.ENVIRONMENT)  # fmt: skip
+        said = "; ".join(w for w in missing if w)
+        raise RdmacliError(
+            f"no rail of this node has an RDMA device: {said}", hint=hint, cause=Cause.ENVIRONMENT
+        )
     for rail, why in enumerate(missing):
         if why:
             print(f"watch: rail {rail}: {why}; its pairs fail until it appears ({hint})", file=err)
@@ -277,7 +279,15 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     preflight(plan, err)
     cpu = [time.process_time()]
 
+    said: dict[int, str] = {}
+
     def on_window(k, records, by_nic):
+        for rail in sorted(set(said) | set(agent.problems)):  # a rail's NIC gone or back, said once
+            now = agent.problems.get(rail)
+            if now != said.get(rail):
+                print(f"watch: rail {rail}: {now or 'open again'}", file=err)
+        said.clear()
+        said.update(agent.problems)
         metrics.window(by_nic, agent.devices, agent.state, list(agent.plan.names))
         used = time.process_time() - cpu[0]
         cpu[0] += used

@@ -494,3 +494,30 @@ def test_the_watchdog_pings_while_the_agent_makes_progress_and_stops_when_it_is_
         with pytest.raises(TimeoutError):
             sock.recv(100)  # stuck: no ping
         agent.stop()
+
+
+def test_a_rail_whose_nic_did_not_open_says_why_in_the_state_file():
+    """A device gone (a driver reload): the phase could not open rail 1; the state file's NIC
+    entry says why (it said bad, cause ENV, and nowhere why), and once it opens again, nothing."""
+    from rdmacli.watch.agent import WatchAgent
+    from rdmacli.watch.service import state_doc
+
+    now, log = [1000.3], []
+    gone = RdmacliError("no RDMA device has 10.1.0.0 any more", cause=Cause.ENVIRONMENT)
+
+    class Gone(FakePhase):
+        problems = [None, gone]
+
+    def sleep(s):
+        now[0] += s
+        return False
+
+    agent = WatchAgent(plan(0, window_s=10.0, per_window=7), WatchState(rails=2),
+                       make_phase=lambda pl, k, stop: Gone(log, pl, k, now=now), clock=lambda: now[0],
+                       sleep=sleep)  # fmt: skip
+    agent.run(windows=1)
+    nics = state_doc(agent, "n0", 1)["nics"]
+    assert [n["problem"] for n in nics] == [None, "no RDMA device has 10.1.0.0 any more"]
+    agent.make_phase = lambda pl, k, stop: FakePhase(log, pl, k, now=now)
+    agent.run(windows=1)
+    assert [n["problem"] for n in state_doc(agent, "n0", 2)["nics"]] == [None, None]
