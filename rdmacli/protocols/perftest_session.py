@@ -33,6 +33,8 @@ from rdmacli.protocols.perftest_qps import (  # noqa: F401 - Setting: what the c
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import ConnParam
 
+MAX_EARLY = 2  # control messages a server keeps ahead of its step (the lock step allows one)
+
 
 class Session:
     """Where one test's exchange is, for both of its connections (`role`: client or server)."""
@@ -124,6 +126,11 @@ class Session:
         step = self.step
         if step is None or step in (P.CONNECT, P.TEST):
             if self.role == "server" and step is not None:
+                if len(self.early) >= MAX_EARLY:  # lock step: perftest waits for each answer
+                    raise violation(
+                        f"{len(self.early) + 1} control messages came before the test's QP was up: "
+                        "perftest's lock step sends one and waits for its answer"
+                    )
                 self.early.append(data)  # perftest went on before this side's step: kept
                 return
             raise violation(f"a control message came at step {step or 'end'} ({len(data)} bytes)")

@@ -5,6 +5,7 @@ Receives the engine's records through a callback (httpx _main.py style); knows n
 
 from __future__ import annotations
 
+import string
 import sys
 
 from rdmacli.outcome import dumps
@@ -19,6 +20,17 @@ SERVED = {
     "bw": "{op} of {size_bytes} bytes, {messages_received} sends received",
     "lat": "{op}, {iterations_answered} iterations answered",
 }
+
+
+def served_words(rec: dict) -> str | None:
+    """What a server's connection served, in its protocol's words; None for a connection that
+    ended before it counted what the words need (a perftest control connection, a client gone at
+    once): a KeyError here ended `listen --perftest` as an internal error."""
+    served = SERVED.get(rec.get("protocol") or "")
+    if served is None:
+        return None
+    needed = [name for _, name, _, _ in string.Formatter().parse(served) if name]
+    return served.format(**rec) if all(rec.get(n) is not None for n in needed) else None
 
 
 def _details(rec: dict) -> str:
@@ -122,9 +134,9 @@ class EventView:
 
     def _connection_line(self, rec: dict) -> None:
         text = f"connection {rec['conn']} from {rec['remote']}: {rec['state']}"
-        served = SERVED.get(rec.get("protocol"))
+        served = served_words(rec)
         if served:
-            text += f" ({served.format(**rec)})"
+            text += f" ({served})"
         if rec.get("error"):
             text += f": {rec['error']['message']}"
         self.app.err.print(text, markup=False, highlight=False)

@@ -204,3 +204,16 @@ def test_a_rail_without_its_device_is_named_and_the_others_go_on():
     with pytest.raises(Exception, match="10.0.0.1 is on no network interface of this host") as got:
         preflight(plan, err, port_of={}.get, netdev_of={"10.1.0.1": "ens2"}.get)
     assert got.value.exit_code == 3
+
+
+def test_a_connection_that_counted_nothing_still_gets_its_line():
+    """`listen --perftest` ended "internal error: KeyError: 'messages_received'": a server's line
+    for a connection of a protocol whose words need counts it never made (a perftest control
+    connection, a client gone at once) is said without them."""
+    from rdmacli.render.events import served_words
+
+    assert served_words({"protocol": "bw", "op": "write", "size_bytes": 65536}) is None
+    assert served_words({"protocol": "connect", "messages_received": None, "messages_sent": 3}) is None
+    full = {"protocol": "bw", "op": "write", "size_bytes": 4096, "messages_received": 0}
+    assert served_words(full) == "write of 4096 bytes, 0 sends received"
+    assert served_words({"protocol": "events"}) is None

@@ -149,3 +149,23 @@ def test_an_old_perftest_or_a_short_message_ends_the_test_in_words():
     s.control_up(FakeConn(FakeFlow(None)))
     with pytest.raises(RdmacliError):
         s.received(b"6.0")  # three bytes where perftest sends sixteen
+
+
+def test_a_client_that_floods_the_control_qp_ahead_of_the_test_is_the_peers_violation():
+    """A server keeps what perftest sends before its test QP is up (the lock step allows one
+    message ahead), never more: `listen --perftest` kept every message (1 M, ~103 MB, forever)."""
+    from rdmacli.protocols.perftest_session import MAX_EARLY
+
+    setting = Setting("bw", "write", 4096, count=100)
+    server = Session(setting, "server")
+    server.control = FakeControl([], "server")
+    server.control_up(FakeConn(FakeFlow(None)))
+    while server.step not in (P.CONNECT, None):  # to the step where the test QP comes
+        server.k += 1
+    data = b"\0" * 16
+    for _ in range(MAX_EARLY):
+        server.received(data)
+    with pytest.raises(RdmacliError) as got:
+        server.received(data)
+    assert got.value.cause is Cause.PEER_PROTOCOL and "lock step" in got.value.message
+    assert len(server.early) == MAX_EARLY
