@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rdmacli import native as N
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import RdmaCallError
 from rdmacli.rdma.verbs import WorkCompletion
 
@@ -31,6 +32,13 @@ def go_on(conn, sl: N.Slice) -> bool:
         return False
     if sl.status == N.POST_ERROR:
         raise RdmaCallError("ibv_post_send/ibv_post_recv (native)", sl.err)
+    if sl.status == N.FOREIGN and sl.wc_opcode & C.WC_RECV and sl.err in (conn.cm.qp_num, 0):
+        raise RdmacliError(  # a receive on this QP that no exchange asked for: the peer sent it
+            f"the peer sent a message nobody asked for (a receive completion, opcode {sl.wc_opcode}, "
+            f"outside the exchange) [{conn.flow.where(conn)}]",
+            hint="the peer does not keep the protocol's turns (another tool, or another version)",
+            cause=Cause.PEER_PROTOCOL,
+        )
     if sl.status not in (N.OK, *N.HANDED_BACK):
         which = (
             f" (QP {sl.err:#x}, this one's {conn.cm.qp_num:#x}; opcode {sl.wc_opcode}, wr_id {sl.wc_wr_id})"

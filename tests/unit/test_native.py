@@ -121,3 +121,27 @@ def test_the_probe_loop_refuses_what_it_cannot_bound():
     assert [loop.peer_of_nic[k] for k in range(10)] == [0, -1, -1, -1, -1, 1, -1, -1, -1, 2]
     assert loop.state.nfree == 4 and [loop.free[k] for k in range(4)] == [8, 9, 10, 11]
     assert loop.counts(1) == (0, 0, [], [])
+
+
+def test_an_answer_nobody_asked_for_is_the_peers_violation_and_a_foreign_qp_is_ours():
+    """A native slice that ends on a receive completion of this QP outside the exchange: the
+    peer sent it (peer_protocol_violation, never `internal`); a completion of another QP on this
+    connection's CQ stays a bug of ours."""
+    from types import SimpleNamespace
+
+    from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.protocols.slices import go_on
+
+    conn = SimpleNamespace(cm=SimpleNamespace(qp_num=0x42), flow=SimpleNamespace(where=lambda c: "a -> b"))
+
+    def ended(**kw):
+        sl = SimpleNamespace(status=native.FOREIGN, err=0x42, wc_opcode=128, wc_wr_id=7)
+        for k, v in kw.items():
+            setattr(sl, k, v)
+        with pytest.raises(RdmacliError) as got:
+            go_on(conn, sl)
+        return got.value.cause
+
+    assert ended() is Cause.PEER_PROTOCOL  # lat: a receive nobody asked for (err: this QP)
+    assert ended(err=0) is Cause.PEER_PROTOCOL  # bw: a receive on a one-way stream (err: its status)
+    assert ended(err=0x99, wc_opcode=0) is Cause.INTERNAL  # another QP's send completion
