@@ -130,6 +130,11 @@ class FilePath(click.Path):
         return value if isinstance(value, str) else str(value)
 
 
+def file_option(*decls: str, help: str):
+    """An option naming a file (FilePath, metavar FILE): every command's, declared alike."""
+    return click.option(*decls, type=FilePath(), metavar="FILE", help=help)
+
+
 def one_format(json_mode: bool, json_lines: bool) -> None:
     """--json and --json-lines together: the same usage error on every command that has both."""
     if json_mode and json_lines:

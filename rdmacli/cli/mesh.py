@@ -7,7 +7,7 @@ from functools import partial
 import click
 
 from rdmacli.cli import HELP, options
-from rdmacli.cli.app import FilePath, json_lines_option, json_option, pairs_option
+from rdmacli.cli.app import file_option, json_lines_option, json_option, pairs_option
 from rdmacli.mesh import plan as P
 from rdmacli.mesh.contract import TEST_WORDS, TESTS, default
 from rdmacli.mesh.launch import LAUNCHERS
@@ -67,11 +67,9 @@ from rdmacli.mesh.launch import LAUNCHERS
     metavar="TEMPLATE",
     help="A node's RDMA address from its name, e.g. '{node}-ib' ({rank} also works).",
 )
-@click.option(
+@file_option(
     "--map",
     "map_file",
-    type=FilePath(),
-    metavar="FILE",
     help="A file of `NODE [group=NAME] [ADDRESS...]` lines: each node's rails (rail k the k-th "
     "address; none: discovered) and group (for --pairs).",
 )
@@ -83,13 +81,12 @@ from rdmacli.mesh.launch import LAUNCHERS
 @click.option(
     "--ssh-options", metavar="OPTS", help="Extra ssh options for ClusterShell (e.g. '-i key -p 2222')."
 )
-@click.option(
+@file_option(
     "--topology",
     "topology_file",
-    type=FilePath(),
-    metavar="FILE",
     help="ClusterShell's tree mode (with --launcher ssh): a topology file ([routes], `THIS_HOST: "
-    "gw[1-4]`, `gw[1-4]: node[1-1000]`): agents start through the gateways, which run ClusterShell.",
+    "gw[1-4]`, `gw[1-4]: node[1-1000]`): agents start through the gateways, which run "
+    "ClusterShell.",
 )
 @click.option(
     "--ssh-timeout",
@@ -165,25 +162,19 @@ from rdmacli.mesh.launch import LAUNCHERS
     "count (confirmed or transient in the report); 0: no re-tests. A NIC that failed first still "
     "counts against it; a link is blamed only when confirmed.",
 )
-@click.option(
+@file_option(
     "--baseline",
-    type=FilePath(),
-    metavar="FILE",
     help="An earlier run's --json summary: flag pairs that started failing or got slower.",
 )
-@click.option(
+@file_option(
     "--prometheus",
     "prometheus_file",
-    type=FilePath(),
-    metavar="FILE",
     help="Also write the run's per-pair and per-node figures for Prometheus (node_exporter's "
     "textfile collector), atomically.",
 )
-@click.option(
+@file_option(
     "--matrix",
     "matrix_file",
-    type=FilePath(),
-    metavar="FILE",
     help="Also write every pair's result, one JSON line each, gzip-compressed (the summary lists "
     "every pair up to 2000 of them, above that only those with trouble).",
 )

@@ -13,7 +13,7 @@ import sys
 import click
 
 from rdmacli.cli import HELP
-from rdmacli.cli.app import FilePath
+from rdmacli.cli.app import file_option
 from rdmacli.mesh.nodes import rank_of_host
 from rdmacli.outcome import dumps
 
@@ -32,11 +32,9 @@ NODE_ENV = "RDMACLI_NODE"  # --rank-from-host: this node's name in the run, wher
     help=f"Take the rank from this node's name in the run: ${NODE_ENV}, else its hostname (ClusterShell's "
     "tree mode, where every node runs one command).",
 )
-@click.option(
+@file_option(
     "--spec",
     "spec_file",
-    type=FilePath(),
-    metavar="FILE",
     help="Read the run spec (one JSON line) from FILE instead of the first line of stdin.",
 )
 @click.option("--stop-on-eof", is_flag=True, help="End when stdin closes (an ssh launcher went away).")

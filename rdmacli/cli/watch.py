@@ -11,7 +11,7 @@ import click
 
 import rdmacli.watch as defaults
 from rdmacli.cli import HELP
-from rdmacli.cli.app import App, FilePath, json_option, pairs_option
+from rdmacli.cli.app import App, file_option, json_option, pairs_option
 from rdmacli.cli.options import Finite
 from rdmacli.watch.hysteresis import Policy
 
@@ -53,9 +53,12 @@ def command() -> None:
 
 
 @command.command("run", context_settings=HELP)
-@click.option("--map", "map_path", type=FilePath(), metavar="FILE",
-              help="The nodes and their rails' addresses (mesh's map: `NODE [group=G] [ADDRESS...]`); "
-              "read again on SIGHUP.")  # fmt: skip
+@file_option(
+    "--map",
+    "map_path",
+    help="The nodes and their rails' addresses (mesh's map: `NODE [group=G] [ADDRESS...]`); read "
+    "again on SIGHUP.",
+)
 @click.option("--nodes", metavar="NODESET",
               help="The nodes as a node set ('n[001-128]', @group): the names, their addresses from "
               "--map, --address-template or their names resolved; expanded again on SIGHUP.")  # fmt: skip
@@ -94,19 +97,16 @@ def command() -> None:
     metavar="ADDRESS:PORT",
     help="Serve Prometheus /metrics there (off by default; bind to a management address).",
 )
-@click.option(
+@file_option(
     "--metrics-cert",
-    type=FilePath(),
-    metavar="FILE",
     help="Serve /metrics over TLS with this certificate chain (PEM; with --metrics-key).",
 )
-@click.option(
-    "--metrics-key", type=FilePath(), metavar="FILE", help="The private key of --metrics-cert (PEM)."
+@file_option(
+    "--metrics-key",
+    help="The private key of --metrics-cert (PEM).",
 )
-@click.option(
+@file_option(
     "--metrics-client-ca",
-    type=FilePath(),
-    metavar="FILE",
     help="Serve only scrapers with a certificate this CA signed (mutual TLS; with --metrics-cert).",
 )
 @click.option(
@@ -206,11 +206,9 @@ def show(node, port, state_file) -> None:
 
 @command.command("status", context_settings=HELP)
 @click.argument("nodes")
-@click.option(
+@file_option(
     "--map",
     "map_path",
-    type=FilePath(),
-    metavar="FILE",
     help="The map the agents run with (their names and rails); without it, the agents' nodes are "
     "NODES, one rail each (as `watch run --nodes` without a map).",
 )
