@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import fields
 
 import click
 
@@ -15,7 +16,16 @@ from rdmacli.cli.app import App, file_option, json_option, pairs_option
 from rdmacli.cli.options import Finite
 from rdmacli.watch.hysteresis import Policy
 
-POLICY = Policy()  # the verdict's defaults, said once (watch/hysteresis.py)
+
+def policy_options(f):
+    """The verdict's options, one per field of watch/hysteresis.Policy (its default, least value
+    and words are the field's): the policy declared once."""
+    for fld in reversed(fields(Policy)):
+        f = click.option(f"--{fld.name.replace('_', '-')}", type=click.IntRange(fld.metadata["least"]),
+                         default=fld.default, show_default=True, help=fld.metadata["help"])(f)  # fmt: skip
+    return f
+
+
 DEFAULT_PORT = defaults.PORT
 
 
@@ -109,39 +119,9 @@ def command() -> None:
     "--metrics-client-ca",
     help="Serve only scrapers with a certificate this CA signed (mutual TLS; with --metrics-cert).",
 )
-@click.option(
-    "--raise-after",
-    type=click.IntRange(1),
-    default=POLICY.raise_after,
-    show_default=True,
-    help="Bad windows (of --raise-window) before a pair or NIC is named.",
-)
-@click.option("--raise-window", type=click.IntRange(1), default=POLICY.raise_window, show_default=True,
-              help="The last windows in which --raise-after bad ones name a pair or NIC.")  # fmt: skip
-@click.option(
-    "--clear-after",
-    type=click.IntRange(1),
-    default=POLICY.clear_after,
-    show_default=True,
-    help="Good windows in a row before a named pair or NIC is cleared.",
-)
-@click.option(
-    "--flap-count",
-    type=click.IntRange(2),
-    default=POLICY.flap_count,
-    show_default=True,
-    help="Onsets (bad after good) within --flap-window that make a pair or NIC flapping.",
-)
-@click.option(
-    "--flap-window",
-    type=click.IntRange(1),
-    default=POLICY.flap_window,
-    show_default=True,
-    help="Windows a flap is counted in, and quiet windows before a flapping one is cleared.",
-)
+@policy_options
 def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_spec, state_file, metrics,
-        metrics_cert, metrics_key, metrics_client_ca, raise_after, raise_window, clear_after, flap_count,
-        flap_window) -> None:  # fmt: skip
+        metrics_cert, metrics_key, metrics_client_ca, **policy) -> None:  # fmt: skip
     """Run this node's agent until SIGTERM (a systemd unit: rdmacli-watch.service, Type=notify)."""
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh.inputs import parse_pairs
@@ -158,14 +138,13 @@ def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_
                 raise click.UsageError("TLS for /metrics needs --metrics, --metrics-cert and --metrics-key")
             tls = Tls(metrics_cert, metrics_key, metrics_client_ca)
         try:
-            policy = Policy(raise_after=raise_after, raise_window=raise_window, clear_after=clear_after,
-                            flap_count=flap_count, flap_window=flap_window)  # fmt: skip
+            verdicts = Policy(**policy)
         except ValueError as exc:
             raise RdmacliError(str(exc), hint="--raise-after <= --raise-window <= --flap-window",
                                cause=Cause.USAGE) from None  # fmt: skip
         opts = Options(map_path, node, port, window_s, count, partners, state_file, metrics, pairs, nodes,
                        template, tls)  # fmt: skip
-        sys.exit(serve(opts, policy))
+        sys.exit(serve(opts, verdicts))
 
 
 @command.command("unit", context_settings=HELP)

@@ -57,15 +57,26 @@ TRANSITIONS: dict[State, dict[Event, State]] = {
 ALERTED = frozenset((State.BAD, State.CLEARING, State.FLAPPING))  # named in reports and /metrics
 
 
+def _knob(default: int, least: int, help: str):
+    """A Policy field that is also `watch run`'s option of its name (cli/watch.policy_options)."""
+    return field(default=default, metadata={"least": least, "help": help})
+
+
 @dataclass(frozen=True)
 class Policy:
     """How much evidence each step takes, in windows."""
 
-    raise_after: int = 3
-    raise_window: int = 5
-    clear_after: int = 5
-    flap_count: int = 3
-    flap_window: int = 100
+    # each field is also `watch run`'s option of its name (--raise-after ...): its least value
+    # and its words, said here once
+    raise_after: int = _knob(3, 1, "Bad windows (of --raise-window) before a pair or NIC is named.")
+    raise_window: int = _knob(5, 1, "The last windows in which --raise-after bad ones name a pair or NIC.")
+    clear_after: int = _knob(5, 1, "Good windows in a row before a named pair or NIC is cleared.")
+    flap_count: int = _knob(
+        3, 2, "Onsets (bad after good) within --flap-window that make a pair or NIC flapping."
+    )
+    flap_window: int = _knob(
+        100, 1, "Windows a flap is counted in, and quiet windows before a flapping one is cleared."
+    )
 
     def __post_init__(self):
         ok = 1 <= self.raise_after <= self.raise_window <= self.flap_window and self.clear_after >= 1
