@@ -38,12 +38,13 @@ from rdmacli.protocols.table import BW
     "for messages above 128 KiB: at most 16 MiB in flight; with --perftest, 128].",
 )
 @options.count_option("Messages per QP (default: run for --duration).", high=1 << 40)
-@click.option(
+@options.seconds_option(
     "-D",
     "--duration",
-    type=options.Finite(0, 86400, min_open=True),
+    low=0,
+    high=86400,
+    min_open=True,
     default=None,
-    metavar="SECONDS",
     help="Seconds to run  [default: 5, unless -C; not with -C].",
 )
 @click.option(

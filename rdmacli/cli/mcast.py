@@ -43,12 +43,11 @@ from rdmacli.protocols.table import MCAST
     is_flag=True,
     help="Block multicast loopback to this host's own QPs (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).",
 )
-@click.option(
+@options.seconds_option(
     "--send-delay",
-    type=options.Finite(0, 60),
+    low=0,
+    high=60,
     default=0.0,
-    show_default=True,
-    metavar="SECONDS",
     help="Wait after joining before sending (mckey waits 3 s for the IB subnet manager).",
 )
 @options.wait_for_peer

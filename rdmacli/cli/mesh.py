@@ -42,15 +42,14 @@ from rdmacli.mesh.launch import LAUNCHERS
 @click.option(
     "--quick", is_flag=True, help="About log2(N) rounds instead of N-1: each node meets that many partners."
 )
-@click.option(
+@options.seconds_option(
     "--round-time",
-    type=options.Finite(0.5, 3600),
-    metavar="SECONDS",
+    low=0.5,
+    high=3600,
     default=default("round_s"),
-    show_default=True,
-    help="Seconds per round: each pair's slot (setup, test, teardown); a pair still running at "
-    "its end is torn down there (OVER). A dead node costs its pairs one round each. Real fabrics: "
-    "1 is plenty; the emulated lab: 3 up to 8 nodes, 6 for 16.",
+    help="Seconds per round: each pair's slot (setup, test, teardown); a pair still running at its"
+    " end is torn down there (OVER). A dead node costs its pairs one round each. Real "
+    "fabrics: 1 is plenty; the emulated lab: 3 up to 8 nodes, 6 for 16.",
 )
 @click.option(
     "--launch-timeout",
@@ -88,13 +87,12 @@ from rdmacli.mesh.launch import LAUNCHERS
     "gw[1-4]`, `gw[1-4]: node[1-1000]`): agents start through the gateways, which run "
     "ClusterShell.",
 )
-@click.option(
+@options.seconds_option(
     "--ssh-timeout",
     "connect_timeout",
-    type=options.Finite(1, 600),
-    metavar="SECONDS",
+    low=1,
+    high=600,
     default=10.0,
-    show_default=True,
     help="ssh's connection timeout per node (ssh's ConnectTimeout, not the CM's).",
 )
 @click.option(

@@ -48,6 +48,13 @@ class Size(click.IntRange):
         return f"{bytes_words(self.min)} to {bytes_words(self.max)}"
 
 
+def seconds_option(*decls: str, low: float, high: float, default: float | None, help: str,
+                   min_open: bool = False):  # fmt: skip
+    """An option of seconds between `low` and `high` (Finite: never NaN), its default shown."""
+    return click.option(*decls, type=Finite(low, high, min_open=min_open), default=default,
+                        show_default=default is not None, metavar="SECONDS", help=help)  # fmt: skip
+
+
 def _compose(*decorators):
     def apply(f):
         for d in reversed(decorators):
@@ -222,30 +229,28 @@ _timeout_options = _compose(
         metavar="MS",
         help="Address and route resolution timeout (as the C tools: 2000 ms).",
     ),
-    click.option(
+    seconds_option(
         "--connect-timeout",
         "connect_timeout",
-        type=Finite(0.1, 3600),
+        low=0.1,
+        high=3600,
         default=10.0,
-        show_default=True,
-        metavar="SECONDS",
         help="Longest wait for the connection to be established (and to disconnect).",
     ),
-    click.option(
+    seconds_option(
         "--idle-timeout",
         "idle_timeout",
-        type=Finite(0.1, 86400),
+        low=0.1,
+        high=86400,
         default=10.0,
-        show_default=True,
-        metavar="SECONDS",
         help="Longest time without data progress on a connection.",
     ),
-    click.option(
+    seconds_option(
         "--timeout",
         "timeout",
-        type=Finite(0.1, 10 * 86400),
+        low=0.1,
+        high=10 * 86400,
         default=None,
-        metavar="SECONDS",
         help="Deadline for the whole run (default: none).",
     ),
 )

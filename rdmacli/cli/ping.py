@@ -25,13 +25,12 @@ def _size(ctx, param, value):
 )
 @click.option("-V", "--validate", is_flag=True, help="Check that the data came back intact.")
 @click.option("-v", "--verbose", is_flag=True, help="Print a line per ping with its data.")
-@click.option(
+@options.seconds_option(
     "-i",
     "--interval",
-    type=options.Finite(0, 3600),
+    low=0,
+    high=3600,
     default=0.0,
-    show_default=True,
-    metavar="SECONDS",
     help="Pause between pings.",
 )
 @options.busy_poll

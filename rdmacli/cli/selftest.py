@@ -38,12 +38,11 @@ from rdmacli.protocols.table import PING, PROTOCOLS
     help="Address the client side uses (default: one on another device that reaches the server, "
     "else the server's own).",
 )
-@click.option(
+@options.seconds_option(
     "--timeout",
-    type=options.Finite(1, 3600),
+    low=1,
+    high=3600,
     default=30.0,
-    show_default=True,
-    metavar="SECONDS",
     help="Deadline for each protocol.",
 )
 @json_option

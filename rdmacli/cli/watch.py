@@ -11,9 +11,8 @@ from dataclasses import fields
 import click
 
 import rdmacli.watch as defaults
-from rdmacli.cli import HELP
+from rdmacli.cli import HELP, options
 from rdmacli.cli.app import App, file_option, json_option, pairs_option
-from rdmacli.cli.options import Finite
 from rdmacli.watch.hysteresis import Policy
 
 
@@ -77,10 +76,14 @@ def command() -> None:
 @node_option
 @port_option("The probes' port (UDP port space) on rail 0, rail k on PORT + k; the same on every node.",
              high=65535 - 16)  # fmt: skip
-@click.option("--window", "window_s", type=Finite(5, 3600), default=defaults.WINDOW_S, metavar="SECONDS",
-              show_default=True,
-              help="Seconds a probe window lasts (on the wall clock: every node's windows "
-              "coincide).")  # fmt: skip
+@options.seconds_option(
+    "--window",
+    "window_s",
+    low=5,
+    high=3600,
+    default=defaults.WINDOW_S,
+    help="Seconds a probe window lasts (on the wall clock: every node's windows coincide).",
+)
 @click.option(
     "-C",
     "--count",
@@ -200,12 +203,11 @@ def show(node, port, state_file) -> None:
 )
 @port_option("The agents' port (--port of their `watch run`).")
 @click.option("--state-file", metavar="PATH", help="The agents' state file ({node}: each node's name).")
-@click.option(
+@options.seconds_option(
     "--timeout",
-    type=Finite(1, 600),
-    metavar="SECONDS",
+    low=1,
+    high=600,
     default=30.0,
-    show_default=True,
     help="Seconds to wait for every node's answer.",
 )
 @click.option(
