@@ -25,6 +25,22 @@ def observed(app: App, show_events: bool, on_record=None):
     return view, observer
 
 
+def make_test(command: str, spec, role: str, params=None, *, summary: dict, port_space: str | None = None,
+              **kw):  # fmt: skip
+    """A command's engine.session.Test, made the one way: its protocol's Params (default: none),
+    its engine.settings.Options from the command's connection options (tos, ack_timeout,
+    busy_poll, max_open, max_pinned) and port space by name, and the rest as Test's own fields."""
+    from rdmacli.engine.protocol import Params
+    from rdmacli.engine.session import Test
+    from rdmacli.engine.settings import Options
+    from rdmacli.rdma.constants import PORT_SPACES
+
+    given = {k: kw.pop(k) for k in ("tos", "ack_timeout", "busy_poll", "max_open", "max_pinned") if k in kw}
+    if port_space is not None:
+        given["ps"] = PORT_SPACES[port_space]
+    return Test(command, spec, role, params or Params(), options=Options(**given), summary=summary, **kw)
+
+
 def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None, then=None,
              factory=None) -> None:  # fmt: skip
     """Run a test (engine.session) with its events shown as they come, print its summary and

@@ -103,10 +103,9 @@ def command(
         "all_sizes": all_sizes,
     }
     with app.errors("bw", params):
-        from rdmacli.cli._run import run_sweep, run_test, sweep_of
+        from rdmacli.cli._run import make_test, run_sweep, run_test, sweep_of
         from rdmacli.engine.protocol import Params
-        from rdmacli.engine.session import CLIENT, Test
-        from rdmacli.engine.settings import Options
+        from rdmacli.engine.session import CLIENT
 
         def on_record(rec: dict) -> None:
             if rec["type"] == "bw" and app.live:
@@ -121,28 +120,18 @@ def command(
 
         sizes = [s for s in SWEEP_SIZES if BW.min_size <= s <= BW.max_size] if all_sizes else [size]
 
-        def make_test(size: int, group: int = 1) -> Test:
-            return Test(
-                "bw",
-                BW,
-                CLIENT,
-                Params(
-                    count=count, size=size, op=op, duration=duration, depth=depth, bidir=bidir, group=group
-                ),
-                host=host,
-                port=port,
-                bind=bind,
-                connections=qps,
-                timeouts=timeouts,
-                options=Options(busy_poll=busy_poll),
-                summary=params,
+        def sized(size: int, group: int = 1):
+            wire = Params(
+                count=count, size=size, op=op, duration=duration, depth=depth, bidir=bidir, group=group
             )
+            return make_test("bw", BW, CLIENT, wire, summary=params, host=host, port=port, bind=bind,
+                             connections=qps, timeouts=timeouts, busy_poll=busy_poll)  # fmt: skip
 
         if all_sizes and not perftest:
-            each = lambda s: make_test(s, len(sizes))  # noqa: E731 (each announces them all)
+            each = lambda s: sized(s, len(sizes))  # noqa: E731 (each announces them all)
             run_sweep(app, each, sizes, show_events=show_events, on_record=on_record)
             return
-        test, factory, then = make_test(size), None, aggregate
+        test, factory, then = sized(size), None, aggregate
         if perftest:
             from dataclasses import replace
 

@@ -70,25 +70,24 @@ def command(
         "ack_timeout": ack_timeout,
     }
     with app.errors("connect", params):
-        from rdmacli.cli._run import run_test
+        from rdmacli.cli._run import make_test, run_test
         from rdmacli.engine.protocol import Params
-        from rdmacli.engine.session import CLIENT, Test
-        from rdmacli.engine.settings import Options
-        from rdmacli.rdma.constants import PORT_SPACES
+        from rdmacli.engine.session import CLIENT
 
-        test = Test(
+        test = make_test(
             "connect",
             spec,
             CLIENT,
             Params(count=count, size=size),
+            summary=params,
+            port_space=port_space,
             host=host,
             port=port,
             bind=bind,
             connections=connections,
             timeouts=timeouts,
-            options=Options(
-                ps=PORT_SPACES[port_space], tos=tos, ack_timeout=ack_timeout, busy_poll=busy_poll
-            ),
-            summary=params,
+            tos=tos,
+            ack_timeout=ack_timeout,
+            busy_poll=busy_poll,
         )
         run_test(app, test, show_events=show_events)

@@ -52,23 +52,21 @@ def command(
         "port_space": port_space,
     }
     with app.errors("events", params):
-        from rdmacli.cli._run import run_test
-        from rdmacli.engine.session import CLIENT, SERVER, Test
-        from rdmacli.engine.settings import Options
+        from rdmacli.cli._run import make_test, run_test
+        from rdmacli.engine.session import CLIENT, SERVER
         from rdmacli.protocols.table import EVENTS
-        from rdmacli.rdma.constants import PORT_SPACES
 
-        test = Test(
+        test = make_test(
             "events",
             EVENTS,
             SERVER if listen else CLIENT,
+            summary=params,
+            port_space=port_space,
             host=host,
             port=port,
             bind=bind,
             connections=connections,
             timeouts=timeouts,
-            options=Options(ps=PORT_SPACES[port_space]),
-            summary=params,
         )
         app.steps = True  # the step timings are what this command is for (cmtime)
         run_test(app, test, show_events=True)

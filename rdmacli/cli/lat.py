@@ -58,32 +58,22 @@ def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, t
         "all_sizes": all_sizes,
     }
     with app.errors("lat", params):
-        from rdmacli.cli._run import run_sweep, run_test, sweep_of
+        from rdmacli.cli._run import make_test, run_sweep, run_test, sweep_of
         from rdmacli.engine.protocol import Params
-        from rdmacli.engine.session import CLIENT, Test
-        from rdmacli.engine.settings import Options
+        from rdmacli.engine.session import CLIENT
         from rdmacli.protocols.perftest import SWEEP_SIZES
 
-        def make_test(size: int, group: int = 1) -> Test:
-            return Test(
-                "lat",
-                LAT,
-                CLIENT,
-                Params(count=count, size=size, op=op, group=group),
-                host=host,
-                port=port,
-                bind=bind,
-                timeouts=timeouts,
-                options=Options(busy_poll=busy_poll),
-                summary=params,
-            )
+        def sized(size: int, group: int = 1):
+            wire = Params(count=count, size=size, op=op, group=group)
+            return make_test("lat", LAT, CLIENT, wire, summary=params, host=host, port=port, bind=bind,
+                             timeouts=timeouts, busy_poll=busy_poll)  # fmt: skip
 
         if all_sizes and not perftest:  # the sizes rdmacli's lat server takes (write: its address first)
             low = 16 if op == "write" else LAT.min_size
             sizes = [s for s in SWEEP_SIZES if low <= s <= LAT.max_size]
-            run_sweep(app, lambda s: make_test(s, len(sizes)), sizes, show_events=show_events)
+            run_sweep(app, lambda s: sized(s, len(sizes)), sizes, show_events=show_events)
             return
-        test, factory, then = make_test(size), None, None
+        test, factory, then = sized(size), None, None
         if perftest:
             from dataclasses import replace
 

@@ -170,29 +170,26 @@ def command(
         "all_sizes": all_sizes,
     }
     with app.errors("listen", params):
-        from rdmacli.cli._run import run_test
+        from rdmacli.cli._run import make_test, run_test
         from rdmacli.engine.protocol import Params
-        from rdmacli.engine.session import SERVER, Test
-        from rdmacli.engine.settings import Options
-        from rdmacli.rdma.constants import PORT_SPACES
+        from rdmacli.engine.session import SERVER
 
-        test = Test(
+        wire = Params(count=count, size=size, max_size=max_size, corrupt=fault_corrupt)
+        test = make_test(
             "listen",
             spec,
             SERVER,
-            Params(count=count, size=size, max_size=max_size, corrupt=fault_corrupt),
+            wire,
+            summary=params,
+            port_space=port_space,
             port=port,
             bind=bind,
             connections=None if persistent else connections,
             timeouts=timeouts,
-            options=Options(
-                ps=PORT_SPACES[port_space],
-                ack_timeout=ack_timeout,
-                busy_poll=busy_poll,
-                max_open=params["max_clients"],
-                max_pinned=max_pinned,
-            ),  # fmt: skip
-            summary=params,
+            ack_timeout=ack_timeout,
+            busy_poll=busy_poll,
+            max_open=params["max_clients"],
+            max_pinned=max_pinned,
         )
         factory = None
         if perftest:

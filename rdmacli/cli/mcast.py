@@ -92,23 +92,22 @@ def command(
         "no_loopback": no_loopback,
     }
     with app.errors("mcast", params):
-        from rdmacli.cli._run import run_test
+        from rdmacli.cli._run import make_test, run_test
         from rdmacli.engine.protocol import Params
-        from rdmacli.engine.session import CLIENT, SERVER, Test
-        from rdmacli.engine.settings import Options
-        from rdmacli.rdma.constants import PORT_SPACES
+        from rdmacli.engine.session import CLIENT, SERVER
 
-        test = Test(
+        wire = Params(count=count, size=size, no_loopback=no_loopback, send_delay=send_delay)
+        test = make_test(
             "mcast",
             MCAST,
             CLIENT if send else SERVER,
-            Params(count=count, size=size, no_loopback=no_loopback, send_delay=send_delay),
+            wire,
+            summary=params,
+            port_space=port_space,
             host=group,
             bind=bind,
             connections=qps,
             send_only=send_only,
             timeouts=timeouts,
-            options=Options(ps=PORT_SPACES[port_space]),
-            summary=params,
         )
         run_test(app, test, show_events=show_events)

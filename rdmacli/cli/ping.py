@@ -68,10 +68,9 @@ def command(
         "interval_s": interval,
     }
     with app.errors("ping", params):
-        from rdmacli.cli._run import run_test
+        from rdmacli.cli._run import make_test, run_test
         from rdmacli.engine.protocol import Params
-        from rdmacli.engine.session import CLIENT, Test
-        from rdmacli.engine.settings import Options
+        from rdmacli.engine.session import CLIENT
         from rdmacli.units import duration
 
         # a terminal gets a line per ping, or a progress bar for long counted runs
@@ -97,16 +96,7 @@ def command(
                     line += f"  ping data: {rec['data']}"
                 app.err.print(line, markup=False, highlight=False)
 
-        test = Test(
-            "ping",
-            PING,
-            CLIENT,
-            Params(count=count, size=size, validate=validate, interval=interval),
-            host=host,
-            port=port,
-            bind=bind,
-            timeouts=timeouts,
-            options=Options(busy_poll=busy_poll),
-            summary=params,
-        )
+        wire = Params(count=count, size=size, validate=validate, interval=interval)
+        test = make_test("ping", PING, CLIENT, wire, summary=params, host=host, port=port, bind=bind,
+                         timeouts=timeouts, busy_poll=busy_poll)  # fmt: skip
         run_test(app, test, show_events=show_events, progress=bar, on_record=on_record)
