@@ -25,8 +25,9 @@ def observed(app: App, show_events: bool, on_record=None):
     return view, observer
 
 
-def make_test(command: str, spec, role: str, params=None, *, summary: dict, port_space: str | None = None,
-              **kw):  # fmt: skip
+def make_test(
+    command: str, spec, role: str, params=None, *, summary: dict, port_space: str | None = None, **kw
+):
     """A command's engine.session.Test, made the one way: its protocol's Params (default: none),
     its engine.settings.Options from the command's connection options (tos, ack_timeout,
     busy_poll, max_open, max_pinned) and port space by name, and the rest as Test's own fields."""
@@ -41,8 +42,9 @@ def make_test(command: str, spec, role: str, params=None, *, summary: dict, port
     return Test(command, spec, role, params or Params(), options=Options(**given), summary=summary, **kw)
 
 
-def run_test(app: App, test, *, show_events: bool, progress=None, on_record=None, then=None,
-             factory=None) -> None:  # fmt: skip
+def run_test(
+    app: App, test, *, show_events: bool, progress=None, on_record=None, then=None, factory=None
+) -> None:
     """Run a test (engine.session) with its events shown as they come, print its summary and
     exit with its status. `on_record` sees every record first (a command's own lines); `then`
     adds a command's own figures to the outcome (its `data`) before it is printed; `factory`

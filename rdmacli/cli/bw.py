@@ -59,9 +59,23 @@ from rdmacli.protocols.table import BW
 @options.timeouts
 @options.output
 def command(
-    host, port, bind, op, size, qps, depth, count, duration, bidir, all_sizes, perftest, busy_poll, timeouts,
-    app, show_events,
-):  # fmt: skip
+    host,
+    port,
+    bind,
+    op,
+    size,
+    qps,
+    depth,
+    count,
+    duration,
+    bidir,
+    all_sizes,
+    perftest,
+    busy_poll,
+    timeouts,
+    app,
+    show_events,
+):
     """Measure bandwidth to HOST, which runs `rdmacli listen --bw`.
 
     Keeps --depth work requests of SIZE bytes in flight on each of --qps connections, for -C
@@ -124,8 +138,19 @@ def command(
             wire = Params(
                 count=count, size=size, op=op, duration=duration, depth=depth, bidir=bidir, group=group
             )
-            return make_test("bw", BW, CLIENT, wire, summary=params, host=host, port=port, bind=bind,
-                             connections=qps, timeouts=timeouts, busy_poll=busy_poll)  # fmt: skip
+            return make_test(
+                "bw",
+                BW,
+                CLIENT,
+                wire,
+                summary=params,
+                host=host,
+                port=port,
+                bind=bind,
+                connections=qps,
+                timeouts=timeouts,
+                busy_poll=busy_poll,
+            )
 
         if all_sizes and not perftest:
             each = lambda s: sized(s, len(sizes))  # noqa: E731 (each announces them all)

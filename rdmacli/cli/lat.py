@@ -65,8 +65,18 @@ def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, t
 
         def sized(size: int, group: int = 1):
             wire = Params(count=count, size=size, op=op, group=group)
-            return make_test("lat", LAT, CLIENT, wire, summary=params, host=host, port=port, bind=bind,
-                             timeouts=timeouts, busy_poll=busy_poll)  # fmt: skip
+            return make_test(
+                "lat",
+                LAT,
+                CLIENT,
+                wire,
+                summary=params,
+                host=host,
+                port=port,
+                bind=bind,
+                timeouts=timeouts,
+                busy_poll=busy_poll,
+            )
 
         if all_sizes and not perftest:  # the sizes rdmacli's lat server takes (write: its address first)
             low = 16 if op == "write" else LAT.min_size

@@ -97,6 +97,16 @@ def command(
                 app.err.print(line, markup=False, highlight=False)
 
         wire = Params(count=count, size=size, validate=validate, interval=interval)
-        test = make_test("ping", PING, CLIENT, wire, summary=params, host=host, port=port, bind=bind,
-                         timeouts=timeouts, busy_poll=busy_poll)  # fmt: skip
+        test = make_test(
+            "ping",
+            PING,
+            CLIENT,
+            wire,
+            summary=params,
+            host=host,
+            port=port,
+            bind=bind,
+            timeouts=timeouts,
+            busy_poll=busy_poll,
+        )
         run_test(app, test, show_events=show_events, progress=bar, on_record=on_record)

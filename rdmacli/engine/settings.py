@@ -47,8 +47,9 @@ class Timeouts:
             if value is not None and not (
                 isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
             ):
-                raise RdmacliError(f"timeout {name}={value!r}: not a finite number of seconds >= 0",
-                                   cause=Cause.USAGE)  # fmt: skip
+                raise RdmacliError(
+                    f"timeout {name}={value!r}: not a finite number of seconds >= 0", cause=Cause.USAGE
+                )
 
     def limit_s(self, limit: str | None) -> float | None:
         """The seconds a lifecycle phase's limit (lifecycle.Bounds.limit) stands for."""

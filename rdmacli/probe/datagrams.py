@@ -30,10 +30,19 @@ def native_loop(nic, recvs: int, sends: int, free: list[int] | None = None):
         return None
     lid = nic.listen_id
     return native.ProbeLoop(
-        verbs_address(lid.qp), verbs_address(nic.cq.ptr), verbs_address(lid.pd), run=nic.run_id, nic=nic.nic,
-        count=nic.count, recvs=recvs, sends=sends, buf=(nic.mr.addr, nic.mr.lkey), port_num=nic.ib_port,
-        partners=[p.nic for p in nic.peers], free=free,
-    )  # fmt: skip
+        verbs_address(lid.qp),
+        verbs_address(nic.cq.ptr),
+        verbs_address(lid.pd),
+        run=nic.run_id,
+        nic=nic.nic,
+        count=nic.count,
+        recvs=recvs,
+        sends=sends,
+        buf=(nic.mr.addr, nic.mr.lkey),
+        port_num=nic.ib_port,
+        partners=[p.nic for p in nic.peers],
+        free=free,
+    )
 
 
 class PythonLoop(NicState):
@@ -50,8 +59,16 @@ class PythonLoop(NicState):
             t1 = time.perf_counter_ns()
             self.mr.write(Datagram(PROBE, self.run_id, p.seq, self.nic, p.nic, t1).pack(), slot * SLOT)
             try:
-                verbs.post_send(self.listen_id.qp, slot, self.mr, slot * SLOT, PAYLOAD, ah=p.ah.ptr,
-                                remote_qpn=p.qpn, remote_qkey=p.qkey)  # fmt: skip
+                verbs.post_send(
+                    self.listen_id.qp,
+                    slot,
+                    self.mr,
+                    slot * SLOT,
+                    PAYLOAD,
+                    ah=p.ah.ptr,
+                    remote_qpn=p.qpn,
+                    remote_qkey=p.qkey,
+                )
             except Exception:  # noqa: BLE001 - a full queue: this probe is not sent, nor counted
                 self.free_sends.append(slot)
                 heapq.heappush(self.due, (now + p.step, i))
@@ -108,8 +125,16 @@ class PythonLoop(NicState):
         reply = Datagram(REPLY, self.run_id, d.seq, d.src, d.dst, d.t1, t2, t3)
         self.mr.write(reply.pack(), out * SLOT)
         try:
-            verbs.post_send(self.listen_id.qp, out, self.mr, out * SLOT, PAYLOAD, ah=ah.ptr,
-                            remote_qpn=wc.src_qp, remote_qkey=QKEY)  # fmt: skip
+            verbs.post_send(
+                self.listen_id.qp,
+                out,
+                self.mr,
+                out * SLOT,
+                PAYLOAD,
+                ah=ah.ptr,
+                remote_qpn=wc.src_qp,
+                remote_qkey=QKEY,
+            )
         except Exception:  # noqa: BLE001
             self.free_sends.append(out)
 

@@ -28,8 +28,19 @@ class NicProbe(Resolving, PythonLoop):
     phase's end, and probes each of its partners between `begin` and `send_end`. Every wait is
     bounded by the phase's end; everything is torn down whatever happened."""
 
-    def __init__(self, *, run: bytes, nic: int, address: str, port: int, peers: list[Peer], count: int,
-                 begin: float, end: float, stop=lambda: False):  # fmt: skip
+    def __init__(
+        self,
+        *,
+        run: bytes,
+        nic: int,
+        address: str,
+        port: int,
+        peers: list[Peer],
+        count: int,
+        begin: float,
+        end: float,
+        stop=lambda: False,
+    ):
         self.run_id, self.nic, self.address, self.port, self.count = run, nic, address, port, count
         self.peers = peers
         for i, p in enumerate(peers):
@@ -74,8 +85,14 @@ class NicProbe(Resolving, PythonLoop):
             sends, recvs = min(sends, cqe // 4), cqe - min(sends, cqe // 4)
         self.comp = verbs.CompChannel(self.listen_id.verbs)
         self.cq = verbs.CQ(self.listen_id.verbs, sends + recvs, self.comp)
-        self.listen_id.create_qp(qp_type=C.QPT_UD, send_cq=self.cq.ptr, recv_cq=self.cq.ptr,
-                                 max_send_wr=sends, max_recv_wr=recvs, sq_sig_all=1)  # fmt: skip
+        self.listen_id.create_qp(
+            qp_type=C.QPT_UD,
+            send_cq=self.cq.ptr,
+            recv_cq=self.cq.ptr,
+            max_send_wr=sends,
+            max_recv_wr=recvs,
+            sq_sig_all=1,
+        )
         self.recvs = recvs  # wr_ids below are receive slots, the rest send slots
         self.mr = verbs.MR(self.listen_id.pd, (recvs + sends) * SLOT, C.ACCESS_LOCAL_WRITE)
         verbs.post_recv_slots(self.listen_id.qp, self.mr, range(recvs), SLOT)
@@ -153,8 +170,11 @@ class NicProbe(Resolving, PythonLoop):
         steps += [ah.destroy for ah in ahs.values()]
         if self.listen_id is not None:
             steps.append(self.listen_id.destroy_qp)
-        steps += [x for x in (self.cq and self.cq.destroy, self.comp and self.comp.destroy,
-                              self.mr and self.mr.dereg) if x]  # fmt: skip
+        steps += [
+            x
+            for x in (self.cq and self.cq.destroy, self.comp and self.comp.destroy, self.mr and self.mr.dereg)
+            if x
+        ]
         if self.listen_id is not None:
             steps.append(self.listen_id.destroy)
         if self.channel is not None:
@@ -198,11 +218,13 @@ class NicProbe(Resolving, PythonLoop):
             if sel is not None:
                 sel.close()
         if self.device:
-            d = counters.delta(self.device, self.ib_port, self.counters_before,
-                               counters.read(self.device, self.ib_port))  # fmt: skip
+            d = counters.delta(
+                self.device, self.ib_port, self.counters_before, counters.read(self.device, self.ib_port)
+            )
             if d.moved or d.reset:
-                self.counters = [{"device": d.device, "port": d.port, "moved": dict(d.moved),
-                                  "reset": list(d.reset)}]  # fmt: skip
+                self.counters = [
+                    {"device": d.device, "port": d.port, "moved": dict(d.moved), "reset": list(d.reset)}
+                ]
 
     def _native_turn(self, now: float) -> None:
         """One call of the native loop: until a CM event (handled here) or Python's next time."""
@@ -255,8 +277,10 @@ class NicProbe(Resolving, PythonLoop):
         if status != 0:
             from rdmacli import native
 
-            raise RdmacliError(f"the probe's native loop stopped: {native.STATUS_WORDS.get(status, status)}",
-                               cause=Cause.CALL_FAILED)  # fmt: skip
+            raise RdmacliError(
+                f"the probe's native loop stopped: {native.STATUS_WORDS.get(status, status)}",
+                cause=Cause.CALL_FAILED,
+            )
 
     def _next_wake(self, now: float) -> float:
         """How long the loop may sleep: until the phase's begin or end, the next probe due in

@@ -32,15 +32,25 @@ class Phase:
     open has its problem said in `problems` (the agent's per-rail list), as the agent's preflight
     does."""
 
-    def __init__(self, cfg: Topology, tests: list[tuple[int, int, int]], problems: list, *, run: bytes,
-                 count: int, stop=lambda: False, keep: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        cfg: Topology,
+        tests: list[tuple[int, int, int]],
+        problems: list,
+        *,
+        run: bytes,
+        count: int,
+        stop=lambda: False,
+        keep: bool = False,
+    ):
         self.keep = keep  # NICs stay open after a run, for next_window (`rdmacli watch`)
         self.stop = stop
         self.nics: dict[int, NicProbe] = {}
         self.next_window(cfg, tests, problems, run=run, count=count)
 
-    def next_window(self, cfg: Topology, tests: list[tuple[int, int, int]], problems: list, *, run: bytes,
-                    count: int) -> None:  # fmt: skip
+    def next_window(
+        self, cfg: Topology, tests: list[tuple[int, int, int]], problems: list, *, run: bytes, count: int
+    ) -> None:
         """Take a window's tests: a NIC kept open from the window before (keep) goes on with its
         QP and what it knows of its partners (NicProbe.retarget) when its rail, address and port
         are the same; any other is closed; a rail not open is opened."""
@@ -57,8 +67,11 @@ class Phase:
                 )
             )
         for rail, nic in list(self.nics.items()):
-            same = (nic.nic, nic.address, nic.port) == (cfg.nic(cfg.rank, rail), cfg.address(cfg.rank, rail),
-                                                        cfg.port_of(rail))  # fmt: skip
+            same = (nic.nic, nic.address, nic.port) == (
+                cfg.nic(cfg.rank, rail),
+                cfg.address(cfg.rank, rail),
+                cfg.port_of(rail),
+            )
             try:
                 if not same or rail not in self.by_rail or problems[rail] is not None:
                     raise LookupError("not this window's")
@@ -68,17 +81,29 @@ class Phase:
         for rail, peers in sorted(self.by_rail.items()):
             if problems[rail] is not None or rail in self.nics:
                 continue
-            nic = NicProbe(run=run, nic=cfg.nic(cfg.rank, rail), address=cfg.address(cfg.rank, rail),
-                           port=cfg.port_of(rail), peers=peers, count=count, begin=0.0, end=0.0,
-                           stop=self.stop)  # fmt: skip
+            nic = NicProbe(
+                run=run,
+                nic=cfg.nic(cfg.rank, rail),
+                address=cfg.address(cfg.rank, rail),
+                port=cfg.port_of(rail),
+                peers=peers,
+                count=count,
+                begin=0.0,
+                end=0.0,
+                stop=self.stop,
+            )
             self.nics[rail] = nic
             try:
                 nic.open()
             except Exception as exc:  # noqa: BLE001 - the stack refused something: this rail's cause
-                problems[rail] = exc if isinstance(exc, RdmacliError) else RdmacliError(
-                    f"the probe could not open on {cfg.address(cfg.rank, rail)}: {exc}",
-                    cause=Cause.CALL_FAILED,
-                )  # fmt: skip
+                problems[rail] = (
+                    exc
+                    if isinstance(exc, RdmacliError)
+                    else RdmacliError(
+                        f"the probe could not open on {cfg.address(cfg.rank, rail)}: {exc}",
+                        cause=Cause.CALL_FAILED,
+                    )
+                )
                 self.drop(rail)
 
     def drop(self, rail: int) -> None:
@@ -94,8 +119,15 @@ class Phase:
         cfg = self.cfg
 
         def pair_record(rail: int, p: Peer) -> dict:
-            return {"run": self.run_id.hex(), "round": 0, "slot": 0, "rank": cfg.rank, "peer": p.rank,
-                    "rail": rail, "peer_rail": p.rail}  # fmt: skip
+            return {
+                "run": self.run_id.hex(),
+                "round": 0,
+                "slot": 0,
+                "rank": cfg.rank,
+                "peer": p.rank,
+                "rail": rail,
+                "peer_rail": p.rail,
+            }
 
         def one(rail: int) -> list[dict]:
             peers = self.by_rail[rail]
@@ -116,8 +148,10 @@ class Phase:
             except RdmacliError as exc:
                 results = [(p, "fail", exc) for p in peers]
             except Exception as exc:  # noqa: BLE001 - the stack refused something: every pair says what
-                err = RdmacliError(f"the probe could not run on {cfg.address(cfg.rank, rail)}: {exc}",
-                                   cause=Cause.CALL_FAILED)  # fmt: skip
+                err = RdmacliError(
+                    f"the probe could not run on {cfg.address(cfg.rank, rail)}: {exc}",
+                    cause=Cause.CALL_FAILED,
+                )
                 results = [(p, "fail", err) for p in peers]
             finally:
                 if failed or not self.keep or self.stop():  # a NIC kept open only when all went well

@@ -28,9 +28,16 @@ class Resolving(NicState):
         for i, give_up in list(self.inflight.values()):
             if now >= give_up:
                 p = self.peers[i]
-                self._failed(p, RdmacliError(
-                    f"no answer to SIDR from {p.address}:{p.port} within {attempt_s(p.attempts):g} s "
-                    f"({p.attempts} attempt(s))", cause=Cause.UNREACHABLE), now, again=0.0)  # fmt: skip
+                self._failed(
+                    p,
+                    RdmacliError(
+                        f"no answer to SIDR from {p.address}:{p.port} within {attempt_s(p.attempts):g} s "
+                        f"({p.attempts} attempt(s))",
+                        cause=Cause.UNREACHABLE,
+                    ),
+                    now,
+                    again=0.0,
+                )
         while self.asks and self.asks[0][0] <= now and len(self.inflight) < MAX_RESOLVING:
             _, i = heapq.heappop(self.asks)
             p = self.peers[i]
@@ -51,8 +58,13 @@ class Resolving(NicState):
                     int(wait * 1000),
                 )
             except Exception as exc:  # noqa: BLE001 - a peer that cannot be asked now: its error
-                self._failed(p, exc if isinstance(exc, RdmacliError) else RdmacliError(
-                    f"SIDR to {p.address}: {exc}", cause=Cause.CALL_FAILED), now)  # fmt: skip
+                self._failed(
+                    p,
+                    exc
+                    if isinstance(exc, RdmacliError)
+                    else RdmacliError(f"SIDR to {p.address}: {exc}", cause=Cause.CALL_FAILED),
+                    now,
+                )
                 continue
             self.inflight[p.resolving.key] = (i, now + wait + 0.5)
 
@@ -102,8 +114,9 @@ class Resolving(NicState):
                     p.resolving.resolve_route(int(attempt_s(p.attempts) * 1000))
                 elif ev.type == C.ROUTE_RESOLVED:
                     tok = T.Token(self.run_id, 0, self.nic, p.nic).pack()
-                    p.resolving.connect(cm.ConnParam(private_data=b"\0" * T.OFFSET + tok,
-                                                     qp_num=self.listen_id.qp_num))  # fmt: skip
+                    p.resolving.connect(
+                        cm.ConnParam(private_data=b"\0" * T.OFFSET + tok, qp_num=self.listen_id.qp_num)
+                    )
                 elif ev.type == C.ESTABLISHED and ev.ah_attr is not None:
                     p.ah = verbs.AH.from_attr(self.listen_id.pd, ev.ah_attr)
                     p.qpn, p.qkey, p.error, p.resolved = ev.ud_qp_num, ev.ud_qkey, None, True
@@ -112,11 +125,25 @@ class Resolving(NicState):
                     p.resolving = None
                     self._schedule(p, now)
                 else:  # ADDR_ERROR, ROUTE_ERROR, UNREACHABLE, REJECTED: asked again after a pause
-                    self._failed(p, event_error(ev, step="probe SIDR", local=self.address,
-                                 remote=f"{p.address}:{p.port}", device=self.device), now)  # fmt: skip
+                    self._failed(
+                        p,
+                        event_error(
+                            ev,
+                            step="probe SIDR",
+                            local=self.address,
+                            remote=f"{p.address}:{p.port}",
+                            device=self.device,
+                        ),
+                        now,
+                    )
             except Exception as exc:  # noqa: BLE001 - this peer's attempt ends; it is asked again
-                self._failed(p, exc if isinstance(exc, RdmacliError) else RdmacliError(
-                    f"SIDR to {p.address}: {exc}", cause=Cause.CALL_FAILED), now)  # fmt: skip
+                self._failed(
+                    p,
+                    exc
+                    if isinstance(exc, RdmacliError)
+                    else RdmacliError(f"SIDR to {p.address}: {exc}", cause=Cause.CALL_FAILED),
+                    now,
+                )
 
     def _schedule(self, p, now: float) -> None:
         """A resolved peer's probes, spread over SPREAD of what is left of the send window (a
@@ -128,7 +155,8 @@ class Resolving(NicState):
             if p.cached:  # no SIDR spread these: a part of a step of this NIC's own, for all of them
                 now += self.offset * p.step
             if self.native is not None:
-                self.native.resolved(p.index, verbs_address(p.ah.ptr), p.qpn, p.qkey, int(p.step * 1e9),
-                                     self._mono(now))  # fmt: skip
+                self.native.resolved(
+                    p.index, verbs_address(p.ah.ptr), p.qpn, p.qkey, int(p.step * 1e9), self._mono(now)
+                )
             else:
                 heapq.heappush(self.due, (now, p.index))

@@ -118,8 +118,12 @@ class _TestQP(Protocol):
         self.session.test_up(conn, self)
 
     def dest(self) -> P.Dest:
-        return P.Dest(out_reads=OUT_READS, qpn=self.qpn, rkey=self.mr.rkey if self.mr else 0,
-                      vaddr=self.mr.addr if self.mr else 0)  # fmt: skip
+        return P.Dest(
+            out_reads=OUT_READS,
+            qpn=self.qpn,
+            rkey=self.mr.rkey if self.mr else 0,
+            vaddr=self.mr.addr if self.mr else 0,
+        )
 
     def remote(self) -> tuple[int, int]:
         """The peer's buffer, `size` bytes at its start: only there is anything written or read."""
@@ -178,8 +182,16 @@ class Stream(_TestQP):
         handles = conn.native_handles() if s.op != "send" else None
         if handles is not None:
             buf = (self.mr.addr, self.mr.lkey)
-            self.native = N.BwLoop(*handles, opcode=OPCODES[s.op], size=size, buf=buf, remote=w.remote,
-                                   window=w.window, chain=CHAIN, limit=w.count)  # fmt: skip
+            self.native = N.BwLoop(
+                *handles,
+                opcode=OPCODES[s.op],
+                size=size,
+                buf=buf,
+                remote=w.remote,
+                window=w.window,
+                chain=CHAIN,
+                limit=w.count,
+            )
             later(conn, self.native_slice)
         else:
             w.post(conn, self.mr)
@@ -226,18 +238,32 @@ class Stream(_TestQP):
             r = self.window.figures() if self.window is not None else Rate()
             depth = self.window.window if self.window else s.depth
             path = N.NATIVE if self.native is not None else N.PYTHON
-            return BwFigures(messages_sent=r.messages, bytes_sent=r.bytes, op=s.op, size_bytes=s.size,
-                             depth=depth, elapsed_us=round(r.seconds * 1e6, 1), gbps=r.gbps,
-                             msg_per_s=r.msg_per_s, data_path=path)  # fmt: skip
+            return BwFigures(
+                messages_sent=r.messages,
+                bytes_sent=r.bytes,
+                op=s.op,
+                size_bytes=s.size,
+                depth=depth,
+                elapsed_us=round(r.seconds * 1e6, 1),
+                gbps=r.gbps,
+                msg_per_s=r.msg_per_s,
+                data_path=path,
+            )
         if s.op == "send":
             secs = (self.t_last - self.t_first) if self.t_first and self.t_last else 0.0
             rate = Rate.of(max(self.arrived - 1, 0), s.size, secs) if self.arrived > 1 else None
-            return BwServed(messages_received=self.arrived, bytes_received=self.bytes_arrived, op=s.op,
-                            size_bytes=s.size, gbps_received=rate.gbps if rate else None)  # fmt: skip
+            return BwServed(
+                messages_received=self.arrived,
+                bytes_received=self.bytes_arrived,
+                op=s.op,
+                size_bytes=s.size,
+                gbps_received=rate.gbps if rate else None,
+            )
         told = self.session.peer_report  # WRITE and READ: the client's own report, as perftest prints it
         gbps = round(told.bw_avg_mbs * 0x100000 * 8 / 1e9, 4) if told else None
-        return BwServed(messages_received=told.iters if told else None, op=s.op, size_bytes=s.size,
-                        gbps_received=gbps)  # fmt: skip
+        return BwServed(
+            messages_received=told.iters if told else None, op=s.op, size_bytes=s.size, gbps_received=gbps
+        )
 
 
 class PingPong(_TestQP):
@@ -280,11 +306,20 @@ class PingPong(_TestQP):
                 remote = self.remote() if s.op == "write" else None
                 spin = None if conn.flow.options.busy_poll else SPIN_S
                 self.native = N.LatLoop(
-                    *handles, op=LAT_OPS[s.op], size=self.session.size, send=(self.out.addr, self.out.lkey),
-                    recv=(self.mr.addr, self.mr.lkey), remote=remote, max_inline=conn.max_inline, max_sends=6,
-                    send_wr_id=SEND, recv_wr_id=RECV, carries_hold=False, spin_s=spin,
+                    *handles,
+                    op=LAT_OPS[s.op],
+                    size=self.session.size,
+                    send=(self.out.addr, self.out.lkey),
+                    recv=(self.mr.addr, self.mr.lkey),
+                    remote=remote,
+                    max_inline=conn.max_inline,
+                    max_sends=6,
+                    send_wr_id=SEND,
+                    recv_wr_id=RECV,
+                    carries_hold=False,
+                    spin_s=spin,
                     recv_size=max(self.session.sizes),
-                )  # fmt: skip
+                )
         return self.native
 
     def start_test(self, conn) -> None:
@@ -384,8 +419,12 @@ class PingPong(_TestQP):
         s = replace(self.setting, size=self.session.size)  # a sweep's current size
         if self.role == "server":
             answered = self.answered or self.host.n  # ib_write_lat's server writes first: ours asked
-            return LatServed(op=s.op, size_bytes=s.size, iterations_answered=answered,
-                             data_path=N.NATIVE if self.native is not None else N.PYTHON)  # fmt: skip
+            return LatServed(
+                op=s.op,
+                size_bytes=s.size,
+                iterations_answered=answered,
+                data_path=N.NATIVE if self.native is not None else N.PYTHON,
+            )
         # as perftest counts them: the messages each way (a client that answers times n - 1)
         iterations = max(self.host.n, self.answered)
         why = "perftest's exchange: timed as perftest times it, by the host's cycle counter"
@@ -393,6 +432,13 @@ class PingPong(_TestQP):
         if not self.host.n:
             return f
         rtt = perftest_figures(self.host)
-        return LatFigures(op=s.op, size_bytes=s.size, iterations=iterations,
-                          latency_us=perftest_figures(self.host, half=True), rtt_us=rtt, network_rtt_us=rtt,
-                          data_path=N.NATIVE, timestamps_why=why)  # fmt: skip
+        return LatFigures(
+            op=s.op,
+            size_bytes=s.size,
+            iterations=iterations,
+            latency_us=perftest_figures(self.host, half=True),
+            rtt_us=rtt,
+            network_rtt_us=rtt,
+            data_path=N.NATIVE,
+            timestamps_why=why,
+        )

@@ -141,8 +141,7 @@ def load_plan(opts: Options):
     me = opts.node or socket.gethostname()
     rank = rank_of_host(names, me)
     if rank is None:
-        raise RdmacliError(f"{me} is not a node of {opts.source}", hint="give --node NAME",
-                           cause=Cause.USAGE)  # fmt: skip
+        raise RdmacliError(f"{me} is not a node of {opts.source}", hint="give --node NAME", cause=Cause.USAGE)
     _, sample = opts.pairs
     per = opts.partners
     try:
@@ -151,8 +150,9 @@ def load_plan(opts: Options):
             per = max(1, min(rounds, WatchPlan.most_per_window(opts.window_s, opts.count)))
         return WatchPlan(names, addrs, rank, opts.port, opts.window_s, opts.count, per, groups, sample)
     except ValueError as exc:
-        raise RdmacliError(f"watch: {exc} (at most {RATE_BUDGET:g} probes a second a NIC)",
-                           cause=Cause.USAGE) from None  # fmt: skip
+        raise RdmacliError(
+            f"watch: {exc} (at most {RATE_BUDGET:g} probes a second a NIC)", cause=Cause.USAGE
+        ) from None
 
 
 def state_doc(agent, node: str, k: int | None) -> dict:
@@ -162,10 +162,17 @@ def state_doc(agent, node: str, k: int | None) -> dict:
     for rail in range(plan.rails):
         t = st.nics.get(rail)
         ref = st.refs.get(rail)
-        nics.append({"rail": rail, "address": plan.addresses[plan.rank][rail],
-                     "device": agent.devices.get(rail), "state": (t.state if t else State.OK).value,
-                     "cause": t.cause if t else None, "problem": agent.problems.get(rail),
-                     "reference": ref.figures() if ref is not None else None})  # fmt: skip
+        nics.append(
+            {
+                "rail": rail,
+                "address": plan.addresses[plan.rank][rail],
+                "device": agent.devices.get(rail),
+                "state": (t.state if t else State.OK).value,
+                "cause": t.cause if t else None,
+                "problem": agent.problems.get(rail),
+                "reference": ref.figures() if ref is not None else None,
+            }
+        )
     pairs = [
         {
             "rail": rail,
@@ -173,13 +180,24 @@ def state_doc(agent, node: str, k: int | None) -> dict:
             "peer_rail": peer_rail,
             "state": t.state.value,
             "cause": t.cause,
-        }  # fmt: skip
+        }
         for (rail, peer, peer_rail), t in sorted(st.pairs.items())
         if t.state is not State.OK
     ]
-    return {"type": "watch", "v": VERSION, "node": node, "port": plan.port, "window": k,
-            "time": round(time.time(), 3), "window_s": plan.window_s, "period_s": plan.period_s(),
-            "windows": st.windows, "skipped": agent.skipped, "nics": nics, "pairs": pairs}  # fmt: skip
+    return {
+        "type": "watch",
+        "v": VERSION,
+        "node": node,
+        "port": plan.port,
+        "window": k,
+        "time": round(time.time(), 3),
+        "window_s": plan.window_s,
+        "period_s": plan.period_s(),
+        "windows": st.windows,
+        "skipped": agent.skipped,
+        "nics": nics,
+        "pairs": pairs,
+    }
 
 
 def open_metrics(registry, opts: Options):
@@ -198,15 +216,19 @@ def open_metrics(registry, opts: Options):
         context = opts.tls.context() if opts.tls is not None else None
     except (OSError, ssl.SSLError) as exc:
         said = exc.reason if isinstance(exc, ssl.SSLError) else f"{exc.filename}: {exc.strerror}"
-        raise RdmacliError(f"--metrics-cert/--metrics-key/--metrics-client-ca: {said or exc}",
-                           hint="PEM files: the certificate chain, its private key, the CA of the scrapers'",
-                           cause=Cause.USAGE) from None  # fmt: skip
+        raise RdmacliError(
+            f"--metrics-cert/--metrics-key/--metrics-client-ca: {said or exc}",
+            hint="PEM files: the certificate chain, its private key, the CA of the scrapers'",
+            cause=Cause.USAGE,
+        ) from None
     try:
         return serve_metrics(registry, addr, port, context)
     except OSError as exc:
-        raise RdmacliError(f"--metrics {addr}:{port}: {exc.strerror or exc}",
-                           hint="another process may serve that port, or the address is not this host's",
-                           cause=Cause.ENVIRONMENT) from None  # fmt: skip
+        raise RdmacliError(
+            f"--metrics {addr}:{port}: {exc.strerror or exc}",
+            hint="another process may serve that port, or the address is not this host's",
+            cause=Cause.ENVIRONMENT,
+        ) from None
 
 
 def watchdog(agent) -> None:
@@ -305,8 +327,10 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
             print(f"watch: {opts.source} not taken, the old plan goes on: {exc}", file=err)
             return None
         if new.names[new.rank] != node:
-            print(f"watch: {opts.source} not taken: it makes this node {new.names[new.rank]}, not {node}",
-                  file=err)  # fmt: skip
+            print(
+                f"watch: {opts.source} not taken: it makes this node {new.names[new.rank]}, not {node}",
+                file=err,
+            )
             return None
         print(f"watch: {opts.source} read again; the new plan starts at the next window", file=err)
         return new
@@ -327,8 +351,11 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     signal.signal(signal.SIGHUP, reload)
     replace(path, (json.dumps(state_doc(agent, node, None), allow_nan=False) + "\n").encode())
     notify(f"READY=1\nSTATUS=probing {plan.rails} rail(s), {len(plan.partners(0))} partner(s) a window")
-    print(f"watch: {node}, {plan.rails} rail(s), windows of {plan.window_s:g} s, every pair within "
-          f"{plan.period_s():g} s; state in {path}", file=err)  # fmt: skip
+    print(
+        f"watch: {node}, {plan.rails} rail(s), windows of {plan.window_s:g} s, every pair within "
+        f"{plan.period_s():g} s; state in {path}",
+        file=err,
+    )
     agent.run()
     notify("STOPPING=1")
     return 0
