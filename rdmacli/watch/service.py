@@ -18,10 +18,13 @@ import socket
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.watch.endpoint import Tls
 from rdmacli.watch.hysteresis import State
+
+if TYPE_CHECKING:  # the endpoint (prometheus_client, ssl) loads only where it serves: `watch show`
+    from rdmacli.watch.endpoint import Tls  # runs on every node at every poll, and starts faster
 
 STATE_DIR = "/run/rdmacli"
 VERSION = 1

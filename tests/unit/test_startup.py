@@ -48,3 +48,19 @@ def test_version_and_help_import_nothing_beyond_click(args):
     assert not heavy, heavy
     if args[0] != "connect":
         assert {n for n in names if n.startswith("rdmacli")} <= OWN_ALLOWED
+
+
+def test_watch_show_loads_no_metrics_server(tmp_path):
+    """`watch show` runs on every node at each `watch status` poll (eight Python starts a poll in
+    the lab, under TCG): it reads a file and prints a line, and loads neither prometheus_client
+    nor ssl (the /metrics endpoint's, 52 ms of its 62 on this host) nor the probe."""
+    state = tmp_path / "s.json"
+    state.write_text("{}")
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "rdmacli", "watch", "show", "--state-file",
+                        str(state)], capture_output=True, text=True, timeout=60)  # fmt: skip
+    names = {
+        line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert "rdmacli.watch.service" in names, r.stderr[-2000:]
+    heavy = {n for n in names if n.split(".")[0] in ("prometheus_client", "ssl", "cffi", "rich")}
+    assert not heavy and not {n for n in names if n.startswith("rdmacli.probe")}, heavy
