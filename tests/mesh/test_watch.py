@@ -126,11 +126,14 @@ def dump(what: str, doc: dict) -> None:
 
 
 def cli_status(d, mapfile) -> tuple[int, dict]:
-    """`rdmacli watch status` itself, through ClusterShell's exec worker (`watch show` on each)."""
+    """`rdmacli watch status` itself, through ClusterShell's exec worker (`watch show` on each):
+    eight Python starts at once beside eight agents on the lab's two emulated CPUs, given 120 s
+    (its default of 30 cut the last of them at times: exit 6, a node missing; no test depends on
+    how fast a process starts)."""
     cmd = [sys.executable, "-m", "rdmacli", "watch", "status", "n[01-08]", "--launcher", "exec", "--map",
            str(mapfile), "--state-file", f"{d}/{{node}}.json", "--agent-command",
-           f"{sys.executable} -m rdmacli", "--json"]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+           f"{sys.executable} -m rdmacli", "--timeout", "120", "--json"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     return r.returncode, json.loads(r.stdout)
 
 
@@ -190,7 +193,8 @@ def test_a_healthy_fabric_names_nothing_and_each_agent_keeps_its_budget(agents):
     assert (rc, named(doc)) == status(d, mapfile)[:1] + (named(status(d, mapfile)[1]),)  # one verdict
     for n in EIGHT:  # with each NIC's reference figures (what slow is judged against)
         dump(f"state-{n}", json.loads((d / f"{n}.json").read_text()))
-    assert rc == 0 and named(doc) == set() and doc["data"]["blame"]["disputed"] == [], doc["data"]["blame"]
+    blame = doc["data"]["blame"]
+    assert rc == 0 and named(doc) == set() and blame["disputed"] == [], (doc["error"], blame)
     m = scrape(3)
     sent = sum(v for (name, _), v in m.items() if name == "rdmacli_watch_probes_sent_total")
     answered = sum(v for (name, _), v in m.items() if name == "rdmacli_watch_probes_answered_total")
@@ -314,7 +318,7 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in
         wall_off = time.time()
     cleared_in_time({"n02:0-n07:0", "n05:1", "n03"}, d, mapfile, since=wall_off)
     rc, doc = cli_status(d, mapfile)  # the command agrees, through the launcher
-    assert rc == 0 and named(doc) == set(), doc["data"]["blame"]
+    assert rc == 0 and named(doc) == set(), (doc["error"], doc["data"]["blame"])
 
 
 def flapping(doc: dict) -> set[str]:
