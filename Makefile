@@ -16,7 +16,7 @@ deps:
 
 $(BIN)/rdmacli: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)   # system site: python3-pyverbs
-	$(BIN)/pip install -q -e '.[dev,docs]'
+	$(BIN)/pip install -q -e '.[dev,docs,web]'
 	@touch $@
 
 # the native data path (rdmacli/native): built in place; where it cannot be, rdmacli measures

@@ -127,9 +127,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("Install the agent's unit", "rdmacli watch unit > /etc/systemd/system/rdmacli-watch.service"),
         ("Then enable it", "systemctl daemon-reload && systemctl enable --now rdmacli-watch"),
         (
-            "/metrics over mutual TLS (systemctl edit rdmacli-watch)",
-            'Environment="RDMACLI_WATCH_ARGS=--metrics 192.168.0.5:9590 --metrics-cert /etc/rdmacli/tls.crt '
-            '--metrics-key /etc/rdmacli/tls.key --metrics-client-ca /etc/rdmacli/prometheus-ca.crt"',
+            "/metrics with TLS and basic auth (systemctl edit rdmacli-watch)",
+            "LoadCredential=web.yml:/etc/rdmacli/web.yml (and each file it names); "
+            'Environment="RDMACLI_WATCH_ARGS=--metrics 192.168.0.5:9590 '
+            '--web-config-file /run/credentials/rdmacli-watch.service/web.yml"',
         ),
     ],
     "watch show": [

@@ -111,42 +111,31 @@ def command() -> None:
     help="Serve Prometheus /metrics there (off by default; bind to a management address).",
 )
 @file_option(
-    "--metrics-cert",
-    help="Serve /metrics over TLS with this certificate chain (PEM; with --metrics-key).",
-)
-@file_option(
-    "--metrics-key",
-    help="The private key of --metrics-cert (PEM).",
-)
-@file_option(
-    "--metrics-client-ca",
-    help="Serve only scrapers with a certificate this CA signed (mutual TLS; with --metrics-cert).",
+    "--web-config-file",
+    help="TLS, client certificates and basic auth for /metrics: Prometheus's web config file "
+    "(as node_exporter's --web.config.file), read again when it changes.",
 )
 @policy_options
 def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_spec, state_file, metrics,
-        metrics_cert, metrics_key, metrics_client_ca, **policy) -> None:  # fmt: skip
+        web_config_file, **policy) -> None:  # fmt: skip
     """Run this node's agent until SIGTERM (a systemd unit: rdmacli-watch.service, Type=notify)."""
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh.inputs import parse_pairs
-    from rdmacli.watch.endpoint import Tls
     from rdmacli.watch.hysteresis import Policy
     from rdmacli.watch.service import Options, serve
 
     app = App.from_context()
     with app.errors("watch run"):
         pairs = parse_pairs(pairs_spec)
-        tls = None
-        if metrics_cert or metrics_key or metrics_client_ca:
-            if not (metrics and metrics_cert and metrics_key):
-                raise click.UsageError("TLS for /metrics needs --metrics, --metrics-cert and --metrics-key")
-            tls = Tls(metrics_cert, metrics_key, metrics_client_ca)
+        if web_config_file and not metrics:
+            raise click.UsageError("--web-config-file configures /metrics: give --metrics too")
         try:
             verdicts = Policy(**policy)
         except ValueError as exc:
             raise RdmacliError(str(exc), hint="--raise-after <= --raise-window <= --flap-window",
                                cause=Cause.USAGE) from None  # fmt: skip
         opts = Options(map_path, node, port, window_s, count, partners, state_file, metrics, pairs, nodes,
-                       template, tls)  # fmt: skip
+                       template, web_config_file)  # fmt: skip
         sys.exit(serve(opts, verdicts))
 
 

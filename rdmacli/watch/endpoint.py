@@ -4,8 +4,8 @@ agent needs. prometheus_client's own server starts a thread per connection with 
 thread failed); here at most MAX_CLIENTS are served at once (one more is closed at once), each
 read waits at most READ_TIMEOUT_S, a TLS handshake happens in the client's thread (never in the
 accept loop, where one slow client would stall every scrape), a connection is closed after
-REQUEST_S whatever it does, and TLS with optional client
-certificates (mutual TLS) is prometheus_client's own."""
+REQUEST_S whatever it does. TLS, client certificates and basic auth come from the web config
+file (webconfig.py), looked at again for each client."""
 
 from __future__ import annotations
 
@@ -13,30 +13,19 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from wsgiref.simple_server import make_server
 
 from prometheus_client.exposition import ThreadingWSGIServer, _get_best_family, _SilentHandler, make_wsgi_app
 
+from rdmacli.watch.webconfig import WebConfigError
+
+if TYPE_CHECKING:
+    from rdmacli.watch.webconfig import WebSource
+
 MAX_CLIENTS = 8  # scrapes served at once (a Prometheus pair and a person or two)
 READ_TIMEOUT_S = 5.0  # one read of a request (or a TLS handshake) that waits longer is dropped
 REQUEST_S = 15.0  # a client's whole connection, however it trickles (a byte every few seconds)
-
-
-@dataclass(frozen=True)
-class Tls:
-    certfile: str
-    keyfile: str
-    client_cafile: str | None = None  # set: a scraper must present a certificate it signed
-
-    def context(self) -> ssl.SSLContext:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(self.certfile, self.keyfile)
-        if self.client_cafile:
-            ctx.load_verify_locations(cafile=self.client_cafile)
-            ctx.verify_mode = ssl.CERT_REQUIRED
-        return ctx
 
 
 class _Handler(_SilentHandler):
@@ -46,6 +35,10 @@ class _Handler(_SilentHandler):
         super().setup()
         if isinstance(self.connection, ssl.SSLSocket):
             self.connection.do_handshake()  # here, in this client's thread, within the timeout
+            web = self.server.web  # type: ignore[attr-defined]
+            tls = web.current().tls
+            if tls is not None and not tls.admits(self.connection.getpeercert()):
+                raise ssl.SSLError("client certificate's names not in client_allowed_sans")
 
 
 class BoundedServer(ThreadingWSGIServer):
@@ -97,15 +90,46 @@ class BoundedServer(ThreadingWSGIServer):
         (socketserver would print a traceback to stderr for each)."""
 
 
-def serve_metrics(registry, addr: str, port: int, tls: ssl.SSLContext | None = None) -> BoundedServer:
+def guarded(app, web: WebSource):
+    """The WSGI app behind basic auth (where the file has users), failing closed while the file
+    does not load."""
+
+    def wsgi(environ, start_response):
+        try:
+            ok = web.authorized(environ.get("HTTP_AUTHORIZATION"))
+        except WebConfigError:
+            start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [b"the agent's web config does not load: see its log\n"]
+        if not ok:
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="rdmacli"'),
+                                                ("Content-Type", "text/plain")])  # fmt: skip
+            return [b"Unauthorized\n"]
+        return app(environ, start_response)
+
+    return wsgi
+
+
+def serve_metrics(registry, addr: str, port: int, web: WebSource | None = None) -> BoundedServer:
     """Start serving `registry` at addr:port in a daemon thread; the server (its `shutdown` stops it)."""
 
     class Server(BoundedServer):
         pass
 
     Server.address_family, addr = _get_best_family(addr, port)
-    httpd = make_server(addr, port, make_wsgi_app(registry), Server, handler_class=_Handler)
-    if tls is not None:
-        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+    app = make_wsgi_app(registry) if web is None else guarded(make_wsgi_app(registry), web)
+    httpd = make_server(addr, port, app, Server, handler_class=_Handler)
+    httpd.web = web  # type: ignore[attr-defined]
+    if web is not None and web.current().tls is not None:
+        first = web.context()
+
+        def pick(sock, _name, _ctx) -> int | None:  # each client: the file's context as it stands
+            try:
+                sock.context = web.context()
+            except (WebConfigError, ssl.SSLError):
+                return int(ssl.ALERT_DESCRIPTION_INTERNAL_ERROR)
+            return None
+
+        first.sni_callback = pick
+        httpd.socket = first.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
     threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True).start()
     return httpd

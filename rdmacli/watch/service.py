@@ -18,13 +18,9 @@ import socket
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.watch.hysteresis import State
-
-if TYPE_CHECKING:  # the endpoint (prometheus_client, ssl) loads only where it serves: `watch show`
-    from rdmacli.watch.endpoint import Tls  # runs on every node at every poll, and starts faster
 
 STATE_DIR = "/run/rdmacli"
 VERSION = 1
@@ -100,7 +96,7 @@ class Options:
     pairs: tuple[str, int] = ("all", 0)  # mesh's --pairs: all, group or sample and its K
     nodes: str | None = None  # a node set (ClusterShell syntax, @groups too): the names, else the map's
     template: str | None = None  # --address-template: a node's one rail from its name
-    tls: Tls | None = None  # /metrics over TLS (endpoint.Tls)
+    web_config: str | None = None  # /metrics's TLS and basic auth (webconfig.py)
 
     @property
     def source(self) -> str:
@@ -205,27 +201,25 @@ def state_doc(agent, node: str, k: int | None) -> dict:
 
 def open_metrics(registry, opts: Options):
     """The /metrics endpoint (endpoint.serve_metrics), or the reason it cannot open in words: a
-    port taken, an address not this host's, a certificate or key that does not load."""
-    import ssl
-
+    port taken, an address not this host's, a web config or a certificate that does not load."""
     from rdmacli.watch.endpoint import serve_metrics
+    from rdmacli.watch.webconfig import WebConfigError, WebSource
 
     addr, port = opts.metrics or ("", 0)
+    web = None
     try:
-        for path in (opts.tls.certfile, opts.tls.keyfile, opts.tls.client_cafile) if opts.tls else ():
-            if path:
-                with open(path, "rb"):  # ssl says a missing file without its name
-                    pass
-        context = opts.tls.context() if opts.tls is not None else None
-    except (OSError, ssl.SSLError) as exc:
-        said = exc.reason if isinstance(exc, ssl.SSLError) else f"{exc.filename}: {exc.strerror}"
+        if opts.web_config:
+            web = WebSource(opts.web_config)
+            if web.config.tls is not None:
+                web.context()
+    except WebConfigError as exc:
         raise RdmacliError(
-            f"--metrics-cert/--metrics-key/--metrics-client-ca: {said or exc}",
-            hint="PEM files: the certificate chain, its private key, the CA of the scrapers'",
+            f"--web-config-file: {exc}",
+            hint="Prometheus's web config: tls_server_config (PEM files) and basic_auth_users (bcrypt)",
             cause=Cause.USAGE,
         ) from None
     try:
-        return serve_metrics(registry, addr, port, context)
+        return serve_metrics(registry, addr, port, web)
     except OSError as exc:
         raise RdmacliError(
             f"--metrics {addr}:{port}: {exc.strerror or exc}",

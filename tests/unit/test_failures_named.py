@@ -150,7 +150,7 @@ def test_a_watch_agent_whose_state_file_cannot_be_written_says_so_at_start(tmp_p
 
 
 def test_a_metrics_endpoint_that_cannot_open_is_said_at_start(tmp_path):
-    """TLS options given half, a certificate that does not load, a port another process holds:
+    """A web config without --metrics, a certificate that does not load, a port another process holds:
     each said in words before the agent probes, with its exit code (never a traceback)."""
     import socket
 
@@ -160,13 +160,14 @@ def test_a_metrics_endpoint_that_cannot_open_is_said_at_start(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free = f"127.0.0.1:{s.getsockname()[1]}"
-    r = rdmacli(*base, "--metrics", free, "--metrics-cert", str(mapfile), timeout=60)
-    assert r.returncode == 2 and "needs --metrics, --metrics-cert and --metrics-key" in r.stderr, r.stderr
-    r = rdmacli(*base, "--metrics", free, "--metrics-cert", str(mapfile), "--metrics-key",
-                str(mapfile), timeout=60)  # fmt: skip
-    assert r.returncode == 2 and "Traceback" not in r.stderr and "--metrics-cert" in r.stderr, r.stderr
-    r = rdmacli(*base, "--metrics", free, "--metrics-cert", str(tmp_path / "none.pem"), "--metrics-key",
-                str(mapfile), timeout=60)  # fmt: skip
+    r = rdmacli(*base, "--web-config-file", str(mapfile), timeout=60)
+    assert r.returncode == 2 and "give --metrics too" in r.stderr, r.stderr
+    webfile = tmp_path / "web.yml"
+    webfile.write_text(f"tls_server_config:\n  cert_file: {mapfile}\n  key_file: {mapfile}\n")
+    r = rdmacli(*base, "--metrics", free, "--web-config-file", str(webfile), timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "--web-config-file" in r.stderr, r.stderr
+    webfile.write_text(f"tls_server_config:\n  cert_file: none.pem\n  key_file: {mapfile}\n")
+    r = rdmacli(*base, "--metrics", free, "--web-config-file", str(webfile), timeout=60)
     assert r.returncode == 2 and "none.pem: No such file or directory" in r.stderr, r.stderr
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))

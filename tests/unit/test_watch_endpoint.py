@@ -83,18 +83,35 @@ def pki(tmp_path_factory):
             subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                             "-nodes", "-keyout", key, "-out", csr, "-subj", f"/CN={name}"],
                            check=True, capture_output=True)  # fmt: skip
-            subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", d / f"{signer}.crt", "-CAkey",
-                            d / f"{signer}.key", "-CAcreateserial", "-out", crt, "-days", "1"],
+            ext = d / f"{name}.ext"
+            ext.write_text("subjectAltName=DNS:prometheus-1\n")
+            subprocess.run(["openssl", "x509", "-req", "-extfile", ext, "-in", csr,
+                            "-CA", d / f"{signer}.crt", "-CAkey", d / f"{signer}.key", "-CAcreateserial",
+                            "-out", crt, "-days", "1"],
                            check=True, capture_output=True)  # fmt: skip
         return str(crt), str(key)
 
-    return {"server": make("server"), "ca": make("ca"), "client": make("client", signer="ca")}
+    return {"server": make("server"), "ca": make("ca"), "client": make("client", signer="ca"),
+            "rotated": make("rotated")}  # fmt: skip
 
 
-def test_tls_and_client_certificates(pki):
+def web(tmp_path, text: str):
+    from rdmacli.watch.webconfig import WebSource
+
+    path = tmp_path / "web.yml"
+    path.write_text(text)
+    return path, WebSource(str(path), log=said.append)
+
+
+said: list[str] = []
+
+
+def test_tls_and_client_certificates_from_the_web_config(pki, tmp_path):
     crt, key = pki["server"]
-    tls = endpoint.Tls(crt, key, client_cafile=pki["ca"][0]).context()
-    server = endpoint.serve_metrics(registry(), "127.0.0.1", 0, tls)
+    ca = pki["ca"][0]
+    _, source = web(tmp_path, f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n"
+                    f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {ca}\n")  # fmt: skip
+    server = endpoint.serve_metrics(registry(), "127.0.0.1", 0, source)
     port = server.server_address[1]
     try:
         ctx = ssl.create_default_context(cafile=crt)
@@ -109,3 +126,134 @@ def test_tls_and_client_certificates(pki):
         silent.close()
     finally:
         server.shutdown()
+
+
+def test_client_allowed_sans_admit_only_the_names_listed(pki, tmp_path):
+    crt, key = pki["server"]
+    ca = pki["ca"][0]
+    head = (f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n  client_auth_type: "
+            f"RequireAndVerifyClientCert\n  client_ca_file: {ca}\n  client_allowed_sans: ")  # fmt: skip
+    ctx = ssl.create_default_context(cafile=crt)
+    ctx.load_cert_chain(*pki["client"])  # its SAN: DNS:prometheus-1
+    for names, admitted in (("[prometheus-2]", False), ("[prometheus-1, prometheus-2]", True)):
+        _, source = web(tmp_path, head + names + "\n")
+        server = endpoint.serve_metrics(registry(), "127.0.0.1", 0, source)
+        try:
+            if admitted:
+                assert "rdmacli_test_total 3.0" in scrape(
+                    server.server_address[1], scheme="https", context=ctx
+                )
+            else:
+                with pytest.raises(OSError):
+                    scrape(server.server_address[1], scheme="https", context=ctx)
+        finally:
+            server.shutdown()
+
+
+def trusting(crt: str) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=crt)
+
+
+def basic(user: str, password: str) -> dict:
+    import base64
+
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def get(port: int, headers: dict | None = None) -> int:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_basic_auth_its_changes_read_again_and_a_broken_change_fails_closed(tmp_path, monkeypatch):
+    import bcrypt
+
+    from rdmacli.watch import webconfig
+
+    monkeypatch.setattr(webconfig, "RECHECK_S", 0.0)
+    h1, h2 = (bcrypt.hashpw(p, bcrypt.gensalt(4)).decode() for p in (b"one", b"two"))
+    path, source = web(tmp_path, f"basic_auth_users:\n  prom: {h1}\n")
+    server = endpoint.serve_metrics(registry(), "127.0.0.1", 0, source)
+    port = server.server_address[1]
+    try:
+        assert get(port) == 401
+        assert get(port, basic("prom", "two")) == 401
+        assert get(port, basic("nobody", "one")) == 401
+        assert get(port, {"Authorization": "Basic !!notbase64"}) == 401
+        assert get(port, basic("prom", "one")) == 200
+        path.write_text(f"basic_auth_users:\n  prom: {h2}\n  other: {h1}\n")  # a changed password
+        assert get(port, basic("prom", "one")) == 401  # the cache of good passwords went with it
+        assert get(port, basic("prom", "two")) == 200 and get(port, basic("other", "one")) == 200
+        said.clear()
+        path.write_text("basic_auth_users: [not, a, mapping]\n")  # a change that does not load
+        assert get(port, basic("prom", "two")) == 503 and get(port, basic("prom", "two")) == 503
+        assert len(said) == 1 and "scrapes refused until it loads" in said[0], said
+        path.write_text(f"basic_auth_users:\n  prom: {h2}\n")
+        assert get(port, basic("prom", "two")) == 200 and "loads again" in said[-1]
+    finally:
+        server.shutdown()
+
+
+def test_a_rotated_certificate_is_served_without_a_restart(pki, tmp_path, monkeypatch):
+    import shutil
+
+    from rdmacli.watch import webconfig
+
+    monkeypatch.setattr(webconfig, "RECHECK_S", 0.0)
+    crt, key = pki["server"]
+    shutil.copy(crt, tmp_path / "tls.crt")
+    shutil.copy(key, tmp_path / "tls.key")
+    _, source = web(tmp_path, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n")  # relative
+    server = endpoint.serve_metrics(registry(), "127.0.0.1", 0, source)
+    port = server.server_address[1]
+    try:
+        assert "rdmacli_test_total" in scrape(
+            port, scheme="https", context=ssl.create_default_context(cafile=crt)
+        )
+        new_crt, new_key = pki["rotated"]
+        shutil.copy(new_key, tmp_path / "tls.key")
+        shutil.copy(new_crt, tmp_path / "tls.crt")
+        with pytest.raises(OSError):  # the old certificate is no longer what it presents
+            scrape(port, scheme="https", context=trusting(crt))
+        assert "rdmacli_test_total" in scrape(
+            port, scheme="https", context=ssl.create_default_context(cafile=new_crt)
+        )
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher_suites: [x]\n",
+            "cipher_suites not supported",
+        ),
+        ("basic_auth_user:\n  a: b\n", "basic_auth_user not supported"),
+        ("http_server_config:\n  http2: false\n", "http_server_config not supported"),
+        ("tls_server_config:\n  cert_file: nope.crt\n  key_file: nope.key\n", "nope.crt: No such file"),
+        ("tls_server_config:\n  key_file: k\n", "needs cert_file and key_file"),
+        ("basic_auth_users:\n  prom: secret\n", "not a bcrypt hash"),
+        ("basic_auth_users:\n  'a:b': '$2y$10$" + "x" * 53 + "'\n", "':'"),
+        ("basic_auth_users: {" + ", ".join(f"u{i}: x" for i in range(300)) + "}\n", "at most 256"),
+        ("- a list\n", "a mapping"),
+        ("{{{", "not YAML"),
+        ("x: " + "y" * 70000 + "\n", "larger than 64 KiB"),
+        (
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: RequireAnyClientCert\n",
+            "not supported (one of",
+        ),
+        ("tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: TLS10\n", "TLS12 or TLS13"),
+        ("!!python/object/apply:os.system ['true']\n", "not YAML"),
+    ],
+)
+def test_a_web_config_that_does_not_load_is_said_by_key(tmp_path, text, words):
+    from rdmacli.watch.webconfig import WebConfigError
+
+    with pytest.raises(WebConfigError, match=None) as exc:
+        web(tmp_path, text)
+    assert words in str(exc.value), exc.value
