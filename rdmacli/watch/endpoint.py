@@ -1,7 +1,8 @@
 """The agent's /metrics endpoint: prometheus_client's WSGI app, served with bounds an always-on
 agent needs. prometheus_client's own server starts a thread per connection with no read timeout
 (800 half-sent requests held 802 threads, and under a unit's task limit the agent's own next
-thread failed); here at most MAX_CLIENTS are served at once (one more is closed at once), each
+thread failed); here at most MAX_CLIENTS are served at once (one more cuts the client that has
+waited longest without a request, or is closed at once if every slot is serving), each
 read waits at most READ_TIMEOUT_S, a TLS handshake happens in the client's thread (never in the
 accept loop, where one slow client would stall every scrape), a connection is closed after
 REQUEST_S whatever it does. TLS, client certificates and basic auth come from the web config
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 MAX_CLIENTS = 8  # scrapes served at once (a Prometheus pair and a person or two)
 READ_TIMEOUT_S = 5.0  # one read of a request (or a TLS handshake) that waits longer is dropped
+EVICT_WAIT_S = 0.5  # for a cut client's thread to give its slot back
 REQUEST_S = 15.0  # a client's whole connection, however it trickles (a byte every few seconds)
 
 
@@ -40,9 +42,17 @@ class _Handler(_SilentHandler):
             if tls is not None and not tls.admits(self.connection.getpeercert()):
                 raise ssl.SSLError("client certificate's names not in client_allowed_sans")
 
+    def parse_request(self) -> bool:
+        """The request is in: from here this client is served, no longer one that may be evicted."""
+        self.server.reading.discard(self.connection)  # type: ignore[attr-defined]
+        return super().parse_request()
+
 
 class BoundedServer(ThreadingWSGIServer):
-    """A thread per client, at most `max_clients` of them."""
+    """A thread per client, at most `max_clients` of them. When every slot is taken, the client
+    that has waited longest without sending its request is cut for the newcomer: clients that
+    open connections and say nothing (300 of them, or a steady stream) cannot keep a scrape out,
+    and threads stay bounded (a cut client's thread ends when its read returns)."""
 
     max_clients = MAX_CLIENTS
     request_queue_size = 64  # socketserver's 5 left a burst's clients in SYN retries for seconds
@@ -52,13 +62,16 @@ class BoundedServer(ThreadingWSGIServer):
         self.slots = threading.BoundedSemaphore(self.max_clients)
         self.refused = 0  # connections closed at once: every slot was taken
         self.open: dict[socket.socket, float] = {}  # each client's socket -> when it came
+        self.reading: set[socket.socket] = set()  # those whose request is not in yet
+        self.evicted = 0
 
     def process_request(self, request, client_address) -> None:
-        if not self.slots.acquire(blocking=False):
+        if not self.slots.acquire(blocking=False) and not self._evict_for_one():
             self.refused += 1
             self.shutdown_request(request)
             return
         self.open[request] = time.monotonic()
+        self.reading.add(request)
         try:
             super().process_request(request, client_address)
         except BaseException:
@@ -71,7 +84,22 @@ class BoundedServer(ThreadingWSGIServer):
             super().process_request_thread(request, client_address)
         finally:
             self.open.pop(request, None)
+            self.reading.discard(request)
             self.slots.release()
+
+    def _evict_for_one(self) -> bool:
+        """Cut the longest-waiting client still sending its request; a slot within EVICT_WAIT_S."""
+        waiting = [s for s in list(self.reading) if s in self.open]
+        if not waiting:
+            return False
+        oldest = min(waiting, key=lambda s: self.open.get(s, 0.0))
+        self.reading.discard(oldest)
+        self.evicted += 1
+        try:
+            oldest.shutdown(socket.SHUT_RDWR)  # its thread's read returns; the slot comes back
+        except OSError:
+            pass
+        return self.slots.acquire(timeout=EVICT_WAIT_S)
 
     def service_actions(self) -> None:
         """Every turn of the accept loop (twice a second): a client past REQUEST_S is cut (its
