@@ -92,15 +92,19 @@ class Session:
             self.end()
         elif step == P.CONNECT:
             self.want_test = True
+            self.control_conn.quiet()  # silent by design while the test QP connects (its own deadlines)
             if self.role == "client":
                 self.control_conn.flow.start(1)  # the test's QP: the flow's next connection
         elif step == P.TEST:
             self.round = self.steps[: self.k].count(P.TEST)
+            self.control_conn.quiet()  # and while the test runs (a WRITE server sees nothing of it)
             self.test.start_test(self.test_conn)
-        elif self.role == "client":
-            self.control.send(self.control_conn, self.message(step))
-        elif self.early:
-            self.received(self.early.pop(0))
+        else:  # an exchange step: a peer that goes silent here meets the idle deadline
+            self.control_conn.progress()
+            if self.role == "client":
+                self.control.send(self.control_conn, self.message(step))
+            elif self.early:
+                self.received(self.early.pop(0))
 
     def test_up(self, conn, protocol) -> None:
         """The test's QP is connected (client) or accepted (server)."""
@@ -191,9 +195,10 @@ class Control(Protocol):
     def __init__(self, session: Session):
         self.session = session
         self.role = session.role
-        # silent while the test runs, and a person may start perftest's side minutes later:
-        # bounded by the test's own deadlines and --timeout, not an idle one of its own
-        self.waits_for_peer = True
+        # the exchange has the idle deadline (a client that connects and says nothing is cut
+        # after --idle-timeout, not kept until --timeout); the session quiets it while the test QP
+        # connects and the test runs, when silence is the protocol (Session.advance)
+        self.waits_for_peer = False
 
     def companions(self, ev) -> int:
         return 2  # the control connection and the test's: one client

@@ -56,7 +56,10 @@ class FakeConn:
         self.disconnected = True
 
     def progress(self):
-        pass
+        self.quieted = False
+
+    def quiet(self):
+        self.quieted = True
 
 
 class FakeControl:
@@ -169,3 +172,29 @@ def test_a_client_that_floods_the_control_qp_ahead_of_the_test_is_the_peers_viol
         server.received(data)
     assert got.value.cause is Cause.PEER_PROTOCOL and "lock step" in got.value.message
     assert len(server.early) == MAX_EARLY
+
+
+class Waiting(FakeTest):
+    def start_test(self, conn):  # the test runs until the test says otherwise
+        pass
+
+
+def test_the_control_exchange_has_the_idle_deadline_but_where_silence_is_the_protocol():
+    """`listen --perftest`: a client that connects its control QP and says nothing met no idle
+    deadline (only --timeout). Now each exchange step has it; while the test QP connects and the
+    test runs (a WRITE server sees nothing of it) the control connection is quiet, no deadline."""
+    from rdmacli.protocols.perftest_session import Control
+
+    setting = Setting("bw", "write", 4096, count=100)
+    for role in ("server", "client"):
+        s = Session(setting, role)
+        assert Control(s).waits_for_peer is False  # established: the idle deadline runs
+        s.control = FakeControl([], role)
+        conn = FakeConn(FakeFlow(lambda index: None))
+        s.control_up(conn)
+        seen: dict[bool, set] = {}
+        while s.step is not None:  # each step entered: quiet or not
+            seen.setdefault(s.step in (P.CONNECT, P.TEST), set()).add(conn.quieted)
+            s.test = Waiting(s, [])
+            s.advance()
+        assert seen == {False: {False}, True: {True}}, (role, seen)
