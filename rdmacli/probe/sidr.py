@@ -84,6 +84,11 @@ class Resolving(NicState):
 
     def _cm_events(self) -> None:
         while (ev := self.channel.get()) is not None:
+            if ev.type == C.DEVICE_REMOVAL:  # on any of our ids: the whole NIC goes (its run ends,
+                # the phase closes it, the next window opens it afresh once the device is back). A
+                # driver without disassociate (rxe) finishes `rdma link delete` only once every
+                # user closed the device: a NIC kept open across windows would hold it forever.
+                raise event_error(ev, step="probe", local=self.address, remote="partners", device=self.device)
             if ev.type == C.CONNECT_REQUEST:  # a partner's SIDR: our QP number, if it is one
                 child = cm.CmId(ev.raw_id, self.channel)
                 got = T.parse(ev.private_data or b"")

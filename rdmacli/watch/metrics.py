@@ -40,11 +40,18 @@ class WatchMetrics:
                              (*NIC, "cause", "state"), registry=r)  # fmt: skip
         self.peer_bad = Gauge("rdmacli_watch_peer_bad", "1 while this pair of NICs is named (bad, clearing "
                               "or flapping); no series for a healthy pair", PEER, registry=r)  # fmt: skip
+        self.unopened = Gauge("rdmacli_watch_nic_unopened", "1 while this rail's NIC cannot be opened "
+                              "(its device gone, a driver reload, no address): tried again each window",
+                              ("node", "rail"), registry=r)  # fmt: skip
         self.shown: dict[str, set[tuple]] = {"nic": set(), "peer": set()}
 
-    def window(self, by_nic: dict, devices: dict[int, str | None], state, names: list[str]) -> None:
-        """One window's counts and the verdicts after it."""
+    def window(self, by_nic: dict, devices: dict[int, str | None], state, names: list[str],
+               problems: dict[int, str] | None = None) -> None:  # fmt: skip
+        """One window's counts and the verdicts after it; `problems`: the rails whose NIC did
+        not open (WatchAgent.problems), every rail's series set each window."""
         self.windows.inc()
+        for rail in range(state.rails):
+            self.unopened.labels(self.node, str(rail)).set(1 if rail in (problems or {}) else 0)
         for rail, w in by_nic.items():
             labels = (self.node, str(rail), devices.get(rail) or "")
             self.sent.labels(*labels).inc(w.sent)

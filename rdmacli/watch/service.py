@@ -307,7 +307,7 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
                 print(f"watch: rail {rail}: {now or 'open again'}", file=err)
         said.clear()
         said.update(agent.problems)
-        metrics.window(by_nic, agent.devices, agent.state, list(agent.plan.names))
+        metrics.window(by_nic, agent.devices, agent.state, list(agent.plan.names), agent.problems)
         used = time.process_time() - cpu[0]
         cpu[0] += used
         metrics.cpu.set(used / agent.plan.window_s / max(agent.plan.rails, 1))

@@ -498,7 +498,8 @@ def test_the_watchdog_pings_while_the_agent_makes_progress_and_stops_when_it_is_
 
 def test_a_rail_whose_nic_did_not_open_says_why_in_the_state_file():
     """A device gone (a driver reload): the phase could not open rail 1; the state file's NIC
-    entry says why (it said bad, cause ENV, and nowhere why), and once it opens again, nothing."""
+    entry says why (it said bad, cause ENV, and nowhere why) and its metric is 1; once it opens
+    again, nothing and 0."""
     from rdmacli.watch.agent import WatchAgent
     from rdmacli.watch.service import state_doc
 
@@ -515,9 +516,15 @@ def test_a_rail_whose_nic_did_not_open_says_why_in_the_state_file():
     agent = WatchAgent(plan(0, window_s=10.0, per_window=7), WatchState(rails=2),
                        make_phase=lambda pl, k, stop: Gone(log, pl, k, now=now), clock=lambda: now[0],
                        sleep=sleep)  # fmt: skip
+    m = WatchMetrics("n0")
     agent.run(windows=1)
     nics = state_doc(agent, "n0", 1)["nics"]
     assert [n["problem"] for n in nics] == [None, "no RDMA device has 10.1.0.0 any more"]
+    m.window({}, {}, agent.state, list(agent.plan.names), agent.problems)
+    assert 'rdmacli_watch_nic_unopened{node="n0",rail="1"} 1.0' in generate(m)
+    assert 'rdmacli_watch_nic_unopened{node="n0",rail="0"} 0.0' in generate(m)
     agent.make_phase = lambda pl, k, stop: FakePhase(log, pl, k, now=now)
     agent.run(windows=1)
     assert [n["problem"] for n in state_doc(agent, "n0", 2)["nics"]] == [None, None]
+    m.window({}, {}, agent.state, list(agent.plan.names), agent.problems)
+    assert 'rdmacli_watch_nic_unopened{node="n0",rail="1"} 0.0' in generate(m)
