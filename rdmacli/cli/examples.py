@@ -123,6 +123,13 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
             "rdmacli watch run --nodes @rdma --address-template '{node}-ib' --metrics 192.168.0.5:9590",
         ),
     ],
+    "watch key": [
+        ("A key for the fabric", "rdmacli watch key /etc/rdmacli/watch.key"),
+        (
+            "On every node, as the agent's credential",
+            "clush -w @rdma --copy /etc/rdmacli/watch.key --dest /etc/rdmacli/",
+        ),
+    ],
     "watch unit": [
         ("Install the agent's unit", "rdmacli watch unit > /etc/systemd/system/rdmacli-watch.service"),
         ("Then enable it", "systemctl daemon-reload && systemctl enable --now rdmacli-watch"),

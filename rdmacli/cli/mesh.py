@@ -296,9 +296,10 @@ def command(
             else {"rails": None if rails_spec == "auto" else rails_spec, "family": 6 if ipv6 else 4}
         )
         spec = contract.RunSpec(
-            run_id=contract.new_run_id(), names=names, addresses=addresses, round_s=round_time, port=port,
-            test=test, count=count, quick=quick, cross_rail=cross_rail, discover=discover,
-            pairs=pairs, groups=groups, sample=sample, rotation=rotation or 0,
+            run_id=contract.new_run_id(), probe_key=contract.new_probe_key(), names=names,
+            addresses=addresses, round_s=round_time, port=port, test=test, count=count, quick=quick,
+            cross_rail=cross_rail, discover=discover, pairs=pairs, groups=groups, sample=sample,
+            rotation=rotation or 0,
         )  # fmt: skip
         request = mesh.Request(
             spec=spec, nodes_spec=nodes, launch_s=launch_timeout, retest_rounds=retest_rounds,

@@ -111,13 +111,18 @@ def command() -> None:
     help="Serve Prometheus /metrics there (off by default; bind to a management address).",
 )
 @file_option(
+    "--key-file",
+    help="The fabric's probe key (`rdmacli watch key FILE`; the same on every node, mode 0600): "
+    "probes and answers are tagged with it, and forged ones dropped and counted.",
+)
+@file_option(
     "--web-config-file",
     help="TLS, client certificates and basic auth for /metrics: Prometheus's web config file "
     "(as node_exporter's --web.config.file), read again when it changes.",
 )
 @policy_options
 def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_spec, state_file, metrics,
-        web_config_file, **policy) -> None:  # fmt: skip
+        key_file, web_config_file, **policy) -> None:  # fmt: skip
     """Run this node's agent until SIGTERM (a systemd unit: rdmacli-watch.service, Type=notify)."""
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh.inputs import parse_pairs
@@ -135,8 +140,20 @@ def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_
             raise RdmacliError(str(exc), hint="--raise-after <= --raise-window <= --flap-window",
                                cause=Cause.USAGE) from None  # fmt: skip
         opts = Options(map_path, node, port, window_s, count, partners, state_file, metrics, pairs, nodes,
-                       template, web_config_file)  # fmt: skip
+                       template, web_config_file, key_file)  # fmt: skip
         sys.exit(serve(opts, verdicts))
+
+
+@command.command("key", context_settings=HELP)
+@click.argument("path", metavar="FILE")
+def key(path) -> None:
+    """Make a new probe key in FILE (mode 0600, never over an existing file): give it to every
+    node's agent with --key-file."""
+    from rdmacli.watch.key import write_key
+
+    app = App.from_context()
+    with app.errors("watch key"):
+        write_key(path)
 
 
 @command.command("unit", context_settings=HELP)

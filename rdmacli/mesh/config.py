@@ -34,6 +34,13 @@ class AgentConfig(OfSpec):
         """The listener port of a rail: each rail its own (a node listens on all at once)."""
         return self.spec.port + rail
 
+    @property
+    def probe_key(self) -> bytes:
+        """The probe's MAC key: the run's (the spec's), else the public one."""
+        from rdmacli.probe.siphash import PUBLIC_KEY
+
+        return bytes.fromhex(self.spec.probe_key) if self.spec.probe_key else PUBLIC_KEY
+
     def nic(self, rank: int, rail: int) -> int:
         """A NIC's number in the tokens: rank * rails + rail (the rank itself with one rail)."""
         return rank * self.rails + rail

@@ -46,6 +46,7 @@ MAX_SPEC = 64 * 2**20  # bytes of a spec, as sent or inflated: 10 000 x 8 needs 
 ZIP_OVER = 64 * 1024  # a spec longer than this travels compressed (zlib, base64)
 SPEC_WAIT_S = 120.0  # an agent waits this long for its spec on stdin, then says so and ends
 RUN_ID = re.compile(r"[0-9a-f]{16}")
+PROBE_KEY = re.compile(r"[0-9a-f]{32}")
 
 
 class SpecError(ValueError):
@@ -128,6 +129,15 @@ SPEC_FIELDS = (
     SpecField("groups", (), _groups, "each node's group name (letters, digits, . _ : -), or none"),
     SpecField("sample", 0, int_in(0, MAX_SAMPLE), f"0 to {MAX_SAMPLE}"),
     SpecField("rotation", 0, int_in(0, 2**40), "0 to 2^40"),
+    # the key of the probe's datagram and SIDR tags (probe/wire.py): the run's own, made by the
+    # coordinator, carried to the agents on their stdin with the spec (never in argv, never
+    # printed); "": the public key (a spec of an older coordinator), no authentication
+    SpecField(
+        "probe_key",
+        "",
+        lambda v: v == "" or isinstance(v, str) and bool(PROBE_KEY.fullmatch(v)),
+        "32 hex digits, or none",
+    ),
 )
 _BY_NAME = {f.name: f for f in SPEC_FIELDS}
 
@@ -157,6 +167,7 @@ class RunSpec:
     groups: tuple[str, ...] = default("groups")  # by rank, its group (a leaf, rack or plane)
     sample: int = default("sample")  # pairs="sample": node pairs between every two groups
     rotation: int = default("rotation")  # which window of the sampled pairs (a run counter)
+    probe_key: str = default("probe_key")  # the probe's MAC key (hex), the run's secret
 
     def __post_init__(self):
         object.__setattr__(self, "names", tuple(self.names))
@@ -298,6 +309,14 @@ def new_run_id() -> str:
     import secrets
 
     return secrets.token_hex(8)
+
+
+def new_probe_key() -> str:
+    """A run's probe key: 16 random bytes, hex (the agents' datagrams and SIDR tokens are tagged
+    with it; a process on the fabric without the spec cannot forge them)."""
+    import secrets
+
+    return secrets.token_hex(16)
 
 
 def side_of(rank: int, peer: int) -> str:

@@ -316,12 +316,12 @@ class ProbeLoop(_Loop):
     due, and the sleep between them, until Python has something to do; SIDR and the pacing
     stay in Python (rdmacli/probe). Times are CLOCK_MONOTONIC ns (time.monotonic_ns())."""
 
-    def __init__(self, qp: int, cq: int, pd: int, *, run: bytes, nic: int, count: int, recvs: int,
+    def __init__(self, qp: int, cq: int, pd: int, *, run: bytes, key: bytes, nic: int, count: int, recvs: int,
                  sends: int, buf: tuple[int, int], port_num: int, partners: list[int],
                  free: list[int] | None = None):  # fmt: skip
         super().__init__(qp, cq, "rdmacli_probe")
         ffi, s = self.ffi, self.state
-        s.run = run
+        s.run, s.key = run, key
         s.nic, s.count, s.recvs, s.sends = nic, count, recvs, sends
         s.buf, s.lkey = buf
         s.port_num, s.pd = port_num, ffi.cast("void *", pd)

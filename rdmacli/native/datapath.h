@@ -4,6 +4,7 @@
 #define RDMACLI_DATAPATH_H
 
 #include <stdint.h>
+#include <stddef.h>
 
 /* cdef-begin */
 #define RDMACLI_OP_SEND 0
@@ -111,7 +112,9 @@ struct rdmacli_bw {
 #define RDMACLI_DG_T1 28         /* 64 bits: the prober's clock at post (ns) */
 #define RDMACLI_DG_T2 36         /* 64 bits: the responder's at receive */
 #define RDMACLI_DG_T3 44         /* 64 bits: the responder's at its reply's post */
-#define RDMACLI_DG_SIZE 52       /* the fields' end */
+#define RDMACLI_DG_TAG 52        /* 64 bits: SipHash-2-4 of the bytes before it, under the key */
+#define RDMACLI_DG_SIZE 60       /* the fields' end */
+#define RDMACLI_KEY_BYTES 16     /* SipHash's key: the fabric's (watch) or the run's (mesh) */
 #define RDMACLI_PROBE_PAYLOAD 64 /* bytes sent */
 #define RDMACLI_PROBE_SLOT 128   /* a buffer slot: the 40-byte GRH and the payload */
 #define RDMACLI_GRH_BYTES 40
@@ -125,10 +128,13 @@ struct rdmacli_datagram {
     uint64_t t1, t2, t3;
 };
 
-/* 1 and the fields when p holds a probe or reply (magic and kind checked), else 0; and the
- * inverse, RDMACLI_PROBE_PAYLOAD bytes (Python's wire.py is held to both by a unit test) */
-int rdmacli_datagram_parse(const unsigned char *p, struct rdmacli_datagram *d);
-void rdmacli_datagram_pack(unsigned char *p, const struct rdmacli_datagram *d);
+/* 1 and the fields when p holds a probe or reply (magic and kind checked) whose tag is right
+ * under key, -1 when its tag is wrong (forged, or another key's), else 0; and the inverse,
+ * RDMACLI_PROBE_PAYLOAD bytes, tagged (Python's wire.py is held to both by a unit test) */
+int rdmacli_datagram_parse(const unsigned char *p, const unsigned char *key, struct rdmacli_datagram *d);
+void rdmacli_datagram_pack(unsigned char *p, const unsigned char *key, const struct rdmacli_datagram *d);
+/* SipHash-2-4 (Aumasson and Bernstein's reference): a keyed MAC for short inputs, the tag */
+uint64_t rdmacli_siphash24(const unsigned char *key, const unsigned char *in, size_t len);
 
 struct rdmacli_probe_peer {
     /* set by Python when the partner resolved (SIDR) and as it paces the probes */
@@ -149,6 +155,7 @@ struct rdmacli_probe_peer {
 struct rdmacli_probe {
     /* set once by Python */
     unsigned char run[8];
+    unsigned char key[16]; /* the datagrams' MAC key (RDMACLI_KEY_BYTES) */
     uint32_t nic;          /* this NIC's number */
     uint32_t count;        /* probes a partner, at most */
     uint32_t recvs;        /* receive slots are 0..recvs-1, send slots recvs..recvs+sends-1 */
@@ -169,6 +176,7 @@ struct rdmacli_probe {
     /* out */
     uint64_t next_due_ns;  /* the earliest probe still due (0: none) */
     uint64_t replies;      /* partners' probes answered */
+    uint64_t forged;       /* datagrams of this format whose tag is wrong: dropped */
     uint64_t post_errors;
     int status;
     int err;

@@ -9,7 +9,7 @@ import heapq
 import time
 
 from rdmacli.probe.state import NicState
-from rdmacli.probe.wire import GRH_BYTES, PAYLOAD, PROBE, QKEY, REPLY, SIZE, SLOT, Datagram, parse
+from rdmacli.probe.wire import FORGED, GRH_BYTES, PAYLOAD, PROBE, QKEY, REPLY, SIZE, SLOT, Datagram, parse
 from rdmacli.rdma import constants as C
 from rdmacli.rdma import verbs
 
@@ -34,6 +34,7 @@ def native_loop(nic, recvs: int, sends: int, free: list[int] | None = None):
         verbs_address(nic.cq.ptr),
         verbs_address(lid.pd),
         run=nic.run_id,
+        key=nic.key,
         nic=nic.nic,
         count=nic.count,
         recvs=recvs,
@@ -57,7 +58,8 @@ class PythonLoop(NicState):
             slot = self.free_sends.pop()
             p.seq += 1
             t1 = time.perf_counter_ns()
-            self.mr.write(Datagram(PROBE, self.run_id, p.seq, self.nic, p.nic, t1).pack(), slot * SLOT)
+            probe = Datagram(PROBE, self.run_id, p.seq, self.nic, p.nic, t1)
+            self.mr.write(probe.pack(self.key), slot * SLOT)
             try:
                 verbs.post_send(
                     self.listen_id.qp,
@@ -93,8 +95,10 @@ class PythonLoop(NicState):
                 slot = wc.wr_id
                 if wc.ok and wc.opcode == C.WC_RECV and wc.byte_len >= GRH_BYTES + SIZE:
                     data = self.mr.read(slot * SLOT + GRH_BYTES, SIZE)
-                    d = parse(data)
-                    if d is not None and d.run == self.run_id:
+                    d = parse(data, self.key)
+                    if d is FORGED:  # never answered, counted or let re-target a partner's replies
+                        self.forged += 1
+                    elif isinstance(d, Datagram) and d.run == self.run_id:
                         if d.kind == PROBE:
                             self._answer(d, wc, slot, t_in)
                         else:
@@ -123,7 +127,7 @@ class PythonLoop(NicState):
         out = self.free_sends.pop()
         t3 = time.perf_counter_ns()
         reply = Datagram(REPLY, self.run_id, d.seq, d.src, d.dst, d.t1, t2, t3)
-        self.mr.write(reply.pack(), out * SLOT)
+        self.mr.write(reply.pack(self.key), out * SLOT)
         try:
             verbs.post_send(
                 self.listen_id.qp,

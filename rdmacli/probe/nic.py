@@ -32,6 +32,7 @@ class NicProbe(Resolving, PythonLoop):
         self,
         *,
         run: bytes,
+        key: bytes,
         nic: int,
         address: str,
         port: int,
@@ -42,6 +43,8 @@ class NicProbe(Resolving, PythonLoop):
         stop=lambda: False,
     ):
         self.run_id, self.nic, self.address, self.port, self.count = run, nic, address, port, count
+        self.key = key  # the datagrams' and SIDR tokens' MAC key (wire.py)
+        self.forged = 0  # forged SIDR tokens and the Python loop's datagrams, this window
         self.peers = peers
         for i, p in enumerate(peers):
             p.index = i
@@ -144,6 +147,7 @@ class NicProbe(Resolving, PythonLoop):
             self.retired.append(ah)
         self.ahs.clear()
         self.run_id, self.count, self.peers = run, count, peers
+        self.forged = 0
         for i, p in enumerate(peers):
             p.index = i
             k = self.known.get(p.nic)
@@ -296,6 +300,10 @@ class NicProbe(Resolving, PythonLoop):
         for _, give_up in self.inflight.values():
             wake = min(wake, give_up)
         return min(max(wake - now, 0.0), 0.2)
+
+    def forged_seen(self) -> int:
+        """Datagrams with a wrong tag dropped this window (since open or retarget)."""
+        return self.forged + (int(self.native.state.forged) if self.native is not None else 0)
 
     def results(self) -> list[tuple[Peer, str, RdmacliError | None]]:
         if self.native is not None:  # the native loop's counts and round trips are the tallies

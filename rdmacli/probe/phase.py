@@ -12,9 +12,11 @@ from rdmacli.probe.nic import NicProbe, Peer
 
 class Topology(Protocol):
     """What a phase needs of the fabric (mesh's AgentConfig, watch's WatchPlan): this node's
-    rank, and each NIC's number (in the datagrams and SIDR tokens), address and port."""
+    rank, each NIC's number (in the datagrams and SIDR tokens), address and port, and the key
+    that tags the datagrams and tokens (the fabric's for watch, the run's for mesh)."""
 
     rank: int
+    probe_key: bytes
 
     def nic(self, rank: int, rail: int) -> int: ...
 
@@ -67,10 +69,11 @@ class Phase:
                 )
             )
         for rail, nic in list(self.nics.items()):
-            same = (nic.nic, nic.address, nic.port) == (
+            same = (nic.nic, nic.address, nic.port, nic.key) == (
                 cfg.nic(cfg.rank, rail),
                 cfg.address(cfg.rank, rail),
                 cfg.port_of(rail),
+                cfg.probe_key,
             )
             try:
                 if not same or rail not in self.by_rail or problems[rail] is not None:
@@ -83,6 +86,7 @@ class Phase:
                 continue
             nic = NicProbe(
                 run=run,
+                key=cfg.probe_key,
                 nic=cfg.nic(cfg.rank, rail),
                 address=cfg.address(cfg.rank, rail),
                 port=cfg.port_of(rail),

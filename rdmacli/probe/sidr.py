@@ -91,7 +91,9 @@ class Resolving(NicState):
                 raise event_error(ev, step="probe", local=self.address, remote="partners", device=self.device)
             if ev.type == C.CONNECT_REQUEST:  # a partner's SIDR: our QP number, if it is one
                 child = cm.CmId(ev.raw_id, self.channel)
-                got = T.parse(ev.private_data or b"")
+                got = T.opened(ev.private_data or b"", self.key)
+                if got is None and T.parse(ev.private_data or b"") is not None:
+                    self.forged += 1  # a token of this format with a wrong tag
                 ok = (
                     got is not None
                     and got.run == self.run_id
@@ -118,7 +120,7 @@ class Resolving(NicState):
                 if ev.type == C.ADDR_RESOLVED:
                     p.resolving.resolve_route(int(attempt_s(p.attempts) * 1000))
                 elif ev.type == C.ROUTE_RESOLVED:
-                    tok = T.Token(self.run_id, 0, self.nic, p.nic).pack()
+                    tok = T.seal(T.Token(self.run_id, 0, self.nic, p.nic), self.key)
                     p.resolving.connect(
                         cm.ConnParam(private_data=b"\0" * T.OFFSET + tok, qp_num=self.listen_id.qp_num)
                     )

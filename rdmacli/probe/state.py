@@ -54,6 +54,8 @@ class NicState:
     """A NIC's phase state (NicProbe.__init__ sets every field)."""
 
     run_id: bytes
+    key: bytes  # the datagrams' and SIDR tokens' MAC key (wire.py, token.seal)
+    forged: int  # tokens and (Python loop) datagrams with a wrong tag, this window
     nic: int
     address: str
     port: int

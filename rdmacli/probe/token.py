@@ -16,6 +16,7 @@ from rdmacli.engine.protocol import Reject
 from rdmacli.protocols import hello as H
 
 MAGIC = b"MESH"
+TAG_BYTES = 8
 FORMAT = ">4s8sHII"  # magic, run id, round, from rank, to rank
 OFFSET = H.SIZE  # after the hello: 20 + 22 = 42 bytes, inside RC's 56 and SIDR's 180
 SIZE = struct.calcsize(FORMAT)
@@ -38,6 +39,28 @@ def parse(data: bytes) -> Token | None:
         return None
     _, run, rnd, src, dst = struct.unpack(FORMAT, raw)
     return Token(run, rnd, src, dst)
+
+
+def seal(token: Token, key: bytes) -> bytes:
+    """The token packed and tagged (SipHash-2-4 under the probe's key): SIDR's private data."""
+    from rdmacli.probe.siphash import siphash24
+
+    raw = token.pack()
+    return raw + siphash24(key, raw).to_bytes(TAG_BYTES, "big")
+
+
+def opened(data: bytes, key: bytes) -> Token | None:
+    """A SIDR request's token, if its tag is right under `key` (else None: forged or another
+    key's). A request whose tag is wrong is never answered with this NIC's QP number."""
+    from rdmacli.probe.siphash import siphash24
+
+    raw = bytes(data[OFFSET : OFFSET + SIZE + TAG_BYTES])
+    got = parse(data)
+    if got is None or len(raw) < SIZE + TAG_BYTES:
+        return None
+    if raw[SIZE:] != siphash24(key, raw[:SIZE]).to_bytes(TAG_BYTES, "big"):
+        return None
+    return got
 
 
 def check(got: Token | None, want: Token) -> str | None:

@@ -1,6 +1,11 @@
 """The probe's datagram, laid out once: in the C header (native/datapath.h, `RDMACLI_DG_*`), which
 probe.c compiles against and this module reads (native.header), so the Python loop and the C loop
-cannot disagree on a byte. Big-endian fields at fixed offsets, zero-padded to the payload."""
+cannot disagree on a byte. Big-endian fields at fixed offsets, zero-padded to the payload.
+
+Each datagram carries a tag: SipHash-2-4 of the bytes before it under a key (the fabric's, from
+`watch run --key-file`; the run's, for `mesh --test probe`, handed to the agents in the spec). A
+datagram of this format whose tag is wrong is forged (or of another key): dropped and counted,
+never answered, never counted as an answer, never let re-target a partner's replies."""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import struct
 from dataclasses import dataclass
 
 from rdmacli.native.header import const
+from rdmacli.probe.siphash import siphash24
 
 PROBE, REPLY = const("RDMACLI_PROBE"), const("RDMACLI_REPLY")
 MAGIC = const("RDMACLI_DG_MAGIC").to_bytes(4, "big")
@@ -16,6 +22,8 @@ PAYLOAD = const("RDMACLI_PROBE_PAYLOAD")  # bytes sent (SIZE, padded)
 SLOT = const("RDMACLI_PROBE_SLOT")  # a receive slot: the GRH and the payload
 GRH_BYTES = const("RDMACLI_GRH_BYTES")
 QKEY = const("RDMACLI_UDP_QKEY")  # rdma_cm's UD QPs' (RDMA_UDP_QKEY)
+TAG = const("RDMACLI_DG_TAG")  # the tag's offset: it covers every byte before it
+KEY_BYTES = const("RDMACLI_KEY_BYTES")
 
 # (field, its offset in the header, its struct code): scapy's fields_desc, the header's numbers
 FIELDS = (
@@ -28,6 +36,7 @@ FIELDS = (
     ("t1", const("RDMACLI_DG_T1"), "Q"),
     ("t2", const("RDMACLI_DG_T2"), "Q"),
     ("t3", const("RDMACLI_DG_T3"), "Q"),
+    ("tag", TAG, "Q"),
 )
 
 
@@ -58,16 +67,30 @@ class Datagram:
     t2: int = 0  # the responder's at receive
     t3: int = 0  # the responder's at its reply's post
 
-    def pack(self) -> bytes:
-        values = (MAGIC, self.kind, self.run, self.seq, self.src, self.dst, self.t1, self.t2, self.t3)
-        return FORMAT.pack(*values).ljust(PAYLOAD, b"\0")
+    def pack(self, key: bytes) -> bytes:
+        values = (MAGIC, self.kind, self.run, self.seq, self.src, self.dst, self.t1, self.t2, self.t3, 0)
+        raw = FORMAT.pack(*values)[:TAG]
+        return (raw + siphash24(key, raw).to_bytes(8, "big")).ljust(PAYLOAD, b"\0")
 
 
-def parse(data: bytes) -> Datagram | None:
-    """A datagram from the wire (anyone's): None unless it is a probe or reply of this format."""
+class Forged:
+    """What parse gives for a datagram of this format whose tag is wrong under the key."""
+
+    def __repr__(self) -> str:
+        return "FORGED"
+
+
+FORGED = Forged()
+
+
+def parse(data: bytes, key: bytes) -> Datagram | Forged | None:
+    """A datagram from the wire (anyone's): None unless it is a probe or reply of this format,
+    FORGED when its tag is wrong under `key`."""
     if len(data) < SIZE or not data.startswith(MAGIC):
         return None
-    _, kind, run, seq, src, dst, t1, t2, t3 = FORMAT.unpack(data[:SIZE])
+    _, kind, run, seq, src, dst, t1, t2, t3, tag = FORMAT.unpack(data[:SIZE])
     if kind not in (PROBE, REPLY):
         return None
+    if tag != siphash24(key, bytes(data[:TAG])):
+        return FORGED
     return Datagram(kind, run, seq, src, dst, t1, t2, t3)

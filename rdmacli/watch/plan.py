@@ -24,12 +24,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import rdmacli.watch as defaults
 from rdmacli.mesh import schedule
 from rdmacli.probe import timing
+from rdmacli.probe.siphash import PUBLIC_KEY, siphash24
 
 OPEN_LEAD_S = timing.OPEN_LEAD_S  # a window's NICs are open this long before it begins
 CLOSE_S = 0.5  # and closed this long before the next window's open
@@ -51,6 +52,8 @@ class WatchPlan:
     per_window: int = 1  # schedule rounds a window holds (partners of each NIC a window)
     groups: tuple[str, ...] = ()  # by rank, its group: probed inside, sampled between ((): all pairs)
     sample: int = 0  # with groups: node pairs between every two groups a period (0: none)
+    # the probe's MAC key (watch/key.py): the fabric's, else token.PUBLIC_KEY (nothing authenticated)
+    probe_key: bytes = field(default=PUBLIC_KEY, repr=False)
 
     def __post_init__(self):
         n = len(self.names)
@@ -149,8 +152,17 @@ class WatchPlan:
     def port_of(self, rail: int) -> int:
         return self.port + rail
 
+    @property
+    def authenticated(self) -> bool:
+        """Whether the probes carry tags only this fabric's agents can make (a key file)."""
+        return self.probe_key != PUBLIC_KEY
+
     def run_id(self, k: int) -> str:
-        """Window k's run id (16 hex digits), the same at every agent of this fabric."""
+        """Window k's run id (16 hex digits), the same at every agent of this fabric: keyed
+        when the fabric has a key (no one without it learns which run a window is)."""
+        if self.authenticated:
+            tag = siphash24(self.probe_key, f"rdmacli-watch run {self.port} {k}".encode())
+            return tag.to_bytes(8, "big").hex()
         return hashlib.sha256(f"rdmacli-watch {self.port} {k}".encode()).hexdigest()[:16]
 
 

@@ -97,6 +97,7 @@ class Options:
     nodes: str | None = None  # a node set (ClusterShell syntax, @groups too): the names, else the map's
     template: str | None = None  # --address-template: a node's one rail from its name
     web_config: str | None = None  # /metrics's TLS and basic auth (webconfig.py)
+    key_file: str | None = None  # the fabric's probe key (key.py); None: probes not authenticated
 
     @property
     def source(self) -> str:
@@ -134,8 +135,11 @@ def load_plan(opts: Options):
     """The plan from the nodes (plan_nodes) and this node's name (given, else the host's, as
     `mesh-agent --rank-from-host` finds it)."""
     from rdmacli.mesh.nodes import rank_of_host
+    from rdmacli.probe.siphash import PUBLIC_KEY
+    from rdmacli.watch.key import read_key
     from rdmacli.watch.plan import RATE_BUDGET, WatchPlan
 
+    key = read_key(opts.key_file) if opts.key_file else PUBLIC_KEY
     names, addrs, groups = plan_nodes(opts)
     me = opts.node or socket.gethostname()
     rank = rank_of_host(names, me)
@@ -147,7 +151,7 @@ def load_plan(opts: Options):
         if per is None:  # every partner each window, as many as the budget allows
             rounds = WatchPlan(names, addrs, rank, opts.port, opts.window_s, 1, 1, groups, sample).rounds
             per = max(1, min(rounds, WatchPlan.most_per_window(opts.window_s, opts.count)))
-        return WatchPlan(names, addrs, rank, opts.port, opts.window_s, opts.count, per, groups, sample)
+        return WatchPlan(names, addrs, rank, opts.port, opts.window_s, opts.count, per, groups, sample, key)
     except ValueError as exc:
         raise RdmacliError(
             f"watch: {exc} (at most {RATE_BUDGET:g} probes a second a NIC)", cause=Cause.USAGE
@@ -169,6 +173,7 @@ def state_doc(agent, node: str, k: int | None) -> dict:
                 "state": (t.state if t else State.OK).value,
                 "cause": t.cause if t else None,
                 "problem": agent.problems.get(rail),
+                "forged": agent.forged.get(rail, 0),  # datagrams with a wrong tag, last window
                 "reference": ref.figures() if ref is not None else None,
             }
         )
@@ -194,6 +199,7 @@ def state_doc(agent, node: str, k: int | None) -> dict:
         "period_s": plan.period_s(),
         "windows": st.windows,
         "skipped": agent.skipped,
+        "authenticated": plan.authenticated,  # probes tagged with the fabric's key (--key-file)
         "nics": nics,
         "pairs": pairs,
     }
@@ -307,7 +313,8 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
                 print(f"watch: rail {rail}: {now or 'open again'}", file=err)
         said.clear()
         said.update(agent.problems)
-        metrics.window(by_nic, agent.devices, agent.state, list(agent.plan.names), agent.problems)
+        names = list(agent.plan.names)
+        metrics.window(by_nic, agent.devices, agent.state, names, agent.problems, agent.forged)
         used = time.process_time() - cpu[0]
         cpu[0] += used
         metrics.cpu.set(used / agent.plan.window_s / max(agent.plan.rails, 1))
@@ -353,6 +360,12 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
         f"{plan.period_s():g} s; state in {path}",
         file=err,
     )
+    if not plan.authenticated:
+        print(
+            "watch: probes not authenticated (no --key-file): any process on the fabric can forge "
+            "them and move the verdicts; `rdmacli watch key FILE` makes a key for every node",
+            file=err,
+        )
     agent.run()
     notify("STOPPING=1")
     return 0

@@ -47,10 +47,12 @@ def test_group_and_sample_pairs_are_probed_as_they_are_tested():
 
 def test_the_datagram_round_trips_and_anything_else_is_not_one():
     d = wire.Datagram(wire.PROBE, b"\x01" * 8, 7, 3, 9, 123, 456, 789)
-    raw = d.pack()
-    assert len(raw) == wire.PAYLOAD and wire.parse(raw) == d
-    assert wire.parse(b"RPRB") is None and wire.parse(b"X" * 64) is None
-    assert wire.parse(raw[:4] + b"\x09" + raw[5:]) is None  # neither probe nor reply
+    key = bytes(16)
+    raw = d.pack(key)
+    assert len(raw) == wire.PAYLOAD and wire.parse(raw, key) == d
+    assert wire.parse(b"RPRB", key) is None and wire.parse(b"X" * 64, key) is None
+    assert wire.parse(raw[:4] + b"\x09" + raw[5:], key) is None  # neither probe nor reply
+    assert wire.parse(raw, b"another key, 16B") is wire.FORGED
 
 
 def test_the_responders_hold_is_taken_out_only_when_it_can_be():
@@ -182,8 +184,8 @@ def test_a_late_loop_still_sends_every_probe_before_the_window_ends(monkeypatch)
         nicprobe.verbs, "post_send", lambda qp, slot, mr, off, n, **kw: posted.append(kw["remote_qpn"])
     )
     peers = [nicprobe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
-    nic = nicprobe.NicProbe(run=b"\0" * 8, nic=0, address="10.0.0.9", port=7490, peers=peers, count=20,
-                         begin=0.0, end=10.0)  # fmt: skip
+    nic = nicprobe.NicProbe(run=b"\0" * 8, key=bytes(16), nic=0, address="10.0.0.9", port=7490, peers=peers,
+                            count=20, begin=0.0, end=10.0)  # fmt: skip
     assert callable(nic.run) and callable(nic.open) and callable(nic.close)  # no attribute hides them
     nic.mr = SimpleNamespace(write=lambda data, off: None)
     nic.listen_id = SimpleNamespace(qp=None)
@@ -199,6 +201,51 @@ def test_a_late_loop_still_sends_every_probe_before_the_window_ends(monkeypatch)
     assert [p.tally.sent for p in peers] == [20, 20, 20] and len(posted) == 60
     nic._send_due(nic.send_end + 1)
     assert len(posted) == 60
+
+
+def test_the_python_loop_drops_and_counts_what_its_key_did_not_tag(monkeypatch):
+    """Probes and answers claiming a partner, tagged under another key (a forger's): never
+    answered, never counted as answers, counted as forged; the partner's own still are."""
+    from types import SimpleNamespace
+
+    from rdmacli.probe import datagrams
+    from rdmacli.rdma import constants as C
+
+    key, run = bytes(range(16)), b"\2" * 8
+    peers = [nicprobe.Peer(1, 0, 1, "10.0.0.1", 7490)]
+    nic = nicprobe.NicProbe(run=run, key=key, nic=0, address="10.0.0.9", port=7490, peers=peers, count=5,
+                            begin=0.0, end=10.0)  # fmt: skip
+    sent = [
+        wire.Datagram(wire.PROBE, run, 1, 1, 0, 5).pack(key),  # the partner's probe
+        wire.Datagram(wire.PROBE, run, 2, 1, 0, 5).pack(b"forger's own key"),  # claiming the partner
+        wire.Datagram(wire.REPLY, run, 1, 0, 1, 5, 6, 7).pack(bytes(16)),  # an answer nobody sent
+        wire.Datagram(wire.REPLY, run, 1, 0, 1, 5, 6, 7).pack(key),  # the partner's answer
+    ]
+    nic.recvs, nic.free_sends = len(sent), []
+    nic.mr = SimpleNamespace(read=lambda off, n: sent[off // wire.SLOT][:n])
+    nic.listen_id = SimpleNamespace(qp=None)
+    wcs = [SimpleNamespace(wr_id=i, ok=True, opcode=C.WC_RECV, byte_len=wire.GRH_BYTES + wire.PAYLOAD,
+                           status=0, src_qp=77) for i in range(len(sent))]  # fmt: skip
+    nic.cq = SimpleNamespace(poll=lambda: [wcs.pop(0)] if wcs else [])
+    monkeypatch.setattr(datagrams.verbs, "post_recv_slots", lambda *a: None)
+    taken = []
+    monkeypatch.setattr(nic, "_answer", lambda d, wc, slot, t: taken.append(("answer", d.seq)))
+    monkeypatch.setattr(nic, "_counted", lambda d, wc, t: taken.append(("counted", d.seq)))
+    nic._completions()
+    assert taken == [("answer", 1), ("counted", 1)] and nic.forged == 2 == nic.forged_seen()
+
+
+def test_a_sidr_token_is_taken_only_under_its_key():
+    from rdmacli.probe import token as T
+
+    tok = T.Token(b"\3" * 8, 0, 4, 9)
+    data = b"\0" * T.OFFSET + T.seal(tok, bytes(16))
+    assert T.opened(data, bytes(16)) == tok and T.parse(data) == tok
+    assert T.opened(data, b"another key, 16B") is None
+    assert T.opened(data[:-1], bytes(16)) is None  # the tag cut short
+    forged = bytearray(data)
+    forged[T.OFFSET + 14] ^= 1  # another source NIC, the tag kept
+    assert T.opened(bytes(forged), bytes(16)) is None
 
 
 def test_a_probe_run_on_a_host_without_rdma_ends_at_its_phase_and_says_why(monkeypatch):
@@ -468,8 +515,8 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
         nicprobe.cm.CmId, "create", lambda *a: asked.append(a) or (_ for _ in ()).throw(OSError(5, "x"))
     )
     peers = [nicprobe.Peer(rank, 0, rank, f"10.0.0.{rank}", 7490) for rank in (1, 2, 3)]
-    nic = nicprobe.NicProbe(run=b"\1" * 8, nic=0, address="10.0.0.9", port=7490, peers=peers, count=5,
-                         begin=0.0, end=10.0)  # fmt: skip
+    nic = nicprobe.NicProbe(run=b"\1" * 8, key=bytes(16), nic=0, address="10.0.0.9", port=7490, peers=peers,
+                            count=5, begin=0.0, end=10.0)  # fmt: skip
     nic.recvs, nic.sends, nic.free_sends = 64, 64, list(range(64, 128))
     nic.mr = SimpleNamespace(write=lambda data, off: None)
     nic.listen_id = SimpleNamespace(qp=None)

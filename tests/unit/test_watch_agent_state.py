@@ -17,6 +17,12 @@ NAMES = tuple(f"n{i}" for i in range(8))
 ADDRS = tuple((f"10.0.0.{i}", f"10.1.0.{i}") for i in range(8))
 
 
+def nic(device: str):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(device=device, ib_port=1, forged_seen=lambda: 0)
+
+
 def plan(rank: int = 0, **kw) -> WatchPlan:
     return WatchPlan(names=NAMES, addresses=ADDRS, rank=rank, **kw)
 
@@ -315,14 +321,13 @@ def test_a_drop_between_two_windows_probes_is_read_from_the_ports_counter_at_the
     lost, yet its link_downed counter moved. The agent reads the counter at each window's end
     (the gaps between phases counted too): that window names the NIC DOWN at once; the first
     reading is only the baseline, and a counter that went backwards (a reset) is a new one."""
-    from types import SimpleNamespace
 
     from rdmacli.watch.agent import WatchAgent
 
     value = {"rxe_b": 7}
 
     class Phase:
-        nics = {0: SimpleNamespace(device="rxe_a", ib_port=1), 1: SimpleNamespace(device="rxe_b", ib_port=1)}
+        nics = {0: nic("rxe_a"), 1: nic("rxe_b")}
 
         def run(self, begin, end):
             return [rec(5), rec(6), rec(5, rail=1), rec(6, rail=1)]
@@ -347,7 +352,6 @@ def test_a_kept_phase_stays_open_its_nic_whose_link_went_down_is_opened_afresh_a
     """The real phases keep their NICs open from window to window (keep): the agent closes
     nothing between windows, drops (to be opened afresh) the NIC whose port's link went down,
     a device-wide counter as well as the port's, and closes everything when it stops."""
-    from types import SimpleNamespace
 
     from rdmacli.watch.agent import WatchAgent
 
@@ -355,7 +359,7 @@ def test_a_kept_phase_stays_open_its_nic_whose_link_went_down_is_opened_afresh_a
 
     class Phase:
         keep = True
-        nics = {0: SimpleNamespace(device="rxe_a", ib_port=1), 1: SimpleNamespace(device="rxe_b", ib_port=1)}
+        nics = {0: nic("rxe_a"), 1: nic("rxe_b")}
 
         def run(self, begin, end):
             return [rec(5), rec(6), rec(5, rail=1), rec(6, rail=1)]
