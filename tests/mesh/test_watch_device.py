@@ -1,9 +1,14 @@
-"""A watch agent through a driver reload: its RDMA device deleted under it (`rdma link delete`,
-what unloading a driver does to each device) and added again. rxe, like every driver without
-`disassociate_ucontext`, finishes the delete only once every process has closed the device: an
-agent that kept its NIC open across windows held the delete forever. Here the delete must end,
-the agent say in its state what is missing, go on probing, and take the device back when it
-returns. Two lab nodes the watch test does not use (n15, n16), rail 0, their own port."""
+"""Two watch agents with the fabric's key (n15, n16: lab nodes the watch test does not use, rail
+0, their own port), through what an unattended agent meets besides faults:
+
+- forgers: a process on a member node (n16's own device) and one on a node not in the map (n14)
+  send probes and answers claiming to come from the other agent, to each agent's QP, window after
+  window: no verdict moves, and each agent counts what it dropped;
+- a driver reload: its RDMA device deleted under it (`rdma link delete`, what unloading a driver
+  does to each device) and added again. rxe, like every driver without `disassociate_ucontext`,
+  finishes the delete only once every process has closed the device: an agent that kept its NIC
+  open across windows held the delete forever. Here the delete must end, the agent say in its
+  state what is missing, go on probing, and take the device back when it returns."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from meshlab import RAILS_MAP
@@ -20,6 +26,8 @@ from rdmacli.lab import node
 
 PAIR = ("n15", "n16")
 PORT = "7596"
+WINDOW_S = 5
+FORGER = Path(__file__).with_name("forger.py")
 
 
 def state(d, name: str) -> dict:
@@ -44,12 +52,16 @@ def problem(d, name: str):
     return nics[0].get("problem")
 
 
-def test_a_device_deleted_under_the_agent_is_let_go_said_and_taken_back(tmp_path):
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
     if not RAILS_MAP:
         pytest.fail("no lab nodes: run with `make lab-mesh-test`")
-    mapfile = tmp_path / "pair.map"
+    d = tmp_path_factory.mktemp("pair")
+    mapfile = d / "pair.map"
     mapfile.write_text("".join(f"{n} {node(int(n[1:]))['ipv4']}\n" for n in PAIR))
-    rxe, netdev = node(16)["rxe"], node(16)["netdev"]
+    key = d / "fabric.key"
+    made = subprocess.run([sys.executable, "-m", "rdmacli", "watch", "key", str(key)], timeout=120)
+    assert made.returncode == 0
     procs = {
         n: subprocess.Popen(
             [
@@ -65,9 +77,11 @@ def test_a_device_deleted_under_the_agent_is_let_go_said_and_taken_back(tmp_path
                 "--port",
                 PORT,
                 "--window",
-                "5",
+                str(WINDOW_S),
+                "--key-file",
+                str(key),
                 "--state-file",
-                str(tmp_path / f"{n}.json"),
+                str(d / f"{n}.json"),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -75,9 +89,65 @@ def test_a_device_deleted_under_the_agent_is_let_go_said_and_taken_back(tmp_path
         )  # fmt: skip
         for n in PAIR
     }
+    try:
+        until(lambda: all(state(d, n).get("windows", 0) >= 2 for n in PAIR), 180, "two windows", procs)
+        assert all(state(d, n)["authenticated"] for n in PAIR)
+        yield d, procs
+    finally:
+        for p in procs.values():
+            p.send_signal(signal.SIGTERM)
+        codes = {n: p.wait(timeout=60) for n, p in procs.items()}
+        assert codes == dict.fromkeys(PAIR, 0), [p.stderr.read()[-800:] for p in procs.values()]
+        left = subprocess.run(["rdma", "resource", "show", "cm_id"], capture_output=True, text=True).stdout
+        assert f":{PORT}" not in left, left
+
+
+def ud_qpn(device: str, pid: int) -> int:
+    """The agent's probe QP on `device` (`rdma resource`, as root)."""
+    out = subprocess.run(["rdma", "-j", "resource", "show", "qp"], capture_output=True, text=True, timeout=60)
+    qps = [q for q in json.loads(out.stdout or "[]") if q.get("ifname") == device and q.get("type") == "UD"
+           and q.get("pid") == pid]  # fmt: skip
+    assert len(qps) == 1, (device, pid, out.stdout[-2000:])
+    return qps[0]["lqpn"]
+
+
+def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
+    d, procs = pair
+    qpn = {n: ud_qpn(node(int(n[1:]))["rxe"], procs[n].pid) for n in PAIR}
+    seconds = 6 * WINDOW_S
+    ip = {k: node(k)["ipv4"] for k in (14, 15, 16)}
+    forgers = [  # (own address, target, its QP, the NIC claimed, the target's NIC): n15 is NIC 0, n16 NIC 1
+        subprocess.Popen([sys.executable, str(FORGER), ip[16], ip[15], str(qpn["n15"]), "1", "0", PORT,
+                          str(WINDOW_S), str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True),  # a member node's process, not its agent
+        subprocess.Popen([sys.executable, str(FORGER), ip[14], ip[16], str(qpn["n16"]), "0", "1", PORT,
+                          str(WINDOW_S), str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True),  # a node not in the map
+    ]  # fmt: skip
+    forged: dict[str, dict[int, int]] = {n: {} for n in PAIR}  # by window: what the agent dropped
+    end = time.monotonic() + seconds + 120
+    while any(f.poll() is None for f in forgers):
+        assert time.monotonic() < end, "the forgers did not end"
+        for n in PAIR:
+            doc = state(d, n)
+            assert doc["pairs"] == [] and doc["nics"][0]["state"] == "ok", doc  # no verdict moves
+            forged[n][doc["window"]] = doc["nics"][0]["forged"]
+        time.sleep(1)
+    outs = [f.communicate(timeout=60) for f in forgers]
+    assert all(f.returncode == 0 for f in forgers), outs
+    sent = [json.loads(out.strip().splitlines()[-1])["sent"] for out, _ in outs]
+    assert min(sent) > 100, sent
+    assert sum(forged["n15"].values()) > 0 and sum(forged["n16"].values()) > 0, forged
+    seen = {n: state(d, n)["windows"] for n in PAIR}  # and the probes go on passing after them
+    until(lambda: all(state(d, n)["windows"] >= seen[n] + 2 for n in PAIR), 60, "two windows more", procs)
+    assert all(state(d, n)["pairs"] == [] for n in PAIR), [state(d, n) for n in PAIR]
+
+
+def test_a_device_deleted_under_the_agent_is_let_go_said_and_taken_back(pair):
+    tmp_path, procs = pair
+    rxe, netdev = node(16)["rxe"], node(16)["netdev"]
     added = True
     try:
-        until(lambda: all(state(tmp_path, n).get("windows", 0) >= 2 for n in PAIR), 180, "two windows", procs)
         assert problem(tmp_path, "n16") is None
         seen = state(tmp_path, "n16")["windows"]
         delete = subprocess.Popen(["rdma", "link", "delete", rxe], stderr=subprocess.PIPE, text=True)
@@ -101,9 +171,3 @@ def test_a_device_deleted_under_the_agent_is_let_go_said_and_taken_back(tmp_path
     finally:
         if not added:
             subprocess.run(["rdma", "link", "add", rxe, "type", "rxe", "netdev", netdev], timeout=60)
-        for p in procs.values():
-            p.send_signal(signal.SIGTERM)
-        codes = {n: p.wait(timeout=60) for n, p in procs.items()}
-    assert codes == dict.fromkeys(PAIR, 0), [p.stderr.read()[-800:] for p in procs.values()]
-    left = subprocess.run(["rdma", "resource", "show", "cm_id"], capture_output=True, text=True).stdout
-    assert f":{PORT}" not in left, left

@@ -1,0 +1,99 @@
+"""A forger, for the lab's tests only: from a UD QP of its own (any process that may open an RDMA
+device, as any user may where uverbs is 0666), probes and answers that claim to come from a
+watch agent's partner, sent to the agent's QP (its number read as root from `rdma resource`),
+under the window's public run id and the public key: what a forger could compute had the
+fabric no key. It says how many it sent, as one JSON line.
+
+    python forger.py OWN_ADDRESS TARGET_ADDRESS TARGET_QPN SRC_NIC DST_NIC PORT WINDOW_S SECONDS
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import ipaddress
+import json
+import os
+import sys
+import time
+
+from rdmacli.probe import wire
+from rdmacli.probe.siphash import PUBLIC_KEY
+from rdmacli.rdma import addr as A
+from rdmacli.rdma import cm, verbs
+from rdmacli.rdma import constants as C
+
+SLOTS = 32
+
+
+def sgid_index(device: str, port: int, address: str) -> int:
+    """The RoCE v2 GID of `address` on device:port (sysfs)."""
+    want = ipaddress.IPv6Address("::ffff:" + address)
+    for path in glob.glob(f"/sys/class/infiniband/{device}/ports/{port}/gids/*"):
+        index = int(os.path.basename(path))
+        try:
+            with open(path) as f:
+                gid = ipaddress.IPv6Address(f.read().strip())
+            with open(f"/sys/class/infiniband/{device}/ports/{port}/gid_attrs/types/{index}") as f:
+                kind = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if gid == want and kind == "RoCE v2":
+            return index
+    raise SystemExit(f"no RoCE v2 GID of {address} on {device}")
+
+
+def main() -> None:
+    own, target, qpn, src, dst, port, window_s, seconds = sys.argv[1:9]
+    qpn, src, dst, port = int(qpn), int(src), int(dst), int(port)
+    window_s, seconds = float(window_s), float(seconds)
+    channel = cm.EventChannel()
+    cid = cm.CmId.create(channel, C.PS_UDP)
+    cid.bind(A.resolve(own, 0, passive=True, what="the forger's address"))
+    comp = verbs.CompChannel(cid.verbs)
+    cq = verbs.CQ(cid.verbs, 2 * SLOTS, comp)
+    cid.create_qp(qp_type=C.QPT_UD, send_cq=cq.ptr, recv_cq=cq.ptr, max_send_wr=SLOTS, max_recv_wr=1,
+                  sq_sig_all=1)  # fmt: skip
+    mr = verbs.MR(cid.pd, SLOTS * wire.SLOT, C.ACCESS_LOCAL_WRITE)
+    f = verbs.ffi()
+    attr = f.new("struct ibv_ah_attr *")
+    attr.is_global, attr.port_num = 1, cid.port_num
+    attr.grh.hop_limit, attr.grh.sgid_index = 64, sgid_index(cid.device, cid.port_num, own)
+    attr.grh.dgid.raw = ipaddress.IPv6Address("::ffff:" + target).packed
+    ah = verbs.AH.from_attr(cid.pd, attr)
+    free, sent, end, seq = list(range(SLOTS)), 0, time.monotonic() + seconds, 0
+    try:
+        while time.monotonic() < end:
+            for wc in cq.poll():
+                free.append(wc.wr_id)
+            k = int(time.time() // window_s)
+            run = bytes.fromhex(hashlib.sha256(f"rdmacli-watch {port} {k}".encode()).hexdigest()[:16])
+            seq = seq % 20 + 1
+            now = time.perf_counter_ns()
+            for d in (
+                wire.Datagram(wire.PROBE, run, seq, src, dst, now),  # a probe "from" the partner
+                wire.Datagram(wire.REPLY, run, seq, dst, src, now, now, now),  # an answer "from" it
+            ):
+                if not free:
+                    break
+                slot = free.pop()
+                mr.write(d.pack(PUBLIC_KEY), slot * wire.SLOT)
+                verbs.post_send(cid.qp, slot, mr, slot * wire.SLOT, wire.PAYLOAD, ah=ah.ptr, remote_qpn=qpn,
+                                remote_qkey=wire.QKEY)  # fmt: skip
+                sent += 1
+            time.sleep(0.02)
+    finally:
+        time.sleep(0.2)
+        cq.poll()
+        ah.destroy()
+        cid.destroy_qp()
+        cq.destroy()
+        comp.destroy()
+        mr.dereg()
+        cid.destroy()
+        channel.close()
+    print(json.dumps({"sent": sent}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
