@@ -1,6 +1,7 @@
 """Two watch agents with the fabric's key (n15, n16: lab nodes the watch test does not use, rail
 0, their own port), through what an unattended agent meets besides faults:
 
+- n15's agent runs as an unprivileged user with no capability (as the hardened unit runs it);
 - forgers: a process on a member node (n16's own device) and one on a node not in the map (n14)
   send probes and answers claiming to come from the other agent, to each agent's QP, window after
   window: no verdict moves, and each agent counts what it dropped;
@@ -13,9 +14,11 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,46 +55,41 @@ def problem(d, name: str):
     return nics[0].get("problem")
 
 
+NOBODY = 65534  # n15's agent runs as this user, with no capability at all (the hardened unit's way)
+
+
+def agent(d, mapfile, key, name: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "rdmacli", "watch", "run", "--map", str(mapfile), "--node", name, "--port",
+           PORT, "--window", str(WINDOW_S), "--key-file", str(key), "--state-file",
+           str(d / f"{name}.json")]  # fmt: skip
+    if name == "n15":
+        cmd = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all",
+               "--bounding-set=-all", "--no-new-privs", *cmd]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+def pair():
     if not RAILS_MAP:
         pytest.fail("no lab nodes: run with `make lab-mesh-test`")
-    d = tmp_path_factory.mktemp("pair")
+    d = Path(tempfile.mkdtemp(prefix="rdmacli-pair-"))
+    os.chmod(d, 0o777)  # the unprivileged agent reads the map and writes its state here
     mapfile = d / "pair.map"
     mapfile.write_text("".join(f"{n} {node(int(n[1:]))['ipv4']}\n" for n in PAIR))
     key = d / "fabric.key"
     made = subprocess.run([sys.executable, "-m", "rdmacli", "watch", "key", str(key)], timeout=120)
     assert made.returncode == 0
-    procs = {
-        n: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rdmacli",
-                "watch",
-                "run",
-                "--map",
-                str(mapfile),
-                "--node",
-                n,
-                "--port",
-                PORT,
-                "--window",
-                str(WINDOW_S),
-                "--key-file",
-                str(key),
-                "--state-file",
-                str(d / f"{n}.json"),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for n in PAIR
-    }
+    own = d / "nobody.key"  # its own copy, as systemd's LoadCredential hands the unit's user one
+    own.write_text(key.read_text())
+    os.chmod(own, 0o600)
+    os.chown(own, NOBODY, NOBODY)
+    procs = {n: agent(d, mapfile, own if n == "n15" else key, n) for n in PAIR}
     try:
         until(lambda: all(state(d, n).get("windows", 0) >= 2 for n in PAIR), 180, "two windows", procs)
         assert all(state(d, n)["authenticated"] for n in PAIR)
+        with open(f"/proc/{procs['n15'].pid}/status") as f:
+            status = dict(line.split(":", 1) for line in f)
+        assert status["Uid"].split()[0] == str(NOBODY) and int(status["CapEff"], 16) == 0, status
         yield d, procs
     finally:
         for p in procs.values():
