@@ -94,6 +94,33 @@ class ConnOutcome:
         return d
 
 
+TRAFFIC = ("messages_received", "messages_sent", "bytes_received", "bytes_sent")
+
+
+@dataclass
+class Earlier:
+    """The connections a long-running server no longer lists (engine.flow.Flow.listed): counted
+    by state, their traffic summed, the first error kept. Its size does not grow with them."""
+
+    states: dict = field(default_factory=dict)  # State -> how many
+    traffic: dict = field(default_factory=dict)  # TRAFFIC key -> its sum
+    first_error: RdmacliError | None = None
+
+    @property
+    def count(self) -> int:
+        return sum(self.states.values())
+
+    def add(self, c: ConnOutcome) -> None:
+        self.states[c.state] = self.states.get(c.state, 0) + 1
+        if isinstance(c.stats, Traffic):
+            for key in TRAFFIC:
+                n = getattr(c.stats, key)
+                if n is not None:
+                    self.traffic[key] = self.traffic.get(key, 0) + n
+        if self.first_error is None:
+            self.first_error = c.error
+
+
 @dataclass
 class Outcome:
     command: str
@@ -109,10 +136,20 @@ class Outcome:
     counts: dict = field(default_factory=dict)  # totals of a non-connection command
     data: dict = field(default_factory=dict)  # what only this command reports (devices, checks)
     counters: list[dict] = field(default_factory=list)  # ports' counters that moved (rdmacli/counters.py)
+    earlier: Earlier | None = None  # a persistent server's connections no longer listed
 
     # -- derived -------------------------------------------------------------------------------
     def states(self) -> list[State]:
         return [c.state for c in self.connections]
+
+    def count_of(self, state: State) -> int:
+        """Connections in `state`, the listed and the earlier ones."""
+        return self.states().count(state) + (self.earlier.states.get(state, 0) if self.earlier else 0)
+
+    @property
+    def served(self) -> int:
+        """Connections accounted for, listed or not."""
+        return len(self.connections) + (self.earlier.count if self.earlier else 0)
 
     @property
     def exit_code(self) -> int:
@@ -121,7 +158,7 @@ class Outcome:
         err = self.run_error()
         if err is not None:
             return int(err.exit_code)
-        if self.failed or State.FAILED in self.states():
+        if self.failed or self.count_of(State.FAILED):
             return int(EXIT_OF[Cause.CHECK_FAILED])
         return int(ExitCode.OK)
 
@@ -131,7 +168,7 @@ class Outcome:
         err = self.first_error()
         if err is None and self.failed:
             return RdmacliError(self.failed_words, cause=Cause.CHECK_FAILED)
-        if err is not None or not self.connections or any(s != State.REJECTED for s in self.states()):
+        if err is not None or not self.served or self.count_of(State.REJECTED) < self.served:
             return err
         return RdmacliError(
             "no connection was served: every client was rejected",
@@ -146,26 +183,29 @@ class Outcome:
         return "pass" if self.exit_code == 0 else "fail"
 
     def totals(self) -> dict:
-        if not self.connections:
+        if not self.served:
             return dict(self.counts)
-        states = self.states()
         t = {
-            "connections": sum(s != State.REJECTED for s in states),
-            "connections_passed": states.count(State.DONE),
-            "connections_failed": states.count(State.FAILED),
-            "connections_rejected": states.count(State.REJECTED),
-            "connections_interrupted": states.count(State.INTERRUPTED),
+            "connections": self.served - self.count_of(State.REJECTED),
+            "connections_passed": self.count_of(State.DONE),
+            "connections_failed": self.count_of(State.FAILED),
+            "connections_rejected": self.count_of(State.REJECTED),
+            "connections_interrupted": self.count_of(State.INTERRUPTED),
         }
         moved = [c.stats for c in self.connections if isinstance(c.stats, Traffic)]
-        for key in ("messages_received", "messages_sent", "bytes_received", "bytes_sent"):
+        before = self.earlier.traffic if self.earlier else {}
+        for key in TRAFFIC:
             counts = [n for n in (getattr(f, key) for f in moved) if n is not None]
-            if counts:
-                t[key] = sum(counts)
+            if counts or key in before:
+                t[key] = sum(counts) + before.get(key, 0)
+        if self.earlier and self.earlier.count:
+            t["connections_unlisted"] = self.earlier.count  # counted above, not in `connections`
         t.update(self.counts)
         return t
 
     def first_error(self) -> RdmacliError | None:
-        return self.error or next((c.error for c in self.connections if c.error), None)
+        earlier = self.earlier.first_error if self.earlier else None
+        return self.error or earlier or next((c.error for c in self.connections if c.error), None)
 
     def to_dict(self) -> dict:
         err = self.run_error()
@@ -239,27 +279,30 @@ def final_state(state: State, signal: int | None, closing: bool = False) -> Stat
     return State.INTERRUPTED if signal is not None else State.FAILED
 
 
+def conn_outcome(c, signal: int | None = None) -> ConnOutcome:
+    """One engine connection's outcome (duck-typed: engine.conn.Connection)."""
+    return ConnOutcome(
+        index=c.index,
+        state=final_state(c.state, signal, c.closing),
+        local=c.local,
+        remote=c.remote,
+        device=c.device,
+        stats=c.protocol.summary() if c.protocol else None,
+        protocol=c.protocol.name if c.protocol else None,
+        role=c.protocol.role if c.protocol else None,
+        error=c.error,
+        teardown_errors=c.teardown_errors,
+    )
+
+
 def from_flow(
     command: str, flow, params: dict, *, error: RdmacliError | None = None, signal: int | None = None
 ) -> Outcome:
-    """The outcome of an engine flow (duck-typed: all_conns, timer, t0, warnings)."""
-    conns = []
-    for c in flow.all_conns:
-        conns.append(
-            ConnOutcome(
-                index=c.index,
-                state=final_state(c.state, signal, c.closing),
-                local=c.local,
-                remote=c.remote,
-                device=c.device,
-                stats=c.protocol.summary() if c.protocol else None,
-                protocol=c.protocol.name if c.protocol else None,
-                role=c.protocol.role if c.protocol else None,
-                error=c.error,
-                teardown_errors=c.teardown_errors,
-            )
-        )
+    """The outcome of an engine flow (duck-typed: all_conns, earlier, timer, t0, warnings)."""
+    conns = [conn_outcome(c, signal) for c in flow.all_conns]
+    earlier = getattr(flow, "earlier", None)
     return Outcome(
+        earlier=earlier if earlier is not None and earlier.count else None,
         command=command,
         params=params,
         connections=conns,
@@ -309,14 +352,16 @@ SUMMARY_KEYS = [
         "totals",
         "object of integers",
         "connections, connections_passed / _failed / _rejected / _interrupted, and the "
-        "command's own counts (messages_received, bytes_sent, checks, devices, ...)",
+        "command's own counts (messages_received, bytes_sent, checks, devices, ...); a "
+        "persistent server's connections_unlisted: counted here, not in `connections`",
     ),
     (
         "connections",
         "array",
         "one object per connection or multicast member: conn, state (pending, established, "
         "done, failed, rejected, interrupted), local, remote, device, protocol (connect, ping, "
-        "ud, mcast, events) and role (client, server), the protocol's counts and error",
+        "ud, mcast, events) and role (client, server), the protocol's counts and error (a "
+        "persistent server's last 100)",
     ),
     ("steps_us", "array", "per rdma_cm step (cmtime's names): count, total_us, avg_us, min_us, max_us"),
     ("elapsed_ms", "number", "wall time of the run in milliseconds"),

@@ -22,6 +22,7 @@ from rdmacli.engine.settings import Options, Timeouts
 from rdmacli.engine.status import call_error, event_error, short_status
 from rdmacli.engine.timing import StepTimer
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.outcome import Earlier, conn_outcome
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
 from rdmacli.rdma.verbs import WorkCompletion
@@ -64,6 +65,10 @@ class Flow:
         self.counters = Watch(self.backend.read_counters)  # the ports' counters around the run
         self.conns: dict[int, Connection] = {}  # cm id key -> connection
         self.all_conns: list[Connection] = []
+        # a long-running server lists its last `listed` finished connections; the rest are
+        # folded into `earlier` as they finish (None: every connection listed)
+        self.listed: int | None = None
+        self.earlier = Earlier()
         self.warnings: list[str] = []
         self.deadline_all = (self.t0 + self.timeouts.overall_s) if self.timeouts.overall_s else None
         self.closed = False
@@ -116,6 +121,18 @@ class Flow:
         live in the flow; its outcome stays."""
         conn.teardown()
         self.conns.pop(conn.cm.key, None)
+        self.timer.forget(conn.index)
+        if self.listed is not None:
+            self._fold()
+
+    def _fold(self) -> None:
+        """Beyond `listed` finished connections, the oldest are counted, not kept: a persistent
+        server's memory and summary do not grow with the clients it served."""
+        finished = [c for c in self.all_conns if c.finished]
+        for c in finished[: max(len(finished) - (self.listed or 0), 0)]:
+            self.all_conns.remove(c)
+            self.earlier.add(conn_outcome(c))
+            self._first_open = 0
 
     def drop(self, conn: Connection) -> None:
         """conn is to be made again (a retry): retired and forgotten, outcome and all."""

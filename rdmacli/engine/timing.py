@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # cmtime's names (v59 cmtime.c:93-111) for the steps rdmacli performs, in flow order.
 STEP_ORDER = [
@@ -25,19 +25,30 @@ STEP_ORDER = [
 
 @dataclass
 class StepStats:
+    """One step over every connection, as running figures: a persistent server that serves a
+    million clients holds the same few numbers as one that served one."""
+
     first_start: float | None = None
     last_end: float | None = None
-    durations: list[float] = field(default_factory=list)
+    count: int = 0
+    total: float = 0.0  # the durations' sum
+    least: float = float("inf")
+    most: float = 0.0
+
+    def add(self, d: float) -> None:
+        self.count += 1
+        self.total += d
+        self.least, self.most = min(self.least, d), max(self.most, d)
 
 
 class StepTimer:
     def __init__(self):
         self.steps: dict[str, StepStats] = {}
-        self._open: dict[tuple[str, int], float] = {}
+        self._open: dict[int, dict[str, float]] = {}  # connection -> its steps begun, not ended
 
     def start(self, step: str, conn: int = 0, t: float | None = None) -> None:
         t = time.monotonic() if t is None else t
-        self._open[(step, conn)] = t
+        self._open.setdefault(conn, {})[step] = t
         s = self.steps.setdefault(step, StepStats())
         if s.first_start is None or t < s.first_start:
             s.first_start = t
@@ -45,13 +56,20 @@ class StepTimer:
     def end(self, step: str, conn: int = 0, t: float | None = None) -> float | None:
         """Close the step; returns its duration in microseconds (None if it was not started)."""
         t = time.monotonic() if t is None else t
-        t0 = self._open.pop((step, conn), None)
+        t0 = self._open.get(conn, {}).pop(step, None)
         if t0 is None:
             return None
+        if not self._open[conn]:
+            del self._open[conn]
         s = self.steps[step]
-        s.durations.append(t - t0)
+        s.add(t - t0)
         s.last_end = t if s.last_end is None else max(s.last_end, t)
         return (t - t0) * 1e6
+
+    def forget(self, conn: int) -> None:
+        """A connection gone with steps never ended (a client that vanished mid-accept): their
+        starts go with it, not kept for the life of a persistent server."""
+        self._open.pop(conn, None)
 
     def summary(self) -> list[dict]:
         rows = []
@@ -59,17 +77,16 @@ class StepTimer:
         names += [n for n in self.steps if n not in STEP_ORDER]
         for name in names:
             s = self.steps[name]
-            if not s.durations:
+            if not s.count or s.last_end is None or s.first_start is None:
                 continue
-            d = s.durations
             rows.append(
                 {
                     "step": name,
-                    "count": len(d),
+                    "count": s.count,
                     "total_us": round((s.last_end - s.first_start) * 1e6, 1),
-                    "avg_us": round(sum(d) / len(d) * 1e6, 1),
-                    "min_us": round(min(d) * 1e6, 1),
-                    "max_us": round(max(d) * 1e6, 1),
+                    "avg_us": round(s.total / s.count * 1e6, 1),
+                    "min_us": round(s.least * 1e6, 1),
+                    "max_us": round(s.most * 1e6, 1),
                 }
             )
         return rows

@@ -201,6 +201,8 @@ def totals_line(doc: dict) -> str:
     for state in ("rejected", "interrupted"):
         if t.get(f"connections_{state}"):
             line += f", {t[f'connections_{state}']} {state}"
+    if t.get("connections_unlisted"):  # a persistent server's: counted, not each shown
+        line += f" (the last {len(doc['connections'])} shown)"
     return line
 
 

@@ -709,3 +709,39 @@ def test_what_arrived_before_a_deadline_was_judged_is_handled_first():
     backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
     out = run(flow)
     assert out.exit_code == 0 and out.connections[0].state == State.DONE, out.to_dict()
+
+
+def test_a_persistent_server_holds_the_same_after_a_thousand_clients():
+    """`listen --persistent` served each client's connection, outcome and step timings for its
+    whole life: memory and the summary grew with every client. It lists its last LISTED now,
+    counts the others (states, traffic, first error), and keeps each step's figures running."""
+    import gc
+
+    from rdmacli.engine.conn import Connection
+    from rdmacli.engine.server import LISTED
+    from rdmacli.errors import Stopped
+
+    backend = FakeBackend()
+    flow = server(backend, max_clients=None, timeouts=Timeouts(100, 5, 5))
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
+    served, most = [0], [0]
+
+    def stop():
+        raise Stopped(signal.SIGTERM)
+
+    def observe(rec):
+        if rec["type"] == "connection":
+            served[0] += 1
+            if served[0] % 100 == 0:
+                most[0] = max(most[0], sum(isinstance(o, Connection) for o in gc.get_objects()))
+            flow.loop.call_later(0, backend.request if served[0] < 1000 else stop)
+
+    flow.observer = observe
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, backend.request) and []
+    out = run(flow)
+    totals = out.totals()
+    assert totals["connections_passed"] == 1000 and totals["connections_unlisted"] == 1000 - LISTED
+    assert totals["messages_received"] == 3000  # the unlisted ones' traffic still counted
+    assert len(out.connections) == LISTED and most[0] <= LISTED + 10, most
+    assert next(s for s in out.steps_us if s["step"] == "accept")["count"] == 1000
+    assert not flow.timer._open and out.exit_code == 143
