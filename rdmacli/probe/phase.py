@@ -10,6 +10,17 @@ from rdmacli.errors import Cause, RdmacliError
 from rdmacli.probe.nic import NicProbe, Peer
 
 
+def let_go() -> None:
+    """librdmacm's device list synced with the kernel's (rdma.cm.let_go_of_removed_devices): a
+    removed device closed in this process, so that its removal can finish. Never fatal."""
+    from rdmacli.rdma import cm
+
+    try:
+        cm.let_go_of_removed_devices()
+    except Exception:  # noqa: BLE001 - no stack at all: the NICs' own open says why
+        pass
+
+
 class Topology(Protocol):
     """What a phase needs of the fabric (mesh's AgentConfig, watch's WatchPlan): this node's
     rank, each NIC's number (in the datagrams and SIDR tokens), address and port, and the key
@@ -57,6 +68,7 @@ class Phase:
         QP and what it knows of its partners (NicProbe.retarget) when its rail, address and port
         are the same; any other is closed; a rail not open is opened."""
         self.cfg, self.problems, self.run_id, self.count = cfg, problems, run, count
+        let_go()  # any device removed since (ours or not) is closed in this process, not held
         self.by_rail: dict[int, list[Peer]] = {}
         for rail, peer, peer_rail in tests:
             self.by_rail.setdefault(rail, []).append(
@@ -171,8 +183,11 @@ class Phase:
         rails = sorted(self.by_rail)
         with ThreadPoolExecutor(max(len(rails), 1), thread_name_prefix="probe-rail") as pool:
             out = [rec for recs in pool.map(one, rails) for rec in recs]
-        for rail in [r for r, nic in self.nics.items() if nic.listen_id is None]:  # closed by its run
+        closed = [r for r, nic in self.nics.items() if nic.listen_id is None]  # closed by its run
+        for rail in closed:
             self.drop(rail)
+        if closed:
+            let_go()  # a device removed under a NIC now closed: librdmacm lets go of it too
         return out
 
     def close(self) -> None:

@@ -474,6 +474,8 @@ struct rdma_cm_event {
 struct rdma_cm_join_mc_attr_ex { uint32_t comp_mask; uint32_t join_flags; struct sockaddr *addr; };
 
 struct rdma_event_channel *rdma_create_event_channel(void);
+struct ibv_context **rdma_get_devices(int *num_devices);
+void rdma_free_devices(struct ibv_context **list);
 void rdma_destroy_event_channel(struct rdma_event_channel *channel);
 int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context, int ps);
 int rdma_destroy_id(struct rdma_cm_id *id);

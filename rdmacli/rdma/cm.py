@@ -129,6 +129,18 @@ class CmEvent:
         return d
 
 
+def let_go_of_removed_devices() -> None:
+    """librdmacm keeps a device's verbs context open while it lists the device, and lists it
+    until something asks again (rdma_get_devices syncs its list with the kernel's): a device
+    removed under a long-running process stays open in it after its cm_ids are gone, and a
+    driver without disassociate (rxe) finishes the removal only when every process closed the
+    device. Asking once, after the removed device's ids are destroyed, closes it."""
+    lib, f = rdmacm(), ffi()
+    devices = lib.rdma_get_devices(f.NULL)
+    if devices != f.NULL:
+        lib.rdma_free_devices(devices)
+
+
 class EventChannel(Handle):
     kind = "CM event channel"
 

@@ -144,7 +144,7 @@ def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
 def test_a_device_deleted_under_the_agent_is_let_go_said_and_taken_back(pair):
     tmp_path, procs = pair
     rxe, netdev = node(16)["rxe"], node(16)["netdev"]
-    added = True
+    added, delete = True, None
     try:
         assert problem(tmp_path, "n16") is None
         seen = state(tmp_path, "n16")["windows"]
@@ -167,5 +167,8 @@ def test_a_device_deleted_under_the_agent_is_let_go_said_and_taken_back(pair):
         until(lambda: state(tmp_path, "n16")["windows"] >= back + 2, 60, "two windows more", procs)
         assert problem(tmp_path, "n16") is None
     finally:
-        if not added:
+        if not added:  # the delete held: n16's agent stopped lets it end, and the device comes back
+            procs["n16"].send_signal(signal.SIGTERM)
+            procs["n16"].wait(timeout=60)
+            delete.wait(timeout=120)
             subprocess.run(["rdma", "link", "add", rxe, "type", "rxe", "netdev", netdev], timeout=60)
