@@ -64,7 +64,7 @@ lab-soak: venv
 
 # `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real launchers.
 lab-mesh-test: venv
-	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q --durations=25 tests
+	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=25 tests
 
 # `rdmacli watch` on 8 lab nodes x 2 rails as services, faults injected while they run, a real
 # Prometheus scraping them: part of lab-mesh-test (its boot, last); this runs it alone
