@@ -118,7 +118,7 @@ def command() -> None:
 @file_option(
     "--web-config-file",
     help="TLS, client certificates and basic auth for /metrics: Prometheus's web config file "
-    "(as node_exporter's --web.config.file), read again when it changes.",
+    "(node_exporter's format), read again when it changes.",
 )
 @policy_options
 def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_spec, state_file, metrics,
@@ -147,8 +147,8 @@ def run(map_path, nodes, template, node, port, window_s, count, partners, pairs_
 @command.command("key", context_settings=HELP)
 @click.argument("path", metavar="FILE")
 def key(path) -> None:
-    """Make a new probe key in FILE (mode 0600, never over an existing file): give it to every
-    node's agent with --key-file."""
+    """Make a new probe key in FILE (mode 0600, never over an existing file), for every node's
+    agent (`watch run`'s key file)."""
     from rdmacli.watch.key import write_key
 
     app = App.from_context()
