@@ -97,7 +97,9 @@ class Session:
                 self.control_conn.flow.start(1)  # the test's QP: the flow's next connection
         elif step == P.TEST:
             self.round = self.steps[: self.k].count(P.TEST)
-            self.control_conn.quiet()  # and while the test runs (a WRITE server sees nothing of it)
+            # while the test runs the control keeps its idle deadline, pushed out by the test's
+            # progress: a WRITE server sees none, and a client stalled mid-stream must not hold
+            # it for ever (quiet here, the lab's 64 KiB case waited past 180 s)
             self.test.start_test(self.test_conn)
         else:  # an exchange step: a peer that goes silent here meets the idle deadline
             self.control_conn.progress()
@@ -196,8 +198,8 @@ class Control(Protocol):
         self.session = session
         self.role = session.role
         # the exchange has the idle deadline (a client that connects and says nothing is cut
-        # after --idle-timeout, not kept until --timeout); the session quiets it while the test QP
-        # connects and the test runs, when silence is the protocol (Session.advance)
+        # after --idle-timeout, not kept until --timeout); the session quiets it while the test
+        # QP connects, when silence is the protocol (Session.advance)
         self.waits_for_peer = False
 
     def companions(self, ev) -> int:
