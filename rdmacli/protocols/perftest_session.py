@@ -97,9 +97,11 @@ class Session:
                 self.control_conn.flow.start(1)  # the test's QP: the flow's next connection
         elif step == P.TEST:
             self.round = self.steps[: self.k].count(P.TEST)
-            # while the test runs the control keeps its idle deadline, pushed out by the test's
-            # progress: a WRITE server sees none, and a client stalled mid-stream must not hold
-            # it for ever (quiet here, the lab's 64 KiB case waited past 180 s)
+            # while the test runs the control has its idle deadline again (it was quiet while the
+            # test QP connected), pushed out by the test's progress: a WRITE server sees none,
+            # and a client stalled mid-stream must not hold it for ever (left quiet, the lab's
+            # 64 KiB case waited past 180 s)
+            self.control_conn.progress()
             self.test.start_test(self.test_conn)
         else:  # an exchange step: a peer that goes silent here meets the idle deadline
             self.control_conn.progress()

@@ -193,7 +193,7 @@ def test_the_control_exchange_has_the_idle_deadline_but_where_silence_is_the_pro
         conn = FakeConn(FakeFlow(lambda index: None))
         s.control_up(conn)
         seen: dict[bool, set] = {}
-        while s.step is not None:  # each step entered: quiet or not
+        while s.step is not None:  # each step entered: quiet or not (the test's step: not again)
             seen.setdefault(s.step == P.CONNECT, set()).add(conn.quieted)
             s.test = Waiting(s, [])
             s.advance()
