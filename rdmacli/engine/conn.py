@@ -73,12 +73,6 @@ class Connection:
         if self.phase in (DATA, WAIT_FOR_PEER):
             self.expect(DATA, self.flow.timeouts.idle_s)
 
-    def quiet(self) -> None:
-        """A silence the protocol expects (perftest's control connection while its test runs):
-        no idle deadline until data moves again (progress), bounded by --wait and --timeout."""
-        if self.phase in (DATA, WAIT_FOR_PEER):
-            self.expect(WAIT_FOR_PEER, self.flow.timeouts.limit_s("wait"))
-
     def learn_addresses(self) -> None:
         loc, rem = self.cm.local_addr(), self.cm.peer_addr()
         self.local = format_hostport(*loc) if loc else "?"

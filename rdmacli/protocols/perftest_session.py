@@ -92,16 +92,14 @@ class Session:
             self.end()
         elif step == P.CONNECT:
             self.want_test = True
-            self.control_conn.quiet()  # silent by design while the test QP connects (its own deadlines)
             if self.role == "client":
                 self.control_conn.flow.start(1)  # the test's QP: the flow's next connection
         elif step == P.TEST:
             self.round = self.steps[: self.k].count(P.TEST)
-            # while the test runs the control has its idle deadline again (it was quiet while the
-            # test QP connected), pushed out by the test's progress: a WRITE server sees none,
-            # and a client stalled mid-stream must not hold it for ever (left quiet, the lab's
-            # 64 KiB case waited past 180 s)
-            self.control_conn.progress()
+            # the control keeps its idle deadline while the test QP connects and the test runs,
+            # pushed out by the test's progress: a WRITE server sees none, and a client stalled
+            # mid-stream must not hold it for ever (left quiet, the lab's 64 KiB case waited
+            # past 180 s)
             self.test.start_test(self.test_conn)
         else:  # an exchange step: a peer that goes silent here meets the idle deadline
             self.control_conn.progress()
@@ -199,9 +197,8 @@ class Control(Protocol):
     def __init__(self, session: Session):
         self.session = session
         self.role = session.role
-        # the exchange has the idle deadline (a client that connects and says nothing is cut
-        # after --idle-timeout, not kept until --timeout); the session quiets it while the test
-        # QP connects, when silence is the protocol (Session.advance)
+        # the idle deadline from the start (a client that connects and says nothing is cut
+        # after --idle-timeout, not kept until --timeout), and through every step
         self.waits_for_peer = False
 
     def companions(self, ev) -> int:

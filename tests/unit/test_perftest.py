@@ -58,7 +58,7 @@ class FakeConn:
     def progress(self):
         self.quieted = False
 
-    def quiet(self):
+    def quiet(self):  # the engine's Connection has none now: a session must not call it
         self.quieted = True
 
 
@@ -181,8 +181,9 @@ class Waiting(FakeTest):
 
 def test_the_control_exchange_has_the_idle_deadline_but_where_silence_is_the_protocol():
     """`listen --perftest`: a client that connects its control QP and says nothing met no idle
-    deadline (only --timeout). Now each exchange step has it, and the test's step too (pushed out
-    by the test's progress); only while the test QP connects is the control connection quiet."""
+    deadline (only --timeout). Now it has it from the start and through every step, pushed out
+    by the test's progress (quiet while the test QP connected or the test ran, a client stalled
+    mid-stream held a WRITE server past 180 s in the lab)."""
     from rdmacli.protocols.perftest_session import Control
 
     setting = Setting("bw", "write", 4096, count=100)
@@ -192,9 +193,7 @@ def test_the_control_exchange_has_the_idle_deadline_but_where_silence_is_the_pro
         s.control = FakeControl([], role)
         conn = FakeConn(FakeFlow(lambda index: None))
         s.control_up(conn)
-        seen: dict[bool, set] = {}
-        while s.step is not None:  # each step entered: quiet or not (the test's step: not again)
-            seen.setdefault(s.step == P.CONNECT, set()).add(conn.quieted)
+        while s.step is not None:  # each step entered: never quiet (the idle deadline holds)
+            assert not conn.quieted, (role, s.step)
             s.test = Waiting(s, [])
             s.advance()
-        assert seen == {False: {False}, True: {True}}, (role, seen)
