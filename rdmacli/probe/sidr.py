@@ -12,6 +12,7 @@ from rdmacli.engine.status import event_error
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.probe import token as T
 from rdmacli.probe.datagrams import verbs_address
+from rdmacli.probe.siphash import FORGED
 from rdmacli.probe.state import NicState
 from rdmacli.probe.timing import MAX_RESOLVING, attempt_s, step_s
 from rdmacli.rdma import addr as A
@@ -92,10 +93,10 @@ class Resolving(NicState):
             if ev.type == C.CONNECT_REQUEST:  # a partner's SIDR: our QP number, if it is one
                 child = cm.CmId(ev.raw_id, self.channel)
                 got = T.opened(ev.private_data or b"", self.key)
-                if got is None and T.parse(ev.private_data or b"") is not None:
-                    self.forged += 1  # a token of this format with a wrong tag
+                if got is FORGED:  # a token of this format with a wrong tag
+                    self.forged += 1
                 ok = (
-                    got is not None
+                    isinstance(got, T.Token)
                     and got.run == self.run_id
                     and got.dst == self.nic
                     and got.src in self.by_nic

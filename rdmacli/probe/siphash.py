@@ -7,6 +7,7 @@ from __future__ import annotations
 
 MASK = (1 << 64) - 1
 KEY_BYTES = 16
+TAG_BYTES = 8
 # the probe's key where none is given (a watch agent without --key-file, an older mesh spec):
 # public, so its tags authenticate nothing; the agents say so at start
 PUBLIC_KEY = b"rdmacli-probe-v1"
@@ -50,3 +51,18 @@ def siphash24(key: bytes, data: bytes) -> int:
     v[2] ^= 0xFF
     rounds(4)
     return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+class Forged:
+    """What a parser gives for a datagram or token of its format whose tag is wrong under the key."""
+
+    def __repr__(self) -> str:
+        return "FORGED"
+
+
+FORGED = Forged()
+
+
+def tag(key: bytes, data: bytes) -> bytes:
+    """The 8-byte tag of `data` (big-endian, as the datagram's and the SIDR token's carry it)."""
+    return siphash24(key, data).to_bytes(TAG_BYTES, "big")

@@ -13,10 +13,10 @@ import struct
 from dataclasses import dataclass
 
 from rdmacli.engine.protocol import Reject
+from rdmacli.probe.siphash import FORGED, Forged
 from rdmacli.protocols import hello as H
 
 MAGIC = b"MESH"
-TAG_BYTES = 8
 FORMAT = ">4s8sHII"  # magic, run id, round, from rank, to rank
 OFFSET = H.SIZE  # after the hello: 20 + 22 = 42 bytes, inside RC's 56 and SIDR's 180
 SIZE = struct.calcsize(FORMAT)
@@ -43,23 +43,24 @@ def parse(data: bytes) -> Token | None:
 
 def seal(token: Token, key: bytes) -> bytes:
     """The token packed and tagged (SipHash-2-4 under the probe's key): SIDR's private data."""
-    from rdmacli.probe.siphash import siphash24
+    from rdmacli.probe.siphash import tag
 
     raw = token.pack()
-    return raw + siphash24(key, raw).to_bytes(TAG_BYTES, "big")
+    return raw + tag(key, raw)
 
 
-def opened(data: bytes, key: bytes) -> Token | None:
-    """A SIDR request's token, if its tag is right under `key` (else None: forged or another
-    key's). A request whose tag is wrong is never answered with this NIC's QP number."""
-    from rdmacli.probe.siphash import siphash24
+def opened(data: bytes, key: bytes) -> Token | Forged | None:
+    """A SIDR request's token if its tag is right under `key`; FORGED for a token of this format
+    whose tag is wrong (or missing: forged, or another key's); None for no token at all. A
+    request whose tag is wrong is never answered with this NIC's QP number."""
+    from rdmacli.probe.siphash import TAG_BYTES, tag
 
-    raw = bytes(data[OFFSET : OFFSET + SIZE + TAG_BYTES])
     got = parse(data)
-    if got is None or len(raw) < SIZE + TAG_BYTES:
+    if got is None:
         return None
-    if raw[SIZE:] != siphash24(key, raw[:SIZE]).to_bytes(TAG_BYTES, "big"):
-        return None
+    raw = bytes(data[OFFSET : OFFSET + SIZE + TAG_BYTES])
+    if len(raw) < SIZE + TAG_BYTES or raw[SIZE:] != tag(key, raw[:SIZE]):
+        return FORGED
     return got
 
 

@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 
 from rdmacli.native.header import const
-from rdmacli.probe.siphash import siphash24
+from rdmacli.probe.siphash import FORGED, Forged, tag
 
 PROBE, REPLY = const("RDMACLI_PROBE"), const("RDMACLI_REPLY")
 MAGIC = const("RDMACLI_DG_MAGIC").to_bytes(4, "big")
@@ -70,17 +70,7 @@ class Datagram:
     def pack(self, key: bytes) -> bytes:
         values = (MAGIC, self.kind, self.run, self.seq, self.src, self.dst, self.t1, self.t2, self.t3, 0)
         raw = FORMAT.pack(*values)[:TAG]
-        return (raw + siphash24(key, raw).to_bytes(8, "big")).ljust(PAYLOAD, b"\0")
-
-
-class Forged:
-    """What parse gives for a datagram of this format whose tag is wrong under the key."""
-
-    def __repr__(self) -> str:
-        return "FORGED"
-
-
-FORGED = Forged()
+        return (raw + tag(key, raw)).ljust(PAYLOAD, b"\0")
 
 
 def parse(data: bytes, key: bytes) -> Datagram | Forged | None:
@@ -88,9 +78,9 @@ def parse(data: bytes, key: bytes) -> Datagram | Forged | None:
     FORGED when its tag is wrong under `key`."""
     if len(data) < SIZE or not data.startswith(MAGIC):
         return None
-    _, kind, run, seq, src, dst, t1, t2, t3, tag = FORMAT.unpack(data[:SIZE])
+    _, kind, run, seq, src, dst, t1, t2, t3, _ = FORMAT.unpack(data[:SIZE])
     if kind not in (PROBE, REPLY):
         return None
-    if tag != siphash24(key, bytes(data[:TAG])):
+    if bytes(data[TAG:SIZE]) != tag(key, bytes(data[:TAG])):
         return FORGED
     return Datagram(kind, run, seq, src, dst, t1, t2, t3)

@@ -30,7 +30,7 @@ from functools import cached_property
 import rdmacli.watch as defaults
 from rdmacli.mesh import schedule
 from rdmacli.probe import timing
-from rdmacli.probe.siphash import PUBLIC_KEY, siphash24
+from rdmacli.probe.siphash import PUBLIC_KEY, tag
 
 OPEN_LEAD_S = timing.OPEN_LEAD_S  # a window's NICs are open this long before it begins
 CLOSE_S = 0.5  # and closed this long before the next window's open
@@ -161,8 +161,7 @@ class WatchPlan:
         """Window k's run id (16 hex digits), the same at every agent of this fabric: keyed
         when the fabric has a key (no one without it learns which run a window is)."""
         if self.authenticated:
-            tag = siphash24(self.probe_key, f"rdmacli-watch run {self.port} {k}".encode())
-            return tag.to_bytes(8, "big").hex()
+            return tag(self.probe_key, f"rdmacli-watch run {self.port} {k}".encode()).hex()
         return hashlib.sha256(f"rdmacli-watch {self.port} {k}".encode()).hexdigest()[:16]
 
 

@@ -241,11 +241,12 @@ def test_a_sidr_token_is_taken_only_under_its_key():
     tok = T.Token(b"\3" * 8, 0, 4, 9)
     data = b"\0" * T.OFFSET + T.seal(tok, bytes(16))
     assert T.opened(data, bytes(16)) == tok and T.parse(data) == tok
-    assert T.opened(data, b"another key, 16B") is None
-    assert T.opened(data[:-1], bytes(16)) is None  # the tag cut short
+    assert T.opened(data, b"another key, 16B") is wire.FORGED
+    assert T.opened(data[:-1], bytes(16)) is wire.FORGED  # the tag cut short
     forged = bytearray(data)
     forged[T.OFFSET + 14] ^= 1  # another source NIC, the tag kept
-    assert T.opened(bytes(forged), bytes(16)) is None
+    assert T.opened(bytes(forged), bytes(16)) is wire.FORGED
+    assert T.opened(b"\0" * T.OFFSET + b"not a token", bytes(16)) is None
 
 
 def test_a_probe_run_on_a_host_without_rdma_ends_at_its_phase_and_says_why(monkeypatch):
