@@ -18,11 +18,12 @@ from rdmacli.engine.cqpool import CqPool
 from rdmacli.engine.deadlines import Deadlines
 from rdmacli.engine.loop import DeadlineExpired, Loop
 from rdmacli.engine.protocol import Protocol
+from rdmacli.engine.results import conn_outcome
 from rdmacli.engine.settings import Options, Timeouts
 from rdmacli.engine.status import call_error, event_error, short_status
 from rdmacli.engine.timing import StepTimer
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.outcome import Earlier, conn_outcome
+from rdmacli.outcome import Earlier
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
 from rdmacli.rdma.verbs import WorkCompletion

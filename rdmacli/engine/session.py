@@ -16,11 +16,12 @@ from typing import Callable
 
 from rdmacli.engine.flow import Flow, Observer
 from rdmacli.engine.protocol import Params, Protocol
+from rdmacli.engine.results import from_flow
 from rdmacli.engine.settings import Options, Timeouts
 from rdmacli.engine.spec import Spec
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
-from rdmacli.outcome import Outcome, from_flow
+from rdmacli.outcome import Outcome
 
 CLIENT, SERVER = "client", "server"  # multicast: the sender is the client, a receiver the server
 

@@ -15,10 +15,11 @@ import pytest
 from fakerdma import FakeBackend, wc
 
 from rdmacli.engine.client import ClientFlow
+from rdmacli.engine.results import from_flow
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.settings import Timeouts
 from rdmacli.engine.stops import Stops
-from rdmacli.outcome import State, from_flow
+from rdmacli.outcome import State
 from rdmacli.protocols import rping
 from rdmacli.protocols.cmatose import CmatoseServer
 from rdmacli.protocols.window import chain

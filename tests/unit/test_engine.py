@@ -17,11 +17,12 @@ from fakerdma import FakeBackend, wc
 from rdmacli.engine.client import ClientFlow
 from rdmacli.engine.loop import DeadlineExpired
 from rdmacli.engine.mcast import McastFlow
+from rdmacli.engine.results import from_flow
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.settings import Options, Timeouts
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import ExitCode, Stopped
-from rdmacli.outcome import State, from_flow
+from rdmacli.outcome import State
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.bare import BareClient
 from rdmacli.protocols.cmatose import CmatoseClient, CmatoseServer

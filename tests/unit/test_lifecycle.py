@@ -9,9 +9,10 @@ from fakerdma import FakeBackend
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.client import ClientFlow
 from rdmacli.engine.mcast import McastFlow
+from rdmacli.engine.results import from_flow
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.settings import Timeouts
-from rdmacli.outcome import State, from_flow
+from rdmacli.outcome import State
 from rdmacli.protocols.bare import BareClient
 from rdmacli.protocols.cmatose import CmatoseServer
 from rdmacli.rdma import constants as C
