@@ -51,6 +51,7 @@ class Connection:
         self.retries = 0  # requests made again because nothing was listening yet (--wait)
         self.timers: list = []  # its call_laters: cancelled when it is torn down
         self.summarized = False  # a server's record of it emitted (ServerFlow.on_finished, once)
+        self.ended = False  # its protocol told that it is over (Flow.on_finished, once)
 
     @property
     def finished(self) -> bool:

@@ -336,7 +336,11 @@ class Flow:
         conn.fail(err)
 
     def on_finished(self, conn: Connection) -> None:
-        """Hook: a connection finished (well or not)."""
+        """A connection finished (well or not): its protocol hears it once. Flows that do more
+        call this last."""
+        if not conn.ended:
+            conn.ended = True
+            conn.protocol.on_ended(conn)
 
     def all_finished(self) -> bool:
         """Every connection finished: a cursor over all_conns keeps each loop turn O(1)."""

@@ -135,6 +135,11 @@ class Protocol:
         """The peer disconnected. Default: finish if the exchange is complete."""
         conn.finish()
 
+    def on_ended(self, conn) -> None:
+        """This connection is over, well or not (once). A protocol whose connections stand or
+        fall together (perftest's control and test QPs) ends the others here: nothing else
+        would end one that waits for its peer without a deadline of its own."""
+
     def on_stop(self, conn, why: str):
         """The run was ended from outside (`why`: "deadline" for the overall --timeout, or the
         signal's name) while this connection was open: True if that is a normal end of this

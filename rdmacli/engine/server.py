@@ -231,6 +231,7 @@ class ServerFlow(Flow):
         self.retire(conn)
         self.emit(rec)
         self.await_companions(conn)
+        super().on_finished(conn)
 
     def await_companions(self, conn: Connection) -> None:
         """A client's test may open its connections one after another (a size sweep, -a: one

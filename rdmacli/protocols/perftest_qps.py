@@ -84,6 +84,8 @@ class TestSession(typing.Protocol):
 
     def progress(self) -> None: ...
 
+    def ended(self, conn) -> None: ...
+
 
 class _TestQP(Protocol):
     """What the test's QP of either kind shares: its buffer (the peer's to write or read), its
@@ -137,6 +139,9 @@ class _TestQP(Protocol):
 
     def on_disconnected(self, conn) -> None:
         conn.finish()
+
+    def on_ended(self, conn) -> None:
+        self.session.ended(conn)
 
 
 class Stream(_TestQP):

@@ -18,6 +18,7 @@ the peer named, `size` bytes at its start.
 from __future__ import annotations
 
 from rdmacli.engine.protocol import Protocol, Reject
+from rdmacli.errors import RdmacliError
 from rdmacli.protocols import perftest as P
 from rdmacli.protocols.perftest_qps import (  # noqa: F401 - Setting: what the commands hand over
     CONTROL_RECVS,
@@ -126,6 +127,23 @@ class Session:
         for conn in (self.test_conn, self.control_conn):
             if conn is not None and not conn.finished:
                 conn.progress()
+
+    def ended(self, conn) -> None:
+        """One of the test's two connections is over. A failure ends the other with it, and a
+        control connection's end ends the test's QP: a server sees nothing of a WRITE or READ
+        stream, so its test QP waits for the client with no deadline of its own, bounded only
+        by the control connection's (a client stalled mid-stream held the lab's 64 KiB case
+        past 180 s while the control connection had long failed)."""
+        for other in (self.control_conn, self.test_conn):
+            if other is None or other is conn or other.finished:
+                continue
+            if conn.error is not None:
+                err = conn.error
+                other.fail(RdmacliError(f"the test's other connection failed: {err.message}",
+                                        cause=err.cause, hint=err.hint))  # fmt: skip
+                other.flow.on_finished(other)
+            elif conn is self.control_conn:
+                other.disconnect()  # the exchange is over: so is the test
 
     def received(self, data: bytes) -> None:
         """A control message from the peer: its step's, answered (server) and taken."""
@@ -240,6 +258,9 @@ class Control(Protocol):
 
     def on_disconnected(self, conn) -> None:
         conn.finish()
+
+    def on_ended(self, conn) -> None:
+        self.session.ended(conn)
 
 
 def flow_factory(setting: Setting, role: str):

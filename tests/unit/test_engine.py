@@ -746,3 +746,59 @@ def test_a_persistent_server_holds_the_same_after_a_thousand_clients():
     assert len(out.connections) == LISTED and most[0] <= LISTED + 10, most
     assert next(s for s in out.steps_us if s["step"] == "accept")["count"] == 1000
     assert not flow.timer._open and out.exit_code == 143
+
+
+def test_a_perftest_client_stalled_mid_stream_ends_the_servers_test_at_the_idle_deadline():
+    """`listen --perftest write_bw`: the server sees nothing of a WRITE stream, so its test QP
+    waits for the client without a deadline of its own, bounded by the control connection's
+    idle deadline. A client that stalls mid-stream (its report never comes) made the control
+    connection fail at that deadline while the test QP's waited on for ever (the lab's 64 KiB
+    case, past 180 s): one test's two connections end together."""
+    from rdmacli.protocols import perftest as P
+    from rdmacli.protocols.perftest_session import Session, Setting
+
+    backend = FakeBackend()
+    session = Session(Setting("bw", "write", 65536, count=5000), "server")
+    bounded = Timeouts(resolve_ms=100, connect_s=0.3, idle_s=0.3, overall_s=5)  # fails, not hangs
+    flow = server(backend, make_protocol=session.make_protocol, timeouts=bounded)
+    steps = list(P.BINARY_STEPS["write_bw"].walk())
+    to_send = steps[: steps.index(P.TEST)]  # the client's part up to its stall mid-stream
+    control = {}
+
+    def say(value_step):
+        dest = P.Dest(out_reads=16, qpn=0x20, rkey=0x1234, vaddr=0x10000)
+        value = {"version": P.VERSION, "cycle_buffer": P.CYCLE_BUFFER, "cache_line": P.CACHE_LINE,
+                 "mtu": 5, "dest": dest}[value_step]  # fmt: skip
+        backend.deliver(control["cm"], P.message(value_step, value))
+
+    def next_move():
+        while to_send and to_send[0] == P.CONNECT:
+            to_send.pop(0)
+            backend.request()  # the test's QP
+        if to_send:
+            say(to_send.pop(0))
+
+    def on_send(cm, wr):
+        if cm is control["cm"]:
+            flow.loop.call_later(0, next_move)  # the server answered: the client's next step
+
+    def when_accepted():
+        if not control["cm"].recvs:  # not yet set up: the server's turn first
+            flow.loop.call_later(0.01, when_accepted)
+        else:
+            next_move()
+
+    def first():
+        control["cm"] = backend.request()
+        flow.loop.call_later(0, when_accepted)
+
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, first) and []
+    backend.on_send = on_send
+    t0 = time.monotonic()
+    out = run(flow)
+    took = time.monotonic() - t0
+    assert not to_send, "the exchange did not reach the test"
+    states = [c.state for c in out.connections]
+    assert states == [State.FAILED, State.FAILED], out.connections
+    assert out.to_dict()["error"]["cause"] == "deadline" and out.exit_code != 0
+    assert took < 10 * FAST.idle_s, took
