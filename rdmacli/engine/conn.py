@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import time
 
-from rdmacli.engine.lifecycle import DATA, DISCONNECT, START, WAIT_FOR_PEER
+from rdmacli.engine.lifecycle import ACCEPT, DATA, DISCONNECT, START, WAIT_FOR_PEER
 from rdmacli.engine.status import MEMLOCK_HINT
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import State
@@ -36,7 +36,7 @@ class Connection:
         self.deadline: float | None = None
         self.connected = False
         self.disconnect_sent = False
-        self.comm_est_due = False  # rdma_notify(COMM_EST) due (engine.flow.peer_is_sending)
+        self.comm_est_due = False  # rdma_notify(COMM_EST) due (peer_is_sending)
         self.datagram = False  # UD: no ESTABLISHED on the passive side, no disconnect
         self.last_event = None  # the CM event being handled (UD peers read ah_attr from it)
         self.ahs: list = []
@@ -91,6 +91,30 @@ class Connection:
 
         self.timers = [t for t in self.timers if not t.cancelled and t.when > time.monotonic()]
         self.timers.append(self.flow.loop.call_later(seconds, fire))
+
+    def peer_is_sending(self) -> None:
+        """A completion before our ESTABLISHED: the client has our REP and is sending. Usually
+        its RTU is only behind the data (the CM's MADs are handled later than a CQ is polled)
+        and ESTABLISHED follows. If it has not come halfway through the accept deadline, the RTU
+        was lost (the CM resends the REP only seconds later, and a lost RTU again and again
+        never forms the connection): the QP has seen the communication established
+        (IBV_EVENT_COMM_EST) and rdma_notify(3) says so to the CM, whose ESTABLISHED then comes,
+        instead of the accept deadline failing a connection that moves data. Not at once: a
+        notify ahead of an RTU in flight makes the CM count that RTU a duplicate, which the
+        port's counters show as loss (seen: three healthy mesh runs blamed for it)."""
+        if self.comm_est_due or self.deadline is None:
+            return
+        self.comm_est_due = True
+        halfway = self.deadline - self.flow.timeouts.limit_s("connect") / 2 - time.monotonic()
+        self.later(max(halfway, 0.0), Connection._notify_established)
+
+    def _notify_established(self) -> None:
+        if self.phase != ACCEPT:
+            return  # ESTABLISHED came on its own (or the connection moved on)
+        try:
+            self.cm.notify(C.EVENT_COMM_EST)
+        except RdmaCallError:
+            pass  # a CM already past that state: nothing to say
 
     # -- resources -----------------------------------------------------------------------------
     def limits(self):

@@ -239,33 +239,9 @@ class Flow:
             self.on_finished(conn)
             return
         if conn.phase == L.ACCEPT:
-            self.peer_is_sending(conn)
+            conn.peer_is_sending()
         conn.progress()
         self.guarded(conn, lambda c, w: c.protocol.on_wc(c, w), wc)
-
-    def peer_is_sending(self, conn: Connection) -> None:
-        """A completion before our ESTABLISHED: the client has our REP and is sending. Usually
-        its RTU is only behind the data (the CM's MADs are handled later than a CQ is polled)
-        and ESTABLISHED follows. If it has not come halfway through the accept deadline, the RTU
-        was lost (the CM resends the REP only seconds later, and a lost RTU again and again
-        never forms the connection): the QP has seen the communication established
-        (IBV_EVENT_COMM_EST) and rdma_notify(3) says so to the CM, whose ESTABLISHED then comes,
-        instead of the accept deadline failing a connection that moves data. Not at once: a
-        notify ahead of an RTU in flight makes the CM count that RTU a duplicate, which the
-        port's counters show as loss (seen: three healthy mesh runs blamed for it)."""
-        if conn.comm_est_due or conn.deadline is None:
-            return
-        conn.comm_est_due = True
-        halfway = conn.deadline - self.timeouts.limit_s("connect") / 2 - time.monotonic()
-        conn.later(max(halfway, 0.0), self._notify_established)
-
-    def _notify_established(self, conn: Connection) -> None:
-        if conn.phase != L.ACCEPT:
-            return  # ESTABLISHED came on its own (or the connection moved on)
-        try:
-            conn.cm.notify(C.EVENT_COMM_EST)
-        except RdmaCallError:
-            pass  # a CM already past that state: nothing to say
 
     def start_data(self, conn: Connection, phase: L.Phase = L.DATA) -> None:
         """Connected (or joined): data may move, bounded by the phase's own timeout. A protocol
