@@ -65,6 +65,24 @@ ENVIRONMENT = [
 LOSSY_NODE_CAPTURE = (Path(__file__).parent / "captures" / "mesh-lossy-node.txt").read_text().rstrip()
 TWO_RAILS_CAPTURE = (Path(__file__).parent / "captures" / "mesh-two-rails.txt").read_text().rstrip()
 
+
+def watch_metrics() -> str:
+    """`rdmacli watch`'s series, each with its type and help, read from its registry (one
+    source: what an agent serves is what the manual lists)."""
+    from prometheus_client import Counter
+
+    from rdmacli.watch.metrics import WatchMetrics
+
+    out = []
+    for c in WatchMetrics("doc").registry._collector_to_names:
+        name = getattr(c, "_name", None)
+        if name is None:
+            continue
+        name += "_total" if isinstance(c, Counter) else ""
+        out.append(f"{name} ({c._type}: {c._documentation[0].lower()}{c._documentation[1:]})")
+    return "; ".join(out)
+
+
 EXTRA = {
     "rdmacli": {
         "description": "Each subcommand speaks the wire protocol of one librdmacm utility, so it "
@@ -372,10 +390,7 @@ EXTRA = {
         " watch status the agents' --pairs); a node whose every rail is bad; a pair named from "
         "both ends whose NICs are not bad is a link; a pair one end names alone is disputed, "
         "never blamed. Metrics (--metrics ADDRESS:PORT, prometheus_client's server, off by "
-        "default): rdmacli_watch_probes_sent_total and _answered_total, rdmacli_watch_rtt_seconds"
-        " (histogram), rdmacli_watch_nic_counter_total (trouble counters by kind), "
-        "rdmacli_watch_nic_bad and rdmacli_watch_peer_bad (series only while named), "
-        "rdmacli_watch_cpu_per_nic, and the process collector's. The package ships Prometheus "
+        f"default): {watch_metrics()}, and the process collector's. The package ships Prometheus "
         "alert rules (rdmacli/watch/monitoring/alerts.yml, checked and unit-tested with promtool)"
         " and a Grafana dashboard (grafana-dashboard.json).",
     },

@@ -66,7 +66,8 @@ def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
         _say_ready(cfg, problems, emit, backend, len(rounds))
         if phase is not None:  # one phase, every partner at once
             failed = _run_probe(cfg, phase, emit, stop=stop)
-            emit(cfg.record(DoneRecord, failed=failed))
+            dropped = tuple((rail, *n) for rail, n in sorted(phase.dropped.items()) if any(n))
+            emit(cfg.record(DoneRecord, failed=failed, dropped=dropped))
             return 0
     finally:
         if phase is not None:

@@ -57,6 +57,7 @@ class Intake:
         self.retests: dict[int, dict[tuple, Pair]] = {}  # round -> its re-tested pairs (as sent)
         self.agents: dict[int, AgentRecord] = {}
         self.done: set[int] = set()
+        self.dropped: dict[int, tuple] = {}  # rank -> its NICs' dropped probe datagrams (DoneRecord)
         self.exits: dict[str, int | None] = {}
         self.stderr: dict[str, list[str]] = {}
         self.ignored = 0
@@ -123,6 +124,7 @@ class Intake:
             devices=tuple(tuple(r) for r in self.devices) if any(any(r) for r in self.devices) else None,
             retest_rounds=len(self.retests),
             contradicted={r: frozenset(p) for r, p in self.contradicted.items()},
+            dropped=dict(self.dropped),
         )  # fmt: skip
 
     def rate_of(self, rank: int, rail: int) -> float | None:
@@ -203,6 +205,8 @@ class Intake:
             self.take_devices(rec)
         elif isinstance(rec, DoneRecord):
             self.done.add(rec.rank)
+            if rec.dropped:
+                self.dropped[rec.rank] = rec.dropped
         elif isinstance(rec, RailsRecord):
             self.discovered[rec.rank] = rec
         elif isinstance(rec, ErrorRecord):

@@ -277,11 +277,26 @@ class DoneRecord(Typed):
     run: str
     rank: int
     failed: int = 0
+    # the probe's NICs that dropped datagrams: (rail, with a wrong tag, from another QP than SIDR
+    # named), none for a NIC that dropped none
+    dropped: tuple[tuple[int, int, int], ...] = ()
 
     @classmethod
     def parse(cls, d: dict) -> DoneRecord:
         failed = d.get("failed", 0)
-        return cls(run=d["run"], rank=_rank_of(d), failed=failed if int_in(0, 10**9)(failed) else 0)
+        dropped = d.get("dropped", ())
+        count, rail = int_in(0, MAX_INT), int_in(0, MAX_RAILS - 1)
+        if (
+            not isinstance(dropped, (list, tuple))
+            or len(dropped) > MAX_RAILS
+            or not all(
+                isinstance(x, (list, tuple)) and len(x) == 3 and rail(x[0]) and count(x[1]) and count(x[2])
+                for x in dropped
+            )
+        ):
+            raise Violation("a done record whose dropped datagrams are not (rail, count, count) per rail")
+        return cls(run=d["run"], rank=_rank_of(d), failed=failed if int_in(0, 10**9)(failed) else 0,
+                   dropped=tuple((x[0], x[1], x[2]) for x in dropped))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,7 @@ class Evidence:
     retest_rounds: int = 0
     contradicted: dict = field(default_factory=dict)  # rank -> partners whose ports its figures contradict
     healthy: object = None  # the probe's healthy pairs, as columns (mesh/healthy.Healthy), not in `pairs`
+    dropped: dict = field(default_factory=dict)  # rank -> ((rail, forged, foreign), ...): the probe's
 
 
 # a pair that failed for one of these failed for its node, not the fabric: when every pair did,
@@ -356,7 +357,26 @@ def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
         )
     if ev.ignored:
         out.append(f"{ev.ignored} agent output line(s) were not records of this run and were ignored")
+    out += dropped_words(plan, ev.dropped)
     return out
+
+
+def dropped_words(plan: Plan, dropped: dict) -> list[str]:
+    """The probe's NICs that dropped datagrams claiming this run (at most one line): tagged under
+    another key than the run's (forged), or from another QP than SIDR named (foreign: only the
+    run's agents hold its key). None was answered or counted, so no verdict moved."""
+    nics = [(rank, *row) for rank, rows in sorted(dropped.items()) for row in rows]
+    if not nics:
+        return []
+    forged, foreign = sum(n[2] for n in nics), sum(n[3] for n in nics)
+    rails = plan.rails > 1
+    where = ", ".join(plan.spec.names[r] + (f":{k}" if rails else "") for r, k, _, _ in nics[:8])
+    more = f" and {len(nics) - 8} more" if len(nics) > 8 else ""
+    return [
+        f"{len(nics)} NIC(s) dropped probe datagrams claiming this run ({where}{more}): {forged} with "
+        f"a wrong tag, {foreign} from another QP than the partner's SIDR named; none was answered "
+        "or counted (something on the fabric sends probes it did not get from this run's agents)"
+    ]
 
 
 def blamed_names(verdict: dict, rails: int) -> list[str]:

@@ -184,7 +184,10 @@ static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struc
 }
 
 /* A partner's probe: its reply at once, the probe's fields back with our two stamps. The
- * reply's address handle is made from the probe's own completion, one a partner NIC. */
+ * reply's address handle is made from the probe's own completion, one a partner NIC. Once SIDR
+ * has named the partner's QP, a probe from any other QP is dropped and counted, never answered
+ * nor let re-target the replies (Python asks SIDR again: its agent may have restarted); before,
+ * the partner may simply be quicker than our SIDR, and its probes are answered. */
 static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdmacli_datagram *in,
                    struct ibv_wc *wc, uint32_t slot, uint64_t t2)
 {
@@ -195,6 +198,11 @@ static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdma
     if (in->dst != s->nic || in->src >= s->nics || (i = s->peer_of_nic[in->src]) < 0 ||
         (uint32_t)i >= s->npeers || s->nfree == 0)
         return;
+    if (s->peers[i].qpn != 0 && wc->src_qp != s->peers[i].qpn) {
+        s->peers[i].moved_qpn = wc->src_qp;
+        s->foreign++;
+        return;
+    }
     ah = (struct ibv_ah *)(uintptr_t)s->reply_ah[i];
     if (ah == NULL || s->reply_qpn[i] != wc->src_qp) {
         struct ibv_ah *made = ibv_create_ah_from_wc(s->pd, wc, (struct ibv_grh *)slot_at(s, slot),
@@ -229,7 +237,11 @@ static void counted(struct rdmacli_probe *s, const struct rdmacli_datagram *d, c
         (uint32_t)i >= s->npeers)
         return;
     p = &s->peers[i];
-    if (wc->src_qp != p->qpn || d->seq < 1 || d->seq > p->sent || p->answered >= p->sent)
+    if (wc->src_qp != p->qpn) {
+        s->foreign++; /* a reply from a QP we never probed */
+        return;
+    }
+    if (d->seq < 1 || d->seq > p->sent || p->answered >= p->sent)
         return;
     t1 = p->t1_ns[d->seq - 1];
     if (t1 == 0 || t4 < t1)

@@ -112,8 +112,16 @@ class PythonLoop(NicState):
                 pass
 
     def _answer(self, d: Datagram, wc, slot: int, t2: int) -> None:
-        """A partner's probe: its reply, the probe's fields back with our two stamps."""
+        """A partner's probe: its reply, the probe's fields back with our two stamps. Once
+        SIDR has named the partner's QP, a probe from another QP is dropped and counted, never
+        answered nor let re-target the replies (NicProbe._stale asks SIDR again: its agent
+        may have restarted); before, the partner may be quicker than our SIDR: answered."""
         if d.dst != self.nic or d.src not in self.by_nic or not self.free_sends:
+            return
+        p = self.by_nic[d.src]
+        if p.qpn and wc.src_qp != p.qpn:
+            p.moved_qpn = wc.src_qp
+            self.foreign += 1
             return
         got = self.ahs.get(d.src)  # one AH a partner NIC: whatever claims to be it, bounded
         if got is None or got[0] != wc.src_qp:
@@ -148,7 +156,10 @@ class PythonLoop(NicState):
         if d.src != self.nic:
             return
         p = self.by_nic.get(d.dst)
-        if p is None or wc.src_qp != p.qpn:
+        if p is None:
+            return
+        if wc.src_qp != p.qpn:
+            self.foreign += 1  # a reply from a QP we never probed
             return
         hold = d.t3 - d.t2 if d.t3 >= d.t2 else -1
         p.tally.replied(d.seq, t4, hold)

@@ -45,6 +45,7 @@ class NicProbe(Resolving, PythonLoop):
         self.run_id, self.nic, self.address, self.port, self.count = run, nic, address, port, count
         self.key = key  # the datagrams' and SIDR tokens' MAC key (wire.py)
         self.forged = 0  # forged SIDR tokens and the Python loop's datagrams, this window
+        self.foreign = 0  # the Python loop's datagrams from another QP than SIDR named, this window
         self.peers = peers
         for i, p in enumerate(peers):
             p.index = i
@@ -147,7 +148,7 @@ class NicProbe(Resolving, PythonLoop):
             self.retired.append(ah)
         self.ahs.clear()
         self.run_id, self.count, self.peers = run, count, peers
-        self.forged = 0
+        self.forged = self.foreign = 0
         for i, p in enumerate(peers):
             p.index = i
             k = self.known.get(p.nic)
@@ -252,17 +253,17 @@ class NicProbe(Resolving, PythonLoop):
         self._datagrams(time.time())
 
     def _stale(self, now: float) -> None:
-        """Partners resolved from `known` whose own probes this window come from another QP:
-        their agent restarted, and the probes sent to the old QP were nobody's to answer. Each
-        is asked again by SIDR, its count started afresh (never a dead window of our making)."""
+        """Partners resolved from `known` whose own probes this window come from another QP
+        (dropped, as any datagram from another QP than SIDR named): their agent restarted, and
+        the probes sent to the old QP were nobody's to answer. Each is asked again by SIDR
+        (once a window: its answer, under the key, names the QP), its count started afresh."""
         for p in self.peers:
             if not p.cached:
                 continue
-            seen = (
-                self.native.reply_qpn_of(p.index) if self.native is not None else self.ahs.get(p.nic, (0,))[0]
-            )
+            seen = self.native.moved_qpn_of(p.index) if self.native is not None else p.moved_qpn
             if seen and seen != p.qpn:
                 p.cached = p.resolved = False
+                p.qpn = p.moved_qpn = 0
                 self.known.pop(p.nic, None)
                 self.retired.append(p.ah)
                 p.ah, p.tally, p.seq = None, Tally(), 0
@@ -304,6 +305,11 @@ class NicProbe(Resolving, PythonLoop):
     def forged_seen(self) -> int:
         """Datagrams with a wrong tag dropped this window (since open or retarget)."""
         return self.forged + (int(self.native.state.forged) if self.native is not None else 0)
+
+    def foreign_seen(self) -> int:
+        """Datagrams with a good tag from another QP than the partner's SIDR named, dropped this
+        window: a partner's agent that restarted (briefly), or a key holder forging."""
+        return self.foreign + (int(self.native.state.foreign) if self.native is not None else 0)
 
     def results(self) -> list[tuple[Peer, str, RdmacliError | None]]:
         if self.native is not None:  # the native loop's counts and round trips are the tallies

@@ -59,6 +59,7 @@ class Phase:
         self.keep = keep  # NICs stay open after a run, for next_window (`rdmacli watch`)
         self.stop = stop
         self.nics: dict[int, NicProbe] = {}
+        self.dropped: dict[int, tuple[int, int]] = {}  # rail -> (forged, foreign) of its last run
         self.next_window(cfg, tests, problems, run=run, count=count)
 
     def next_window(
@@ -170,6 +171,7 @@ class Phase:
                 )
                 results = [(p, "fail", err) for p in peers]
             finally:
+                self.dropped[rail] = (nic.forged_seen(), nic.foreign_seen())  # read before any close
                 if failed or not self.keep or self.stop():  # a NIC kept open only when all went well
                     nic.close()
             for p, result, error in results:
@@ -181,6 +183,7 @@ class Phase:
             return out
 
         rails = sorted(self.by_rail)
+        self.dropped = {}
         with ThreadPoolExecutor(max(len(rails), 1), thread_name_prefix="probe-rail") as pool:
             out = [rec for recs in pool.map(one, rails) for rec in recs]
         closed = [r for r, nic in self.nics.items() if nic.listen_id is None]  # closed by its run

@@ -72,6 +72,7 @@ class WatchAgent:
     busy_until: float = 0.0  # a window's phase running: until when it must have ended (monotonic)
     problems: dict = field(default_factory=dict)  # rail -> why its NIC did not open in the last window
     forged: dict = field(default_factory=dict)  # rail -> datagrams and tokens with a wrong tag, last window
+    foreign: dict = field(default_factory=dict)  # rail -> from another QP than SIDR named, last window
     reload_asked: bool = False
     skipped: int = 0  # windows whose open time had passed when the loop came to them
     devices: dict = field(default_factory=dict)  # rail -> its RDMA device, as the last phase found it
@@ -190,11 +191,12 @@ class WatchAgent:
             self.beat = time.monotonic()
             if not getattr(phase, "keep", False) or self.stopping.is_set():
                 phase.close()
-        self.forged = {}
         for rail, nic in getattr(phase, "nics", {}).items():
             self.devices[rail] = nic.device
             self.ports[rail] = nic.ib_port
-            self.forged[rail] = nic.forged_seen()
+        dropped = getattr(phase, "dropped", {})
+        self.forged = {rail: n[0] for rail, n in dropped.items()}
+        self.foreign = {rail: n[1] for rail, n in dropped.items()}
         said = getattr(phase, "problems", None) or []
         self.problems = {rail: str(p)[:300] for rail, p in enumerate(said) if p is not None}
         drops = self.link_drops()

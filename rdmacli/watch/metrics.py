@@ -46,17 +46,25 @@ class WatchMetrics:
         self.forged = Counter("rdmacli_watch_forged", "Probe datagrams and SIDR requests this NIC dropped "
                               "for a wrong tag: forged, or an agent with another --key-file", NIC,
                               registry=r)  # fmt: skip
+        self.foreign = Counter("rdmacli_watch_foreign", "Probe datagrams this NIC dropped, their tag "
+                               "good, for coming from another QP than the partner's SIDR named: a "
+                               "partner's agent that restarted (a few), or a key holder forging", NIC,
+                               registry=r)  # fmt: skip
         self.shown: dict[str, set[tuple]] = {"nic": set(), "peer": set()}
 
     def window(self, by_nic: dict, devices: dict[int, str | None], state, names: list[str],
                problems: dict[int, str] | None = None,
-               forged: dict[int, int] | None = None) -> None:  # fmt: skip
+               forged: dict[int, int] | None = None,
+               foreign: dict[int, int] | None = None) -> None:  # fmt: skip
         """One window's counts and the verdicts after it; `problems`: the rails whose NIC did
         not open (WatchAgent.problems), every rail's series set each window; `forged`: each
-        rail's datagrams with a wrong tag (WatchAgent.forged)."""
+        rail's datagrams with a wrong tag (WatchAgent.forged); `foreign`: with a good tag from
+        another QP than SIDR named (WatchAgent.foreign)."""
         self.windows.inc()
         for rail, n in (forged or {}).items():
             self.forged.labels(self.node, str(rail), devices.get(rail) or "").inc(n)
+        for rail, n in (foreign or {}).items():
+            self.foreign.labels(self.node, str(rail), devices.get(rail) or "").inc(n)
         for rail in range(state.rails):
             self.unopened.labels(self.node, str(rail)).set(1 if rail in (problems or {}) else 0)
         for rail, w in by_nic.items():

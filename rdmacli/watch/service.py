@@ -174,6 +174,7 @@ def state_doc(agent, node: str, k: int | None) -> dict:
                 "cause": t.cause if t else None,
                 "problem": agent.problems.get(rail),
                 "forged": agent.forged.get(rail, 0),  # datagrams with a wrong tag, last window
+                "foreign": agent.foreign.get(rail, 0),  # good tag, another QP than SIDR named
                 "reference": ref.figures() if ref is not None else None,
             }
         )
@@ -314,7 +315,7 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
         said.clear()
         said.update(agent.problems)
         names = list(agent.plan.names)
-        metrics.window(by_nic, agent.devices, agent.state, names, agent.problems, agent.forged)
+        metrics.window(by_nic, agent.devices, agent.state, names, agent.problems, agent.forged, agent.foreign)
         used = time.process_time() - cpu[0]
         cpu[0] += used
         metrics.cpu.set(used / agent.plan.window_s / max(agent.plan.rails, 1))

@@ -4,6 +4,8 @@ wire is proven in the lab (tests/mesh)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rdmacli.errors import Cause
@@ -233,6 +235,50 @@ def test_the_python_loop_drops_and_counts_what_its_key_did_not_tag(monkeypatch):
     monkeypatch.setattr(nic, "_counted", lambda d, wc, t: taken.append(("counted", d.seq)))
     nic._completions()
     assert taken == [("answer", 1), ("counted", 1)] and nic.forged == 2 == nic.forged_seen()
+
+
+def test_a_datagram_from_another_qp_than_sidr_named_is_dropped_and_never_retargets(monkeypatch):
+    """Tagged under the key (a key holder, or a partner whose agent restarted) but from another QP
+    than the partner's SIDR named: neither answered nor counted as an answer, no AH made for it,
+    counted as foreign; the partner's own probe is still answered and its answer counted. A
+    partner not yet resolved (quicker than our SIDR) is answered wherever it is."""
+    from types import SimpleNamespace
+
+    from rdmacli.probe import datagrams
+    from rdmacli.rdma import constants as C
+
+    key, run = bytes(range(16)), b"\2" * 8
+    peers = [nicprobe.Peer(1, 0, 1, "10.0.0.1", 7490), nicprobe.Peer(2, 0, 2, "10.0.0.2", 7490)]
+    nic = nicprobe.NicProbe(run=run, key=key, nic=0, address="10.0.0.9", port=7490, peers=peers, count=5,
+                            begin=0.0, end=10.0)  # fmt: skip
+    peers[0].qpn, peers[0].resolved = 77, True  # SIDR named partner 1's QP; partner 2 not yet
+    peers[0].tally.posted(1, 5)
+    sent = [  # (datagram, the QP it came from)
+        (wire.Datagram(wire.PROBE, run, 1, 1, 0, 5).pack(key), 99),  # partner 1 claimed from QP 99
+        (wire.Datagram(wire.REPLY, run, 1, 0, 1, 5, 6, 7).pack(key), 99),  # an answer from QP 99
+        (wire.Datagram(wire.PROBE, run, 1, 1, 0, 5).pack(key), 77),  # partner 1's own
+        (wire.Datagram(wire.REPLY, run, 1, 0, 1, 5, 6, 7).pack(key), 77),  # and its answer
+        (wire.Datagram(wire.PROBE, run, 1, 2, 0, 5).pack(key), 55),  # partner 2, before our SIDR
+    ]
+    nic.recvs, nic.free_sends = len(sent), [len(sent) + k for k in range(8)]
+    nic.mr = SimpleNamespace(read=lambda off, n: sent[off // wire.SLOT][0][:n], write=lambda data, off: None,
+                             addr=0)  # fmt: skip
+    nic.listen_id = SimpleNamespace(qp=None, pd=None)
+    wcs = [SimpleNamespace(wr_id=i, ok=True, opcode=C.WC_RECV, byte_len=wire.GRH_BYTES + wire.PAYLOAD,
+                           status=0, src_qp=qp) for i, (_, qp) in enumerate(sent)]  # fmt: skip
+    nic.cq = SimpleNamespace(poll=lambda: [wcs.pop(0)] if wcs else [])
+    monkeypatch.setattr(datagrams.verbs, "post_recv_slots", lambda *a: None)
+    ahs, replies = [], []
+    monkeypatch.setattr(datagrams.verbs.AH, "from_wc", lambda pd, wc, grh, port: ahs.append(wc.src_qp) or
+                        SimpleNamespace(ptr=None, destroy=lambda: None))  # fmt: skip
+    monkeypatch.setattr(
+        datagrams.verbs, "post_send", lambda qp, slot, mr, off, n, **kw: replies.append(kw["remote_qpn"])
+    )
+    nic._completions()
+    assert replies == [77, 55] and ahs == [77, 55]  # answered: partner 1 at its own QP, partner 2
+    assert peers[0].tally.answered == 1  # its own answer, once
+    assert nic.foreign == 2 == nic.foreign_seen() and nic.forged == 0
+    assert peers[0].moved_qpn == 99  # _stale asks SIDR again for a partner known from before
 
 
 def test_a_sidr_token_is_taken_only_under_its_key():
@@ -536,14 +582,45 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     nic._send_due(20.0 + one.step)  # its first probe a random part of a step late: not all at once
     sent = one.tally.sent
     assert sent >= 1
-    nic.ahs[1] = (101, ah("reply1"))  # its probes from the QP we know: nothing to do
-    nic._stale(20.5)
+    nic._stale(20.5)  # its probes from the QP we know: nothing to do
     assert one.resolved and one.tally.sent == sent
-    nic.ahs[1] = (555, ah("reply1b"))  # from another QP: its agent restarted
+    one.moved_qpn = 555  # one came from another QP (dropped, PythonLoop._answer): its agent restarted
     nic._stale(21.0)
     assert not one.resolved and not one.cached and one.tally.sent == 0 and 1 not in nic.known
     nic.retarget(b"\3" * 8, [nicprobe.Peer(3, 0, 3, "10.0.0.3", 7490)], 5)  # the next window
     assert sorted(destroyed) == ["ah1", "ah2"], destroyed  # retired before this window's end: gone
     nic.listen_id = nic.mr = None
     nic.close()
-    assert sorted(destroyed) == ["ah1", "ah2", "reply1b"], destroyed  # each once; reply1 was replaced by us
+    assert sorted(destroyed) == ["ah1", "ah2"], destroyed  # each once
+
+
+def test_the_datagrams_an_agents_nics_dropped_reach_the_report_and_bad_counts_are_its_violation():
+    """mesh --test probe: an agent says per NIC what it dropped (a wrong tag, another QP than
+    SIDR named) in its done record, checked as untrusted input; the run's warnings say it in one
+    line, however many NICs, naming at most eight."""
+    from rdmacli.mesh.intake import Intake
+    from rdmacli.mesh.plan import Plan
+    from rdmacli.mesh.records import DoneRecord, parse_record
+    from rdmacli.mesh.verdict import dropped_words
+
+    names = [f"n{i}" for i in range(12)]
+    addrs = [[f"10.0.0.{i}", f"10.0.1.{i}"] for i in range(12)]
+    spec = RunSpec(run_id="ab" * 8, names=names, addresses=addrs, test="probe", count=5)
+    plan = Plan.start(spec, nodes_spec="n[0-11]", launch_s=30)
+    intake = Intake(plan)
+    done = DoneRecord(run=spec.run_id, rank=3, dropped=((1, 12, 0), (0, 0, 2)))
+    rec = parse_record(json.dumps(done.to_dict()), spec.run_id)
+    assert rec == done
+    intake.take(rec)
+    assert intake.evidence().dropped == {3: ((1, 12, 0), (0, 0, 2))}
+    (words,) = dropped_words(plan, intake.evidence().dropped)
+    assert "2 NIC(s)" in words and "n3:1, n3:0" in words and "12 with a wrong tag, 2 from another QP" in words
+    many = {r: ((0, 1, 0), (1, 1, 0)) for r in range(12)}
+    (words,) = dropped_words(plan, many)
+    assert "24 NIC(s)" in words and "and 16 more" in words
+    assert dropped_words(plan, {}) == []
+    for bad in ([[0, -1, 0]], [[99, 1, 1]], [[0, 1]], "x", [[0, 1.5, 0]], [[0, 2**80, 0]], [[0, 1, 1]] * 99):
+        with pytest.raises(Violation):
+            parse_record(
+                json.dumps({"type": "done", "run": spec.run_id, "rank": 3, "dropped": bad}), spec.run_id
+            )

@@ -20,7 +20,7 @@ ADDRS = tuple((f"10.0.0.{i}", f"10.1.0.{i}") for i in range(8))
 def nic(device: str):
     from types import SimpleNamespace
 
-    return SimpleNamespace(device=device, ib_port=1, forged_seen=lambda: 0)
+    return SimpleNamespace(device=device, ib_port=1, forged_seen=lambda: 0, foreign_seen=lambda: 0)
 
 
 def plan(rank: int = 0, **kw) -> WatchPlan:
