@@ -26,8 +26,11 @@ class Topology(Protocol):
     rank, each NIC's number (in the datagrams and SIDR tokens), address and port, and the key
     that tags the datagrams and tokens (the fabric's for watch, the run's for mesh)."""
 
-    rank: int
-    probe_key: bytes
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def probe_key(self) -> bytes: ...
 
     def nic(self, rank: int, rail: int) -> int: ...
 
@@ -122,6 +125,10 @@ class Phase:
                     )
                 )
                 self.drop(rail)
+
+    def devices(self) -> dict[int, tuple[str | None, int]]:
+        """Each open rail's RDMA device and port, as its NIC found them."""
+        return {rail: (nic.device, nic.ib_port) for rail, nic in self.nics.items()}
 
     def drop(self, rail: int) -> None:
         """Close one rail's NIC (the next window opens it afresh: after its link went down, or

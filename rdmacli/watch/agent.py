@@ -19,13 +19,40 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from rdmacli.watch.plan import OPEN_LEAD_S, WatchPlan
 from rdmacli.watch.state import WatchState
 
+if TYPE_CHECKING:
+    from rdmacli.probe.phase import Phase
+
 BEAT_S = 5.0  # the loop's sign of life at least this often (the watchdog's pings follow it)
 PHASE_GRACE_S = 60.0  # past a phase's end: the NICs' close, the counters, the judgement
+
+
+class WindowPhase(Protocol):
+    """What the loop reads of a window's phase (probe.phase.Phase; the tests' stand-ins)."""
+
+    keep: bool  # its NICs stay open for the next window (closed by PhaseMaker.close at the end)
+    problems: list  # per rail: why its NIC did not open (an RdmacliError), or None
+    dropped: dict[int, tuple[int, int]]  # rail -> datagrams dropped: (a wrong tag, another QP)
+
+    def run(self, begin: float, end: float) -> list[dict]: ...
+
+    def close(self) -> None: ...
+
+    def drop(self, rail: int) -> None: ...
+
+    def devices(self) -> dict[int, tuple[str | None, int]]: ...
+
+
+class PhaseMaker(Protocol):
+    """(plan, window k, stop) -> the window's phase; close() ends whatever it keeps open."""
+
+    def __call__(self, plan: WatchPlan, k: int, stop: Callable[[], bool]) -> WindowPhase: ...
+
+    def close(self) -> None: ...
 
 
 class ProbePhases:
@@ -36,17 +63,17 @@ class ProbePhases:
     `close` ends them (the agent's stop)."""
 
     def __init__(self):
-        self.phase = None
+        self.phase: Phase | None = None
 
-    def __call__(self, plan: WatchPlan, k: int, stop):
+    def __call__(self, plan: WatchPlan, k: int, stop: Callable[[], bool]) -> WindowPhase:
         from rdmacli.probe.phase import Phase
 
-        problems = [None] * plan.rails
-        window = dict(run=bytes.fromhex(plan.run_id(k)), count=plan.count)
+        problems: list = [None] * plan.rails
+        run = bytes.fromhex(plan.run_id(k))
         if self.phase is None:
-            self.phase = Phase(plan, plan.tests(k), problems, stop=stop, keep=True, **window)
+            self.phase = Phase(plan, plan.tests(k), problems, stop=stop, keep=True, run=run, count=plan.count)
         else:
-            self.phase.next_window(plan, plan.tests(k), problems, **window)
+            self.phase.next_window(plan, plan.tests(k), problems, run=run, count=plan.count)
         return self.phase
 
     def close(self) -> None:
@@ -59,12 +86,10 @@ class ProbePhases:
 class WatchAgent:
     plan: WatchPlan
     state: WatchState
-    on_window: object = None  # callable(k, records, by_nic): metrics, the state file
-    # (plan, k, stop) -> an object with run(begin, end), close() and keep (its NICs stay open
-    # for the next window: closed by make_phase.close() when the agent stops)
-    make_phase: object = field(default_factory=ProbePhases)
-    clock: object = time.time
-    sleep: object = None  # (seconds) -> True if stopped meanwhile; the stop event's wait unless given
+    on_window: Callable[[int, list, dict], None] | None = None  # (k, records, by_nic): metrics, state
+    make_phase: PhaseMaker = field(default_factory=ProbePhases)
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], bool] | None = None  # True if stopped meanwhile; the stop event's wait
     stopping: threading.Event = field(default_factory=threading.Event)
     next_plan: WatchPlan | None = None
     loader: Callable[[], WatchPlan | None] | None = None  # the plan read again (ask_reload), None: refused
@@ -75,10 +100,10 @@ class WatchAgent:
     foreign: dict = field(default_factory=dict)  # rail -> from another QP than SIDR named, last window
     reload_asked: bool = False
     skipped: int = 0  # windows whose open time had passed when the loop came to them
-    devices: dict = field(default_factory=dict)  # rail -> its RDMA device, as the last phase found it
-    ports: dict = field(default_factory=dict)  # rail -> the device's port
-    downed: dict = field(default_factory=dict)  # rail -> its port's link_downed at the last window's end
-    read_counters: object = None  # (device, port) -> {name: value}; diag.counters.read unless given
+    devices: dict[int, str | None] = field(default_factory=dict)  # rail -> its RDMA device, as last found
+    ports: dict[int, int] = field(default_factory=dict)  # rail -> the device's port
+    downed: dict[int, int] = field(default_factory=dict)  # rail -> its link_downed at the last window's end
+    read_counters: Callable[[str | None, int], dict] | None = None  # diag.counters.read unless given
 
     def link_drops(self) -> dict[int, int]:
         """Each NIC's link drops since the last window's end, from its port's own counter read
@@ -131,9 +156,7 @@ class WatchAgent:
         try:
             return self._windows(windows)
         finally:
-            closing = getattr(self.make_phase, "close", None)
-            if closing is not None:
-                closing()
+            self.make_phase.close()
 
     def _windows(self, windows: int | None) -> int:
         done = 0
@@ -189,19 +212,16 @@ class WatchAgent:
             records = phase.run(plan.begin(k), plan.phase_end(k))
         finally:
             self.beat = time.monotonic()
-            if not getattr(phase, "keep", False) or self.stopping.is_set():
+            if not phase.keep or self.stopping.is_set():
                 phase.close()
-        for rail, nic in getattr(phase, "nics", {}).items():
-            self.devices[rail] = nic.device
-            self.ports[rail] = nic.ib_port
-        dropped = getattr(phase, "dropped", {})
-        self.forged = {rail: n[0] for rail, n in dropped.items()}
-        self.foreign = {rail: n[1] for rail, n in dropped.items()}
-        said = getattr(phase, "problems", None) or []
-        self.problems = {rail: str(p)[:300] for rail, p in enumerate(said) if p is not None}
+        for rail, (device, port) in phase.devices().items():
+            self.devices[rail], self.ports[rail] = device, port
+        self.forged = {rail: n[0] for rail, n in phase.dropped.items()}
+        self.foreign = {rail: n[1] for rail, n in phase.dropped.items()}
+        self.problems = {rail: str(p)[:300] for rail, p in enumerate(phase.problems) if p is not None}
         drops = self.link_drops()
         for rail, n in drops.items():
-            if n and hasattr(phase, "drop"):  # a port that went down: its NIC opened afresh
+            if n:  # a port that went down: its NIC opened afresh
                 phase.drop(rail)
         if self.stopping.is_set():  # a window cut short is no evidence
             return

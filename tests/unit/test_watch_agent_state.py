@@ -17,10 +17,36 @@ NAMES = tuple(f"n{i}" for i in range(8))
 ADDRS = tuple((f"10.0.0.{i}", f"10.1.0.{i}") for i in range(8))
 
 
-def nic(device: str):
-    from types import SimpleNamespace
+class StandIn:
+    """What the agent's loop reads of a window's phase (watch.agent.WindowPhase), at rest: a
+    phase closed after each window, every NIC open, nothing dropped."""
 
-    return SimpleNamespace(device=device, ib_port=1, forged_seen=lambda: 0, foreign_seen=lambda: 0)
+    keep = False
+    problems: list = []
+    dropped: dict = {}
+    ports: dict[int, str] = {}  # rail -> its device
+
+    def close(self):
+        pass
+
+    def drop(self, rail):
+        pass
+
+    def devices(self):
+        return {rail: (dev, 1) for rail, dev in self.ports.items()}
+
+
+class Maker:
+    """A function of (plan, k, stop) as the agent's phase maker (watch.agent.PhaseMaker)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, plan, k, stop):
+        return self.fn(plan, k, stop)
+
+    def close(self):
+        pass
 
 
 def plan(rank: int = 0, **kw) -> WatchPlan:
@@ -124,7 +150,7 @@ def generate(m: WatchMetrics) -> str:
     return generate_latest(m.registry).decode()
 
 
-class FakePhase:
+class FakePhase(StandIn):
     """A window's phase without RDMA: its partners' records, as the plan says, and a log."""
 
     def __init__(self, log, plan, k, bad_peer=None, now=None):
@@ -160,7 +186,7 @@ def test_the_agent_runs_window_after_window_on_time_takes_a_new_plan_and_skips_a
 
     agent = WatchAgent(p, WatchState(rails=2, policy=Policy(raise_after=2, raise_window=3)),
                        on_window=lambda k, recs, by_nic: seen.append((k, len(recs))),
-                       make_phase=lambda pl, k, stop: FakePhase(log, pl, k, bad_peer=5, now=now),
+                       make_phase=Maker(lambda pl, k, stop: FakePhase(log, pl, k, bad_peer=5, now=now)),
                        clock=lambda: now[0], sleep=sleep)  # fmt: skip
     assert agent.run(windows=2) == 2
     assert [e for e in log if e[0] == "run"] == [("run", 101, 1010.0, 1017.5), ("run", 102, 1020.0, 1027.5)]
@@ -326,8 +352,8 @@ def test_a_drop_between_two_windows_probes_is_read_from_the_ports_counter_at_the
 
     value = {"rxe_b": 7}
 
-    class Phase:
-        nics = {0: nic("rxe_a"), 1: nic("rxe_b")}
+    class Phase(StandIn):
+        ports = {0: "rxe_a", 1: "rxe_b"}
 
         def run(self, begin, end):
             return [rec(5), rec(6), rec(5, rail=1), rec(6, rail=1)]
@@ -335,7 +361,8 @@ def test_a_drop_between_two_windows_probes_is_read_from_the_ports_counter_at_the
         def close(self):
             pass
 
-    agent = WatchAgent(plan(0, window_s=10.0), WatchState(rails=2), make_phase=lambda pl, k, stop: Phase(),
+    agent = WatchAgent(plan(0, window_s=10.0), WatchState(rails=2),
+                       make_phase=Maker(lambda pl, k, stop: Phase()),
                        read_counters=lambda dev, port: {"link_downed": value.get(dev, 0)})  # fmt: skip
     agent.window(1)  # the baseline: 7 drops before the agent started are no evidence
     assert all(t.state is State.OK for t in agent.state.nics.values())
@@ -357,9 +384,9 @@ def test_a_kept_phase_stays_open_its_nic_whose_link_went_down_is_opened_afresh_a
 
     log, value = [], {"rxe_b": 3}
 
-    class Phase:
+    class Phase(StandIn):
         keep = True
-        nics = {0: nic("rxe_a"), 1: nic("rxe_b")}
+        ports = {0: "rxe_a", 1: "rxe_b"}
 
         def run(self, begin, end):
             return [rec(5), rec(6), rec(5, rail=1), rec(6, rail=1)]
@@ -408,7 +435,7 @@ def test_a_map_read_again_with_windows_as_long_gives_up_no_window():
         agent.reload(plan(3, window_s=10.0, per_window=7, count=12))  # the map read again
 
     agent = WatchAgent(p, WatchState(rails=2), on_window=slow_judge,
-                       make_phase=lambda pl, k, stop: FakePhase(log, pl, k, now=now),
+                       make_phase=Maker(lambda pl, k, stop: FakePhase(log, pl, k, now=now)),
                        clock=lambda: now[0], sleep=sleep)  # fmt: skip
     assert agent.run(windows=3) == 3
     assert [e[1] for e in log if e[0] == "run"] == [101, 102, 103] and agent.plan.count == 12
@@ -429,7 +456,7 @@ def test_a_reload_that_removes_or_reorders_nodes_keeps_each_verdict_under_its_na
         return False
 
     def bad(name):
-        return lambda pl, k, stop: FakePhase(log, pl, k, bad_peer=pl.names.index(name), now=now)
+        return Maker(lambda pl, k, stop: FakePhase(log, pl, k, bad_peer=pl.names.index(name), now=now))
 
     state = WatchState(rails=2, policy=Policy(raise_after=2))
     agent = WatchAgent(plan(0, window_s=10.0, per_window=7), state, make_phase=bad("n5"),
@@ -518,7 +545,7 @@ def test_a_rail_whose_nic_did_not_open_says_why_in_the_state_file():
         return False
 
     agent = WatchAgent(plan(0, window_s=10.0, per_window=7), WatchState(rails=2),
-                       make_phase=lambda pl, k, stop: Gone(log, pl, k, now=now), clock=lambda: now[0],
+                       make_phase=Maker(lambda pl, k, stop: Gone(log, pl, k, now=now)), clock=lambda: now[0],
                        sleep=sleep)  # fmt: skip
     m = WatchMetrics("n0")
     agent.run(windows=1)
@@ -527,7 +554,7 @@ def test_a_rail_whose_nic_did_not_open_says_why_in_the_state_file():
     m.window({}, {}, agent.state, list(agent.plan.names), agent.problems)
     assert 'rdmacli_watch_nic_unopened{node="n0",rail="1"} 1.0' in generate(m)
     assert 'rdmacli_watch_nic_unopened{node="n0",rail="0"} 0.0' in generate(m)
-    agent.make_phase = lambda pl, k, stop: FakePhase(log, pl, k, now=now)
+    agent.make_phase = Maker(lambda pl, k, stop: FakePhase(log, pl, k, now=now))
     agent.run(windows=1)
     assert [n["problem"] for n in state_doc(agent, "n0", 2)["nics"]] == [None, None]
     m.window({}, {}, agent.state, list(agent.plan.names), agent.problems)
