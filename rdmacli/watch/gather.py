@@ -1,5 +1,5 @@
 """`watch status`'s gathering: `rdmacli watch show` on each node through ClusterShell (ssh, or
-exec for agents on this machine), every answer checked (status.check), then one blame
+exec for agents on this machine), every answer checked (statefile.StateDoc.parse), then one blame
 (`judged`, which knows nothing of launchers)."""
 
 from __future__ import annotations
@@ -108,10 +108,10 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
     counts = {"nodes": len(asked), "answered": len(g.docs), "rails": rails,
               "bad_nodes": len(verdict["nodes"]), "bad_nics": len(verdict["nics"]),
               "bad_links": len(verdict["links"]), "disputed": len(verdict["disputed"]),
-              "windows_min": min((d.get("windows", 0) for d in docs), default=0)}  # fmt: skip
+              "windows_min": min((d.windows for d in docs), default=0)}  # fmt: skip
     # when each agent wrote what it said (its last window): how fresh the verdict is, per node
     agents = {
-        node: {k: doc.get(k) for k in ("time", "window", "windows", "skipped")}
+        node: {"time": doc.time, "window": doc.window, "windows": doc.windows, "skipped": doc.skipped}
         for node, doc in g.docs.items()
     }
     warnings = []

@@ -22,6 +22,7 @@ from rdmacli.mesh.blame import LOCAL
 from rdmacli.mesh.report import cause_of
 
 DEAD, LOSS, SLOW = "DEAD", "LOSS", "SLOW"
+CAUSES = (DEAD, LOSS, SLOW, *LOCAL)  # every cause a window can have (window_cause), the state file's
 SKIP = object()  # no evidence this window
 REFERENCE_WINDOWS = 64  # good windows a NIC's reference remembers
 # a window's pair is lossy from two probes lost (and 5 % of them): one datagram in a window is

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.watch.hysteresis import State
+from rdmacli.watch.statefile import NicEntry, PairEntry, StateDoc
 
 STATE_DIR = "/run/rdmacli"
-VERSION = 1
 
 
 UNIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdmacli-watch.service")
@@ -159,51 +159,43 @@ def load_plan(opts: Options):
 
 
 def state_doc(agent, node: str, k: int | None) -> dict:
-    """What the state file holds: this agent's named and suspect subjects, nothing healthy."""
+    """What the state file holds (statefile.StateDoc): this agent's named and suspect subjects,
+    nothing healthy, and each NIC's facts."""
     plan, st = agent.plan, agent.state
     nics = []
     for rail in range(plan.rails):
-        t = st.nics.get(rail)
-        ref = st.refs.get(rail)
+        t, ref = st.nics.get(rail), st.refs.get(rail)
         nics.append(
-            {
-                "rail": rail,
-                "address": plan.addresses[plan.rank][rail],
-                "device": agent.devices.get(rail),
-                "state": (t.state if t else State.OK).value,
-                "cause": t.cause if t else None,
-                "problem": agent.problems.get(rail),
-                "forged": agent.forged.get(rail, 0),  # datagrams with a wrong tag, last window
-                "foreign": agent.foreign.get(rail, 0),  # good tag, another QP than SIDR named
-                "reference": ref.figures() if ref is not None else None,
-            }
+            NicEntry(
+                rail=rail,
+                state=(t.state if t else State.OK).value,
+                cause=t.cause if t else None,
+                address=plan.addresses[plan.rank][rail],
+                device=agent.devices.get(rail),
+                problem=agent.problems.get(rail),
+                forged=agent.forged.get(rail, 0),
+                foreign=agent.foreign.get(rail, 0),
+                reference=ref.figures() if ref is not None else None,
+            )
         )
     pairs = [
-        {
-            "rail": rail,
-            "peer": plan.names[peer],
-            "peer_rail": peer_rail,
-            "state": t.state.value,
-            "cause": t.cause,
-        }
+        PairEntry(rail=rail, peer=plan.names[peer], peer_rail=peer_rail, state=t.state.value, cause=t.cause)
         for (rail, peer, peer_rail), t in sorted(st.pairs.items())
         if t.state is not State.OK
     ]
-    return {
-        "type": "watch",
-        "v": VERSION,
-        "node": node,
-        "port": plan.port,
-        "window": k,
-        "time": round(time.time(), 3),
-        "window_s": plan.window_s,
-        "period_s": plan.period_s(),
-        "windows": st.windows,
-        "skipped": agent.skipped,
-        "authenticated": plan.authenticated,  # probes tagged with the fabric's key (--key-file)
-        "nics": nics,
-        "pairs": pairs,
-    }
+    return StateDoc(
+        node=node,
+        port=plan.port,
+        window=k,
+        time=round(time.time(), 3),
+        window_s=plan.window_s,
+        period_s=plan.period_s(),
+        windows=st.windows,
+        skipped=agent.skipped,
+        authenticated=plan.authenticated,
+        nics=tuple(nics),
+        pairs=tuple(pairs),
+    ).to_dict()
 
 
 def open_metrics(registry, opts: Options):

@@ -1,6 +1,6 @@
 """`rdmacli watch status`: the agents' current verdicts for a node set, as one blame.
 
-Each agent's state file (service.state_doc) holds only what is not OK: its NICs' verdicts and
+Each agent's state file (statefile.StateDoc) holds only what is not OK: its NICs' verdicts and
 its suspicious pairs. Gathered (through the launcher, `watch show` on each node), they are read
 as untrusted records (types and sizes checked, names only those of the map) and blamed with
 mesh's rules: a NIC its own agent names (it sees all of its own pairs), or one named by two or
@@ -16,18 +16,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rdmacli.watch.hysteresis import ALERTED, State
+from rdmacli.watch.judge import DEAD, SLOW
+from rdmacli.watch.statefile import Refused, StateDoc
 
 NAMED = {s.value for s in ALERTED}
-STATES = {s.value for s in State}
-CAUSES = ("DEAD", "LOSS", "SLOW", "DOWN", "BUSY", "ENV", "AGENT")
-MAX_PAIRS = 4096  # pairs one agent may say: more is not a state file of ours
 
 
 @dataclass
 class Gathered:
     names: list[str]
     rails: int
-    docs: dict[str, dict] = field(default_factory=dict)  # node -> its checked state doc
+    docs: dict[str, StateDoc] = field(default_factory=dict)  # node -> its checked state doc
     refused: dict[str, str] = field(default_factory=dict)  # node -> why its words were not taken
     partners: dict[str, int] = field(default_factory=dict)  # node -> its NICs' partners; n - 1 unless said
 
@@ -35,35 +34,11 @@ class Gathered:
         return self.partners.get(node, len(self.names) - 1)
 
     def take(self, node: str, doc) -> None:
-        why = check(doc, node, self.names, self.rails)
-        if why is None:
-            self.docs[node] = doc
-        else:
-            self.refused[node] = why
-
-
-def check(doc, node: str, names: list[str], rails: int) -> str | None:
-    """Why a node's state doc cannot be taken, or None."""
-    if not isinstance(doc, dict) or doc.get("type") != "watch" or doc.get("node") != node:
-        return "not this node's watch state"
-    nics, pairs = doc.get("nics"), doc.get("pairs")
-    shaped = isinstance(nics, list) and isinstance(pairs, list)
-    if not shaped or len(nics) > rails or len(pairs) > MAX_PAIRS:
-        return "nics or pairs of the wrong shape or size"
-    for x in nics:
-        if not (isinstance(x, dict) and _rail(x.get("rail"), rails) and x.get("state") in STATES
-                and x.get("cause") in (None, *CAUSES)):  # fmt: skip
-            return "a NIC entry out of bounds"
-    for key in ("time", "window", "windows", "skipped"):
-        v = doc.get(key)
-        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e13):
-            return f"{key} out of bounds"
-    for p in pairs:
-        if not (isinstance(p, dict) and _rail(p.get("rail"), rails) and _rail(p.get("peer_rail"), rails)
-                and p.get("peer") in names and p.get("peer") != node and p.get("state") in STATES
-                and p.get("cause") in (None, *CAUSES)):  # fmt: skip
-            return "a pair entry out of bounds"
-    return None
+        """A node's state doc as it answered (untrusted): kept checked, or refused in words."""
+        try:
+            self.docs[node] = StateDoc.parse(doc, node, self.names, self.rails)
+        except Refused as exc:
+            self.refused[node] = str(exc)
 
 
 def partner_counts(groups: tuple[str, ...], names: list[str], kind: str, k: int) -> dict[str, int]:
@@ -77,10 +52,6 @@ def partner_counts(groups: tuple[str, ...], names: list[str], kind: str, k: int)
     return counted(names, tuple(groups), k if kind == "sample" else 0)
 
 
-def _rail(x, rails: int) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < rails
-
-
 def blame(g: Gathered) -> dict:
     """The fabric's verdict from the gathered docs, in mesh's shape (nodes, nics, links,
     unexplained) with the disputed pairs and the nodes that did not answer."""
@@ -90,12 +61,12 @@ def blame(g: Gathered) -> dict:
     seen: dict[tuple, set[str]] = {}  # (nic, nic) sorted -> the ends that see trouble on it at all
     flapping: set = set()  # pairs and NICs an end says flap
     for node, doc in g.docs.items():
-        for p in doc["pairs"]:
-            key = tuple(sorted(((node, p["rail"]), (p["peer"], p["peer_rail"]))))
+        for p in doc.pairs:
+            key = tuple(sorted(((node, p.rail), (p.peer, p.peer_rail))))
             seen.setdefault(key, set()).add(node)
-            if p["state"] in NAMED:
-                said.setdefault(key, {})[node] = p["cause"] or "DEAD"
-                if p["state"] == "flapping":
+            if p.state in NAMED:
+                said.setdefault(key, {})[node] = p.cause or DEAD
+                if p.state == State.FLAPPING.value:
                     flapping.add(key)
     agreed, disputed = {}, []
     for key, by in said.items():
@@ -106,11 +77,11 @@ def blame(g: Gathered) -> dict:
             disputed.append(key)
     bad: dict[tuple, str] = {}
     for node, doc in g.docs.items():  # a NIC its own agent names
-        for x in doc["nics"]:
-            if x["state"] in NAMED:
-                bad[(node, x["rail"])] = x["cause"] or "DEAD"
-                if x["state"] == "flapping":
-                    flapping.add((node, x["rail"]))
+        for x in doc.nics:
+            if x.state in NAMED:
+                bad[(node, x.rail)] = x.cause or DEAD
+                if x.state == State.FLAPPING.value:
+                    flapping.add((node, x.rail))
     per_nic: dict[tuple, list] = {}
     for (x, y), cause in agreed.items():
         per_nic.setdefault(x, []).append(cause)
@@ -121,12 +92,12 @@ def blame(g: Gathered) -> dict:
     # slow is judged against each agent's own past; when most NICs that answered are slow at
     # once, it is the hosts or the whole fabric (as mesh judges slow against the fabric's best):
     # said, nobody blamed for it
-    slow = [nic for nic, cause in bad.items() if cause == "SLOW"]
+    slow = [nic for nic, cause in bad.items() if cause == SLOW]
     fabric_slow = len(slow) * 2 > len(g.docs) * rails
     if fabric_slow:
         for nic in slow:
             del bad[nic]
-        agreed = {k: c for k, c in agreed.items() if c != "SLOW"}
+        agreed = {k: c for k, c in agreed.items() if c != SLOW}
     whole = sorted((name for name in g.names if all((name, r) in bad for r in range(rails))), key=rank.get)
     out = {
         "fabric_slow": fabric_slow,

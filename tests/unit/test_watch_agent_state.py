@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from meshdata import parse_metrics
 
@@ -559,3 +561,43 @@ def test_a_rail_whose_nic_did_not_open_says_why_in_the_state_file():
     assert [n["problem"] for n in state_doc(agent, "n0", 2)["nics"]] == [None, None]
     m.window({}, {}, agent.state, list(agent.plan.names), agent.problems)
     assert 'rdmacli_watch_nic_unopened{node="n0",rail="1"} 0.0' in generate(m)
+
+
+def test_the_state_file_is_declared_once_what_an_agent_writes_is_what_status_takes_back():
+    """service.state_doc writes a statefile.StateDoc; `watch status` parses each node's as
+    untrusted input: an agent's own doc comes back field for field, and each field out of its
+    type or bounds is refused in words (a liar's doc never reaches the blame)."""
+    from rdmacli.watch.agent import WatchAgent
+    from rdmacli.watch.service import state_doc
+    from rdmacli.watch.statefile import Refused, StateDoc
+
+    now, log = [1000.3], []
+    st = WatchState(rails=2, policy=Policy(raise_after=1))
+    agent = WatchAgent(plan(0, window_s=10.0, per_window=7), st,
+                       make_phase=Maker(lambda pl, k, stop: FakePhase(log, pl, k, bad_peer=5, now=now)),
+                       clock=lambda: now[0],
+                       sleep=lambda s: now.__setitem__(0, now[0] + s) or False)  # fmt: skip
+    agent.run(windows=1)
+    agent.forged, agent.foreign = {0: 3}, {1: 2}
+    doc = json.loads(json.dumps(state_doc(agent, "n0", 7)))
+    assert doc["pairs"] and doc["nics"][0]["forged"] == 3 and doc["nics"][1]["foreign"] == 2
+    back = StateDoc.parse(doc, "n0", list(agent.plan.names), 2)
+    assert json.loads(json.dumps(back.to_dict())) == doc
+    bad = [
+        ("nics", [{"rail": 0, "forged": -1}]),
+        ("nics", [{"rail": 0, "foreign": 2.5}]),
+        ("nics", [{"rail": 2}]),
+        ("nics", [{"rail": 0, "problem": "x" * 301}]),
+        ("nics", [{"rail": 0, "cause": "EVIL"}]),
+        ("nics", [{"rail": 0, "reference": {"best_p50_us": "fast"}}]),
+        ("pairs", [{"rail": 0, "peer": "n0", "peer_rail": 0, "state": "bad"}]),
+        ("pairs", [{"rail": 0, "peer": "nobody", "peer_rail": 0, "state": "bad"}]),
+        ("windows", 1.5),
+        ("window", -1),
+        ("time", float("inf")),
+        ("port", 70000),
+        ("authenticated", "yes"),
+    ]
+    for key, value in bad:
+        with pytest.raises(Refused):
+            StateDoc.parse({**doc, key: value}, "n0", list(agent.plan.names), 2)
