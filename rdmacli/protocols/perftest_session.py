@@ -17,6 +17,9 @@ the peer named, `size` bytes at its start.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Callable
+
 from rdmacli.engine.protocol import Protocol, Reject
 from rdmacli.errors import RdmacliError
 from rdmacli.protocols import perftest as P
@@ -38,22 +41,31 @@ MAX_EARLY = 2  # control messages a server keeps ahead of its step (the lock ste
 
 
 class Session:
-    """Where one test's exchange is, for both of its connections (`role`: client or server)."""
+    """Where one test's exchange is, for both of its connections: what both roles share. Its
+    two roles (`Session.of`) differ in who speaks first (ClientSession sends each step's
+    message, ServerSession answers it) and who ends (the client disconnects both)."""
 
-    def __init__(self, setting: Setting, role: str):
-        self.setting, self.role = setting, role
+    role = "?"
+
+    @staticmethod
+    def of(setting: Setting, role: str) -> Session:
+        return (ClientSession if role == "client" else ServerSession)(setting)
+
+    def __init__(self, setting: Setting):
+        self.setting = setting
         self.sizes = setting.sweep or (setting.size,)
         self.steps = P.BINARY_STEPS[setting.binary].walk(len(self.sizes), sweep=bool(setting.sweep))
         self.k = -1
         self.round = 0  # which of `sizes` the test is at (or comes to next)
         self.rows: list = []  # each size's figures as it ends (a sweep's table)
         self.control: Control | None = None
-        self.test: Protocol | None = None
-        self.control_conn = self.test_conn = None
+        self.test: Stream | PingPong | None = None
+        self.control_conn: Any = None  # engine.conn.Connection: the control's, the test's
+        self.test_conn: Any = None
         self.want_test = False
         self.early: list[bytes] = []  # a server's: a message that came before its step
         self.peer_version: str | None = None
-        self.peer_dest = P.Dest()
+        self.peer_dest: P.Dest | None = P.Dest()
         self.peer_report: P.Report | None = None
         self.report_fields: dict = {}
         self.cycle_buffer = P.CYCLE_BUFFER  # the larger of the two sides' (check_sys_data)
@@ -93,21 +105,27 @@ class Session:
             self.end()
         elif step == P.CONNECT:
             self.want_test = True
-            if self.role == "client":
-                self.control_conn.flow.start(1)  # the test's QP: the flow's next connection
+            self.connect_test()
         elif step == P.TEST:
             self.round = self.steps[: self.k].count(P.TEST)
             # the control keeps its idle deadline while the test QP connects and the test runs,
             # pushed out by the test's progress: a WRITE server sees none, and a client stalled
             # mid-stream must not hold it for ever (left quiet, the lab's 64 KiB case waited
             # past 180 s)
-            self.test.start_test(self.test_conn)
+            if self.test is not None:  # it is: CONNECT came first
+                self.test.start_test(self.test_conn)
         else:  # an exchange step: a peer that goes silent here meets the idle deadline
             self.control_conn.progress()
-            if self.role == "client":
-                self.control.send(self.control_conn, self.message(step))
-            elif self.early:
-                self.received(self.early.pop(0))
+            self.exchange(step)
+
+    def connect_test(self) -> None:
+        """The CONNECT step: the test's QP comes (a client connects it; a server is sent it)."""
+
+    def exchange(self, step: str) -> None:
+        """An exchange step begins: this role's part in it."""
+
+    def end(self) -> None:
+        """The last step is over."""
 
     def test_up(self, conn, protocol) -> None:
         """The test's QP is connected (client) or accepted (server)."""
@@ -117,7 +135,7 @@ class Session:
 
     def test_done(self) -> None:
         """This size's test is over (on a server: once it has answered or seen all of it)."""
-        if self.step == P.TEST:
+        if self.step == P.TEST and self.test is not None:
             self.rows.append(self.test.summary())
             self.advance()
 
@@ -146,65 +164,135 @@ class Session:
                 other.disconnect()  # the exchange is over: so is the test
 
     def received(self, data: bytes) -> None:
-        """A control message from the peer: its step's, answered (server) and taken."""
+        """A control message from the peer: its step's, taken (and answered, by a server)."""
         step = self.step
         if step is None or step in (P.CONNECT, P.TEST):
-            if self.role == "server" and step is not None:
-                if len(self.early) >= MAX_EARLY:  # lock step: perftest waits for each answer
-                    raise violation(
-                        f"{len(self.early) + 1} control messages came before the test's QP was up: "
-                        "perftest's lock step sends one and waits for its answer"
-                    )
-                self.early.append(data)  # perftest went on before this side's step: kept
-                return
-            raise violation(f"a control message came at step {step or 'end'} ({len(data)} bytes)")
+            self.out_of_step(step, data)
+            return
         try:
             value = P.read(step, data)
         except ValueError as exc:
             raise violation(str(exc)) from exc
-        self.take(step, value)
-        if self.role == "server":
-            self.control.send(self.control_conn, self.message(step))
+        taken = EXCHANGES[step].take
+        if taken is not None:
+            taken(self, value)
+        self.answer(step)
         self.advance()
 
-    def take(self, step: str, value) -> None:
-        if step == "version":
-            if not P.version_ok(value):
-                raise violation(f"it says version {value!r}: rdmacli speaks the exchange of 5.33 and later")
-            self.peer_version = value
-        elif step == "cycle_buffer":
-            if not 0 < value <= MAX_CYCLE:
-                raise violation(f"its cycle buffer is {value} bytes: no page size")
-            self.cycle_buffer = max(P.CYCLE_BUFFER, value)
-        elif step == "dest":
-            self.peer_dest = value
-        elif step in P.REPORT:
-            self.report_fields[step] = value
-            if len(self.report_fields) == len(P.REPORT):
-                self.peer_report = P.Report(*(self.report_fields[k] for k in P.REPORT))
+    def out_of_step(self, step: str | None, data: bytes) -> None:
+        raise violation(f"a control message came at step {step or 'end'} ({len(data)} bytes)")
+
+    def answer(self, step: str) -> None:
+        """A message of the peer's taken: this role's answer, if it gives one."""
 
     def message(self, step: str) -> bytes:
-        if step == "version":
-            return P.message(step, P.VERSION)
-        if step == "cycle_buffer":
-            return P.message(step, P.CYCLE_BUFFER)
-        if step == "cache_line":
-            return P.message(step, P.CACHE_LINE)
-        if step == "mtu":
-            return P.message(step, 5)  # the largest: the peer keeps its own (the CM sets the path's)
-        if step == "dest":
-            return P.message(step, self.test.dest() if self.test is not None else P.Dest())
-        report = self.test.report() if self.role == "client" and self.test is not None else P.Report()
-        return P.message(step, report.values()[P.REPORT.index(step)])
+        return P.message(step, EXCHANGES[step].say(self))
+
+    def send(self, data: bytes) -> None:
+        if self.control is not None:  # it is: the control connection is up
+            self.control.send(self.control_conn, data)
+
+    # -- what each step's message says, and what the peer's does here -------------------------
+    def _take_version(self, value: str) -> None:
+        if not P.version_ok(value):
+            raise violation(f"it says version {value!r}: rdmacli speaks the exchange of 5.33 and later")
+        self.peer_version = value
+
+    def _take_cycle_buffer(self, value: int) -> None:
+        if not 0 < value <= MAX_CYCLE:
+            raise violation(f"its cycle buffer is {value} bytes: no page size")
+        self.cycle_buffer = max(P.CYCLE_BUFFER, value)
+
+    def _take_dest(self, value: P.Dest) -> None:
+        self.peer_dest = value
+
+    def _my_dest(self) -> P.Dest:
+        return self.test.dest() if self.test is not None else P.Dest()
+
+    def report(self) -> P.Report:
+        """The report this side sends (a client's: its test's figures; a server's: zeros)."""
+        return P.Report()
+
+
+class ClientSession(Session):
+    """perftest's client side: sends each step's message first, connects the test's QP, and
+    disconnects both connections at the end (the test's first, as perftest does)."""
+
+    role = "client"
+
+    def connect_test(self) -> None:
+        self.control_conn.flow.start(1)  # the test's QP: the flow's next connection
+
+    def exchange(self, step: str) -> None:
+        self.send(self.message(step))
+
+    def report(self) -> P.Report:
+        return self.test.report() if self.test is not None else P.Report()
 
     def end(self) -> None:
-        """The last step: a client disconnects both connections (the test's first, as perftest
-        does); a server waits for the client to (perftest's client tears down at its end)."""
-        if self.role != "client":
-            return
         for conn in (self.test_conn, self.control_conn):
             if conn is not None and not conn.finished:
                 conn.disconnect()
+
+
+class ServerSession(Session):
+    """perftest's server side: answers each of the client's messages; keeps what comes before
+    its step (the lock step allows one message ahead, never more); waits for the client to
+    end (perftest's client tears down at its end)."""
+
+    role = "server"
+
+    def exchange(self, step: str) -> None:
+        if self.early:
+            self.received(self.early.pop(0))
+
+    def out_of_step(self, step: str | None, data: bytes) -> None:
+        if step is None:
+            super().out_of_step(step, data)
+        if len(self.early) >= MAX_EARLY:  # lock step: perftest waits for each answer
+            raise violation(
+                f"{len(self.early) + 1} control messages came before the test's QP was up: "
+                "perftest's lock step sends one and waits for its answer"
+            )
+        self.early.append(data)  # perftest went on before this side's step: kept
+
+    def answer(self, step: str) -> None:
+        self.send(self.message(step))
+
+    def _take_report(self, step: str, value) -> None:
+        self.report_fields[step] = value
+        if len(self.report_fields) == len(P.REPORT):
+            self.peer_report = P.Report(*(self.report_fields[k] for k in P.REPORT))
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One exchange step: what this side's message says (`say`), and what the peer's does here
+    (`take`: None, nothing; perftest's fields this side does not use are read and dropped)."""
+
+    say: Callable[[Any], object]  # (session) -> the value its message carries
+    take: Callable[[Any, Any], None] | None = None  # (session, the peer's value)
+
+
+def _report_field(step: str) -> Exchange:
+    k = P.REPORT.index(step)
+
+    def take(s, value) -> None:
+        if isinstance(s, ServerSession):  # the client's report, for the server's figures
+            s._take_report(step, value)
+
+    return Exchange(lambda s: s.report().values()[k], take)
+
+
+# step -> its Exchange: the binaries' steps (protocols/perftest.py) say which come when
+EXCHANGES: dict[str, Exchange] = {
+    "version": Exchange(lambda s: P.VERSION, Session._take_version),
+    "cycle_buffer": Exchange(lambda s: P.CYCLE_BUFFER, Session._take_cycle_buffer),
+    "cache_line": Exchange(lambda s: P.CACHE_LINE),
+    "mtu": Exchange(lambda s: 5),  # the largest: the peer keeps its own (the CM sets the path's)
+    "dest": Exchange(Session._my_dest, Session._take_dest),
+    **{step: _report_field(step) for step in P.REPORT},
+}  # fmt: skip
 
 
 class Control(Protocol):
@@ -263,14 +351,14 @@ class Control(Protocol):
         self.session.ended(conn)
 
 
-def flow_factory(setting: Setting, role: str):
-    """An engine.session.FlowFactory whose flow's connections are one perftest test's."""
-    session = Session(setting, role)
+class flow_factory:  # noqa: N801 - called as the function it stands for
+    """An engine.session.FlowFactory whose flow's connections are one perftest test's; its
+    `session` keeps the test's rows (a sweep's figures by size: the command's summary)."""
 
-    def factory(test, common: dict):
+    def __init__(self, setting: Setting, role: str):
+        self.session = Session.of(setting, role)
+
+    def __call__(self, test, common: dict):
         from rdmacli.engine.session import default_flow
 
-        return default_flow(test, {**common, "make_protocol": session.make_protocol})
-
-    factory.session = session  # its rows: a sweep's figures by size (the command's summary)
-    return factory
+        return default_flow(test, {**common, "make_protocol": self.session.make_protocol})

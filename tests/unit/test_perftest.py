@@ -101,7 +101,7 @@ def test_a_client_and_a_server_walk_the_same_steps_to_their_end(binary, sweep):
     wire, log = [], []
     sessions = {}
     for role in ("client", "server"):
-        s = sessions[role] = Session(setting, role)
+        s = sessions[role] = Session.of(setting, role)
         s.control = FakeControl(wire, role)
 
     def connect_test(index):
@@ -141,13 +141,13 @@ def test_a_client_and_a_server_walk_the_same_steps_to_their_end(binary, sweep):
 
 
 def test_an_old_perftest_or_a_short_message_ends_the_test_in_words():
-    s = Session(Setting("bw", "write", 4096, count=10), "server")
+    s = Session.of(Setting("bw", "write", 4096, count=10), "server")
     s.control = FakeControl([], "server")
     s.control_up(FakeConn(FakeFlow(None)))
     with pytest.raises(RdmacliError) as err:
         s.received(P.message("version", b"5.20"))
     assert err.value.cause is Cause.PEER_PROTOCOL and "5.20" in err.value.message
-    s = Session(Setting("bw", "write", 4096, count=10), "client")
+    s = Session.of(Setting("bw", "write", 4096, count=10), "client")
     s.control = FakeControl([], "client")
     s.control_up(FakeConn(FakeFlow(None)))
     with pytest.raises(RdmacliError):
@@ -160,7 +160,7 @@ def test_a_client_that_floods_the_control_qp_ahead_of_the_test_is_the_peers_viol
     from rdmacli.protocols.perftest_session import MAX_EARLY
 
     setting = Setting("bw", "write", 4096, count=100)
-    server = Session(setting, "server")
+    server = Session.of(setting, "server")
     server.control = FakeControl([], "server")
     server.control_up(FakeConn(FakeFlow(None)))
     while server.step not in (P.CONNECT, None):  # to the step where the test QP comes
@@ -188,7 +188,7 @@ def test_the_control_exchange_has_the_idle_deadline_but_where_silence_is_the_pro
 
     setting = Setting("bw", "write", 4096, count=100)
     for role in ("server", "client"):
-        s = Session(setting, role)
+        s = Session.of(setting, role)
         assert Control(s).waits_for_peer is False  # established: the idle deadline runs
         s.control = FakeControl([], role)
         conn = FakeConn(FakeFlow(lambda index: None))
