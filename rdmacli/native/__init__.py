@@ -377,9 +377,11 @@ class ProbeLoop(_Loop):
         return self.peers[index].moved_qpn
 
     def forget(self, index: int) -> None:
-        """Partner `index` asked again from scratch: no QP, no AH, no probe sent or counted."""
+        """Partner `index` asked again from scratch: no AH, no probe sent or counted. Its QP
+        stays the one SIDR named until SIDR names another (`resolved`): only its probes are
+        answered meanwhile."""
         p = self.peers[index]
-        p.ah, p.qpn, p.moved_qpn, p.sent, p.answered, p.next_due_ns = 0, 0, 0, 0, 0, 0
+        p.ah, p.moved_qpn, p.sent, p.answered, p.next_due_ns = 0, 0, 0, 0, 0
 
     def counts(self, index: int) -> tuple[int, int, list[int], list[int]]:
         """(sent, answered, host round trips, network round trips) of partner `index`."""

@@ -256,14 +256,16 @@ class NicProbe(Resolving, PythonLoop):
         """Partners resolved from `known` whose own probes this window come from another QP
         (dropped, as any datagram from another QP than SIDR named): their agent restarted, and
         the probes sent to the old QP were nobody's to answer. Each is asked again by SIDR
-        (once a window: its answer, under the key, names the QP), its count started afresh."""
+        (once a window: its answer, under the key, names the QP), its count started afresh;
+        until it answers, the old QP is still the only one answered (a key holder's datagrams
+        from its own QP cannot open a gap to re-target the replies)."""
         for p in self.peers:
             if not p.cached:
                 continue
             seen = self.native.moved_qpn_of(p.index) if self.native is not None else p.moved_qpn
             if seen and seen != p.qpn:
                 p.cached = p.resolved = False
-                p.qpn = p.moved_qpn = 0
+                p.moved_qpn = 0  # its QP stays the one SIDR named until SIDR names another
                 self.known.pop(p.nic, None)
                 self.retired.append(p.ah)
                 p.ah, p.tally, p.seq = None, Tally(), 0

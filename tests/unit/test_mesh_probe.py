@@ -241,7 +241,8 @@ def test_a_datagram_from_another_qp_than_sidr_named_is_dropped_and_never_retarge
     """Tagged under the key (a key holder, or a partner whose agent restarted) but from another QP
     than the partner's SIDR named: neither answered nor counted as an answer, no AH made for it,
     counted as foreign; the partner's own probe is still answered and its answer counted. A
-    partner not yet resolved (quicker than our SIDR) is answered wherever it is."""
+    partner not yet resolved (quicker than our SIDR) is answered at the first QP its probes came
+    from, and only there."""
     from types import SimpleNamespace
 
     from rdmacli.probe import datagrams
@@ -259,6 +260,8 @@ def test_a_datagram_from_another_qp_than_sidr_named_is_dropped_and_never_retarge
         (wire.Datagram(wire.PROBE, run, 1, 1, 0, 5).pack(key), 77),  # partner 1's own
         (wire.Datagram(wire.REPLY, run, 1, 0, 1, 5, 6, 7).pack(key), 77),  # and its answer
         (wire.Datagram(wire.PROBE, run, 1, 2, 0, 5).pack(key), 55),  # partner 2, before our SIDR
+        (wire.Datagram(wire.PROBE, run, 2, 2, 0, 5).pack(key), 66),  # partner 2 claimed from QP 66
+        (wire.Datagram(wire.PROBE, run, 3, 2, 0, 5).pack(key), 55),  # partner 2 again
     ]
     nic.recvs, nic.free_sends = len(sent), [len(sent) + k for k in range(8)]
     nic.mr = SimpleNamespace(read=lambda off, n: sent[off // wire.SLOT][0][:n], write=lambda data, off: None,
@@ -275,9 +278,11 @@ def test_a_datagram_from_another_qp_than_sidr_named_is_dropped_and_never_retarge
         datagrams.verbs, "post_send", lambda qp, slot, mr, off, n, **kw: replies.append(kw["remote_qpn"])
     )
     nic._completions()
-    assert replies == [77, 55] and ahs == [77, 55]  # answered: partner 1 at its own QP, partner 2
+    # answered: partner 1 at its own QP; partner 2 at the first QP its probes came from, and
+    # only there until SIDR names one (no AH made again and again, none destroyed under a reply)
+    assert replies == [77, 55, 55] and ahs == [77, 55]
     assert peers[0].tally.answered == 1  # its own answer, once
-    assert nic.foreign == 2 == nic.foreign_seen() and nic.forged == 0
+    assert nic.foreign == 3 == nic.foreign_seen() and nic.forged == 0
     assert peers[0].moved_qpn == 99  # _stale asks SIDR again for a partner known from before
 
 
