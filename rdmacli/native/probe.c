@@ -150,9 +150,11 @@ static unsigned char *slot_at(const struct rdmacli_probe *s, uint32_t slot)
 }
 
 /* A datagram out of a send slot; returns 0 when posted (the slot is the send's until its
- * completion), else the slot goes back to the free list. */
+ * completion), else the slot goes back to the free list. `posted_ns` (unless NULL): the clock
+ * once it is packed and tagged, as it is posted (a probe's round trip is timed from there: its
+ * tag is the host's time, not the wire's). */
 static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdmacli_datagram *d,
-                         struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
+                         struct ibv_ah *ah, uint32_t qpn, uint32_t qkey, uint64_t *posted_ns)
 {
     struct ibv_sge sge;
     struct ibv_send_wr wr, *bad = NULL;
@@ -175,6 +177,8 @@ static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struc
     wr.wr.ud.ah = ah;
     wr.wr.ud.remote_qpn = qpn;
     wr.wr.ud.remote_qkey = qkey;
+    if (posted_ns != NULL)
+        *posted_ns = rdmacli_now_ns();
     rc = ibv_post_send(qp, &wr, &bad);
     if (rc) {
         s->free_sends[s->nfree++] = slot;
@@ -224,7 +228,7 @@ static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdma
     out.kind = RDMACLI_REPLY;
     out.t2 = t2;
     out.t3 = rdmacli_now_ns();
-    if (send_datagram(qp, s, &out, ah, wc->src_qp, RDMACLI_UDP_QKEY) == 0)
+    if (send_datagram(qp, s, &out, ah, wc->src_qp, RDMACLI_UDP_QKEY, NULL) == 0)
         s->replies++;
 }
 
@@ -279,6 +283,8 @@ static void send_due(struct ibv_qp *qp, struct rdmacli_probe *s, uint64_t now)
         struct rdmacli_datagram d;
 
         while (p->ah && p->sent < s->count && p->next_due_ns <= now && now < s->send_end_ns) {
+            uint64_t posted;
+
             memset(&d, 0, sizeof(d));
             d.kind = RDMACLI_PROBE;
             memcpy(d.run, s->run, 8);
@@ -286,9 +292,9 @@ static void send_due(struct ibv_qp *qp, struct rdmacli_probe *s, uint64_t now)
             d.src = s->nic;
             d.dst = p->nic;
             d.t1 = rdmacli_now_ns();
-            if (send_datagram(qp, s, &d, (struct ibv_ah *)(uintptr_t)p->ah, p->qpn, p->qkey))
+            if (send_datagram(qp, s, &d, (struct ibv_ah *)(uintptr_t)p->ah, p->qpn, p->qkey, &posted))
                 break; /* no slot or the queue is full: due still, the next turn tries */
-            p->t1_ns[p->sent++] = d.t1;
+            p->t1_ns[p->sent++] = posted; /* timed from its post: its tag is not the wire's */
             p->next_due_ns += p->step_ns;
         }
         if (p->ah && p->sent < s->count && p->next_due_ns < s->send_end_ns &&
