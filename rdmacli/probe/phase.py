@@ -9,6 +9,8 @@ from typing import Protocol
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.probe.nic import NicProbe, Peer
 
+BACKOFF_MAX = 8  # windows between two tries of a NIC that does not open, at most
+
 
 def let_go() -> None:
     """librdmacm's device list synced with the kernel's (rdma.cm.let_go_of_removed_devices): a
@@ -63,6 +65,8 @@ class Phase:
         self.stop = stop
         self.nics: dict[int, NicProbe] = {}
         self.dropped: dict[int, tuple[int, int]] = {}  # rail -> (forged, foreign) of its last run
+        # rail -> (its opens failed in a row, windows still to pass before the next try, why)
+        self.backoff: dict[int, tuple[int, int, RdmacliError]] = {}
         self.next_window(cfg, tests, problems, run=run, count=count)
 
     def next_window(
@@ -98,7 +102,7 @@ class Phase:
             except Exception:  # noqa: BLE001 - closed; opened afresh below when it has tests
                 self.drop(rail)
         for rail, peers in sorted(self.by_rail.items()):
-            if problems[rail] is not None or rail in self.nics:
+            if problems[rail] is not None or rail in self.nics or self._waits(rail, problems):
                 continue
             nic = NicProbe(
                 run=run,
@@ -125,6 +129,29 @@ class Phase:
                     )
                 )
                 self.drop(rail)
+                failed = self.backoff.get(rail, (0, 0, None))[0] + 1
+                pause = min(2 ** (failed - 1), BACKOFF_MAX)
+                if failed > 1:  # said with its backoff, the same words until the next try
+                    why = problems[rail]
+                    problems[rail] = RdmacliError(
+                        f"{why.message} (failed {failed} times in a row: tried every {pause} window(s))",
+                        cause=why.cause,
+                        hint=why.hint,
+                    )
+                self.backoff[rail] = (failed, pause - 1, problems[rail])
+            else:
+                self.backoff.pop(rail, None)
+
+    def _waits(self, rail: int, problems: list) -> bool:
+        """A NIC that did not open is tried again after 1, 2, 4, then every BACKOFF_MAX windows
+        (a device gone for good is not opened, its driver asked, every window for days); while
+        it waits, its last problem is said again."""
+        failed, wait, why = self.backoff.get(rail, (0, 0, None))
+        if wait <= 0 or why is None:
+            return False
+        self.backoff[rail] = (failed, wait - 1, why)
+        problems[rail] = why
+        return True
 
     def devices(self) -> dict[int, tuple[str | None, int]]:
         """Each open rail's RDMA device and port, as its NIC found them."""

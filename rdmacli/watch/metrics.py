@@ -41,7 +41,7 @@ class WatchMetrics:
         self.peer_bad = Gauge("rdmacli_watch_peer_bad", "1 while this pair of NICs is named (bad, clearing "
                               "or flapping); no series for a healthy pair", PEER, registry=r)  # fmt: skip
         self.unopened = Gauge("rdmacli_watch_nic_unopened", "1 while this rail's NIC cannot be opened "
-                              "(its device gone, a driver reload, no address): tried again each window",
+                              "(its device gone, a driver reload, no address): tried again with backoff",
                               ("node", "rail"), registry=r)  # fmt: skip
         self.forged = Counter("rdmacli_watch_forged", "Probe datagrams and SIDR requests this NIC dropped "
                               "for a wrong tag: forged, or an agent with another --key-file", NIC,

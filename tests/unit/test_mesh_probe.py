@@ -629,3 +629,52 @@ def test_the_datagrams_an_agents_nics_dropped_reach_the_report_and_bad_counts_ar
             parse_record(
                 json.dumps({"type": "done", "run": spec.run_id, "rank": 3, "dropped": bad}), spec.run_id
             )
+
+
+def test_a_nic_that_does_not_open_is_tried_again_with_backoff_and_its_problem_said_meanwhile(monkeypatch):
+    """A device gone (a driver unloaded) is not opened every window for days: tried again after
+    1, 2, 4, then every 8 windows, its problem said in every window (the same words until the
+    next try); once it opens, every window again."""
+    from types import SimpleNamespace
+
+    from rdmacli.errors import RdmacliError
+    from rdmacli.probe import phase as ph
+
+    tries, opens = [], {"ok": False}
+
+    class Nic:
+        def __init__(self, **kw):
+            self.nic, self.address, self.port, self.key = kw["nic"], kw["address"], kw["port"], kw["key"]
+
+        def open(self):
+            tries.append(window[0])
+            if not opens["ok"]:
+                raise RdmacliError("no RDMA device has 10.0.0.1 any more", cause=Cause.ENVIRONMENT)
+
+        def retarget(self, *a):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(ph, "NicProbe", Nic)
+    monkeypatch.setattr(ph, "let_go", lambda: None)
+    topo = SimpleNamespace(rank=0, probe_key=bytes(16), nic=lambda r, k: r,
+                           address=lambda r, k: f"10.0.0.{r}", port_of=lambda k: 7490)  # fmt: skip
+    window = [1]
+    problems = [None]
+    p = ph.Phase(topo, [(0, 1, 0)], problems, run=b"\0" * 8, count=5, keep=True)
+    said = [str(problems[0])]
+    for w in range(2, 32):
+        window[0] = w
+        problems = [None]
+        p.next_window(topo, [(0, 1, 0)], problems, run=b"\0" * 8, count=5)
+        assert problems[0] is not None  # said every window
+        said.append(str(problems[0]))
+    assert tries == [1, 2, 4, 8, 16, 24]
+    assert said[1] == said[2] and "failed 2 times in a row" in said[1]  # the same words while it waits
+    opens["ok"] = True
+    window[0] = 32
+    problems = [None]
+    p.next_window(topo, [(0, 1, 0)], problems, run=b"\0" * 8, count=5)
+    assert tries[-1] == 32 and problems == [None] and not p.backoff
