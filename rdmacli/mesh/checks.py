@@ -6,6 +6,7 @@ the node that sent it."""
 from __future__ import annotations
 
 import math
+import re
 
 from rdmacli.figures import RTT_FLOOR_US
 
@@ -91,23 +92,28 @@ def _error(e) -> str | None:
     return None
 
 
+# a device's or a counter's name as sysfs has them (mlx5_0, rxe0; port_rcv_errors,
+# device.link_downed): nothing a terminal or rich would take for a sequence or a style
+NAME = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
+
+
+def _name(v) -> bool:
+    return isinstance(v, str) and NAME.fullmatch(v) is not None
+
+
 def _port_counters(p) -> bool:
     """One port's counter deltas: {"device": name, "port": n, "moved": {name: n}, "reset": [name]}."""
     return (
         isinstance(p, dict)
-        and isinstance(p.get("device"), str)
-        and 0 < len(p["device"]) <= MAX_KEY
+        and _name(p.get("device"))
         and _int(p.get("port"))
         and 0 <= p["port"] < 256
         and isinstance(p.get("moved"), dict)
         and len(p["moved"]) <= MAX_COUNTERS
-        and all(
-            isinstance(k, str) and len(k) <= MAX_KEY and _int(v) and 0 <= v <= MAX_INT
-            for k, v in p["moved"].items()
-        )
+        and all(_name(k) and _int(v) and 0 <= v <= MAX_INT for k, v in p["moved"].items())
         and isinstance(p.get("reset", []), list)
         and len(p.get("reset", [])) <= MAX_COUNTERS
-        and all(isinstance(k, str) and len(k) <= MAX_KEY for k in p.get("reset", []))
+        and all(_name(k) for k in p.get("reset", []))
     )
 
 

@@ -9,7 +9,7 @@ import time
 
 from rdmacli.diag.counters import ADVICE
 from rdmacli.mesh.report import CAUSES
-from rdmacli.render.text import printable
+from rdmacli.render.text import plain, printable
 from rdmacli.units import counter_words, duration, plural
 
 MATRIX_MAX = 32
@@ -261,19 +261,18 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
         share = f"{b['failed']} of {b['tested']}"
         con.print(f"  [bold red]bad node[/] {b['node']}: failed or was slow with {share} partners ({causes})")
         if b.get("counters"):
-            con.print(
-                f"    its pairs' counters, both ends (the ports', shared): {counter_words(b['counters'])}"
-            )
+            words = plain(counter_words(b["counters"]))
+            con.print(f"    its pairs' counters, both ends (the ports', shared): {words}")
     for b in verdict.get("nics", []):
         causes = ", ".join(f"{c} {n}" for c, n in b["causes"].items())
-        dev = f" ({b['device']})" if b.get("device") else ""
+        dev = f" ({plain(b['device'])})" if b.get("device") else ""
         con.print(f"  [bold red]bad NIC[/] {b['node']} rail {b['rail']}{dev}: failed or slow with "
                   f"{b['failed']} of {b['tested']} partners ({causes}); its other rails pass")  # fmt: skip
     for link in verdict.get("links", []):
         ends = f"{_end(link, 'a', rails)} <-> {_end(link, 'b', rails)}"
         con.print(f"  [bold red]bad link[/] {ends} ({link['cause']}): both pass with everyone else")
         if link.get("counters"):
-            con.print(f"    counters of both ends during the pair: {counter_words(link['counters'])}")
+            con.print(f"    counters of both ends during the pair: {plain(counter_words(link['counters']))}")
     if any(c in ("LOSS", "LINK", "RNR") for e in verdict.get("nodes", []) + verdict.get("links", [])
            for c in (e.get("causes") or {e.get("cause"): 1})):  # fmt: skip
         con.print(f"  what to check: {ADVICE['loss']}")

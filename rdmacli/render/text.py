@@ -10,3 +10,12 @@ def printable(text) -> str:
     """Control characters shown, not sent: an escape sequence in an agent's or a peer's words
     must not move the cursor, set the title or clear the screen."""
     return str(text).translate(_CONTROL)
+
+
+def plain(text) -> str:
+    """Words from elsewhere inside a line printed with rich markup on: control characters shown
+    (printable) and rich's own markup escaped (a `[link=...]` or `[/]` in a counter's or a
+    device's name is text, not a style)."""
+    from rich.markup import escape
+
+    return escape(printable(text))

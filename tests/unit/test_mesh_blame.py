@@ -199,6 +199,9 @@ def test_an_agent_speaks_only_for_its_own_node():
         {"rtt_p50_us": float("nan")},
         {"steps_us": {"x": -1}},
         {"error": {"message": "x" * 10_000}},
+        {"counters": [{"device": "rxe0", "port": 1, "moved": {"\x1b]0;owned\x07retry": 1}}]},
+        {"counters": [{"device": "rxe0", "port": 1, "moved": {"[link=https://x]err[/link]": 1}}]},
+        {"counters": [{"device": "[bold]rxe0", "port": 1, "moved": {"port_rcv_errors": 1}}]},
     ],
 )
 def test_a_malformed_record_is_its_senders_violation_and_the_run_goes_on(hostile):
@@ -285,6 +288,25 @@ def test_words_from_agents_reach_a_terminal_escaped(capsys, wording):
     assert "\x1b]" not in out.out + out.err and "\x1b[2J" not in out.out + out.err
     if wording == "as written":
         assert "\\x1b]0;owned\\x07" in out.out
+
+
+def test_a_name_with_rich_markup_or_an_escape_is_printed_as_text(capsys):
+    """Behind the intake's check (names as sysfs has them), the renderer still prints a
+    device's or a counter's name as text: no style taken, no sequence sent."""
+    from rdmacli.cli.app import App
+    from rdmacli.render.mesh import print_mesh
+
+    pl = plan()
+    doc = judged(pl, Intake(pl)).to_dict()
+    odd = {"[link=https://evil]x[/link]\x1b[2J": 3}
+    doc["data"]["blame"] = {"nodes": [{"node": "n1", "causes": {"LOSS": 3}, "failed": 3, "tested": 3,
+                                       "counters": odd}],
+                            "nics": [{"node": "n2", "rail": 0, "device": "[blink]rxe1", "causes": {"LOSS": 2},
+                                      "failed": 2, "tested": 3}],
+                            "links": [], "unexplained": []}  # fmt: skip
+    print_mesh(App(), doc)
+    out = capsys.readouterr().out
+    assert "\x1b[2J" not in out and "[link=https://evil]x[/link]" in out and "[blink]rxe1" in out
 
 
 def test_a_line_the_launcher_cut_is_its_senders_violation():
