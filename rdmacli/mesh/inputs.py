@@ -34,12 +34,18 @@ def usage(message: str, hint: str | None = None) -> RdmacliError:
     return RdmacliError(message, hint=hint, cause=Cause.USAGE)
 
 
+# a last label of digits (or 0x and hex digits) is no host name's (RFC 1123): the resolver
+# would read it as a number, 010.0.0.1 as 8.0.0.1 (octal) and 1234 as 0.0.4.210
+NUMERIC = re.compile(r"(?:[0-9]+|0[xX][0-9a-fA-F]*)")
+
+
 def valid_name(name: str) -> bool:
     """A host name, a Slurm node name, or an IPv4/IPv6 literal (a link-local one may carry its
-    zone, fe80::1%eth0)."""
+    zone, fe80::1%eth0). A name the resolver would read as a number (010.0.0.1, 0x0a.0.0.1,
+    1234) is neither: only an IP literal in its usual form is an address."""
     if not isinstance(name, str) or not name or len(name) > 253:
         return False
-    if NAME.fullmatch(name):
+    if NAME.fullmatch(name) and not NUMERIC.fullmatch(name.rsplit(".", 1)[-1]):
         return True
     address, _, zone = name.partition("%")
     if zone and not ZONE.fullmatch(zone):  # Python takes any text as an IPv6 zone id
@@ -55,9 +61,14 @@ def check_names(names: list[str], what: str = "node name") -> None:
     """The first name that is not a host name, node name or IP literal, refused by name."""
     for name in names:
         if not valid_name(name):
+            numeric = NUMERIC.fullmatch(str(name).rsplit(".", 1)[-1])
+            said = " (a number the resolver would read otherwise: 010.0.0.1 is 8.0.0.1 to it)"
             raise usage(
-                f"bad {what} {name!r}: not a host name, a Slurm node name or an IP address",
-                hint="names are letters, digits, '-', '_' and '.', not starting with '-'",
+                f"bad {what} {name!r}: not a host name, a Slurm node name or an IP address"
+                + (said if numeric else ""),
+                hint="write an IPv4 address as four decimal numbers without leading zeros (10.0.0.1)"
+                if numeric
+                else "names are letters, digits, '-', '_' and '.', not starting with '-'",
             )
 
 

@@ -153,7 +153,7 @@ def resolve_all(hosts: set[str], deadline_s: float = RESOLVE_S) -> dict[str, str
     names = []
     for host in hosts:
         try:
-            out[host] = str(ipaddress.ip_address(host))
+            out[host] = canonical(host)
         except ValueError:
             names.append(host)
     if not names:
@@ -167,10 +167,18 @@ def resolve_all(hosts: set[str], deadline_s: float = RESOLVE_S) -> dict[str, str
     return out
 
 
+def canonical(address: str) -> str:
+    """An IP literal in its one form: ::ffff:10.0.0.1 (an IPv4-mapped IPv6 address, the same
+    host) is 10.0.0.1, fd77:0::1 is fd77::1; two spellings of one address are one node's."""
+    ip = ipaddress.ip_address(address)
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped or ip)
+
+
 def resolve(host: str) -> str | None:
     """An IP literal as itself, a name through the resolver (IPv4 first), or None."""
     try:
-        return str(ipaddress.ip_address(host))
+        return canonical(host)
     except ValueError:
         pass
     try:
@@ -178,7 +186,11 @@ def resolve(host: str) -> str | None:
     except socket.gaierror:
         return None
     infos.sort(key=lambda i: i[0] != socket.AF_INET)  # IPv4 first, as RoCE setups mostly are
-    return infos[0][4][0]
+    found = str(infos[0][4][0])
+    try:
+        return canonical(found)
+    except ValueError:
+        return found
 
 
 def check_rail_counts(names: list[str], counts: list[int], hint: str | None = None) -> None:

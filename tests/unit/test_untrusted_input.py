@@ -295,3 +295,29 @@ def test_a_liars_endless_line_costs_the_coordinator_a_line_not_its_size(kind, tm
     assert [(n, line.endswith(OVERLONG)) for n, line in lines] == [("n1", True), ("n1", False)], lines[:3]
     assert lines[1][1] == "after" and len(lines[0][1]) < 100
     assert peak_mib < 16, peak_mib  # the line is 64 MiB; ClusterShell alone held it whole
+
+
+@pytest.mark.parametrize(
+    "name, ok",
+    [("010.0.0.1", False), ("0x0a.0.0.1", False), ("1234", False), ("10.0.0.01", False), ("n1.42", False),
+     ("10.0.0.1", True), ("n01", True), ("node-1.example.com", True), ("fd77::1", True), ("42n", True)],
+)  # fmt: skip
+def test_a_name_the_resolver_would_read_as_a_number_is_no_address(name, ok):
+    """The resolver reads 010.0.0.1 as 8.0.0.1 (octal) and 1234 as 0.0.4.210: a map or a node
+    set that says so meant something else. Only an IP literal in its usual form is an address;
+    a name whose last label is a number is refused in words."""
+    assert inputs.valid_name(name) is ok
+    if not ok:
+        with pytest.raises(RdmacliError) as got:
+            inputs.check_names([name], "address")
+        assert "010.0.0.1 is 8.0.0.1" in got.value.message and got.value.exit_code == 2
+
+
+def test_two_spellings_of_one_address_are_one_node():
+    """::ffff:10.0.0.1 is 10.0.0.1 (IPv4-mapped): two nodes given them test one host against itself."""
+    from rdmacli.mesh import nodes
+
+    assert nodes.canonical("::ffff:10.0.0.1") == "10.0.0.1" and nodes.canonical("fd77:0::1") == "fd77::1"
+    with pytest.raises(RdmacliError) as got:
+        nodes.addresses(["a", "b"], mapping={"a": ["10.0.0.1"], "b": ["::ffff:10.0.0.1"]}, map_file="m")
+    assert "a and b both have 10.0.0.1" in got.value.message
