@@ -13,6 +13,10 @@ from rdmacli.errors import Stopped
 from rdmacli.mesh.contract import OfSpec, RunSpec, SpecError
 
 GAP = 0.15  # of a slot, kept free at its end for teardown before the next round
+# a start this far ahead of this node's clock is no coordinator's (--launch-timeout is an hour
+# at most): its clock and ours disagree, or the spec was made by hand; waited for, it would
+# hold the agent until it is killed
+MAX_START_AHEAD_S = 7200.0
 
 
 class AgentConfig(OfSpec):
@@ -23,6 +27,12 @@ class AgentConfig(OfSpec):
     def __init__(self, spec: RunSpec, rank: int):
         if not 0 <= rank < spec.n:
             raise SpecError(f"rank {rank} is not one of the spec's {spec.n} nodes")
+        ahead = spec.start_at - time.time()
+        if ahead > MAX_START_AHEAD_S:
+            raise SpecError(
+                f"its start is {ahead:.0f} s after this node's clock (more than {MAX_START_AHEAD_S:.0f} s): "
+                "this node's clock and the coordinator's disagree (NTP?), or the spec is not a run's"
+            )
         self.spec, self.rank = spec, rank
         self.start_at = spec.start_at  # moved earlier by the coordinator's go line
         self.retest: dict | None = None  # {"at": T, "rounds": [[(a, ra, b, rb), ...], ...]}, by take()

@@ -106,6 +106,7 @@ def test_a_bad_spec_is_refused_with_words_and_a_record(rdmacli, backend):
         (b"not json\n", "not JSON"),
         (spec_line().replace(b'"port":7490', b'"port":"7490"'), "bad port"),
         (b"", "stdin ended before the run spec came"),
+        (spec_line(start_at=1e12), "this node's clock and the coordinator's disagree"),  # waited for ever
     ):
         r = rdmacli(backend, "mesh-agent", "--rank", "0", input=line)
         assert r.exit_code == 2 and words in r.stderr, (line, r.stderr)
