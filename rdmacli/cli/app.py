@@ -34,6 +34,7 @@ class App:
         self.steps = steps  # the step timing table in the summary (JSON always has steps_us)
         self.backend = backend  # the RDMA stack tests run on: None is the real one
         self.launch = launch  # how mesh agents start, when a test gives one: None builds it from options
+        self.warned: set[str] = set()  # warnings already said as they showed (not said again at the end)
 
     @classmethod
     def from_context(cls, **modes) -> App:

@@ -9,7 +9,7 @@ import click
 from rdmacli.cli import HELP, options
 from rdmacli.cli.app import file_option, json_lines_option, json_option, pairs_option
 from rdmacli.mesh import plan as P
-from rdmacli.mesh.contract import TEST_WORDS, TESTS, default
+from rdmacli.mesh.contract import MAX_ROUND_S, TEST_WORDS, TESTS, default
 from rdmacli.mesh.launch import LAUNCHERS
 
 
@@ -45,7 +45,7 @@ from rdmacli.mesh.launch import LAUNCHERS
 @options.seconds_option(
     "--round-time",
     low=0.5,
-    high=3600,
+    high=MAX_ROUND_S,
     default=default("round_s"),
     help="Seconds per round: each pair's slot (setup, test, teardown); a pair still running at its"
     " end is torn down there (OVER). A dead node costs its pairs one round each. Real "

@@ -111,13 +111,15 @@ class SpecField:
     words: str  # what a good value is, for a refusal
 
 
+MAX_ROUND_S = 3600.0  # a slot (--round-time) at most
+
 # The run spec, field by field (scapy's fields_desc): defaults here and nowhere else.
 SPEC_FIELDS = (
     SpecField("run_id", None, lambda v: isinstance(v, str) and bool(RUN_ID.fullmatch(v)), "16 hex digits"),
     SpecField("names", (), _names, "2 or more distinct node names"),
     SpecField("addresses", (), _addresses, "each node's rails, as many for every node (1-16)"),
     SpecField("start_at", 0.0, float_in(0, 2**40), "a UNIX time"),
-    SpecField("round_s", 3.0, float_in(0.5, 3600), "seconds, 0.5 to 3600"),
+    SpecField("round_s", 3.0, float_in(0.5, MAX_ROUND_S), f"seconds, 0.5 to {MAX_ROUND_S:g}"),
     SpecField("port", 7490, int_in(1, 65535), "a port number"),
     SpecField("test", "ping", lambda v: v in TESTS, "one of " + ", ".join(TESTS)),
     SpecField("count", 20, int_in(1, 100_000), "1 to 100000"),

@@ -15,6 +15,7 @@ from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
 from rdmacli.mesh.blame import LOCAL, blame, implausible, judge_slow, within
+from rdmacli.mesh.contract import MAX_ROUND_S
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
 from rdmacli.mesh.report import Pair, compare, nic_table, node_table
@@ -92,10 +93,15 @@ def margin(plan: Plan, slowest: tuple[float, Pair] | None) -> str | None:
         return None
     took, p = slowest
     want = math.ceil(took / SLOT_FULL * 2) / 2
+    pair = f"{plan.spec.names[p.a]}-{plan.spec.names[p.b]}, round {p.round}"
+    if want > MAX_ROUND_S:  # no slot holds it: a clock that jumped, or an agent's word
+        return (
+            f"a pair took {took:.1f} s of its {plan.spec.round_s:g} s slot ({pair}), more than any "
+            f"--round-time allows ({MAX_ROUND_S:g} s): a node's clock jumped, or its agent's figure is wrong"
+        )
     return (
-        f"pairs take up to {took:.1f} s of their {plan.spec.round_s:g} s slot ({plan.spec.names[p.a]}-"
-        f"{plan.spec.names[p.b]}, round {p.round}): a slower pair will overrun; "
-        f"raise --round-time to {want:g} or more"
+        f"pairs take up to {took:.1f} s of their {plan.spec.round_s:g} s slot ({pair}): a slower "
+        f"pair will overrun; raise --round-time to {want:g} or more"
     )
 
 

@@ -95,8 +95,9 @@ class LiveMesh:
             self.progress.update()
 
     def warning(self, words: str) -> None:
-        if not self.app.machine:  # said once, as soon as it shows (the summary repeats it)
+        if not self.app.machine:  # said once, as soon as it shows (the summary's JSON has it too)
             self.app.err.print(f"warning: {words}", markup=False, highlight=False)
+            self.app.warned.add(words)
 
     def ended(self, run) -> None:
         if self.progress is not None:

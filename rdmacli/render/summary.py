@@ -174,7 +174,8 @@ def print_warnings(app, doc: dict) -> None:
     from rdmacli.render.text import printable  # warnings quote what agents and peers said
 
     for text in doc["warnings"]:
-        app.err.print(f"warning: {printable(text)}", markup=False, highlight=False)
+        if text not in getattr(app, "warned", ()):  # not twice: said as it showed (a mesh's margin)
+            app.err.print(f"warning: {printable(text)}", markup=False, highlight=False)
 
 
 def counter_lines(ports: list[dict]) -> list[str]:

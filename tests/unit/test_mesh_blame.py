@@ -464,3 +464,23 @@ def test_a_pair_that_passed_with_one_retransmit_is_tested_again_before_a_link_is
         assert pair["retest"]["verdict"] == "confirmed", pair
         assert [(x["a"], x["b"], x["cause"]) for x in blamed["links"]] == [("n1", "n2", "LOSS")], blamed
         assert out["exit_code"] != 0 and out["error"]["cause"] == Cause.PACKET_LOSS.value, out["error"]
+
+
+def test_the_round_time_advice_stays_within_what_the_option_takes_and_is_said_once(capsys):
+    """A pair that took most of its slot: the advice names a --round-time the option takes; a
+    figure no slot could hold (a clock that jumped, an agent's lie: 86 400 s) gets words, not
+    `--round-time 123429`. Said as it showed, it is not said again with the summary."""
+    from rdmacli.cli.app import App
+    from rdmacli.render.mesh import LiveMesh
+    from rdmacli.render.summary import print_warnings
+
+    pl = plan()
+    p = Pair(0, 1, 1)
+    assert "raise --round-time to " in verdict.margin(pl, (3.5, p))
+    words = verdict.margin(pl, (86400.0, p))
+    assert "--round-time to" not in words and "more than any --round-time allows (3600 s)" in words
+    app = App()
+    LiveMesh(app).warning(words)
+    print_warnings(app, {"warnings": [words, "another"]})
+    err = capsys.readouterr().err
+    assert err.count("more than any --round-time") == 1 and "warning: another" in err
