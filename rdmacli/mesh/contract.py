@@ -111,7 +111,7 @@ class SpecField:
     words: str  # what a good value is, for a refusal
 
 
-MAX_ROUND_S = 3600.0  # a slot (--round-time) at most
+MAX_ROUND_S = 3600  # a slot (--round-time) at most, seconds
 
 # The run spec, field by field (scapy's fields_desc): defaults here and nowhere else.
 SPEC_FIELDS = (
