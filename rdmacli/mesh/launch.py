@@ -85,6 +85,16 @@ def _clustershell():
             f"cannot import ClusterShell: {exc}", hint="pip install ClusterShell (a dependency of rdmacli)"
         ) from exc
 
+    # an agent that exited before a line written to its stdin (the go line) makes ClusterShell
+    # log "<...Bounded instance at 0x...>: [Errno 32] Broken pipe" to stderr through logging's
+    # last resort: that agent's exit is said by the run itself, in words
+    import logging
+
+    quiet = logging.getLogger("ClusterShell.Worker.EngineClient")
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+
     class BoundedExec(ExecWorker):
         SHELL_CLASS = bounded(ExecClient)
 

@@ -156,3 +156,17 @@ def test_a_node_that_never_starts_costs_discovery_twice_the_slowest_start_up_not
     err, wall = discovery(monkeypatch, "0.5,1,dead", None)
     assert isinstance(err, RdmacliError) and "n2: no report" in err.message, err
     assert wall < 20, wall  # the last report (about 1.5 s) and 2 s again, ClusterShell's graces: not 600 s
+
+
+def test_clustershells_broken_pipe_warning_never_reaches_stderr(capsys):
+    """An agent that exited before the go line: ClusterShell's write to its stdin fails (EPIPE)
+    and it logs its object's repr; that agent's end is the run's to say, in words."""
+    import logging
+
+    from rdmacli.mesh.launch import _clustershell
+
+    _clustershell()
+    logging.getLogger("ClusterShell.Worker.EngineClient").warning(
+        "%r: %s", "<rdmacli.mesh.lines.Bounded instance at 0x7f>", "[Errno 32] Broken pipe"
+    )
+    assert "Broken pipe" not in capsys.readouterr().err
