@@ -291,10 +291,18 @@ def discover(request: Request, launch: Launch) -> tuple[list[list[str]], list, f
         if failed:
             raise failed
     if silent:
-        why = "; ".join(f"{names[r]}: {said.get(r, 'no report')}" for r in silent[:8])
         waited = min(clock.end_at(), time.monotonic()) - clock.t0
+        unusable = [r for r in silent if r in intake.discovered]  # reported, in time, what cannot be used
+        quiet = [r for r in silent if r not in intake.discovered]
+        parts = []
+        if unusable:
+            why = "; ".join(f"{names[r]}: {said[r]}" for r in unusable[:8])
+            parts.append(f"{len(unusable)} node(s) reported rails that cannot be used ({why})")
+        if quiet:
+            why = "; ".join(f"{names[r]}: {said.get(r, 'no report')}" for r in quiet[:8])
+            parts.append(f"{len(quiet)} node(s) did not report their rails after {waited:.1f} s ({why})")
         raise RdmacliError(
-            f"rail discovery: {len(silent)} node(s) did not report their rails after {waited:.1f} s ({why})",
+            "rail discovery: " + "; ".join(parts),
             hint="check the launcher and rdmacli on those nodes, give a longer --launch-timeout, or "
             "give the addresses with --map",
             cause=Cause.AGENT,

@@ -150,6 +150,17 @@ def test_discovery_waits_as_long_as_agents_keep_starting_and_a_fixed_deadline_do
     assert isinstance(err, RdmacliError) and "2 node(s) did not report their rails after 2.0 s" in err.message
 
 
+def test_a_node_that_reported_an_unusable_rail_is_said_so_not_silent(monkeypatch):
+    """A node whose agent reported at once a rail that cannot be used is not among those that
+    "did not report their rails after" the wait: it reported, and what it reported is said."""
+    from rdmacli.errors import RdmacliError
+
+    err, _ = discovery(monkeypatch, "0.2,bad,dead", 2.0)
+    assert isinstance(err, RdmacliError), err
+    assert "1 node(s) reported rails that cannot be used (n1: its agent reported" in err.message
+    assert "1 node(s) did not report their rails after 2.0 s (n2: no report)" in err.message
+
+
 def test_a_node_that_never_starts_costs_discovery_twice_the_slowest_start_up_not_the_maximum(monkeypatch):
     from rdmacli.errors import RdmacliError
 

@@ -1,5 +1,6 @@
 """A stand-in discovery agent that starts as slowly as it is told: rank r waits the r-th of
-SLOW_DELAYS (seconds; "dead": never reports) after reading its spec, then reports one rail. No
+SLOW_DELAYS (seconds; "dead": never reports; "bad": reports at once a rail with no address)
+after reading its spec, then reports one rail. No
 RDMA: what is under test is how long the coordinator waits for a launch."""
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ def main() -> None:
     if delay == "dead":
         time.sleep(120)
         return
-    time.sleep(float(delay))
-    rail = {"device": f"mlx5_{rank}", "port": 1, "address": f"192.0.2.{rank + 1}"}
+    if delay == "bad":
+        rail = {"device": f"mlx5_{rank}", "port": 1, "address": ""}
+    else:
+        time.sleep(float(delay))
+        rail = {"device": f"mlx5_{rank}", "port": 1, "address": f"192.0.2.{rank + 1}"}
     print(json.dumps({"type": "rails", "run": spec.run_id, "rank": rank, "rails": [rail]}), flush=True)
 
 
