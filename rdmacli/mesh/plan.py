@@ -10,10 +10,12 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
 from rdmacli.mesh.config import GAP
 from rdmacli.mesh.contract import OfSpec, RunSpec
 from rdmacli.probe.timing import phase_s
+from rdmacli.probe.token import MAX_ROUND
 
 # the coordinator's own defaults (the agents' are the spec's, contract.SPEC_FIELDS)
 LAUNCH_S = 20.0  # for the launcher to start every agent, once their start-up was measured (at least)
@@ -69,7 +71,18 @@ class Plan(OfSpec):
             spec = replace(spec, round_s=round(max(spec.round_s, need), 1))
             kw["retest_rounds"] = 0
         spec = replace(spec, start_at=round(start_at, 3), retests=kw.get("retest_rounds", 0) > 0)
-        rounds = schedule.Schedule.of(spec).rounds()
+        sched = schedule.Schedule.of(spec)
+        rounds = sched.rounds()
+        last = sched.retest_base() + kw.get("retest_rounds", 0)
+        if last > MAX_ROUND:  # the connection token numbers rounds in 16 bits
+            raise RdmacliError(
+                f"a run of {spec.n} nodes x {spec.rails} rails"
+                + (" with --cross-rail" if spec.cross_rail else "")
+                + f" has {last} rounds; a run numbers {MAX_ROUND} at most",
+                hint="test fewer nodes a run, rail-aligned (without --cross-rail), or with --quick; "
+                "or use --test probe (one phase, every pair at once)",
+                cause=Cause.USAGE,
+            )
         return cls(spec=spec, rounds=tuple(rounds), **kw)
 
     @cached_property

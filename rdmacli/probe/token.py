@@ -18,6 +18,7 @@ from rdmacli.protocols import hello as H
 
 MAGIC = b"MESH"
 FORMAT = ">4s8sHII"  # magic, run id, round, from rank, to rank
+MAX_ROUND = 0xFFFF  # the round's field: a run numbers its rounds (re-tests too) within it
 OFFSET = H.SIZE  # after the hello: 20 + 22 = 42 bytes, inside RC's 56 and SIDR's 180
 SIZE = struct.calcsize(FORMAT)
 

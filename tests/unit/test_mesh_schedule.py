@@ -163,3 +163,22 @@ def test_a_fleet_of_1000_nodes_in_32_leaves_is_a_few_dozen_rounds_on_8_rails():
     assert tests == 8 * (inside + between)  # rail-aligned: 8 NIC pairs a node pair
     assert len(s.rounds()) < 60  # against 999 rounds of the full mesh
     assert s.retest_base() > max(s.rounds())
+
+
+def test_a_run_with_more_rounds_than_the_token_numbers_is_refused_in_words():
+    """4097 nodes x 16 rails with --cross-rail is 65 552 rounds: the connection token numbers a
+    run's rounds in 16 bits (packing one past it raised struct.error mid-run). Refused at the
+    plan, exit 2, with what to change; 4096 nodes fit."""
+    from rdmacli.errors import RdmacliError
+    from rdmacli.mesh.contract import RunSpec
+    from rdmacli.mesh.plan import Plan
+
+    def spec(n):
+        addrs = [[f"10.{k}.{i // 250}.{i % 250}" for k in range(16)] for i in range(n)]
+        return RunSpec(run_id="ab" * 8, names=[f"n{i}" for i in range(n)], addresses=addrs, cross_rail=True)
+
+    with pytest.raises(RdmacliError) as got:
+        Plan.start(spec(4097), nodes_spec="n[0-4096]", launch_s=30)
+    words = got.value.message
+    assert got.value.exit_code == 2 and "65552 rounds" in words and "--cross-rail" in words
+    assert len(Plan.start(spec(4096), nodes_spec="n[0-4095]", launch_s=30).rounds) <= 0xFFFF
