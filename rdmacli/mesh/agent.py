@@ -47,7 +47,7 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops
     finally:
         for lock in locks:
             if lock is not None:
-                os.close(lock)
+                lock.release()  # the lock file goes with it
 
 
 RETEST_WAIT_S = 10.0  # after its rounds, an agent waits this long (plus a round) for re-tests

@@ -73,9 +73,35 @@ def test_a_planted_lock_path_is_refused_and_left_alone(tmp_path, monkeypatch, pl
     fd, problem = lock.hold_port("ab" * 8, "10.0.0.1", 7490)
     assert fd is None and problem is not None and problem.cause.value == "environment", problem
     assert victim.read_text() == "precious"
-    fd, problem = lock.hold_port("ab" * 8, "10.0.0.2", 7490)  # a path of its own: made and held
-    assert fd is not None and problem is None
-    os.close(fd)
+    held, problem = lock.hold_port("ab" * 8, "10.0.0.2", 7490)  # a path of its own: made and held
+    assert held is not None and problem is None
+    held.release()
+    assert not (tmp_path / "rdmacli-mesh-10.0.0.2-7490.lock").exists()  # no lock file left behind
+    assert path.exists() or path.is_symlink()  # what was planted is left alone
+
+
+def test_a_lock_let_go_leaves_no_file_and_one_opened_before_it_went_is_taken_afresh(tmp_path, monkeypatch):
+    """An agent removes its lock file as it lets go, still holding it; another that opened the
+    old file just before and locks it after finds it gone from its path and takes the path's
+    own: two agents never both think they hold one port."""
+    import fcntl
+
+    from rdmacli.mesh import lock
+
+    monkeypatch.setattr(lock, "LOCK_DIRS", (str(tmp_path),))
+    path = tmp_path / "rdmacli-mesh-10.0.0.1-7490.lock"
+    first, _ = lock.hold_port("ab" * 8, "10.0.0.1", 7490)
+    late = os.open(path, os.O_RDWR)  # another agent opened the file, then...
+    second, problem = lock.hold_port("cd" * 8, "10.0.0.1", 7490)
+    assert second is None and "pid" in problem.message  # held: said who holds it
+    first.release()
+    assert not path.exists()
+    fcntl.flock(late, fcntl.LOCK_EX | fcntl.LOCK_NB)  # ...locks the removed file: not the path's
+    assert not lock._same(late, str(path))
+    os.close(late)
+    third, problem = lock.hold_port("ef" * 8, "10.0.0.1", 7490)
+    assert third is not None and problem is None and lock._same(third.fd, str(path))
+    third.release()
 
 
 def test_prometheus_replaces_only_a_regular_file_and_says_so_before_the_run(tmp_path, fifo):
