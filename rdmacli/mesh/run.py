@@ -21,7 +21,7 @@ from typing import Callable, ContextManager
 
 from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
 from rdmacli.mesh import plan as P
-from rdmacli.mesh import verdict
+from rdmacli.mesh import said, verdict
 from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.plan import GO_LEAD_S, RETEST_DECIDE_S, Plan
@@ -142,7 +142,7 @@ class MeshRun:
             self.check_cross_rail()
             self.decide_retests()
         self.observer.record(self, rec)
-        if not self.margin_said and (words := verdict.margin(self.plan, self.intake.slowest)):
+        if not self.margin_said and (words := said.margin(self.plan, self.intake.slowest)):
             self.margin_said = True
             self.observer.warning(words)
 

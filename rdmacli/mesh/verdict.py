@@ -8,20 +8,17 @@ goes on, and `judge` once at its end.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.mesh import schedule
+from rdmacli.mesh import said, schedule
 from rdmacli.mesh.blame import LOCAL, blame, implausible, judge_slow, within
-from rdmacli.mesh.contract import MAX_ROUND_S
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
 from rdmacli.mesh.report import Pair, compare, nic_table, node_table
 from rdmacli.outcome import Outcome
 
-SLOT_FULL = 0.7  # of a slot: a pair that takes more is close to overrunning
 UNROUTED = ("ADDR", "ROUTE", "UNR")
 
 
@@ -83,25 +80,6 @@ def cross_rail_refusal(
         "each rail's source address routed out of its own NIC); run rail-aligned (without "
         "--cross-rail) on this fabric",
         cause=Cause.USAGE,
-    )
-
-
-def margin(plan: Plan, slowest: tuple[float, Pair] | None) -> str | None:
-    """Words when pairs take most of their slot (measured by the agents: a pair's setup, test
-    and teardown), with the round time that would leave room."""
-    if slowest is None or slowest[0] <= SLOT_FULL * plan.spec.round_s:
-        return None
-    took, p = slowest
-    want = math.ceil(took / SLOT_FULL * 2) / 2
-    pair = f"{plan.spec.names[p.a]}-{plan.spec.names[p.b]}, round {p.round}"
-    if want > MAX_ROUND_S:  # no slot holds it: a clock that jumped, or an agent's word
-        return (
-            f"a pair took {took:.1f} s of its {plan.spec.round_s:g} s slot ({pair}), more than any "
-            f"--round-time allows ({MAX_ROUND_S:g} s): a node's clock jumped, or its agent's figure is wrong"
-        )
-    return (
-        f"pairs take up to {took:.1f} s of their {plan.spec.round_s:g} s slot ({pair}): a slower "
-        f"pair will overrun; raise --round-time to {want:g} or more"
     )
 
 
@@ -340,7 +318,7 @@ def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
             "at odds with what the partners counted, or far faster than the rest of the fabric); "
             "they judged nobody, the pairs' results stand"
         )
-    words = margin(plan, ev.slowest)
+    words = said.margin(plan, ev.slowest)
     if words:
         out.append(words)
     if ev.late:
@@ -363,26 +341,8 @@ def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
         )
     if ev.ignored:
         out.append(f"{ev.ignored} agent output line(s) were not records of this run and were ignored")
-    out += dropped_words(plan, ev.dropped)
+    out += said.dropped_words(plan, ev.dropped)
     return out
-
-
-def dropped_words(plan: Plan, dropped: dict) -> list[str]:
-    """The probe's NICs that dropped datagrams claiming this run (at most one line): tagged under
-    another key than the run's (forged), or from another QP than SIDR named (foreign: only the
-    run's agents hold its key). None was answered or counted, so no verdict moved."""
-    nics = [(rank, *row) for rank, rows in sorted(dropped.items()) for row in rows]
-    if not nics:
-        return []
-    forged, foreign = sum(n[2] for n in nics), sum(n[3] for n in nics)
-    rails = plan.rails > 1
-    where = ", ".join(plan.spec.names[r] + (f":{k}" if rails else "") for r, k, _, _ in nics[:8])
-    more = f" and {len(nics) - 8} more" if len(nics) > 8 else ""
-    return [
-        f"{len(nics)} NIC(s) dropped probe datagrams claiming this run ({where}{more}): {forged} with "
-        f"a wrong tag, {foreign} from another QP than the partner's SIDR named; none was answered "
-        "or counted (something on the fabric sends probes it did not get from this run's agents)"
-    ]
 
 
 def blamed_names(verdict: dict, rails: int) -> list[str]:

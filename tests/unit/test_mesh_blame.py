@@ -9,7 +9,7 @@ import pytest
 from meshdata import judged, make_plan, report
 
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.mesh import schedule, verdict
+from rdmacli.mesh import said, schedule, verdict
 from rdmacli.mesh.blame import blame
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.report import Pair, cause_of, compare
@@ -476,8 +476,8 @@ def test_the_round_time_advice_stays_within_what_the_option_takes_and_is_said_on
 
     pl = plan()
     p = Pair(0, 1, 1)
-    assert "raise --round-time to " in verdict.margin(pl, (3.5, p))
-    words = verdict.margin(pl, (86400.0, p))
+    assert "raise --round-time to " in said.margin(pl, (3.5, p))
+    words = said.margin(pl, (86400.0, p))
     assert "--round-time to" not in words and "more than any --round-time allows (3600 s)" in words
     app = App()
     LiveMesh(app).warning(words)

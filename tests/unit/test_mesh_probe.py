@@ -606,7 +606,7 @@ def test_the_datagrams_an_agents_nics_dropped_reach_the_report_and_bad_counts_ar
     from rdmacli.mesh.intake import Intake
     from rdmacli.mesh.plan import Plan
     from rdmacli.mesh.records import DoneRecord, parse_record
-    from rdmacli.mesh.verdict import dropped_words
+    from rdmacli.mesh.said import dropped_words
 
     names = [f"n{i}" for i in range(12)]
     addrs = [[f"10.0.0.{i}", f"10.0.1.{i}"] for i in range(12)]
