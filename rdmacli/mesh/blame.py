@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from itertools import chain
 
-from rdmacli.mesh.report import Pair, cause_of, device_of
+from rdmacli.mesh.report import LOCAL, Pair, cause_of, device_of
 
 
 def blame(
@@ -40,7 +40,7 @@ def blame(
     of: list[list[tuple[Pair, int, bool]]] = [[] for _ in range(m)]
     for p in judged:
         x, y = ends(p)
-        against = p.ever_bad
+        against = p.ever_bad and p.disputed is None  # one end's word against the other's: neither
         of[x].append((p, y, against))
         of[y].append((p, x, against))
     bad: dict[int, list] = {}  # NIC -> [its bad pairs, pairs counted]
@@ -82,7 +82,7 @@ def blame(
         counted.of[x] > 0 or any(p.result == "pass" and not p.lossy and p.slow is None for p, _, _ in of[x])
         for x in range(m)
     ]
-    links, unexplained = [], []
+    links, unexplained, disputed = [], [], []
     for p in judged:
         x, y = ends(p)
         if not p.bad or x in bad or y in bad:
@@ -91,12 +91,15 @@ def blame(
         if rails > 1:
             entry.update(rail_a=p.ra, rail_b=p.rb, device_a=device_of(devices, p.a, p.ra),
                          device_b=device_of(devices, p.b, p.rb))  # fmt: skip
+        if p.disputed is not None:  # blamed on nobody: the end that failed it is said
+            disputed.append({**entry, "failed_by": names[p.disputed]})
+            continue
         if p.lossy:
             entry["counters"] = p.trouble()
         if p.slow:
             entry["slow"] = p.slow
         (links if passes[x] and passes[y] else unexplained).append(entry)
-    return {"nodes": nodes, "nics": nics, "links": links, "unexplained": unexplained}
+    return {"nodes": nodes, "nics": nics, "links": links, "unexplained": unexplained, "disputed": disputed}
 
 
 class Counted:
@@ -161,8 +164,6 @@ def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list], he
             if y in count:
                 count[y] -= 1
 
-
-LOCAL = ("DOWN", "BUSY", "ENV", "AGENT")
 
 
 def _healthy_rows(healthy, aligned: bool):

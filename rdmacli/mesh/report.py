@@ -48,6 +48,11 @@ CODES = (
      "passed, but slower than the fabric's best comparable pair (--slow-factor, --slow-fraction)"),
 )  # fmt: skip
 CAUSES = {code: words for code, _, words in CODES}
+LOCAL = ("DOWN", "BUSY", "ENV", "AGENT")  # a node's own fault, said by itself
+# what one end's failure says of the pair, contradicted when the other end passed it cleanly
+# (blame: disputed, counted against neither NIC): every code but a node's own, an end's silence
+# or absence, and an overrun of its own slot
+UNDISPUTABLE = (*LOCAL, "SILENT", "MISS", "OVER")
 PRIORITY = [code for code, _, _ in CODES]
 CODE_OF = {cause: code for code, causes, _ in CODES for cause in causes}
 
@@ -184,6 +189,25 @@ class Pair:
         slowness that went away is not (jitter), and a link is blamed only on what stayed bad."""
         first = self.first
         return self.bad or (first is not None and (first.result == "fail" or first.lossy))
+
+    @property
+    def disputed(self) -> int | None:
+        """The rank of the end whose failure of the pair its partner's clean pass contradicts,
+        or None. A pair is one exchange both NICs took part in: RC completes a send only once
+        the partner's NIC has it, and each probe crosses the wire both ways, so an end that
+        passed with its own port quiet and its own probes all answered saw the wire work. One
+        end's failure against that is its own word (a liar's, or its host's), never evidence
+        against the other NIC: blame counts it against neither and lists it apart."""
+        if len(self.reports) != 2:
+            return None
+        failing = [(s, r) for s, r in self.reports.items() if r.result != "pass"]
+        if len(failing) != 1 or cause_of(failing[0][1].error) in UNDISPUTABLE:
+            return None
+        side = next(s for s in self.reports if s != failing[0][0])
+        clean = self.reports[side]
+        if self.trouble(side) or (clean.probes_sent or 0) != (clean.probes_answered or 0):
+            return None
+        return failing[0][1].rank
 
     @property
     def telling(self) -> bool:

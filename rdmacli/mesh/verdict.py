@@ -137,6 +137,18 @@ def disagreeing(pairs: list[Pair]) -> dict[int, set[int]]:
     return out
 
 
+def disputing(pairs: list[Pair]) -> dict[int, set[int]]:
+    """Pairs one end failed while the other passed them cleanly (Pair.disputed): the failing
+    end is counted against, each such partner once; a liar that fails several honest partners
+    is named for inconsistent reports, and nobody is blamed for what it alone said."""
+    out: dict[int, set[int]] = {}
+    for p in pairs:
+        accuser = p.disputed
+        if accuser is not None:
+            out.setdefault(accuser, set()).add(p.b if accuser == p.a else p.a)
+    return out
+
+
 def contradicting(ev: Evidence, more: dict[int, set[int]]) -> Evidence:
     """The evidence with more contradictions between nodes added to those already found."""
     if not more:
@@ -206,6 +218,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         for p in fill_ends(plan, ev, [p for p in ev.retested if p.reports])
     }
     ev = contradicting(ev, disagreeing([*firsts, *again.values()]))  # before any rate is judged
+    ev = contradicting(ev, disputing([again.get(p.key, p) for p in firsts]))
     healthy = ev.healthy
     total = len(firsts) + (len(healthy) if healthy is not None else 0)
     listed_all = total <= LISTED_PAIRS
@@ -313,10 +326,11 @@ def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
     for rank in inconsistent(ev):
         partners = sorted(plan.spec.names[r] for r in ev.contradicted[rank])
         out.append(
-            f"{plan.spec.names[rank]}: inconsistent reports: its figures with {len(partners)} "
-            f"partners cannot be true ({', '.join(partners[:8])}: above their ports' line rates, "
-            "at odds with what the partners counted, or far faster than the rest of the fabric); "
-            "they judged nobody, the pairs' results stand"
+            f"{plan.spec.names[rank]}: inconsistent reports: its words of its pairs with "
+            f"{len(partners)} partners cannot be true ({', '.join(partners[:8])}: figures above their "
+            "ports' line rates, at odds with what the partners counted or far faster than the rest "
+            "of the fabric, or failures the partners' clean passes contradict); they judged "
+            "nobody, the pairs' results stand"
         )
     words = said.margin(plan, ev.slowest)
     if words:

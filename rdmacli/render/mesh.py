@@ -255,6 +255,7 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
     con.print("\n[bold]blame[/]")
     if not (
         verdict.get("nodes") or verdict.get("nics") or verdict.get("links") or verdict.get("unexplained")
+        or verdict.get("disputed")
     ):
         con.print("  nothing to blame: every pair passed" if not failing else "  nothing decided")
     for b in verdict.get("nodes", []):
@@ -281,6 +282,11 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
         con.print(
             f"  [yellow]unexplained[/] {_end(u, 'a', rails)} <-> {_end(u, 'b', rails)} ({u['cause']}): "
             "too few passing pairs to tell node from link"
+        )
+    for d in verdict.get("disputed", []):
+        con.print(
+            f"  [yellow]disputed[/] {_end(d, 'a', rails)} <-> {_end(d, 'b', rails)} ({d['cause']}): failed "
+            f"by {d['failed_by']} alone, passed cleanly by the other end: blamed on nobody"
         )
     for change in data.get("baseline") or []:
         con.print(f"  [yellow]vs baseline[/] {change['a']} <-> {change['b']}: {change['change']}")

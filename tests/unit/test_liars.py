@@ -152,7 +152,8 @@ def test_one_liar_in_n_moves_nothing_and_is_named(n, case):
 @pytest.mark.parametrize("n", [8, 16, 64])
 def test_a_liar_that_accuses_one_partner_blames_nobody_honest(n):
     """The liar fails its pair with one partner (a deadline, say): that pair fails and no
-    one else; the partner, which passes with everyone else, is not named a bad node."""
+    one else; the partner, which passes with everyone else and passed that pair cleanly, is not
+    named a bad node, nor the end of a bad link: the pair is disputed, blamed on nobody."""
     liar, victim = 1, n - 1
 
     def accuse(rec):
@@ -162,8 +163,11 @@ def test_a_liar_that_accuses_one_partner_blames_nobody_honest(n):
 
     doc, _ = mesh(n, "ping", liar, accuse)
     blame = doc["data"]["blame"]
-    assert blame["nodes"] == [] and blame["nics"] == []  # a link at most: the pair the liar failed
-    assert [{x["a"], x["b"]} for x in blame["links"]] == [{f"n{liar:02d}", f"n{victim:02d}"}]
+    assert blame["nodes"] == [] and blame["nics"] == [] and blame["links"] == []
+    # the pair the liar failed, its partner passed cleanly: disputed, blamed on nobody
+    assert [({x["a"], x["b"]}, x["failed_by"]) for x in blame["disputed"]] == [
+        ({f"n{liar:02d}", f"n{victim:02d}"}, f"n{liar:02d}")
+    ]
     failed = [(p["a_rank"], p["b_rank"]) for p in doc["data"]["pairs"] if p["result"] != "pass"]
     assert failed == [(liar, victim)]
 
@@ -204,3 +208,78 @@ def test_an_honest_fast_node_in_a_noisy_fabric_is_no_liar():
     assert doc["result"] == "pass" and named(doc) == set(), (doc["warnings"], doc["data"]["blame"])
     ref = doc["data"]["slow_reference"]["aligned"]
     assert ref["jitter"] > 2  # the noise that makes it so
+
+
+DEADLINE = {"message": "no progress within its deadline", "cause": "deadline", "exit_code": 1}
+NONE_ANSWERED = {"message": "no probe answered", "cause": "packet_loss", "exit_code": 1}
+
+
+def accused(n: int, rails: int, cross: bool, liars: set[int], victim: tuple[int, int], test: str) -> dict:
+    """A mesh of honest stand-ins in which `liars` fail every pair they have with one NIC of an
+    innocent node (`victim`: rank, rail), a deadline (`ping`) or every probe lost (`probe`),
+    while the victim passes those pairs cleanly, as it does with everyone."""
+    names = [f"n{i}" for i in range(n)]
+    plan = make_plan(
+        names, [[f"10.{k}.0.{i}" for k in range(rails)] for i in range(n)], cross=cross, test=test
+    )
+    c = Intake(plan)
+    for rank in range(n):
+        rs = [{"address": f"10.{k}.0.{rank}", "device": f"mlx5_{k}", "port": 7490 + k, "ready": True,
+               "rate_gbps": RATE} for k in range(rails)]  # fmt: skip
+        c.on_line(names[rank], json.dumps({"type": "agent", "run": plan.spec.run_id, "rank": rank,
+                                           "node": names[rank], "rails": rs}), False)  # fmt: skip
+    for rnd in plan.rounds:
+        for rank in range(n):
+            for rail, peer, peer_rail in plan.schedule.tests_of(rank, rnd):
+                rec = {"type": "pair", "run": plan.spec.run_id, "rank": rank, "peer": peer, "round": rnd,
+                       "result": "pass", "rail": rail, "peer_rail": peer_rail}  # fmt: skip
+                if test == "probe":
+                    rec.update(probes_sent=5, probes_answered=5, rtt_min_us=9.0)
+                if test == "probe" or rank > peer:
+                    rec.update(rtt_p50_us=10.0, rtt_p99_us=13.0, host_rtt_p50_us=14.0)
+                if rank in liars and (peer, peer_rail) == victim:
+                    for k in ("rtt_p50_us", "rtt_p99_us", "host_rtt_p50_us", "rtt_min_us"):
+                        rec.pop(k, None)
+                    rec.update(result="fail", error=DEADLINE if test == "ping" else NONE_ANSWERED)
+                    if test == "probe":
+                        rec["probes_answered"] = 0
+                c.on_line(names[rank], json.dumps(rec), False)
+    return judged(plan, c).to_dict()
+
+
+@pytest.mark.parametrize("test", ["ping", "probe"])
+@pytest.mark.parametrize(
+    "n, rails, cross, liars",
+    [(8, 2, True, {7}), (4, 2, True, {3}), (8, 1, False, {6, 7}), (8, 2, False, {5, 7})],
+    ids=["cross-rail liar of 8x2", "cross-rail liar of 4x2", "two colluding liars of 8", "two liars of 8x2"],
+)
+def test_an_innocent_nic_accused_by_liars_on_a_few_pairs_is_not_blamed(n, rails, cross, liars, test):
+    """Issue 53: a liar failing (or losing every probe of) only its pairs with one rail of an
+    innocent node got that NIC blamed under --cross-rail (its two rails counted as two
+    partners), and two colluding liars got the node blamed: blame's common-ends rule took two
+    failing pairs as enough, and the accused's own clean pass of them was never weighed. Now
+    those pairs are disputed: blamed on nobody, listed with the end that failed them."""
+    doc = accused(n, rails, cross, liars, (1, 0), test)
+    blame = doc["data"]["blame"]
+    assert blame["nodes"] == [] and blame["nics"] == [] and blame["links"] == [], blame
+    assert blame["unexplained"] == [] and blame["disputed"]
+    assert {x["failed_by"] for x in blame["disputed"]} == {f"n{r}" for r in liars}
+    assert all("n1" in (x["a"], x["b"]) for x in blame["disputed"])
+
+
+def test_a_liar_failing_several_honest_partners_is_named_for_it():
+    """A liar that fails its pairs with two partners that passed them cleanly contradicts two
+    nodes: named for inconsistent reports (each honest partner contradicts only the liar)."""
+    doc = accused(8, 1, False, {7}, (1, 0), "ping")  # one partner: disputed, not named
+    assert not any("inconsistent reports" in w for w in doc["warnings"])
+
+    def both(rec):
+        if rec["type"] == "pair" and rec["peer"] in (1, 2):
+            return {**{k: v for k, v in rec.items() if not k.startswith("rtt") and k != "host_rtt_p50_us"},
+                    "result": "fail", "error": DEADLINE}  # fmt: skip
+        return rec
+
+    doc, _ = mesh(8, "ping", 7, both)
+    said = [w for w in doc["warnings"] if "inconsistent reports" in w]
+    assert len(said) == 1 and said[0].startswith("n07:") and "clean passes contradict" in said[0], said
+    assert doc["data"]["blame"]["nodes"] == [] and doc["data"]["blame"]["nics"] == []
