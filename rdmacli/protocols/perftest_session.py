@@ -151,7 +151,10 @@ class Session:
         control connection's end ends the test's QP: a server sees nothing of a WRITE or READ
         stream, so its test QP waits for the client with no deadline of its own, bounded only
         by the control connection's (a client stalled mid-stream held the lab's 64 KiB case
-        past 180 s while the control connection had long failed)."""
+        past 180 s while the control connection had long failed). Another client's connection
+        (refused: one test at a time) is none of this test's."""
+        if conn is not self.control_conn and conn is not self.test_conn:
+            return
         for other in (self.control_conn, self.test_conn):
             if other is None or other is conn or other.finished:
                 continue
