@@ -105,6 +105,20 @@ def wait_tcp_listener(port: int, timeout: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+def tx_bytes(ip: str) -> int | None:
+    """Bytes the netdev holding `ip` has sent (its statistics), or None: what a run moved on
+    the wire, read around it (the lab's client is rxe1 on veth1)."""
+    out = subprocess.run(["ip", "-o", "addr", "show", "to", ip], capture_output=True, text=True).stdout
+    if not out.split():
+        return None
+    dev = out.split()[1].split("@")[0]
+    try:
+        with open(f"/sys/class/net/{dev}/statistics/tx_bytes") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 def gid_index(device: str, ip: str) -> int:
     """The RoCE v2 GID index of `ip` on `device` port 1 (perftest's -x, without -R)."""
     from rdmacli.diag.devices import SYSFS, port_gids
