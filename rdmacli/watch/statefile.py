@@ -121,8 +121,12 @@ class StateDoc:
         if not isinstance(doc, dict) or doc.get("type") != TYPE or doc.get("node") != node:
             raise Refused("not this node's watch state")
         nics, pairs = doc.get("nics"), doc.get("pairs")
-        shaped = isinstance(nics, list) and isinstance(pairs, list)
-        if not shaped or len(nics) > rails or len(pairs) > MAX_PAIRS:
+        if (
+            not isinstance(nics, list)
+            or not isinstance(pairs, list)
+            or len(nics) > rails
+            or len(pairs) > MAX_PAIRS
+        ):
             raise Refused("nics or pairs of the wrong shape or size")
         for key in ("time", "window_s", "period_s", "window", "windows", "skipped"):
             v = doc.get(key)
