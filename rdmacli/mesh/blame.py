@@ -165,7 +165,6 @@ def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list], he
                 count[y] -= 1
 
 
-
 def _healthy_rows(healthy, aligned: bool):
     """A callable giving the probe's healthy pairs of one class afresh: (p50, p99, node a, node b)."""
 

@@ -254,7 +254,10 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
         )
     con.print("\n[bold]blame[/]")
     if not (
-        verdict.get("nodes") or verdict.get("nics") or verdict.get("links") or verdict.get("unexplained")
+        verdict.get("nodes")
+        or verdict.get("nics")
+        or verdict.get("links")
+        or verdict.get("unexplained")
         or verdict.get("disputed")
     ):
         con.print("  nothing to blame: every pair passed" if not failing else "  nothing decided")
