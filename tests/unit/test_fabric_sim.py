@@ -1,0 +1,40 @@
+"""The fabric simulator in `make test` (benchmarks/fabric_sim.py: agents' records made from
+injected faults with their ground truth, through the real intake, verdict and blame): at a size
+the unit suite affords, every scenario of a fixed set meets the goals `make scale-bench` holds
+at fleet size, so a change of blame or of the probe that moves them fails here, not a session
+later. `make scale-bench` runs the fleet sizes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import fabric_sim as F  # noqa: E402
+
+
+@pytest.mark.parametrize("test", ["ping", "probe"])
+def test_the_simulator_meets_its_goals_at_sixteen_nodes_by_two_rails(test):
+    row = F.summarize(F.run_size(16, 2, "all", 40, seed0=1, test=test))
+    assert F.missed_goals(row, healthy=False) == [], row["wrong"]
+    assert row["scenarios"] == 40
+
+
+def test_its_liar_is_named_and_nobody_else_for_it():
+    """The simulator's liar forges the round trips it carries (far faster than any wire, its
+    record consistent): named by the verdict (inconsistent reports or violations), at its level,
+    wherever it told two lies or more (it carries figures as the higher rank of a pair: rank 4
+    and up has two partners below it that no other fault of the scenario took)."""
+    seen = 0
+    for seed in range(120):
+        s = F.random_scenario(16, 2, "all", seed)
+        liar = next((f for f in s.faults if f.kind == "liar"), None)
+        if liar is None or liar.node < 4:
+            continue
+        doc, _ = F.coordinate(s)
+        assert ("liars", liar.node) in F.named(doc), (seed, s.faults, doc["warnings"])
+        seen += 1
+    assert seen >= 5
