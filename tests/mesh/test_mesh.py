@@ -58,7 +58,7 @@ def assert_every_pair_of_eight_passed(doc: dict, wall: float) -> None:
         assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"] and p["setup_us"] > 0
         assert p["rtt_p50_us"] <= p["host_rtt_p50_us"]  # the lat probe: the listener's hold out
         assert {"resolve addr", "resolve route", "cm connect"} <= set(p["steps_us"])
-    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
+    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": [], "disputed": []}
     assert all(n["agent"] == "ran" and n["passed"] == 7 for n in doc["data"]["nodes"])
     # round 1 started when every agent had reported, not at the launch deadline
     assert wall < LAUNCH_S

@@ -54,7 +54,7 @@ def test_the_whole_matrix_of_sixteen_nodes_by_two_rails_in_one_phase():
         assert p["result"] == "pass" and p["cause"] is None, p
         assert p["probes_sent"] == p["probes_answered"] == 2 * COUNT, p  # both ends', none lost
         assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"] and p["rtt_p50_us"] <= p["host_rtt_p50_us"], p
-    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
+    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": [], "disputed": []}
     assert doc["data"]["pairs_compact"] == PAIRS  # both ends of every pair said it in compact records
     elapsed = doc["elapsed_ms"] / 1e3
     TIMES["probe, 16 nodes x 2 rails"] = elapsed

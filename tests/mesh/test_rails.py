@@ -70,7 +70,7 @@ def test_two_rails_found_by_device_name_every_rail_aligned_pair_passes():
         assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"]
         seen.add((p["a"], p["b"], p["rail_a"]))
     assert len(seen) == 56
-    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
+    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": [], "disputed": []}
     nics = doc["data"]["nics"]
     assert len(nics) == 16 and all(n["passed"] == 7 and n["failed"] == 0 for n in nics)
     assert {n["address"] for n in nics} == {node(k, r)["ipv4"] for k in range(1, 9) for r in (0, 1)}
@@ -192,7 +192,7 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_
         assert was_lossy["result"] == "pass" and was_lossy["retest"]["verdict"] == "transient", was_lossy
         causes = ("LOSS",) if first["result"] == "pass" else KNOWN_CAUSES | {"LOSS"}  # failed of its loss
         assert first["cause"] in causes, first
-    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": []}
+    assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": [], "disputed": []}
     # under TCG's load a healthy pair may be transient too now and then (2 and 3 in two runs of
     # one day): passed on its re-test, never blamed
     others = [p for p in doc["data"]["pairs"] if p["retest"] and p not in (mine[1], was_lossy)]
