@@ -196,8 +196,10 @@ class Pair:
         or None. A pair is one exchange both NICs took part in: RC completes a send only once
         the partner's NIC has it, and each probe crosses the wire both ways, so an end that
         passed with its own port quiet and its own probes all answered saw the wire work. One
-        end's failure against that is its own word (a liar's, or its host's), never evidence
-        against the other NIC: blame counts it against neither and lists it apart."""
+        end's failure against that, with no counter of either port moved, is its own word (a
+        liar's, or its host's), never evidence against the other NIC: blame counts it against
+        neither and lists it apart. A failure with counters moved (retransmits on a lossy link
+        whose last answer came after one end's slot) is weighed as before."""
         if len(self.reports) != 2:
             return None
         failing = [(s, r) for s, r in self.reports.items() if r.result != "pass"]
@@ -205,8 +207,8 @@ class Pair:
             return None
         side = next(s for s in self.reports if s != failing[0][0])
         clean = self.reports[side]
-        if self.trouble(side) or (clean.probes_sent or 0) != (clean.probes_answered or 0):
-            return None
+        if self.trouble() or (clean.probes_sent or 0) != (clean.probes_answered or 0):
+            return None  # a port's counters moved (either end's): the wire's evidence, weighed
         return failing[0][1].rank
 
     @property

@@ -371,17 +371,14 @@ class ProbeLoop(_Loop):
         """The send slots not in flight (the next window's loop on the same QP starts from them)."""
         return self.ffi.unpack(self.free, self.state.nfree)
 
-    def moved_qpn_of(self, index: int) -> int:
-        """Another QP than the one SIDR named that partner `index`'s probes came from, dropped
-        (0: none)."""
-        return self.peers[index].moved_qpn
+    def reply_qpn_of(self, index: int) -> int:
+        """The QP partner `index`'s probes came from this window (0: none yet)."""
+        return self.reply_qpn[index]
 
     def forget(self, index: int) -> None:
-        """Partner `index` asked again from scratch: no AH, no probe sent or counted. Its QP
-        stays the one SIDR named until SIDR names another (`resolved`): only its probes are
-        answered meanwhile."""
+        """Partner `index` asked again from scratch: no AH, no probe sent or counted."""
         p = self.peers[index]
-        p.ah, p.moved_qpn, p.sent, p.answered, p.next_due_ns = 0, 0, 0, 0, 0
+        p.ah, p.sent, p.answered, p.next_due_ns = 0, 0, 0, 0
 
     def counts(self, index: int) -> tuple[int, int, list[int], list[int]]:
         """(sent, answered, host round trips, network round trips) of partner `index`."""

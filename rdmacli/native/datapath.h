@@ -150,7 +150,6 @@ struct rdmacli_probe_peer {
     /* counted here */
     uint32_t sent;
     uint32_t answered;
-    uint32_t moved_qpn;    /* another QP than qpn its probes came from, dropped (0: none) */
 };
 
 struct rdmacli_probe {
@@ -178,7 +177,7 @@ struct rdmacli_probe {
     uint64_t next_due_ns;  /* the earliest probe still due (0: none) */
     uint64_t replies;      /* partners' probes answered */
     uint64_t forged;       /* datagrams of this format whose tag is wrong: dropped */
-    uint64_t foreign;      /* a good tag from another QP than the partner's SIDR named: dropped */
+    uint64_t foreign;      /* answers with a good tag from another QP than SIDR named: dropped */
     uint64_t post_errors;
     int status;
     int err;

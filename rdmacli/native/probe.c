@@ -188,12 +188,8 @@ static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struc
 }
 
 /* A partner's probe: its reply at once, the probe's fields back with our two stamps. The
- * reply's address handle is made from the probe's own completion, one a partner NIC. Once SIDR
- * has named the partner's QP, a probe from any other QP is dropped and counted, never answered
- * nor let re-target the replies (Python asks SIDR again: its agent may have restarted). Before,
- * the partner may simply be quicker than our SIDR: the first QP its probes come from is
- * answered, and only it, until SIDR names one (replies re-targeted back and forth would destroy
- * an address handle a reply in flight still uses: the partner's reply lost). */
+ * reply's address handle is made from the probe's own completion, one a partner NIC (its tag
+ * shows it holds the key: a partner whose agent restarted comes from a new QP). */
 static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdmacli_datagram *in,
                    struct ibv_wc *wc, uint32_t slot, uint64_t t2)
 {
@@ -205,13 +201,6 @@ static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdma
         (uint32_t)i >= s->npeers || s->nfree == 0)
         return;
     ah = (struct ibv_ah *)(uintptr_t)s->reply_ah[i];
-    if (s->peers[i].qpn != 0 ? wc->src_qp != s->peers[i].qpn
-                             : ah != NULL && s->reply_qpn[i] != wc->src_qp) {
-        if (s->peers[i].qpn != 0)
-            s->peers[i].moved_qpn = wc->src_qp;
-        s->foreign++;
-        return;
-    }
     if (ah == NULL || s->reply_qpn[i] != wc->src_qp) {
         struct ibv_ah *made = ibv_create_ah_from_wc(s->pd, wc, (struct ibv_grh *)slot_at(s, slot),
                                                     (uint8_t)s->port_num);

@@ -112,20 +112,10 @@ class PythonLoop(NicState):
                 pass
 
     def _answer(self, d: Datagram, wc, slot: int, t2: int) -> None:
-        """A partner's probe: its reply, the probe's fields back with our two stamps. Once
-        SIDR has named the partner's QP, a probe from another QP is dropped and counted, never
-        answered nor let re-target the replies (NicProbe._stale asks SIDR again: its agent
-        may have restarted); before, the partner may be quicker than our SIDR: the first QP
-        its probes come from is answered, and only it (probe.c's answer says why)."""
+        """A partner's probe: its reply, the probe's fields back with our two stamps."""
         if d.dst != self.nic or d.src not in self.by_nic or not self.free_sends:
             return
-        p = self.by_nic[d.src]
-        got = self.ahs.get(d.src)  # one AH a partner NIC, bounded
-        if (wc.src_qp != p.qpn) if p.qpn else (got is not None and got[0] != wc.src_qp):
-            if p.qpn:
-                p.moved_qpn = wc.src_qp
-            self.foreign += 1
-            return
+        got = self.ahs.get(d.src)  # one AH a partner NIC: whatever claims to be it, bounded
         if got is None or got[0] != wc.src_qp:
             try:
                 ah = verbs.AH.from_wc(self.listen_id.pd, wc, self.mr.addr + slot * SLOT, self.ib_port)

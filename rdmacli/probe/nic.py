@@ -45,7 +45,7 @@ class NicProbe(Resolving, PythonLoop):
         self.run_id, self.nic, self.address, self.port, self.count = run, nic, address, port, count
         self.key = key  # the datagrams' and SIDR tokens' MAC key (wire.py)
         self.forged = 0  # forged SIDR tokens and the Python loop's datagrams, this window
-        self.foreign = 0  # the Python loop's datagrams from another QP than SIDR named, this window
+        self.foreign = 0  # the Python loop's answers from another QP than SIDR named, this window
         self.peers = peers
         for i, p in enumerate(peers):
             p.index = i
@@ -253,19 +253,17 @@ class NicProbe(Resolving, PythonLoop):
         self._datagrams(time.time())
 
     def _stale(self, now: float) -> None:
-        """Partners resolved from `known` whose own probes this window come from another QP
-        (dropped, as any datagram from another QP than SIDR named): their agent restarted, and
-        the probes sent to the old QP were nobody's to answer. Each is asked again by SIDR
-        (once a window: its answer, under the key, names the QP), its count started afresh;
-        until it answers, the old QP is still the only one answered (a key holder's datagrams
-        from its own QP cannot open a gap to re-target the replies)."""
+        """Partners resolved from `known` whose own probes this window come from another QP:
+        their agent restarted, and the probes sent to the old QP were nobody's to answer. Each
+        is asked again by SIDR, its count started afresh (never a dead window of our making)."""
         for p in self.peers:
             if not p.cached:
                 continue
-            seen = self.native.moved_qpn_of(p.index) if self.native is not None else p.moved_qpn
+            seen = (
+                self.native.reply_qpn_of(p.index) if self.native is not None else self.ahs.get(p.nic, (0,))[0]
+            )
             if seen and seen != p.qpn:
                 p.cached = p.resolved = False
-                p.moved_qpn = 0  # its QP stays the one SIDR named until SIDR names another
                 self.known.pop(p.nic, None)
                 self.retired.append(p.ah)
                 p.ah, p.tally, p.seq = None, Tally(), 0
@@ -309,8 +307,8 @@ class NicProbe(Resolving, PythonLoop):
         return self.forged + (int(self.native.state.forged) if self.native is not None else 0)
 
     def foreign_seen(self) -> int:
-        """Datagrams with a good tag from another QP than the partner's SIDR named, dropped this
-        window: a partner's agent that restarted (briefly), or a key holder forging."""
+        """Answers with a good tag from another QP than the partner's SIDR named, dropped this
+        window: a key holder's forgery (a partner answers from the QP SIDR names)."""
         return self.foreign + (int(self.native.state.foreign) if self.native is not None else 0)
 
     def results(self) -> list[tuple[Peer, str, RdmacliError | None]]:

@@ -34,7 +34,6 @@ class Peer:
     step: float = GAP_S  # between its probes, once resolved
     known: Known | None = None  # its QP number and AH from an earlier window (a NIC kept open)
     cached: bool = False  # resolved from `known`, not by SIDR this window
-    moved_qpn: int = 0  # another QP than qpn its probes came from, dropped (the Python loop)
 
 
 @dataclass
@@ -57,7 +56,7 @@ class NicState:
     run_id: bytes
     key: bytes  # the datagrams' and SIDR tokens' MAC key (wire.py, token.seal)
     forged: int  # tokens and (Python loop) datagrams with a wrong tag, this window
-    foreign: int  # (Python loop) datagrams with a good tag from another QP than SIDR named
+    foreign: int  # (Python loop) answers with a good tag from another QP than SIDR named
     nic: int
     address: str
     port: int

@@ -46,10 +46,9 @@ class WatchMetrics:
         self.forged = Counter("rdmacli_watch_forged", "Probe datagrams and SIDR requests this NIC dropped "
                               "for a wrong tag: forged, or an agent with another --key-file", NIC,
                               registry=r)  # fmt: skip
-        self.foreign = Counter("rdmacli_watch_foreign", "Probe datagrams this NIC dropped, their tag "
-                               "good, for coming from another QP than the partner's SIDR named: a "
-                               "partner's agent that restarted (a few), or a key holder forging", NIC,
-                               registry=r)  # fmt: skip
+        self.foreign = Counter("rdmacli_watch_foreign", "Answers this NIC dropped, their tag good, for "
+                               "coming from another QP than the partner's SIDR named: a key holder "
+                               "forging", NIC, registry=r)  # fmt: skip
         self.shown: dict[str, set[tuple]] = {"nic": set(), "peer": set()}
 
     def window(self, by_nic: dict, devices: dict[int, str | None], state, names: list[str],
