@@ -290,7 +290,7 @@ EXTRA = {
         "a node whose every rail is a bad NIC is a bad "
         "node (with one rail, a bad NIC is its node); a pair of NICs that fails while both pass "
         "elsewhere is a bad link. A pair one end failed (for a cause not its own node's) while the "
-        "other passed it cleanly (its port's counters still, its own probes all answered) is "
+        "other passed it cleanly (its own probes all answered, no counter of either port moved) is "
         "disputed: counted against neither NIC, listed with the end that failed it, and that end "
         "counted against for inconsistent reports. The report shows a table per node and rail, and "
         "the matrix of "
