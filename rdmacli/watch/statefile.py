@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from rdmacli.mesh.contract import int_in
 from rdmacli.watch.hysteresis import State
 from rdmacli.watch.judge import CAUSES
 
@@ -30,7 +31,7 @@ class Refused(ValueError):
 
 
 def _int(v, lo: int, hi: int) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+    return int_in(lo, hi)(v)  # the mesh contract's check, one definition of a bounded integer
 
 
 def _num(v) -> bool:
