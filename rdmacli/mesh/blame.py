@@ -12,6 +12,19 @@ from itertools import chain
 
 from rdmacli.mesh.report import LOCAL, Pair, cause_of, device_of
 
+# f: how many agents lying together (or refusing their partners on purpose) blame is proof
+# against. A NIC or node is blamed from its own node's word (LOCAL causes) or from the pairs of
+# more than LIARS distinct partner nodes (a node's rails count once): f agents that fail their
+# pairs with one innocent NIC, or claim their own counters moved on them, name nobody. The cost,
+# said in the docs: a real fault seen by only f partner nodes is left as links (or unexplained).
+LIARS = 2
+
+
+def partner_nodes(pairs, node: int) -> int:
+    """How many distinct nodes other than `node` the pairs reach (cross-rail: a partner node's
+    rails are one witness, not several)."""
+    return len({p.b if p.a == node else p.a for p in pairs})
+
 
 def blame(
     n: int,
@@ -23,9 +36,9 @@ def blame(
 ) -> dict:
     """Bad NICs first: a NIC whose node says the fault is its own (LOCAL causes) on most of its
     pairs; then, greedily, the NIC failing (or slow, or lossy, in either attempt) with the
-    largest share of its not yet explained partners, at least two and more than half, explains
-    those; repeat; then a NIC common to two or more bad pairs that are its partners' only ones
-    (common_ends). A node whose every rail is a bad NIC is a bad node (with one rail, a bad NIC
+    largest share of its not yet explained partners, more than half and from more than LIARS
+    partner nodes, explains those; repeat; then a NIC common to bad pairs of more than LIARS
+    partner nodes that are those partners' only ones (common_ends). A node whose every rail is a bad NIC is a bad node (with one rail, a bad NIC
     is its node). A pair still bad whose NICs both pass elsewhere is a bad link; any other is
     unexplained (two NICs alone cannot tell a NIC from a link). O(M^2) per bad NIC, M NICs.
     `healthy` (mesh/healthy.Healthy): the probe's healthy pairs, counted per NIC, never listed."""
@@ -55,7 +68,7 @@ def blame(
                 continue
             mine = [(p, against) for p, y, against in of[x] if y not in bad]
             failed = [p for p, against in mine if against]
-            if len(failed) < 2:
+            if len(failed) < 2 or partner_nodes(failed, x // rails) <= LIARS:
                 continue
             tested = len(mine) + counted.left(x, bad)
             if len(failed) * 2 > tested:
@@ -66,7 +79,7 @@ def blame(
             break
         _, x, failed, tested = best
         bad[x] = [failed, tested]
-    common_ends(of, bad, counted.of)
+    common_ends(of, bad, rails, counted.of)
     whole = [r for r in range(n) if all(r * rails + k in bad for k in range(rails))]
     nodes = []
     for r in whole:
@@ -130,7 +143,9 @@ class Counted:
         return self.of[x] - self.with_bad[x]
 
 
-def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list], healthy_of=None) -> None:
+def common_ends(
+    of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list], rails: int, healthy_of=None
+) -> None:
     """What the majority rule leaves: a NIC at the end of two or more bad pairs whose other
     NICs are bad nowhere else explains them as one fault, where calling each a bad link would
     take as many (a NIC dropping 5 % of its packets shows on a few of its pairs only: each
@@ -138,7 +153,8 @@ def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list], he
     telling pairs count here (Pair.telling): a few first attempts that failed without a counter
     moving and passed again are the host's noise, not a NIC's fault. And only pairs of one
     symptom (Pair.symptom): a NIC that reached all its partners but one, and was slow with
-    another, is not one fault; a lossy NIC's pairs all show loss, a flapping one's all fail."""
+    another, is not one fault; a lossy NIC's pairs all show loss, a flapping one's all fail.
+    And only from more than LIARS partner nodes: f agents agreeing on one NIC are not a fault."""
     left = {
         x: [(p, y) for p, y, against in pairs if against and p.telling and y not in bad]
         for x, pairs in enumerate(of)
@@ -154,7 +170,7 @@ def common_ends(of: list[list[tuple[Pair, int, bool]]], bad: dict[int, list], he
             for p in lone:
                 by_symptom.setdefault(p.symptom, []).append(p)
             lone = max(by_symptom.values(), key=len, default=[])
-            if len(lone) >= 2 and (best is None or len(lone) > len(best[1])):
+            if len(lone) >= 2 and partner_nodes(lone, x // rails) > LIARS and (best is None or len(lone) > len(best[1])):
                 best = (x, lone)
         if best is None:
             return

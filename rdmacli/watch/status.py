@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rdmacli.mesh.blame import LIARS
 from rdmacli.watch.hysteresis import ALERTED, State
 from rdmacli.watch.judge import DEAD, SLOW
 from rdmacli.watch.statefile import Refused, StateDoc
@@ -83,11 +84,14 @@ def blame(g: Gathered) -> dict:
                 if x.state == State.FLAPPING.value:
                     flapping.add((node, x.rail))
     per_nic: dict[tuple, list] = {}
+    witnesses: dict[tuple, set] = {}  # NIC -> the partner nodes whose pairs with it are named
     for (x, y), cause in agreed.items():
         per_nic.setdefault(x, []).append(cause)
         per_nic.setdefault(y, []).append(cause)
+        witnesses.setdefault(x, set()).add(y[0])
+        witnesses.setdefault(y, set()).add(x[0])
     for nic, causes in per_nic.items():  # named by most of its partners (the plan's, not n - 1)
-        if nic not in bad and len(causes) >= 2 and len(causes) * 2 > g.partners_of(nic[0]):
+        if nic not in bad and len(witnesses[nic]) > LIARS and len(causes) * 2 > g.partners_of(nic[0]):
             bad[nic] = max(set(causes), key=causes.count)
     # slow is judged against each agent's own past; when most NICs that answered are slow at
     # once, it is the hosts or the whole fabric (as mesh judges slow against the fabric's best):

@@ -77,19 +77,21 @@ def test_a_pair_named_by_one_end_whose_other_end_never_answered_is_taken():
 
 
 def test_with_groups_a_nic_named_by_most_of_its_own_partners_is_the_nic_not_two_links():
-    """--pairs group, leaves n1-n3 and n4-n6: n1 rail 0 has two partners a period, both say it
-    is dead (and it agrees on each pair). That is the NIC. Counted against n - 1 partners, two
-    of five was not most, and two links were blamed instead."""
+    """--pairs group, leaves n1-n4 and n5-n6: n1 rail 0 has three partners a period, all say it
+    is dead (and it agrees on each pair). That is the NIC. Counted against n - 1 partners, three
+    of five was not most, and three links were blamed instead."""
     groups = ("a", "a", "a", "b", "b", "b")
     assert S.partner_counts(groups, NAMES, "group", 0) == dict.fromkeys(NAMES, 2)
     # two in the group and, over the rotations, one of the two pairs sampled between the groups
     # (a formula's 2 + 2 x 1 counted every sampled pair as every node's)
     assert S.partner_counts(groups, NAMES, "sample", 2) == dict.fromkeys(NAMES, 3)
     assert S.partner_counts(groups, NAMES, "all", 0) == {}
+    groups = ("a", "a", "a", "a", "b", "b")
     docs = healthy(
-        n1=doc("n1", pairs=[(0, "n2", "bad", "DEAD"), (0, "n3", "bad", "DEAD")]),
+        n1=doc("n1", pairs=[(0, p, "bad", "DEAD") for p in ("n2", "n3", "n4")]),
         n2=doc("n2", pairs=[(0, "n1", "bad", "DEAD")]),
         n3=doc("n3", pairs=[(0, "n1", "bad", "DEAD")]),
+        n4=doc("n4", pairs=[(0, "n1", "bad", "DEAD")]),
     )
     g = S.Gathered(NAMES, 2, partners=S.partner_counts(groups, NAMES, "group", 0))
     for node, d in docs.items():
@@ -97,7 +99,26 @@ def test_with_groups_a_nic_named_by_most_of_its_own_partners_is_the_nic_not_two_
     v = S.blame(g)
     assert v["nics"] == [{"node": "n1", "rail": 0, "cause": "DEAD", "flapping": False}], v
     assert v["links"] == [], v
-    assert len(gathered(docs)["links"]) == 2  # every node a partner: two of five, two links
+    assert len(gathered(docs)["links"]) == 3  # every node a partner: three of five, three links
+
+
+def test_a_nic_named_by_no_more_partner_nodes_than_liars_is_never_the_nic():
+    """Issue 53: two agents (f = 2, blame.LIARS) that call one innocent NIC dead on their
+    pairs with them (and it agrees, as a NIC they refuse would), name links at most, never the NIC: in a group of three, two partners
+    are all it has, and that is the rule's cost (a real fault seen by two partners only)."""
+    groups = ("a", "a", "a", "b", "b", "b")
+    cross = [(0, "n1", "bad", "DEAD")]
+    docs = healthy(
+        n1=doc("n1", pairs=[(0, "n2", "bad", "DEAD"), (0, "n3", "bad", "DEAD")]),
+        n2=doc("n2", pairs=cross),
+        n3=doc("n3", pairs=cross),
+    )
+    g = S.Gathered(NAMES, 2, partners=S.partner_counts(groups, NAMES, "group", 0))
+    for node, d in docs.items():
+        g.take(node, d)
+    v = S.blame(g)
+    assert v["nics"] == [] and v["nodes"] == [], v
+    assert all("n1" in (x["a"], x["b"]) for x in v["links"] + v["disputed"]), v
 
 
 def cli(*args: str, **kw) -> subprocess.CompletedProcess:
