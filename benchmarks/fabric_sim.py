@@ -83,6 +83,42 @@ class Fault:
         return (LEVEL[self.kind], self.node)
 
 
+@dataclass(frozen=True)
+class Cabal:
+    """Agents lying together against one innocent: `liars` (ranks) accuse the `victim` node's NIC
+    `rail` (None: every NIC of it) on their pairs with it, by `lie`: "deadline" (their end says the
+    pair failed), "counters" (their end passes but says its port's loss counters moved; with the
+    probe, that it lost a few probes), or "refuse" (they do not answer it: the victim's own end
+    fails too, as a dead link would). Nothing else they say is false."""
+
+    liars: tuple[int, ...]
+    victim: int
+    rail: int | None
+    lie: str
+
+    def accuses(self, liar: int, liar_rail: int, peer: int, peer_rail: int) -> bool:
+        return liar in self.liars and peer == self.victim and self.rail in (None, peer_rail)
+
+    def apply(self, ends: dict, a: int, ra: int, b: int, rb: int, probe: bool, rng) -> None:
+        """Make the lie in both ends' records of NIC pair (a, ra)-(b, rb), when it is accused."""
+        for liar, lr, peer, pr in ((a, ra, b, rb), (b, rb, a, ra)):
+            if not self.accuses(liar, lr, peer, pr):
+                continue
+            ends_told = (ends[liar], ends[peer]) if self.lie == "refuse" else (ends[liar],)
+            for end in ends_told:
+                for k in ("rtt_p50_us", "rtt_p99_us", "host_rtt_p50_us", "rtt_min_us"):
+                    end.pop(k, None)
+                if self.lie == "counters" and not probe:
+                    end["counters"] = _loss(end["rail"], rng.randint(1, 40))
+                    end.update(round_trips(10.0 + rng.random()) if end is ends[b] else {})
+                elif self.lie == "counters":  # a few of its probes "lost": a lossy pair, not a failure
+                    end.update(probes_answered=20 - rng.randint(1, 4), **round_trips(10.0 + rng.random()))
+                elif probe:
+                    end.update(result="fail", probes_answered=0, error=_error("unreachable", "no answer"))
+                else:
+                    end.update(result="fail", error=_error("deadline", "no answer within the round"))
+
+
 @dataclass
 class Scenario:
     n: int
@@ -92,6 +128,8 @@ class Scenario:
     test: str = "ping"  # or "probe": one phase, every pair at once
     faults: list[Fault] = field(default_factory=list)
     rounds: int = 1  # of the schedule (a late agent misses the first third)
+    cabal: Cabal | None = None  # agents lying together against an innocent (liar_sim.py)
+    cross: bool = False  # --cross-rail
 
     def spec(self) -> RunSpec:
         names = [f"n{k:04d}" for k in range(self.n)]
@@ -100,9 +138,8 @@ class Scenario:
         if self.pairs.startswith("sample:"):
             kw = {"pairs": "sample", "sample": int(self.pairs.split(":")[1]), "rotation": self.seed,
                   "groups": tuple(f"leaf{k // LEAF:03d}" for k in range(self.n))}  # fmt: skip
-        return RunSpec(
-            run_id=RUN, names=names, addresses=addresses, round_s=1.0, count=20, test=self.test, **kw
-        )
+        return RunSpec(run_id=RUN, names=names, addresses=addresses, round_s=1.0, count=20,
+                       test=self.test, cross_rail=self.cross, **kw)  # fmt: skip
 
 
 def random_scenario(
@@ -251,6 +288,8 @@ def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
         # far faster than any wire of this fabric, and consistent (its fastest below its p50): a
         # liar that keeps its own record's shape, caught by the figures alone
         connector.update(rtt_p50_us=0.6, rtt_p99_us=0.7, rtt_min_us=0.5)
+    if s.cabal is not None:
+        s.cabal.apply(ends, a, ra, b, rb, probe, rng)
     absent = {f.node for f in faults if f.kind == "no_agent"}
     if late_end is not None and not probe:  # it was not running yet: its side never said
         absent.add(late_end)
@@ -262,6 +301,8 @@ def probe_lines(s: Scenario, plan: Plan, rank: int):
     its healthy partners a NIC at a time, every other pair in a record of its own."""
     sched, count = plan.schedule, plan.spec.count
     faulty = {f.node for f in s.faults} | {f.peer for f in s.faults if f.peer is not None}
+    if s.cabal is not None:
+        faulty |= {*s.cabal.liars, s.cabal.victim}
     mine = []
     for rail in range(s.rails):
         for peer, peer_rail in sched.nic_tests(rank, rail):

@@ -38,10 +38,11 @@ def blame(
     pairs; then, greedily, the NIC failing (or slow, or lossy, in either attempt) with the
     largest share of its not yet explained partners, more than half and from more than LIARS
     partner nodes, explains those; repeat; then a NIC common to bad pairs of more than LIARS
-    partner nodes that are those partners' only ones (common_ends). A node whose every rail is a bad NIC is a bad node (with one rail, a bad NIC
-    is its node). A pair still bad whose NICs both pass elsewhere is a bad link; any other is
-    unexplained (two NICs alone cannot tell a NIC from a link). O(M^2) per bad NIC, M NICs.
-    `healthy` (mesh/healthy.Healthy): the probe's healthy pairs, counted per NIC, never listed."""
+    partner nodes that are those partners' only ones (common_ends). A node whose every rail is
+    a bad NIC is a bad node (with one rail, a bad NIC is its node). A pair still bad whose NICs
+    both pass elsewhere is a bad link; any other is unexplained (two NICs alone cannot tell a
+    NIC from a link). O(M^2) per bad NIC, M NICs. `healthy` (mesh/healthy.Healthy): the
+    probe's healthy pairs, counted per NIC, never listed."""
     m = n * rails
     judged = [p for p in pairs if p.result in ("pass", "fail")]
     counted = Counted(m, rails, healthy, {p.key for p in pairs})
@@ -170,7 +171,11 @@ def common_ends(
             for p in lone:
                 by_symptom.setdefault(p.symptom, []).append(p)
             lone = max(by_symptom.values(), key=len, default=[])
-            if len(lone) >= 2 and partner_nodes(lone, x // rails) > LIARS and (best is None or len(lone) > len(best[1])):
+            if (
+                len(lone) >= 2
+                and partner_nodes(lone, x // rails) > LIARS
+                and (best is None or len(lone) > len(best[1]))
+            ):
                 best = (x, lone)
         if best is None:
             return

@@ -86,6 +86,7 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
     """The outcome of what was gathered from the nodes asked: one blame, its counts and each
     agent's freshness. A function of the docs alone (the lab test reads the state files with it,
     where a poll through the launcher would be eight Python starts a second)."""
+    from rdmacli.mesh.blame import LIARS
     from rdmacli.mesh.verdict import blamed_names
 
     rails = g.rails
@@ -119,4 +120,4 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
         warnings.append("most NICs that answered are slower than their own recent past at once: the hosts or "
                         "the whole fabric, not one NIC or link; nobody is blamed for it")  # fmt: skip
     return Outcome("watch status", params, error=error, counts=counts, warnings=warnings,
-                   data={"blame": verdict, "agents": agents})  # fmt: skip
+                   data={"blame": verdict, "agents": agents, "liars_tolerated": LIARS})  # fmt: skip

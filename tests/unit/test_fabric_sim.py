@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from rdmacli.mesh.blame import LIARS
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import fabric_sim as F  # noqa: E402
@@ -38,3 +40,20 @@ def test_its_liar_is_named_and_nobody_else_for_it():
         assert ("liars", liar.node) in F.named(doc), (seed, s.faults, doc["warnings"])
         seen += 1
     assert seen >= 5
+
+
+def test_up_to_f_colluding_liars_blame_no_innocent_and_real_faults_are_still_found():
+    """Issue 53: 1, 2 and 3 agents accusing one innocent node (every NIC, one, one under
+    --cross-rail), each lie (a deadline, their own counters moved or probes lost, refusing it),
+    beside one real fault, through the real intake and blame. Within f (blame.LIARS) no innocent
+    is named and every real fault is found; one liar more than f can name the victim (the rule's
+    edge is where the docs say it is)."""
+    import liar_sim as L
+
+    rows = L.run(16, 2, "all")
+    table = {row["liars"]: row for row in L.summarize("16x2:all", rows)}
+    for liars in range(1, LIARS + 1):
+        assert L.missed_goals(table[liars]) == [], table[liars]["wrong"]
+    past = table[LIARS + 1]
+    assert not past["within_f"] and past["innocents_blamed"] > 0, past
+    assert {r["lie"] for r in rows if r["innocents"]} <= {"counters", "refuse"}  # a deadline is disputed
