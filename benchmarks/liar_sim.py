@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    from results import versions, write
+
+    ran_on = versions()
     table, missed = [], []
     for size in args.sizes.split(","):
         nodes_rails, _, pairs = size.partition(":")
@@ -129,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(table, indent=1))
     print("goals missed: " + "; ".join(missed) if missed else f"every goal met (f = {LIARS})", flush=True)
+    write("liars", {"f": LIARS, "sizes": table, "goals_missed": missed},
+          argv if argv is not None else sys.argv[1:], ran_on)  # fmt: skip
     return 1 if missed else 0
 
 

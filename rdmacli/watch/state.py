@@ -18,7 +18,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from rdmacli.mesh.blame import LOCAL
+from rdmacli.mesh.blame import LIARS, LOCAL
 from rdmacli.watch import judge
 from rdmacli.watch.hysteresis import Policy, State, Tracker
 
@@ -143,7 +143,7 @@ def pooled_loss(w: NicWindow) -> bool:
     pooled, each window shows it, and the NIC is named in two windows instead of up to four (the
     lab: 34 s against the 30 asked). A partner's own fault is one leaky partner."""
     enough = w.passed_lost >= max(2 * judge.MIN_LOST, judge.LOSS_FRACTION * w.passed_sent)
-    return enough and w.leaky >= 2 and w.leaky * 3 > w.partners
+    return enough and w.leaky > LIARS and w.leaky * 3 > w.partners
 
 
 LINK_DOWN_COUNTERS = ("link_downed",)  # a port's count of its link going down (rxe, mlx5, IB PMA)
@@ -175,7 +175,9 @@ def nic_cause(w: NicWindow) -> str | None:
     partner, two bad NICs elsewhere on two. The window's verdicts need confirming in later
     windows all the same (Policy.raise_after). Slow asks two thirds: a slow wire or NIC slows
     every partner alike, a busy host some of them (in the lab a test polling eight
-    Python starts a second left five healthy NICs named slow, on about half their partners)."""
+    Python starts a second left five healthy NICs named slow, on about half their partners).
+    Never from LIARS partners or fewer (mesh's blame.LIARS): agents that refuse to answer one
+    NIC's probes make its own window look like that NIC's fault."""
     for cause in w.causes:
         if cause in LOCAL:
             return cause
@@ -185,4 +187,4 @@ def nic_cause(w: NicWindow) -> str | None:
         return None
     cause, n = w.causes.most_common(1)[0]
     thirds = 2 if cause == judge.SLOW else 1
-    return cause if n >= 2 and n * 3 > thirds * w.partners else None
+    return cause if n > LIARS and n * 3 > thirds * w.partners else None

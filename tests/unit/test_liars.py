@@ -214,10 +214,17 @@ DEADLINE = {"message": "no progress within its deadline", "cause": "deadline", "
 NONE_ANSWERED = {"message": "no probe answered", "cause": "packet_loss", "exit_code": 1}
 
 
-def accused(n: int, rails: int, cross: bool, liars: set[int], victim: tuple[int, int], test: str) -> dict:
+LOSS_MOVED = ({"device": "mlx5_0", "port": 1, "moved": {"packet_seq_err": 7, "out_of_seq_request": 7}},)
+
+
+def accused(n: int, rails: int, cross: bool, liars: set[int], victim: tuple[int, int], test: str,
+            lie: str = "fail") -> dict:  # fmt: skip
     """A mesh of honest stand-ins in which `liars` fail every pair they have with one NIC of an
     innocent node (`victim`: rank, rail), a deadline (`ping`) or every probe lost (`probe`),
-    while the victim passes those pairs cleanly, as it does with everyone."""
+    while the victim passes those pairs cleanly, as it does with everyone. `lie="counters"`:
+    they pass those pairs but say their own port's loss counters moved (with the probe, that
+    three of five probes were lost); `lie="refuse"`: they do not answer, so the victim's own end
+    fails too."""
     names = [f"n{i}" for i in range(n)]
     plan = make_plan(
         names, [[f"10.{k}.0.{i}" for k in range(rails)] for i in range(n)], cross=cross, test=test
@@ -237,7 +244,14 @@ def accused(n: int, rails: int, cross: bool, liars: set[int], victim: tuple[int,
                     rec.update(probes_sent=5, probes_answered=5, rtt_min_us=9.0)
                 if test == "probe" or rank > peer:
                     rec.update(rtt_p50_us=10.0, rtt_p99_us=13.0, host_rtt_p50_us=14.0)
-                if rank in liars and (peer, peer_rail) == victim:
+                told = rank in liars and (peer, peer_rail) == victim
+                refused = lie == "refuse" and (rank, rail) == victim and peer in liars
+                if (told or refused) and lie == "counters":
+                    if test == "probe":
+                        rec["probes_answered"] = 2
+                    else:
+                        rec["counters"] = LOSS_MOVED
+                elif told or refused:
                     for k in ("rtt_p50_us", "rtt_p99_us", "host_rtt_p50_us", "rtt_min_us"):
                         rec.pop(k, None)
                     rec.update(result="fail", error=DEADLINE if test == "ping" else NONE_ANSWERED)
@@ -265,6 +279,33 @@ def test_an_innocent_nic_accused_by_liars_on_a_few_pairs_is_not_blamed(n, rails,
     assert blame["unexplained"] == [] and blame["disputed"]
     assert {x["failed_by"] for x in blame["disputed"]} == {f"n{r}" for r in liars}
     assert all("n1" in (x["a"], x["b"]) for x in blame["disputed"])
+
+
+@pytest.mark.parametrize("test", ["ping", "probe"])
+@pytest.mark.parametrize("lie", ["counters", "refuse"])
+@pytest.mark.parametrize(
+    "n, rails, cross, liars",
+    [(8, 2, True, {7}), (8, 1, False, {6, 7}), (8, 2, True, {5, 7}), (16, 2, False, {3, 9})],
+    ids=["cross-rail liar of 8x2", "two colluding liars of 8", "two cross-rail liars of 8x2", "two of 16x2"],
+)
+def test_what_a_clean_pass_cannot_contradict_names_no_innocent_from_f_liars(
+    n, rails, cross, liars, lie, test
+):
+    """Issue 53, the lies a clean pass does not contradict: liars that say their own port's loss
+    counters moved on their pairs with one innocent NIC (or that they lost its probes), or that
+    refuse it (its own end fails too), look like a lossy or dead NIC seen from its partners. Up
+    to f = 2 liar nodes (blame.LIARS; a node's rails one witness) name nobody: the pairs stay
+    links or unexplained, each with a liar at one end. One liar more can (the rule's cost)."""
+    doc = accused(n, rails, cross, liars, (1, 0), test, lie)
+    blame = doc["data"]["blame"]
+    assert blame["nodes"] == [] and blame["nics"] == [], blame
+    for x in blame["links"] + blame["unexplained"]:
+        assert {x["a"], x["b"]} & {f"n{r}" for r in liars}, x
+    assert doc["data"]["liars_tolerated"] == 2
+    more = accused(n, rails, cross, {*liars, 4, 6} - {1} if len(liars) < 3 else liars, (1, 0), test, lie)
+    assert ("n1", 0) in {(b["node"], b.get("rail", 0)) for b in more["data"]["blame"]["nics"]} or [
+        b["node"] for b in more["data"]["blame"]["nodes"]
+    ] == ["n1"], more["data"]["blame"]
 
 
 def test_a_liar_failing_several_honest_partners_is_named_for_it():

@@ -301,6 +301,21 @@ def test_a_nic_is_slow_on_two_thirds_of_its_partners_lossy_on_a_third():
     assert nic_cause(NicWindow(partners=7, causes=Counter(LOSS=1))) is None  # one partner's own fault
 
 
+def test_two_partners_that_refuse_a_nic_in_a_small_group_do_not_make_its_own_window_name_it():
+    """Issue 53: in a group of three (two partners), two agents that stop answering one NIC's
+    probes (f = 2, blame.LIARS) made its own agent call it dead: two of two partners. Now a NIC
+    is named from its partners' answers only past f of them; its own port's word still names it."""
+    from collections import Counter
+
+    from rdmacli.watch.state import NicWindow, nic_cause, pooled_loss
+
+    assert nic_cause(NicWindow(partners=2, causes=Counter(DEAD=2))) is None
+    assert nic_cause(NicWindow(partners=3, causes=Counter(DEAD=3))) == judge.DEAD
+    assert nic_cause(NicWindow(partners=2, causes=Counter(DEAD=1, DOWN=1))) == "DOWN"
+    two = NicWindow(partners=2, leaky=2, passed_lost=8, passed_sent=40)
+    assert not pooled_loss(two) and pooled_loss(NicWindow(partners=3, leaky=3, passed_lost=8, passed_sent=60))
+
+
 def test_a_nic_losing_a_tenth_of_its_round_trips_is_lossy_in_every_window_pooled():
     """5 % both ways: one or two of each partner's 20 lost, too few for any pair's window to be
     lossy (two or more) every time; pooled over the NIC's partners, the window shows it. One
