@@ -385,17 +385,18 @@ EXTRA = {
         "--raise-after of the last --raise-window, cleared after --clear-after good windows in a "
         "row, flapping at onset number --flap-count (a bad window after good ones) within "
         "--flap-window windows (said once, held until quiet that long). A NIC is named by its own"
-        " agent when one cause shows on two or more of its partners in a window and they are more"
-        " than a third of them (two thirds for slow), when its probes lost over all its partners "
-        "are 5 % and more than a third of them lost some, or its port says the fault is its own; "
+        " agent when one cause shows on more than f = 2 of its partners in a window and they are "
+        "more than a third of them (two thirds for slow), when its probes lost over all its "
+        "partners are 5 % and more than a third of them, and more than two, lost some, or its "
+        "port says the fault is its own; "
         "a port whose link went down in the window (its link_downed counter moved, or it was "
         "down) is a fact, named at once as DOWN, and each such drop is an onset, so a flapping "
         "cable is named at its first drop and flapping at onset number --flap-count. After each "
         "window the verdicts go to the state file, atomically (what is not OK only); `watch "
         "status` runs `rdmacli watch show` on each node through ClusterShell (ssh, or exec for "
         "agents on this machine), checks every answer as untrusted input, and blames as mesh "
-        "does: a NIC its agent names, or named by most of its partners (the plan's partners: give"
-        " watch status the agents' --pairs); a node whose every rail is bad; a pair named from "
+        "does: a NIC its agent names, or named by most of its partners, on more than f = 2 nodes "
+        "(the plan's partners: give watch status the agents' --pairs; data.liars_tolerated); a node whose every rail is bad; a pair named from "
         "both ends whose NICs are not bad is a link; a pair one end names alone is disputed, "
         "never blamed. Metrics (--metrics ADDRESS:PORT, prometheus_client's server, off by "
         f"default): {watch_metrics()}, and the process collector's. The package ships Prometheus "
@@ -787,7 +788,34 @@ def benchmarks_page() -> str:
                        f"{md_cell('; '.join(row.get('missed_goals') or [])) or 'none'} |")  # fmt: skip
         missed = doc["figures"].get("goals_missed") or []
         out.append("\nGoals: " + ("; ".join(missed) if missed else "every goal met") + ".\n")
+    out += liars_section()
     return "\n".join(out) + "\n"
+
+
+def liars_section() -> list[str]:
+    """The simulator's liar table (benchmarks/liar_sim.py, in `make scale-bench`)."""
+    out = ["## Agents lying together: the liar scenarios\n"]
+    runs = _result_files("liars")
+    if not runs:
+        return [*out, "No run recorded yet: `make scale-bench` writes one.\n"]
+    doc = runs[-1]
+    f = doc["figures"]["f"]
+    out.append(_run_header(doc) + "\n")
+    out.append(f"Each row: 1 to {f + 1} agents accusing one innocent node (all its NICs, one NIC, one "
+               "NIC under `--cross-rail`) by each lie (a deadline; their own loss counters or probes "
+               "lost; refusing it), with connections and the probe, beside one real fault, through "
+               f"the real coordinator. Goal with at most f = {f} liars: no innocent blamed, the real "
+               "faults found (recall >= 0.99); past f nothing is promised ([what the mesh "
+               "trusts](explanation/mesh-trust.md)).\n")  # fmt: skip
+    out.append("| fabric | liars | scenarios | innocent blamed in | real faults found (recall) |")
+    out.append("|---|---|---|---|---|")
+    for row in doc["figures"]["sizes"]:
+        within = "" if row["within_f"] else " (past f)"
+        out.append(f"| {md_cell(str(row['size']))} | {row['liars']}{within} | {row['scenarios']} | "
+                   f"{row['innocents_blamed']} | {row['recall']:.3f} |")  # fmt: skip
+    missed = doc["figures"].get("goals_missed") or []
+    out.append("\nGoals: " + ("; ".join(missed) if missed else "every goal met") + ".\n")
+    return out
 
 
 BENCH_METHOD = """Both tools run as the client against the same C server, alternating, `BENCH_RUNS`
