@@ -15,7 +15,7 @@ from rdmacli.errors import Cause, RdmacliError
 from rdmacli.probe.datagrams import PythonLoop, native_loop, verbs_address
 from rdmacli.probe.sidr import Resolving
 from rdmacli.probe.state import Known, Peer
-from rdmacli.probe.tally import Tally, verdict
+from rdmacli.probe.tally import verdict
 from rdmacli.probe.timing import MAX_KNOWN, MAX_RESOLVING, RECV_DEPTH, SEND_DEPTH, resolve_end, tail_s
 from rdmacli.probe.wire import SLOT
 from rdmacli.rdma import addr as A
@@ -254,21 +254,22 @@ class NicProbe(Resolving, PythonLoop):
 
     def _stale(self, now: float) -> None:
         """Partners resolved from `known` whose own probes this window come from another QP:
-        their agent restarted, and the probes sent to the old QP were nobody's to answer. Each
-        is asked again by SIDR, its count started afresh (never a dead window of our making)."""
+        their agent restarted, or a key holder claims to be them from a QP of its own. SIDR
+        tells which (the partner's address answers with its QP number): asked now, the count
+        going on meanwhile; a new QP number is a restart (Resolving: the count started afresh,
+        never a dead window of our making), the known one a claim, dismissed and counted as
+        foreign. Too late in the window to ask, a restart is taken as before."""
         for p in self.peers:
-            if not p.cached:
+            if not p.cached or p.confirming:
                 continue
             seen = (
                 self.native.reply_qpn_of(p.index) if self.native is not None else self.ahs.get(p.nic, (0,))[0]
             )
-            if seen and seen != p.qpn:
-                p.cached = p.resolved = False
-                self.known.pop(p.nic, None)
-                self.retired.append(p.ah)
-                p.ah, p.tally, p.seq = None, Tally(), 0
-                if self.native is not None:
-                    self.native.forget(p.index)
+            if seen and seen not in (p.qpn, p.dismissed):
+                if now < self.resolve_end:
+                    p.confirming = seen
+                else:
+                    self._restarted(p)
                 heapq.heappush(self.asks, (now, p.index))
 
     def _datagrams(self, now: float) -> None:

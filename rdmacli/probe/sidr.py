@@ -13,7 +13,8 @@ from rdmacli.errors import Cause, RdmacliError
 from rdmacli.probe import token as T
 from rdmacli.probe.datagrams import verbs_address
 from rdmacli.probe.siphash import FORGED
-from rdmacli.probe.state import NicState
+from rdmacli.probe.state import NicState, Peer
+from rdmacli.probe.tally import Tally
 from rdmacli.probe.timing import MAX_RESOLVING, attempt_s, step_s
 from rdmacli.rdma import addr as A
 from rdmacli.rdma import cm, verbs
@@ -42,7 +43,7 @@ class Resolving(NicState):
         while self.asks and self.asks[0][0] <= now and len(self.inflight) < MAX_RESOLVING:
             _, i = heapq.heappop(self.asks)
             p = self.peers[i]
-            if p.resolved or p.resolving is not None or now >= self.resolve_end:
+            if (p.resolved and not p.confirming) or p.resolving is not None or now >= self.resolve_end:
                 continue
             if p.known is not None:  # answered in an earlier window on this open NIC: no SIDR
                 k, p.known = p.known, None
@@ -126,11 +127,17 @@ class Resolving(NicState):
                         cm.ConnParam(private_data=b"\0" * T.OFFSET + tok, qp_num=self.listen_id.qp_num)
                     )
                 elif ev.type == C.ESTABLISHED and ev.ah_attr is not None:
-                    p.ah = verbs.AH.from_attr(self.listen_id.pd, ev.ah_attr)
-                    p.qpn, p.qkey, p.error, p.resolved = ev.ud_qp_num, ev.ud_qkey, None, True
                     self.inflight.pop(ev.id, None)
                     p.resolving.destroy()
                     p.resolving = None
+                    if p.confirming and ev.ud_qp_num == p.qpn:  # the partner did not restart:
+                        p.dismissed, p.confirming = p.confirming, 0  # another QP claimed it
+                        self.foreign += 1
+                        continue
+                    if p.confirming:  # a new QP number: its agent restarted
+                        self._restarted(p)
+                    p.ah = verbs.AH.from_attr(self.listen_id.pd, ev.ah_attr)
+                    p.qpn, p.qkey, p.error, p.resolved = ev.ud_qp_num, ev.ud_qkey, None, True
                     self._schedule(p, now)
                 else:  # ADDR_ERROR, ROUTE_ERROR, UNREACHABLE, REJECTED: asked again after a pause
                     self._failed(
@@ -152,6 +159,16 @@ class Resolving(NicState):
                     else RdmacliError(f"SIDR to {p.address}: {exc}", cause=Cause.CALL_FAILED),
                     now,
                 )
+
+    def _restarted(self, p: Peer) -> None:
+        """Partner p's agent restarted (a new QP): what we knew of it goes, its count afresh."""
+        p.cached = p.resolved = False
+        p.confirming = 0
+        self.known.pop(p.nic, None)
+        self.retired.append(p.ah)
+        p.ah, p.tally, p.seq = None, Tally(), 0
+        if self.native is not None:
+            self.native.forget(p.index)
 
     def _schedule(self, p, now: float) -> None:
         """A resolved peer's probes, spread over SPREAD of what is left of the send window (a

@@ -34,6 +34,11 @@ class Peer:
     step: float = GAP_S  # between its probes, once resolved
     known: Known | None = None  # its QP number and AH from an earlier window (a NIC kept open)
     cached: bool = False  # resolved from `known`, not by SIDR this window
+    # its probes came from another QP than `qpn`: that QP, while SIDR is asked whether the
+    # partner restarted (NicProbe._stale), and one SIDR said is not the partner's (a key holder
+    # claiming it), whose probes are answered but never make us forget the partner again
+    confirming: int = 0
+    dismissed: int = 0
 
 
 @dataclass

@@ -545,8 +545,9 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
 ):
     """`rdmacli watch` keeps each NIC open from window to window (NicProbe.retarget): a partner
     that answered keeps its QP number and AH (no SIDR), one that answered nothing is asked again,
-    one whose own probes come from another QP (its agent restarted) is asked again and its
-    count starts afresh; every AH is destroyed once, when the NIC closes."""
+    one whose own probes come from another QP is asked again by SIDR while its count goes on:
+    the QP we know is a key holder's claim (dismissed, counted foreign, never asked for again),
+    a new one its agent restarted (its count starts afresh); every AH is destroyed once."""
     from types import SimpleNamespace
 
     destroyed = []
@@ -582,14 +583,38 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     nic.ahs[1] = (101, ah("reply1"))  # its probes from the QP we know: nothing to do
     nic._stale(20.5)
     assert one.resolved and one.tally.sent == sent
-    nic.ahs[1] = (555, ah("reply1b"))  # from another QP: its agent restarted
+    nic.ahs[1] = (555, ah("reply1b"))  # from another QP: a restart, or a key holder claiming it
     nic._stale(21.0)
-    assert not one.resolved and not one.cached and one.tally.sent == 0 and 1 not in nic.known
+    assert one.confirming == 555 and one.resolved and one.tally.sent == sent  # counted on while SIDR says
+    nic.listen_id.pd = None
+    monkeypatch.setattr(nicprobe.verbs.AH, "from_attr", lambda pd, attr: ah("sidr"))
+
+    def sidr_says(qpn: int) -> None:  # the partner's address answers SIDR with its QP number
+        one.resolving = SimpleNamespace(key=42, destroy=lambda: None)
+        nic.inflight[42] = (one.index, 99.0)
+        events = [
+            SimpleNamespace(type=nicprobe.C.ESTABLISHED, id=42, ah_attr=object(), ud_qp_num=qpn, ud_qkey=7)
+        ]
+        nic.channel = SimpleNamespace(get=lambda: events.pop() if events else None, close=lambda: None)
+        nic._cm_events()
+
+    sidr_says(101)  # the QP we know: a claim, dismissed and counted; nothing forgotten
+    assert one.confirming == 0 and one.dismissed == 555 and nic.foreign == 1
+    assert one.resolved and one.cached and one.qpn == 101 and one.tally.sent == sent and 1 in nic.known
+    nic._stale(21.5)  # the same claim again: not asked again
+    assert one.confirming == 0 and one.tally.sent == sent
+    nic.ahs[1] = (777, ah("reply1c"))  # another QP again, and this time SIDR names it: a restart
+    nic._stale(22.0)
+    assert one.confirming == 777
+    sidr_says(777)
+    assert one.resolved and not one.cached and one.qpn == 777 and one.tally.sent == 0 and 1 not in nic.known
     nic.retarget(b"\3" * 8, [nicprobe.Peer(3, 0, 3, "10.0.0.3", 7490)], 5)  # the next window
     assert sorted(destroyed) == ["ah1", "ah2"], destroyed  # retired before this window's end: gone
     nic.listen_id = nic.mr = None
     nic.close()
-    assert sorted(destroyed) == ["ah1", "ah2", "reply1b"], destroyed  # each once; reply1 was replaced by us
+    assert sorted(destroyed) == ["ah1", "ah2", "reply1c", "sidr"], (
+        destroyed
+    )  # each once (the test replaced the rest)
 
 
 def test_the_datagrams_an_agents_nics_dropped_reach_the_report_and_bad_counts_are_its_violation():
