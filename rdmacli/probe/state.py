@@ -61,7 +61,8 @@ class NicState:
     run_id: bytes
     key: bytes  # the datagrams' and SIDR tokens' MAC key (wire.py, token.seal)
     forged: int  # tokens and (Python loop) datagrams with a wrong tag, this window
-    foreign: int  # (Python loop) answers with a good tag from another QP than SIDR named
+    foreign: int  # (Python loop) answers with a good tag from another QP than SIDR named, and
+    # probes claiming a known partner from another QP that SIDR showed is not its (sidr.Resolving)
     nic: int
     address: str
     port: int

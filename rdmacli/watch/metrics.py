@@ -46,9 +46,10 @@ class WatchMetrics:
         self.forged = Counter("rdmacli_watch_forged", "Probe datagrams and SIDR requests this NIC dropped "
                               "for a wrong tag: forged, or an agent with another --key-file", NIC,
                               registry=r)  # fmt: skip
-        self.foreign = Counter("rdmacli_watch_foreign", "Answers this NIC dropped, their tag good, for "
-                               "coming from another QP than the partner's SIDR named: a key holder "
-                               "forging", NIC, registry=r)  # fmt: skip
+        self.foreign = Counter("rdmacli_watch_foreign", "Datagrams with a good tag from another QP than "
+                               "the partner's SIDR named: answers dropped, and probes claiming a "
+                               "partner that SIDR showed had not restarted (a key holder forging)",
+                               NIC, registry=r)  # fmt: skip
         self.shown: dict[str, set[tuple]] = {"nic": set(), "peer": set()}
 
     def window(self, by_nic: dict, devices: dict[int, str | None], state, names: list[str],

@@ -2,9 +2,11 @@
 device, as any user may where uverbs is 0666), probes and answers that claim to come from a
 watch agent's partner, sent to the agent's QP (its number read as root from `rdma resource`),
 under the window's public run id and the public key: what a forger could compute had the
-fabric no key. It says how many it sent, as one JSON line.
+fabric no key. Given the fabric's KEY_FILE, it is a key holder forging (a stolen key): the
+window's keyed run id and tags under the key, from a QP no SIDR named. It says how many it
+sent, as one JSON line.
 
-    python forger.py OWN_ADDRESS TARGET_ADDRESS TARGET_QPN SRC_NIC DST_NIC PORT WINDOW_S SECONDS
+    python forger.py OWN_ADDRESS TARGET_ADDRESS TARGET_QPN SRC_NIC DST_NIC PORT WINDOW_S SECONDS [KEY_FILE]
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 from rdmacli.probe import wire
-from rdmacli.probe.siphash import PUBLIC_KEY
+from rdmacli.probe.siphash import PUBLIC_KEY, tag
 from rdmacli.rdma import addr as A
 from rdmacli.rdma import cm, verbs
 from rdmacli.rdma import constants as C
@@ -47,6 +50,7 @@ def main() -> None:
     own, target, qpn, src, dst, port, window_s, seconds = sys.argv[1:9]
     qpn, src, dst, port = int(qpn), int(src), int(dst), int(port)
     window_s, seconds = float(window_s), float(seconds)
+    key = bytes.fromhex(Path(sys.argv[9]).read_text().strip()) if len(sys.argv) > 9 else None
     channel = cm.EventChannel()
     cid = cm.CmId.create(channel, C.PS_UDP)
     cid.bind(A.resolve(own, 0, passive=True, what="the forger's address"))
@@ -67,7 +71,10 @@ def main() -> None:
             for wc in cq.poll():
                 free.append(wc.wr_id)
             k = int(time.time() // window_s)
-            run = bytes.fromhex(hashlib.sha256(f"rdmacli-watch {port} {k}".encode()).hexdigest()[:16])
+            if key is None:
+                run = bytes.fromhex(hashlib.sha256(f"rdmacli-watch {port} {k}".encode()).hexdigest()[:16])
+            else:  # watch/plan.py's keyed run id
+                run = tag(key, f"rdmacli-watch run {port} {k}".encode())
             seq = seq % 20 + 1
             now = time.perf_counter_ns()
             for d in (
@@ -77,7 +84,7 @@ def main() -> None:
                 if not free:
                     break
                 slot = free.pop()
-                mr.write(d.pack(PUBLIC_KEY), slot * wire.SLOT)
+                mr.write(d.pack(key or PUBLIC_KEY), slot * wire.SLOT)
                 verbs.post_send(cid.qp, slot, mr, slot * wire.SLOT, wire.PAYLOAD, ah=ah.ptr, remote_qpn=qpn,
                                 remote_qkey=wire.QKEY)  # fmt: skip
                 sent += 1

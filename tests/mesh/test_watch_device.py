@@ -4,7 +4,8 @@
 - n15's agent runs as an unprivileged user with no capability (as the hardened unit runs it);
 - forgers: a process on a member node (n16's own device) and one on a node not in the map (n14)
   send probes and answers claiming to come from the other agent, to each agent's QP, window after
-  window: no verdict moves, and each agent counts what it dropped;
+  window, and one holding the fabric's key does so from its own QP: no verdict moves, and each
+  agent counts what it dropped (a wrong tag as forged, the key holder's as foreign);
 - a driver reload: its RDMA device deleted under it (`rdma link delete`, what unloading a driver
   does to each device) and added again. rxe, like every driver without `disassociate_ucontext`,
   finishes the delete only once every process has closed the device: an agent that kept its NIC
@@ -121,8 +122,12 @@ def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
         subprocess.Popen([sys.executable, str(FORGER), ip[14], ip[16], str(qpn["n16"]), "0", "1", PORT,
                           str(WINDOW_S), str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True),  # a node not in the map
+        subprocess.Popen([sys.executable, str(FORGER), ip[14], ip[15], str(qpn["n15"]), "1", "0", PORT,
+                          str(WINDOW_S), str(seconds), str(d / "fabric.key")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True),  # a key holder, from a QP no SIDR named
     ]  # fmt: skip
     forged: dict[str, dict[int, int]] = {n: {} for n in PAIR}  # by window: what the agent dropped
+    foreign: dict[str, dict[int, int]] = {n: {} for n in PAIR}
     end = time.monotonic() + seconds + 120
     while any(f.poll() is None for f in forgers):
         assert time.monotonic() < end, "the forgers did not end"
@@ -130,12 +135,14 @@ def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
             doc = state(d, n)
             assert doc["pairs"] == [] and doc["nics"][0]["state"] == "ok", doc  # no verdict moves
             forged[n][doc["window"]] = doc["nics"][0]["forged"]
+            foreign[n][doc["window"]] = doc["nics"][0]["foreign"]
         time.sleep(1)
     outs = [f.communicate(timeout=60) for f in forgers]
     assert all(f.returncode == 0 for f in forgers), outs
     sent = [json.loads(out.strip().splitlines()[-1])["sent"] for out, _ in outs]
     assert min(sent) > 100, sent
     assert sum(forged["n15"].values()) > 0 and sum(forged["n16"].values()) > 0, forged
+    assert sum(foreign["n15"].values()) > 0, foreign  # the key holder's: a good tag, the wrong QP
     seen = {n: state(d, n)["windows"] for n in PAIR}  # and the probes go on passing after them
     until(lambda: all(state(d, n)["windows"] >= seen[n] + 2 for n in PAIR), 60, "two windows more", procs)
     assert all(state(d, n)["pairs"] == [] for n in PAIR), [state(d, n) for n in PAIR]
