@@ -317,7 +317,7 @@ class ProbeLoop(_Loop):
     stay in Python (rdmacli/probe). Times are CLOCK_MONOTONIC ns (time.monotonic_ns())."""
 
     def __init__(self, qp: int, cq: int, pd: int, *, run: bytes, key: bytes, nic: int, count: int, recvs: int,
-                 sends: int, buf: tuple[int, int], port_num: int, partners: list[int],
+                 sends: int, buf: tuple[int, int], port_num: int, partners: list[int], replaced: int,
                  free: list[int] | None = None):  # fmt: skip
         super().__init__(qp, cq, "rdmacli_probe")
         ffi, s = self.ffi, self.state
@@ -339,7 +339,12 @@ class ProbeLoop(_Loop):
         self.peer_of_nic = ffi.new("int32_t[]", [-1] * nics)
         for i, partner in enumerate(partners):
             self.peer_of_nic[partner] = i
-        self.reply_ah, self.reply_qpn = ffi.new("uint64_t[]", max(n, 1)), ffi.new("uint32_t[]", max(n, 1))
+        # two reply AHs a partner (probe.c answer), and room for those replaced this window
+        self.reply_ah, self.reply_qpn = (
+            ffi.new("uint64_t[]", 2 * max(n, 1)),
+            ffi.new("uint32_t[]", 2 * max(n, 1)),
+        )
+        self.retired_ah = ffi.new("uint64_t[]", max(replaced, 1))
         slots = (
             list(range(recvs, recvs + sends))
             if free is None
@@ -349,6 +354,7 @@ class ProbeLoop(_Loop):
         self.free[0 : len(slots)] = slots
         s.npeers, s.peers, s.nics, s.peer_of_nic = n, self.peers, nics, self.peer_of_nic
         s.reply_ah, s.reply_qpn, s.free_sends, s.nfree = self.reply_ah, self.reply_qpn, self.free, len(slots)
+        s.retired_ah, s.nretired, s.maxretired = self.retired_ah, 0, replaced  # reply AHs replaced
 
     def resolved(self, index: int, ah: int, qpn: int, qkey: int, step_ns: int, due_ns: int) -> None:
         """Partner `index` answered SIDR: its probes go from due_ns, a step apart."""
@@ -372,8 +378,9 @@ class ProbeLoop(_Loop):
         return self.ffi.unpack(self.free, self.state.nfree)
 
     def reply_qpn_of(self, index: int) -> int:
-        """The QP partner `index`'s probes came from this window (0: none yet)."""
-        return self.reply_qpn[index]
+        """The last QP other than the one SIDR named that partner `index`'s probes came from
+        this window, else the one SIDR named (0: none yet)."""
+        return self.reply_qpn[2 * index + 1] or self.reply_qpn[2 * index]
 
     def forget(self, index: int) -> None:
         """Partner `index` asked again from scratch: no AH, no probe sent or counted."""

@@ -168,8 +168,15 @@ struct rdmacli_probe {
     struct rdmacli_probe_peer *peers;
     uint32_t nics;         /* entries of peer_of_nic */
     int32_t *peer_of_nic;  /* a NIC number -> its partner index, -1: not a partner */
-    uint64_t *reply_ah;    /* a partner index -> the AH its probes are answered by (made here) */
+    /* a partner index i -> two AHs its probes are answered by (made here), each with the QP it
+     * is to: [2i] to the QP SIDR named (peers[i].qpn), [2i + 1] to the last other QP that
+     * claimed the partner (a restarted agent, or a key holder). An AH replaced goes to retired_ah,
+     * destroyed only at release (a reply in flight may still name it), at most maxretired */
+    uint64_t *reply_ah;
     uint32_t *reply_qpn;
+    uint64_t *retired_ah;
+    uint32_t nretired;
+    uint32_t maxretired;
     uint32_t *free_sends;  /* send slots free (nfree of them) */
     uint32_t nfree;
     uint64_t send_end_ns;  /* no probe leaves after this */
@@ -177,7 +184,8 @@ struct rdmacli_probe {
     uint64_t next_due_ns;  /* the earliest probe still due (0: none) */
     uint64_t replies;      /* partners' probes answered */
     uint64_t forged;       /* datagrams of this format whose tag is wrong: dropped */
-    uint64_t foreign;      /* answers with a good tag from another QP than SIDR named: dropped */
+    uint64_t foreign;      /* answers with a good tag from another QP than SIDR named, and probes
+                            * from such a QP past maxretired: dropped */
     uint64_t post_errors;
     int status;
     int err;

@@ -188,30 +188,39 @@ static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struc
 }
 
 /* A partner's probe: its reply at once, the probe's fields back with our two stamps. The
- * reply's address handle is made from the probe's own completion, one a partner NIC (its tag
- * shows it holds the key: a partner whose agent restarted comes from a new QP). */
+ * reply's address handle is made from the probe's own completion, one a partner NIC and QP (its
+ * tag shows it holds the key): the QP SIDR named has its own, never displaced by another QP
+ * claiming the partner (a restarted agent's, or a key holder's), which shares the second. An AH
+ * replaced is retired, not destroyed: a UD send's AH must outlive the send (rxe looks it up
+ * as it sends), and a reply may still be in flight. */
 static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdmacli_datagram *in,
                    struct ibv_wc *wc, uint32_t slot, uint64_t t2)
 {
     struct rdmacli_datagram out;
     struct ibv_ah *ah;
+    uint32_t k;
     int32_t i;
 
     if (in->dst != s->nic || in->src >= s->nics || (i = s->peer_of_nic[in->src]) < 0 ||
         (uint32_t)i >= s->npeers || s->nfree == 0)
         return;
-    ah = (struct ibv_ah *)(uintptr_t)s->reply_ah[i];
-    if (ah == NULL || s->reply_qpn[i] != wc->src_qp) {
-        struct ibv_ah *made = ibv_create_ah_from_wc(s->pd, wc, (struct ibv_grh *)slot_at(s, slot),
-                                                    (uint8_t)s->port_num);
+    k = 2 * (uint32_t)i + (s->peers[i].qpn != 0 && wc->src_qp == s->peers[i].qpn ? 0 : 1);
+    ah = (struct ibv_ah *)(uintptr_t)s->reply_ah[k];
+    if (ah == NULL || s->reply_qpn[k] != wc->src_qp) {
+        struct ibv_ah *made;
 
+        if (ah != NULL && s->nretired >= s->maxretired) {
+            s->foreign++; /* a window's churn of QPs claiming partners is bounded */
+            return;
+        }
+        made = ibv_create_ah_from_wc(s->pd, wc, (struct ibv_grh *)slot_at(s, slot), (uint8_t)s->port_num);
         if (made == NULL)
             return;
         if (ah != NULL)
-            ibv_destroy_ah(ah);
+            s->retired_ah[s->nretired++] = (uintptr_t)ah;
         ah = made;
-        s->reply_ah[i] = (uintptr_t)made;
-        s->reply_qpn[i] = wc->src_qp;
+        s->reply_ah[k] = (uintptr_t)made;
+        s->reply_qpn[k] = wc->src_qp;
     }
     out = *in;
     out.kind = RDMACLI_REPLY;
@@ -256,6 +265,7 @@ static void counted(struct rdmacli_probe *s, const struct rdmacli_datagram *d, c
 static int usable(const void *qp, const void *cq, const struct rdmacli_probe *s)
 {
     return qp && cq && s && s->buf && s->peers && s->peer_of_nic && s->reply_ah && s->reply_qpn &&
+           s->retired_ah &&
            s->free_sends && s->recvs > 0 && s->sends > 0 && s->nfree <= s->sends && s->count > 0 &&
            s->pd;
 }
@@ -371,14 +381,17 @@ void rdmacli_probe_release(struct rdmacli_probe *s)
 {
     uint32_t k;
 
-    if (!s || !s->reply_ah)
+    if (!s || !s->reply_ah || !s->retired_ah)
         return;
-    for (k = 0; k < s->npeers; k++) {
+    for (k = 0; k < 2 * s->npeers; k++) {
         if (s->reply_ah[k]) {
             ibv_destroy_ah((struct ibv_ah *)(uintptr_t)s->reply_ah[k]);
             s->reply_ah[k] = 0;
         }
     }
+    for (k = 0; k < s->nretired; k++)
+        ibv_destroy_ah((struct ibv_ah *)(uintptr_t)s->retired_ah[k]);
+    s->nretired = 0;
 }
 
 /* Turns until Python has something to do: sleeps (ppoll) on the completion channel and on the

@@ -9,6 +9,7 @@ import heapq
 import time
 
 from rdmacli.probe.state import NicState
+from rdmacli.probe.timing import replaced_bound
 from rdmacli.probe.wire import FORGED, GRH_BYTES, PAYLOAD, PROBE, QKEY, REPLY, SIZE, SLOT, Datagram, parse
 from rdmacli.rdma import constants as C
 from rdmacli.rdma import verbs
@@ -42,6 +43,7 @@ def native_loop(nic, recvs: int, sends: int, free: list[int] | None = None):
         buf=(nic.mr.addr, nic.mr.lkey),
         port_num=nic.ib_port,
         partners=[p.nic for p in nic.peers],
+        replaced=replaced_bound(len(nic.peers)),
         free=free,
     )
 
@@ -112,18 +114,26 @@ class PythonLoop(NicState):
                 pass
 
     def _answer(self, d: Datagram, wc, slot: int, t2: int) -> None:
-        """A partner's probe: its reply, the probe's fields back with our two stamps."""
-        if d.dst != self.nic or d.src not in self.by_nic or not self.free_sends:
+        """A partner's probe: its reply, the probe's fields back with our two stamps. Two AHs a
+        partner NIC, as probe.c's answer: one to the QP SIDR named, never displaced, one to the
+        last other QP that claimed it; one replaced is retired (a reply may still name it)."""
+        p = self.by_nic.get(d.src)
+        if d.dst != self.nic or p is None or not self.free_sends:
             return
-        got = self.ahs.get(d.src)  # one AH a partner NIC: whatever claims to be it, bounded
+        key = (d.src, 0 if p.qpn and wc.src_qp == p.qpn else 1)
+        got = self.ahs.get(key)
         if got is None or got[0] != wc.src_qp:
+            if got is not None and self.replaced >= replaced_bound(len(self.peers)):
+                self.foreign += 1  # a window's churn of QPs claiming partners is bounded
+                return
             try:
                 ah = verbs.AH.from_wc(self.listen_id.pd, wc, self.mr.addr + slot * SLOT, self.ib_port)
             except Exception:  # noqa: BLE001
                 return
             if got is not None:
-                got[1].destroy()
-            got = self.ahs[d.src] = (wc.src_qp, ah)
+                self.retired.append(got[1])
+                self.replaced += 1
+            got = self.ahs[key] = (wc.src_qp, ah)
         ah = got[1]
         out = self.free_sends.pop()
         t3 = time.perf_counter_ns()

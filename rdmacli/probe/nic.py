@@ -53,7 +53,9 @@ class NicProbe(Resolving, PythonLoop):
         self.stop = stop
         self.phase(begin, end)
         self.channel = self.listen_id = self.comp = self.cq = self.mr = None
-        self.ahs: dict[int, tuple] = {}  # a partner NIC -> (its QP number, the AH replies go by)
+        # (a partner NIC, 0: the QP SIDR named, 1: another) -> (that QP, the AH replies go by)
+        self.ahs: dict[tuple[int, int], tuple] = {}
+        self.replaced = 0  # the Python loop's reply AHs replaced (retired) this window
         self.free_sends: list[int] = []
         self.due: list[tuple[float, int]] = []  # (when, peer index): its next probe
         self.inflight: dict[int, tuple[int, float]] = {}  # cm_id key -> (peer index, give up at)
@@ -148,7 +150,7 @@ class NicProbe(Resolving, PythonLoop):
             self.retired.append(ah)
         self.ahs.clear()
         self.run_id, self.count, self.peers = run, count, peers
-        self.forged = self.foreign = 0
+        self.forged = self.foreign = self.replaced = 0
         for i, p in enumerate(peers):
             p.index = i
             k = self.known.get(p.nic)
@@ -263,7 +265,9 @@ class NicProbe(Resolving, PythonLoop):
             if not p.cached or p.confirming:
                 continue
             seen = (
-                self.native.reply_qpn_of(p.index) if self.native is not None else self.ahs.get(p.nic, (0,))[0]
+                self.native.reply_qpn_of(p.index)
+                if self.native is not None
+                else (self.ahs.get((p.nic, 1)) or self.ahs.get((p.nic, 0)) or (0,))[0]
             )
             if seen and seen not in (p.qpn, p.dismissed):
                 if now < self.resolve_end:

@@ -83,7 +83,8 @@ class NicState:
     cq: Any
     mr: Any
     native: Any  # the datagrams' loop in C (rdmacli.native.ProbeLoop), when built
-    ahs: dict[int, tuple[int, Any]]  # a partner NIC -> (its QP number, the AH replies go by)
+    ahs: dict[tuple[int, int], tuple[int, Any]]  # (partner NIC, 0: SIDR's QP, 1: another) -> (QP, AH)
+    replaced: int  # (Python loop) reply AHs replaced and retired this window (timing.replaced_bound)
     free_sends: list[int]
     recvs: int
     sends: int

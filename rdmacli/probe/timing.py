@@ -61,3 +61,10 @@ def rate(probes: int, send_span_s: float) -> float:
 def most_probes(at_rate: float, send_span_s: float) -> float:
     """rate() solved for the probes: how many fit in a send span at `at_rate`."""
     return at_rate * SPREAD * send_span_s
+
+
+def replaced_bound(partners: int) -> int:
+    """Reply AHs a NIC may replace in a window (probe.c answer, PythonLoop._answer): a restart
+    and a claim a partner, with room; past it, probes from a QP that claims a partner and has
+    no AH yet are dropped (counted foreign). What a window holds stays bounded by its partners."""
+    return 4 * partners + 64

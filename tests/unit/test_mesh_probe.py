@@ -580,10 +580,10 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     nic._send_due(20.0 + one.step)  # its first probe a random part of a step late: not all at once
     sent = one.tally.sent
     assert sent >= 1
-    nic.ahs[1] = (101, ah("reply1"))  # its probes from the QP we know: nothing to do
+    nic.ahs[(1, 0)] = (101, ah("reply1"))  # its probes from the QP we know: nothing to do
     nic._stale(20.5)
     assert one.resolved and one.tally.sent == sent
-    nic.ahs[1] = (555, ah("reply1b"))  # from another QP: a restart, or a key holder claiming it
+    nic.ahs[(1, 1)] = (555, ah("reply1b"))  # from another QP: a restart, or a key holder claiming it
     nic._stale(21.0)
     assert one.confirming == 555 and one.resolved and one.tally.sent == sent  # counted on while SIDR says
     nic.listen_id.pd = None
@@ -603,7 +603,7 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     assert one.resolved and one.cached and one.qpn == 101 and one.tally.sent == sent and 1 in nic.known
     nic._stale(21.5)  # the same claim again: not asked again
     assert one.confirming == 0 and one.tally.sent == sent
-    nic.ahs[1] = (777, ah("reply1c"))  # another QP again, and this time SIDR names it: a restart
+    nic.ahs[(1, 1)] = (777, ah("reply1c"))  # another QP again, and this time SIDR names it: a restart
     nic._stale(22.0)
     assert one.confirming == 777
     sidr_says(777)
@@ -612,9 +612,8 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     assert sorted(destroyed) == ["ah1", "ah2"], destroyed  # retired before this window's end: gone
     nic.listen_id = nic.mr = None
     nic.close()
-    assert sorted(destroyed) == ["ah1", "ah2", "reply1c", "sidr"], (
-        destroyed
-    )  # each once (the test replaced the rest)
+    # each once (the test itself replaced reply1b)
+    assert sorted(destroyed) == ["ah1", "ah2", "reply1", "reply1c", "sidr"], destroyed
 
 
 def test_the_datagrams_an_agents_nics_dropped_reach_the_report_and_bad_counts_are_its_violation():
@@ -696,3 +695,56 @@ def test_a_nic_that_does_not_open_is_tried_again_with_backoff_and_its_problem_sa
     problems = [None]
     p.next_window(topo, [(0, 1, 0)], problems, run=b"\0" * 8, count=5)
     assert tries[-1] == 32 and problems == [None] and not p.backoff
+
+
+def test_a_qp_claiming_a_partner_never_displaces_the_sidr_named_ones_answers_and_no_ah_dies_in_flight(
+    monkeypatch,
+):
+    """Issue 52: a key holder's probes from its own QP, claiming a partner, took the partner's one
+    reply AH (re-targeting its answers) and destroyed it under a reply in flight. Now the QP SIDR
+    named keeps its own AH; every other QP that claims the partner shares a second, replaced ones
+    are retired (destroyed at the window's turn, never under a send) and their number is bounded
+    a window (timing.replaced_bound: past it, such probes are dropped and counted foreign)."""
+    from types import SimpleNamespace
+
+    from rdmacli.probe.timing import replaced_bound
+    from rdmacli.probe.wire import PROBE, Datagram
+
+    made, destroyed, sent = [], [], []
+
+    def from_wc(pd, wc, grh, port):
+        ah = SimpleNamespace(ptr=wc.src_qp, destroy=lambda: destroyed.append(wc.src_qp))
+        made.append(ah)
+        return ah
+
+    monkeypatch.setattr(nicprobe.verbs.AH, "from_wc", from_wc)
+    monkeypatch.setattr(
+        nicprobe.verbs, "post_send", lambda *a, ah, remote_qpn, **kw: sent.append((ah, remote_qpn))
+    )
+    partner = nicprobe.Peer(1, 0, 1, "10.0.0.1", 7490)
+    partner.qpn, partner.resolved = 101, True
+    nic = nicprobe.NicProbe(run=b"\1" * 8, key=bytes(16), nic=0, address="10.0.0.9", port=7490,
+                            peers=[partner], count=5, begin=0.0, end=10.0)  # fmt: skip
+    nic.recvs, nic.sends, nic.free_sends = 64, 64, list(range(64, 128))
+    nic.mr = SimpleNamespace(write=lambda data, off: None, addr=0)
+    nic.listen_id = SimpleNamespace(qp=None, pd=None)
+
+    def probe_from(qp: int) -> int:
+        nic._answer(Datagram(PROBE, nic.run_id, 1, 1, 0, 5), SimpleNamespace(src_qp=qp), 0, 7)
+        nic.free_sends.append(64)
+        return sent[-1][1] if sent else 0
+
+    assert probe_from(101) == 101
+    home = nic.ahs[(1, 0)][1]
+    for qp in (666, 101, 667, 101, 666):  # the forger's QPs between the partner's own probes
+        assert probe_from(qp) == qp
+        assert nic.ahs[(1, 0)][1] is home  # the partner's AH never displaced
+    assert [ah for ah, _ in sent if ah != 101] == [666, 667, 666] and destroyed == []
+    assert nic.replaced == 2 and len(nic.retired) == 2  # 666's and 667's first AHs: retired, alive
+    bound = replaced_bound(1)
+    for qp in range(1000, 1000 + bound):
+        probe_from(qp)
+    assert nic.replaced == bound and nic.foreign > 0 and destroyed == []  # bounded; nothing destroyed
+    assert probe_from(101) == 101 and nic.ahs[(1, 0)][1] is home  # the partner still answered
+    nic.retarget(b"\2" * 8, [nicprobe.Peer(1, 0, 1, "10.0.0.1", 7490)], 5)  # the window's turn
+    assert len(destroyed) == bound  # each retired AH once, at the window's turn (the slots' own at the next)
