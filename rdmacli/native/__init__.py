@@ -318,11 +318,12 @@ class ProbeLoop(_Loop):
 
     def __init__(self, qp: int, cq: int, pd: int, *, run: bytes, key: bytes, nic: int, count: int, recvs: int,
                  sends: int, buf: tuple[int, int], port_num: int, partners: list[int], replaced: int,
+                 max_replies: int,
                  free: list[int] | None = None):  # fmt: skip
         super().__init__(qp, cq, "rdmacli_probe")
         ffi, s = self.ffi, self.state
         s.run, s.key = run, key
-        s.nic, s.count, s.recvs, s.sends = nic, count, recvs, sends
+        s.nic, s.count, s.recvs, s.sends, s.max_replies = nic, count, recvs, sends, max_replies
         s.buf, s.lkey = buf
         s.port_num, s.pd = port_num, ffi.cast("void *", pd)
         n = len(partners)

@@ -150,6 +150,7 @@ struct rdmacli_probe_peer {
     /* counted here */
     uint32_t sent;
     uint32_t answered;
+    uint32_t replies[2];   /* its probes answered: from the QP SIDR named, from any other */
 };
 
 struct rdmacli_probe {
@@ -158,6 +159,8 @@ struct rdmacli_probe {
     unsigned char key[16]; /* the datagrams' MAC key (RDMACLI_KEY_BYTES) */
     uint32_t nic;          /* this NIC's number */
     uint32_t count;        /* probes a partner, at most */
+    uint32_t max_replies;  /* a partner's probes answered a window, at most, from each of its two
+                            * AHs' QPs (timing.replies_bound): a flood claiming it costs it nothing */
     uint32_t recvs;        /* receive slots are 0..recvs-1, send slots recvs..recvs+sends-1 */
     uint32_t sends;
     uint64_t buf;          /* the registered buffer: (recvs + sends) slots */

@@ -205,6 +205,11 @@ static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdma
         (uint32_t)i >= s->npeers || s->nfree == 0)
         return;
     k = 2 * (uint32_t)i + (s->peers[i].qpn != 0 && wc->src_qp == s->peers[i].qpn ? 0 : 1);
+    if (s->peers[i].replies[k & 1] >= s->max_replies) {
+        if (k & 1)
+            s->foreign++; /* more probes than a partner sends, from a QP SIDR did not name */
+        return;
+    }
     ah = (struct ibv_ah *)(uintptr_t)s->reply_ah[k];
     if (ah == NULL || s->reply_qpn[k] != wc->src_qp) {
         struct ibv_ah *made;
@@ -226,8 +231,10 @@ static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdma
     out.kind = RDMACLI_REPLY;
     out.t2 = t2;
     out.t3 = rdmacli_now_ns();
-    if (send_datagram(qp, s, &out, ah, wc->src_qp, RDMACLI_UDP_QKEY, NULL) == 0)
+    if (send_datagram(qp, s, &out, ah, wc->src_qp, RDMACLI_UDP_QKEY, NULL) == 0) {
         s->replies++;
+        s->peers[i].replies[k & 1]++;
+    }
 }
 
 /* A reply to one of our probes: from the QP the partner's SIDR named, for a probe we sent and

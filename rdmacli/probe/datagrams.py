@@ -9,7 +9,7 @@ import heapq
 import time
 
 from rdmacli.probe.state import NicState
-from rdmacli.probe.timing import replaced_bound
+from rdmacli.probe.timing import replaced_bound, replies_bound
 from rdmacli.probe.wire import FORGED, GRH_BYTES, PAYLOAD, PROBE, QKEY, REPLY, SIZE, SLOT, Datagram, parse
 from rdmacli.rdma import constants as C
 from rdmacli.rdma import verbs
@@ -44,6 +44,7 @@ def native_loop(nic, recvs: int, sends: int, free: list[int] | None = None):
         port_num=nic.ib_port,
         partners=[p.nic for p in nic.peers],
         replaced=replaced_bound(len(nic.peers)),
+        max_replies=replies_bound(nic.count),
         free=free,
     )
 
@@ -121,6 +122,9 @@ class PythonLoop(NicState):
         if d.dst != self.nic or p is None or not self.free_sends:
             return
         key = (d.src, 0 if p.qpn and wc.src_qp == p.qpn else 1)
+        if p.replies[key[1]] >= replies_bound(self.count):
+            self.foreign += key[1]  # more probes than a partner sends, from a QP SIDR did not name
+            return
         got = self.ahs.get(key)
         if got is None or got[0] != wc.src_qp:
             if got is not None and self.replaced >= replaced_bound(len(self.peers)):
@@ -152,6 +156,8 @@ class PythonLoop(NicState):
             )
         except Exception:  # noqa: BLE001
             self.free_sends.append(out)
+            return
+        p.replies[key[1]] += 1
 
     def _counted(self, d: Datagram, wc, t4: int) -> None:
         """A reply to one of our probes: from the QP the peer's SIDR named, for a probe we sent."""

@@ -39,6 +39,9 @@ class Peer:
     # claiming it), whose probes are answered but never make us forget the partner again
     confirming: int = 0
     dismissed: int = 0
+    # its probes answered this window, from the QP SIDR named and from any other (at most
+    # timing.replies_bound each: a flood in its name neither starves it nor our send queue)
+    replies: list[int] = field(default_factory=lambda: [0, 0])
 
 
 @dataclass

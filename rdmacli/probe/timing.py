@@ -63,6 +63,14 @@ def most_probes(at_rate: float, send_span_s: float) -> float:
     return at_rate * SPREAD * send_span_s
 
 
+def replies_bound(count: int) -> int:
+    """A partner's probes a NIC answers in a window, at most, from the QP SIDR named and from
+    any other QP claiming it (probe.c answer, PythonLoop._answer): it sends `count`, and a few
+    of the window before may still come. A key holder flooding probes in its name costs the
+    partner nothing, and costs us at most this many replies."""
+    return 2 * count + 8
+
+
 def replaced_bound(partners: int) -> int:
     """Reply AHs a NIC may replace in a window (probe.c answer, PythonLoop._answer): a restart
     and a claim a partner, with room; past it, probes from a QP that claims a partner and has

@@ -724,7 +724,7 @@ def test_a_qp_claiming_a_partner_never_displaces_the_sidr_named_ones_answers_and
     partner = nicprobe.Peer(1, 0, 1, "10.0.0.1", 7490)
     partner.qpn, partner.resolved = 101, True
     nic = nicprobe.NicProbe(run=b"\1" * 8, key=bytes(16), nic=0, address="10.0.0.9", port=7490,
-                            peers=[partner], count=5, begin=0.0, end=10.0)  # fmt: skip
+                            peers=[partner], count=100, begin=0.0, end=10.0)  # fmt: skip
     nic.recvs, nic.sends, nic.free_sends = 64, 64, list(range(64, 128))
     nic.mr = SimpleNamespace(write=lambda data, off: None, addr=0)
     nic.listen_id = SimpleNamespace(qp=None, pd=None)
@@ -741,10 +741,46 @@ def test_a_qp_claiming_a_partner_never_displaces_the_sidr_named_ones_answers_and
         assert nic.ahs[(1, 0)][1] is home  # the partner's AH never displaced
     assert [ah for ah, _ in sent if ah != 101] == [666, 667, 666] and destroyed == []
     assert nic.replaced == 2 and len(nic.retired) == 2  # 666's and 667's first AHs: retired, alive
-    bound = replaced_bound(1)
+    bound = replaced_bound(1)  # below the replies a QP may have (timing.replies_bound(100))
     for qp in range(1000, 1000 + bound):
         probe_from(qp)
     assert nic.replaced == bound and nic.foreign > 0 and destroyed == []  # bounded; nothing destroyed
     assert probe_from(101) == 101 and nic.ahs[(1, 0)][1] is home  # the partner still answered
     nic.retarget(b"\2" * 8, [nicprobe.Peer(1, 0, 1, "10.0.0.1", 7490)], 5)  # the window's turn
     assert len(destroyed) == bound  # each retired AH once, at the window's turn (the slots' own at the next)
+
+
+def test_a_flood_of_probes_in_a_partners_name_costs_the_partner_no_answer(monkeypatch):
+    """Issue 52, the lab's key holder: thousands of probes a window from its QP in n16's name
+    filled n15's send queue with replies, and n16's own probes went unanswered (its pair
+    suspect). A partner's probes are answered at most timing.replies_bound a window from each
+    of its two AHs' QPs: the flood is dropped past it (counted foreign), the partner's own go on."""
+    from types import SimpleNamespace
+
+    from rdmacli.probe.timing import replies_bound
+    from rdmacli.probe.wire import PROBE, Datagram
+
+    sent = []
+    monkeypatch.setattr(
+        nicprobe.verbs.AH, "from_wc", lambda pd, wc, grh, port: SimpleNamespace(ptr=wc.src_qp)
+    )
+    monkeypatch.setattr(nicprobe.verbs, "post_send", lambda *a, ah, remote_qpn, **kw: sent.append(remote_qpn))
+    partner = nicprobe.Peer(1, 0, 1, "10.0.0.1", 7490)
+    partner.qpn, partner.resolved = 101, True
+    nic = nicprobe.NicProbe(run=b"\1" * 8, key=bytes(16), nic=0, address="10.0.0.9", port=7490,
+                            peers=[partner], count=5, begin=0.0, end=10.0)  # fmt: skip
+    nic.recvs, nic.sends, nic.free_sends = 64, 64, [64]
+    nic.mr = SimpleNamespace(write=lambda data, off: None, addr=0)
+    nic.listen_id = SimpleNamespace(qp=None, pd=None)
+
+    def probe_from(qp: int) -> None:
+        nic._answer(Datagram(PROBE, nic.run_id, 1, 1, 0, 5), SimpleNamespace(src_qp=qp), 0, 7)
+        nic.free_sends = [64]  # its send completed
+
+    for _ in range(1000):
+        probe_from(666)
+    bound = replies_bound(5)
+    assert sent.count(666) == bound and nic.foreign == 1000 - bound
+    for _ in range(5):
+        probe_from(101)
+    assert sent.count(101) == 5  # the partner's own probes, all answered
