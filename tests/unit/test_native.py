@@ -117,7 +117,8 @@ def test_the_probe_loop_refuses_what_it_cannot_bound():
     assert lib.rdmacli_probe_turn(fake, fake, s) == 0 and s.status == native.BAD_ARGS
     lib.rdmacli_probe_release(s)  # nothing made: nothing to destroy
     loop = native.ProbeLoop(1, 1, 1, run=b"r" * 8, key=bytes(16), nic=3, count=4, recvs=8, sends=4,
-                            buf=(0x1000, 7), port_num=1, partners=[0, 5, 9], replaced=76, max_replies=16)  # fmt: skip
+                            buf=(0x1000, 7), port_num=1, partners=[0, 5, 9], replaced=76,
+                            max_replies=16)  # fmt: skip
     assert [loop.peer_of_nic[k] for k in range(10)] == [0, -1, -1, -1, -1, 1, -1, -1, -1, 2]
     assert loop.state.nfree == 4 and [loop.free[k] for k in range(4)] == [8, 9, 10, 11]
     assert loop.counts(1) == (0, 0, [], [])
