@@ -159,8 +159,8 @@ def random_scenario(
         if kind == "liar" and any(f.kind == "liar" for f in s.faults):
             continue  # one liar at most: what the verdict promises (issue 34), not a cabal
         # a liar forges the figures it carries, as the connector (the higher rank) of a pair: one
-        # that is the lower end of all but a pair or two told no lie to catch (never named)
-        lowest = 2 if kind == "liar" else 0
+        # that is the lower end of all but f pairs or fewer told too few lies to be named
+        lowest = verdict.MIN_CONTRADICTED if kind == "liar" else 0
         x = rng.choice([k for k in range(n) if k not in used and k % LEAF >= lowest])
         rail = rng.randrange(rails)
         peer = None
@@ -405,8 +405,9 @@ def named(doc: dict) -> set[tuple]:
         ends = ((rank(link["a"]), link.get("rail_a", 0)), (rank(link["b"]), link.get("rail_b", 0)))
         out.add(("links", *sorted(ends)))
     # a liar is named for inconsistent reports, or for records it may not send (violations)
+    least = verdict.MIN_CONTRADICTED
     out |= {("liars", r["rank"]) for r in doc["data"]["nodes"]
-            if len(r.get("contradicted") or ()) >= 2 or r.get("violations")}  # fmt: skip
+            if len(r.get("contradicted") or ()) >= least or r.get("violations")}  # fmt: skip
     return out
 
 

@@ -109,7 +109,9 @@ class Evidence:
 # nothing was tested, and the run's error is this host's kind (exit 3), not a test that failed
 LOCAL_ENVIRONMENT = (Cause.ENVIRONMENT, Cause.MEMLOCK, Cause.DEVICE_LIMIT, Cause.AGENT)
 
-MIN_CONTRADICTED = 2  # partners whose ports a node's figures contradict before it is named
+# partners a node's figures contradict before it is named: more than f (blame.LIARS), or two
+# liars whose counts or figures disagree with one innocent's got it named (issue 53)
+MIN_CONTRADICTED = LIARS + 1
 
 
 # pairs the summary (and Prometheus) list one by one: every pair of a run up to this many (the
@@ -119,7 +121,7 @@ LISTED_PAIRS = 2000
 
 def inconsistent(ev: Evidence) -> list[int]:
     """The nodes whose figures contradict the ports of several partners: one partner alone
-    could be the liar (it said a low rate for its own port); a node at odds with two or more
+    could be the liar (it said a low rate for its own port); a node at odds with more than f
     partners that agree with everyone else is the one whose words are wrong."""
     return sorted(r for r, partners in ev.contradicted.items() if len(partners) >= MIN_CONTRADICTED)
 

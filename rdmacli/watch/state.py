@@ -168,7 +168,7 @@ def nic_evidence(w: NicWindow) -> tuple[str | None, bool]:
 
 def nic_cause(w: NicWindow) -> str | None:
     """The window's evidence about the NIC itself: its own port's fault on any pair, or one
-    cause on two or more partners that are more than a third of the window's. A third, not a
+    cause on more than LIARS partners that are more than a third of the window's. A third, not a
     half as mesh's blame asks of a whole run: a window is ten probes a partner, and a NIC
     dropping 5 % both ways leaves a partner's ten untouched a third of the time (the lab: half
     the windows then had four of seven partners lossy); a partner's own fault shows on one

@@ -28,13 +28,13 @@ def test_the_simulator_meets_its_goals_at_sixteen_nodes_by_two_rails(test):
 def test_its_liar_is_named_and_nobody_else_for_it():
     """The simulator's liar forges the round trips it carries (far faster than any wire, its
     record consistent): named by the verdict (inconsistent reports or violations), at its level,
-    wherever it told two lies or more (it carries figures as the higher rank of a pair: rank 4
-    and up has two partners below it that no other fault of the scenario took)."""
+    wherever it told more than f lies (it carries figures as the higher rank of a pair: rank 5
+    and up has three partners below it that no other fault of the scenario took)."""
     seen = 0
     for seed in range(120):
         s = F.random_scenario(16, 2, "all", seed)
         liar = next((f for f in s.faults if f.kind == "liar"), None)
-        if liar is None or liar.node < 4:
+        if liar is None or liar.node < 5:
             continue
         doc, _ = F.coordinate(s)
         assert ("liars", liar.node) in F.named(doc), (seed, s.faults, doc["warnings"])
