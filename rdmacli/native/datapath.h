@@ -188,7 +188,7 @@ struct rdmacli_probe {
     uint64_t replies;      /* partners' probes answered */
     uint64_t forged;       /* datagrams of this format whose tag is wrong: dropped */
     uint64_t foreign;      /* answers with a good tag from another QP than SIDR named, and probes
-                            * from such a QP past maxretired: dropped */
+                            * from such a QP past max_replies or maxretired: dropped */
     uint64_t post_errors;
     int status;
     int err;

@@ -123,7 +123,8 @@ class PythonLoop(NicState):
             return
         key = (d.src, 0 if p.qpn and wc.src_qp == p.qpn else 1)
         if p.replies[key[1]] >= replies_bound(self.count):
-            self.foreign += key[1]  # more probes than a partner sends, from a QP SIDR did not name
+            if key[1]:  # more probes than a partner sends, from a QP SIDR did not name
+                self.foreign += 1
             return
         got = self.ahs.get(key)
         if got is None or got[0] != wc.src_qp:
