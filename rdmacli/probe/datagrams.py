@@ -53,6 +53,9 @@ class PythonLoop(NicState):
     """NicProbe's datagrams in Python: the probes due out, the CQ's completions in."""
 
     def _send_due(self, now: float) -> None:
+        """Every probe due (a loop that woke late catches up), as probe.c's send_due: a probe the
+        send queue refused stays due for the next turn, and the other partners' still go."""
+        refused = []
         while self.due and self.due[0][0] <= now and self.free_sends:
             when, i = heapq.heappop(self.due)
             p = self.peers[i]
@@ -77,11 +80,14 @@ class PythonLoop(NicState):
                 )
             except Exception:  # noqa: BLE001 - a full queue: this probe is not sent, nor counted
                 self.free_sends.append(slot)
-                heapq.heappush(self.due, (now + p.step, i))
-                return
+                p.seq -= 1
+                refused.append((when, i))
+                continue
             p.tally.posted(p.seq, t1)
             if p.tally.sent < self.count:
                 heapq.heappush(self.due, (when + p.step, i))
+        for item in refused:
+            heapq.heappush(self.due, item)
 
     def _completions(self) -> None:
         while True:
@@ -94,7 +100,8 @@ class PythonLoop(NicState):
             again = []  # the batch's receive slots, posted again in one call
             for wc in wcs:
                 if wc.wr_id >= self.recvs:  # a send's completion: its slot is free again
-                    self.free_sends.append(wc.wr_id)
+                    if wc.wr_id < self.recvs + self.sends and len(self.free_sends) < self.sends:
+                        self.free_sends.append(wc.wr_id)
                     continue
                 slot = wc.wr_id
                 if wc.ok and wc.opcode == C.WC_RECV and wc.byte_len >= GRH_BYTES + SIZE:
