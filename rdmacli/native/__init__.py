@@ -362,6 +362,12 @@ class ProbeLoop(_Loop):
         p = self.peers[index]
         p.ah, p.qpn, p.qkey, p.step_ns, p.next_due_ns = ah, qpn, qkey, max(step_ns, 1), due_ns
 
+    def expect(self, index: int, qpn: int) -> None:
+        """Partner `index`'s QP as an earlier window knew it, before this window's begin: its
+        probes are told from a QP claiming it (probe.c answer) from the start; no probe goes
+        to it until `resolved`."""
+        self.peers[index].qpn = qpn
+
     def wait(self, channel: int, cm_fd: int, send_end_ns: int, until_ns: int) -> bool:
         """Turns, sleeping on the completion channel and on `cm_fd` between them, until the CM
         fd is readable (True: Python's SIDR events) or until_ns (False). A signal hands back

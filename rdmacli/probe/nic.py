@@ -156,6 +156,9 @@ class NicProbe(Resolving, PythonLoop):
             k = self.known.get(p.nic)
             if k is not None and (k.address, k.port) == (p.address, p.port):
                 p.known = k
+                # its QP from now, not from the begin: a partner's probes that come before are
+                # answered by its own AH and bound, never in the slot a QP claiming it shares
+                p.qpn = k.qpn
         self.by_nic = {p.nic: p for p in peers}
         self.due, self.inflight = [], {}
         # the known partners' probes go together, a NIC's own random part of a step into the
@@ -165,6 +168,9 @@ class NicProbe(Resolving, PythonLoop):
         self.offset = random.random()
         if self.native is not None:
             self.native = native_loop(self, self.recvs, self.sends, free=self.native.free_slots())
+            for p in peers:
+                if p.known is not None:
+                    self.native.expect(p.index, p.qpn)
         self._counters_start()
 
     def close(self) -> None:

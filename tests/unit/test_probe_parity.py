@@ -298,3 +298,62 @@ def test_the_native_and_the_python_loop_given_one_script_do_the_same(twin, monke
     assert c.replies == py.replies
     assert c.counts == py.counts
     assert c.released == py.released
+
+
+@pytest.mark.parametrize("told", [True, False])
+def test_a_partner_known_from_the_window_before_is_answered_before_the_begin_whatever_claims_it(
+    twin, monkeypatch, told
+):
+    """Issue 52: a window's loop learnt its partners' QPs only at the window's begin; a partner's
+    probes before it (a responder late to its own window) shared the other-QP slot with a key
+    holder's flood in its name, and went unanswered past that slot's bound. A partner known from
+    the window before is told to the loop as the window is set up (NicProbe.retarget: `expect`)."""
+    monkeypatch.setitem(native._state, "lib", (twin.ffi, twin.lib))
+    ffi, lib, t = twin.ffi, twin.lib, twin.lib.twin
+    buf = ffi.new("unsigned char[]", (RECVS + SENDS) * SLOT)
+    loop = native.ProbeLoop(
+        1, 2, 3, run=RUN, key=KEY, nic=NIC, count=4, recvs=RECVS, sends=SENDS,
+        buf=(int(ffi.cast("uintptr_t", buf)), 9), port_num=1, partners=[1], replaced=68,
+        max_replies=replies_bound(4),
+    )  # fmt: skip
+    if told:
+        loop.expect(0, 101)
+    claims = [(666, k) for k in range(replies_bound(4) + 4)] + [(101, 1)]  # the flood, then the partner
+    for k, (qp, seq) in enumerate(claims):
+        ffi.memmove(buf + k * SLOT + GRH_BYTES, dg(PROBE, seq % 20 + 1, 1, NIC, 5), PAYLOAD)
+        w = t.wc[k]
+        w.wr_id, w.status, w.opcode, w.byte_len, w.src_qp = (
+            k,
+            C.WC_SUCCESS,
+            C.WC_RECV,
+            GRH_BYTES + PAYLOAD,
+            qp,
+        )
+    t.nwc, t.polled, t.nsent, t.send_fails, t.now_ns = len(claims), 0, 0, 0, 10
+    loop.state.send_end_ns = SEND_END_NS
+    lib.rdmacli_probe_turn(loop.qp, loop.cq, loop.state)
+    answered = [t.sent[k].qpn for k in range(t.nsent)]
+    assert answered.count(666) == replies_bound(4)  # the flood: up to its bound
+    assert (101 in answered) is told  # the partner: answered when the loop was told of it
+    loop.release()
+
+
+def test_a_window_set_up_tells_its_loops_the_partners_it_knew(monkeypatch):
+    """NicProbe.retarget hands each known partner's QP to the Python loop (Peer.qpn) and to the
+    native loop (`expect`) before the window begins; a partner it did not know gets none."""
+    told = []
+    fake = SimpleNamespace(
+        release=lambda: None, free_slots=lambda: [], expect=lambda i, q: told.append((i, q))
+    )
+    monkeypatch.setattr(nicprobe, "native_loop", lambda nic, recvs, sends, free=None: fake)
+    peers = [nicprobe.Peer(k, 0, k, f"10.0.0.{k}", 7490) for k in (1, 2)]
+    nic = nicprobe.NicProbe(run=RUN, key=KEY, nic=NIC, address="10.0.0.9", port=7490, peers=peers, count=4,
+                            begin=0.0, end=10.0)  # fmt: skip
+    nic.native, nic.recvs, nic.sends = fake, RECVS, SENDS
+    for p, qpn in zip(peers, (101, 202)):
+        p.ah, p.qpn, p.resolved = SimpleNamespace(ptr=p.nic), qpn, True
+    peers[0].tally.answered = 1  # only partner 1 answered this window
+    monkeypatch.setattr(nicprobe.counters, "read", lambda *a: {})
+    fresh = [nicprobe.Peer(k, 0, k, f"10.0.0.{k}", 7490) for k in (1, 2)]
+    nic.retarget(b"\2" * 8, fresh, 4)
+    assert [p.qpn for p in fresh] == [101, 0] and told == [(0, 101)]
