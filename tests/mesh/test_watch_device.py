@@ -138,8 +138,9 @@ def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
         assert time.monotonic() < end, "the forgers did not end"
         for n in PAIR:
             doc = state(d, n)
-            moved = (doc["pairs"], doc["nics"][0]["state"])
-            assert moved == ([], "ok"), (n, round(time.monotonic() - start, 1), doc)  # no verdict moves
+            if (doc["pairs"], doc["nics"][0]["state"]) != ([], "ok"):  # a verdict moved: all of both
+                pytest.fail(f"{n}, {time.monotonic() - start:.1f} s into the forging: "
+                            + json.dumps({m: state(d, m) for m in PAIR}))  # fmt: skip
             forged[n][doc["window"]] = doc["nics"][0]["forged"]
             foreign[n][doc["window"]] = doc["nics"][0]["foreign"]
         time.sleep(1)
