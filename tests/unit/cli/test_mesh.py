@@ -145,8 +145,10 @@ def test_pairs_inside_groups_and_a_sample_between_as_the_map_says(tmp_path):
     mapfile.write_text("".join(f"{n} group={groups[n]} {a}\n" for n, a in ADDRESSES.items()))
 
     def run(*args):
+        # in-process pairs time this host (a slow pair under -n 4 is no fault): the schedule is tested
         argv = ["mesh", NODES, "--launcher", "exec", "--round-time", "1", "--launch-timeout", "30",
-                "--retest-rounds", "0", "--map", str(mapfile), "--json", *args]  # fmt: skip
+                "--retest-rounds", "0", "--slow-factor", "1000", "--map", str(mapfile), "--json",
+                *args]  # fmt: skip
         r = CliRunner().invoke(cli, argv, obj={"launch": InProcessLaunch(Fabric())})
         doc = json.loads(r.stdout)
         assert r.exit_code == 0 and doc["warnings"] == [], (doc["error"], doc["warnings"])
