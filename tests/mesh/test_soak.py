@@ -24,6 +24,7 @@ import pytest
 from meshlab import RAILS_MAP, netem, no_netem
 
 from rdmacli.lab import node
+from rdmacli.watch.hysteresis import ALERTED  # named: a suspect (one bad window) is shown, not named
 
 pytestmark = pytest.mark.soak
 
@@ -33,7 +34,6 @@ RSS_MB = float(os.environ.get("SOAK_RSS_MB", "8"))
 WINDOW_S = 10
 PORT = "7598"
 CLEAR_S = 180.0  # after the cut is given back, until nothing may be named
-NAMED = ("bad", "clearing", "flapping")  # a suspect (one bad window) is shown, not named
 CUT_S = 60.0
 RESOURCES = ("qp", "cm_id", "mr", "pd")
 
@@ -67,8 +67,7 @@ def open_fds(pid: int) -> list[str]:
 def figures(pid: int) -> dict:
     """An agent's footprint: memory, fds, threads, and its RDMA objects by kind. Its fds are
     the fewest of three looks a second apart: an agent writing its state file or reading its
-    port's counters holds one more for a moment (the soak's n01 ended 43 -> 44 once), and a
-    leaked fd is there every time."""
+    port's counters holds one more for a moment, and a leaked fd is there every time."""
     looks = []
     for k in range(3):
         looks.append(open_fds(pid))
@@ -98,7 +97,7 @@ def named(d) -> dict[str, list]:
     out = {}
     for n in EIGHT:
         doc = state(d, n)
-        bad = [x for x in doc.get("pairs", []) + doc.get("nics", []) if x.get("state") in NAMED]
+        bad = [x for x in doc.get("pairs", []) + doc.get("nics", []) if x.get("state") in ALERTED]
         if bad:
             out[n] = bad
     return out

@@ -27,11 +27,11 @@ import pytest
 from meshlab import RAILS_MAP
 
 from rdmacli.lab import node
+from rdmacli.watch.hysteresis import ALERTED  # named: a suspect (one bad window) is shown, not named
 
 PAIR = ("n15", "n16")
 PORT = "7596"
 WINDOW_S = 5
-ALERTED = ("bad", "clearing", "flapping")  # named (a suspect, one bad window, is shown, not named)
 FORGER = Path(__file__).with_name("forger.py")
 
 

@@ -166,37 +166,50 @@ def sent_record(ah, qpn, qkey, payload) -> tuple:
     return (ah, qpn, qkey, (d.kind, d.seq, d.src, d.dst, d.t1, d.t2, d.t3))
 
 
-def run_native(twin, monkeypatch) -> Seen:
+def twin_loop(twin, monkeypatch, count: int, partners: list[int]):
+    """A native ProbeLoop on the scripted extension, and a writer into its buffer (which the
+    writer keeps alive)."""
     monkeypatch.setitem(native._state, "lib", (twin.ffi, twin.lib))
-    ffi, lib, t = twin.ffi, twin.lib, twin.lib.twin
+    ffi = twin.ffi
     buf = ffi.new("unsigned char[]", (RECVS + SENDS) * SLOT)
     loop = native.ProbeLoop(
-        1, 2, 3, run=RUN, key=KEY, nic=NIC, count=COUNT, recvs=RECVS, sends=SENDS,
-        buf=(int(ffi.cast("uintptr_t", buf)), 9), port_num=1, partners=list(PARTNERS),
-        replaced=replaced_bound(len(PARTNERS)), max_replies=replies_bound(COUNT),
+        1, 2, 3, run=RUN, key=KEY, nic=NIC, count=count, recvs=RECVS, sends=SENDS,
+        buf=(int(ffi.cast("uintptr_t", buf)), 9), port_num=1, partners=partners,
+        replaced=replaced_bound(len(partners)), max_replies=replies_bound(count),
     )  # fmt: skip
+
+    def write(off: int, data: bytes) -> None:
+        ffi.memmove(buf + off, data, len(data))
+
+    return loop, write
+
+
+def twin_turn(twin, loop, wcs: list[WorkCompletion], now_ns: int, send_fails: int = 0) -> list:
+    """One turn of probe.c on the script: `wcs` polled, the clock at now_ns; the sends it made."""
+    t = twin.lib.twin
+    t.nwc, t.polled, t.nsent, t.send_fails, t.now_ns = len(wcs), 0, 0, send_fails, now_ns
+    for k, wc in enumerate(wcs):
+        w = t.wc[k]
+        w.wr_id, w.status, w.opcode = wc.wr_id, wc.status, wc.opcode
+        w.byte_len, w.src_qp = wc.byte_len, wc.src_qp
+    loop.state.send_end_ns = SEND_END_NS
+    twin.lib.rdmacli_probe_turn(loop.qp, loop.cq, loop.state)
+    assert loop.state.status == 0
+    return [t.sent[k] for k in range(t.nsent)]
+
+
+def run_native(twin, monkeypatch) -> Seen:
+    t = twin.lib.twin
+    loop, write = twin_loop(twin, monkeypatch, COUNT, list(PARTNERS))
     for i, (partner, qpn) in enumerate(PARTNERS.items()):
         loop.resolved(i, PEER_AH[partner], qpn, QKEY, STEP_NS, DUE_NS)
     seen, inflight, next_slot = Seen(), [], [0]
-
-    def write(off, data):
-        ffi.memmove(buf + off, data, len(data))
-
     for turn in script():
         wcs = completions(turn, inflight, next_slot, write)
-        t.nwc, t.polled, t.nsent, t.send_fails, t.now_ns = len(wcs), 0, 0, turn.send_fails, turn.now_ns
-        for k, wc in enumerate(wcs):
-            w = t.wc[k]
-            w.wr_id, w.status, w.opcode = wc.wr_id, wc.status, wc.opcode
-            w.byte_len, w.src_qp = wc.byte_len, wc.src_qp
-        loop.state.send_end_ns = SEND_END_NS
-        lib.rdmacli_probe_turn(loop.qp, loop.cq, loop.state)
-        assert loop.state.status == 0
         turn_sends = []
-        for k in range(t.nsent):
-            s = t.sent[k]
+        for s in twin_turn(twin, loop, wcs, turn.now_ns, turn.send_fails):
             assert s.length == PAYLOAD
-            turn_sends.append(sent_record(s.ah, s.qpn, s.qkey, ffi.buffer(s.payload)))
+            turn_sends.append(sent_record(s.ah, s.qpn, s.qkey, twin.ffi.buffer(s.payload)))
             inflight.append(s.wr_id)
         seen.sends.append(turn_sends)
     seen.reposted = list(t.reposted[0 : t.nreposted])
@@ -308,31 +321,13 @@ def test_a_partner_known_from_the_window_before_is_answered_before_the_begin_wha
     probes before it (a responder late to its own window) shared the other-QP slot with a key
     holder's flood in its name, and went unanswered past that slot's bound. A partner known from
     the window before is told to the loop as the window is set up (NicProbe.retarget: `expect`)."""
-    monkeypatch.setitem(native._state, "lib", (twin.ffi, twin.lib))
-    ffi, lib, t = twin.ffi, twin.lib, twin.lib.twin
-    buf = ffi.new("unsigned char[]", (RECVS + SENDS) * SLOT)
-    loop = native.ProbeLoop(
-        1, 2, 3, run=RUN, key=KEY, nic=NIC, count=4, recvs=RECVS, sends=SENDS,
-        buf=(int(ffi.cast("uintptr_t", buf)), 9), port_num=1, partners=[1], replaced=68,
-        max_replies=replies_bound(4),
-    )  # fmt: skip
+    loop, write = twin_loop(twin, monkeypatch, 4, [1])
     if told:
         loop.expect(0, 101)
-    claims = [(666, k) for k in range(replies_bound(4) + 4)] + [(101, 1)]  # the flood, then the partner
-    for k, (qp, seq) in enumerate(claims):
-        ffi.memmove(buf + k * SLOT + GRH_BYTES, dg(PROBE, seq % 20 + 1, 1, NIC, 5), PAYLOAD)
-        w = t.wc[k]
-        w.wr_id, w.status, w.opcode, w.byte_len, w.src_qp = (
-            k,
-            C.WC_SUCCESS,
-            C.WC_RECV,
-            GRH_BYTES + PAYLOAD,
-            qp,
-        )
-    t.nwc, t.polled, t.nsent, t.send_fails, t.now_ns = len(claims), 0, 0, 0, 10
-    loop.state.send_end_ns = SEND_END_NS
-    lib.rdmacli_probe_turn(loop.qp, loop.cq, loop.state)
-    answered = [t.sent[k].qpn for k in range(t.nsent)]
+    flood = [Wc(dg(PROBE, k % 20 + 1, 1, NIC, 5), 666) for k in range(replies_bound(4) + 4)]
+    partner = Wc(dg(PROBE, 1, 1, NIC, 5), 101)  # after the flood
+    wcs = completions(Turn(10, [*flood, partner]), [], [0], write)
+    answered = [s.qpn for s in twin_turn(twin, loop, wcs, 10)]
     assert answered.count(666) == replies_bound(4)  # the flood: up to its bound
     assert (101 in answered) is told  # the partner: answered when the loop was told of it
     loop.release()
