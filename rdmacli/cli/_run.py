@@ -25,20 +25,27 @@ def observed(app: App, show_events: bool, on_record=None):
     return view, observer
 
 
-def make_test(
-    command: str, spec, role: str, params=None, *, summary: dict, port_space: str | None = None, **kw
-):
+ENDPOINT = ("host", "port", "bind", "connections")  # Test fields a summary's params name alike
+
+
+def make_test(command: str, spec, role: str, params=None, *, summary: dict, **kw):
     """A command's engine.session.Test, made the one way: its protocol's Params (default: none),
-    its engine.settings.Options from the command's connection options (tos, ack_timeout,
-    busy_poll, max_open, max_pinned) and port space by name, and the rest as Test's own fields."""
+    its endpoint (host, port, bind, connections) and port space from the summary's `params`,
+    where the command said them once (keywords here only where the Test's differ: mcast's group,
+    bw's QPs), its engine.settings.Options from the command's connection options (tos,
+    ack_timeout, busy_poll, max_open, max_pinned), and the rest as Test's own fields."""
     from rdmacli.engine.protocol import Params
     from rdmacli.engine.session import Test
     from rdmacli.engine.settings import Options
     from rdmacli.rdma.constants import PORT_SPACES
 
     given = {k: kw.pop(k) for k in ("tos", "ack_timeout", "busy_poll", "max_open", "max_pinned") if k in kw}
+    port_space = kw.pop("port_space", summary.get("port_space"))
     if port_space is not None:
         given["ps"] = PORT_SPACES[port_space]
+    for name in ENDPOINT:
+        if name in summary:
+            kw.setdefault(name, summary[name])
     return Test(command, spec, role, params or Params(), options=Options(**given), summary=summary, **kw)
 
 

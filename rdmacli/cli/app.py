@@ -163,3 +163,28 @@ def pairs_option(what: str):
 json_lines_option = click.option(
     "--json-lines", "json_lines", is_flag=True, help="Stream one JSON object per event, then the summary."
 )
+
+
+# A parameter's name in the summary's `params` where it is not its Python name: the unit said
+# (JSON carries no units), or the word people know for a spec the command parses.
+JSON_NAMES = {
+    "size": "size_bytes",
+    "max_size": "max_size_bytes",
+    "max_pinned": "max_pinned_bytes",
+    "interval": "interval_s",
+    "duration": "duration_s",
+    "timeout": "timeout_s",
+    "round_time": "round_time_s",
+    "launch_timeout": "launch_timeout_s",
+    "rails_spec": "rails",
+    "pairs_spec": "pairs",
+}
+
+
+def params_of(names: str, **values) -> dict:
+    """The summary's `params`: the named parameters (space-separated, in their order) as the
+    command line gave them (click's context), or as the command settled them (`values`: a
+    protocol's default port, a size resolved, a bound computed), each under its JSON name. The
+    options are declared once, in the decorators; this says which of them a summary repeats."""
+    given = click.get_current_context().params
+    return {JSON_NAMES.get(n, n): values[n] if n in values else given[n] for n in names.split()}

@@ -5,13 +5,12 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import HELP, options
+from rdmacli.cli.app import params_of
 from rdmacli.protocols.table import BW
 
 
 @click.command("bw", context_settings=HELP)
-@options.host_argument()
-@options.port_option("RDMA CM port of the server.", default=BW.default_port)
-@options.bind_option("Source address.")
+@options.server_of(BW)
 @click.option(
     "--op",
     type=click.Choice(["write", "read", "send"]),
@@ -55,9 +54,7 @@ from rdmacli.protocols.table import BW
 @options.all_sizes_option("-a", "--all-sizes", duration=True)
 @options.perftest_client("ib_write_bw, ib_read_bw, ib_send_bw", duration=True)
 @options.spin_by_default
-@options.wait_for_server
-@options.timeouts
-@options.output
+@options.client_run
 def command(
     host,
     port,
@@ -100,22 +97,11 @@ def command(
             duration = 5.0
     if perftest and (qps > 1 or bidir):
         raise click.UsageError("--perftest runs one QP one way (perftest's -q 1, no -b)")
-    params = {
-        "host": host,
-        "port": port,
-        "bind": bind,
-        "op": op,
-        "size_bytes": size,
-        "qps": qps,
-        "depth": depth,
-        "bidir": bidir,
-        "count": count,
-        "duration_s": duration,
-        "busy_poll": busy_poll,
-        "wait_s": timeouts.wait_s,
-        "perftest": perftest,
-        "all_sizes": all_sizes,
-    }
+    params = params_of(
+        "host port bind op size qps depth bidir count duration busy_poll wait_s perftest all_sizes",
+        count=count,
+        duration=duration,
+    )
     with app.errors("bw", params):
         from rdmacli.cli._run import make_test, run_sweep, run_test, sweep_of
         from rdmacli.engine.protocol import Params
@@ -144,9 +130,6 @@ def command(
                 CLIENT,
                 wire,
                 summary=params,
-                host=host,
-                port=port,
-                bind=bind,
                 connections=qps,
                 timeouts=timeouts,
                 busy_poll=busy_poll,

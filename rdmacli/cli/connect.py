@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import HELP, options
+from rdmacli.cli.app import params_of
 from rdmacli.protocols.table import CONNECT, UD, mode_of
 
 
@@ -26,9 +27,7 @@ from rdmacli.protocols.table import CONNECT, UD, mode_of
 )
 @options.ack_timeout
 @options.busy_poll
-@options.wait_for_server
-@options.timeouts
-@options.output
+@options.client_run
 def command(
     host,
     port,
@@ -57,18 +56,12 @@ def command(
     spec = mode_of(ud=ud)
     port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
     size = options.mode_size(click.get_current_context(), spec, size)
-    params = {
-        "wait_s": timeouts.wait_s,
-        "host": host,
-        "port": port,
-        "bind": bind,
-        "connections": connections,
-        "count": count,
-        "size_bytes": size,
-        "port_space": port_space,
-        "tos": tos,
-        "ack_timeout": ack_timeout,
-    }
+    params = params_of(
+        "wait_s host port bind connections count size port_space tos ack_timeout",
+        port=port,
+        size=size,
+        port_space=port_space,
+    )
     with app.errors("connect", params):
         from rdmacli.cli._run import make_test, run_test
         from rdmacli.engine.protocol import Params
@@ -80,11 +73,6 @@ def command(
             CLIENT,
             Params(count=count, size=size),
             summary=params,
-            port_space=port_space,
-            host=host,
-            port=port,
-            bind=bind,
-            connections=connections,
             timeouts=timeouts,
             tos=tos,
             ack_timeout=ack_timeout,

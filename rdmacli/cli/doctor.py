@@ -7,7 +7,7 @@ import sys
 import click
 
 from rdmacli.cli import HELP, complete
-from rdmacli.cli.app import App, json_option
+from rdmacli.cli.app import App, json_option, params_of
 from rdmacli.errors import RdmacliError
 
 
@@ -42,7 +42,7 @@ def command(peer, port, port_space, json_mode):
     if port is not None and not peer:
         raise click.UsageError("-p needs PEER")
     app = App.from_context(json_mode=json_mode)
-    params = {"peer": peer, "port": port, "port_space": port_space}
+    params = params_of("peer port port_space")
     with app.errors("doctor", params):
         from rdmacli.diag import doctor
         from rdmacli.errors import Cause

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import HELP, options
+from rdmacli.cli.app import params_of
 from rdmacli.protocols.table import CONNECT
 
 
@@ -42,15 +43,9 @@ def command(
     if not host and not listen:
         raise click.UsageError("give HOST to connect, or --listen to wait for connections")
     port, port_space = options.resolve_mode(CONNECT, port=port, port_space=port_space)
-    params = {
-        "wait_s": timeouts.wait_s,
-        "host": host,
-        "listen": listen,
-        "port": port,
-        "bind": bind,
-        "connections": connections,
-        "port_space": port_space,
-    }
+    params = params_of(
+        "wait_s host listen port bind connections port_space", port=port, port_space=port_space
+    )
     with app.errors("events", params):
         from rdmacli.cli._run import make_test, run_test
         from rdmacli.engine.session import CLIENT, SERVER
@@ -61,11 +56,6 @@ def command(
             EVENTS,
             SERVER if listen else CLIENT,
             summary=params,
-            port_space=port_space,
-            host=host,
-            port=port,
-            bind=bind,
-            connections=connections,
             timeouts=timeouts,
         )
         app.steps = True  # the step timings are what this command is for (cmtime)

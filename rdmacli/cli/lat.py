@@ -5,13 +5,12 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import HELP, options
+from rdmacli.cli.app import params_of
 from rdmacli.protocols.table import LAT
 
 
 @click.command("lat", context_settings=HELP)
-@options.host_argument()
-@options.port_option("RDMA CM port of the server.", default=LAT.default_port)
-@options.bind_option("Source address.")
+@options.server_of(LAT)
 @click.option(
     "--op",
     type=click.Choice(["send", "write"]),
@@ -26,9 +25,7 @@ from rdmacli.protocols.table import LAT
 @options.all_sizes_option("-a", "--all-sizes")
 @options.perftest_client("ib_send_lat, ib_write_lat", duration=False)
 @options.spin_by_default
-@options.wait_for_server
-@options.timeouts
-@options.output
+@options.client_run
 def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, timeouts, app, show_events):
     """Measure latency to HOST, which runs `rdmacli listen --lat`.
 
@@ -45,18 +42,7 @@ def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, t
         raise click.BadParameter(
             "--op write carries the buffer address in the first message: 16 or more", param_hint="-S"
         )
-    params = {
-        "host": host,
-        "port": port,
-        "bind": bind,
-        "op": op,
-        "size_bytes": size,
-        "count": count,
-        "busy_poll": busy_poll,
-        "wait_s": timeouts.wait_s,
-        "perftest": perftest,
-        "all_sizes": all_sizes,
-    }
+    params = params_of("host port bind op size count busy_poll wait_s perftest all_sizes")
     with app.errors("lat", params):
         from rdmacli.cli._run import make_test, run_sweep, run_test, sweep_of
         from rdmacli.engine.protocol import Params
@@ -71,9 +57,6 @@ def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, t
                 CLIENT,
                 wire,
                 summary=params,
-                host=host,
-                port=port,
-                bind=bind,
                 timeouts=timeouts,
                 busy_poll=busy_poll,
             )

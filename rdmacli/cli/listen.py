@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import HELP, options
+from rdmacli.cli.app import params_of
 from rdmacli.protocols.table import BW, CONNECT, PING, UD, mode_of
 from rdmacli.units import bytes_words
 
@@ -89,9 +90,7 @@ MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the lar
     "rejected with the reason.",
 )
 @options.busy_poll
-@options.wait_for_peer
-@options.timeouts
-@options.output
+@options.server_run
 def command(
     bind,
     port,
@@ -153,22 +152,13 @@ def command(
     elif not 1 <= size <= 1 << 30:
         raise click.BadParameter(f"size {size} is outside 1..{1 << 30} for --perftest", param_hint="-S")
     max_size = max_size if options.given(ctx, "max_size") else spec.max_size
-    params = {
-        "bind": bind,
-        "port": port,
-        "connections": connections,
-        "count": count,
-        "size_bytes": size,
-        "port_space": port_space,
-        "persistent": persistent,
-        "max_clients": max_open if max_open is not None else (PERSISTENT_MAX_OPEN if persistent else None),
-        "max_pinned_bytes": max_pinned,
-        "max_size_bytes": max_size,
-        "mode": spec.name,
-        "wait_s": timeouts.wait_s,
-        "perftest": perftest,
-        "all_sizes": all_sizes,
-    }
+    max_clients = max_open if max_open is not None else (PERSISTENT_MAX_OPEN if persistent else None)
+    params = params_of(
+        "bind port connections count size port_space persistent max_clients max_pinned max_size mode wait_s "
+        "perftest all_sizes",
+        port=port, size=size, count=count, port_space=port_space, max_clients=max_clients, max_size=max_size,
+        mode=spec.name,
+    )  # fmt: skip
     with app.errors("listen", params):
         from rdmacli.cli._run import make_test, run_test
         from rdmacli.engine.protocol import Params
@@ -181,14 +171,11 @@ def command(
             SERVER,
             wire,
             summary=params,
-            port_space=port_space,
-            port=port,
-            bind=bind,
             connections=None if persistent else connections,
             timeouts=timeouts,
             ack_timeout=ack_timeout,
             busy_poll=busy_poll,
-            max_open=params["max_clients"],
+            max_open=max_clients,
             max_pinned=max_pinned,
         )
         factory = None

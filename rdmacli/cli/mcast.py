@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import HELP, options
+from rdmacli.cli.app import params_of
 from rdmacli.protocols.hello import MAX_COUNT
 from rdmacli.protocols.table import MCAST
 
@@ -50,9 +51,7 @@ from rdmacli.protocols.table import MCAST
     default=0.0,
     help="Wait after joining before sending (mckey waits 3 s for the IB subnet manager).",
 )
-@options.wait_for_peer
-@options.timeouts
-@options.output
+@options.server_run
 def command(
     group,
     send,
@@ -79,18 +78,7 @@ def command(
     if send_only and not send:
         raise click.UsageError("--send-only joins without receiving: it needs --send")
     timeouts.idle_s += send_delay  # the pause is not idleness
-    params = {
-        "wait_s": timeouts.wait_s,
-        "group": group,
-        "send": send,
-        "bind": bind,
-        "qps": qps,
-        "count": count,
-        "size_bytes": size,
-        "port_space": port_space,
-        "send_only": send_only,
-        "no_loopback": no_loopback,
-    }
+    params = params_of("wait_s group send bind qps count size port_space send_only no_loopback")
     with app.errors("mcast", params):
         from rdmacli.cli._run import make_test, run_test
         from rdmacli.engine.protocol import Params
@@ -103,9 +91,7 @@ def command(
             CLIENT if send else SERVER,
             wire,
             summary=params,
-            port_space=port_space,
             host=group,
-            bind=bind,
             connections=qps,
             send_only=send_only,
             timeouts=timeouts,

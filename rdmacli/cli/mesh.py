@@ -7,7 +7,7 @@ from functools import partial
 import click
 
 from rdmacli.cli import HELP, options
-from rdmacli.cli.app import file_option, json_lines_option, json_option, pairs_option
+from rdmacli.cli.app import file_option, json_lines_option, json_option, pairs_option, params_of
 from rdmacli.mesh import plan as P
 from rdmacli.mesh.contract import MAX_ROUND_S, TEST_WORDS, TESTS, default
 from rdmacli.mesh.launch import LAUNCHERS
@@ -232,12 +232,10 @@ def command(
 
     one_format(json_mode, json_lines)
     app = App.from_context(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
-    params = {
-        "nodes": nodes, "launcher": launcher, "test": test, "count": count, "port": port, "quick": quick,
-        "round_time_s": round_time, "launch_timeout_s": launch_timeout, "retest_rounds": retest_rounds,
-        "rails": rails_spec, "cross_rail": cross_rail, "slow_factor": slow_factor,
-        "slow_fraction": slow_fraction, "pairs": pairs_spec, "rotation": rotation,
-    }  # fmt: skip
+    params = params_of(
+        "nodes launcher test count port quick round_time launch_timeout retest_rounds rails_spec cross_rail "
+        "slow_factor slow_fraction pairs_spec rotation"
+    )
     with app.errors("mesh", params):
         for option, path in (("--prometheus", prometheus_file), ("--matrix", matrix_file)):
             if path:  # found out now, by trying, not after the run

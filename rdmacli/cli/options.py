@@ -327,6 +327,25 @@ def timeouts(f):
     return _timeout_options(wrapper)
 
 
+def server_of(spec: Spec, bind_help: str = "Source address."):
+    """HOST, -p (the protocol's port by default) and -b: where a client command connects from and to."""
+    return _compose(
+        host_argument(),
+        port_option("RDMA CM port of the server.", default=spec.default_port),
+        bind_option(bind_help),
+    )
+
+
+def client_run(f):
+    """The tail of every client command: --wait for a server not up yet, the deadlines, the output."""
+    return wait_for_server(timeouts(output(f)))
+
+
+def server_run(f):
+    """The tail of every command that waits for peers: --wait for the first, the deadlines, the output."""
+    return wait_for_peer(timeouts(output(f)))
+
+
 def perftest_client(binaries: str, duration: bool):
     """`--perftest` on a client command: face perftest's own server with its exchange. `duration`:
     the command has -D/--duration (bw), so perftest's -D has a twin here (lat has none)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import HELP, options
+from rdmacli.cli.app import params_of
 from rdmacli.protocols.table import PING
 
 
@@ -16,9 +17,7 @@ def _size(ctx, param, value):
 
 
 @click.command("ping", context_settings=HELP)
-@options.host_argument()
-@options.port_option("RDMA CM port of the server.", default=PING.default_port)
-@options.bind_option("Source address (rping -I).")
+@options.server_of(PING, "Source address (rping -I).")
 @options.count_option("Number of pings (default: until Ctrl-C, like ping(8)).")
 @options.size_option(
     "Buffer size (rping's bounds).", PING.min_size, PING.max_size, PING.default_size, callback=_size
@@ -34,9 +33,7 @@ def _size(ctx, param, value):
     help="Pause between pings.",
 )
 @options.busy_poll
-@options.wait_for_server
-@options.timeouts
-@options.output
+@options.client_run
 def command(
     host,
     port,
@@ -57,16 +54,7 @@ def command(
     into; the round trip covers both. Works against `rping -s` and `rdmacli listen --ping`.
     """
     timeouts.idle_s += interval  # the pause is not idleness
-    params = {
-        "wait_s": timeouts.wait_s,
-        "host": host,
-        "port": port,
-        "bind": bind,
-        "count": count,
-        "size_bytes": size,
-        "validate": validate,
-        "interval_s": interval,
-    }
+    params = params_of("wait_s host port bind count size validate interval")
     with app.errors("ping", params):
         from rdmacli.cli._run import make_test, run_test
         from rdmacli.engine.protocol import Params
@@ -103,9 +91,6 @@ def command(
             CLIENT,
             wire,
             summary=params,
-            host=host,
-            port=port,
-            bind=bind,
             timeouts=timeouts,
             busy_poll=busy_poll,
         )

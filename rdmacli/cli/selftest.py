@@ -7,7 +7,7 @@ import sys
 import click
 
 from rdmacli.cli import HELP, complete, options
-from rdmacli.cli.app import App, json_option
+from rdmacli.cli.app import App, json_option, params_of
 from rdmacli.protocols.table import PING, PROTOCOLS
 
 
@@ -56,7 +56,7 @@ def command(count, size, protocols, server_address, client_address, timeout, jso
     each other; `rdmacli doctor` says whether they do). The path used is printed.
     """
     app = App.from_context(json_mode=json_mode)
-    params = {"count": count, "size_bytes": size, "protocols": list(protocols), "timeout_s": timeout}
+    params = params_of("count size protocols timeout", protocols=list(protocols))
     with app.errors("selftest", params):
         from rdmacli.cli.ending import finish
         from rdmacli.diag import selftest

@@ -12,7 +12,7 @@ import click
 
 import rdmacli.watch as defaults
 from rdmacli.cli import HELP, options
-from rdmacli.cli.app import App, file_option, json_option, pairs_option
+from rdmacli.cli.app import App, file_option, json_option, pairs_option, params_of
 from rdmacli.watch.hysteresis import Policy
 
 
@@ -232,7 +232,7 @@ def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, 
     from rdmacli.watch.gather import gather
 
     app = App.from_context(json_mode=json_mode)
-    params = {"nodes": nodes, "launcher": launcher, "port": port}
+    params = params_of("nodes launcher port")
     with app.errors("watch status", params):
         from rdmacli.render.watch import status_view
 

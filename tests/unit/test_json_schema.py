@@ -174,3 +174,29 @@ def test_every_document_rdmacli_writes_is_strict_json():
                     loose.append(f"{path.relative_to(root)}:{node.lineno}")
     assert not loose, loose
     assert json.loads(dumps({"a": float("nan"), "b": [float("inf"), 1.5]})) == {"a": None, "b": [None, 1.5]}
+
+
+PARAMS_KEYS = {  # the summary's `params` of each command, in order: a JSON contract scripts read
+    "ping": "wait_s host port bind count size_bytes validate interval_s",
+    "connect": "wait_s host port bind connections count size_bytes port_space tos ack_timeout",
+    "events": "wait_s host listen port bind connections port_space",
+    "bw": "host port bind op size_bytes qps depth bidir count duration_s busy_poll wait_s perftest all_sizes",
+    "lat": "host port bind op size_bytes count busy_poll wait_s perftest all_sizes",
+    "mcast": "wait_s group send bind qps count size_bytes port_space send_only no_loopback",
+    "listen": "bind port connections count size_bytes port_space persistent max_clients max_pinned_bytes "
+    "max_size_bytes mode wait_s perftest all_sizes",
+}
+ARGS = {"ping": ["192.0.2.1"], "connect": ["192.0.2.1"], "events": ["192.0.2.1"], "bw": ["192.0.2.1"],
+        "lat": ["192.0.2.1"], "mcast": ["239.1.1.1"], "listen": []}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", sorted(PARAMS_KEYS))
+def test_each_command_summarises_its_parameters_under_their_json_names(command):
+    """cli.app.params_of makes every command's `params` from the parameters as declared: the
+    keys, their units (size_bytes, interval_s) and their order are the same as they ever were."""
+    import os
+
+    if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
+        pytest.skip("this host has RDMA devices")
+    _, doc = rdmacli_json([command, *ARGS[command]])
+    assert list(doc["params"]) == PARAMS_KEYS[command].split()
