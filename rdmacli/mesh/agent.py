@@ -26,6 +26,7 @@ from rdmacli.mesh.config import GAP, AgentConfig, at_once
 from rdmacli.mesh.lock import hold_port
 from rdmacli.mesh.pair import KINDS, pair_record, run_pair
 from rdmacli.mesh.records import AgentRecord, DoneRecord, PairRecord, RailState
+from rdmacli.probe.kinds import KINDS as PROBE_KINDS
 from rdmacli.rdma.constants import PORT_SPACES
 
 
@@ -61,7 +62,7 @@ def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
         from rdmacli.probe.phase import Phase
 
         phase = Phase(cfg, sched.tests_of(cfg.rank, 0), problems, run=bytes.fromhex(cfg.spec.run_id),
-                      count=cfg.spec.count, stop=stop)  # fmt: skip
+                      count=cfg.spec.count, stop=stop, kind=PROBE_KINDS[cfg.spec.test])  # fmt: skip
     try:
         _say_ready(cfg, problems, emit, backend, len(rounds))
         if phase is not None:  # one phase, every partner at once
@@ -233,7 +234,8 @@ def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | N
     flow = None
     try:
         where = addr.resolve(me, port, passive=True, what="this node's address")
-        space = "udp" if cfg.spec.test in schedule.AT_ONCE else KINDS[cfg.spec.test].spec.default_port_space
+        test = cfg.spec.test
+        space = PROBE_KINDS[test].port_space if test in PROBE_KINDS else KINDS[test].spec.default_port_space
         ps = PORT_SPACES[space]
         flow = ServerFlow(
             bind=where, max_clients=0, make_protocol=lambda: None, backend=backend, options=Options(ps=ps)

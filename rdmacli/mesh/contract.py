@@ -28,16 +28,18 @@ from typing import Any, Callable
 
 from rdmacli.mesh.inputs import GROUP, valid_name
 from rdmacli.mesh.schedule import MAX_SAMPLE, PAIRS
+from rdmacli.probe.kinds import KINDS as PROBE_KINDS
 
 VERSION = 1
-# what a mesh runs per pair, and in words (pair.KINDS: a row each; probe: rdmacli/probe)
+# what a mesh runs per pair, and in words (pair.KINDS: a row each), then the probe checks that
+# run every pair at once (probe.kinds: a row each)
 TEST_WORDS = {
     "ping": "network round trip p50/p99, the lat probe",
     "rping": "rping's cycle",
     "connect": "ucmatose's exchange",
     "ud": "udaddy's",
     "bw": "Gb/s both ways at once",
-    "probe": "connectionless UD probes of every partner NIC in one phase: latency and loss",
+    **{k.name: k.words for k in PROBE_KINDS.values()},
 }
 TESTS = tuple(TEST_WORDS)
 MAX_NODES = 100_000

@@ -31,6 +31,8 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from rdmacli.probe.kinds import KINDS as PROBE_KINDS
+
 
 def round_count(n: int) -> int:
     return n - 1 if n % 2 == 0 else n
@@ -99,7 +101,7 @@ def retest_rounds(todo: list[tuple], limit: int) -> list[list[tuple]]:
     return rounds
 
 
-AT_ONCE = ("probe",)  # tests that need no connection: every pair in one phase
+AT_ONCE = tuple(PROBE_KINDS)  # tests that need no connection: every pair in one phase
 PAIRS = ("all", "group", "sample")  # --pairs: every node pair, inside groups, plus K between
 MAX_SAMPLE = 10_000  # node pairs sampled between two groups, at most
 

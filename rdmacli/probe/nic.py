@@ -9,6 +9,7 @@ import heapq
 import random
 import selectors
 import time
+import typing
 
 from rdmacli import counters
 from rdmacli.errors import Cause, RdmacliError
@@ -327,3 +328,9 @@ class NicProbe(Resolving, PythonLoop):
             for p in self.peers:
                 p.tally.sent, p.tally.answered, p.tally.host_ns, p.tally.net_ns = self.native.counts(p.index)
         return [(p, *verdict(p.tally, p.resolved, p.error, p.attempts)) for p in self.peers]
+
+
+if typing.TYPE_CHECKING:  # NicProbe is a probe.kinds.Prober: mypy holds the two together
+    from rdmacli.probe.kinds import Prober
+
+    _PROBER: type[Prober] = NicProbe

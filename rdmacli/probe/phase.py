@@ -7,7 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.probe.nic import NicProbe, Peer
+from rdmacli.probe.kinds import DEFAULT, KINDS, ProbeKind, Prober
+from rdmacli.probe.nic import Peer
 
 BACKOFF_MAX = 8  # windows between two tries of a NIC that does not open, at most
 
@@ -60,10 +61,12 @@ class Phase:
         count: int,
         stop=lambda: False,
         keep: bool = False,
+        kind: ProbeKind = KINDS[DEFAULT],
     ):
+        self.prober = kind.nic_class()  # each NIC's (probe.kinds: a row a probe check)
         self.keep = keep  # NICs stay open after a run, for next_window (`rdmacli watch`)
         self.stop = stop
-        self.nics: dict[int, NicProbe] = {}
+        self.nics: dict[int, Prober] = {}
         self.dropped: dict[int, tuple[int, int]] = {}  # rail -> (forged, foreign) of its last run
         # rail -> (its opens failed in a row, windows still to pass before the next try, why)
         self.backoff: dict[int, tuple[int, int, RdmacliError]] = {}
@@ -104,7 +107,7 @@ class Phase:
         for rail, peers in sorted(self.by_rail.items()):
             if problems[rail] is not None or rail in self.nics or self._waits(rail, problems):
                 continue
-            nic = NicProbe(
+            nic = self.prober(
                 run=run,
                 key=cfg.probe_key,
                 nic=cfg.nic(cfg.rank, rail),

@@ -66,12 +66,14 @@ class ProbePhases:
         self.phase: Phase | None = None
 
     def __call__(self, plan: WatchPlan, k: int, stop: Callable[[], bool]) -> WindowPhase:
+        from rdmacli.probe.kinds import KINDS
         from rdmacli.probe.phase import Phase
 
         problems: list = [None] * plan.rails
         run = bytes.fromhex(plan.run_id(k))
         if self.phase is None:
-            self.phase = Phase(plan, plan.tests(k), problems, stop=stop, keep=True, run=run, count=plan.count)
+            self.phase = Phase(plan, plan.tests(k), problems, stop=stop, keep=True, run=run, count=plan.count,
+                               kind=KINDS[plan.test])  # fmt: skip
         else:
             self.phase.next_window(plan, plan.tests(k), problems, run=run, count=plan.count)
         return self.phase

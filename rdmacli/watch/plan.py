@@ -30,6 +30,7 @@ from functools import cached_property
 import rdmacli.watch as defaults
 from rdmacli.mesh import schedule
 from rdmacli.probe import timing
+from rdmacli.probe.kinds import DEFAULT, KINDS
 from rdmacli.probe.siphash import PUBLIC_KEY, tag
 
 OPEN_LEAD_S = timing.OPEN_LEAD_S  # a window's NICs are open this long before it begins
@@ -54,6 +55,7 @@ class WatchPlan:
     sample: int = 0  # with groups: node pairs between every two groups a period (0: none)
     # the probe's MAC key (watch/key.py): the fabric's, else token.PUBLIC_KEY (nothing authenticated)
     probe_key: bytes = field(default=PUBLIC_KEY, repr=False)
+    test: str = DEFAULT  # the probe check its windows run (probe.kinds: a row each)
 
     def __post_init__(self):
         n = len(self.names)
@@ -63,6 +65,8 @@ class WatchPlan:
             raise ValueError("every node of a watch plan has the same number of rails")
         if self.window_s < MIN_WINDOW_S or not 1 <= self.count <= 1000 or self.per_window < 1:
             raise ValueError(f"a window of {MIN_WINDOW_S:g} s or more, 1 to 1000 probes a partner")
+        if self.test not in KINDS:
+            raise ValueError(f"{self.test!r} is no probe check ({', '.join(KINDS)})")
         if self.groups and len(self.groups) != n or self.sample and not self.groups:
             raise ValueError("a watch plan's groups name every node's, and a sample needs groups")
         if self.rate() > RATE_BUDGET:

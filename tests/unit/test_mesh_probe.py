@@ -674,7 +674,7 @@ def test_a_nic_that_does_not_open_is_tried_again_with_backoff_and_its_problem_sa
         def close(self):
             pass
 
-    monkeypatch.setattr(ph, "NicProbe", Nic)
+    monkeypatch.setattr(ph.ProbeKind, "nic_class", lambda self: Nic)
     monkeypatch.setattr(ph, "let_go", lambda: None)
     topo = SimpleNamespace(rank=0, probe_key=bytes(16), nic=lambda r, k: r,
                            address=lambda r, k: f"10.0.0.{r}", port_of=lambda k: 7490)  # fmt: skip
