@@ -22,7 +22,7 @@ $(BIN)/rdmacli: pyproject.toml
 # the native data path (rdmacli/native): built in place; where it cannot be, rdmacli measures
 # with its Python loops and says so (data_path: python)
 NATIVE := rdmacli/native/.built
-$(NATIVE): $(BIN)/rdmacli rdmacli/native/datapath.c rdmacli/native/probe.c rdmacli/native/datapath.h rdmacli/native/_build.py
+$(NATIVE): $(BIN)/rdmacli $(wildcard rdmacli/native/*.c rdmacli/native/*.h) rdmacli/native/_build.py
 	$(BIN)/python -m rdmacli.native._build
 	@touch $@
 

@@ -1,6 +1,6 @@
 """The wheel's build hook: a platform wheel with the native data path where it can be built.
 
-`pip wheel .` (or `python -m build`) compiles rdmacli/native/datapath.c against libibverbs
+`pip wheel .` (or `python -m build`) compiles rdmacli/native/*.c against libibverbs
 (rdmacli.native._build) and puts the extension in the wheel, which is then tagged for this
 platform and Python. Without a compiler, cffi or libibverbs-dev, or with RDMACLI_PURE_WHEEL=1,
 the wheel is pure (py3-none-any) and rdmacli measures with its Python loops, saying so

@@ -1,4 +1,4 @@
-"""rdmacli's native data path: the per-message loops in C (datapath.c, cffi's API mode).
+"""rdmacli's native data path: the per-message loops in C (lat.c, bw.c, probe.c, cffi's API mode).
 
 Loaded on first use. Where the extension was not built (no compiler or libibverbs-dev when
 `make venv` ran, a pure wheel) or RDMACLI_DATA_PATH=python asks for it, the Python loops run as

@@ -1,6 +1,6 @@
 """Builds rdmacli's native data path (cffi's API mode): `python -m rdmacli.native._build`.
 
-The C (datapath.c) is compiled against libibverbs' headers into `_datapath.*.so` next to this
+The C (SOURCES) is compiled against libibverbs' headers into `_datapath.*.so` next to this
 file. `make venv` runs this; a machine without a compiler or libibverbs-dev gets no extension
 and rdmacli measures with its pure-Python loops (rdmacli.native.load() says why). Warnings are
 errors; RDMACLI_NATIVE_SANITIZE=1 builds with AddressSanitizer and UBSan (a test does, run
@@ -16,6 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "rdmacli.native._datapath"
 CFLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
+SOURCES = ("datapath.c", "lat.c", "bw.c", "probe.c")  # loop.h: what lat.c shares with datapath.c
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
 
 
@@ -38,7 +39,7 @@ def builder(sanitize: bool = False):
     ffi.set_source(
         MODULE,
         '#include "datapath.h"',
-        sources=[os.path.join(HERE, "datapath.c"), os.path.join(HERE, "probe.c")],
+        sources=[os.path.join(HERE, name) for name in SOURCES],
         include_dirs=[HERE],
         libraries=["ibverbs"],
         extra_compile_args=flags,

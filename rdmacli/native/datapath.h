@@ -1,4 +1,4 @@
-/* rdmacli's native data path: declarations shared by datapath.c and the cffi build (_build.py).
+/* rdmacli's native data path: declarations shared by its C (datapath.c, lat.c, bw.c, probe.c) and the cffi build (_build.py).
  * Keep this file plain: cffi's cdef parses the part between the markers. */
 #ifndef RDMACLI_DATAPATH_H
 #define RDMACLI_DATAPATH_H

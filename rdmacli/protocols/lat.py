@@ -7,7 +7,7 @@ completion at the responder: rdmacli's loop learns of data by completions, not b
 memory as ib_write_lat does). Busy-polled by default.
 
 The data path: where rdmacli.native is built and the connection's CQ is its own, the
-ping-pong after the first exchange runs in C (rdmacli/native/datapath.c), in slices of
+ping-pong after the first exchange runs in C (rdmacli/native/lat.c), in slices of
 SLICE_S between which the engine's loop turns (CM events, deadlines, signals); the figures say
 which path measured (`data_path`). Messages up to perftest's inline sizes go inline there.
 

@@ -137,7 +137,7 @@ def test_lat_native_and_python_ends_face_each_other(lab, flows, monkeypatch, ser
 
 
 def test_the_native_loops_under_address_and_undefined_behaviour_sanitizers(lab, flows, tmp_path, monkeypatch):
-    """datapath.c built with ASan and UBSan (every error fatal) and run by both ends: each op,
+    """The native loops built with ASan and UBSan (every error fatal) and run by both ends: each op,
     the smallest size (the hold's 8 bytes), one inline and one past any inline size."""
     import glob
     import os

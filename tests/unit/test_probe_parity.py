@@ -47,7 +47,8 @@ def twin(tmp_path_factory):
     ffi.set_source(
         "_probe_twin",
         '#include "datapath.h"\n#include "probe_twin.h"',
-        sources=[os.path.join(_build.HERE, "datapath.c"), os.path.join(HERE, "probe_twin.c")],
+        sources=[os.path.join(_build.HERE, s) for s in _build.SOURCES if s != "probe.c"]
+        + [os.path.join(HERE, "probe_twin.c")],
         include_dirs=[_build.HERE, HERE],
         libraries=["ibverbs"],
         extra_compile_args=_build.CFLAGS,
