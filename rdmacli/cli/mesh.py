@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import click
@@ -179,38 +180,7 @@ from rdmacli.mesh.launch import LAUNCHERS
 @json_option
 @json_lines_option
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary.")
-def command(
-    nodes,
-    launcher,
-    test,
-    count,
-    port,
-    quick,
-    round_time,
-    rails_spec,
-    ipv6,
-    cross_rail,
-    pairs_spec,
-    rotation,
-    show_rail,
-    slow_factor,
-    slow_fraction,
-    retest_rounds,
-    launch_timeout,
-    address_template,
-    map_file,
-    agent_command,
-    ssh_options,
-    topology_file,
-    connect_timeout,
-    srun_args,
-    baseline,
-    prometheus_file,
-    matrix_file,
-    json_mode,
-    json_lines,
-    quiet,
-):
+def command(prometheus_file, matrix_file, json_mode, json_lines, quiet, **given):
     """Test every pair of NODES over RDMA and tell a bad node from a bad link.
 
     NODES is a ClusterShell node set: node[001-128], 10.0.0.[1-8], @group. One agent
@@ -224,8 +194,7 @@ def command(
     from rdmacli.cli.app import App, one_format
     from rdmacli.cli.ending import finish
     from rdmacli.errors import Cause, RdmacliError
-    from rdmacli.mesh import contract, inputs
-    from rdmacli.mesh import nodes as N
+    from rdmacli.mesh import inputs, request
     from rdmacli.mesh import run as mesh
     from rdmacli.render.matrix import matrix_file as matrix_sink
     from rdmacli.render.mesh import LiveMesh, print_mesh
@@ -248,71 +217,18 @@ def command(
                     words = f"cannot write in {where}: {exc.strerror}" if exc.strerror else str(exc)
                     raise RdmacliError(f"{option}: {words}", cause=Cause.USAGE) from exc
         # everything read from people and files is checked before any agent starts
-        base = inputs.read_baseline(baseline) if baseline else None
-        agent_cmd = inputs.split_args("--agent-command", agent_command)
-        inputs.split_args("--srun-args", srun_args)
-        inputs.split_args("--ssh-options", ssh_options)
-        if topology_file and launcher != "ssh":
-            raise RdmacliError("--topology is ClusterShell's tree mode: give it with --launcher ssh",
-                               cause=Cause.USAGE)  # fmt: skip
-        topology = inputs.read_topology(topology_file) if topology_file else None
-        pairs, sample = inputs.parse_pairs(pairs_spec)
-        mapped = inputs.read_map(map_file) if map_file else None
-        names = N.expand(nodes)
-        groups = inputs.groups_of(names, mapped, map_file, needed=pairs != "all")
-        if pairs == "sample" and rotation is None:
-            import time
-
-            rotation = int(time.time() // 3600)
-        params["rotation"] = rotation if pairs == "sample" else None
-        mapping = mapped.addresses if mapped is not None else {}
-        given = address_template or mapping
-        if address_template and mapping:
-            raise RdmacliError("give --address-template or --map's addresses, not both", cause=Cause.USAGE)
-        if given and rails_spec != "auto":
-            raise RdmacliError(
-                "--rails names devices the agents find; with --map or --address-template the "
-                "addresses given are the rails",
-                cause=Cause.USAGE,
-            )
-        if not given and rails_spec != "auto":
-            from rdmacli.mesh.rails import parse_devices
-
-            try:
-                parse_devices(rails_spec)
-            except ValueError as exc:
-                raise RdmacliError(f"bad --rails {rails_spec!r}: {exc}", cause=Cause.USAGE) from exc
-        addresses = (
-            N.addresses(names, template=address_template, mapping=mapping, map_file=map_file) if given else ()
+        planned = request.plan(
+            request.Given(**given), matrix=partial(matrix_sink, matrix_file) if matrix_file else None
         )
-        if addresses and port + len(addresses[0]) - 1 > 65535:
-            raise RdmacliError(f"--port {port}: rail {len(addresses[0]) - 1} would listen past 65535",
-                               cause=Cause.USAGE)  # fmt: skip
-        discover = (
-            None
-            if given
-            else {"rails": None if rails_spec == "auto" else rails_spec, "family": 6 if ipv6 else 4}
-        )
-        spec = contract.RunSpec(
-            run_id=contract.new_run_id(), probe_key=contract.new_probe_key(), names=names,
-            addresses=addresses, round_s=round_time, port=port, test=test, count=count, quick=quick,
-            cross_rail=cross_rail, discover=discover, pairs=pairs, groups=groups, sample=sample,
-            rotation=rotation or 0,
-        )  # fmt: skip
-        request = mesh.Request(
-            spec=spec, nodes_spec=nodes, launch_s=launch_timeout, retest_rounds=retest_rounds,
-            slow_factor=slow_factor, slow_fraction=slow_fraction, baseline=base, show_rail=show_rail,
-            matrix=partial(matrix_sink, matrix_file) if matrix_file else None,
-        )  # fmt: skip
-        launch = app.launch or mesh.Launch(launcher, agent_cmd, ssh_options, srun_args, connect_timeout)
+        spec = planned.request.spec
+        params["rotation"] = spec.rotation if spec.pairs == "sample" else None
+        launch = app.launch or planned.launch
         live = LiveMesh(app)
         debug = bool(os.environ.get("RDMACLI_DEBUG"))
-        with inputs.topology_file(topology) as path:  # the checked text, where ClusterShell loads it
+        with inputs.topology_file(planned.topology) as path:  # the checked text, where ClusterShell loads it
             if path is not None:
-                launch = mesh.Launch(
-                    launcher, agent_cmd, ssh_options, srun_args, connect_timeout, topology=path
-                )
-            outcome = mesh.run(request, launch, live, params=params, debug=debug)
+                launch = replace(planned.launch, topology=path)
+            outcome = mesh.run(planned.request, launch, live, params=params, debug=debug)
         if prometheus_file and outcome.data:
             from rdmacli.render import prometheus
 
@@ -323,4 +239,5 @@ def command(
                     f"--prometheus: could not write {prometheus_file}: {exc.strerror or exc}"
                 )
         live.rest(outcome)
-        finish(app, outcome, render=partial(print_mesh, rail=show_rail) if outcome.data else None)
+        render = partial(print_mesh, rail=planned.request.show_rail) if outcome.data else None
+        finish(app, outcome, render=render)

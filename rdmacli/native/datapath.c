@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "loop.h"
+#include "datapath.h"
 
 uint64_t rdmacli_now_ns(void)
 {
@@ -32,21 +32,6 @@ uint64_t rdmacli_now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* The calibration's start, and a first rate from spin_ns of spinning (both ends need a rate
- * from their first message on: the responder says its hold in ns). */
-void rdmacli_lat_calibrate(struct rdmacli_lat *s, uint64_t spin_ns)
-{
-    uint64_t end;
-
-    s->cal_cycles = cycles();
-    s->cal_ns = rdmacli_now_ns();
-    s->ns_per_cycle = 1.0;
-    end = s->cal_ns + spin_ns;
-    while (rdmacli_now_ns() < end)
-        ;
-    refine(s);
 }
 
 /* The NIC's clock: what the device says of its completion timestamps (ibv_query_device_ex is

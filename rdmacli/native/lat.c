@@ -10,6 +10,21 @@
 
 #include "loop.h"
 
+/* The calibration's start, and a first rate from spin_ns of spinning (both ends need a rate
+ * from their first message on: the responder says its hold in ns). */
+void rdmacli_lat_calibrate(struct rdmacli_lat *s, uint64_t spin_ns)
+{
+    uint64_t end;
+
+    s->cal_cycles = cycles();
+    s->cal_ns = rdmacli_now_ns();
+    s->ns_per_cycle = 1.0;
+    end = s->cal_ns + spin_ns;
+    while (rdmacli_now_ns() < end)
+        ;
+    refine(s);
+}
+
 static void put_be64(uint64_t addr, uint64_t v)
 {
     unsigned char b[8];
