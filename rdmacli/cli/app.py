@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -163,6 +164,29 @@ def pairs_option(what: str):
 json_lines_option = click.option(
     "--json-lines", "json_lines", is_flag=True, help="Stream one JSON object per event, then the summary."
 )
+quiet_option = click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary.")
+
+
+def reported(f):
+    """--json, --json-lines, -q -> `app: App`: the output options of every command that runs
+    something and reports it (cli.options.output adds the CM event view's)."""
+
+    @functools.wraps(f)
+    def wrapper(*args, json_mode, json_lines, quiet, **kw):
+        one_format(json_mode, json_lines)
+        return f(*args, app=App.from_context(json_mode=json_mode, json_lines=json_lines, quiet=quiet), **kw)
+
+    return json_option(json_lines_option(quiet_option(wrapper)))
+
+
+def json_reported(f):
+    """--json -> `app: App`: the output option of the commands that print one document."""
+
+    @functools.wraps(f)
+    def wrapper(*args, json_mode, **kw):
+        return f(*args, app=App.from_context(json_mode=json_mode), **kw)
+
+    return json_option(wrapper)
 
 
 # A parameter's name in the summary's `params` where it is not its Python name: the unit said

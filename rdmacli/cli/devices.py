@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from rdmacli.cli import HELP
-from rdmacli.cli.app import App, json_option
+from rdmacli.cli.app import json_reported
 from rdmacli.errors import EnvironmentProblem
 
 NO_DEVICE_HINT = (
@@ -15,10 +15,9 @@ NO_DEVICE_HINT = (
 
 
 @click.command("devices", context_settings=HELP)
-@json_option
-def command(json_mode: bool) -> None:
+@json_reported
+def command(app) -> None:
     """List RDMA devices: ports (state, link layer, MTU, rate), GID tables and netdevs."""
-    app = App.from_context(json_mode=json_mode)
     with app.errors("devices"):
         from rdmacli.diag.devices import list_devices
 
@@ -27,7 +26,7 @@ def command(json_mode: bool) -> None:
             raise EnvironmentProblem(
                 "no RDMA device found (/sys/class/infiniband is empty)", hint=NO_DEVICE_HINT
             )
-        if json_mode:
+        if app.json_mode:
             from rdmacli.cli.ending import finish
             from rdmacli.outcome import Outcome
 

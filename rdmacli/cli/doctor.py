@@ -7,7 +7,7 @@ import sys
 import click
 
 from rdmacli.cli import HELP, complete
-from rdmacli.cli.app import App, json_option, params_of
+from rdmacli.cli.app import json_reported, params_of
 from rdmacli.errors import RdmacliError
 
 
@@ -30,8 +30,8 @@ from rdmacli.errors import RdmacliError
     show_default=True,
     help="Port space of the probes.",
 )
-@json_option
-def command(peer, port, port_space, json_mode):
+@json_reported
+def command(peer, port, port_space, app):
     """Check libraries, devices, ports, netdevs, GIDs, memlock, device access and sysctls,
     cheapest first; with PEER also the route, an address/route resolution with timings and,
     with -p, a connection attempt (nothing listening / rejected / unreachable / timed out).
@@ -41,7 +41,6 @@ def command(peer, port, port_space, json_mode):
     """
     if port is not None and not peer:
         raise click.UsageError("-p needs PEER")
-    app = App.from_context(json_mode=json_mode)
     params = params_of("peer port port_space")
     with app.errors("doctor", params):
         from rdmacli.diag import doctor
@@ -75,7 +74,7 @@ def command(peer, port, port_space, json_mode):
             counts={"checks": len(checks), "checks_failed": len(failed)},
             data={"checks": rows},
         )
-        if json_mode:
+        if app.json_mode:
             from rdmacli.cli.ending import finish
 
             finish(app, outcome)

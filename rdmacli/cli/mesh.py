@@ -8,7 +8,7 @@ from functools import partial
 import click
 
 from rdmacli.cli import HELP, options
-from rdmacli.cli.app import file_option, json_lines_option, json_option, pairs_option, params_of
+from rdmacli.cli.app import file_option, pairs_option, params_of, reported
 from rdmacli.mesh import plan as P
 from rdmacli.mesh.contract import MAX_ROUND_S, TEST_WORDS, TESTS, default
 from rdmacli.mesh.launch import LAUNCHERS
@@ -177,10 +177,8 @@ from rdmacli.mesh.launch import LAUNCHERS
     help="Also write every pair's result, one JSON line each, gzip-compressed (the summary lists "
     "every pair up to 2000 of them, above that only those with trouble).",
 )
-@json_option
-@json_lines_option
-@click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary.")
-def command(prometheus_file, matrix_file, json_mode, json_lines, quiet, **given):
+@reported
+def command(prometheus_file, matrix_file, app, **given):
     """Test every pair of NODES over RDMA and tell a bad node from a bad link.
 
     NODES is a ClusterShell node set: node[001-128], 10.0.0.[1-8], @group. One agent
@@ -191,7 +189,6 @@ def command(prometheus_file, matrix_file, json_mode, json_lines, quiet, **given)
     """
     import os
 
-    from rdmacli.cli.app import App, one_format
     from rdmacli.cli.ending import finish
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh import inputs, request
@@ -199,8 +196,6 @@ def command(prometheus_file, matrix_file, json_mode, json_lines, quiet, **given)
     from rdmacli.render.matrix import matrix_file as matrix_sink
     from rdmacli.render.mesh import LiveMesh, print_mesh
 
-    one_format(json_mode, json_lines)
-    app = App.from_context(json_mode=json_mode, json_lines=json_lines, quiet=quiet)
     params = params_of(
         "nodes launcher test count port quick round_time launch_timeout retest_rounds rails_spec cross_rail "
         "slow_factor slow_fraction pairs_spec rotation"

@@ -9,7 +9,7 @@ import re
 import click
 
 from rdmacli.cli import complete
-from rdmacli.cli.app import App, json_lines_option, json_option, one_format
+from rdmacli.cli.app import reported
 from rdmacli.protocols.hello import MAX_COUNT
 from rdmacli.protocols.table import CONNECT, PROTOCOLS, UD, Spec
 
@@ -255,7 +255,7 @@ _timeout_options = _compose(
     ),
 )
 
-_output_options = _compose(
+_event_options = _compose(
     click.option(
         "--events",
         "show_events",
@@ -267,9 +267,6 @@ _output_options = _compose(
         is_flag=True,
         help="Add cmtime's step timing table to the summary (with --events too; JSON always has it).",
     ),
-    json_option,
-    json_lines_option,
-    click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary."),
 )
 
 
@@ -394,19 +391,16 @@ spin_by_default = busy_poll_option(True)
 
 
 def output(f):
-    """--events, --steps, --json, --json-lines, -q -> `app: App` and `show_events: bool`."""
+    """--events, --steps, and the output options (cli.app.reported) -> `app: App` and `show_events`."""
 
     @functools.wraps(f)
-    def wrapper(*args, show_events, steps, json_mode, json_lines, quiet, **kw):
-        one_format(json_mode, json_lines)
-        if show_events and (json_mode or json_lines):
+    def wrapper(*args, show_events, steps, app, **kw):
+        if show_events and app.machine:
             raise click.UsageError(
                 "--events draws the CM events for people; with --json-lines they are records "
                 "already (type cm_event), and --json has the step timings"
             )
-        app = App.from_context(
-            json_mode=json_mode, json_lines=json_lines, quiet=quiet, steps=steps or show_events
-        )
+        app.steps = steps or show_events
         return f(*args, app=app, show_events=show_events, **kw)
 
-    return _output_options(wrapper)
+    return _event_options(reported(wrapper))

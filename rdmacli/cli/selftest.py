@@ -7,7 +7,7 @@ import sys
 import click
 
 from rdmacli.cli import HELP, complete, options
-from rdmacli.cli.app import App, json_option, params_of
+from rdmacli.cli.app import json_reported, params_of
 from rdmacli.protocols.table import PING, PROTOCOLS
 
 
@@ -45,8 +45,8 @@ from rdmacli.protocols.table import PING, PROTOCOLS
     default=30.0,
     help="Deadline for each protocol.",
 )
-@json_option
-def command(count, size, protocols, server_address, client_address, timeout, json_mode):
+@json_reported
+def command(count, size, protocols, server_address, client_address, timeout, app):
     """Run every protocol rdmacli speaks (RC connect/listen, ping with validation, UD,
     multicast) as server and client on this host, each under a deadline, and print one row
     per protocol. Exits 0 only if every row passes.
@@ -55,7 +55,6 @@ def command(count, size, protocols, server_address, client_address, timeout, jso
     from one device to itself (two local ports need accept_local=1 and rp_filter=0 to reach
     each other; `rdmacli doctor` says whether they do). The path used is printed.
     """
-    app = App.from_context(json_mode=json_mode)
     params = params_of("count size protocols timeout", protocols=list(protocols))
     with app.errors("selftest", params):
         from rdmacli.cli.ending import finish
@@ -80,7 +79,7 @@ def command(count, size, protocols, server_address, client_address, timeout, jso
             counts={"protocols": len(rows), "protocols_passed": passed},
             data={"server_address": server, "client_address": client, "path": path, "rows": rows},
         )
-        if not json_mode:
+        if not app.json_mode:
             from rdmacli.render.checks import checks_table
 
             app.out.print(

@@ -12,7 +12,7 @@ import click
 
 import rdmacli.watch as defaults
 from rdmacli.cli import HELP, options
-from rdmacli.cli.app import App, file_option, json_option, pairs_option, params_of
+from rdmacli.cli.app import App, file_option, json_reported, pairs_option, params_of
 from rdmacli.watch.hysteresis import Policy
 
 
@@ -224,14 +224,12 @@ def show(node, port, state_file) -> None:
     help="How rdmacli is run on the nodes (words, no shell).",
 )
 @pairs_option("between every two groups a period: the agents' own (it says how many partners a NIC has)")
-@json_option
-def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, pairs_spec,
-           json_mode) -> None:  # fmt: skip
+@json_reported
+def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, pairs_spec, app) -> None:
     """Gather the agents' current verdicts for NODES and blame them as `mesh` does."""
     from rdmacli.cli.ending import finish
     from rdmacli.watch.gather import gather
 
-    app = App.from_context(json_mode=json_mode)
     params = params_of("nodes launcher port")
     with app.errors("watch status", params):
         from rdmacli.render.watch import status_view
