@@ -44,6 +44,7 @@ RTT_FLOOR_S = RTT_FLOOR_US / 1e6  # a responder's hold that would leave less is 
 DEPTH = 2  # receives kept posted: the next one is always there before the peer sends
 SEND_DEPTH = 8  # sends: one an exchange, and room for those whose ACK is late (the native
 # loop posts the next message when the answer is in, its send's completion may come later)
+MAX_SENDS = SEND_DEPTH - DEPTH  # a loop's sends in flight, either loop's (room for the other's)
 INLINE = {"send": 236, "write": 220}  # perftest's default inline sizes (RC), asked of the device
 SLICE_S = 0.05  # a native slice: the engine's loop turns between two (deadlines, CM, signals)
 SLICE_CAP = 1 << 16  # round trips a native slice may return (its buffers: 1 MiB)
@@ -109,7 +110,7 @@ class _PingPong(Protocol):
                 self.native = N.LatLoop(
                     *handles, op=OPS[self.op], size=self.size, send=(self.send_mr.addr, self.send_mr.lkey),
                     recv=(self.recv_mr.addr, self.recv_mr.lkey), remote=self.remote,
-                    max_inline=conn.max_inline, max_sends=SEND_DEPTH - DEPTH, send_wr_id=NATIVE_SEND,
+                    max_inline=conn.max_inline, max_sends=MAX_SENDS, send_wr_id=NATIVE_SEND,
                     recv_wr_id=RECV, spin_s=None if conn.flow.options.busy_poll else SPIN_S,
                     clock=self.clock,
                 )  # fmt: skip
@@ -141,6 +142,8 @@ class LatClient(_PingPong):
         self.t_end = 0.0
         self.stopped_by: str | None = None  # a deadline or signal that ended the run (ping(8))
         self.group = 1  # -a: the sweep's connections, one per size, said so that a server waits
+        self.sends_out = 0  # Python's messages whose completion has not come
+        self.held = False  # the next message waits for a send's completion (post_next)
 
     @classmethod
     def from_params(cls, p):
@@ -160,11 +163,14 @@ class LatClient(_PingPong):
             # the server needs ours too: the first message carries it (then it answers in kind)
             self.send_mr.write(self.advert())
         self.t_start = time.monotonic()
-        self.t_post = time.perf_counter()
-        self.send(conn)
+        self.post_next(conn)
 
     def on_wc(self, conn, wc) -> None:
         if not self.received(conn, wc):
+            self.sends_out = max(self.sends_out - 1, 0)
+            if self.held:  # the send queue has room again: the next message goes now
+                self.held = False
+                self.post_next(conn)
             return
         rtt = time.perf_counter() - self.t_post
         self.iterations += 1
@@ -179,8 +185,18 @@ class LatClient(_PingPong):
             self.t_end = time.monotonic()
             conn.disconnect()
             return
+        self.post_next(conn)
+
+    def post_next(self, conn) -> None:
+        """The next message, timed from its post; held while MAX_SENDS of ours await their
+        completion (a late ACK): the send queue has room for no more, as the native loop's
+        max_sends says."""
+        if self.sends_out >= MAX_SENDS:
+            self.held = True
+            return
         self.t_post = time.perf_counter()
         self.send(conn)
+        self.sends_out += 1
 
     def note(self, rtt: float, hold: float) -> None:
         self.host.add(rtt)
