@@ -10,16 +10,15 @@ chains, in-flight window, count and completions. The probe's loops have their ow
 from __future__ import annotations
 
 import heapq
-import importlib.util
 import itertools
 import os
 import struct
 from types import SimpleNamespace
 
 import pytest
+import twins
 
 from rdmacli import native
-from rdmacli.native import _build
 from rdmacli.protocols import bw as B
 from rdmacli.protocols import lat as L
 from rdmacli.protocols.window import sends_in
@@ -33,27 +32,7 @@ BIG_S = 10**6  # a slice and a deadline the scripts never reach
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory):
     """lat.c and bw.c on a scripted peer, compiled as _build compiles them."""
-    cffi = pytest.importorskip("cffi")
-    if not os.path.exists("/usr/include/infiniband/verbs.h"):
-        pytest.skip("no libibverbs headers (make venv installs them)")
-    ffi = cffi.FFI()
-    with open(os.path.join(HERE, "loops_twin.h")) as f:
-        ffi.cdef(_build.cdef() + f.read())
-    loops = ("lat.c", "bw.c")  # loops_twin.c includes them
-    ffi.set_source(
-        "_loops_twin",
-        '#include "datapath.h"\n#include "loops_twin.h"',
-        sources=[os.path.join(_build.HERE, s) for s in _build.SOURCES if s not in loops]
-        + [os.path.join(HERE, "loops_twin.c")],
-        include_dirs=[_build.HERE, HERE],
-        libraries=["ibverbs"],
-        extra_compile_args=_build.CFLAGS,
-    )
-    path = ffi.compile(tmpdir=str(tmp_path_factory.mktemp("loops")), verbose=False)
-    spec = importlib.util.spec_from_file_location("_loops_twin", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return twins.build("loops_twin", str(tmp_path_factory.mktemp("loops")), ("lat.c", "bw.c"))
 
 
 def fresh(twin, mode: int, send_done: list[int], rtt=(), hold=(), recv_addr: int = 0) -> None:

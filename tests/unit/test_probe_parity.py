@@ -9,15 +9,14 @@ duplicates, a full send queue, flushed and short receives, and the send window's
 from __future__ import annotations
 
 import heapq
-import importlib.util
 import os
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import pytest
+import twins
 
 from rdmacli import native
-from rdmacli.native import _build
 from rdmacli.probe import datagrams
 from rdmacli.probe import nic as nicprobe
 from rdmacli.probe.timing import replaced_bound, replies_bound
@@ -38,26 +37,7 @@ BATCH = 16  # a poll's completions, at most (probe.c's BATCH, verbs.CQ's)
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory):
     """probe.c on scripted verbs, compiled as _build compiles it."""
-    cffi = pytest.importorskip("cffi")
-    if not os.path.exists("/usr/include/infiniband/verbs.h"):
-        pytest.skip("no libibverbs headers (make venv installs them)")
-    ffi = cffi.FFI()
-    with open(os.path.join(HERE, "probe_twin.h")) as f:
-        ffi.cdef(_build.cdef() + f.read())
-    ffi.set_source(
-        "_probe_twin",
-        '#include "datapath.h"\n#include "probe_twin.h"',
-        sources=[os.path.join(_build.HERE, s) for s in _build.SOURCES if s != "probe.c"]
-        + [os.path.join(HERE, "probe_twin.c")],
-        include_dirs=[_build.HERE, HERE],
-        libraries=["ibverbs"],
-        extra_compile_args=_build.CFLAGS,
-    )
-    path = ffi.compile(tmpdir=str(tmp_path_factory.mktemp("twin")), verbose=False)
-    spec = importlib.util.spec_from_file_location("_probe_twin", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return twins.build("probe_twin", str(tmp_path_factory.mktemp("twin")), ("probe.c",))
 
 
 # -- the script ---------------------------------------------------------------------------
