@@ -267,7 +267,11 @@ class NicProbe(Resolving, PythonLoop):
         tells which (the partner's address answers with its QP number): asked now, the count
         going on meanwhile; a new QP number is a restart (Resolving: the count started afresh,
         never a dead window of our making), the known one a claim, dismissed and counted as
-        foreign. Too late in the window to ask, a restart is taken as before."""
+        foreign. Too late in the window to ask, the claim is dismissed and nothing forgotten:
+        taken as a restart, a key holder's claim late in each window made the agent forget a
+        healthy partner every window, whose probes were then answered in the slot the claimer
+        floods, past its bound (the lab's forger test: the partner named bad, DEAD). A partner
+        that did restart answers nothing at its old QP, and is asked again the next window."""
         for p in self.peers:
             if not p.cached or p.confirming:
                 continue
@@ -279,9 +283,10 @@ class NicProbe(Resolving, PythonLoop):
             if seen and seen not in (p.qpn, p.dismissed):
                 if now < self.resolve_end:
                     p.confirming = seen
+                    heapq.heappush(self.asks, (now, p.index))
                 else:
-                    self._restarted(p)
-                heapq.heappush(self.asks, (now, p.index))
+                    p.dismissed = seen
+                    self.foreign += 1
 
     def _datagrams(self, now: float) -> None:
         """The CQ's completions and the probes due (the Python loop). Probes go only once the

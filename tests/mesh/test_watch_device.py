@@ -140,7 +140,7 @@ def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
         for n in PAIR:
             doc = state(d, n)
             named = [x for x in doc["pairs"] + doc["nics"] if x.get("state") in ALERTED]
-            if named:  # a verdict moved (issue 52: one suspect LOSS window seen, 9 s in, not understood)
+            if named:  # a verdict moved (a key holder's late claim once made n15 forget n16: DEAD)
                 pytest.fail(f"{n}, {time.monotonic() - start:.1f} s into the forging: "
                             + json.dumps({m: state(d, m) for m in PAIR}))  # fmt: skip
             forged[n][doc["window"]] = doc["nics"][0]["forged"]

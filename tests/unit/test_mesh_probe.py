@@ -603,6 +603,14 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     assert one.resolved and one.cached and one.qpn == 101 and one.tally.sent == sent and 1 in nic.known
     nic._stale(21.5)  # the same claim again: not asked again
     assert one.confirming == 0 and one.tally.sent == sent
+    nic.resolve_end, at = 21.6, nic.resolve_end
+    nic.ahs[(1, 1)] = (666, ah("reply1x"))  # another claim, too late in the window to ask SIDR:
+    asks = list(nic.asks)
+    nic._stale(21.7)  # dismissed, counted, nothing forgotten (a key holder's, late in each window)
+    assert one.confirming == 0 and one.dismissed == 666 and nic.foreign == 2
+    assert one.resolved and one.cached and one.qpn == 101 and one.tally.sent == sent and 1 in nic.known
+    assert nic.asks == asks  # not asked
+    nic.resolve_end = at
     nic.ahs[(1, 1)] = (777, ah("reply1c"))  # another QP again, and this time SIDR names it: a restart
     nic._stale(22.0)
     assert one.confirming == 777
@@ -612,7 +620,7 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     assert sorted(destroyed) == ["ah1", "ah2"], destroyed  # retired before this window's end: gone
     nic.listen_id = nic.mr = None
     nic.close()
-    # each once (the test itself replaced reply1b)
+    # each once (the test itself replaced reply1b and reply1x)
     assert sorted(destroyed) == ["ah1", "ah2", "reply1", "reply1c", "sidr"], destroyed
 
 
