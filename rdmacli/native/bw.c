@@ -6,8 +6,6 @@
 
 #include "datapath.h"
 
-#define POLL_BATCH 8
-
 /* A bandwidth stream: `window` messages kept in flight, posted in chains of one doorbell with
  * only the last signaled (its wr_id says the chain's length), until `limit` are posted or
  * post_until_ns; returns at slice_end_ns (with messages in flight: Python's loop counts their

@@ -19,7 +19,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <infiniband/verbs.h>
-#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>

@@ -212,4 +212,6 @@ uint64_t rdmacli_nic_ticks_ns(uint64_t from, uint64_t to, uint64_t mask, uint64_
 void rdmacli_lat_calibrate(struct rdmacli_lat *s, uint64_t spin_ns);
 /* cdef-end */
 
+#define POLL_BATCH 8 /* completions a poll of lat's and bw's loops takes, at most */
+
 #endif

@@ -13,7 +13,6 @@
 
 #include "datapath.h"
 
-#define POLL_BATCH 8
 #define MIN_CALIBRATION_NS 1000000ull /* a shorter interval says little about the cycle rate */
 
 /* Timestamps as perftest takes them: the CPU's cycle counter (a few ns; clock_gettime is a
