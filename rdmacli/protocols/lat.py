@@ -219,7 +219,9 @@ class LatClient(_PingPong):
         if not go_on(conn, sl):
             return
         if sl.status in N.HANDED_BACK:  # a late answer or a signal: Python's loop waits on, its deadlines
-            self.t_post, self.native = self.native.state.t_post / 1e9, None
+            # its sends not yet completed are in the send queue too: post_next counts them
+            self.t_post, self.sends_out = self.native.state.t_post / 1e9, self.native.state.sends_out
+            self.native = None
             return
         if self.host.n >= self.count:
             self.t_end = time.monotonic()

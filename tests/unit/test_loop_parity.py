@@ -227,3 +227,34 @@ def test_bw_both_loops_post_the_same_chains_and_count_the_same(twin, monkeypatch
         inflight += n if kind else -n
         peak = max(peak, inflight)
     assert peak <= window
+
+
+def test_lat_a_slice_handed_back_leaves_its_sends_counted(monkeypatch):
+    """A native slice that hands its exchange back (a late answer past its deadline) may leave
+    sends of its own not yet completed: they hold the send queue as the Python loop's own do,
+    so its next message waits for one of them to complete, as the native loop would."""
+    now = [START_NS]
+    monkeypatch.setattr(L, "time", SimpleNamespace(perf_counter=lambda: now[0] / 1e9,
+                                                    monotonic=lambda: now[0] / 1e9))  # fmt: skip
+    client = L.LatClient("send", 64, 100)
+    buf = bytearray(64)
+    client.send_mr = SimpleNamespace(addr=1)
+    client.recv_mr = SimpleNamespace(read=lambda off, n: bytes(buf[off : off + n]))
+    posts = []
+    conn = SimpleNamespace(
+        finished=False, disconnect_sent=False, flow=SimpleNamespace(timeouts=SimpleNamespace(idle_s=1.0)),
+        progress=lambda: None, post_send=lambda *a, **kw: posts.append(now[0]),
+        post_recv=lambda *a, **kw: None, native_handles=lambda: None,
+    )  # fmt: skip
+    client.iterations = 1  # the first exchange was Python's, then the native loop's slices
+    handed = native.Slice((30_000,), (0,), 0, native.DEADLINE, 0, 0, 0)
+    state = SimpleNamespace(t_post=START_NS, sends_out=L.MAX_SENDS)
+    client.native = SimpleNamespace(client=lambda *a: handed, state=state)
+    client.native_slice(conn)
+    assert client.native is None and client.sends_out == L.MAX_SENDS
+    now[0] += 50_000
+    client.on_wc(conn, SimpleNamespace(wr_id=L.RECV, opcode=C.WC_RECV, status=0))  # the late answer
+    assert posts == []  # the send queue is full of the native loop's sends: held
+    now[0] += 10_000
+    client.on_wc(conn, SimpleNamespace(wr_id=L.NATIVE_SEND, opcode=C.WC_SEND, status=0))
+    assert posts == [START_NS + 60_000]  # one completed: the next message goes
