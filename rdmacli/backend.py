@@ -79,6 +79,12 @@ class RdmaBackend:
 
         return local_cause(device, port, ip)
 
+    def transport(self, device: str, port: int):
+        """The transport a device's port runs (rdmacli.transports), from sysfs, or None."""
+        from rdmacli.diag.devices import transport_of
+
+        return transport_of(device, port)
+
     def port_holders(self, port: int) -> list[str]:
         """Who holds an RDMA CM port here (diag.local.port_holders)."""
         from rdmacli.diag.local import port_holders

@@ -55,6 +55,7 @@ class Cause(str, Enum):
     DEVICE_LIMIT = "device_limit"  # a queue or size above what the device holds
     PORT_IN_USE = "port_in_use"  # another listener (another run, another server) holds the port
     ENVIRONMENT = "environment"  # no device, permissions, libraries, tools
+    TRANSPORT = "transport_unsupported"  # the device's transport has not what the test needs (iWARP: no UD)
     CALL_FAILED = "call_failed"  # a librdmacm/verbs call failed with an errno
     # rdmacli itself and its checks
     USAGE = "usage"
@@ -95,6 +96,7 @@ EXIT_OF: dict[Cause, ExitCode] = {
     Cause.DEVICE_LIMIT: ExitCode.ENVIRONMENT,
     Cause.PORT_IN_USE: ExitCode.ENVIRONMENT,
     Cause.ENVIRONMENT: ExitCode.ENVIRONMENT,
+    Cause.TRANSPORT: ExitCode.ENVIRONMENT,
     Cause.CALL_FAILED: ExitCode.FAILED,
     Cause.USAGE: ExitCode.USAGE,
     Cause.CHECK_FAILED: ExitCode.FAILED,
@@ -297,6 +299,12 @@ CAUSES: dict[Cause, tuple[str, str]] = {
     Cause.PORT_IN_USE: (
         "Another listener holds the port (another run, another server).",
         "Stop it or choose another port (`-p`); `holders` names it where `rdma resource show` can see it.",
+    ),
+    Cause.TRANSPORT: (
+        "The device's transport has not what the test needs: iWARP has no datagrams (UD), no "
+        "multicast and no RDMA WRITE with immediate data.",
+        "Run a connected test there (`connect`, `ping`, `bw`, `lat --op send`; `mesh --test ping`); "
+        "the transport table in the docs lists what each transport has.",
     ),
     Cause.ENVIRONMENT: (
         "This host cannot run the test: no RDMA device, permissions, missing libraries or "

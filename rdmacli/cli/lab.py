@@ -13,6 +13,14 @@ from rdmacli.lab import MAX_NODES, MAX_RAILS
 
 def nodes_option(f):
     f = click.option(
+        "--iwarp",
+        is_flag=True,
+        default=None,
+        help="Also Soft-iWARP: siw0 on veth2 (10.78.0.1) and siw1 on veth3 (10.78.0.2); "
+        "RDMACLI_LAB_IWARP_SERVER and RDMACLI_LAB_IWARP_CLIENT inside. Where the kernel lacks "
+        "siw (Debian's), the module is built once from linux-source and cached.",
+    )(f)
+    f = click.option(
         "--rails",
         type=click.IntRange(1, MAX_RAILS),
         default=None,
@@ -31,7 +39,7 @@ def nodes_option(f):
 @click.group("lab", context_settings=HELP)
 @nodes_option
 @click.pass_context
-def command(ctx: click.Context, nodes: int | None, rails: int | None) -> None:
+def command(ctx: click.Context, nodes: int | None, rails: int | None, iwarp: bool | None) -> None:
     """Run commands in a disposable Soft-RoCE VM (virtme-ng + qemu + rdma_rxe).
 
     Inside, rxe0 sits on veth0 (10.77.0.1, fd77::1) and rxe1 on veth1 (10.77.0.2, fd77::2);
@@ -41,7 +49,7 @@ def command(ctx: click.Context, nodes: int | None, rails: int | None) -> None:
     With --nodes N there are N more nodes for `rdmacli mesh` (try `rdmacli lab --nodes 8 run --
     sh -c 'rdmacli mesh "$RDMACLI_LAB_NODES" --launcher exec --map "$RDMACLI_LAB_NODES_MAP"'`).
     """
-    ctx.obj = {"nodes": nodes or 0, "rails": rails or 1}
+    ctx.obj = {"nodes": nodes or 0, "rails": rails or 1, "iwarp": bool(iwarp)}
 
 
 @command.command("run", context_settings={**HELP, "ignore_unknown_options": True})
@@ -56,7 +64,12 @@ def command(ctx: click.Context, nodes: int | None, rails: int | None) -> None:
 @click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
 def run_cmd(
-    ctx: click.Context, rwdirs: tuple[str, ...], nodes: int | None, rails: int | None, cmd: tuple[str, ...]
+    ctx: click.Context,
+    rwdirs: tuple[str, ...],
+    nodes: int | None,
+    rails: int | None,
+    iwarp: bool | None,
+    cmd: tuple[str, ...],
 ) -> None:
     """Boot the lab, run CMD in the current directory and exit with its status."""
     app = App.from_context()
@@ -65,13 +78,15 @@ def run_cmd(
 
         n = nodes if nodes is not None else ctx.obj["nodes"]
         r = rails if rails is not None else ctx.obj["rails"]
-        sys.exit(vm.run(list(cmd), rwdirs=rwdirs, nodes=n, rails=r, say=lambda t: app.err.print(f"lab: {t}")))
+        w = iwarp or ctx.obj["iwarp"]
+        say = lambda t: app.err.print(f"lab: {t}")  # noqa: E731
+        sys.exit(vm.run(list(cmd), rwdirs=rwdirs, nodes=n, rails=r, iwarp=w, say=say))
 
 
 @command.command("shell", context_settings=HELP)
 @nodes_option
 @click.pass_context
-def shell_cmd(ctx: click.Context, nodes: int | None, rails: int | None) -> None:
+def shell_cmd(ctx: click.Context, nodes: int | None, rails: int | None, iwarp: bool | None) -> None:
     """Boot the lab and open an interactive shell in it."""
     app = App.from_context()
     with app.errors("lab"):
@@ -79,4 +94,5 @@ def shell_cmd(ctx: click.Context, nodes: int | None, rails: int | None) -> None:
 
         n = nodes if nodes is not None else ctx.obj["nodes"]
         r = rails if rails is not None else ctx.obj["rails"]
-        sys.exit(vm.run([], shell=True, nodes=n, rails=r, say=lambda t: app.err.print(f"lab: {t}")))
+        w = iwarp or ctx.obj["iwarp"]
+        sys.exit(vm.run([], shell=True, nodes=n, rails=r, iwarp=w, say=lambda t: app.err.print(f"lab: {t}")))

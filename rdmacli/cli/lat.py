@@ -48,6 +48,7 @@ def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, t
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT
         from rdmacli.protocols.perftest import SWEEP_SIZES
+        from rdmacli.transports import WRITE_IMM
 
         def sized(size: int, group: int = 1):
             wire = Params(count=count, size=size, op=op, group=group)
@@ -59,6 +60,8 @@ def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, t
                 summary=params,
                 timeouts=timeouts,
                 busy_poll=busy_poll,
+                # rdmacli's own write exchange signals each message with immediate data
+                needs=(WRITE_IMM,) if op == "write" and not perftest else (),
             )
 
         if all_sizes and not perftest:  # the sizes rdmacli's lat server takes (write: its address first)

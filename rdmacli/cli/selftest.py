@@ -70,13 +70,14 @@ def command(count, size, protocols, server_address, client_address, timeout, app
                 selftest.run_protocol(name, server, client, count=count, size=size, timeout=timeout).to_dict()
             )
         passed = sum(r["verdict"] == "pass" for r in rows)
+        tried = sum(r["verdict"] != "n/a" for r in rows)  # n/a: the transport has it not (iWARP: UD)
         outcome = Outcome(
             "selftest",
             params,
-            failed=passed < len(rows),
-            failed_words=f"{len(rows) - passed} of {len(rows)} protocols failed: "
-            + ", ".join(r["protocol"] for r in rows if r["verdict"] != "pass"),
-            counts={"protocols": len(rows), "protocols_passed": passed},
+            failed=passed < tried,
+            failed_words=f"{tried - passed} of {tried} protocols failed: "
+            + ", ".join(r["protocol"] for r in rows if r["verdict"] not in ("pass", "n/a")),
+            counts={"protocols": tried, "protocols_passed": passed},
             data={"server_address": server, "client_address": client, "path": path, "rows": rows},
         )
         if not app.json_mode:
@@ -85,6 +86,7 @@ def command(count, size, protocols, server_address, client_address, timeout, app
             app.out.print(
                 checks_table(rows, "rdmacli selftest", ["protocol", "verdict", "time_ms", "detail"])
             )
-            app.out.print(f"{passed}/{len(rows)} protocols passed ({path})")
+            skipped = f", {len(rows) - tried} not applicable" if tried < len(rows) else ""
+            app.out.print(f"{passed}/{tried} protocols passed{skipped} ({path})")
             sys.exit(outcome.exit_code)
         finish(app, outcome)

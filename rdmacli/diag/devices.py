@@ -10,6 +10,7 @@ import ipaddress
 import os
 from dataclasses import asdict, dataclass, field
 
+from rdmacli import transports
 from rdmacli.rdma.addr import format_gid
 from rdmacli.rdma.constants import IB_MTU_BYTES
 
@@ -35,6 +36,7 @@ class Port:
     rate: str | None
     netdev: str | None
     gids: list[Gid] = field(default_factory=list)
+    transport: str | None = None  # InfiniBand, RoCE, iWARP (rdmacli.transports)
 
 
 @dataclass
@@ -95,14 +97,16 @@ def _valid_gids(port_dir: str):
             yield name, format_gid(raw)
 
 
-def port_gids(port_dir: str) -> list[Gid]:
+def port_gids(port_dir: str, ip_gids: bool = True) -> list[Gid]:
+    """ip_gids: the transport's GIDs stand for IP addresses (RoCE); iWARP's is its MAC, and an
+    InfiniBand GID is a subnet prefix and a GUID: neither is an address to show or match."""
     return [
         Gid(
             index=int(name),
             gid=text,
             type=read_sysfs(os.path.join(port_dir, "gid_attrs", "types", name)),
             netdev=read_sysfs(os.path.join(port_dir, "gid_attrs", "ndevs", name)),
-            ip=gid_to_ip(text),
+            ip=gid_to_ip(text) if ip_gids else None,
         )
         for name, text in _valid_gids(port_dir)
     ]
@@ -136,7 +140,35 @@ def port_netdev(device_dir: str, port: int) -> str | None:
         if netdev:
             return netdev
     nets = listdir(os.path.join(device_dir, "device", "net"))
-    return nets[0] if len(nets) == 1 else None
+    return nets[0] if len(nets) == 1 else mac_netdev(os.path.join(device_dir, "ports", str(port)))
+
+
+def mac_netdev(port_dir: str, net: str = "/sys/class/net") -> str | None:
+    """An iWARP port's netdev: its GID is the netdev's MAC (siw has no parent, no GID netdevs, no
+    bus device), so the netdev whose address is the GID's first six bytes."""
+    raw = read_sysfs(os.path.join(port_dir, "gids", "0"))
+    if not raw or (node_type := read_sysfs(os.path.join(port_dir, "..", "..", "node_type"))) is None:
+        return None
+    if transports.of(node_type, None) is not transports.IWARP:
+        return None
+    mac = raw.replace(":", "")[:12]
+    found = [
+        name
+        for name in sorted(listdir(net))
+        if (read_sysfs(os.path.join(net, name, "address")) or "").replace(":", "") == mac
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def transport_of(device: str | None, port: int = 1, sysfs: str | None = None) -> transports.Transport | None:
+    """The transport a device's port runs (None: unknown, no such device)."""
+    if not device or "/" in device:
+        return None
+    ddir = os.path.join(sysfs or SYSFS, device)
+    return transports.of(
+        read_sysfs(os.path.join(ddir, "node_type")),
+        read_sysfs(os.path.join(ddir, "ports", str(port), "link_layer")),
+    )
 
 
 def port_has_ip(port_dir: str, ip: str) -> bool:
@@ -175,19 +207,22 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
             port_names = []
         for pn in port_names:
             pdir = os.path.join(ddir, "ports", pn)
-            gids = port_gids(pdir)
-            netdev = next((g.netdev for g in gids if g.netdev), None)
+            link_layer = read_sysfs(os.path.join(pdir, "link_layer")) or "UNKNOWN"
+            transport = transports.of(read_sysfs(os.path.join(ddir, "node_type")), link_layer)
+            gids = port_gids(pdir, ip_gids=transport is None or transport.ip_gids)
+            netdev = next((g.netdev for g in gids if g.netdev), None) or port_netdev(ddir, int(pn))
             state, phys_state = port_state(pdir)
             ports.append(
                 Port(
                     port=int(pn),
                     state=state,
                     phys_state=phys_state,
-                    link_layer=read_sysfs(os.path.join(pdir, "link_layer")) or "UNKNOWN",
+                    link_layer=link_layer,
                     active_mtu=mtus.get(int(pn)),
                     rate=read_sysfs(os.path.join(pdir, "rate")),
                     netdev=netdev,
                     gids=gids,
+                    transport=transport.name if transport else None,
                 )
             )
         netdevs = sorted(

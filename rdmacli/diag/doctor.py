@@ -110,12 +110,28 @@ def check_devices(devices: list[Device]) -> list[Check]:
     return [Check("devices", "pass", ", ".join(f"{d.name} ({d.driver or '?'})" for d in devices))]
 
 
+def transport_words(p) -> str:
+    """The port's transport, and what it has not (rdmacli.transports): iWARP's limits said where
+    a person looks first."""
+    from rdmacli.transports import NEED_WORDS, TRANSPORTS
+
+    t = TRANSPORTS.get(p.transport or "")
+    if t is None:
+        return p.link_layer
+    lacks = [NEED_WORDS[n] for n in t.lacks(tuple(NEED_WORDS))]
+    return (
+        t.name
+        + (f" over {p.link_layer}" if t.name == "RoCE" else "")
+        + (f" (no {', no '.join(lacks)})" if lacks else "")
+    )
+
+
 def check_ports(devices: list[Device]) -> list[Check]:
     out = []
     for d in devices:
         for p in d.ports:
             name = f"port {d.name}/{p.port}"
-            detail = f"{p.state}, {p.phys_state}, {p.link_layer}" + (
+            detail = f"{p.state}, {p.phys_state}, {transport_words(p)}" + (
                 f", MTU {p.active_mtu}" if p.active_mtu else ""
             )
             if p.state == "ACTIVE":
@@ -188,7 +204,7 @@ def check_netdevs_and_gids(devices: list[Device]) -> list[Check]:
                     hint,
                 )
             )
-            if p.link_layer != "Ethernet":
+            if p.transport != "RoCE":  # only RoCE's GIDs are made from the addresses
                 continue
             gid_ips = {g.ip for g in p.gids if g.ip and g.type == "RoCE v2"}
             for ip in addrs:

@@ -7,7 +7,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rdmacli.diag.devices import SYSFS, listdir, port_has_ip, port_netdev, port_state, read_sysfs
+from rdmacli.diag.devices import (
+    SYSFS,
+    listdir,
+    port_has_ip,
+    port_netdev,
+    port_state,
+    read_sysfs,
+    transport_of,
+)
 from rdmacli.errors import Cause
 
 
@@ -47,6 +55,16 @@ def local_cause(device: str | None, port: int = 1, ip: str | None = None, *, sys
             f"{device} port {port} is {state} ({phys_state})",
             "check the cable or the link partner (`rdma link`, `ibv_devinfo`)",
         )
+    transport = transport_of(device, port, sysfs)
+    if ip and transport is not None and not transport.ip_gids:
+        # iWARP's GID is its MAC, InfiniBand's a GUID: the address is the netdev's alone
+        if netdev and netdev_of(ip) is None:
+            return LocalCause(
+                f"no interface of this host holds {ip} any more (it was {device}'s, on {netdev})",
+                f"add the address back (`ip addr add {ip}/PREFIX dev {netdev}`) or use another",
+                Cause.LOCAL_ADDRESS_GONE,
+            )
+        return None
     if ip and not port_has_ip(pdir, ip):
         return LocalCause(
             f"{device} port {port} has no GID for {ip} any more"
@@ -107,6 +125,33 @@ def netdev_of(ip: str) -> str | None:
                 continue
             if socket.inet_ntoa(raw[20:24]) == ip:
                 return name
+    return None
+
+
+def netdev_ipv4(netdev: str) -> str | None:
+    """The (first) IPv4 address of a network interface, or None."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", netdev.encode()[:15]))  # SIOCGIFADDR
+        except OSError:
+            return None
+    return socket.inet_ntoa(raw[20:24])
+
+
+def device_of_address(ip: str, *, sysfs: str | None = None) -> str | None:
+    """The RDMA device whose port sits on the interface holding local address `ip`, or None."""
+    netdev = netdev_of(ip)
+    if netdev is None:
+        return None
+    root = sysfs or SYSFS
+    for device in sorted(listdir(root)):
+        for port in sorted(listdir(os.path.join(root, device, "ports")), key=int):
+            if port_netdev(os.path.join(root, device), int(port)) == netdev:
+                return device
     return None
 
 

@@ -38,8 +38,10 @@ class Row:
 
 
 def rdma_ipv4s() -> list[tuple[str, str]]:
-    """(device, IPv4) of every active port with a RoCE/IB GID for an IPv4 address."""
+    """(device, IPv4) of every active port with an IPv4 address: from its GIDs where the
+    transport's GIDs are addresses (RoCE), else from its netdev (iWARP, IPoIB)."""
     from rdmacli.diag.devices import list_devices
+    from rdmacli.diag.local import netdev_ipv4
 
     found = []
     for d in list_devices(use_pyverbs=False):
@@ -47,6 +49,8 @@ def rdma_ipv4s() -> list[tuple[str, str]]:
             if p.state != "ACTIVE":
                 continue
             ips = [g.ip for g in p.gids if g.ip and ":" not in g.ip]
+            if not ips and p.transport != "RoCE" and p.netdev:
+                ips = [ip for ip in [netdev_ipv4(p.netdev)] if ip]
             if ips:
                 found.append((d.name, ips[0]))
     if not found:
@@ -82,7 +86,8 @@ def pick_path(server: str | None = None, client: str | None = None) -> tuple[str
     if client:
         return server, client, "as given"
     dev = next((d for d, ip in found if ip == server), None)
-    other = next((ip for d, ip in found if d != dev), None)
+    same = transport_of(dev)  # a path across two transports (RoCE to iWARP) goes nowhere
+    other = next((ip for d, ip in found if d != dev and transport_of(d) == same), None)
     if other is None:
         return server, server, "one device to itself (the only one with an IPv4 address)"
     problem = reaches(other, server)
@@ -136,6 +141,27 @@ def _pair(server: Test, client: Test, ready_type: str, timeout: float) -> tuple[
     return errors, (time.monotonic() - t0) * 1e3
 
 
+def transport_of(device: str | None):
+    from rdmacli.diag.devices import transport_of
+
+    return transport_of(device)
+
+
+def not_applicable(name: str, server_ip: str) -> Row | None:
+    """A row the transport under `server_ip` cannot run (iWARP: UD, multicast), marked so."""
+    from rdmacli.diag.local import device_of_address
+    from rdmacli.transports import DATAGRAMS, MULTICAST, NEED_WORDS
+
+    spec = PROTOCOL_TABLE[name]
+    needs = ((DATAGRAMS,) if spec.transport == "UD" else ()) + ((MULTICAST,) if spec.joins_group else ())
+    transport = transport_of(device_of_address(server_ip))
+    lacks = transport.lacks(needs) if transport else []
+    if not lacks:
+        return None
+    words = " and ".join(NEED_WORDS[n] for n in lacks)
+    return Row(name, "n/a", 0.0, f"not applicable: {transport.words} has no {words}")
+
+
 def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size: int, timeout: float) -> Row:
     from rdmacli.engine.protocol import Params
     from rdmacli.engine.session import CLIENT, SERVER, Test
@@ -143,6 +169,9 @@ def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size:
     from rdmacli.rdma.constants import PORT_SPACES
 
     spec = PROTOCOL_TABLE[name]
+    skipped = not_applicable(name, server_ip)
+    if skipped is not None:
+        return skipped
     problem = spec.check_size(size)
     if problem:
         return Row(name, "fail", 0.0, problem, Cause.USAGE)

@@ -7,12 +7,13 @@ connect -> ESTABLISHED -> data -> disconnect -> DISCONNECTED. Error events end t
 
 from __future__ import annotations
 
+import errno
 import time
 
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import Flow
-from rdmacli.engine.status import call_error, nobody_listens
+from rdmacli.engine.status import call_error, nobody_listens, refused_at_once
 from rdmacli.rdma.addr import SockAddr
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
 
@@ -66,15 +67,16 @@ class ClientFlow(ActiveFlow):
         self.wait_until = self.t0 + self.timeouts.wait_s if self.timeouts.wait_s else None
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
-        if (
-            nobody_listens(ev.type, ev.status)
-            and not self.stopping
-            and self.wait_until
-            and time.monotonic() + self.RETRY_S < self.wait_until
-        ):
+        if nobody_listens(ev.type, ev.status) and self.may_wait():
             self.retry(conn)
         else:
             super()._dispatch(conn, ev)
+
+    def may_wait(self) -> bool:
+        """Nothing listens yet: ask again (--wait) while the wait lasts."""
+        return (
+            not self.stopping and bool(self.wait_until) and time.monotonic() + self.RETRY_S < self.wait_until
+        )
 
     def retry(self, conn: Connection) -> None:
         if not self.restarting and not any(c.retries for c in self.all_conns):
@@ -114,7 +116,17 @@ class ClientFlow(ActiveFlow):
             return
         self.setup_qp(conn)
         self.enter(conn, to)
-        conn.cm.connect(conn.protocol.conn_param())
+        try:
+            conn.cm.connect(conn.protocol.conn_param())
+        except RdmaCallError as exc:
+            if exc.errno != errno.ECONNREFUSED:
+                raise
+            if self.may_wait():  # iWARP: nobody listens (a TCP reset), said by the call itself
+                self.retry(conn)
+                return
+            raise refused_at_once(
+                conn.phase, exc, local=conn.local, remote=conn.remote, device=conn.device
+            ) from None
 
     def on_established(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
         self.leave(conn)

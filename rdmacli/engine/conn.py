@@ -79,6 +79,7 @@ class Connection:
         self.local = format_hostport(*loc) if loc else "?"
         self.remote = format_hostport(*rem) if rem else self.remote
         self.device = self.cm.device
+        self.flow.check_transport(self.device, self.cm.port_num)
         self.flow.counters.see(self.device, self.cm.port_num)
 
     def later(self, seconds: float, fn) -> None:

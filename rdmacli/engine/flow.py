@@ -27,6 +27,7 @@ from rdmacli.outcome import Earlier
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import CmEvent, RdmaCallError
 from rdmacli.rdma.verbs import WorkCompletion
+from rdmacli.transports import refusal
 
 Observer = Callable[[dict], None]
 
@@ -48,8 +49,10 @@ class Flow:
         timeouts: Timeouts | None = None,
         options: Options | None = None,
         backend=None,
+        needs: tuple[str, ...] = (),
     ):
         self.make_protocol = make_protocol
+        self.needs = needs  # what the transport must have (rdmacli.transports): checked per device
         self.observer = observer or (lambda rec: None)
         # a record per CM event and per step costs a dict, a clock read and a call each: made
         # only for an observer that shows them (an observer says so with `detailed = False`)
@@ -209,6 +212,18 @@ class Flow:
             conn.fail(exc)
         if conn.finished:
             self.on_finished(conn)
+
+    def check_transport(self, device: str | None, port: int | None) -> None:
+        """Refuse a device whose transport lacks what this test needs (iWARP: no datagrams, no
+        multicast), in words, before a QP is made on it."""
+        if not self.needs or not device:
+            return
+        transport = self.backend.transport(device, port or 1)
+        said = transport and refusal(transport, device, self.needs)
+        if said:
+            raise RdmacliError(
+                said[0], hint=said[1], cause=Cause.TRANSPORT, details={"transport": transport.name}
+            )
 
     def where(self, conn: Connection) -> str:
         return f"{conn.local} -> {conn.remote}" + (f" on {conn.device}" if conn.device else "")

@@ -46,6 +46,7 @@ class ServerFlow(Flow):
 
     def run(self) -> None:
         self.open_listener()
+        self.check_transport(self.listen_id.device, self.listen_id.port_num)  # a bound address has one
         self.loop.on_cm(self.listen_id.key, self.on_listen_event)
         self.counters.see(self.listen_id.device, self.listen_id.port_num)  # a bound address has one
         self.ready_at = time.monotonic()

@@ -138,14 +138,8 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
     }
     details.update({k: v for k, v in d.items() if k in ("errno", "reject_reason", "sidr_status")})
     if nobody_listens(ev.type, ev.status):
-        return RdmacliError(
-            f"{step}: nothing is listening at {remote} in this port space "
-            f"({ev.name}, {d['text'].replace('IB CM reject reason', 'IB CM reason')}) [{where}]",
-            hint="start the server first (`rdmacli listen`) or let the client wait for it "
-            "(--wait SECONDS); check the port and the port space (-P)",
-            cause=Cause.NOBODY_LISTENING,
-            details=details,
-        )
+        how = f"{ev.name}, {d['text'].replace('IB CM reject reason', 'IB CM reason')}"
+        return nothing_listening(step, remote, how, where, details)
     if ev.type == C.REJECTED:
         if ev.status == REJ_CONSUMER_DEFINED:
             reason = printable(ev.private_data)
@@ -189,6 +183,32 @@ def event_error(ev, *, step: str, local: str, remote: str, device: str | None) -
             "(UDP 4791) allowed, do both sides use the same RoCE mode?"
         )
     return RdmacliError(f"{step}: {ev.name} {d['text']} [{where}]", hint=advice, cause=cause, details=details)
+
+
+def nothing_listening(step: str, remote: str, how: str, where: str, details: dict) -> RdmacliError:
+    return RdmacliError(
+        f"{step}: nothing is listening at {remote} in this port space ({how}) [{where}]",
+        hint="start the server first (`rdmacli listen`) or let the client wait for it "
+        "(--wait SECONDS); check the port and the port space (-P)",
+        cause=Cause.NOBODY_LISTENING,
+        details=details,
+    )
+
+
+def refused_at_once(step: str, exc, *, local: str, remote: str, device: str | None) -> RdmacliError:
+    """rdma_connect refused by the call itself: on iWARP it opens the TCP connection, and a port
+    nobody listens on answers with a reset at once (RoCE and InfiniBand say the same later, as
+    REJECTED reason 8)."""
+    where = f"{local} -> {remote}" + (f" on {device}" if device else "")
+    details = {
+        "step": step,
+        "call": exc.call,
+        "errno": exc.errno,
+        "local": local,
+        "remote": remote,
+        "device": device,
+    }
+    return nothing_listening(step, remote, f"{exc.call}: ECONNREFUSED", where, details)
 
 
 def port_in_use(step: str, host: str, port: int, holders: list[str], call: str) -> RdmacliError:

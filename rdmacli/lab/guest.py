@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from rdmacli.lab import CLIENT, NODES_MAP, RAILS_MAP, SERVER, node
+from rdmacli.lab import CLIENT, IWARP_CLIENT, IWARP_SERVER, NODES_MAP, RAILS_MAP, SERVER, node
 
 SETUP = [
     ["modprobe", "-a", "rdma_rxe", "rdma_ucm", "ib_uverbs"],
@@ -80,6 +80,47 @@ def node_setup(n: int, rails: int = 1) -> list[tuple[list[str], str | None]]:
     ]
 
 
+def iwarp_setup(ko: str) -> list[tuple[list[str], str | None]]:
+    """siw0 and siw1 on a veth pair of their own (`rdmacli lab --iwarp`). `ko` is the module the
+    host built (lab.siw), or "modprobe" where the kernel has one. With the same sysctls as the
+    rxe pair: a default host's rp_filter and accept_local refuse traffic between two local ports."""
+    a, b = IWARP_SERVER, IWARP_CLIENT
+    load = (
+        [["modprobe", "-a", "siw"]]
+        if ko == "modprobe"
+        else [["modprobe", "-a", *siw_depends()], ["insmod", ko]]
+    )
+    ip = [
+        f"link add {a['netdev']} type veth peer name {b['netdev']}",
+        *(f"addr add {s['ipv4']}/24 dev {s['netdev']}" for s in (a, b)),
+        *(f"link set {s['netdev']} up" for s in (a, b)),
+    ]
+    keys = [f"net.ipv4.conf.{s['netdev']}.{k}" for s in (a, b) for k in ("accept_local=1", "rp_filter=0")]
+    rdma = [f"link add {s['siw']} type siw netdev {s['netdev']}" for s in (a, b)]
+    return [
+        *((cmd, None) for cmd in load),
+        (["ip", "-batch", "-"], "\n".join(ip) + "\n"),
+        (["sysctl", "-qw", *keys], None),
+        (["rdma", "-b", "-"], "\n".join(rdma) + "\n"),
+    ]
+
+
+def siw_depends() -> tuple[str, ...]:
+    from rdmacli.lab.siw import DEPENDS
+
+    return DEPENDS
+
+
+def iwarp_ready(side: dict) -> bool:
+    """siw's GIDs are made from the MAC, not the addresses: ready is the port ACTIVE and its
+    netdev holding the address."""
+    from rdmacli.diag.devices import SYSFS, port_state
+    from rdmacli.diag.local import netdev_of
+
+    pdir = os.path.join(SYSFS, side["siw"], "ports", "1")
+    return port_state(pdir)[0] == "ACTIVE" and netdev_of(side["ipv4"]) == side["netdev"]
+
+
 KEPT_HOOKS = ("distutils-precedence.pth",)  # setuptools' own: imports nothing at start
 
 
@@ -118,7 +159,7 @@ def mask_start_up_hooks() -> list[str]:
     return masked
 
 
-def setup(deadline_s: float = 30.0, nodes: int = 0, rails: int = 1) -> None:
+def setup(deadline_s: float = 30.0, nodes: int = 0, rails: int = 1, iwarp: str | None = None) -> None:
     from rdmacli.diag.devices import serves_ip
 
     masked = mask_start_up_hooks()
@@ -132,7 +173,8 @@ def setup(deadline_s: float = 30.0, nodes: int = 0, rails: int = 1) -> None:
         where = " ".join(served) or "none (read over 9p as before)"
         _say(f"Python files in RAM ({time.monotonic() - t0:.1f} s): {where}")
 
-    for cmd, stdin in [(c, None) for c in SETUP] + node_setup(nodes, rails):
+    steps = [(c, None) for c in SETUP] + node_setup(nodes, rails) + (iwarp_setup(iwarp) if iwarp else [])
+    for cmd, stdin in steps:
         r = subprocess.run(cmd, input=stdin, capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"lab: setup step failed: {' '.join(cmd)}: {r.stderr.strip()}")
@@ -143,6 +185,9 @@ def setup(deadline_s: float = 30.0, nodes: int = 0, rails: int = 1) -> None:
         wanted = [(side["rxe"], ip) for side in (SERVER, CLIENT) for ip in (side["ipv4"], side["ipv6"])]
         wanted += [(node(k, r)["rxe"], node(k, r)["ipv4"]) for k in range(1, nodes + 1) for r in range(rails)]
         missing = [(rxe, ip) for rxe, ip in wanted if not serves_ip(rxe, ip)]
+        missing += [
+            (s["siw"], s["ipv4"]) for s in (IWARP_SERVER, IWARP_CLIENT) if iwarp and not iwarp_ready(s)
+        ]
         if not missing:
             break
         if time.monotonic() > end:
@@ -150,6 +195,9 @@ def setup(deadline_s: float = 30.0, nodes: int = 0, rails: int = 1) -> None:
         time.sleep(0.2)
     for side, role in ((SERVER, "server"), (CLIENT, "client")):
         _say(f"{side['rxe']} on {side['netdev']}: {side['ipv4']} {side['ipv6']} ({role} side)")
+    if iwarp:
+        for side, role in ((IWARP_SERVER, "server"), (IWARP_CLIENT, "client")):
+            _say(f"{side['siw']} on {side['netdev']}: {side['ipv4']} (iWARP, {role} side)")
     if nodes:
         with open(NODES_MAP, "w") as f:
             f.writelines(f"{node(k)['name']} {node(k)['ipv4']}\n" for k in range(1, nodes + 1))
@@ -164,8 +212,15 @@ def setup(deadline_s: float = 30.0, nodes: int = 0, rails: int = 1) -> None:
         )
 
 
-def lab_env(nodes: int = 0, rails: int = 1) -> dict[str, str]:
+def lab_env(nodes: int = 0, rails: int = 1, iwarp: bool = False) -> dict[str, str]:
     env = dict(os.environ)
+    if iwarp:
+        env.update(
+            {
+                "RDMACLI_LAB_IWARP_SERVER": IWARP_SERVER["ipv4"],
+                "RDMACLI_LAB_IWARP_CLIENT": IWARP_CLIENT["ipv4"],
+            }
+        )
     if nodes:
         env.update(
             {
@@ -194,11 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shell", action="store_true")
     parser.add_argument("--nodes", type=int, default=0)
     parser.add_argument("--rails", type=int, default=1)
+    parser.add_argument("--iwarp", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     t0 = time.monotonic()
-    setup(nodes=args.nodes, rails=args.rails)
+    siw = os.environ.pop("RDMACLI_LAB_SIW", "modprobe") if args.iwarp else None
+    setup(nodes=args.nodes, rails=args.rails, iwarp=siw)
     _say(f"ready in {time.monotonic() - t0:.1f} s")
     if args.cwd:
         os.chdir(args.cwd)
@@ -207,12 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("RDMACLI_LAB_TTY"):  # the host side is a terminal: give the command one
         return run_in_pty(
             cmd,
-            lab_env(args.nodes, args.rails),
+            lab_env(args.nodes, args.rails, args.iwarp),
             os.environ["RDMACLI_LAB_TTY"],
             os.environ.get("RDMACLI_LAB_WINSIZE"),
         )
     try:
-        return subprocess.call(cmd, env=lab_env(args.nodes, args.rails))
+        return subprocess.call(cmd, env=lab_env(args.nodes, args.rails, args.iwarp))
     except FileNotFoundError:
         _say(f"command not found: {cmd[0]}")
         return 127

@@ -159,6 +159,7 @@ def vng_command(
     extra_env: dict[str, str] | None = None,
     nodes: int = 0,
     rails: int = 1,
+    iwarp: bool = False,
 ) -> list[str]:
     cwd = cwd or os.getcwd()
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
@@ -181,6 +182,8 @@ def vng_command(
         guest.append("--shell")
     if nodes:
         guest += ["--nodes", str(nodes), "--rails", str(rails)]
+    if iwarp:
+        guest.append("--iwarp")
     guest += ["--", *command]
     cmd = [
         tools.vng,
@@ -240,10 +243,16 @@ def run(
     rwdirs: tuple[str, ...] = (),
     nodes: int = 0,
     rails: int = 1,
+    iwarp: bool = False,
     say=lambda text: None,
 ) -> int:
     tools = find_tools()
     kvm = kvm_works(tools)
+    siw_env = {}
+    if iwarp:
+        from rdmacli.lab import siw
+
+        siw_env = {"RDMACLI_LAB_SIW": siw.module(tools.kernel_version, CACHE, say) or "modprobe"}
     say(f"booting {tools.kernel_version} under {'KVM' if kvm else 'TCG (no working KVM)'} with virtme-ng")
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(tools.vng) + ":" + env.get("PATH", "")
@@ -258,9 +267,10 @@ def run(
                     shell=shell,
                     kvm=kvm,
                     rwdirs=(*rwdirs, relay.dir),
-                    extra_env={**relay.guest_env(), **pack_env},
+                    extra_env={**relay.guest_env(), **pack_env, **siw_env},
                     nodes=nodes,
                     rails=rails,
+                    iwarp=iwarp,
                 )
                 rc = relay.run(cmd, env)
         else:
@@ -272,7 +282,8 @@ def run(
                 rwdirs=rwdirs,
                 nodes=nodes,
                 rails=rails,
-                extra_env=pack_env,
+                iwarp=iwarp,
+                extra_env={**pack_env, **siw_env},
             )
             rc = _call_relayed(cmd, env)
     say(f"VM exited with status {rc} after {time.monotonic() - t0:.1f} s")

@@ -7,7 +7,7 @@ from rich.table import Table
 from rdmacli.units import duration
 
 STYLE = {"pass": "[green]✔ pass[/]", "warn": "[yellow]⚠ warn[/]", "fail": "[red]✘ fail[/]", "info": "info",
-         "skipped": "[dim]- skipped[/]"}  # fmt: skip
+         "skipped": "[dim]- skipped[/]", "n/a": "[dim]- n/a[/]"}  # fmt: skip
 
 
 def checks_table(rows: list[dict], title: str, columns: list[str]) -> Table:

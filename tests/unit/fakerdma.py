@@ -403,6 +403,9 @@ class FakeBackend:
     def device_limits(self, cm):
         return self.limits
 
+    def transport(self, device, port):
+        return self.__dict__.get("transport_row")  # set by a test: the port's rdmacli.transports row
+
     def local_cause(self, device, port, ip):
         return self.cause  # set by a test: what sysfs would say about this host
 

@@ -24,7 +24,7 @@ LAYERS = [
     {"engine"},
     {"backend"},
     {"rdma", "outcome", "native"},
-    {"errors", "figures", "counters", "units"},
+    {"errors", "figures", "counters", "units", "transports"},
 ]
 LEVEL = {name: depth for depth, names in enumerate(LAYERS) for name in names}
 # the upward imports docs/architecture.md names, each with its reason

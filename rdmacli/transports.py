@@ -1,0 +1,74 @@
+"""The three RDMA transports, and what each can do, in one table: the commands refuse, the
+diagnosis reads GIDs and doctor and selftest speak from these rows, never from a device's name.
+
+Which transport a port runs is read from sysfs (diag.devices.transport_of): a device whose
+node_type is RNIC is iWARP; a CA is InfiniBand or RoCE by its port's link layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# what a test may need of its transport (Transport's fields of the same names)
+DATAGRAMS = "datagrams"
+MULTICAST = "multicast"
+WRITE_IMM = "write_imm"
+
+
+@dataclass(frozen=True)
+class Transport:
+    name: str  # as ibv_devinfo's `transport` and rdma_cm(7) name it
+    datagrams: bool  # UD QPs: udaddy, mckey, the mesh's probe and watch
+    multicast: bool
+    write_imm: bool  # RDMA WRITE with immediate (lat --op write)
+    atomics: bool
+    ip_gids: bool  # the GID table holds the port's IP addresses (RoCE); else the port's own ids
+    private_data: int  # bytes a connection request may carry to the peer (rdma_connect(3))
+    words: str  # what it is, for people
+
+    def lacks(self, needs: tuple[str, ...]) -> list[str]:
+        return [n for n in needs if not getattr(self, n)]
+
+
+INFINIBAND = Transport("InfiniBand", True, True, True, True, False, 56, "InfiniBand")
+ROCE = Transport("RoCE", True, True, True, True, True, 56, "RoCE (RDMA over Ethernet)")
+# iWARP (RFC 5040/5041/5044): RDMA over TCP through MPA. Connected only: no UD QPs, no multicast,
+# no immediate data, no atomics (siw's atomic_cap is 0); MPA carries up to 256 bytes of private
+# data; an RDMA READ's sink is written by the peer's READ response, so it needs remote-write
+# access (rping.c registers its sink so for that reason).
+IWARP = Transport("iWARP", False, False, False, False, False, 256, "iWARP (RDMA over TCP)")
+TRANSPORTS = {t.name: t for t in (INFINIBAND, ROCE, IWARP)}
+
+NEED_WORDS = {
+    DATAGRAMS: "unreliable datagrams (UD QPs)",
+    MULTICAST: "multicast",
+    WRITE_IMM: "RDMA WRITE with immediate data",
+}
+INSTEAD = {
+    DATAGRAMS: "connected tests work there: `rdmacli connect`, `ping`, `bw`, `lat --op send`; "
+    "for a fabric, `rdmacli mesh --test ping` (or rping, bw)",
+    MULTICAST: "connected tests work there: `rdmacli connect`, `ping`, `bw`",
+    WRITE_IMM: "use `lat --op send` (or `bw --op write`)",
+}
+
+
+def of(node_type: str | None, link_layer: str | None) -> Transport | None:
+    """The transport of a port from sysfs' node_type ("1: CA", "4: RNIC") and link_layer."""
+    kind = (node_type or "").split(":", 1)[-1].strip()
+    if kind == "RNIC":
+        return IWARP
+    if kind == "CA":
+        return INFINIBAND if link_layer == "InfiniBand" else ROCE if link_layer == "Ethernet" else None
+    return None
+
+
+def refusal(transport: Transport, device: str, needs: tuple[str, ...]) -> tuple[str, str] | None:
+    """(message, hint) when `transport` lacks what a test needs, else None."""
+    lacks = transport.lacks(needs)
+    if not lacks:
+        return None
+    what = " and ".join(NEED_WORDS[n] for n in lacks)
+    return (
+        f"{device} is {transport.words}, which has no {what}",
+        INSTEAD[lacks[0]],
+    )
