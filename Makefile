@@ -5,6 +5,8 @@ BIN    := $(VENV)/bin
 # Run the rdma-marked suite directly where the host has RDMA devices, else in one lab boot.
 HAS_RDMA := $(shell ls /sys/class/infiniband 2>/dev/null | head -n1)
 LAB    := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --)
+# the rdma suite's boot also brings up Soft-iWARP (siw0, siw1) for tests/lab/test_iwarp.py
+LAB_IWARP := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --iwarp --)
 LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
@@ -44,7 +46,7 @@ unit: venv
 # (the sanitizer test's build of the native loops is made here, on the host: gcc is slow under TCG)
 lab-test: venv
 	rm -rf build/sanitized && RDMACLI_NATIVE_SANITIZE=1 $(BIN)/python -m rdmacli.native._build build/sanitized
-	$(LAB) sh -c 'RDMACLI_SANITIZED_BUILD=build/sanitized $(BIN)/python -m pytest -m "rdma and not stress" \
+	$(LAB_IWARP) sh -c 'RDMACLI_SANITIZED_BUILD=build/sanitized $(BIN)/python -m pytest -m "rdma and not stress" \
 	  --require-rdma -p no:cacheprovider -q --durations=25 tests && RDMACLI_DATA_PATH=python $(BIN)/python -m pytest -m rdma --require-rdma \
 	  -p no:cacheprovider -q tests/lab/test_bw_lat.py -k "lat_each_op or one_way"'
 

@@ -15,6 +15,7 @@ from rdmacli.rdma.addr import format_gid
 from rdmacli.rdma.constants import IB_MTU_BYTES
 
 SYSFS = "/sys/class/infiniband"
+NET = "/sys/class/net"
 
 
 @dataclass
@@ -143,7 +144,7 @@ def port_netdev(device_dir: str, port: int) -> str | None:
     return nets[0] if len(nets) == 1 else mac_netdev(os.path.join(device_dir, "ports", str(port)))
 
 
-def mac_netdev(port_dir: str, net: str = "/sys/class/net") -> str | None:
+def mac_netdev(port_dir: str) -> str | None:
     """An iWARP port's netdev: its GID is the netdev's MAC (siw has no parent, no GID netdevs, no
     bus device), so the netdev whose address is the GID's first six bytes."""
     raw = read_sysfs(os.path.join(port_dir, "gids", "0"))
@@ -154,8 +155,8 @@ def mac_netdev(port_dir: str, net: str = "/sys/class/net") -> str | None:
     mac = raw.replace(":", "")[:12]
     found = [
         name
-        for name in sorted(listdir(net))
-        if (read_sysfs(os.path.join(net, name, "address")) or "").replace(":", "") == mac
+        for name in sorted(listdir(NET))
+        if (read_sysfs(os.path.join(NET, name, "address")) or "").replace(":", "") == mac
     ]
     return found[0] if len(found) == 1 else None
 

@@ -72,8 +72,8 @@ def reaches(src: str, dst: str, timeout_s: float = 3.0) -> str | None:
     _flow, err = probe(
         dst, PROBE_PORT, PS_TCP, route_only=False, resolve_ms=1500, connect_s=timeout_s, src=src
     )
-    if err is None or err.details.get("event") == "REJECTED":
-        return None  # accepted or refused: either way the peer's CM answered
+    if err is None or err.details.get("event") == "REJECTED" or err.cause is Cause.NOBODY_LISTENING:
+        return None  # accepted or refused (iWARP: a TCP reset at once): either way the peer answered
     return err.message
 
 
