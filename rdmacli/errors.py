@@ -302,9 +302,9 @@ CAUSES: dict[Cause, tuple[str, str]] = {
     ),
     Cause.TRANSPORT: (
         "The device's transport has not what the test needs: iWARP has no datagrams (UD), no "
-        "multicast and no RDMA WRITE with immediate data.",
-        "Run a connected test there (`connect`, `ping`, `bw`, `lat --op send`; `mesh --test ping`); "
-        "the transport table in the docs lists what each transport has.",
+        "multicast and no immediate data.",
+        "Run a connected test there (`connect`, `ping`, one-way `bw`, `lat --op send`; `mesh --test "
+        "ping`); the Transports page of the docs lists what each transport has.",
     ),
     Cause.ENVIRONMENT: (
         "This host cannot run the test: no RDMA device, permissions, missing libraries or "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 # what a test may need of its transport (Transport's fields of the same names)
 DATAGRAMS = "datagrams"
 MULTICAST = "multicast"
-WRITE_IMM = "write_imm"
+IMMEDIATE = "immediate"
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Transport:
     name: str  # as ibv_devinfo's `transport` and rdma_cm(7) name it
     datagrams: bool  # UD QPs: udaddy, mckey, the mesh's probe and watch
     multicast: bool
-    write_imm: bool  # RDMA WRITE with immediate (lat --op write)
+    immediate: bool  # SEND or RDMA WRITE with immediate data (lat --op write, bw --bidir)
     atomics: bool
     ip_gids: bool  # the GID table holds the port's IP addresses (RoCE); else the port's own ids
     private_data: int  # bytes a connection request may carry to the peer (rdma_connect(3))
@@ -33,7 +33,8 @@ class Transport:
 INFINIBAND = Transport("InfiniBand", True, True, True, True, False, 56, "InfiniBand")
 ROCE = Transport("RoCE", True, True, True, True, True, 56, "RoCE (RDMA over Ethernet)")
 # iWARP (RFC 5040/5041/5044): RDMA over TCP through MPA. Connected only: no UD QPs, no multicast,
-# no immediate data, no atomics (siw's atomic_cap is 0); MPA carries up to 256 bytes of private
+# no immediate data (siw takes the work request, then fails the QP: its transmit path has no such
+# opcode), no atomics (siw's atomic_cap is 0); MPA carries up to 256 bytes of private
 # data; an RDMA READ's sink is written by the peer's READ response, so it needs remote-write
 # access (rping.c registers its sink so for that reason).
 IWARP = Transport("iWARP", False, False, False, False, False, 256, "iWARP (RDMA over TCP)")
@@ -42,13 +43,13 @@ TRANSPORTS = {t.name: t for t in (INFINIBAND, ROCE, IWARP)}
 NEED_WORDS = {
     DATAGRAMS: "unreliable datagrams (UD QPs)",
     MULTICAST: "multicast",
-    WRITE_IMM: "RDMA WRITE with immediate data",
+    IMMEDIATE: "immediate data (SEND or RDMA WRITE with immediate)",
 }
 INSTEAD = {
     DATAGRAMS: "connected tests work there: `rdmacli connect`, `ping`, `bw`, `lat --op send`; "
     "for a fabric, `rdmacli mesh --test ping` (or rping, bw)",
     MULTICAST: "connected tests work there: `rdmacli connect`, `ping`, `bw`",
-    WRITE_IMM: "use `lat --op send` (or `bw --op write`)",
+    IMMEDIATE: "use `lat --op send`, a one-way `bw` (without --bidir), or perftest's exchange (--perftest)",
 }
 
 

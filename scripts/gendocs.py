@@ -691,6 +691,82 @@ def troubleshooting() -> str:
     return "\n".join(out) + "\n"
 
 
+TRANSPORT_TESTED = {
+    "InfiniBand": "not in the lab (no software InfiniBand exists): the same code paths as RoCE, "
+    "with the subnet manager's checks in `doctor`",
+    "RoCE": "Soft-RoCE (rdma_rxe) in every lab boot: every protocol against its C tool both ways, "
+    "mesh and watch on 16 nodes x 2 rails",
+    "iWARP": "Soft-iWARP (siw, `rdmacli lab --iwarp`) in the rdma suite's boot: rping, ucmatose and "
+    "perftest's `-R` exchange against rdmacli both ways, rdmacli against itself, every refusal "
+    "(tests/lab/test_iwarp.py)",
+}
+
+
+def transports_page() -> str:
+    """docs/reference/transports.md, from the transport rows (rdmacli.transports)."""
+    from rdmacli.transports import INSTEAD, NEED_WORDS, TRANSPORTS
+
+    yes = lambda b: "yes" if b else "**no**"  # noqa: E731
+    out = [
+        "# Transports\n",
+        GENERATED,
+        "rdmacli reads each port's transport from sysfs (`node_type` RNIC is iWARP; a CA is "
+        "InfiniBand or RoCE by its port's `link_layer`), says it in `rdmacli devices` and "
+        "`rdmacli doctor`, and refuses up front, exit 3 and cause `transport_unsupported`, a test "
+        "whose transport lacks what it needs, naming what works there instead.\n",
+        "| | " + " | ".join(TRANSPORTS) + " |",
+        "|---|" + "---|" * len(TRANSPORTS),
+    ]
+    rows = [
+        ("UD: `connect --ud`, `listen --ud`, `mesh --test probe`, `watch`", "datagrams"),
+        ("multicast: `mcast`", "multicast"),
+        ("immediate data: `lat --op write`, `bw --bidir`", "immediate"),
+        ("atomics", "atomics"),
+        ("GIDs made from the IP addresses", "ip_gids"),
+    ]
+    for words, field in rows:
+        out.append(f"| {words} | " + " | ".join(yes(getattr(t, field)) for t in TRANSPORTS.values()) + " |")
+    out.append("| private data of a connection request (bytes) | "
+               + " | ".join(str(t.private_data) for t in TRANSPORTS.values()) + " |")  # fmt: skip
+    out.append("| connected tests: `connect`, `listen`, `ping`, `bw`, `lat --op send`, `events`, "
+               "`mesh --test ping/rping/bw` | " + " | ".join("yes" for _ in TRANSPORTS) + " |")  # fmt: skip
+    out.append("| how it was tested | " + " | ".join(md_cell(TRANSPORT_TESTED[n]) for n in TRANSPORTS) + " |")
+    out += [
+        "",
+        "What to run instead, as the refusals say it:\n",
+        *(f"- without {NEED_WORDS[need]}: {INSTEAD[need]}" for need in NEED_WORDS),
+        "",
+        "## What differs on iWARP\n",
+        "- **No datagrams, no multicast.** iWARP is RDMA over TCP (MPA, DDP and RDMAP): it has "
+        "connected QPs only. udaddy and mckey do not run there either.",
+        "- **Nothing listening is said at once.** iWARP's `rdma_connect` opens the TCP connection "
+        "itself, and a port nobody listens on refuses it with a reset: the call fails with "
+        "ECONNREFUSED where RoCE's CM answers REJECTED reason 8 later. rdmacli says both the same "
+        "way (cause `nobody_listening`, exit 5), and `--wait` waits out both.",
+        "- **The GID is the port's MAC.** No address is read out of it: the device behind an "
+        "address is found by its netdev (siw has no parent device in sysfs: the netdev whose MAC "
+        "is the GID), and a vanished address is looked for on the netdev, not in the GID table.",
+        "- **An RDMA READ's sink needs remote write.** The peer's READ responses are placed as "
+        "tagged writes into the reader's buffer, so the buffer a READ lands in is registered "
+        "with remote-write access (rping.c does the same for its sink); `bw --op read` does. siw itself "
+        "checks only local write, so the lab cannot show the refusal a hardware RNIC makes: a unit "
+        "test holds the flags.",
+        "- **No immediate data.** RDMAP has no immediate field: siw accepts a SEND or WRITE with "
+        "immediate as a work request, then fails the QP when it comes to send it. `lat --op write` "
+        "(each message a WRITE with immediate) and `bw --bidir` (its control messages carry their "
+        "kind as immediate data) are refused; `lat --op send`, one-way `bw` and every "
+        "`--perftest` exchange run.",
+        "- **Private data up to 256 bytes** (MPA) against InfiniBand's 56 in a connection request: "
+        "every rdmacli hello fits in 56.",
+        "",
+        "The lab brings up Soft-iWARP with `rdmacli lab run --iwarp -- CMD` (siw0 on veth2, "
+        "10.78.0.1; siw1 on veth3, 10.78.0.2). Debian 12's kernel has no siw module; the lab builds "
+        "it once from `linux-source` and the matching `linux-headers`, which `make deps` installs, "
+        "and caches it under `~/.cache/rdmacli/siw/`.",
+    ]
+    return "\n".join(out) + "\n"
+
+
 def json_reference() -> str:
     """docs/reference/json.md: the summary's keys, the record types and the causes, from the code."""
     from rdmacli.outcome import RECORD_TYPES, SCHEMA, SUMMARY_KEYS, SUMMARY_SCHEMA
@@ -838,6 +914,7 @@ DOCS_PAGES = {
     "docs/troubleshooting.md": troubleshooting,
     "docs/reference/json.md": json_reference,
     "docs/benchmarks.md": benchmarks_page,
+    "docs/reference/transports.md": transports_page,
 }
 
 

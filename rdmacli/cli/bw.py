@@ -120,6 +120,8 @@ def command(
 
         sizes = [s for s in SWEEP_SIZES if BW.min_size <= s <= BW.max_size] if all_sizes else [size]
 
+        from rdmacli.transports import IMMEDIATE
+
         def sized(size: int, group: int = 1):
             wire = Params(
                 count=count, size=size, op=op, duration=duration, depth=depth, bidir=bidir, group=group
@@ -133,6 +135,8 @@ def command(
                 connections=qps,
                 timeouts=timeouts,
                 busy_poll=busy_poll,
+                # both directions: each control message says its kind in immediate data
+                needs=(IMMEDIATE,) if bidir and not perftest else (),
             )
 
         if all_sizes and not perftest:

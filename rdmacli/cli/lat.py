@@ -48,7 +48,7 @@ def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, t
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT
         from rdmacli.protocols.perftest import SWEEP_SIZES
-        from rdmacli.transports import WRITE_IMM
+        from rdmacli.transports import IMMEDIATE
 
         def sized(size: int, group: int = 1):
             wire = Params(count=count, size=size, op=op, group=group)
@@ -61,7 +61,7 @@ def command(host, port, bind, op, size, count, all_sizes, perftest, busy_poll, t
                 timeouts=timeouts,
                 busy_poll=busy_poll,
                 # rdmacli's own write exchange signals each message with immediate data
-                needs=(WRITE_IMM,) if op == "write" and not perftest else (),
+                needs=(IMMEDIATE,) if op == "write" and not perftest else (),
             )
 
         if all_sizes and not perftest:  # the sizes rdmacli's lat server takes (write: its address first)

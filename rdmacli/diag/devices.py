@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from dataclasses import asdict, dataclass, field
 
 from rdmacli import transports
@@ -243,6 +244,11 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
             )
         )
     return devices
+
+
+def natural(name: str) -> list:
+    """mlx5_2 before mlx5_10: digit runs compare as numbers."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 def listdir(path: str) -> list[str]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from rdmacli.diag.devices import (
     SYSFS,
     listdir,
+    natural,
     port_has_ip,
     port_netdev,
     port_state,
@@ -142,16 +143,17 @@ def netdev_ipv4(netdev: str) -> str | None:
     return socket.inet_ntoa(raw[20:24])
 
 
-def device_of_address(ip: str, *, sysfs: str | None = None) -> str | None:
-    """The RDMA device whose port sits on the interface holding local address `ip`, or None."""
+def port_of_address(ip: str, *, sysfs: str | None = None) -> tuple[str, int] | None:
+    """The RDMA device and port on the netdev that holds local address `ip`: the netdev first,
+    then each device's port netdev (a file or two each, never a GID table), or None."""
     netdev = netdev_of(ip)
     if netdev is None:
         return None
     root = sysfs or SYSFS
-    for device in sorted(listdir(root)):
-        for port in sorted(listdir(os.path.join(root, device, "ports")), key=int):
+    for device in sorted(listdir(root), key=natural):
+        for port in sorted((p for p in listdir(os.path.join(root, device, "ports")) if p.isdigit()), key=int):
             if port_netdev(os.path.join(root, device), int(port)) == netdev:
-                return device
+                return device, int(port)
     return None
 
 

@@ -17,7 +17,17 @@ import os
 import re
 from dataclasses import asdict, dataclass
 
-from rdmacli.diag.devices import SYSFS, listdir, port_gids, port_netdev, port_state, read_sysfs
+from rdmacli.diag.devices import (
+    SYSFS,
+    listdir,
+    natural,
+    port_gids,
+    port_netdev,
+    port_state,
+    read_sysfs,
+    transport_of,
+)
+from rdmacli.transports import ROCE
 
 DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # an RDMA device name (IB_DEVICE_NAME_MAX is 64)
 MAX_RAILS = 16
@@ -34,11 +44,6 @@ class Rail:
         return asdict(self)
 
 
-def natural(name: str) -> list:
-    """mlx5_2 before mlx5_10: digit runs compare as numbers."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
-
-
 def discover(family: int = 4, devices: list[str] | None = None, *, sysfs: str | None = None) -> list[Rail]:
     """This node's rails: ACTIVE ports with an address of `family`, of `devices` if named (in
     their order), else of every device (natural order, then port). Only the devices taken are
@@ -52,9 +57,11 @@ def discover(family: int = 4, devices: list[str] | None = None, *, sysfs: str | 
             pdir = os.path.join(ddir, "ports", str(port))
             if port_state(pdir)[0] != "ACTIVE":
                 continue
-            if (read_sysfs(os.path.join(pdir, "link_layer")) or "Ethernet") == "Ethernet":
+            transport = transport_of(name, port, root)
+            ethernet = (read_sysfs(os.path.join(pdir, "link_layer")) or "Ethernet") == "Ethernet"
+            if transport is ROCE or (transport is None and ethernet):
                 address, netdev = _roce_address(pdir, family)
-            else:  # InfiniBand: the address of its IPoIB netdev
+            else:  # InfiniBand, iWARP: the address of its netdev (IPoIB's; iWARP's GID is its MAC)
                 netdev = port_netdev(ddir, port)
                 address = netdev_address(netdev, family) if netdev else None
             if address is not None:
@@ -101,19 +108,10 @@ def netdev_address(netdev: str, family: int, *, proc: str = "/proc") -> str | No
 
 
 def port_of(address: str, *, sysfs: str | None = None) -> tuple[str, int] | None:
-    """The RDMA device and port on the netdev that holds `address`: the netdev first, then each
-    device's port netdev (a file or two each, never a GID table)."""
-    from rdmacli.diag.local import netdev_of
+    """The RDMA device and port on the netdev that holds `address` (diag.local.port_of_address)."""
+    from rdmacli.diag.local import port_of_address
 
-    netdev = netdev_of(address)
-    if netdev is None:
-        return None
-    root = sysfs or SYSFS
-    for name in sorted(listdir(root), key=natural):
-        for port in listdir(os.path.join(root, name, "ports")):
-            if port.isdigit() and port_netdev(os.path.join(root, name), int(port)) == netdev:
-                return name, int(port)
-    return None
+    return port_of_address(address, sysfs=sysfs)
 
 
 def parse_devices(text: str, node: str | None = None) -> list[str]:

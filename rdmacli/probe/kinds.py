@@ -16,6 +16,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+from rdmacli.transports import DATAGRAMS
+
 
 class Prober(Protocol):
     """One NIC's part in a phase, as probe.phase.Phase drives it."""
@@ -52,6 +54,7 @@ class ProbeKind:
     words: str  # what it measures, in `mesh --help` and the run's summary
     prober: str  # "module:Class" of its NIC prober
     port_space: str = "udp"  # of the listening cm_id each NIC's SIDR answers on
+    needs: tuple[str, ...] = (DATAGRAMS,)  # of each NIC's transport (rdmacli.transports): UD QPs
 
     def nic_class(self) -> Callable[..., Prober]:
         module, _, name = self.prober.partition(":")

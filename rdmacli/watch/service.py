@@ -265,9 +265,31 @@ def rails_found(plan, *, port_of=None, netdev_of=None) -> list[str | None]:
     return out
 
 
+def refuse_transport(plan, *, port_of=None, transport_of=None) -> None:
+    """watch's checks are probe kinds (UD datagrams): a rail on a transport without them
+    (iWARP) cannot run one, said at start with what works there, exit 3."""
+    from rdmacli.diag.devices import transport_of as find_transport
+    from rdmacli.mesh.rails import port_of as find_port
+    from rdmacli.probe.kinds import KINDS
+    from rdmacli.transports import refusal
+
+    port_of, transport_of = port_of or find_port, transport_of or find_transport
+    for rail, address in enumerate(plan.addresses[plan.rank]):
+        found = port_of(address)
+        transport = transport_of(*found) if found else None
+        said = transport and refusal(transport, found[0], KINDS[plan.test].needs)
+        if said:
+            raise RdmacliError(
+                f"rail {rail} ({address}): {said[0]}: watch's {plan.test} check needs them",
+                hint=f"watch runs on RoCE and InfiniBand; on iWARP, {said[1]}",
+                cause=Cause.TRANSPORT,
+            )
+
+
 def preflight(plan, err, **kw) -> None:
     """Said at start: a rail without an RDMA port is named (the agent goes on with the others and
     opens it again each window); with none at all the agent cannot run (exit 3)."""
+    refuse_transport(plan, port_of=kw.get("port_of"))
     missing = rails_found(plan, **kw)
     hint = "load the RDMA driver (`rdma link` lists the devices; Soft-RoCE: `rdma link add`), or fix the map"
     if all(missing):

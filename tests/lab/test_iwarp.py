@@ -1,6 +1,6 @@
 """iWARP on real Soft-iWARP (siw, `rdmacli lab --iwarp`): every connected protocol against its C tool
 both ways (rping, ucmatose, perftest's -R exchange) and against rdmacli itself; what iWARP has not
-(datagrams, multicast, WRITE with immediate) refused in words, exit 3; a port nobody listens on
+(datagrams, multicast, immediate data) refused in words, exit 3; a port nobody listens on
 said as such (iWARP's rdma_connect refuses at once) and waited out under --wait; selftest, doctor
 and devices speaking of the transport, not of GIDs it does not have."""
 
@@ -10,9 +10,10 @@ import copy
 import json
 import os
 import subprocess
+import sys
 
 import pytest
-from conftest import Flows, expect, summary
+from conftest import Flows, expect, summary, validate
 from test_perftest_interop import perftest_bw, perftest_lat
 
 
@@ -154,8 +155,9 @@ def test_ud_and_multicast_are_refused_on_iwarp(iw):
     refused(iw.run("mcast", "239.1.1.7", "-b", iw.client, "--json", "--timeout", "20"), "multicast")
 
 
-def test_lat_write_is_refused_on_iwarp(iw):
+def test_immediate_data_is_refused_on_iwarp(iw):
     refused(iw.run("lat", iw.server, "-I", iw.client, "--op", "write", "--json"), "immediate", "--op send")
+    refused(iw.run("bw", iw.server, "-I", iw.client, "--bidir", "--json"), "immediate", "--bidir")
 
 
 # -- nobody listening, as on RoCE ------------------------------------------------------------
@@ -203,3 +205,78 @@ def test_doctor_and_devices_name_the_transport(iw):
     assert ports["siw0"]["transport"] == "iWARP" and ports["siw0"]["netdev"] == "veth2", ports["siw0"]
     assert all(g["ip"] is None for g in ports["siw0"]["gids"]), ports["siw0"]
     assert ports["rxe0"]["transport"] == "RoCE", ports["rxe0"]
+
+
+# -- a mesh of iWARP nodes ---------------------------------------------------------------------
+
+IW_NODES = 4
+
+
+@pytest.fixture(scope="module")
+def iwarp_mesh(iw, tmp_path_factory):
+    """Four nodes i01..i04, each a veth on one bridge with its own siw device, 10.79.0.K; the
+    map file. Made here, in the rdma suite's boot, and removed again after."""
+    ip = ["link add iwbr type bridge", "link set iwbr up"]
+    rdma, keys = [], []
+    for k in range(1, IW_NODES + 1):
+        nd = f"iw{k:02d}"
+        ip += [f"link add {nd} type veth peer name {nd}b", f"link set {nd}b master iwbr up",
+               f"addr add 10.79.0.{k}/24 dev {nd}", f"link set {nd} up"]  # fmt: skip
+        keys += [f"net.ipv4.conf.{nd}.accept_local=1", f"net.ipv4.conf.{nd}.rp_filter=0"]
+        rdma.append(f"link add siw_{nd} type siw netdev {nd}")
+    subprocess.run(["ip", "-batch", "-"], input="\n".join(ip) + "\n", text=True, check=True)
+    subprocess.run(["sysctl", "-qw", *keys], check=True)
+    subprocess.run(["rdma", "-b", "-"], input="\n".join(rdma) + "\n", text=True, check=True)
+    mapfile = tmp_path_factory.mktemp("iwmesh") / "map"
+    mapfile.write_text("".join(f"i{k:02d} 10.79.0.{k}\n" for k in range(1, IW_NODES + 1)))
+    yield str(mapfile)
+    for k in range(1, IW_NODES + 1):
+        subprocess.run(["rdma", "link", "delete", f"siw_iw{k:02d}"], capture_output=True)
+        subprocess.run(["ip", "link", "delete", f"iw{k:02d}"], capture_output=True)
+    subprocess.run(["ip", "link", "delete", "iwbr"], capture_output=True)
+
+
+def iw_mesh(mapfile: str, nodes: str, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    cmd = [sys.executable, "-m", "rdmacli", "mesh", nodes, "--launcher", "exec", "--map", mapfile,
+           "--launch-timeout", "180", "--round-time", "6", "--count", "10", "--json", *args]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    try:
+        return r, validate(json.loads(r.stdout))
+    except ValueError:
+        pytest.fail(f"no JSON summary (exit {r.returncode}): {r.stderr[-3000:]}")
+
+
+def test_a_mesh_of_iwarp_nodes_names_a_node_whose_port_is_down(iwarp_mesh):
+    """--test ping on four siw nodes, i03's netdev down: its three pairs fail DOWN, said by i03,
+    i03 alone is blamed, and the three pairs among the others pass."""
+    subprocess.run(["ip", "link", "set", "iw03", "down"], check=True)
+    try:
+        r, doc = iw_mesh(iwarp_mesh, "i[01-04]", "--test", "ping")
+    finally:
+        subprocess.run(["ip", "link", "set", "iw03", "up"], check=True)
+    assert r.returncode == 1, doc["error"]
+    pairs = doc["data"]["pairs"]
+    dead = [p for p in pairs if "i03" in (p["a"], p["b"])]
+    assert len(dead) == 3 and all(p["result"] == "fail" and p["cause"] == "DOWN" for p in dead), dead
+    assert all(p["result"] == "pass" and p["rtt_p50_us"] > 0 for p in pairs if p not in dead), pairs
+    assert [b["node"] for b in doc["data"]["blame"]["nodes"]] == ["i03"], doc["data"]["blame"]
+    assert not doc["data"]["blame"]["links"] and not doc["data"]["blame"]["nics"], doc["data"]["blame"]
+
+
+@pytest.mark.parametrize("test", ["rping", "bw"])
+def test_connection_tests_pass_on_an_iwarp_mesh(iwarp_mesh, test):
+    r, doc = iw_mesh(iwarp_mesh, "i[01-02]", "--test", test)
+    assert r.returncode == 0 and doc["totals"]["pairs_passed"] == 1, doc["error"] or doc["data"]["pairs"]
+    if test == "bw":
+        [p] = doc["data"]["pairs"]
+        assert p["gbps_ab"] > 0 and p["gbps_ba"] > 0, p
+
+
+def test_the_probe_is_refused_on_an_iwarp_mesh_in_words(iwarp_mesh):
+    """--test probe (UD): every node says its transport has no datagrams, before round 1; no
+    link and no NIC is blamed for what the transport cannot do."""
+    r, doc = iw_mesh(iwarp_mesh, "i[01-02]", "--test", "probe")
+    assert r.returncode != 0
+    text = json.dumps(doc)
+    assert "iWARP" in text and "mesh --test ping" in text, text[-2000:]
+    assert not doc["data"]["blame"]["links"], doc["data"]["blame"]

@@ -49,8 +49,8 @@ def test_transport_of_a_port_follows_node_type_and_link_layer():
 
 
 def test_iwarp_lacks_datagrams_multicast_and_immediate_and_says_what_works():
-    assert T.IWARP.lacks((T.DATAGRAMS, T.MULTICAST, T.WRITE_IMM)) == [T.DATAGRAMS, T.MULTICAST, T.WRITE_IMM]
-    assert T.ROCE.lacks((T.DATAGRAMS, T.MULTICAST, T.WRITE_IMM)) == []
+    assert T.IWARP.lacks((T.DATAGRAMS, T.MULTICAST, T.IMMEDIATE)) == [T.DATAGRAMS, T.MULTICAST, T.IMMEDIATE]
+    assert T.ROCE.lacks((T.DATAGRAMS, T.MULTICAST, T.IMMEDIATE)) == []
     message, hint = T.refusal(T.IWARP, "siw0", (T.DATAGRAMS,))
     assert message == "siw0 is iWARP (RDMA over TCP), which has no unreliable datagrams (UD QPs)"
     assert "mesh --test ping" in hint and "connect" in hint
@@ -178,3 +178,65 @@ def test_building_siw_without_the_kernel_sources_names_the_packages(tmp_path, mo
         siw.module("9.9.0-1-amd64", str(tmp_path))
     assert "linux-source" in str(got.value) and "linux-headers-9.9.0-1-amd64" in str(got.value)
     assert "apt-get install" in got.value.hint
+
+
+def test_watch_refuses_an_iwarp_rail_at_start_and_says_what_works():
+    from rdmacli.watch.plan import WatchPlan
+    from rdmacli.watch.service import refuse_transport
+
+    plan = WatchPlan(
+        names=("n1", "n2"), addresses=(("10.0.0.1", "10.1.0.1"), ("10.0.0.2", "10.1.0.2")), rank=0
+    )
+    ports = {"10.0.0.1": ("mlx5_0", 1), "10.1.0.1": ("siw0", 1)}
+    rows = {"mlx5_0": T.ROCE, "siw0": T.IWARP}
+    with pytest.raises(Exception) as got:
+        refuse_transport(plan, port_of=ports.get, transport_of=lambda d, p: rows[d])
+    assert got.value.cause is Cause.TRANSPORT and got.value.exit_code == ExitCode.ENVIRONMENT
+    assert "rail 1 (10.1.0.1): siw0 is iWARP" in str(got.value) and "mesh --test ping" in got.value.hint
+    rows["siw0"] = T.ROCE
+    refuse_transport(plan, port_of=ports.get, transport_of=lambda d, p: rows[d])  # RoCE: nothing said
+
+
+def test_the_mesh_calls_an_iwarp_node_its_own_environment_not_a_bad_link():
+    from rdmacli.mesh.report import CODE_OF
+
+    assert CODE_OF[Cause.TRANSPORT] == "ENV"
+
+
+def test_an_iwarp_port_is_a_rail_with_its_netdevs_address(tmp_path, monkeypatch):
+    from rdmacli.mesh import rails
+
+    sysfs, net = tmp_path / "ib", tmp_path / "net"
+    make_siw(sysfs, net, "siw0", "veth2", "72:ef:80:20:a3:ac")
+    monkeypatch.setattr(D, "NET", str(net))
+    monkeypatch.setattr(rails, "netdev_address", lambda netdev, family: {4: "10.78.0.1", 6: None}[family])
+    assert [(r.device, r.address, r.netdev) for r in rails.discover(4, sysfs=str(sysfs))] == [
+        ("siw0", "10.78.0.1", "veth2")
+    ]
+    assert rails.discover(6, sysfs=str(sysfs)) == []  # not the MAC read as an IPv6 address
+
+
+@pytest.mark.parametrize("op,remote_write", [("read", True), ("write", False), ("send", False)])
+def test_a_read_sink_is_registered_for_remote_write_as_iwarp_requires(op, remote_write):
+    """iWARP places READ responses as tagged writes into the reader's buffer: its sink needs
+    remote write (rping.c registers its sink so; siw itself checks only local write, hardware
+    RNICs check the STag's rights). The other ops' client buffers stay closed to the peer."""
+    from test_protocol_handlers import SLOW
+
+    from rdmacli.engine.client import ClientFlow
+    from rdmacli.protocols.bw import BwClient
+    from rdmacli.rdma import constants as C
+
+    backend = FakeBackend()
+    backend.script["connect"] = lambda cm, param: []  # stop before any answer: the buffers exist
+    flow = ClientFlow(dst=SERVER, src=CLIENT, make_protocol=lambda: BwClient(op, 4096, 10), timeouts=SLOW,
+                      backend=backend)  # fmt: skip
+    flow.loop.call_later(0.5, flow.stop)
+    try:
+        flow.run()
+    except Exception:
+        pass
+    conn = flow.all_conns[0]
+    data = next(m for m in conn.mrs if m.length == 4096)
+    assert bool(data.access & C.ACCESS_REMOTE_WRITE) is remote_write, (op, data.access)
+    flow.close()
