@@ -6,15 +6,20 @@ from click.shell_completion import CompletionItem
 
 
 def rdma_addresses(ctx, param, incomplete: str) -> list[CompletionItem]:
-    """IP addresses that have an RDMA GID on this host, with their device."""
+    """IP addresses of this host's RDMA ports, with their device: from the GIDs on RoCE, from the
+    netdev on iWARP and InfiniBand (whose GIDs are no addresses)."""
     from rdmacli.diag.devices import list_devices
+    from rdmacli.diag.local import netdev_ipv4
 
     seen = {}
     for dev in list_devices(use_pyverbs=False):
         for port in dev.ports:
-            for gid in port.gids:
-                if gid.ip and gid.ip.startswith(incomplete) and gid.ip not in seen:
-                    seen[gid.ip] = f"{dev.name} port {port.port} ({gid.netdev})"
+            found = [(g.ip, g.netdev) for g in port.gids if g.ip]
+            if not found and port.transport in ("iWARP", "InfiniBand") and port.netdev:
+                found = [(netdev_ipv4(port.netdev), port.netdev)]
+            for ip, netdev in found:
+                if ip and ip.startswith(incomplete) and ip not in seen:
+                    seen[ip] = f"{dev.name} port {port.port} ({netdev})"
     return [CompletionItem(ip, help=h) for ip, h in seen.items()]
 
 

@@ -8,7 +8,7 @@ from rich.table import Table
 
 def devices_table(devices) -> Group:
     ports = Table(title="RDMA ports", title_justify="left")
-    for col in ("port", "state", "physical", "link", "mtu", "rate", "netdev"):
+    for col in ("port", "state", "physical", "transport", "mtu", "rate", "netdev"):
         ports.add_column(col)
     gids = Table(title="GIDs", title_justify="left")
     for col in ("port", "index", "gid", "type", "address"):
@@ -20,7 +20,7 @@ def devices_table(devices) -> Group:
                 name,
                 p.state,
                 p.phys_state,
-                p.link_layer,
+                p.transport or p.link_layer,  # RoCE, iWARP, InfiniBand (the link layer if unknown)
                 str(p.active_mtu) if p.active_mtu else "-",
                 p.rate or "-",
                 p.netdev or "-",

@@ -280,3 +280,11 @@ def test_the_probe_is_refused_on_an_iwarp_mesh_in_words(iwarp_mesh):
     text = json.dumps(doc)
     assert "iWARP" in text and "mesh --test ping" in text, text[-2000:]
     assert not doc["data"]["blame"]["links"], doc["data"]["blame"]
+
+
+def test_devices_table_shows_each_ports_transport(iw):
+    r = iw.run("devices", env={**os.environ, "COLUMNS": "120"})
+    assert r.returncode == 0, r.stderr
+    rows = {ln.split()[1]: ln for ln in r.stdout.splitlines() if ln.startswith("│ ") and "/1 " in ln}
+    assert "iWARP" in rows["siw0/1"] and "veth2" in rows["siw0/1"], r.stdout
+    assert "RoCE" in rows["rxe0/1"] and "veth0" in rows["rxe0/1"], r.stdout
