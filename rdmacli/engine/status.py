@@ -203,7 +203,7 @@ def refused_at_once(step: str, exc, *, local: str, remote: str, device: str | No
     details = {
         "step": step,
         "call": exc.call,
-        "errno": exc.errno,
+        "errno": _errno.errorcode.get(exc.errno, str(exc.errno)),  # by name, as the schema has it
         "local": local,
         "remote": remote,
         "device": device,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from rdmacli.diag.devices import serves_ip
-from rdmacli.lab import CLIENT, SERVER
+from rdmacli.lab import CLIENT, IWARP_CLIENT, IWARP_SERVER, SERVER
+from rdmacli.lab.guest import iwarp_ready
 
 
 def sh(*cmd: str) -> None:
@@ -21,7 +23,9 @@ def sh(*cmd: str) -> None:
 def wait_lab_ready(timeout: float = 30) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if all(serves_ip(side["rxe"], side["ipv4"]) for side in (SERVER, CLIENT)):
+        if all(serves_ip(side["rxe"], side["ipv4"]) for side in (SERVER, CLIENT)) and all(
+            iwarp_ready(side) for side in siw_devices()
+        ):
             return
         time.sleep(0.2)
     pytest.fail("the lab did not recover")
@@ -68,10 +72,17 @@ def test_doctor_all_local_checks_pass(lab):
     assert {"libraries", "devices", "memlock", "device access", "sysctl", f"gid {lab.server}"} <= names
 
 
+def siw_devices() -> list[dict]:
+    """The lab's Soft-iWARP pair, where this boot has it (`rdmacli lab --iwarp`)."""
+    return [IWARP_SERVER, IWARP_CLIENT] if os.environ.get("RDMACLI_LAB_IWARP_SERVER") else []
+
+
 def test_doctor_without_rdma_devices(lab):
     try:
         sh("rdma", "link", "delete", SERVER["rxe"])
         sh("rdma", "link", "delete", CLIENT["rxe"])
+        for side in siw_devices():
+            sh("rdma", "link", "delete", side["siw"])
         rc, doc = doctor(lab)
         dev = verdicts(doc)["devices"]
         assert dev["verdict"] == "fail" and "rdma link add" in dev["hint"] and dev["cause"] == "environment"
@@ -83,6 +94,11 @@ def test_doctor_without_rdma_devices(lab):
         for side in (SERVER, CLIENT):
             subprocess.run(
                 ["rdma", "link", "add", side["rxe"], "type", "rxe", "netdev", side["netdev"]],
+                capture_output=True,
+            )
+        for side in siw_devices():
+            subprocess.run(
+                ["rdma", "link", "add", side["siw"], "type", "siw", "netdev", side["netdev"]],
                 capture_output=True,
             )
         wait_lab_ready()

@@ -173,8 +173,12 @@ def test_nothing_listening_on_iwarp_is_said_as_on_roce(iw):
 
 def test_a_client_waits_for_a_late_server_on_iwarp(iw, servers):
     client = iw.spawn("connect", iw.server, "-b", iw.client, "-p", "7807", "--wait", "60", "--json-lines")
-    first = client.stdout.readline()  # the client's `waiting` record: it was refused, and waits
-    assert json.loads(first)["type"] == "waiting", first
+    seen = []
+    for line in client.stdout:  # up to the client's `waiting` record: it was refused, and waits
+        seen.append(line)
+        if json.loads(line)["type"] == "waiting":
+            break
+    assert seen and json.loads(seen[-1])["type"] == "waiting", seen
     servers([*iw.rdmacli, "listen", "-b", iw.server, "-p", "7807", "--json-lines"], ready=True)
     out, err = client.communicate(timeout=120)
     assert client.returncode == 0, out + err
