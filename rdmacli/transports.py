@@ -47,9 +47,10 @@ NEED_WORDS = {
 }
 INSTEAD = {
     DATAGRAMS: "connected tests work there: `rdmacli connect`, `ping`, `bw`, `lat --op send`; "
-    "for a fabric, `rdmacli mesh --test ping` (or rping, bw)",
+    "for a fabric, `rdmacli mesh --test ping` (or rping, connect)",
     MULTICAST: "connected tests work there: `rdmacli connect`, `ping`, `bw`",
-    IMMEDIATE: "use `lat --op send`, a one-way `bw` (without --bidir), or perftest's exchange (--perftest)",
+    IMMEDIATE: "use `lat --op send`, a one-way `bw` (without --bidir) or perftest's exchange "
+    "(--perftest); for a fabric, `rdmacli mesh --test ping` (or rping, connect)",
 }
 
 

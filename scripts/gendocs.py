@@ -697,8 +697,9 @@ TRANSPORT_TESTED = {
     "RoCE": "Soft-RoCE (rdma_rxe) in every lab boot: every protocol against its C tool both ways, "
     "mesh and watch on 16 nodes x 2 rails",
     "iWARP": "Soft-iWARP (siw, `rdmacli lab --iwarp`) in the rdma suite's boot: rping, ucmatose and "
-    "perftest's `-R` exchange against rdmacli both ways, rdmacli against itself, every refusal "
-    "(tests/lab/test_iwarp.py)",
+    "perftest's `-R` exchange against rdmacli both ways, rdmacli against itself, every refusal; a "
+    "mesh of four siw nodes (`--test ping` naming a node whose port is down, `rping`, `connect`; "
+    "`probe` and `bw` refused) (tests/lab/test_iwarp.py)",
 }
 
 
@@ -718,9 +719,9 @@ def transports_page() -> str:
         "|---|" + "---|" * len(TRANSPORTS),
     ]
     rows = [
-        ("UD: `connect --ud`, `listen --ud`, `mesh --test probe`, `watch`", "datagrams"),
+        ("UD: `connect --ud`, `listen --ud`, `mesh --test probe` and `ud`, `watch`", "datagrams"),
         ("multicast: `mcast`", "multicast"),
-        ("immediate data: `lat --op write`, `bw --bidir`", "immediate"),
+        ("immediate data: `lat --op write`, `bw --bidir`, `mesh --test bw`", "immediate"),
         ("atomics", "atomics"),
         ("GIDs made from the IP addresses", "ip_gids"),
     ]
@@ -729,7 +730,7 @@ def transports_page() -> str:
     out.append("| private data of a connection request (bytes) | "
                + " | ".join(str(t.private_data) for t in TRANSPORTS.values()) + " |")  # fmt: skip
     out.append("| connected tests: `connect`, `listen`, `ping`, `bw`, `lat --op send`, `events`, "
-               "`mesh --test ping/rping/bw` | " + " | ".join("yes" for _ in TRANSPORTS) + " |")  # fmt: skip
+               "`mesh --test ping/rping/connect` | " + " | ".join("yes" for _ in TRANSPORTS) + " |")  # fmt: skip
     out.append("| how it was tested | " + " | ".join(md_cell(TRANSPORT_TESTED[n]) for n in TRANSPORTS) + " |")
     out += [
         "",

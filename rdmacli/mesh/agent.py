@@ -237,11 +237,11 @@ def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | N
         test = cfg.spec.test
         space = PROBE_KINDS[test].port_space if test in PROBE_KINDS else KINDS[test].spec.default_port_space
         ps = PORT_SPACES[space]
-        needs = PROBE_KINDS[test].needs if test in PROBE_KINDS else ()
+        needs = PROBE_KINDS[test].needs if test in PROBE_KINDS else KINDS[test].transport_needs()
         flow = ServerFlow(bind=where, max_clients=0, make_protocol=lambda: None, backend=backend,
                           options=Options(ps=ps), needs=needs)  # fmt: skip
         flow.open_listener()
-        flow.check_transport(flow.listen_id.device, flow.listen_id.port_num)  # iWARP: no UD probes
+        flow.check_transport(flow.listen_id.device, flow.listen_id.port_num)  # iWARP: no UD, no imm
     except RdmacliError as exc:
         return exc
     finally:

@@ -29,6 +29,7 @@ from rdmacli.outcome import Outcome, State
 from rdmacli.probe.token import Guarded, Token
 from rdmacli.protocols.table import BW, CONNECT, LAT, PING, UD, Spec
 from rdmacli.rdma.constants import PORT_SPACES
+from rdmacli.transports import DATAGRAMS, IMMEDIATE
 
 if TYPE_CHECKING:
     from rdmacli.mesh.config import AgentConfig
@@ -45,6 +46,10 @@ class Kind:
     spec: Spec
     params: Callable[[RunSpec], Params]
     figures: Callable[[Figures], dict] = lambda stats: {}
+    needs: tuple[str, ...] = ()  # of the transport beyond the spec's (rdmacli.transports)
+
+    def transport_needs(self) -> tuple[str, ...]:
+        return ((DATAGRAMS,) if self.spec.transport == "UD" else ()) + self.needs
 
 
 def _bw(s: RunSpec) -> Params:
@@ -94,7 +99,8 @@ KINDS = {
     "rping": Kind(PING, lambda s: Params(count=s.count, size=PING.default_size), _rping_figures),
     "connect": Kind(CONNECT, lambda s: Params(count=s.count, size=CONNECT.default_size)),
     "ud": Kind(UD, lambda s: Params(count=s.count, size=UD.default_size)),
-    "bw": Kind(BW, _bw, _bw_figures),
+    # both ways at once: each end's control messages say their kind in immediate data (not iWARP)
+    "bw": Kind(BW, _bw, _bw_figures, needs=(IMMEDIATE,)),
 }
 
 

@@ -240,3 +240,12 @@ def test_a_read_sink_is_registered_for_remote_write_as_iwarp_requires(op, remote
     data = next(m for m in conn.mrs if m.length == 4096)
     assert bool(data.access & C.ACCESS_REMOTE_WRITE) is remote_write, (op, data.access)
     flow.close()
+
+
+def test_the_mesh_tests_need_of_their_transport_what_their_wire_uses():
+    from rdmacli.mesh.pair import KINDS
+    from rdmacli.probe.kinds import KINDS as PROBE_KINDS
+
+    needs = {name: kind.transport_needs() for name, kind in KINDS.items()}
+    assert needs == {"ping": (), "rping": (), "connect": (), "ud": (T.DATAGRAMS,), "bw": (T.IMMEDIATE,)}
+    assert all(k.needs == (T.DATAGRAMS,) for k in PROBE_KINDS.values())
