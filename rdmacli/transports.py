@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rdmacli.errors import Cause, RdmacliError
+
 # what a test may need of its transport (Transport's fields of the same names)
 DATAGRAMS = "datagrams"
 MULTICAST = "multicast"
@@ -64,13 +66,24 @@ def of(node_type: str | None, link_layer: str | None) -> Transport | None:
     return None
 
 
-def refusal(transport: Transport, device: str, needs: tuple[str, ...]) -> tuple[str, str] | None:
-    """(message, hint) when `transport` lacks what a test needs, else None."""
+def refusal(transport: Transport, device: str, needs: tuple[str, ...]) -> RdmacliError | None:
+    """The error that refuses a test on `transport` lacking what it needs (exit 3), else None."""
     lacks = transport.lacks(needs)
     if not lacks:
         return None
     what = " and ".join(NEED_WORDS[n] for n in lacks)
-    return (
+    return RdmacliError(
         f"{device} is {transport.words}, which has no {what}",
-        INSTEAD[lacks[0]],
+        hint=INSTEAD[lacks[0]],
+        cause=Cause.TRANSPORT,
+        details={"transport": transport.name},
     )
+
+
+def describe(transport: Transport | None, link_layer: str) -> str:
+    """A port's transport and what it has not, as doctor says it ("iWARP (no ...)")."""
+    if transport is None:
+        return link_layer
+    lacks = [NEED_WORDS[n] for n in transport.lacks(tuple(NEED_WORDS))]
+    over = f" over {link_layer}" if transport is ROCE else ""
+    return transport.name + over + (f" (no {', no '.join(lacks)})" if lacks else "")

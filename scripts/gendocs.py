@@ -727,11 +727,13 @@ def transports_page() -> str:
     ]
     for words, field in rows:
         out.append(f"| {words} | " + " | ".join(yes(getattr(t, field)) for t in TRANSPORTS.values()) + " |")
-    out.append("| private data of a connection request (bytes) | "
-               + " | ".join(str(t.private_data) for t in TRANSPORTS.values()) + " |")  # fmt: skip
-    out.append("| connected tests: `connect`, `listen`, `ping`, `bw`, `lat --op send`, `events`, "
-               "`mesh --test ping/rping/connect` | " + " | ".join("yes" for _ in TRANSPORTS) + " |")  # fmt: skip
-    out.append("| how it was tested | " + " | ".join(md_cell(TRANSPORT_TESTED[n]) for n in TRANSPORTS) + " |")
+    private = " | ".join(str(t.private_data) for t in TRANSPORTS.values())
+    out.append(f"| private data of a connection request (bytes) | {private} |")
+    every = " | ".join("yes" for _ in TRANSPORTS)
+    out.append(f"| connected tests: `connect`, `listen`, `ping`, `bw`, `lat --op send`, `events`, "
+               f"`mesh --test ping/rping/connect` | {every} |")  # fmt: skip
+    tested = " | ".join(md_cell(TRANSPORT_TESTED[n]) for n in TRANSPORTS)
+    out.append(f"| how it was tested | {tested} |")
     out += [
         "",
         "What to run instead, as the refusals say it:\n",

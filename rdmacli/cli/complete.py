@@ -14,7 +14,7 @@ def rdma_addresses(ctx, param, incomplete: str) -> list[CompletionItem]:
     seen = {}
     for dev in list_devices(use_pyverbs=False):
         for port in dev.ports:
-            found = [(g.ip, g.netdev) for g in port.gids if g.ip]
+            found: list[tuple[str | None, str | None]] = [(g.ip, g.netdev) for g in port.gids if g.ip]
             if not found and port.transport in ("iWARP", "InfiniBand") and port.netdev:
                 found = [(netdev_ipv4(port.netdev), port.netdev)]
             for ip, netdev in found:

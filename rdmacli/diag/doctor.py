@@ -111,19 +111,10 @@ def check_devices(devices: list[Device]) -> list[Check]:
 
 
 def transport_words(p) -> str:
-    """The port's transport, and what it has not (rdmacli.transports): iWARP's limits said where
-    a person looks first."""
-    from rdmacli.transports import NEED_WORDS, TRANSPORTS
+    """The port's transport and what it has not: iWARP's limits said where a person looks first."""
+    from rdmacli.transports import TRANSPORTS, describe
 
-    t = TRANSPORTS.get(p.transport or "")
-    if t is None:
-        return p.link_layer
-    lacks = [NEED_WORDS[n] for n in t.lacks(tuple(NEED_WORDS))]
-    return (
-        t.name
-        + (f" over {p.link_layer}" if t.name == "RoCE" else "")
-        + (f" (no {', no '.join(lacks)})" if lacks else "")
-    )
+    return describe(TRANSPORTS.get(p.transport or ""), p.link_layer)
 
 
 def check_ports(devices: list[Device]) -> list[Check]:

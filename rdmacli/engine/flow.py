@@ -214,16 +214,11 @@ class Flow:
             self.on_finished(conn)
 
     def check_transport(self, device: str | None, port: int | None) -> None:
-        """Refuse a device whose transport lacks what this test needs (iWARP: no datagrams, no
-        multicast), in words, before a QP is made on it."""
-        if not self.needs or not device:
-            return
-        transport = self.backend.transport(device, port or 1)
-        said = transport and refusal(transport, device, self.needs)
-        if said:
-            raise RdmacliError(
-                said[0], hint=said[1], cause=Cause.TRANSPORT, details={"transport": transport.name}
-            )
+        """Refuse a device whose transport lacks what this test needs (iWARP: no UD), in words,
+        before a QP is made on it."""
+        transport = self.needs and device and self.backend.transport(device, port or 1)
+        if transport and (err := refusal(transport, device, self.needs)):
+            raise err
 
     def where(self, conn: Connection) -> str:
         return f"{conn.local} -> {conn.remote}" + (f" on {conn.device}" if conn.device else "")

@@ -237,8 +237,7 @@ class BwClient(_Side):
         self.stream = Stream(self.op, self.size, window, self.count, self.duration)
         recvs = self.recv_window(conn) if self.bidir else 0
         conn.create_qp(qp_type=C.QPT_RC, send_wr=window + CTL_RECVS, recv_wr=max(recvs, 1))
-        # a READ's sink is written by the peer's READ responses: iWARP places them as tagged
-        # writes and refuses a sink without remote write (rping.c registers its sink so)
+        # a READ's sink takes the READ responses as tagged writes on iWARP: remote write (rping.c's)
         self.buffers(conn, recvs, remote_access=self.bidir or self.op == "read")
 
     def on_established(self, conn) -> None:

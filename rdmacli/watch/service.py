@@ -277,11 +277,11 @@ def refuse_transport(plan, *, port_of=None, transport_of=None) -> None:
     for rail, address in enumerate(plan.addresses[plan.rank]):
         found = port_of(address)
         transport = transport_of(*found) if found else None
-        said = transport and refusal(transport, found[0], KINDS[plan.test].needs)
-        if said:
+        err = transport and refusal(transport, found[0], KINDS[plan.test].needs)
+        if err:
             raise RdmacliError(
-                f"rail {rail} ({address}): {said[0]}: watch's {plan.test} check needs them",
-                hint=f"watch runs on RoCE and InfiniBand; on iWARP, {said[1]}",
+                f"rail {rail} ({address}): {err.message}: watch's {plan.test} check needs them",
+                hint=f"watch runs on RoCE and InfiniBand; on iWARP, {err.hint}",
                 cause=Cause.TRANSPORT,
             )
 

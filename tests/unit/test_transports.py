@@ -51,9 +51,12 @@ def test_transport_of_a_port_follows_node_type_and_link_layer():
 def test_iwarp_lacks_datagrams_multicast_and_immediate_and_says_what_works():
     assert T.IWARP.lacks((T.DATAGRAMS, T.MULTICAST, T.IMMEDIATE)) == [T.DATAGRAMS, T.MULTICAST, T.IMMEDIATE]
     assert T.ROCE.lacks((T.DATAGRAMS, T.MULTICAST, T.IMMEDIATE)) == []
-    message, hint = T.refusal(T.IWARP, "siw0", (T.DATAGRAMS,))
-    assert message == "siw0 is iWARP (RDMA over TCP), which has no unreliable datagrams (UD QPs)"
-    assert "mesh --test ping" in hint and "connect" in hint
+    err = T.refusal(T.IWARP, "siw0", (T.DATAGRAMS,))
+    assert err.message == "siw0 is iWARP (RDMA over TCP), which has no unreliable datagrams (UD QPs)"
+    assert "mesh --test ping" in err.hint and "connect" in err.hint
+    assert err.cause is Cause.TRANSPORT and err.exit_code == ExitCode.ENVIRONMENT
+    assert T.describe(T.IWARP, "Ethernet").startswith("iWARP (no unreliable datagrams (UD QPs), no multicast")
+    assert T.describe(T.ROCE, "Ethernet") == "RoCE over Ethernet" and T.describe(None, "X") == "X"
     assert T.refusal(T.ROCE, "rxe0", (T.DATAGRAMS, T.MULTICAST)) is None
 
 
