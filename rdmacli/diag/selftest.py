@@ -150,13 +150,11 @@ def transport_of(device: str | None):
 def not_applicable(name: str, server_ip: str) -> Row | None:
     """A row the transport under `server_ip` cannot run (iWARP: UD, multicast), marked so."""
     from rdmacli.diag.local import port_of_address
-    from rdmacli.transports import DATAGRAMS, MULTICAST, NEED_WORDS
+    from rdmacli.transports import NEED_WORDS
 
-    spec = PROTOCOL_TABLE[name]
-    needs = ((DATAGRAMS,) if spec.transport == "UD" else ()) + ((MULTICAST,) if spec.joins_group else ())
     found = port_of_address(server_ip)
     transport = transport_of(found[0] if found else None)
-    lacks = transport.lacks(needs) if transport else []
+    lacks = transport.lacks(PROTOCOL_TABLE[name].transport_needs) if transport else []
     if not lacks:
         return None
     words = " and ".join(NEED_WORDS[n] for n in lacks)

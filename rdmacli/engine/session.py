@@ -46,14 +46,6 @@ class Test:
     summary: dict = field(default_factory=dict)  # the summary's `params`
     needs: tuple[str, ...] = ()  # of the transport, beyond what the spec needs (rdmacli.transports)
 
-    def transport_needs(self) -> tuple[str, ...]:
-        """What the transport must have: datagrams for UD, multicast to join a group, and the
-        test's own (lat's WRITE with immediate)."""
-        from rdmacli import transports as T
-
-        spec = (T.DATAGRAMS,) if self.spec.transport == "UD" else ()
-        return spec + ((T.MULTICAST,) if self.spec.joins_group else ()) + self.needs
-
     def make_protocol(self) -> Callable[[], Protocol]:
         cls = self.spec.client_class() if self.role == CLIENT else self.spec.server_class()
         params = self.params
@@ -78,7 +70,7 @@ def build(
         timeouts=test.timeouts,
         options=test.options,
         backend=backend,
-        needs=test.transport_needs(),
+        needs=test.spec.transport_needs + test.needs,
     )
     return (factory or default_flow)(test, common)
 

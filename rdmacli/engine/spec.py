@@ -30,6 +30,14 @@ class Spec:
         return self.port_spaces[0]
 
     @property
+    def transport_needs(self) -> tuple[str, ...]:
+        """What its transport must have (rdmacli.transports): datagrams for UD, multicast to join
+        a group (iWARP has neither)."""
+        from rdmacli.transports import DATAGRAMS, MULTICAST
+
+        return ((DATAGRAMS,) if self.transport == "UD" else ()) + ((MULTICAST,) if self.joins_group else ())
+
+    @property
     def joins_group(self) -> bool:
         """A multicast protocol: it joins a group instead of connecting to a port (no port)."""
         return self.default_port is None

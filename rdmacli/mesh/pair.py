@@ -29,7 +29,7 @@ from rdmacli.outcome import Outcome, State
 from rdmacli.probe.token import Guarded, Token
 from rdmacli.protocols.table import BW, CONNECT, LAT, PING, UD, Spec
 from rdmacli.rdma.constants import PORT_SPACES
-from rdmacli.transports import DATAGRAMS, IMMEDIATE
+from rdmacli.transports import IMMEDIATE
 
 if TYPE_CHECKING:
     from rdmacli.mesh.config import AgentConfig
@@ -49,7 +49,7 @@ class Kind:
     needs: tuple[str, ...] = ()  # of the transport beyond the spec's (rdmacli.transports)
 
     def transport_needs(self) -> tuple[str, ...]:
-        return ((DATAGRAMS,) if self.spec.transport == "UD" else ()) + self.needs
+        return self.spec.transport_needs + self.needs
 
 
 def _bw(s: RunSpec) -> Params:
