@@ -32,14 +32,17 @@ class Transport:
         return [n for n in needs if not getattr(self, n)]
 
 
-INFINIBAND = Transport("InfiniBand", True, True, True, True, False, 56, "InfiniBand")
-ROCE = Transport("RoCE", True, True, True, True, True, 56, "RoCE (RDMA over Ethernet)")
+INFINIBAND = Transport(name="InfiniBand", datagrams=True, multicast=True, immediate=True, atomics=True,
+                       ip_gids=False, private_data=56, words="InfiniBand")  # fmt: skip
+ROCE = Transport(name="RoCE", datagrams=True, multicast=True, immediate=True, atomics=True, ip_gids=True,
+                 private_data=56, words="RoCE (RDMA over Ethernet)")  # fmt: skip
 # iWARP (RFC 5040/5041/5044): RDMA over TCP through MPA. Connected only: no UD QPs, no multicast,
 # no immediate data (siw takes the work request, then fails the QP: its transmit path has no such
 # opcode), no atomics (siw's atomic_cap is 0); MPA carries up to 256 bytes of private
 # data; an RDMA READ's sink is written by the peer's READ response, so it needs remote-write
 # access (rping.c registers its sink so for that reason).
-IWARP = Transport("iWARP", False, False, False, False, False, 256, "iWARP (RDMA over TCP)")
+IWARP = Transport(name="iWARP", datagrams=False, multicast=False, immediate=False, atomics=False,
+                  ip_gids=False, private_data=256, words="iWARP (RDMA over TCP)")  # fmt: skip
 TRANSPORTS = {t.name: t for t in (INFINIBAND, ROCE, IWARP)}
 
 NEED_WORDS = {
