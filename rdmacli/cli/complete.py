@@ -9,14 +9,14 @@ def rdma_addresses(ctx, param, incomplete: str) -> list[CompletionItem]:
     """IP addresses of this host's RDMA ports, with their device: from the GIDs on RoCE, from the
     netdev on iWARP and InfiniBand (whose GIDs are no addresses)."""
     from rdmacli.diag.devices import list_devices
-    from rdmacli.diag.local import netdev_ipv4
+    from rdmacli.diag.local import netdev_address
 
     seen = {}
     for dev in list_devices(use_pyverbs=False):
         for port in dev.ports:
             found: list[tuple[str | None, str | None]] = [(g.ip, g.netdev) for g in port.gids if g.ip]
             if not found and port.transport in ("iWARP", "InfiniBand") and port.netdev:
-                found = [(netdev_ipv4(port.netdev), port.netdev)]
+                found = [(netdev_address(port.netdev, 4), port.netdev)]
             for ip, netdev in found:
                 if ip and ip.startswith(incomplete) and ip not in seen:
                     seen[ip] = f"{dev.name} port {port.port} ({netdev})"

@@ -202,6 +202,7 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
     for name in names:
         ddir = os.path.join(sysfs, name)
         mtus = _active_mtus(name) if use_pyverbs else {}
+        node_type = read_sysfs(os.path.join(ddir, "node_type"))  # "4: RNIC": iWARP (transports.of)
         ports = []
         try:
             port_names = sorted(os.listdir(os.path.join(ddir, "ports")), key=int)
@@ -210,7 +211,7 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
         for pn in port_names:
             pdir = os.path.join(ddir, "ports", pn)
             link_layer = read_sysfs(os.path.join(pdir, "link_layer")) or "UNKNOWN"
-            transport = transports.of(read_sysfs(os.path.join(ddir, "node_type")), link_layer)
+            transport = transports.of(node_type, link_layer)
             gids = port_gids(pdir, ip_gids=transport is None or transport.ip_gids)
             netdev = next((g.netdev for g in gids if g.netdev), None) or port_netdev(ddir, int(pn))
             state, phys_state = port_state(pdir)
@@ -232,7 +233,6 @@ def list_devices(sysfs: str | None = None, use_pyverbs: bool = True) -> list[Dev
         )
         driver_link = os.path.join(ddir, "device", "driver")
         driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else None
-        node_type = read_sysfs(os.path.join(ddir, "node_type"))
         devices.append(
             Device(
                 name=name,

@@ -129,17 +129,30 @@ def netdev_of(ip: str) -> str | None:
     return None
 
 
-def netdev_ipv4(netdev: str) -> str | None:
-    """The (first) IPv4 address of a network interface, or None."""
+def netdev_address(netdev: str, family: int, *, proc: str = "/proc") -> str | None:
+    """A netdev's address of the family: IPv4 by SIOCGIFADDR, IPv6 the first global one of
+    /proc/net/if_inet6."""
+    import ipaddress
+
+    if family == 6:
+        try:
+            with open(os.path.join(proc, "net", "if_inet6")) as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) >= 6 and fields[5] == netdev and fields[3] == "00":  # global scope
+                        return str(ipaddress.IPv6Address(int(fields[0], 16)))
+        except (OSError, ValueError):
+            return None
+        return None
     import fcntl
     import socket
     import struct
 
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", netdev.encode()[:15]))  # SIOCGIFADDR
-        except OSError:
-            return None
+    except OSError:
+        return None
     return socket.inet_ntoa(raw[20:24])
 
 

@@ -41,7 +41,7 @@ def rdma_ipv4s() -> list[tuple[str, str]]:
     """(device, IPv4) of every active port with an IPv4 address: from its GIDs where the
     transport's GIDs are addresses (RoCE), else from its netdev (iWARP, IPoIB)."""
     from rdmacli.diag.devices import list_devices
-    from rdmacli.diag.local import netdev_ipv4
+    from rdmacli.diag.local import netdev_address
 
     found = []
     for d in list_devices(use_pyverbs=False):
@@ -50,7 +50,7 @@ def rdma_ipv4s() -> list[tuple[str, str]]:
                 continue
             ips = [g.ip for g in p.gids if g.ip and ":" not in g.ip]
             if not ips and p.transport != "RoCE" and p.netdev:
-                ips = [ip for ip in [netdev_ipv4(p.netdev)] if ip]
+                ips = [ip for ip in [netdev_address(p.netdev, 4)] if ip]
             if ips:
                 found.append((d.name, ips[0]))
     if not found:
@@ -148,17 +148,15 @@ def transport_of(device: str | None):
 
 
 def not_applicable(name: str, server_ip: str) -> Row | None:
-    """A row the transport under `server_ip` cannot run (iWARP: UD, multicast), marked so."""
+    """A row the transport under `server_ip` cannot run (iWARP: UD, multicast), marked so in
+    the words the commands refuse it with (transports.refusal)."""
     from rdmacli.diag.local import port_of_address
-    from rdmacli.transports import NEED_WORDS
+    from rdmacli.transports import refusal
 
     found = port_of_address(server_ip)
     transport = transport_of(found[0] if found else None)
-    lacks = transport.lacks(PROTOCOL_TABLE[name].transport_needs) if transport else []
-    if not lacks:
-        return None
-    words = " and ".join(NEED_WORDS[n] for n in lacks)
-    return Row(name, "n/a", 0.0, f"not applicable: {transport.words} has no {words}")
+    err = transport and refusal(transport, found[0], PROTOCOL_TABLE[name].transport_needs)
+    return Row(name, "n/a", 0.0, f"not applicable: {err.message}") if err else None
 
 
 def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size: int, timeout: float) -> Row:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from rdmacli.lab import CLIENT, IWARP_CLIENT, IWARP_SERVER, NODES_MAP, RAILS_MAP, SERVER, node
+from rdmacli.lab import CLIENT, IWARP_CLIENT, IWARP_SERVER, NODES_MAP, RAILS_MAP, SERVER, node, siw
 
 SETUP = [
     ["modprobe", "-a", "rdma_rxe", "rdma_ucm", "ib_uverbs"],
@@ -88,7 +88,7 @@ def iwarp_setup(ko: str) -> list[tuple[list[str], str | None]]:
     load = (
         [["modprobe", "-a", "siw"]]
         if ko == "modprobe"
-        else [["modprobe", "-a", *siw_depends()], ["insmod", ko]]
+        else [["modprobe", "-a", *siw.DEPENDS], ["insmod", ko]]
     )
     ip = [
         f"link add {a['netdev']} type veth peer name {b['netdev']}",
@@ -103,12 +103,6 @@ def iwarp_setup(ko: str) -> list[tuple[list[str], str | None]]:
         (["sysctl", "-qw", *keys], None),
         (["rdma", "-b", "-"], "\n".join(rdma) + "\n"),
     ]
-
-
-def siw_depends() -> tuple[str, ...]:
-    from rdmacli.lab.siw import DEPENDS
-
-    return DEPENDS
 
 
 def iwarp_ready(side: dict) -> bool:
@@ -254,8 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     t0 = time.monotonic()
-    siw = os.environ.pop("RDMACLI_LAB_SIW", "modprobe") if args.iwarp else None
-    setup(nodes=args.nodes, rails=args.rails, iwarp=siw)
+    ko = os.environ.pop("RDMACLI_LAB_SIW", "modprobe") if args.iwarp else None
+    setup(nodes=args.nodes, rails=args.rails, iwarp=ko)
     _say(f"ready in {time.monotonic() - t0:.1f} s")
     if args.cwd:
         os.chdir(args.cwd)

@@ -27,6 +27,7 @@ from rdmacli.diag.devices import (
     read_sysfs,
     transport_of,
 )
+from rdmacli.diag.local import netdev_address
 from rdmacli.transports import ROCE
 
 DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # an RDMA device name (IB_DEVICE_NAME_MAX is 64)
@@ -58,8 +59,11 @@ def discover(family: int = 4, devices: list[str] | None = None, *, sysfs: str | 
             if port_state(pdir)[0] != "ACTIVE":
                 continue
             transport = transport_of(name, port, root)
-            ethernet = (read_sysfs(os.path.join(pdir, "link_layer")) or "Ethernet") == "Ethernet"
-            if transport is ROCE or (transport is None and ethernet):
+            if transport is None:  # no node_type: Ethernet (or no link layer) is taken as RoCE, as before
+                roce = (read_sysfs(os.path.join(pdir, "link_layer")) or "Ethernet") == "Ethernet"
+            else:
+                roce = transport is ROCE
+            if roce:
                 address, netdev = _roce_address(pdir, family)
             else:  # InfiniBand, iWARP: the address of its netdev (IPoIB's; iWARP's GID is its MAC)
                 netdev = port_netdev(ddir, port)
@@ -80,31 +84,6 @@ def _roce_address(port_dir: str, family: int) -> tuple[str | None, str | None]:
         return None, None
     _, _, ip, netdev = min(found)
     return ip, netdev
-
-
-def netdev_address(netdev: str, family: int, *, proc: str = "/proc") -> str | None:
-    """A netdev's address of the family: IPv4 by SIOCGIFADDR, IPv6 the first global one of
-    /proc/net/if_inet6."""
-    if family == 6:
-        try:
-            with open(os.path.join(proc, "net", "if_inet6")) as f:
-                for line in f:
-                    fields = line.split()
-                    if len(fields) >= 6 and fields[5] == netdev and fields[3] == "00":  # global scope
-                        return str(ipaddress.IPv6Address(int(fields[0], 16)))
-        except (OSError, ValueError):
-            return None
-        return None
-    import fcntl
-    import socket
-    import struct
-
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", netdev.encode()[:15]))  # SIOCGIFADDR
-    except OSError:
-        return None
-    return socket.inet_ntoa(raw[20:24])
 
 
 def port_of(address: str, *, sysfs: str | None = None) -> tuple[str, int] | None:
