@@ -381,7 +381,7 @@ def parse_record(line: str, run_id: str):
         raise Violation("a line that is not JSON") from exc
     if not isinstance(d, dict) or d.get("run") != run_id:
         return None
-    kind = RECORDS.get(d.get("type"))
+    kind = RECORDS.get(d["type"]) if isinstance(d.get("type"), str) else None  # a list is unhashable
     if kind is None:
         return None
     return kind.parse(d)

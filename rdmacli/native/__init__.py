@@ -357,16 +357,25 @@ class ProbeLoop(_Loop):
         s.reply_ah, s.reply_qpn, s.free_sends, s.nfree = self.reply_ah, self.reply_qpn, self.free, len(slots)
         s.retired_ah, s.nretired, s.maxretired = self.retired_ah, 0, replaced  # reply AHs replaced
 
-    def resolved(self, index: int, ah: int, qpn: int, qkey: int, step_ns: int, due_ns: int) -> None:
-        """Partner `index` answered SIDR: its probes go from due_ns, a step apart."""
+    def resolved(
+        self, index: int, ah: int, qpn: int, qkey: int, source: bytes, step_ns: int, due_ns: int
+    ) -> None:
+        """Partner `index` answered SIDR (its QP `qpn` at `source`, wire.partner_source): its
+        probes go from due_ns, a step apart."""
         p = self.peers[index]
         p.ah, p.qpn, p.qkey, p.step_ns, p.next_due_ns = ah, qpn, qkey, max(step_ns, 1), due_ns
+        self._source(p, source)
 
-    def expect(self, index: int, qpn: int) -> None:
+    def expect(self, index: int, qpn: int, source: bytes) -> None:
         """Partner `index`'s QP as an earlier window knew it, before this window's begin: its
         probes are told from a QP claiming it (probe.c answer) from the start; no probe goes
         to it until `resolved`."""
         self.peers[index].qpn = qpn
+        self._source(self.peers[index], source)
+
+    def _source(self, p, source: bytes) -> None:
+        raw = bytes(source[: len(p.source)]).ljust(len(p.source), b"\0")
+        self.ffi.memmove(p.source, raw, len(raw))
 
     def wait(self, channel: int, cm_fd: int, send_end_ns: int, until_ns: int) -> bool:
         """Turns, sleeping on the completion channel and on `cm_fd` between them, until the CM

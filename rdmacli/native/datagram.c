@@ -114,3 +114,53 @@ void rdmacli_datagram_pack(unsigned char *p, const unsigned char *key, const str
     put64(p + RDMACLI_DG_T3, d->t3);
     put64(p + RDMACLI_DG_TAG, rdmacli_siphash24(key, p, RDMACLI_DG_TAG));
 }
+
+/* rdma-core's get_grh_header_version, in short: where the first word is not an IPv6 (or GRH)
+ * version 6, an IPv4 header at RDMACLI_GRH_IP4 makes it RoCE v2 over IPv4; where it is, an
+ * IPv4 header there still counts if its length and its checksum are right. */
+static int grh_is_ipv4(const unsigned char *grh)
+{
+    const unsigned char *ip = grh + RDMACLI_GRH_IP4;
+    uint32_t sum = 0;
+    int i;
+
+    if (grh[0] >> 4 != 6)
+        return ip[0] >> 4 == 4;
+    if (ip[0] != 0x45)
+        return 0;
+    for (i = 0; i < 20; i += 2)
+        sum += i == 10 ? 0 : (uint32_t)ip[i] << 8 | ip[i + 1];
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum == ((uint32_t)ip[10] << 8 | ip[11]);
+}
+
+void rdmacli_source(const unsigned char *grh, int has_grh, uint32_t slid, unsigned char *out)
+{
+    memset(out, 0, RDMACLI_SOURCE_BYTES);
+    if (has_grh && grh_is_ipv4(grh)) {
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, grh + RDMACLI_GRH_IP4 + 12, 4); /* the IPv4 header's source address */
+    } else if (has_grh) {
+        memcpy(out, grh + RDMACLI_GRH_SGID, 16);
+    }
+    out[16] = (unsigned char)(slid >> 8);
+    out[17] = (unsigned char)slid;
+}
+
+static int zero(const unsigned char *p, size_t n)
+{
+    while (n--)
+        if (*p++)
+            return 0;
+    return 1;
+}
+
+int rdmacli_same_source(const unsigned char *partner, const unsigned char *got)
+{
+    if (!zero(partner, 16) && !zero(got, 16))
+        return memcmp(partner, got, 16) == 0;
+    if (!zero(partner + 16, 2))
+        return memcmp(partner + 16, got + 16, 2) == 0;
+    return 0;
+}

@@ -118,6 +118,13 @@ struct rdmacli_bw {
 #define RDMACLI_PROBE_PAYLOAD 64 /* bytes sent */
 #define RDMACLI_PROBE_SLOT 128   /* a buffer slot: the 40-byte GRH and the payload */
 #define RDMACLI_GRH_BYTES 40
+/* Where a datagram came from, as a receive's GRH area and its completion say (a UD QP number is
+ * only one device's: a QP of another node may have the same number). A source is the sender's
+ * GID (RoCE v2 over IPv4: ::ffff:a.b.c.d) then its LID, big-endian; a GID of zeros where the
+ * datagram had no GRH, a LID of zero where the fabric has none (RoCE) */
+#define RDMACLI_GRH_SGID 8       /* the GRH's source GID (InfiniBand, RoCE over IPv6) */
+#define RDMACLI_GRH_IP4 20       /* RoCE v2 over IPv4: its IPv4 header, 20 zero bytes before it */
+#define RDMACLI_SOURCE_BYTES 18
 #define RDMACLI_FLOOR_NS 500     /* figures.RTT_FLOOR_US: no wire's round trip is shorter */
 #define RDMACLI_UDP_QKEY 19088743 /* 0x01234567, RDMA_UDP_QKEY: rdma_cm's UD QPs */
 
@@ -135,6 +142,11 @@ int rdmacli_datagram_parse(const unsigned char *p, const unsigned char *key, str
 void rdmacli_datagram_pack(unsigned char *p, const unsigned char *key, const struct rdmacli_datagram *d);
 /* SipHash-2-4 (Aumasson and Bernstein's reference): a keyed MAC for short inputs, the tag */
 uint64_t rdmacli_siphash24(const unsigned char *key, const unsigned char *in, size_t len);
+/* A datagram's source (RDMACLI_SOURCE_BYTES into out) from its GRH area (has_grh: the
+ * completion's IBV_WC_GRH) and its completion's slid; and whether a datagram's source is a
+ * partner's (as SIDR's AH reaches it): by GID where both have one, else by LID, else not */
+void rdmacli_source(const unsigned char *grh, int has_grh, uint32_t slid, unsigned char *out);
+int rdmacli_same_source(const unsigned char *partner, const unsigned char *got);
 
 struct rdmacli_probe_peer {
     /* set by Python when the partner resolved (SIDR) and as it paces the probes */
@@ -151,6 +163,10 @@ struct rdmacli_probe_peer {
     uint32_t sent;
     uint32_t answered;
     uint32_t replies[2];   /* its probes answered: from the QP SIDR named, from any other */
+    /* set by Python with qpn: where that QP is (rdmacli_source's form, from SIDR's AH); here:
+     * where the other QP that claimed it last is (its reply AH's) */
+    unsigned char source[RDMACLI_SOURCE_BYTES];
+    unsigned char other_source[RDMACLI_SOURCE_BYTES];
 };
 
 struct rdmacli_probe {
@@ -187,8 +203,9 @@ struct rdmacli_probe {
     uint64_t next_due_ns;  /* the earliest probe still due (0: none) */
     uint64_t replies;      /* partners' probes answered */
     uint64_t forged;       /* datagrams of this format whose tag is wrong: dropped */
-    uint64_t foreign;      /* answers with a good tag from another QP than SIDR named, and probes
-                            * from such a QP past max_replies or maxretired: dropped */
+    uint64_t foreign;      /* answers with a good tag from another QP than SIDR named (or from
+                            * another node's QP of its number), and probes from such a QP past
+                            * max_replies or maxretired: dropped */
     uint64_t post_errors;
     int status;
     int err;

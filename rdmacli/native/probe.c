@@ -11,9 +11,10 @@
  * trips measured the scheduler. Here a datagram costs what the verbs cost.
  *
  * Bounds: what comes from the wire is checked before it is used (magic, kind, the tag under
- * the key, run, the NICs named, a sequence number among the probes sent, a length that holds a datagram); every
- * buffer touched is a slot of the one registered buffer, found from our own wr_id; a turn
- * polls at most MAX_BATCHES batches, so the CM events of SIDR are never kept waiting.
+ * the key, run, the NICs named, the partner's QP and where it is, a sequence number among the
+ * probes sent, a length that holds a datagram); every buffer touched is a slot of the one
+ * registered buffer, found from our own wr_id; a turn polls at most MAX_BATCHES batches, so
+ * the CM events of SIDR are never kept waiting.
  *
  * rdmacli_probe_wait is the phase's sleep as well: Python calls it once per thing of its own
  * (a SIDR event, an ask due, the stop flag's 0.2 s), and it sleeps on the CQ's completion
@@ -78,6 +79,14 @@ static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struc
     return rc;
 }
 
+/* Whether a completion is from partner p's QP: its number and where it is (a QP number is one
+ * device's: another node's QP may have the same; in the lab a forger's did, and took the
+ * partner's replies). `src`: the datagram's source (rdmacli_source). */
+static int from_partner(const struct rdmacli_probe_peer *p, const struct ibv_wc *wc, const unsigned char *src)
+{
+    return p->qpn != 0 && wc->src_qp == p->qpn && rdmacli_same_source(p->source, src);
+}
+
 /* A partner's probe: its reply at once, the probe's fields back with our two stamps. The
  * reply's address handle is made from the probe's own completion, one a partner NIC and QP (its
  * tag shows it holds the key): the QP SIDR named has its own, never displaced by another QP
@@ -85,8 +94,9 @@ static int send_datagram(struct ibv_qp *qp, struct rdmacli_probe *s, const struc
  * replaced is retired, not destroyed: a UD send's AH must outlive the send (rxe looks it up
  * as it sends), and a reply may still be in flight. */
 static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdmacli_datagram *in,
-                   struct ibv_wc *wc, uint32_t slot, uint64_t t2)
+                   struct ibv_wc *wc, uint32_t slot, const unsigned char *src, uint64_t t2)
 {
+    struct rdmacli_probe_peer *p;
     struct rdmacli_datagram out;
     struct ibv_ah *ah;
     uint32_t k;
@@ -95,14 +105,16 @@ static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdma
     if (in->dst != s->nic || in->src >= s->nics || (i = s->peer_of_nic[in->src]) < 0 ||
         (uint32_t)i >= s->npeers || s->nfree == 0)
         return;
-    k = 2 * (uint32_t)i + (s->peers[i].qpn != 0 && wc->src_qp == s->peers[i].qpn ? 0 : 1);
-    if (s->peers[i].replies[k & 1] >= s->max_replies) {
+    p = &s->peers[i];
+    k = 2 * (uint32_t)i + (from_partner(p, wc, src) ? 0 : 1);
+    if (p->replies[k & 1] >= s->max_replies) {
         if (k & 1)
             s->foreign++; /* more probes than a partner sends, from a QP SIDR did not name */
         return;
     }
     ah = (struct ibv_ah *)(uintptr_t)s->reply_ah[k];
-    if (ah == NULL || s->reply_qpn[k] != wc->src_qp) {
+    if (ah == NULL || s->reply_qpn[k] != wc->src_qp ||
+        ((k & 1) && memcmp(p->other_source, src, RDMACLI_SOURCE_BYTES) != 0)) {
         struct ibv_ah *made;
 
         if (ah != NULL && s->nretired >= s->maxretired) {
@@ -117,6 +129,8 @@ static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdma
         ah = made;
         s->reply_ah[k] = (uintptr_t)made;
         s->reply_qpn[k] = wc->src_qp;
+        if (k & 1)
+            memcpy(p->other_source, src, RDMACLI_SOURCE_BYTES);
     }
     out = *in;
     out.kind = RDMACLI_REPLY;
@@ -124,14 +138,15 @@ static void answer(struct ibv_qp *qp, struct rdmacli_probe *s, const struct rdma
     out.t3 = rdmacli_now_ns();
     if (send_datagram(qp, s, &out, ah, wc->src_qp, RDMACLI_UDP_QKEY, NULL) == 0) {
         s->replies++;
-        s->peers[i].replies[k & 1]++;
+        p->replies[k & 1]++;
     }
 }
 
-/* A reply to one of our probes: from the QP the partner's SIDR named, for a probe we sent and
- * have not counted yet. The responder's hold is taken out only when less than the whole. */
+/* A reply to one of our probes: from the QP the partner's SIDR named, where SIDR found it, for
+ * a probe we sent and have not counted yet. The responder's hold is taken out only when less
+ * than the whole. */
 static void counted(struct rdmacli_probe *s, const struct rdmacli_datagram *d, const struct ibv_wc *wc,
-                    uint64_t t4)
+                    const unsigned char *src, uint64_t t4)
 {
     struct rdmacli_probe_peer *p;
     uint64_t t1, host, hold;
@@ -141,7 +156,7 @@ static void counted(struct rdmacli_probe *s, const struct rdmacli_datagram *d, c
         (uint32_t)i >= s->npeers)
         return;
     p = &s->peers[i];
-    if (wc->src_qp != p->qpn) {
+    if (!from_partner(p, wc, src)) {
         s->foreign++; /* a reply from a QP we never probed */
         return;
     }
@@ -242,14 +257,17 @@ int rdmacli_probe_turn(void *qp_, void *cq_, struct rdmacli_probe *s)
             if (wc[k].status == IBV_WC_SUCCESS && (wc[k].opcode & IBV_WC_RECV) &&
                 wc[k].byte_len >= RDMACLI_GRH_BYTES + RDMACLI_DG_SIZE) {
                 int got = rdmacli_datagram_parse(slot_at(s, (uint32_t)slot) + RDMACLI_GRH_BYTES, s->key, &d);
+                unsigned char src[RDMACLI_SOURCE_BYTES];
 
                 if (got < 0)
                     s->forged++; /* never answered, counted or let re-target a partner's replies */
                 else if (got > 0 && memcmp(d.run, s->run, 8) == 0) {
+                    rdmacli_source(slot_at(s, (uint32_t)slot), (wc[k].wc_flags & IBV_WC_GRH) != 0,
+                                   wc[k].slid, src);
                     if (d.kind == RDMACLI_PROBE)
-                        answer(qp, s, &d, &wc[k], (uint32_t)slot, t_in);
+                        answer(qp, s, &d, &wc[k], (uint32_t)slot, src, t_in);
                     else
-                        counted(s, &d, &wc[k], t_in);
+                        counted(s, &d, &wc[k], src, t_in);
                 }
             }
             if (wc[k].status == IBV_WC_WR_FLUSH_ERR)

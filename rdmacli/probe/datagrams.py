@@ -10,7 +10,20 @@ import time
 
 from rdmacli.probe.state import NicState
 from rdmacli.probe.timing import replaced_bound, replies_bound
-from rdmacli.probe.wire import FORGED, GRH_BYTES, PAYLOAD, PROBE, QKEY, REPLY, SIZE, SLOT, Datagram, parse
+from rdmacli.probe.wire import (
+    FORGED,
+    GRH_BYTES,
+    PAYLOAD,
+    PROBE,
+    QKEY,
+    REPLY,
+    SIZE,
+    SLOT,
+    Datagram,
+    parse,
+    same_source,
+    source,
+)
 from rdmacli.rdma import constants as C
 from rdmacli.rdma import verbs
 
@@ -110,10 +123,11 @@ class PythonLoop(NicState):
                     if d is FORGED:  # never answered, counted or let re-target a partner's replies
                         self.forged += 1
                     elif isinstance(d, Datagram) and d.run == self.run_id:
+                        src = source(self.mr.read(slot * SLOT, GRH_BYTES), wc.grh, wc.slid)
                         if d.kind == PROBE:
-                            self._answer(d, wc, slot, t_in)
+                            self._answer(d, wc, slot, src, t_in)
                         else:
-                            self._counted(d, wc, t_in)
+                            self._counted(d, wc, src, t_in)
                 if wc.status != C.WC_WR_FLUSH_ERR:
                     again.append(slot)
             try:
@@ -121,20 +135,20 @@ class PythonLoop(NicState):
             except Exception:  # noqa: BLE001 - receives fewer; the queue is deep
                 pass
 
-    def _answer(self, d: Datagram, wc, slot: int, t2: int) -> None:
+    def _answer(self, d: Datagram, wc, slot: int, src: bytes, t2: int) -> None:
         """A partner's probe: its reply, the probe's fields back with our two stamps. Two AHs a
         partner NIC, as probe.c's answer: one to the QP SIDR named, never displaced, one to the
         last other QP that claimed it; one replaced is retired (a reply may still name it)."""
         p = self.by_nic.get(d.src)
         if d.dst != self.nic or p is None or not self.free_sends:
             return
-        key = (d.src, 0 if p.qpn and wc.src_qp == p.qpn else 1)
+        key = (d.src, 0 if _from_partner(p, wc, src) else 1)
         if p.replies[key[1]] >= replies_bound(self.count):
             if key[1]:  # more probes than a partner sends, from a QP SIDR did not name
                 self.foreign += 1
             return
         got = self.ahs.get(key)
-        if got is None or got[0] != wc.src_qp:
+        if got is None or got[:2] != (wc.src_qp, src):
             if got is not None and self.replaced >= replaced_bound(len(self.peers)):
                 self.foreign += 1  # a window's churn of QPs claiming partners is bounded
                 return
@@ -143,10 +157,10 @@ class PythonLoop(NicState):
             except Exception:  # noqa: BLE001
                 return
             if got is not None:
-                self.retired.append(got[1])
+                self.retired.append(got[2])
                 self.replaced += 1
-            got = self.ahs[key] = (wc.src_qp, ah)
-        ah = got[1]
+            got = self.ahs[key] = (wc.src_qp, src, ah)
+        ah = got[2]
         out = self.free_sends.pop()
         t3 = time.perf_counter_ns()
         reply = Datagram(REPLY, self.run_id, d.seq, d.src, d.dst, d.t1, t2, t3)
@@ -167,15 +181,22 @@ class PythonLoop(NicState):
             return
         p.replies[key[1]] += 1
 
-    def _counted(self, d: Datagram, wc, t4: int) -> None:
-        """A reply to one of our probes: from the QP the peer's SIDR named, for a probe we sent."""
+    def _counted(self, d: Datagram, wc, src: bytes, t4: int) -> None:
+        """A reply to one of our probes: from the QP the peer's SIDR named, where SIDR found it,
+        for a probe we sent."""
         if d.src != self.nic:
             return
         p = self.by_nic.get(d.dst)
         if p is None:
             return
-        if wc.src_qp != p.qpn:
+        if not _from_partner(p, wc, src):
             self.foreign += 1  # a reply from a QP we never probed
             return
         hold = d.t3 - d.t2 if d.t3 >= d.t2 else -1
         p.tally.replied(d.seq, t4, hold)
+
+
+def _from_partner(p, wc, src: bytes) -> bool:
+    """A completion from partner p's QP: its number, and where it is (probe.c's from_partner: a
+    QP number is one device's, and another node's QP may have the same)."""
+    return bool(p.qpn) and wc.src_qp == p.qpn and same_source(p.source, src)

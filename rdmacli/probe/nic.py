@@ -54,7 +54,7 @@ class NicProbe(Resolving, PythonLoop):
         self.stop = stop
         self.phase(begin, end)
         self.channel = self.listen_id = self.comp = self.cq = self.mr = None
-        # (a partner NIC, 0: the QP SIDR named, 1: another) -> (that QP, the AH replies go by)
+        # (a partner NIC, 0: the QP SIDR named, 1: another) -> (that QP, where it is, the AH replies go by)
         self.ahs: dict[tuple[int, int], tuple] = {}
         self.replaced = 0  # the Python loop's reply AHs replaced (retired) this window
         self.free_sends: list[int] = []
@@ -137,7 +137,7 @@ class NicProbe(Resolving, PythonLoop):
                 p.resolving = None
             old = self.known.pop(p.nic, None)
             if p.resolved and p.ah is not None and p.tally.answered > 0:
-                self.known[p.nic] = Known(p.address, p.port, p.ah, p.qpn, p.qkey)  # the newest last
+                self.known[p.nic] = Known(p.address, p.port, p.ah, p.qpn, p.qkey, p.source)  # the newest last
                 if old is not None and old.ah is not p.ah:
                     self.retired.append(old.ah)
             else:
@@ -147,7 +147,7 @@ class NicProbe(Resolving, PythonLoop):
             self.retired.append(self.known.pop(next(iter(self.known))).ah)
         if self.native is not None:
             self.native.release()
-        for _, ah in self.ahs.values():
+        for *_, ah in self.ahs.values():
             self.retired.append(ah)
         self.ahs.clear()
         self.run_id, self.count, self.peers = run, count, peers
@@ -159,7 +159,7 @@ class NicProbe(Resolving, PythonLoop):
                 p.known = k
                 # its QP from now, not from the begin: a partner's probes that come before are
                 # answered by its own AH and bound, never in the slot a QP claiming it shares
-                p.qpn = k.qpn
+                p.qpn, p.source = k.qpn, k.source
         self.by_nic = {p.nic: p for p in peers}
         self.due, self.inflight = [], {}
         # the known partners' probes go together, a NIC's own random part of a step into the
@@ -171,7 +171,7 @@ class NicProbe(Resolving, PythonLoop):
             self.native = native_loop(self, self.recvs, self.sends, free=self.native.free_slots())
             for p in peers:
                 if p.known is not None:
-                    self.native.expect(p.index, p.qpn)
+                    self.native.expect(p.index, p.qpn, p.source)
         self._counters_start()
 
     def close(self) -> None:
@@ -180,7 +180,7 @@ class NicProbe(Resolving, PythonLoop):
         steps = [self.native.release] if self.native is not None else []  # its reply AHs
         steps += [p.resolving.destroy for p in self.peers if p.resolving is not None]
         held = [p.ah for p in self.peers] + [k.ah for k in self.known.values()] + self.retired
-        ahs = {id(x): x for x in held + [ah for _, ah in self.ahs.values()] if x is not None}  # each once
+        ahs = {id(x): x for x in held + [v[-1] for v in self.ahs.values()] if x is not None}  # each once
         steps += [ah.destroy for ah in ahs.values()]
         if self.listen_id is not None:
             steps.append(self.listen_id.destroy_qp)

@@ -16,6 +16,7 @@ from rdmacli.probe.siphash import FORGED
 from rdmacli.probe.state import NicState, Peer
 from rdmacli.probe.tally import Tally
 from rdmacli.probe.timing import MAX_RESOLVING, attempt_s, step_s
+from rdmacli.probe.wire import partner_source
 from rdmacli.rdma import addr as A
 from rdmacli.rdma import cm, verbs
 from rdmacli.rdma import constants as C
@@ -47,7 +48,14 @@ class Resolving(NicState):
                 continue
             if p.known is not None:  # answered in an earlier window on this open NIC: no SIDR
                 k, p.known = p.known, None
-                p.ah, p.qpn, p.qkey, p.resolved, p.cached = k.ah, k.qpn, k.qkey, True, True
+                p.ah, p.qpn, p.qkey, p.source, p.resolved, p.cached = (
+                    k.ah,
+                    k.qpn,
+                    k.qkey,
+                    k.source,
+                    True,
+                    True,
+                )
                 self._schedule(p, now)
                 continue
             p.attempts += 1
@@ -138,6 +146,7 @@ class Resolving(NicState):
                         self._restarted(p)
                     p.ah = verbs.AH.from_attr(self.listen_id.pd, ev.ah_attr)
                     p.qpn, p.qkey, p.error, p.resolved = ev.ud_qp_num, ev.ud_qkey, None, True
+                    p.source = partner_source(bool(ev.ah_attr.is_global), ev.dgid, ev.dlid)
                     self._schedule(p, now)
                 else:  # ADDR_ERROR, ROUTE_ERROR, UNREACHABLE, REJECTED: asked again after a pause
                     self._failed(
@@ -181,7 +190,13 @@ class Resolving(NicState):
                 now += self.offset * p.step
             if self.native is not None:
                 self.native.resolved(
-                    p.index, verbs_address(p.ah.ptr), p.qpn, p.qkey, int(p.step * 1e9), self._mono(now)
+                    p.index,
+                    verbs_address(p.ah.ptr),
+                    p.qpn,
+                    p.qkey,
+                    p.source,
+                    int(p.step * 1e9),
+                    self._mono(now),
                 )
             else:
                 heapq.heappush(self.due, (now, p.index))

@@ -27,6 +27,7 @@ class Peer:
     ah: Any = None
     qpn: int = 0
     qkey: int = 0
+    source: bytes = b""  # where its QP is (wire.partner_source): a QP number alone is one device's
     error: RdmacliError | None = None
     seq: int = 0
     index: int = 0  # in its NIC's list
@@ -56,6 +57,7 @@ class Known:
     ah: Any
     qpn: int
     qkey: int
+    source: bytes
 
 
 class NicState:
@@ -86,7 +88,9 @@ class NicState:
     cq: Any
     mr: Any
     native: Any  # the datagrams' loop in C (rdmacli.native.ProbeLoop), when built
-    ahs: dict[tuple[int, int], tuple[int, Any]]  # (partner NIC, 0: SIDR's QP, 1: another) -> (QP, AH)
+    ahs: dict[
+        tuple[int, int], tuple[int, bytes, Any]
+    ]  # (partner NIC, 0: SIDR's QP, 1: another) -> (QP, source, AH)
     replaced: int  # (Python loop) reply AHs replaced and retired this window (timing.replaced_bound)
     free_sends: list[int]
     recvs: int

@@ -24,6 +24,8 @@ GRH_BYTES = const("RDMACLI_GRH_BYTES")
 QKEY = const("RDMACLI_UDP_QKEY")  # rdma_cm's UD QPs' (RDMA_UDP_QKEY)
 TAG = const("RDMACLI_DG_TAG")  # the tag's offset: it covers every byte before it
 KEY_BYTES = const("RDMACLI_KEY_BYTES")
+GRH_SGID, GRH_IP4 = const("RDMACLI_GRH_SGID"), const("RDMACLI_GRH_IP4")
+SOURCE_BYTES = const("RDMACLI_SOURCE_BYTES")
 
 # (field, its offset in the header, its struct code): scapy's fields_desc, the header's numbers
 FIELDS = (
@@ -84,3 +86,48 @@ def parse(data: bytes, key: bytes) -> Datagram | Forged | None:
     if bytes(data[TAG:SIZE]) != tag(key, bytes(data[:TAG])):
         return FORGED
     return Datagram(kind, run, seq, src, dst, t1, t2, t3)
+
+
+# Where a datagram came from (datagram.c's rdmacli_source, the same bytes): a UD QP number is one
+# device's, and another node's QP may have the same, so a partner is its QP number and this.
+
+
+def _grh_is_ipv4(grh: bytes) -> bool:
+    """rdma-core's get_grh_header_version, in short (datagram.c's grh_is_ipv4)."""
+    ip = grh[GRH_IP4 : GRH_IP4 + 20]
+    if grh[0] >> 4 != 6:
+        return ip[0] >> 4 == 4
+    if ip[0] != 0x45:
+        return False
+    total = sum(int.from_bytes(ip[i : i + 2], "big") for i in range(0, 20, 2) if i != 10)
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return (~total & 0xFFFF) == int.from_bytes(ip[10:12], "big")
+
+
+def source(grh: bytes, has_grh: bool, slid: int) -> bytes:
+    """A received datagram's source from its GRH area (`has_grh`: IBV_WC_GRH) and its
+    completion's slid: the sender's GID (RoCE v2 over IPv4: ::ffff:a.b.c.d), zeros without a
+    GRH, then its LID."""
+    if has_grh and _grh_is_ipv4(grh):
+        gid = bytes(10) + b"\xff\xff" + bytes(grh[GRH_IP4 + 12 : GRH_IP4 + 16])
+    elif has_grh:
+        gid = bytes(grh[GRH_SGID : GRH_SGID + 16])
+    else:
+        gid = bytes(16)
+    return gid + (slid & 0xFFFF).to_bytes(2, "big")
+
+
+def partner_source(is_global: bool, dgid: bytes, dlid: int) -> bytes:
+    """Where a partner's QP is, as SIDR's AH reaches it, in source()'s form."""
+    return (bytes(dgid[:16]) if is_global else bytes(16)) + (dlid & 0xFFFF).to_bytes(2, "big")
+
+
+def same_source(partner: bytes, got: bytes) -> bool:
+    """A datagram's source is the partner's: by GID where both have one (RoCE; InfiniBand with
+    a GRH), else by LID (InfiniBand in one subnet), else not (nothing known of the partner)."""
+    if any(partner[:16]) and any(got[:16]):
+        return partner[:16] == got[:16]
+    if any(partner[16:18]):
+        return partner[16:18] == got[16:18]
+    return False

@@ -29,6 +29,8 @@ class WorkCompletion:
     qp_num: int
     src_qp: int
     raw: object = None  # cdata struct ibv_wc * (for ibv_create_ah_from_wc)
+    grh: bool = False  # a UD receive: its buffer starts with the sender's GRH (IBV_WC_GRH)
+    slid: int = 0  # a UD receive: the sender's LID (InfiniBand)
 
     @property
     def ok(self) -> bool:
@@ -150,6 +152,8 @@ class CQ(Handle):
                     qp_num=wc.qp_num,
                     src_qp=wc.src_qp,
                     raw=wcs + i,
+                    grh=bool(wc.wc_flags & C.WC_GRH),
+                    slid=wc.slid,
                 )
             )
         return out

@@ -47,8 +47,9 @@ class WatchMetrics:
                               "for a wrong tag: forged, or an agent with another --key-file", NIC,
                               registry=r)  # fmt: skip
         self.foreign = Counter("rdmacli_watch_foreign", "Datagrams with a good tag from another QP than "
-                               "the partner's SIDR named: answers dropped, and probes claiming a "
-                               "partner that SIDR showed had not restarted (a key holder forging)",
+                               "the partner's SIDR named (or a QP of its number elsewhere): answers "
+                               "dropped, and probes claiming a partner that SIDR showed had not "
+                               "restarted (a key holder forging)",
                                NIC, registry=r)  # fmt: skip
         self.shown: dict[str, set[tuple]] = {"nic": set(), "peer": set()}
 

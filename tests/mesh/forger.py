@@ -3,10 +3,13 @@ device, as any user may where uverbs is 0666), probes and answers that claim to 
 watch agent's partner, sent to the agent's QP (its number read as root from `rdma resource`),
 under the window's public run id and the public key: what a forger could compute had the
 fabric no key. Given the fabric's KEY_FILE, it is a key holder forging (a stolen key): the
-window's keyed run id and tags under the key, from a QP no SIDR named. It says how many it
-sent, as one JSON line.
+window's keyed run id and tags under the key, from a QP no SIDR named. Given AS_QPN too, that QP
+has the number AS_QPN (the claimed partner's own, on another device): QP numbers are one
+device's, and rxe hands them out in turn, so QPs are made and closed until the next is AS_QPN
+(a device added afresh starts below any agent's). It says how many it sent, as one JSON line.
 
-    python forger.py OWN_ADDRESS TARGET_ADDRESS TARGET_QPN SRC_NIC DST_NIC PORT WINDOW_S SECONDS [KEY_FILE]
+    python forger.py OWN_ADDRESS TARGET_ADDRESS TARGET_QPN SRC_NIC DST_NIC PORT WINDOW_S SECONDS \
+        [KEY_FILE [AS_QPN]]
 """
 
 from __future__ import annotations
@@ -51,13 +54,24 @@ def main() -> None:
     qpn, src, dst, port = int(qpn), int(src), int(dst), int(port)
     window_s, seconds = float(window_s), float(seconds)
     key = bytes.fromhex(Path(sys.argv[9]).read_text().strip()) if len(sys.argv) > 9 else None
+    as_qpn = int(sys.argv[10]) if len(sys.argv) > 10 else None
     channel = cm.EventChannel()
-    cid = cm.CmId.create(channel, C.PS_UDP)
-    cid.bind(A.resolve(own, 0, passive=True, what="the forger's address"))
-    comp = verbs.CompChannel(cid.verbs)
-    cq = verbs.CQ(cid.verbs, 2 * SLOTS, comp)
-    cid.create_qp(qp_type=C.QPT_UD, send_cq=cq.ptr, recv_cq=cq.ptr, max_send_wr=SLOTS, max_recv_wr=1,
-                  sq_sig_all=1)  # fmt: skip
+    anchor = cm.CmId.create(channel, C.PS_UDP)  # holds the device (and librdmacm's PD) while QPs come and go
+    anchor.bind(A.resolve(own, 0, passive=True, what="the forger's address"))
+    comp = verbs.CompChannel(anchor.verbs)
+    cq = verbs.CQ(anchor.verbs, 2 * SLOTS, comp)
+    for _ in range(100_000):
+        cid = cm.CmId.create(channel, C.PS_UDP)
+        cid.bind(A.resolve(own, 0, passive=True, what="the forger's address"))
+        cid.create_qp(qp_type=C.QPT_UD, send_cq=cq.ptr, recv_cq=cq.ptr, max_send_wr=SLOTS, max_recv_wr=1,
+                      sq_sig_all=1)  # fmt: skip
+        if as_qpn is None or cid.qp_num == as_qpn:
+            break
+        if cid.qp_num > as_qpn:
+            raise SystemExit(f"QP {cid.qp_num} already past {as_qpn} on this device: add it afresh")
+        cid.destroy_qp()
+        cid.destroy()
+    print(json.dumps({"qpn": cid.qp_num}), flush=True)
     mr = verbs.MR(cid.pd, SLOTS * wire.SLOT, C.ACCESS_LOCAL_WRITE)
     f = verbs.ffi()
     attr = f.new("struct ibv_ah_attr *")
@@ -109,6 +123,7 @@ def main() -> None:
         comp.destroy()
         mr.dereg()
         cid.destroy()
+        anchor.destroy()
         channel.close()
     print(json.dumps({"sent": sent}), flush=True)
 

@@ -4,8 +4,10 @@
 - n15's agent runs as an unprivileged user with no capability (as the hardened unit runs it);
 - forgers: a process on a member node (n16's own device) and one on a node not in the map (n14)
   send probes and answers claiming to come from the other agent, to each agent's QP, window after
-  window, and one holding the fabric's key does so from its own QP: no verdict moves, and each
-  agent counts what it dropped (a wrong tag as forged, the key holder's as foreign);
+  window, and one holding the fabric's key does so from a QP of its own that has n16's agent's QP
+  number (QP numbers are one device's: by chance, in CI, one had, and n15 took it for n16): no
+  verdict moves, and each agent counts what it dropped (a wrong tag as forged, the key holder's
+  as foreign);
 - a driver reload: its RDMA device deleted under it (`rdma link delete`, what unloading a driver
   does to each device) and added again. rxe, like every driver without `disassociate_ucontext`,
   finishes the delete only once every process has closed the device: an agent that kept its NIC
@@ -28,6 +30,7 @@ from meshlab import RAILS_MAP
 
 from rdmacli.lab import node
 from rdmacli.watch.hysteresis import ALERTED  # named: a suspect (one bad window) is shown, not named
+from rdmacli.watch.judge import DEAD, SLOW
 
 PAIR = ("n15", "n16")
 PORT = "7596"
@@ -115,11 +118,43 @@ def ud_qpn(device: str, pid: int) -> int:
     return qps[0]["lqpn"]
 
 
+def fresh_device(k: int) -> None:
+    """Node k's rxe added afresh (its QP numbers start again from the lowest) and its RoCE v2
+    GID for its address back."""
+    n = node(k)
+    subprocess.run(["rdma", "link", "delete", n["rxe"]], check=True, timeout=60)
+    subprocess.run(
+        ["rdma", "link", "add", n["rxe"], "type", "rxe", "netdev", n["netdev"]], check=True, timeout=60
+    )
+    gid = "0000:0000:0000:0000:0000:ffff:" + "{:02x}{:02x}:{:02x}{:02x}".format(
+        *map(int, n["ipv4"].split("."))
+    )
+    gids = Path(f"/sys/class/infiniband/{n['rxe']}/ports/1/gids")
+    end = time.monotonic() + 60
+    while not any(p.read_text().strip() == gid for p in gids.iterdir() if _readable(p)):
+        assert time.monotonic() < end, f"{n['rxe']} has no GID for {n['ipv4']} after 60 s"
+        time.sleep(0.5)
+
+
+def _readable(p: Path) -> bool:
+    try:
+        p.read_text()
+        return True
+    except OSError:
+        return False
+
+
 def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
     d, procs = pair
     qpn = {n: ud_qpn(node(int(n[1:]))["rxe"], procs[n].pid) for n in PAIR}
     seconds = 6 * WINDOW_S
     ip = {k: node(k)["ipv4"] for k in (14, 15, 16)}
+    fresh_device(14)  # the key holder's node: its QP numbers from the lowest, up to n16's
+    holder = subprocess.Popen([sys.executable, str(FORGER), ip[14], ip[15], str(qpn["n15"]), "1", "0", PORT,
+                               str(WINDOW_S), str(seconds), str(d / "fabric.key"), str(qpn["n16"])],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    took = holder.stdout.readline()  # its QP, before another process on n14 takes a number
+    assert took and json.loads(took)["qpn"] == qpn["n16"], (took, holder.communicate(timeout=60))
     forgers = [  # (own address, target, its QP, the NIC claimed, the target's NIC): n15 is NIC 0, n16 NIC 1
         subprocess.Popen([sys.executable, str(FORGER), ip[16], ip[15], str(qpn["n15"]), "1", "0", PORT,
                           str(WINDOW_S), str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -127,9 +162,7 @@ def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
         subprocess.Popen([sys.executable, str(FORGER), ip[14], ip[16], str(qpn["n16"]), "0", "1", PORT,
                           str(WINDOW_S), str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True),  # a node not in the map
-        subprocess.Popen([sys.executable, str(FORGER), ip[14], ip[15], str(qpn["n15"]), "1", "0", PORT,
-                          str(WINDOW_S), str(seconds), str(d / "fabric.key")], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True),  # a key holder, from a QP no SIDR named
+        holder,  # a key holder, from a QP no SIDR named, with n16's QP number, on n14
     ]  # fmt: skip
     forged: dict[str, dict[int, int]] = {n: {} for n in PAIR}  # by window: what the agent dropped
     foreign: dict[str, dict[int, int]] = {n: {} for n in PAIR}
@@ -140,9 +173,13 @@ def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
         for n in PAIR:
             doc = state(d, n)
             named = [x for x in doc["pairs"] + doc["nics"] if x.get("state") in ALERTED]
-            if named:  # a verdict moved (a key holder's late claim once made n15 forget n16: DEAD)
+            dead = [x for x in doc["pairs"] if x.get("cause") == DEAD]  # a window of no answer at all
+            if named or dead:  # a verdict moved (a key holder's late claim once made n15 forget n16)
+                for f in forgers:
+                    f.kill()
                 pytest.fail(f"{n}, {time.monotonic() - start:.1f} s into the forging: "
-                            + json.dumps({m: state(d, m) for m in PAIR}))  # fmt: skip
+                            + json.dumps({m: state(d, m) for m in PAIR})
+                            + f"; the forgers: {[f.communicate(timeout=60) for f in forgers]}")  # fmt: skip
             forged[n][doc["window"]] = doc["nics"][0]["forged"]
             foreign[n][doc["window"]] = doc["nics"][0]["foreign"]
         time.sleep(1)
@@ -154,7 +191,12 @@ def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
     assert sum(foreign["n15"].values()) > 0, foreign  # the key holder's: a good tag, the wrong QP
     seen = {n: state(d, n)["windows"] for n in PAIR}  # and the probes go on passing after them
     until(lambda: all(state(d, n)["windows"] >= seen[n] + 2 for n in PAIR), 60, "two windows more", procs)
-    assert all(state(d, n)["pairs"] == [] for n in PAIR), [state(d, n) for n in PAIR]
+    # nothing named, nothing lost: under TCG a busy host answers sooner (its vCPUs do not sleep),
+    # and the first quiet windows after the forgers may be a suspect SLOW (2.0 against 0.75 ms)
+    left = [
+        x for n in PAIR for x in state(d, n)["pairs"] if x.get("state") in ALERTED or x.get("cause") != SLOW
+    ]
+    assert left == [], json.dumps([state(d, n) for n in PAIR])
 
 
 def test_a_device_deleted_under_the_agent_is_let_go_said_and_taken_back(pair):

@@ -31,6 +31,8 @@ static int twin_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
         wc[k].opcode = (enum ibv_wc_opcode)w->opcode;
         wc[k].byte_len = w->byte_len;
         wc[k].src_qp = w->src_qp;
+        wc[k].wc_flags = w->wc_flags;
+        wc[k].slid = (uint16_t)w->slid;
     }
     return k;
 }

@@ -10,6 +10,8 @@ struct twin_wc {
     uint32_t opcode;
     uint32_t byte_len;
     uint32_t src_qp;
+    uint32_t wc_flags;         /* IBV_WC_GRH: the slot starts with the sender's GRH */
+    uint32_t slid;
 };
 
 struct twin_send {

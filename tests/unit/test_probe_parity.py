@@ -3,12 +3,15 @@ and clock replaced by a script: probe_twin.c) and the Python loop (datagrams.Pyt
 script through its own fakes) are given the same completions at the same times, and must send the
 same datagrams by the same AHs, make and retire the same AHs, post the same receives again and
 come to the same counts and round trips. The script holds what a window meets: partners' probes
-and answers, forgeries, a key holder's flood and its churn of QPs, answers nobody asked for,
-duplicates, a full send queue, flushed and short receives, and the send window's end."""
+and answers, forgeries, a key holder's flood and its churn of QPs, a QP of another node with a
+partner's QP number, answers nobody asked for, duplicates, a full send queue, flushed and short
+receives, and the send window's end. Partner 1 is found by its GID (RoCE v2 over IPv4: a GRH
+area holding an IPv4 header), partner 2 by its LID (InfiniBand, no GRH)."""
 
 from __future__ import annotations
 
 import heapq
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -20,7 +23,7 @@ from rdmacli import native
 from rdmacli.probe import datagrams
 from rdmacli.probe import nic as nicprobe
 from rdmacli.probe.timing import replaced_bound, replies_bound
-from rdmacli.probe.wire import GRH_BYTES, PAYLOAD, PROBE, QKEY, REPLY, SLOT, Datagram, parse
+from rdmacli.probe.wire import GRH_BYTES, PAYLOAD, PROBE, QKEY, REPLY, SLOT, Datagram, parse, partner_source
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.verbs import WorkCompletion
 
@@ -29,6 +32,10 @@ KEY, RUN = bytes(range(16)), b"\7" * 8
 NIC, COUNT, RECVS, SENDS = 0, 40, 128, 128
 PARTNERS = {1: 101, 2: 202}  # partner NIC -> the QP its SIDR named
 PEER_AH = {1: 0x100, 2: 0x200}  # the AHs SIDR's answers made
+HOME = {101: "10.0.0.1", 202: 0x22}  # where each partner's QP is: an IPv4 address (RoCE), a LID (IB)
+ELSEWHERE = "10.0.0.66"  # every other QP's node
+SOURCE = {1: partner_source(True, ipaddress.IPv6Address("::ffff:10.0.0.1").packed, 0),
+          2: partner_source(False, bytes(16), 0x22)}  # as SIDR's AH says it  # fmt: skip
 TWIN_AH_BASE = 4096  # probe_twin.h: made AH k is TWIN_AH_BASE + 16 k, in both loops
 STEP_NS, DUE_NS, SEND_END_NS = 250_000_000, 1_000_000_000, 7_000_000_000
 BATCH = 16  # a poll's completions, at most (probe.c's BATCH, verbs.CQ's)
@@ -52,6 +59,7 @@ class Wc:
 
     payload: bytes = b""
     src_qp: int = 0
+    at: str | int | None = None  # its node: an IPv4 address, a LID; None: HOME's, else ELSEWHERE
     status: int = C.WC_SUCCESS
     opcode: int = C.WC_RECV
     byte_len: int = GRH_BYTES + PAYLOAD
@@ -81,6 +89,8 @@ def script() -> list[Turn]:
                 Wc(dg(PROBE, 2, 2, NIC, 11, key=b"another key 16 b"), 202),  # forged
                 Wc(dg(REPLY, 1, NIC, 2, 5, 6, 7), 999),  # a good tag from a QP never probed: foreign
                 Wc(dg(PROBE, 3, 1, NIC, 12), 666),  # a key holder claiming partner 1: answered
+                Wc(dg(PROBE, 31, 1, NIC, 12), 101),  # partner 1's own probe
+                Wc(dg(PROBE, 32, 1, NIC, 12), 101, at=ELSEWHERE),  # its QP number, another node's
                 Wc(dg(REPLY, 1, NIC, 1, 5, 70, 270), 101),  # the same answer again: counted once
                 Wc(dg(REPLY, 9, NIC, 2, 5, 6, 7), 202),  # an answer to a probe never sent
                 Wc(dg(PROBE, 4, 2, NIC, 13, run=b"\1" * 8), 202),  # another window's
@@ -97,7 +107,10 @@ def script() -> list[Turn]:
         Turn(DUE_NS + STEP_NS + 50_000_000, [Wc(sends_done=True), *forger[:60]]),  # it goes now
         Turn(DUE_NS + 2 * STEP_NS, [Wc(sends_done=True), *forger[60:]]),  # the flood past its bound
         Turn(DUE_NS + 2 * STEP_NS + 1, [Wc(sends_done=True), *churn[:40]]),
-        Turn(DUE_NS + 3 * STEP_NS, [Wc(sends_done=True), *churn[40:]]),  # past the AHs' bound
+        Turn(
+            DUE_NS + 3 * STEP_NS,
+            [Wc(sends_done=True), *churn[40:], Wc(dg(REPLY, 3, NIC, 1, 5, 6, 7), 101, at=ELSEWHERE)],
+        ),  # foreign
         Turn(
             DUE_NS + 3 * STEP_NS + 300_000,
             [
@@ -126,6 +139,14 @@ class Seen:
     foreign: int = 0
 
 
+def grh(at: str) -> bytes:
+    """A receive's GRH area as rxe and mlx5 fill it for RoCE v2 over IPv4: 20 zero bytes, then
+    the IPv4 header (here its version, length and source address)."""
+    ip = bytearray(20)
+    ip[0], ip[12:16] = 0x45, ipaddress.IPv4Address(at).packed
+    return bytes(20) + bytes(ip)
+
+
 def completions(turn: Turn, inflight: list[int], next_slot: list[int], write) -> list[WorkCompletion]:
     out = []
     for w in turn.wcs:
@@ -133,12 +154,17 @@ def completions(turn: Turn, inflight: list[int], next_slot: list[int], write) ->
             out += [WorkCompletion(s, C.WC_SUCCESS, C.WC_SEND, PAYLOAD, None, 0, 0) for s in inflight]
             inflight.clear()
             continue
-        slot = w.wr_id
+        slot, at = w.wr_id, w.at if w.at is not None else HOME.get(w.src_qp, ELSEWHERE)
         if slot is None:
             slot = next_slot[0] % RECVS
             next_slot[0] += 1
             write(slot * SLOT + GRH_BYTES, w.payload)
-        out.append(WorkCompletion(slot, w.status, w.opcode, w.byte_len, None, 0, w.src_qp))
+            if isinstance(at, str):
+                write(slot * SLOT, grh(at))
+        lid = at if isinstance(at, int) else 0
+        out.append(
+            WorkCompletion(slot, w.status, w.opcode, w.byte_len, None, 0, w.src_qp, grh=lid == 0, slid=lid)
+        )
     return out
 
 
@@ -173,6 +199,7 @@ def twin_turn(twin, loop, wcs: list[WorkCompletion], now_ns: int, send_fails: in
         w = t.wc[k]
         w.wr_id, w.status, w.opcode = wc.wr_id, wc.status, wc.opcode
         w.byte_len, w.src_qp = wc.byte_len, wc.src_qp
+        w.wc_flags, w.slid = C.WC_GRH if wc.grh else 0, wc.slid
     loop.state.send_end_ns = SEND_END_NS
     twin.lib.rdmacli_probe_turn(loop.qp, loop.cq, loop.state)
     assert loop.state.status == 0
@@ -183,7 +210,7 @@ def run_native(twin, monkeypatch) -> Seen:
     t = twin.lib.twin
     loop, write = twin_loop(twin, monkeypatch, COUNT, list(PARTNERS))
     for i, (partner, qpn) in enumerate(PARTNERS.items()):
-        loop.resolved(i, PEER_AH[partner], qpn, QKEY, STEP_NS, DUE_NS)
+        loop.resolved(i, PEER_AH[partner], qpn, QKEY, SOURCE[partner], STEP_NS, DUE_NS)
     seen, inflight, next_slot = Seen(), [], [0]
     for turn in script():
         wcs = completions(turn, inflight, next_slot, write)
@@ -249,6 +276,7 @@ def run_python(monkeypatch) -> Seen:
     nic.cq = SimpleNamespace(poll=poll)
     for p in peers:
         p.ah, p.qpn, p.qkey, p.resolved = SimpleNamespace(ptr=PEER_AH[p.nic]), PARTNERS[p.nic], QKEY, True
+        p.source = SOURCE[p.nic]
         p.step = STEP_NS / 1e9
         heapq.heappush(nic.due, (DUE_NS / 1e9, p.index))
     for turn in script():
@@ -262,7 +290,7 @@ def run_python(monkeypatch) -> Seen:
         t = p.tally
         seen.counts[p.nic] = (t.sent, t.answered, t.host_ns, t.net_ns)
         seen.replies[p.nic] = tuple(p.replies)
-    seen.released = {ah.ptr for ah in nic.retired} | {ah.ptr for _, ah in nic.ahs.values()}
+    seen.released = {ah.ptr for ah in nic.retired} | {v[-1].ptr for v in nic.ahs.values()}
     return seen
 
 
@@ -276,7 +304,9 @@ def test_the_native_and_the_python_loop_given_one_script_do_the_same(twin, monke
     c = run_native(twin, monkeypatch)
     py = run_python(monkeypatch)
     # the script did what it says: every kind of thing happened
-    assert c.counts[1][1] >= 2 and c.counts[2][1] >= 2, c.counts  # answers counted
+    assert c.counts[1][1] == 3 and c.counts[2][1] >= 2, c.counts  # answers counted, never another node's
+    replied = {s[3][1]: s[0] for turn in c.sends for s in turn if s[3][0] == REPLY}  # seq -> its AH
+    assert replied[32] != replied[31]  # a QP of the partner's number elsewhere: never its AH
     assert c.forged == 1 and c.foreign > 20, (c.forged, c.foreign)  # forgeries, the flood, the churn
     assert c.replies[1][1] == replies_bound(COUNT)  # the flood answered up to its bound, no further
     assert c.retired == replaced_bound(len(PARTNERS))  # the churn's AHs retired up to theirs
@@ -304,7 +334,7 @@ def test_a_partner_known_from_the_window_before_is_answered_before_the_begin_wha
     the window before is told to the loop as the window is set up (NicProbe.retarget: `expect`)."""
     loop, write = twin_loop(twin, monkeypatch, 4, [1])
     if told:
-        loop.expect(0, 101)
+        loop.expect(0, 101, SOURCE[1])
     flood = [Wc(dg(PROBE, k % 20 + 1, 1, NIC, 5), 666) for k in range(replies_bound(4) + 4)]
     partner = Wc(dg(PROBE, 1, 1, NIC, 5), 101)  # after the flood
     wcs = completions(Turn(10, [*flood, partner]), [], [0], write)
@@ -319,7 +349,7 @@ def test_a_window_set_up_tells_its_loops_the_partners_it_knew(monkeypatch):
     native loop (`expect`) before the window begins; a partner it did not know gets none."""
     told = []
     fake = SimpleNamespace(
-        release=lambda: None, free_slots=lambda: [], expect=lambda i, q: told.append((i, q))
+        release=lambda: None, free_slots=lambda: [], expect=lambda i, q, s: told.append((i, q, s))
     )
     monkeypatch.setattr(nicprobe, "native_loop", lambda nic, recvs, sends, free=None: fake)
     peers = [nicprobe.Peer(k, 0, k, f"10.0.0.{k}", 7490) for k in (1, 2)]
@@ -327,9 +357,10 @@ def test_a_window_set_up_tells_its_loops_the_partners_it_knew(monkeypatch):
                             begin=0.0, end=10.0)  # fmt: skip
     nic.native, nic.recvs, nic.sends = fake, RECVS, SENDS
     for p, qpn in zip(peers, (101, 202)):
-        p.ah, p.qpn, p.resolved = SimpleNamespace(ptr=p.nic), qpn, True
+        p.ah, p.qpn, p.resolved, p.source = SimpleNamespace(ptr=p.nic), qpn, True, SOURCE[p.nic]
     peers[0].tally.answered = 1  # only partner 1 answered this window
     monkeypatch.setattr(nicprobe.counters, "read", lambda *a: {})
     fresh = [nicprobe.Peer(k, 0, k, f"10.0.0.{k}", 7490) for k in (1, 2)]
     nic.retarget(b"\2" * 8, fresh, 4)
-    assert [p.qpn for p in fresh] == [101, 0] and told == [(0, 101)]
+    assert [p.qpn for p in fresh] == [101, 0] and told == [(0, 101, SOURCE[1])]
+    assert [p.source for p in fresh] == [SOURCE[1], b""]

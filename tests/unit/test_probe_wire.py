@@ -108,3 +108,61 @@ def test_siphash_is_the_references_and_openssls(built, tmp_path):
         want = bytes.fromhex(out.stdout.strip())
         assert siphash24(key, msg).to_bytes(8, "little") == want, n
         assert lib.rdmacli_siphash24(key, msg, n) == siphash24(key, msg), n
+
+
+def ipv4_grh(src: str, *, first: bytes = bytes(20), checksum: bool = False) -> bytes:
+    """A GRH area as rxe and mlx5 fill it for RoCE v2 over IPv4: `first` (zeros), then an IPv4
+    header from `src` (its checksum right when asked)."""
+    import ipaddress
+
+    ip = bytearray(20)
+    ip[0], ip[8], ip[9], ip[12:16] = 0x45, 64, 17, ipaddress.IPv4Address(src).packed
+    if checksum:
+        total = sum(int.from_bytes(ip[i : i + 2], "big") for i in range(0, 20, 2))
+        while total >> 16:
+            total = (total & 0xFFFF) + (total >> 16)
+        ip[10:12] = (~total & 0xFFFF).to_bytes(2, "big")
+    return first + bytes(ip)
+
+
+def test_a_datagrams_source_is_its_senders_gid_or_lid_as_each_fabric_carries_it():
+    """Where a datagram came from: a UD QP number is one device's (in the lab a forger's QP on
+    another node had a partner's number, and was taken for it). RoCE v2 over IPv4: the IPv4
+    header's source, as ::ffff:a.b.c.d; a GRH (InfiniBand, RoCE over IPv6): its source GID;
+    InfiniBand without a GRH: the LID. rdma-core's rule where the first word says version 6: an
+    IPv4 header with a right checksum still counts."""
+    import ipaddress
+
+    v4 = ipaddress.IPv6Address("::ffff:10.77.1.16").packed
+    assert wire.source(ipv4_grh("10.77.1.16"), True, 0) == v4 + bytes(2)
+    gid = bytes.fromhex("fe80000000000000021122fffe334455")
+    grh = bytes([0x60]) + bytes(7) + gid + bytes(16)
+    assert wire.source(grh, True, 0x1234) == gid + b"\x12\x34"
+    assert wire.source(bytes(40), False, 0x22) == bytes(16) + b"\x00\x22"
+    six = bytes([0x60]) + bytes(19)
+    assert wire.source(ipv4_grh("10.0.0.7", first=six, checksum=True), True, 0)[12:16] == bytes([10, 0, 0, 7])
+    assert wire.source(ipv4_grh("10.0.0.7", first=six), True, 0)[:1] == b"\0"  # no checksum: the GRH's
+    roce = wire.partner_source(True, v4, 0)
+    ib = wire.partner_source(False, bytes(16), 0x22)
+    assert wire.same_source(roce, wire.source(ipv4_grh("10.77.1.16"), True, 0))
+    assert not wire.same_source(roce, wire.source(ipv4_grh("10.77.1.14"), True, 0))
+    assert wire.same_source(ib, wire.source(grh, True, 0x22))  # a GRH it did not say: by LID
+    assert not wire.same_source(ib, wire.source(bytes(40), False, 0x23))
+    assert not wire.same_source(b"", wire.source(bytes(40), False, 0))  # nothing known: never
+
+
+sources = st.tuples(st.binary(min_size=40, max_size=40), st.booleans(), st.integers(0, 0xFFFF))
+
+
+@settings(max_examples=300, deadline=None)
+@given(sources, st.binary(min_size=18, max_size=18), st.sampled_from(["10.1.2.3", "192.0.2.9"]))
+def test_c_and_python_find_the_same_source_and_the_same_partner(built, got, partner, addr):
+    ffi, lib = built
+    grh, has_grh, slid = got
+    for area in (grh, ipv4_grh(addr), ipv4_grh(addr, first=bytes([0x60]) + grh[1:20], checksum=True)):
+        out = ffi.new("unsigned char[]", wire.SOURCE_BYTES)
+        lib.rdmacli_source(area, int(has_grh), slid, out)
+        src = wire.source(area, has_grh, slid)
+        assert bytes(ffi.buffer(out)) == src
+        assert bool(lib.rdmacli_same_source(partner, src)) == wire.same_source(partner, src)
+        assert bool(lib.rdmacli_same_source(src, src)) == (any(src[:16]) or any(src[16:]))
