@@ -63,7 +63,7 @@ class WatchState:
             rail = rec["rail"]
             w = by_nic.setdefault(rail, NicWindow())
             ref = self.refs.setdefault(rail, judge.Reference())
-            cause = judge.window_cause(rec, ref, self.slow_factor)
+            cause = judge.window_cause(rec, ref, self.slow_factor, self.windows)
             w.sent += rec.get("probes_sent") or 0
             w.answered += rec.get("probes_answered") or 0
             if rec.get("rtt_p50_us"):

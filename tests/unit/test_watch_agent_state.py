@@ -616,3 +616,18 @@ def test_the_state_file_is_declared_once_what_an_agent_writes_is_what_status_tak
     for key, value in bad:
         with pytest.raises(Refused):
             StateDoc.parse({**doc, key: value}, "n0", list(agent.plan.names), 2)
+
+
+def test_slow_waits_for_three_windows_of_reference_however_many_partners_each_had():
+    """MIN_REFERENCE counts windows, not pairs: counted by pair, one window of seven partners
+    was a reference, and in the lab's CI a reference learnt while eight agents started (a busy
+    host under TCG answers sooner) named a healthy NIC slow two windows later."""
+    s = WatchState(rails=1, policy=Policy(raise_after=1, raise_window=1, clear_after=1))
+    partners = range(1, 8)
+    s.feed([rec(p, p50=1000.0, low=500.0) for p in partners])  # one window: no reference yet
+    s.feed([rec(p, p50=5000.0, low=4000.0) for p in partners])  # 5x slower: not judged
+    assert s.nics[0].state is State.OK and s.pairs == {}
+    assert s.refs[0].figures()["windows"] == 2 and s.refs[0].figures()["best_p50_us"] is None
+    s.feed([rec(p, p50=1000.0, low=500.0) for p in partners])  # the third window of reference
+    s.feed([rec(p, p50=9000.0, low=8000.0) for p in partners])
+    assert s.nics[0].state is State.BAD and s.nics[0].cause == judge.SLOW
