@@ -48,14 +48,8 @@ class Resolving(NicState):
                 continue
             if p.known is not None:  # answered in an earlier window on this open NIC: no SIDR
                 k, p.known = p.known, None
-                p.ah, p.qpn, p.qkey, p.source, p.resolved, p.cached = (
-                    k.ah,
-                    k.qpn,
-                    k.qkey,
-                    k.source,
-                    True,
-                    True,
-                )
+                p.ah, p.qpn, p.qkey, p.source = k.ah, k.qpn, k.qkey, k.source
+                p.resolved = p.cached = True
                 self._schedule(p, now)
                 continue
             p.attempts += 1

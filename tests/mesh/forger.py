@@ -14,15 +14,14 @@ device's, and rxe hands them out in turn, so QPs are made and closed until the n
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import ipaddress
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
+from rdmacli.diag.devices import SYSFS, port_gids
 from rdmacli.probe import wire
 from rdmacli.probe.siphash import PUBLIC_KEY, tag
 from rdmacli.rdma import addr as A
@@ -34,18 +33,9 @@ SLOTS = 32
 
 def sgid_index(device: str, port: int, address: str) -> int:
     """The RoCE v2 GID of `address` on device:port (sysfs)."""
-    want = ipaddress.IPv6Address("::ffff:" + address)
-    for path in glob.glob(f"/sys/class/infiniband/{device}/ports/{port}/gids/*"):
-        index = int(os.path.basename(path))
-        try:
-            with open(path) as f:
-                gid = ipaddress.IPv6Address(f.read().strip())
-            with open(f"/sys/class/infiniband/{device}/ports/{port}/gid_attrs/types/{index}") as f:
-                kind = f.read().strip()
-        except (OSError, ValueError):
-            continue
-        if gid == want and kind == "RoCE v2":
-            return index
+    for g in port_gids(f"{SYSFS}/{device}/ports/{port}"):
+        if g.ip == address and g.type == "RoCE v2":
+            return g.index
     raise SystemExit(f"no RoCE v2 GID of {address} on {device}")
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 from meshlab import RAILS_MAP
 
+from rdmacli.diag.devices import SYSFS, port_gids
 from rdmacli.lab import node
 from rdmacli.watch.hysteresis import ALERTED  # named: a suspect (one bad window) is shown, not named
 from rdmacli.watch.judge import DEAD, SLOW
@@ -126,22 +127,10 @@ def fresh_device(k: int) -> None:
     subprocess.run(
         ["rdma", "link", "add", n["rxe"], "type", "rxe", "netdev", n["netdev"]], check=True, timeout=60
     )
-    gid = "0000:0000:0000:0000:0000:ffff:" + "{:02x}{:02x}:{:02x}{:02x}".format(
-        *map(int, n["ipv4"].split("."))
-    )
-    gids = Path(f"/sys/class/infiniband/{n['rxe']}/ports/1/gids")
     end = time.monotonic() + 60
-    while not any(p.read_text().strip() == gid for p in gids.iterdir() if _readable(p)):
+    while not any(g.ip == n["ipv4"] for g in port_gids(f"{SYSFS}/{n['rxe']}/ports/1")):
         assert time.monotonic() < end, f"{n['rxe']} has no GID for {n['ipv4']} after 60 s"
         time.sleep(0.5)
-
-
-def _readable(p: Path) -> bool:
-    try:
-        p.read_text()
-        return True
-    except OSError:
-        return False
 
 
 def test_forged_probes_and_answers_move_no_verdict_and_are_counted(pair):
