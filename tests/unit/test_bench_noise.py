@@ -9,6 +9,8 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import noise  # noqa: E402
@@ -91,9 +93,56 @@ def test_the_bench_alternates_each_size_and_counts_only_runs_that_crossed_the_wi
     monkeypatch.setattr(bench, "perftest_wire", perftest)
     monkeypatch.setattr(bench, "rdmacli_perf", ours)
     lines = bench.bw()
-    assert [f["name"] for f in bench.FIGURES["bw"]] == ["4096 B", "65536 B", "1048576 B"]
+    names = [f["name"] for f in bench.FIGURES["bw"]]
+    assert names == ["4096 B", "65536 B", "1048576 B", "65536 B, perftest / perftest"]
     assert all(f["verdict"] == "met" and len(f["ours"]["runs"]) == noise.LEAST for f in bench.FIGURES["bw"])
-    assert len(lines) == 4 and "goal >= 0.95x: met" in lines[1]
+    assert len(lines) == 5 and "goal >= 0.95x: met" in lines[1]
     monkeypatch.setattr(bench, "rdmacli_perf", lambda mode, args, path: {"data": {"bw": {"gbps": 1.0}}})
     lines = bench.bw()  # rdmacli's runs moved nothing on the wire
-    assert bench.FIGURES["bw"] == [] and all("did not cross the wire" in line for line in lines[1:])
+    assert [f["name"] for f in bench.FIGURES["bw"]] == ["65536 B, perftest / perftest"]
+    assert all("did not cross the wire" in line for line in lines[1:4])
+
+
+def test_latency_is_a_figure_per_operation_with_its_interval(monkeypatch):
+    """bench.lat with its runs stood in: perftest's t_typical column against rdmacli's native
+    summary, a figure per operation; a summary from the Python path is said beside it."""
+    import bench
+
+    def perftest(tool, args):
+        return " #bytes #iterations t_min t_max t_typical\n 64 1000 5.0 9.0 10.0 10.2\n"
+
+    def ours(mode, args, path):
+        conn = {"latency_us": {"t_typical": 10.5}, "data_path": "native" if "send" in args else "python"}
+        return {"connections": [conn]}
+
+    monkeypatch.setattr(bench, "perftest_wire", perftest)
+    monkeypatch.setattr(bench, "rdmacli_perf", ours)
+    lines = bench.lat()
+    assert [f["name"] for f in bench.FIGURES["lat"]] == ["send 64 B", "write 64 B"]
+    send = bench.FIGURES["lat"][0]
+    assert send["ratio"] == 1.05 and send["verdict"] == "met"
+    assert list(send["theirs"]["runs"]) == [10.0] * noise.LEAST
+    assert "goal <= 1.1x: met" in lines[1] and "measured with" not in lines[1]
+    assert "rdmacli measured with: ['python']" in lines[2]
+
+
+def test_the_marginal_connection_is_one_figure_from_a_run_of_1_and_one_of_128(monkeypatch):
+    """bench.connect with its runs stood in: (work(128) - work(1)) / 127 for each tool, the
+    ratio's goal 1.5x at most; a failed run fails the figure, said, not averaged away."""
+    import bench
+
+    def run(cmd, clock):
+        n = int(cmd[cmd.index("-c") + 1])
+        per = 0.010 if cmd[1] == "-m" else 0.008  # rdmacli (python -m rdmacli) or ucmatose
+        return (1.0, 0.1 + n * per)
+
+    monkeypatch.setattr(bench, "with_server", lambda srv, port, cmd, clock=None: run(cmd, clock))
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: type("R", (), {"stdout": "  parts\n"})())
+    lines = bench.connect()
+    (fig,) = bench.FIGURES["connect"]
+    assert fig["ours"]["runs"][0] == pytest.approx(10.0) and fig["theirs"]["runs"][0] == pytest.approx(8.0)
+    assert fig["ratio"] == 1.25 and fig["verdict"] == "met" and fig["at_least"] is False
+    assert "goal <= 1.5x: met" in lines[1] and lines[-1] == "  parts"
+    monkeypatch.setattr(bench, "with_server", lambda srv, port, cmd, clock=None: (None, None))
+    bench.FIGURES.pop("connect")
+    assert "a run failed" in bench.connect()[1] and "connect" not in bench.FIGURES
