@@ -100,7 +100,7 @@ class ClientFlow(ActiveFlow):
         self.loop.call_later(self.RETRY_S, again)
 
     def on_addr_resolved(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
-        self.leave(conn)
+        self.leave(conn, ev)
         conn.learn_addresses()
         if self.options.tos is not None:
             conn.cm.set_tos(self.options.tos)
@@ -110,7 +110,7 @@ class ClientFlow(ActiveFlow):
         conn.cm.resolve_route(self.timeouts.resolve_ms)
 
     def on_route_resolved(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
-        self.leave(conn)  # addresses and device were learnt at ADDR_RESOLVED: they stay
+        self.leave(conn, ev)  # addresses and device were learnt at ADDR_RESOLVED: they stay
         if self.route_only:
             conn.finish()
             return
@@ -129,5 +129,5 @@ class ClientFlow(ActiveFlow):
             ) from None
 
     def on_established(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
-        self.leave(conn)
+        self.leave(conn, ev)
         self.start_data(conn, to)

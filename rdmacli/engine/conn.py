@@ -39,6 +39,7 @@ class Connection:
         self.comm_est_due = False  # rdma_notify(COMM_EST) due (peer_is_sending)
         self.datagram = False  # UD: no ESTABLISHED on the passive side, no disconnect
         self.last_event = None  # the CM event being handled (UD peers read ah_attr from it)
+        self.event_read: float | None = None  # when the event its handler answers was read
         self.ahs: list = []
         self.group = None  # the multicast SockAddr joined, left again in teardown
         self.torn_down = False
@@ -63,9 +64,9 @@ class Connection:
         return not self.finished and self.phase == DISCONNECT and self.error is None
 
     # -- phases and deadlines ------------------------------------------------------------------
-    def expect(self, phase: str, seconds: float | None) -> None:
+    def expect(self, phase: str, seconds: float | None, now: float | None = None) -> None:
         self.phase = phase
-        self.deadline = time.monotonic() + seconds if seconds else None
+        self.deadline = (now or time.monotonic()) + seconds if seconds else None
         if self.deadline is not None:
             self.flow.note_deadline(self.deadline, self)
 

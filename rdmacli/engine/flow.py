@@ -20,8 +20,8 @@ from rdmacli.engine.loop import DeadlineExpired, Loop
 from rdmacli.engine.protocol import Protocol
 from rdmacli.engine.results import conn_outcome
 from rdmacli.engine.settings import Options, Timeouts
-from rdmacli.engine.status import call_error, event_error, short_status
-from rdmacli.engine.timing import StepTimer
+from rdmacli.engine.status import call_error, event_error, here_first, short_status
+from rdmacli.engine.timing import DISPATCH, StepTimer
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import Earlier
 from rdmacli.rdma import constants as C
@@ -105,8 +105,8 @@ class Flow:
         self.warnings.append(text)
         self.emit({"type": "warning", "message": text})
 
-    def step_done(self, conn: Connection, step: str) -> None:
-        us = self.timer.end(step, conn.index)
+    def step_done(self, conn: Connection, step: str, at: float | None = None) -> None:
+        us = self.timer.end(step, conn.index, at)
         if us is not None and self.detailed:
             self.emit({"type": "step", "conn": conn.index, "step": step, "us": round(us, 1)})
 
@@ -157,7 +157,7 @@ class Flow:
         """The protocol creates its QP, CQ and MRs and pre-posts receives: the "create qp"
         step inside the phase that needs it (a failure is said as that step)."""
         phase = conn.phase
-        self.timer.start(L.CREATE_QP, conn.index)
+        self.begin(conn, L.CREATE_QP)
         conn.phase = L.CREATE_QP
         conn.protocol.setup(conn)
         self.step_done(conn, L.CREATE_QP)
@@ -172,17 +172,29 @@ class Flow:
         cls.table = L.bind(cls.rows, cls)
 
     def enter(self, conn: Connection, phase: L.Phase) -> None:
-        """conn is now in `phase`: its step is timed and its timeout bounds it."""
+        """conn is now in `phase`: its step is timed and its timeout bounds it (one clock read
+        for both)."""
         p = L.PHASES[phase]
-        if p.step:
-            self.timer.start(p.step, conn.index)
-        conn.expect(phase, self.timeouts.limit_s(p.limit))
+        now = self.begin(conn, p.step) if p.step else None
+        conn.expect(phase, self.timeouts.limit_s(p.limit), now)
 
-    def leave(self, conn: Connection) -> None:
-        """conn's phase is over: its step's time is recorded."""
+    def begin(self, conn: Connection, step: str) -> float:
+        """A step of conn starts now; if an event's handler is calling it, the handler's time
+        since that event was read is rdmacli's dispatch (timing.DISPATCH)."""
+        now = self.timer.start(step, conn.index)
+        if conn.event_read is not None:
+            self.timer.add(DISPATCH, conn.event_read, now)
+            conn.event_read = None
+        return now
+
+    def leave(self, conn: Connection, ev: CmEvent | None = None) -> None:
+        """conn's phase is over: its step's time is recorded, ending when `ev` (the event that
+        ended it) was read, as cmtime times it."""
         step = L.PHASES[conn.phase].step
         if step:
-            self.step_done(conn, step)
+            self.step_done(conn, step, ev.t if ev is not None else None)
+        if ev is not None:
+            conn.event_read = ev.t
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
         conn.last_event = ev
@@ -200,7 +212,10 @@ class Flow:
                 cause=Cause.UNEXPECTED_EVENT,
                 details={"side": self.side, "step": conn.phase, "event": ev.name},
             )
-        row.handler(self, conn, ev, row.next)
+        try:
+            row.handler(self, conn, ev, row.next)
+        finally:
+            conn.event_read = None  # a dispatch is timed to a call its own handler makes
 
     def guarded(self, conn: Connection, fn, *args) -> None:
         """A failing call fails its connection, not the whole loop."""
@@ -283,8 +298,9 @@ class Flow:
     def judge_disconnect(self, conn: Connection) -> None:
         """The connection is disconnected and its own evidence is in (or will not come): answer
         the peer's DREQ (that flushes our QP) and let the protocol judge the exchange."""
+        ev = conn.last_event  # the peer's DISCONNECTED, read before a settle's completions
         if conn.disconnect_sent:
-            self.step_done(conn, "disconnect")
+            self.step_done(conn, "disconnect", ev.t if ev is not None and ev.type == C.DISCONNECTED else None)
         else:
             conn.disconnect()  # answer the peer's DREQ: flushes our QP
             self.timer.end("disconnect", conn.index)
@@ -299,27 +315,8 @@ class Flow:
         )
 
     def fail_here_first(self, conn: Connection, err: RdmacliError) -> None:
-        """Fail a connection, but look at this host first: a removed device, a port gone DOWN,
-        a netdev down or a vanished GID is said as the cause, before the peer is blamed."""
-        host = conn.local.rsplit(":", 1)[0].strip("[]") if conn.local not in ("?", "*") else None
-        try:
-            cause = self.backend.local_cause(conn.device, conn.cm.port_num or 1, host)
-        except Exception:  # a diagnosis must never hide the error it explains
-            cause = None
-        if cause is not None:
-            err = RdmacliError(
-                f"{conn.phase}: {cause.text} [{self.where(conn)}]",
-                hint=cause.hint,
-                cause=cause.cause,
-                details={
-                    **err.details,
-                    "step": conn.phase,
-                    "local_cause": cause.text,
-                    "reported": err.message,
-                    "reported_cause": err.cause.value,
-                },
-            )
-        conn.fail(err)
+        """Fail a connection, but look at this host first (status.here_first)."""
+        conn.fail(here_first(self.backend, conn, err, self.where(conn)))
 
     def on_finished(self, conn: Connection) -> None:
         """A connection finished (well or not): its protocol hears it once. Flows that do more

@@ -32,7 +32,7 @@ class McastFlow(ActiveFlow):
         return str(self.group.host)
 
     def on_addr_resolved(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
-        self.leave(conn)
+        self.leave(conn, ev)
         conn.learn_addresses()
         conn.remote = self.group.host
         self.setup_qp(conn)
@@ -53,7 +53,7 @@ class McastFlow(ActiveFlow):
         conn.group = self.group
 
     def on_joined(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
-        self.leave(conn)
+        self.leave(conn, ev)
         joined = {"type": "joined", "conn": conn.index, **conn.protocol.joined(conn, ev).to_dict()}
         self.start_data(conn, to)
         self.emit(joined)  # a readiness record: a receiver's buffers are posted by now

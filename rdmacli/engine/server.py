@@ -210,7 +210,7 @@ class ServerFlow(Flow):
         self.retire(conn)
 
     def on_established(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
-        self.leave(conn)
+        self.leave(conn, ev)
         self.start_data(conn, to)
 
     def on_finished(self, conn: Connection) -> None:

@@ -249,3 +249,27 @@ def call_error(step: str, exc: RdmaCallError, where: str) -> RdmacliError:
         cause=CALL_CAUSE.get(exc.call, Cause.CALL_FAILED),
         details={"step": step, "call": exc.call},
     )
+
+
+def here_first(backend, conn, err: RdmacliError, where: str) -> RdmacliError:
+    """This host looked at before the peer is blamed: a removed device, a port gone DOWN, a
+    netdev down or a vanished GID is said as the cause of `err`, which stays as reported."""
+    host = conn.local.rsplit(":", 1)[0].strip("[]") if conn.local not in ("?", "*") else None
+    try:
+        cause = backend.local_cause(conn.device, conn.cm.port_num or 1, host)
+    except Exception:  # a diagnosis must never hide the error it explains
+        cause = None
+    if cause is None:
+        return err
+    return RdmacliError(
+        f"{conn.phase}: {cause.text} [{where}]",
+        hint=cause.hint,
+        cause=cause.cause,
+        details={
+            **err.details,
+            "step": conn.phase,
+            "local_cause": cause.text,
+            "reported": err.message,
+            "reported_cause": err.cause.value,
+        },
+    )

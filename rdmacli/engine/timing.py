@@ -1,4 +1,9 @@
-"""Step timing under cmtime's step names: per step, total wall time and per-connection spread."""
+"""Step timing under cmtime's step names: per step, total wall time and per-connection spread.
+
+A step that ends with a CM event ends where cmtime's does: when the event was read from the
+channel (its CmEvent.t), not when rdmacli's handler got to it. What rdmacli itself spends from
+that read to its next call of the CM (its observers, the table's handler, what it learns of the
+connection) is a row of its own, DISPATCH: the CM's steps and rdmacli's overhead, apart."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ STEP_ORDER = [
     "destroy qp",
     "destroy id",
 ]
+DISPATCH = "dispatch (rdmacli)"  # not cmtime's: from an event's read to rdmacli's next CM call
 
 
 @dataclass
@@ -46,12 +52,21 @@ class StepTimer:
         self.steps: dict[str, StepStats] = {}
         self._open: dict[int, dict[str, float]] = {}  # connection -> its steps begun, not ended
 
-    def start(self, step: str, conn: int = 0, t: float | None = None) -> None:
+    def start(self, step: str, conn: int = 0, t: float | None = None) -> float:
+        """Open the step (at t, or now); returns when."""
         t = time.monotonic() if t is None else t
         self._open.setdefault(conn, {})[step] = t
         s = self.steps.setdefault(step, StepStats())
         if s.first_start is None or t < s.first_start:
             s.first_start = t
+        return t
+
+    def add(self, step: str, start: float, end: float) -> None:
+        """A span measured elsewhere (DISPATCH: from an event's read to the next call)."""
+        s = self.steps.setdefault(step, StepStats())
+        s.add(end - start)
+        s.first_start = start if s.first_start is None else min(s.first_start, start)
+        s.last_end = end if s.last_end is None else max(s.last_end, end)
 
     def end(self, step: str, conn: int = 0, t: float | None = None) -> float | None:
         """Close the step; returns its duration in microseconds (None if it was not started)."""
@@ -74,7 +89,8 @@ class StepTimer:
     def summary(self) -> list[dict]:
         rows = []
         names = [n for n in STEP_ORDER if n in self.steps]
-        names += [n for n in self.steps if n not in STEP_ORDER]
+        names += [n for n in self.steps if n not in STEP_ORDER and n != DISPATCH]
+        names += [DISPATCH] if DISPATCH in self.steps else []
         for name in names:
             s = self.steps[name]
             if not s.count or s.last_end is None or s.first_start is None:
