@@ -845,10 +845,14 @@ def benchmarks_page() -> str:
     bench = _result_files("bench")
     if not bench:
         out.append("No run recorded yet: `make bench` writes one.\n")
-    for doc in bench[-1:]:
-        out.append(_run_header(doc) + "\n")
-        for lines in doc["figures"]["sections"].values():
-            out.append("```\n" + "\n".join(lines) + "\n```\n")
+    out += figures_table(bench)
+    seen: set[str] = set()  # each section from the latest run that has it, under that run's header
+    for doc in reversed(bench):
+        sections = {k: v for k, v in doc["figures"]["sections"].items() if k not in seen}
+        if sections:
+            seen |= set(sections)
+            out.append(_run_header(doc) + "\n")
+            out += ["```\n" + "\n".join(lines) + "\n```\n" for lines in sections.values()]
     out.append("## make scale-bench: the coordinator and blame at fleet size\n")
     scale = _result_files("scale")
     if not scale:
@@ -870,6 +874,31 @@ def benchmarks_page() -> str:
         out.append("\nGoals: " + ("; ".join(missed) if missed else "every goal met") + ".\n")
     out += liars_section()
     return "\n".join(out) + "\n"
+
+
+def figures_table(runs: list[dict]) -> list[str]:
+    """The figures with their noise (benchmarks/noise.py) of the last two runs that have them,
+    side by side: each tool's min/median/max, the ratio's interval and the verdict."""
+    runs = [doc for doc in runs if doc["figures"].get("figures")][-2:]
+    if not runs:
+        return []
+    out = ["Each figure: rdmacli's runs and the C tool's (min / median / max), the ratio of the "
+           "medians with its 90 % bootstrap interval, and the verdict against the goal (met or "
+           "missed only when the whole interval is on one side; else not separable in this lab). "
+           "The latest two runs, each its own lab boot:\n",
+           "| run | figure | rdmacli | C tool | ratio [interval] | goal | verdict |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for doc in runs:
+        when = doc["when"][:16]
+        for section, figures in doc["figures"]["figures"].items():
+            for fig in figures:
+                side = lambda s: f"{s['low']:.3g} / {s['median']:.3g} / {s['high']:.3g} ({len(s['runs'])})"  # noqa: E731
+                lo, hi = fig["interval"]
+                goal = f"{'>=' if fig['at_least'] else '<='} {fig['goal']:g}x"
+                out.append(f"| {when} | {md_cell(section)} {md_cell(fig['name'])} | {side(fig['ours'])} | "
+                           f"{side(fig['theirs'])} | {fig['ratio']:.2f}x [{lo:.2f}, {hi:.2f}] | {goal} | "
+                           f"{fig['verdict']} |")  # fmt: skip
+    return [*out, ""]
 
 
 def liars_section() -> list[str]:
@@ -898,17 +927,21 @@ def liars_section() -> list[str]:
     return out
 
 
-BENCH_METHOD = """Both tools run as the client against the same C server, alternating, `BENCH_RUNS`
-(default 3) runs each, timed two ways: wall (the whole process) and work (from the first line
-the tool prints to its exit; the C tools are line-buffered with `stdbuf -oL`, rdmacli prints
-`--json-lines`). For each protocol the marginal cost of one unit of work is (work(big) -
-work(small)) / (big - small): set-up cancels out, and a Python start, whose jitter under TCG is
-larger than many connections' work, is outside the clock. connect runs rdmacli as users do
-(`--json`) and takes the summary's `elapsed_ms`. Every run crosses the lab's wire (rxe1, veth1,
-veth0, rxe0): perftest to perftest runs on perftest's own exchange, each end on its device and
-GID index (`-d`, `-x`), because Debian's perftest does not bind an `-R` client to its
-`--source_ip`. Ratios are rdmacli / C tool: below 1.0 rdmacli is faster. Under TCG (the lab's
-emulation) a run's figures say nothing of real hardware, and run-to-run noise is wide.
+BENCH_METHOD = """A figure is a ratio, rdmacli / C tool, with its noise: both tools' runs alternate
+(drift hits both) until the ratio's 90 % bootstrap interval is narrower than the goal's margin
+(0.05 for bandwidth's >= 0.95x, 0.1 for latency's <= 1.1x, 0.5 for connection set-up's <= 1.5x)
+or 12 runs each; the verdict is met or missed only when the whole interval is on one side of
+the goal, else "not separable in this lab" (benchmarks/noise.py). Every bandwidth run is
+checked to have crossed the lab's wire (rxe1, veth1, veth0, rxe0): the client's netdev sent at
+least the bytes the run claims; perftest to perftest runs on perftest's own exchange, each end
+on its device and GID index (`-d`, `-x`), because Debian's perftest does not bind an `-R`
+client to its `--source_ip`. Beside bandwidth at 64 KiB, perftest against itself by the same
+rule: the lab's own noise. Connection set-up is the marginal connection, (work(128) -
+work(1)) / 127 from two runs back to back, rdmacli timed by its own `elapsed_ms` (`--json`, as
+users run it), so a Python start, whose jitter under TCG is larger than many connections' work,
+is outside the clock. ping, ud and mcast are medians of `BENCH_RUNS` (default 3) runs of each,
+their marginal cost likewise from a small and a big run. Under TCG (the lab's emulation) a run's
+figures say nothing of real hardware.
 """
 
 

@@ -55,8 +55,13 @@ class Connection:
         self.ended = False  # its protocol told that it is over (Flow.on_finished, once)
 
     @property
-    def finished(self) -> bool:
-        return self.state.final
+    def state(self) -> State:
+        return self._state
+
+    @state.setter
+    def state(self, state: State) -> None:
+        # `finished` is asked dozens of times a connection (make profile): kept, not derived
+        self._state, self.finished = state, state.final
 
     @property
     def closing(self) -> bool:
@@ -71,9 +76,12 @@ class Connection:
             self.flow.note_deadline(self.deadline, self)
 
     def progress(self) -> None:
-        """Data moved: push the idle deadline out (and end a wait for the peer's first data)."""
-        if self.phase in (DATA, WAIT_FOR_PEER):
-            self.expect(DATA, self.flow.timeouts.idle_s)
+        """Data moved: push the idle deadline out (and end a wait for the peer's first data),
+        from the loop turn's clock read (a read per completion was most of a connection's)."""
+        if self.phase == DATA and self.deadline is not None:  # only later: no bound to lower
+            self.deadline = self.flow.loop.now + self.flow.timeouts.idle_s
+        elif self.phase in (DATA, WAIT_FOR_PEER):
+            self.expect(DATA, self.flow.timeouts.idle_s, self.flow.loop.now)
 
     def learn_addresses(self) -> None:
         loc, rem = self.cm.local_addr(), self.cm.peer_addr()

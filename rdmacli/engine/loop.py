@@ -49,6 +49,7 @@ class Loop:
         self.timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
         self.backlog: dict[int, tuple] = {}  # CQs a turn left with completions (fairness)
+        self.now = time.monotonic()  # this turn's clock, read once as select() returns
         # stop requests (a signal handler's) end a select() at once instead of at its timeout
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -61,7 +62,7 @@ class Loop:
         return timer
 
     def _fire_timers(self) -> None:
-        now = time.monotonic()
+        now = self.now = time.monotonic()
         while self.timers and self.timers[0][0] <= now:
             timer = heapq.heappop(self.timers)[2]
             if not timer.cancelled:
@@ -175,7 +176,8 @@ class Loop:
                 turns += 1
                 if done():
                     return
-            elif time.monotonic() >= until:
+            elif (now := time.monotonic()) >= until:
+                self.now = now
                 return
 
     # -- running -----------------------------------------------------------------------------
@@ -199,7 +201,7 @@ class Loop:
                     )
                 timeout = min(timeout, left)
             if self.timers:
-                timeout = max(0.0, min(timeout, self.timers[0][0] - time.monotonic()))
+                timeout = max(0.0, min(timeout, self.timers[0][0] - now))
             if self.busy_poll:
                 self._spin_turns(done)
                 if done():
@@ -213,6 +215,7 @@ class Loop:
         """One turn: the handlers of every ready fd still registered, then the timers due.
         Returns how many fds were ready."""
         ready = self.sel.select(timeout)
+        self.now = time.monotonic()
         registered = self.sel.get_map()
         for key, _ in ready:
             # an earlier handler of this turn may have unregistered this fd (and a new

@@ -16,7 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "rdmacli.native._datapath"
 CFLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
-SOURCES = ("datapath.c", "lat.c", "bw.c", "datagram.c", "probe.c")  # loop.h: what lat.c inlines
+SOURCES = ("datapath.c", "lat.c", "bw.c", "datagram.c", "probe.c", "cm.c")  # loop.h: what lat.c inlines
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
 
 
@@ -41,7 +41,7 @@ def builder(sanitize: bool = False):
         '#include "datapath.h"',
         sources=[os.path.join(HERE, name) for name in SOURCES],
         include_dirs=[HERE],
-        libraries=["ibverbs"],
+        libraries=["ibverbs", "rdmacm"],
         extra_compile_args=flags,
         extra_link_args=SANITIZE if sanitize else [],
     )

@@ -227,6 +227,30 @@ int rdmacli_nic_clock(void *verbs, uint64_t *mask, uint64_t *khz);
 void *rdmacli_create_cq_ex(void *verbs, int cqe, void *channel, int timestamps);
 uint64_t rdmacli_nic_ticks_ns(uint64_t from, uint64_t to, uint64_t mask, uint64_t khz);
 void rdmacli_lat_calibrate(struct rdmacli_lat *s, uint64_t spin_ns);
+
+#define RDMACLI_AH_ATTR_BYTES 64 /* room for a struct ibv_ah_attr (cm.c asserts it fits) */
+
+/* A CM event as rdmacli_cm_get copies it (cm.c): the fields rdma_get_cm_event(3) documents. */
+struct rdmacli_cm_event {
+    uint64_t t_ns;         /* CLOCK_MONOTONIC when it was read (Python's time.monotonic's clock) */
+    int event;
+    int status;
+    uint64_t id;           /* the struct rdma_cm_id * and the listening one, as numbers */
+    uint64_t listen_id;
+    int ud;                /* the id is of a datagram port space: qkey and ah_attr are set */
+    uint8_t private_data_len;
+    uint8_t private_data[255];
+    uint8_t responder_resources;
+    uint8_t initiator_depth;
+    uint8_t flow_control;
+    uint8_t retry_count;
+    uint8_t rnr_retry_count;
+    uint8_t srq;
+    uint32_t qp_num;
+    uint32_t qkey;
+    uint8_t ah_attr[64];   /* RDMACLI_AH_ATTR_BYTES: a struct ibv_ah_attr's bytes */
+};
+int rdmacli_cm_get(void *channel, struct rdmacli_cm_event *out); /* 0, or the errno */
 /* cdef-end */
 
 #define POLL_BATCH 8 /* completions a poll of lat's and bw's loops takes, at most */

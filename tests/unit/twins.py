@@ -29,7 +29,7 @@ def build(name: str, tmp_dir: str, replaces: tuple[str, ...]):
         sources=[os.path.join(_build.HERE, s) for s in _build.SOURCES if s not in replaces]
         + [os.path.join(HERE, f"{name}.c")],
         include_dirs=[_build.HERE, HERE],
-        libraries=["ibverbs"],
+        libraries=["ibverbs", "rdmacm"],
         extra_compile_args=_build.CFLAGS,
     )
     path = ffi.compile(tmpdir=tmp_dir, verbose=False)
