@@ -270,6 +270,6 @@ def here_first(backend, conn, err: RdmacliError, where: str) -> RdmacliError:
             "step": conn.phase,
             "local_cause": cause.text,
             "reported": err.message,
-            "reported_cause": err.cause.value,
+            "reported_cause": err.cause.value if err.cause is not None else None,
         },
     )
