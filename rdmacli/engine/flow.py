@@ -32,6 +32,12 @@ from rdmacli.transports import refusal
 Observer = Callable[[dict], None]
 
 
+def _protocol_wc(conn: Connection, wc: WorkCompletion) -> None:
+    """A completion handed to its connection's protocol (a function, not a lambda made per
+    completion)."""
+    conn.protocol.on_wc(conn, wc)
+
+
 def default_backend():
     from rdmacli.backend import RdmaBackend
 
@@ -266,7 +272,7 @@ class Flow:
         if conn.phase == L.ACCEPT:
             conn.peer_is_sending()
         conn.progress()
-        self.guarded(conn, lambda c, w: c.protocol.on_wc(c, w), wc)
+        self.guarded(conn, _protocol_wc, wc)
 
     def start_data(self, conn: Connection, phase: L.Phase = L.DATA) -> None:
         """Connected (or joined): data may move, bounded by the phase's own timeout. A protocol
@@ -291,7 +297,7 @@ class Flow:
         """A completion while we wait for the evidence of a disconnected connection: counted if
         it succeeded; a failed one (the peer's QP is gone: no ACK will come) ends the wait."""
         if wc.ok:
-            self.guarded(conn, lambda c, w: c.protocol.on_wc(c, w), wc)
+            self.guarded(conn, _protocol_wc, wc)
         if not conn.finished and (not wc.ok or conn.protocol.outstanding() == 0):
             self.guarded(conn, self.judge_disconnect)
 

@@ -55,15 +55,18 @@ class StepTimer:
     def start(self, step: str, conn: int = 0, t: float | None = None) -> float:
         """Open the step (at t, or now); returns when."""
         t = time.monotonic() if t is None else t
-        self._open.setdefault(conn, {})[step] = t
-        s = self.steps.setdefault(step, StepStats())
+        opened = self._open.get(conn)
+        if opened is None:
+            opened = self._open[conn] = {}
+        opened[step] = t
+        s = self.steps.get(step) or self.steps.setdefault(step, StepStats())
         if s.first_start is None or t < s.first_start:
             s.first_start = t
         return t
 
     def add(self, step: str, start: float, end: float) -> None:
         """A span measured elsewhere (DISPATCH: from an event's read to the next call)."""
-        s = self.steps.setdefault(step, StepStats())
+        s = self.steps.get(step) or self.steps.setdefault(step, StepStats())
         s.add(end - start)
         s.first_start = start if s.first_start is None else min(s.first_start, start)
         s.last_end = end if s.last_end is None else max(s.last_end, end)
