@@ -877,27 +877,32 @@ def benchmarks_page() -> str:
 
 
 def figures_table(runs: list[dict]) -> list[str]:
-    """The figures with their noise (benchmarks/noise.py) of the last two runs that have them,
-    side by side: each tool's min/median/max, the ratio's interval and the verdict."""
-    runs = [doc for doc in runs if doc["figures"].get("figures")][-2:]
-    if not runs:
-        return []
-    out = ["Each figure: rdmacli's runs and the C tool's (min / median / max), the ratio of the "
-           "medians with its 90 % bootstrap interval, and the verdict against the goal (met or "
-           "missed only when the whole interval is on one side; else not separable in this lab). "
-           "The latest two runs, each its own lab boot:\n",
-           "| run | figure | rdmacli | C tool | ratio [interval] | goal | verdict |",
-           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    """The figures with their noise (benchmarks/noise.py), each from the last two runs that have
+    it, side by side: each tool's min/median/max, the ratio's interval and the verdict."""
+    rows: dict[tuple[str, str], list[tuple[str, dict]]] = {}
     for doc in runs:
-        when = doc["when"][:16]
-        for section, figures in doc["figures"]["figures"].items():
+        for section, figures in (doc["figures"].get("figures") or {}).items():
             for fig in figures:
-                side = lambda s: f"{s['low']:.3g} / {s['median']:.3g} / {s['high']:.3g} ({len(s['runs'])})"  # noqa: E731
-                lo, hi = fig["interval"]
-                goal = f"{'>=' if fig['at_least'] else '<='} {fig['goal']:g}x"
-                out.append(f"| {when} | {md_cell(section)} {md_cell(fig['name'])} | {side(fig['ours'])} | "
-                           f"{side(fig['theirs'])} | {fig['ratio']:.2f}x [{lo:.2f}, {hi:.2f}] | {goal} | "
-                           f"{fig['verdict']} |")  # fmt: skip
+                rows.setdefault((section, fig["name"]), []).append((doc["when"][:16], fig))
+    if not rows:
+        return []
+    out = ["Each figure: rdmacli's runs and the C tool's (min / median / max, and how many), the "
+           "ratio of the medians with its 90 % bootstrap interval, and the verdict against the goal "
+           "(met or missed only when the whole interval is on one side; else not separable in this "
+           "lab). Each figure from the last two runs that measured it, each run its own lab boot:\n",
+           "| figure | run | rdmacli | C tool | ratio [interval] | goal | verdict |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+
+    def side(s: dict) -> str:
+        return f"{s['low']:.3g} / {s['median']:.3g} / {s['high']:.3g} ({len(s['runs'])})"
+
+    for (section, name), seen in rows.items():
+        for when, fig in seen[-2:]:
+            lo, hi = fig["interval"]
+            goal = f"{'>=' if fig['at_least'] else '<='} {fig['goal']:g}x"
+            out.append(f"| {md_cell(section)} {md_cell(name)} | {when} | {side(fig['ours'])} | "
+                       f"{side(fig['theirs'])} | {fig['ratio']:.2f}x [{lo:.2f}, {hi:.2f}] | {goal} | "
+                       f"{fig['verdict']} |")  # fmt: skip
     return [*out, ""]
 
 
