@@ -261,15 +261,14 @@ def here_first(backend, conn, err: RdmacliError, where: str) -> RdmacliError:
         cause = None
     if cause is None:
         return err
-    return RdmacliError(
-        f"{conn.phase}: {cause.text} [{where}]",
-        hint=cause.hint,
-        cause=cause.cause,
-        details={
-            **err.details,
-            "step": conn.phase,
-            "local_cause": cause.text,
-            "reported": err.message,
-            "reported_cause": err.cause.value if err.cause is not None else None,
-        },
-    )
+    reported_cause = err.cause.value if err.cause is not None else None
+    return said_here(cause, f"{conn.phase}: {cause.text} [{where}]", err.message, reported_cause,
+                     {**err.details, "step": conn.phase})  # fmt: skip
+
+
+def said_here(
+    cause, text: str, reported: str | None, reported_cause: str | None, details: dict
+) -> RdmacliError:
+    """A cause found on this host (diag.local's) said as the error, what was reported kept."""
+    said = {"local_cause": cause.text, "reported": reported, "reported_cause": reported_cause}
+    return RdmacliError(text, hint=cause.hint, cause=cause.cause, details={**details, **said})

@@ -21,6 +21,7 @@ from rdmacli.engine.protocol import Params
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.session import CLIENT, SERVER, Test, default_flow, run
 from rdmacli.engine.settings import DeadlineWords, Options, Timeouts
+from rdmacli.engine.status import said_here
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.figures import BwFigures, BwServed, Figures, LatFigures, PingFigures, as_dict
@@ -211,16 +212,8 @@ def local_cause_of(error: dict, address: str, backend=None) -> dict | None:
         return None
     if cause is None:
         return None
-    return RdmacliError(
-        f"{cause.text} [this node, {address}] (reported: {error.get('message')})",
-        hint=cause.hint,
-        cause=cause.cause,
-        details={
-            "local_cause": cause.text,
-            "reported": error.get("message"),
-            "reported_cause": error.get("cause"),
-        },
-    ).to_dict()
+    text = f"{cause.text} [this node, {address}] (reported: {error.get('message')})"
+    return said_here(cause, text, error.get("message"), error.get("cause"), {}).to_dict()
 
 
 def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backend=None,
