@@ -936,9 +936,10 @@ BENCH_METHOD = """A figure is a ratio, rdmacli / C tool, with its noise: both to
 (drift hits both) until the ratio's 90 % bootstrap interval is narrower than the goal's margin
 (0.05 for bandwidth's >= 0.95x, 0.1 for latency's <= 1.1x, 0.5 for connection set-up's <= 1.5x)
 or 12 runs each; the verdict is met or missed only when the whole interval is on one side of
-the goal, else "not separable in this lab" (benchmarks/noise.py). Every bandwidth run is
+the goal, else "not separable in this lab" (benchmarks/noise.py). Every run of a figure is
 checked to have crossed the lab's wire (rxe1, veth1, veth0, rxe0): the client's netdev sent at
-least the bytes the run claims; perftest to perftest runs on perftest's own exchange, each end
+least the payload the run claims (a bandwidth run's Gb/s for its duration, a latency run's
+messages, a connection run's echoes); perftest to perftest runs on perftest's own exchange, each end
 on its device and GID index (`-d`, `-x`), because Debian's perftest does not bind an `-R`
 client to its `--source_ip`. Beside bandwidth at 64 KiB, perftest against itself by the same
 rule: the lab's own noise. Connection set-up is the marginal connection, (work(128) -

@@ -108,13 +108,18 @@ def test_latency_is_a_figure_per_operation_with_its_interval(monkeypatch):
     summary, a figure per operation; a summary from the Python path is said beside it."""
     import bench
 
+    sent = [0]
+
     def perftest(tool, args):
+        sent[0] += 1000 * 64  # its 1000 messages of 64 bytes crossed the wire
         return " #bytes #iterations t_min t_max t_typical\n 64 1000 5.0 9.0 10.0 10.2\n"
 
     def ours(mode, args, path):
+        sent[0] += 1000 * 64
         conn = {"latency_us": {"t_typical": 10.5}, "data_path": "native" if "send" in args else "python"}
         return {"connections": [conn]}
 
+    monkeypatch.setattr(bench, "tx_bytes", lambda ip: sent[0])
     monkeypatch.setattr(bench, "perftest_wire", perftest)
     monkeypatch.setattr(bench, "rdmacli_perf", ours)
     lines = bench.lat()
@@ -125,17 +130,28 @@ def test_latency_is_a_figure_per_operation_with_its_interval(monkeypatch):
     assert "goal <= 1.1x: met" in lines[1] and "measured with" not in lines[1]
     assert "rdmacli measured with: ['python']" in lines[2]
 
+    def on_one_device(mode, args, path):  # its device answered itself: nothing on the wire
+        return {"connections": [{"latency_us": {"t_typical": 10.5}}]}
+
+    monkeypatch.setattr(bench, "rdmacli_perf", on_one_device)
+    lines = bench.lat()
+    assert bench.FIGURES["lat"] == [] and all("did not cross the wire" in line for line in lines[1:])
+
 
 def test_the_marginal_connection_is_one_figure_from_a_run_of_1_and_one_of_128(monkeypatch):
     """bench.connect with its runs stood in: (work(128) - work(1)) / 127 for each tool, the
     ratio's goal 1.5x at most; a failed run fails the figure, said, not averaged away."""
     import bench
 
+    sent = [0]
+
     def run(cmd, clock):
         n = int(cmd[cmd.index("-c") + 1])
+        sent[0] += n * 10 * 100  # n connections' 10 echoes of 100 bytes crossed the wire
         per = 0.010 if cmd[1] == "-m" else 0.008  # rdmacli (python -m rdmacli) or ucmatose
         return (1.0, 0.1 + n * per)
 
+    monkeypatch.setattr(bench, "tx_bytes", lambda ip: sent[0])
     monkeypatch.setattr(bench, "with_server", lambda srv, port, cmd, clock=None: run(cmd, clock))
     monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: type("R", (), {"stdout": "  parts\n"})())
     lines = bench.connect()
@@ -146,3 +162,6 @@ def test_the_marginal_connection_is_one_figure_from_a_run_of_1_and_one_of_128(mo
     monkeypatch.setattr(bench, "with_server", lambda srv, port, cmd, clock=None: (None, None))
     bench.FIGURES.pop("connect")
     assert "a run failed" in bench.connect()[1] and "connect" not in bench.FIGURES
+    monkeypatch.setattr(bench, "tx_bytes", lambda ip: 0)  # runs that moved nothing on the wire
+    monkeypatch.setattr(bench, "with_server", lambda srv, port, cmd, clock=None: (1.0, 1.0))
+    assert "did not cross the wire" in bench.connect()[1] and "connect" not in bench.FIGURES
