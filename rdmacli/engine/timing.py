@@ -59,14 +59,21 @@ class StepTimer:
         if opened is None:
             opened = self._open[conn] = {}
         opened[step] = t
-        s = self.steps.get(step) or self.steps.setdefault(step, StepStats())
+        s = self._stats(step)
         if s.first_start is None or t < s.first_start:
             s.first_start = t
         return t
 
+    def _stats(self, step: str) -> StepStats:
+        """The step's figures, made at its first start (not a new StepStats per call)."""
+        s = self.steps.get(step)
+        if s is None:
+            s = self.steps[step] = StepStats()
+        return s
+
     def add(self, step: str, start: float, end: float) -> None:
         """A span measured elsewhere (DISPATCH: from an event's read to the next call)."""
-        s = self.steps.get(step) or self.steps.setdefault(step, StepStats())
+        s = self._stats(step)
         s.add(end - start)
         s.first_start = start if s.first_start is None else min(s.first_start, start)
         s.last_end = end if s.last_end is None else max(s.last_end, end)

@@ -228,17 +228,29 @@ class _NativeGet:
         if e.event == C.CONNECT_REQUEST:
             out.raw_id = ffi().cast("struct rdma_cm_id *", e.id)
         if e.ud:
-            f = ffi()
-            out.ud_qp_num, out.ud_qkey = e.qp_num, e.qkey
-            out.ah_attr = f.new("struct ibv_ah_attr *")
-            f.memmove(out.ah_attr, nffi.buffer(e.ah_attr), f.sizeof("struct ibv_ah_attr"))
-            out.dgid = bytes(f.buffer(out.ah_attr.grh.dgid.raw, 16))
-            out.dlid, out.sl = out.ah_attr.dlid, out.ah_attr.sl
+            _datagram_fields(out, e.qp_num, e.qkey, nffi.buffer(e.ah_attr))
         else:
-            out.responder_resources, out.initiator_depth = e.responder_resources, e.initiator_depth
-            out.flow_control, out.retry_count, out.srq = e.flow_control, e.retry_count, e.srq
-            out.rnr_retry_count, out.qp_num = e.rnr_retry_count, e.qp_num
+            _connection_fields(out, e)
         return out
+
+
+def _datagram_fields(out: CmEvent, qp_num: int, qkey: int, ah_attr) -> None:
+    """A datagram id's event: the peer's QP number and Q_Key, and a copy of its address vector
+    (`ah_attr`: a struct ibv_ah_attr's address or bytes), with its GID, LID and SL read out."""
+    f = ffi()
+    out.ud_qp_num, out.ud_qkey = qp_num, qkey
+    out.ah_attr = f.new("struct ibv_ah_attr *")
+    f.memmove(out.ah_attr, ah_attr, f.sizeof("struct ibv_ah_attr"))
+    out.dgid = bytes(f.buffer(out.ah_attr.grh.dgid.raw, 16))
+    out.dlid, out.sl = out.ah_attr.dlid, out.ah_attr.sl
+
+
+def _connection_fields(out: CmEvent, p) -> None:
+    """A connection event's parameters, from a struct rdma_conn_param or the native copy (whose
+    fields have its names)."""
+    out.responder_resources, out.initiator_depth = p.responder_resources, p.initiator_depth
+    out.flow_control, out.retry_count, out.srq = p.flow_control, p.retry_count, p.srq
+    out.rnr_retry_count, out.qp_num = p.rnr_retry_count, p.qp_num
 
 
 def _copy_event(ev) -> CmEvent:
@@ -258,19 +270,9 @@ def _copy_event(ev) -> CmEvent:
     )
     if ev.id != f.NULL and ev.id.ps in C.UD_PORT_SPACES:
         ud = ev.param.ud
-        out.ud_qp_num, out.ud_qkey = ud.qp_num, ud.qkey
-        out.ah_attr = f.new("struct ibv_ah_attr *")
-        f.memmove(out.ah_attr, f.addressof(ud, "ah_attr"), f.sizeof("struct ibv_ah_attr"))
-        out.dgid = bytes(f.buffer(out.ah_attr.grh.dgid.raw, 16))
-        out.dlid, out.sl = out.ah_attr.dlid, out.ah_attr.sl
+        _datagram_fields(out, ud.qp_num, ud.qkey, f.addressof(ud, "ah_attr"))
     else:
-        out.responder_resources = conn.responder_resources
-        out.initiator_depth = conn.initiator_depth
-        out.flow_control = conn.flow_control
-        out.retry_count = conn.retry_count
-        out.rnr_retry_count = conn.rnr_retry_count
-        out.srq = conn.srq
-        out.qp_num = conn.qp_num
+        _connection_fields(out, conn)
     return out
 
 
