@@ -26,6 +26,7 @@ class CqPool:
         self.shared: dict[object, list[_Shared]] = {}  # device key -> its CQs
         self.owner: dict[int, tuple[_Shared, int]] = {}  # id(conn) -> (its CQ, entries reserved)
         self.by_qpn: dict[int, object] = {}  # QP number -> connection
+        self.qpns: dict[int, list[int]] = {}  # id(conn) -> its QP numbers (release: no scan)
         self.retired: set[int] = set()  # QP numbers whose completions may still be queued
 
     def acquire(self, conn, entries: int, own: bool = False, clock: bool = False):
@@ -63,13 +64,14 @@ class CqPool:
             self.flow.loop.drain(s.cq, self.dispatch)
             self.retired.discard(qp_num)
         self.by_qpn[qp_num] = conn
+        self.qpns.setdefault(id(conn), []).append(qp_num)
 
     def release(self, conn) -> list[str]:
         """conn's QP is destroyed: give its entries back; its queued completions are dropped.
         The last connection on a CQ destroys it, before that connection's cm_id: a device's
         context may go with its last cm_id (librdmacm, after a device removal)."""
-        for qpn, c in list(self.by_qpn.items()):
-            if c is conn:
+        for qpn in self.qpns.pop(id(conn), ()):
+            if self.by_qpn.get(qpn) is conn:
                 del self.by_qpn[qpn]
                 self.retired.add(qpn)
         entry = self.owner.pop(id(conn), None)
@@ -99,10 +101,13 @@ class CqPool:
             return False
         return sum(1 for s, _ in self.owner.values() if s is entry[0]) == 1
 
-    def dispatch(self, wc) -> None:
-        conn = self.by_qpn.get(wc.qp_num)
-        if conn is not None:
-            self.flow.on_wc(conn, wc)
+    def dispatch(self, wcs) -> None:
+        """A batch polled from a CQ, each completion to its connection (one call a batch)."""
+        by_qpn, on_wc = self.by_qpn, self.flow.on_wc
+        for wc in wcs:
+            conn = by_qpn.get(wc.qp_num)
+            if conn is not None:
+                on_wc(conn, wc)
 
     def drain(self, conn) -> None:
         """Completions waiting in conn's CQ (its own and its neighbours'), handled now."""

@@ -89,7 +89,8 @@ class Loop:
     def forget_cm(self, id_key: int) -> None:
         self.cm_handlers.pop(id_key, None)
 
-    def watch_cq(self, comp, cq, handler: Callable[[WorkCompletion], None]) -> None:
+    def watch_cq(self, comp, cq, handler: Callable[[list[WorkCompletion]], None]) -> None:
+        """handler gets each batch a poll returns (one call a batch, not one a completion)."""
         cq.req_notify()
         fd = comp.fd
         self.cqs[fd] = (comp, cq, handler)
@@ -138,8 +139,7 @@ class Loop:
             wcs = cq.poll()
             if not wcs:
                 return True
-            for wc in wcs:
-                handler(wc)
+            handler(wcs)
             if batches is not None:
                 batches -= 1
         return not cq.alive
@@ -161,8 +161,7 @@ class Loop:
             wcs = cq.poll() if cq.alive else []
             if wcs:
                 handled = True
-                for wc in wcs:
-                    handler(wc)
+                handler(wcs)
                 self.drain(cq, handler, batches=self.FAIR_BATCHES)
         return handled
 

@@ -53,15 +53,17 @@ class Timeouts:
 
     def limit_s(self, limit: str | None) -> float | None:
         """The seconds a lifecycle phase's limit (lifecycle.Bounds.limit) stands for."""
-        if limit is None:
-            return None
-        return {
-            "resolve": self.resolve_ms / 1000 + 2,  # rdma_resolve_*'s own timeout, and a margin
-            "connect": self.connect_s,
-            "idle": self.idle_s,
-            "wait": self.wait_s or 0,  # a wait for a person: none unless --wait
-            "settle": min(self.connect_s, SETTLE_S),
-        }.get(limit)
+        if limit == "idle":  # every completion's phase: first, and no table built per call
+            return self.idle_s
+        if limit == "connect":
+            return self.connect_s
+        if limit == "resolve":
+            return self.resolve_ms / 1000 + 2  # rdma_resolve_*'s own timeout, and a margin
+        if limit == "wait":
+            return self.wait_s or 0  # a wait for a person: none unless --wait
+        if limit == "settle":
+            return min(self.connect_s, SETTLE_S)
+        return None
 
     def waited(self) -> str:
         return self.words.wait.format(s=self.wait_s or 0)

@@ -8,7 +8,6 @@ connection) is a row of its own, DISPATCH: the CM's steps and rdmacli's overhead
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 # cmtime's names (v59 cmtime.c:93-111) for the steps rdmacli performs, in flow order.
 STEP_ORDER = [
@@ -29,22 +28,20 @@ STEP_ORDER = [
 DISPATCH = "dispatch (rdmacli)"  # not cmtime's: from an event's read to rdmacli's next CM call
 
 
-@dataclass
 class StepStats:
     """One step over every connection, as running figures: a persistent server that serves a
-    million clients holds the same few numbers as one that served one."""
+    million clients holds the same few numbers as one that served one. Kept by StepTimer's
+    own code (a few calls per connection's step, not one per figure: `make profile`)."""
 
-    first_start: float | None = None
-    last_end: float | None = None
-    count: int = 0
-    total: float = 0.0  # the durations' sum
-    least: float = float("inf")
-    most: float = 0.0
+    __slots__ = ("first_start", "last_end", "count", "total", "least", "most")
 
-    def add(self, d: float) -> None:
-        self.count += 1
-        self.total += d
-        self.least, self.most = min(self.least, d), max(self.most, d)
+    def __init__(self, first_start: float | None = None):
+        self.first_start = first_start
+        self.last_end: float | None = None
+        self.count = 0
+        self.total = 0.0  # the durations' sum
+        self.least = float("inf")
+        self.most = 0.0
 
 
 class StepTimer:
@@ -54,41 +51,48 @@ class StepTimer:
 
     def start(self, step: str, conn: int = 0, t: float | None = None) -> float:
         """Open the step (at t, or now); returns when."""
-        t = time.monotonic() if t is None else t
+        if t is None:
+            t = time.monotonic()
         opened = self._open.get(conn)
         if opened is None:
             opened = self._open[conn] = {}
         opened[step] = t
-        s = self._stats(step)
-        if s.first_start is None or t < s.first_start:
+        s = self.steps.get(step)
+        if s is None:
+            self.steps[step] = StepStats(t)
+        elif s.first_start is None or t < s.first_start:
             s.first_start = t
         return t
 
-    def _stats(self, step: str) -> StepStats:
-        """The step's figures, made at its first start (not a new StepStats per call)."""
+    def add(self, step: str, start: float, end: float) -> None:
+        """A span of the step: an ended one's, or one measured elsewhere (DISPATCH: from an
+        event's read to the next call)."""
         s = self.steps.get(step)
         if s is None:
-            s = self.steps[step] = StepStats()
-        return s
-
-    def add(self, step: str, start: float, end: float) -> None:
-        """A span measured elsewhere (DISPATCH: from an event's read to the next call)."""
-        s = self._stats(step)
-        s.add(end - start)
-        s.first_start = start if s.first_start is None else min(s.first_start, start)
-        s.last_end = end if s.last_end is None else max(s.last_end, end)
+            s = self.steps[step] = StepStats(start)
+        elif s.first_start is None or start < s.first_start:
+            s.first_start = start
+        d = end - start
+        s.count += 1
+        s.total += d
+        if d < s.least:
+            s.least = d
+        if d > s.most:
+            s.most = d
+        if s.last_end is None or end > s.last_end:
+            s.last_end = end
 
     def end(self, step: str, conn: int = 0, t: float | None = None) -> float | None:
         """Close the step; returns its duration in microseconds (None if it was not started)."""
-        t = time.monotonic() if t is None else t
-        t0 = self._open.get(conn, {}).pop(step, None)
+        opened = self._open.get(conn)
+        t0 = opened.pop(step, None) if opened is not None else None
         if t0 is None:
             return None
-        if not self._open[conn]:
+        if not opened:
             del self._open[conn]
-        s = self.steps[step]
-        s.add(t - t0)
-        s.last_end = t if s.last_end is None else max(s.last_end, t)
+        if t is None:
+            t = time.monotonic()
+        self.add(step, t0, t)
         return (t - t0) * 1e6
 
     def forget(self, conn: int) -> None:

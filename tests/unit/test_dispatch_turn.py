@@ -284,9 +284,10 @@ def test_a_cq_that_never_empties_does_not_starve_the_cm_channel(order):
     cq = FakeCQ(backend, comp, 64)
     handled = []
 
-    def on_wc(wc_):  # every completion brings another (a peer that answers at once, forever)
-        handled.append(wc_)
-        cq.complete(wc(1))
+    def on_wc(wcs):  # every completion brings another (a peer that answers at once, forever)
+        for wc_ in wcs:
+            handled.append(wc_)
+            cq.complete(wc(1))
 
     loop.watch_cq(comp, cq, on_wc)
     cm = backend.create_id(channel, C.PS_TCP)
