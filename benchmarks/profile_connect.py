@@ -15,6 +15,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import time
 
 from _lab import CLIENT, CONNECT_PORT, SERVER, ratio, server, stop, wait_listener, wait_no_listener
 
@@ -24,10 +25,28 @@ STARTUP = ("marshal", "exec", "__build_class__", "dlopen", "create_dynamic", "op
            "_io.", "posix.listdir", "posix.getcwd", "__import__")  # fmt: skip
 
 
-def profiled(n: int, profile: bool = True) -> tuple[pstats.Stats | None, str, tuple[float, float, int]]:
+def sched(pid: int | str = "self") -> tuple[float, float]:
+    """A task's time on a CPU and time runnable but waiting for one (/proc/PID/schedstat), s."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        on_cpu, waiting, _ = f.read().split()
+    return int(on_cpu) / 1e9, int(waiting) / 1e9
+
+
+# what one run of a client used: user and system CPU, minor page faults, wall, and how the wall
+# splits: on a CPU, runnable but waiting for one (the server's and the kernel's work on the
+# lab's two CPUs), and the rest asleep (waiting for the peer)
+USED = ("user", "system", "faults", "wall", "on_cpu", "runnable", "asleep")
+
+
+def _used(r0, r1, s0, s1, wall) -> dict[str, float]:
+    on_cpu, runnable = s1[0] - s0[0], s1[1] - s0[1]
+    return dict(zip(USED, (r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, r1.ru_minflt - r0.ru_minflt,
+                           wall, on_cpu, runnable, wall - on_cpu - runnable)))  # fmt: skip
+
+
+def profiled(n: int, profile: bool = True) -> tuple[pstats.Stats | None, str, dict[str, float]]:
     """rdmacli connect -c n -C 10 --json against ucmatose, run in this process (under cProfile
-    if `profile`): (its stats, what it printed, the process's user and system CPU seconds and
-    minor page faults during it)."""
+    if `profile`): (its stats, what it printed, what it used (USED))."""
     from rdmacli.__main__ import main as rdmacli_main
 
     srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
@@ -36,58 +55,73 @@ def profiled(n: int, profile: bool = True) -> tuple[pstats.Stats | None, str, tu
     sys.argv = ["rdmacli", "connect", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10", "--json"]
     out = io.StringIO()
     real, sys.stdout = sys.stdout, out
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    r0, s0, t0 = resource.getrusage(resource.RUSAGE_SELF), sched(), time.monotonic()
     try:
         prof.runcall(rdmacli_main) if prof else rdmacli_main()
     except SystemExit:
         pass
     finally:
-        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        r1, s1, t1 = resource.getrusage(resource.RUSAGE_SELF), sched(), time.monotonic()
         sys.stdout = real
     stop(srv)
     wait_no_listener(CONNECT_PORT)
-    used = (r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, r1.ru_minflt - r0.ru_minflt)
-    return (pstats.Stats(prof) if prof else None), out.getvalue(), used
+    return (pstats.Stats(prof) if prof else None), out.getvalue(), _used(r0, r1, s0, s1, t1 - t0)
 
 
-def ucmatose_cpu(n: int) -> tuple[float, float, int]:
-    """`ucmatose -c n -C 10`'s client against its server: its user and system CPU seconds and
-    minor page faults."""
+def ucmatose_cpu(n: int) -> dict[str, float]:
+    """`ucmatose -c n -C 10`'s client against its server: what it used (USED), its schedstat
+    read once it has exited, before it is reaped."""
     srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
     wait_listener(CONNECT_PORT)
     cmd = ["ucmatose", "-s", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10"]
+    t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+    t1, s1 = time.monotonic(), sched(p.pid)
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     stop(srv)
     wait_no_listener(CONNECT_PORT)
-    return ru.ru_utime, ru.ru_stime, ru.ru_minflt
+    return _used(_NOTHING, ru, (0.0, 0.0), s1, t1 - t0)
+
+
+class _NOTHING:  # a child's rusage starts from zero
+    ru_utime = ru_stime = 0.0
+    ru_minflt = 0
 
 
 def cpu_per_connection(small: int, big: int, runs: int = 3) -> list[str]:
     """User and system CPU per connection, marginal from small to big, both tools, no profiler
-    (rdmacli in this process after a warm-up run: its start-up is outside). System time is the
-    kernel's work for the calls both make; user time is each tool's own."""
+    (rdmacli in this process after a warm-up run: its start-up is outside), and where each
+    one's wall time goes. System time is the kernel's work for the calls both make; user time
+    is each tool's own."""
     profiled(1, profile=False)  # imports, librdmacm's first open: not a connection's cost
 
-    def per(f) -> tuple[float, float]:
+    def per(f) -> dict[str, float]:
         a = [f(small) for _ in range(runs)]
         b = [f(big) for _ in range(runs)]
-        return tuple(
-            (statistics.median(x[i] for x in b) - statistics.median(x[i] for x in a)) / (big - small)
-            for i in (0, 1, 2)
-        )
+        return {k: (statistics.median(x[k] for x in b) - statistics.median(x[k] for x in a)) / (big - small)
+                for k in USED}  # fmt: skip
 
-    cu, cs, cf = per(ucmatose_cpu)
-    ru, rs, rf = per(lambda n: profiled(n, profile=False)[2])
+    c = per(ucmatose_cpu)
+    r = per(lambda n: profiled(n, profile=False)[2])
+    cu, cs, ru, rs = c["user"], c["system"], r["user"], r["system"]
     floor = (rs + cu) / (cs + cu) if cs + cu > 0 else float("nan")
+
+    def wall(name: str, u: dict[str, float]) -> str:
+        return (f"    {name:8} {u['wall'] * 1e6:6.0f} µs = on a CPU {u['on_cpu'] * 1e6:6.0f} + runnable, "
+                f"waiting {u['runnable'] * 1e6:5.0f} + asleep {u['asleep'] * 1e6:5.0f}")  # fmt: skip
+
     return [
         f"  CPU per connection, marginal {small}->{big} (median of {runs}, no profiler), user + system:",
         f"    ucmatose {cu * 1e6:6.0f} + {cs * 1e6:6.0f} µs = {(cu + cs) * 1e6:6.0f} µs",
         f"    rdmacli  {ru * 1e6:6.0f} + {rs * 1e6:6.0f} µs = {(ru + rs) * 1e6:6.0f} µs "
         f"({ratio(ru + rs, cu + cs)}; user {ratio(ru, cu)}, system {ratio(rs, cs)})",
-        f"    minor page faults per connection: ucmatose {cf:.0f}, rdmacli {rf:.0f}",
+        f"    minor page faults per connection: ucmatose {c['faults']:.0f}, rdmacli {r['faults']:.0f}",
         f"    with rdmacli's user time no more than ucmatose's, the CPU ratio would be {floor:.2f}x",
+        "  where a connection's wall time goes (the client's /proc/PID/schedstat, the same runs):",
+        wall("ucmatose", c),
+        wall("rdmacli", r),
     ]
 
 
