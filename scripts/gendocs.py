@@ -933,22 +933,22 @@ def liars_section() -> list[str]:
 
 
 BENCH_METHOD = """A figure is a ratio, rdmacli / C tool, with its noise: both tools' runs alternate
-(drift hits both) until the ratio's 90 % bootstrap interval is narrower than the goal's margin
-(0.05 for bandwidth's >= 0.95x, 0.1 for latency's <= 1.1x, 0.5 for connection set-up's <= 1.5x)
-or 12 runs each; the verdict is met or missed only when the whole interval is on one side of the goal, else "not
-separable in this lab" (benchmarks/noise.py). Every run of a figure is checked to have crossed the
-lab's wire (rxe1, veth1, veth0, rxe0): the client's netdev sent at least the payload the run claims
-(a bandwidth run's Gb/s for its duration, a latency run's messages, a connection run's echoes);
-perftest to perftest runs on perftest's own exchange, each end on its device and GID index (`-d`,
-`-x`), because Debian's perftest does not bind an `-R` client to its `--source_ip`. Beside bandwidth
-at 64 KiB, perftest against itself by the same rule: the lab's own noise. Connection set-up is the
-marginal connection, (work(128) - work(1)) / 127 from two runs back to back, rdmacli timed by its
-own `elapsed_ms` (`--json`, as users run it), so a Python start, whose jitter under TCG is larger
-than many connections' work, is outside the clock. Beside it, each client's CPU per connection (user
-and system, no profiler), where its wall time goes (its /proc/PID/schedstat: on a CPU, runnable but
-waiting for one, asleep), and rdmacli's own time by part under cProfile. ping, ud and mcast are
-medians of `BENCH_RUNS` (default 3) runs of each, their marginal cost likewise from a small and a
-big run. Under TCG (the lab's emulation) a run's figures say nothing of real hardware.
+(drift hits both) until the ratio's 90 % bootstrap interval is narrower than the goal's margin (0.05
+for bandwidth's >= 0.95x, 0.1 for latency's <= 1.1x, 0.5 for connection set-up's <= 1.5x) or 12 runs
+each; the verdict is met or missed only when the whole interval is on one side of the goal, else
+"not separable in this lab" (benchmarks/noise.py). Every run of a figure is checked to have crossed
+the lab's wire (rxe1, veth1, veth0, rxe0): the client's netdev sent at least the payload the run
+claims (a bandwidth run's Gb/s for its duration, a latency run's messages, a connection run's
+echoes); perftest to perftest runs on perftest's own exchange, each end on its device and GID index
+(`-d`, `-x`), because Debian's perftest does not bind an `-R` client to its `--source_ip`. Beside
+bandwidth at 64 KiB, perftest against itself by the same rule: the lab's own noise. Connection set-
+up is the marginal connection, (work(128) - work(1)) / 127 from two runs back to back, rdmacli timed
+by its own `elapsed_ms` (`--json`, as users run it), so a Python start, whose jitter under TCG is
+larger than many connections' work, is outside the clock. Beside it, each client's CPU per
+connection (user and system, no profiler), where its wall time goes (its /proc/PID/schedstat: on a
+CPU, runnable but waiting for one, asleep), and rdmacli's own time by part under cProfile. ping, ud
+and mcast are medians of `BENCH_RUNS` (default 3) runs of each, their marginal cost likewise from a
+small and a big run. Under TCG (the lab's emulation) a run's figures say nothing of real hardware.
 """
 
 
