@@ -243,8 +243,7 @@ class Flow:
             return
         phase = conn.phase
         if phase is L.DATA and wc.status == C.WC_SUCCESS:
-            # the common case, kept to a few calls (make profile): data moved, the idle
-            # deadline is pushed from the turn's clock read (Connection.progress)
+            # the common case in few calls: data moved, the idle deadline pushed (as progress())
             if conn.deadline is not None:
                 conn.deadline = self.loop.now + self.timeouts.idle_s
             self.guarded(conn, conn.protocol.on_wc, wc)

@@ -630,6 +630,46 @@ def test_a_reused_qp_number_never_gets_the_old_qps_completions():
     flow.close()
 
 
+def test_the_cq_pool_forgets_each_released_connection_and_no_other():
+    """release() finds a connection's QP numbers without scanning every QP (a scan made set-up
+    quadratic in connections), forgets them all, and leaves a number that a newer connection
+    holds again to that connection."""
+    from rdmacli.engine.cqpool import CqPool
+
+    backend = FakeBackend()
+    flow = client(backend)
+    got = []
+    flow.on_wc = lambda conn, wc_: got.append((conn, wc_.wr_id))
+    pool = CqPool(flow)
+
+    def conn():
+        return SimpleNamespace(cm=backend.create_id(None, C.PS_TCP), limits=lambda: None)
+
+    keeper = conn()
+    cq = pool.acquire(keeper, 4)  # keeps the shared CQ alive to the end
+    conns = [conn() for _ in range(50)]
+    for i, c in enumerate(conns):
+        assert pool.acquire(c, 4) is cq
+        pool.bind(c, 1000 + i)
+    pool.bind(conns[0], 999)  # a connection with two QPs (its first one replaced)
+    for c in conns[1:25]:
+        pool.release(c)
+    assert set(pool.by_qpn) == {999, 1000} | set(range(1025, 1050))
+    again = conn()
+    pool.acquire(again, 4)
+    pool.bind(again, 999)  # conns[0]'s number, now another's
+    pool.release(conns[0])
+    assert pool.by_qpn[999] is again and 1000 not in pool.by_qpn
+    for c in [*conns[25:], again]:
+        pool.release(c)
+    assert pool.by_qpn == {} and pool.qpns == {} and list(pool.owner) == [id(keeper)]
+    cq.complete(wc(7, qp_num=1030))  # a released QP's completion reaches nobody
+    flow.loop.drain(cq, pool.dispatch)
+    assert got == []
+    pool.release(keeper)
+    flow.close()
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
 def test_the_library_refuses_a_deadline_that_never_fires(bad):
     from rdmacli.errors import RdmacliError
