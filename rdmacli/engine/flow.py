@@ -242,12 +242,6 @@ class Flow:
         if conn.finished:
             return
         phase = conn.phase
-        if phase is L.DATA and wc.status == C.WC_SUCCESS:
-            # the common case in few calls: data moved, the idle deadline pushed (as progress())
-            if conn.deadline is not None:
-                conn.deadline = self.loop.now + self.timeouts.idle_s
-            self.guarded(conn, conn.protocol.on_wc, wc)
-            return
         if phase == L.SETTLE:
             self.settled(conn, wc)
             return
