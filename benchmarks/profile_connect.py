@@ -68,6 +68,23 @@ def profiled(n: int, profile: bool = True) -> tuple[pstats.Stats | None, str, di
     return (pstats.Stats(prof) if prof else None), out.getvalue(), _used(r0, r1, s0, s1, t1 - t0)
 
 
+def bare_cpu(n: int) -> dict[str, float]:
+    """bare_client.py (ucmatose's client in Python over rdmacli.rdma, no engine) against
+    ucmatose's server, in this process: what it used (USED)."""
+    import bare_client
+
+    srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
+    wait_listener(CONNECT_PORT)
+    r0, s0, t0 = resource.getrusage(resource.RUSAGE_SELF), sched(), time.monotonic()
+    try:
+        bare_client.run(SERVER, CLIENT, CONNECT_PORT, n)
+    finally:
+        r1, s1, t1 = resource.getrusage(resource.RUSAGE_SELF), sched(), time.monotonic()
+        stop(srv)
+        wait_no_listener(CONNECT_PORT)
+    return _used(r0, r1, s0, s1, t1 - t0)
+
+
 def ucmatose_cpu(n: int) -> dict[str, float]:
     """`ucmatose -c n -C 10`'s client against its server: what it used (USED), its schedstat
     read once it has exited, before it is reaped."""
@@ -94,8 +111,10 @@ def cpu_per_connection(small: int, big: int, runs: int = 3) -> list[str]:
     """User and system CPU per connection, marginal from small to big, both tools, no profiler
     (rdmacli in this process after a warm-up run: its start-up is outside), and where each
     one's wall time goes. System time is the kernel's work for the calls both make; user time
-    is each tool's own."""
+    is each tool's own. Beside them the floor (bare_client.py: the same exchange in Python over
+    the same bindings, no engine): what rdmacli uses over it is the engine's."""
     profiled(1, profile=False)  # imports, librdmacm's first open: not a connection's cost
+    bare_cpu(1)
 
     def per(f) -> dict[str, float]:
         a = [f(small) for _ in range(runs)]
@@ -105,7 +124,9 @@ def cpu_per_connection(small: int, big: int, runs: int = 3) -> list[str]:
 
     c = per(ucmatose_cpu)
     r = per(lambda n: profiled(n, profile=False)[2])
+    b = per(bare_cpu)
     cu, cs, ru, rs = c["user"], c["system"], r["user"], r["system"]
+    bu, bs = b["user"], b["system"]
     floor = (rs + cu) / (cs + cu) if cs + cu > 0 else float("nan")
 
     def wall(name: str, u: dict[str, float]) -> str:
@@ -117,11 +138,17 @@ def cpu_per_connection(small: int, big: int, runs: int = 3) -> list[str]:
         f"    ucmatose {cu * 1e6:6.0f} + {cs * 1e6:6.0f} µs = {(cu + cs) * 1e6:6.0f} µs",
         f"    rdmacli  {ru * 1e6:6.0f} + {rs * 1e6:6.0f} µs = {(ru + rs) * 1e6:6.0f} µs "
         f"({ratio(ru + rs, cu + cs)}; user {ratio(ru, cu)}, system {ratio(rs, cs)})",
-        f"    minor page faults per connection: ucmatose {c['faults']:.0f}, rdmacli {r['faults']:.0f}",
+        f"    bare     {bu * 1e6:6.0f} + {bs * 1e6:6.0f} µs = {(bu + bs) * 1e6:6.0f} µs "
+        f"({ratio(bu + bs, cu + cs)}: the same exchange in Python over rdmacli.rdma, no engine)",
+        f"    the engine's own (rdmacli - bare): {(ru + rs - bu - bs) * 1e6:.0f} µs of CPU, "
+        f"{(r['wall'] - b['wall']) * 1e6:.0f} µs of wall per connection",
+        f"    minor page faults per connection: ucmatose {c['faults']:.0f}, rdmacli {r['faults']:.0f}, "
+        f"bare {b['faults']:.0f}",
         f"    with rdmacli's user time no more than ucmatose's, the CPU ratio would be {floor:.2f}x",
         "  where a connection's wall time goes (the client's /proc/PID/schedstat, the same runs):",
         wall("ucmatose", c),
         wall("rdmacli", r),
+        wall("bare", b),
     ]
 
 
