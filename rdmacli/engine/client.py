@@ -25,6 +25,7 @@ class ActiveFlow(Flow):
         super().__init__(**kw)
         self.dst, self.src, self.n = dst, src, connections
         self.restarting: set[int] = set()  # connections waiting to be made again
+        self._names: tuple[str, str] | None = None  # (where, remote): the same for every connection
 
     def bind_first(self) -> bool:
         return False
@@ -36,9 +37,11 @@ class ActiveFlow(Flow):
 
     def start(self, index: int) -> None:
         """Create connection `index`'s id and start resolving (the first step of rdma_cm(7))."""
-        where = f"{self.src or '*'} -> {self.dst}"
+        if self._names is None:
+            self._names = (f"{self.src or '*'} -> {self.dst}", self.remote_name())
+        where, remote = self._names
         cm = self.create_id(index, where)
-        conn = self.new_conn(index, cm, remote=self.remote_name(), local=self.src.host if self.src else "*")
+        conn = self.new_conn(index, cm, remote=remote, local=self.src.host if self.src else "*")
         try:
             if self.src is not None and self.bind_first():
                 self.timer.start("bind addr", index)
@@ -67,7 +70,7 @@ class ClientFlow(ActiveFlow):
         self.wait_until = self.t0 + self.timeouts.wait_s if self.timeouts.wait_s else None
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
-        if nobody_listens(ev.type, ev.status) and self.may_wait():
+        if ev.status and nobody_listens(ev.type, ev.status) and self.may_wait():
             self.retry(conn)
         else:
             super()._dispatch(conn, ev)

@@ -73,7 +73,7 @@ class Connection:
         self.phase = phase
         self.deadline = (now or time.monotonic()) + seconds if seconds else None
         if self.deadline is not None:
-            self.flow.note_deadline(self.deadline, self)
+            self.flow.deadlines.note(self.deadline, self)
 
     def progress(self) -> None:
         """Data moved: push the idle deadline out (and end a wait for the peer's first data),

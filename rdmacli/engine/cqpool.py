@@ -102,12 +102,21 @@ class CqPool:
         return sum(1 for s, _ in self.owner.values() if s is entry[0]) == 1
 
     def dispatch(self, wcs) -> None:
-        """A batch polled from a CQ, each completion to its connection (one call a batch)."""
-        by_qpn, on_wc = self.by_qpn, self.flow.on_wc
-        for wc in wcs:
-            conn = by_qpn.get(wc.qp_num)
+        """A batch polled from a CQ, to its connections in order: each run of one QP's
+        completions in one call (Flow.on_wcs). The QP's connection is looked up as its run is
+        handed on, after the runs before it: a handler that tore a connection down drops its
+        later completions (issue 24)."""
+        by_qpn, on_wcs = self.by_qpn, self.flow.on_wcs
+        start, n = 0, len(wcs)
+        while start < n:
+            qpn = wcs[start].qp_num
+            end = start + 1
+            while end < n and wcs[end].qp_num == qpn:
+                end += 1
+            conn = by_qpn.get(qpn)
             if conn is not None:
-                on_wc(conn, wc)
+                on_wcs(conn, wcs if start == 0 and end == n else wcs[start:end])
+            start = end
 
     def drain(self, conn) -> None:
         """Completions waiting in conn's CQ (its own and its neighbours'), handled now."""

@@ -126,6 +126,14 @@ class Protocol:
     def on_wc(self, conn, wc: WorkCompletion) -> None:
         pass
 
+    def on_wcs(self, conn, wcs: list[WorkCompletion]) -> None:
+        """A run of one connection's successful completions (Flow.on_wcs), one by one until
+        the connection is finished."""
+        for wc in wcs:
+            if conn.finished:
+                return
+            self.on_wc(conn, wc)
+
     def outstanding(self) -> int:
         """Work requests posted whose completions are still evidence of the exchange (sends
         the peer may not have acknowledged yet): a disconnect is judged once they are in."""

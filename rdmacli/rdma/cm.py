@@ -229,7 +229,7 @@ class _NativeGet:
             out.raw_id = ffi().cast("struct rdma_cm_id *", e.id)
         if e.ud:
             _datagram_fields(out, e.qp_num, e.qkey, nffi.buffer(e.ah_attr))
-        else:
+        elif e.event in C.EVENTS_WITH_DATA:  # the others carry none (CmEvent.params)
             _connection_fields(out, e)
         return out
 

@@ -348,7 +348,8 @@ def post_send(
         return wrs, sge, f.new("struct ibv_send_wr **")
 
     if ah is None:  # an address handle's life is the caller's: such posts are built each time
-        wrs, sge, bad = _built(("send", wr_id, n, opcode, signaled, imm, remote_addr, rkey, bool(length)), build)
+        shape = ("send", wr_id, n, opcode, signaled, imm, remote_addr, rkey, bool(length))
+        wrs, sge, bad = _built(shape, build)
     else:
         wrs, sge, bad = build()
     if length:

@@ -612,7 +612,7 @@ def test_a_reused_qp_number_never_gets_the_old_qps_completions():
     backend = FakeBackend()
     flow = client(backend)
     got = []
-    flow.on_wc = lambda conn, wc_: got.append((conn, wc_.wr_id))
+    flow.on_wcs = lambda conn, wcs: got.extend((conn, w.wr_id) for w in wcs)
     pool = CqPool(flow)
     old = SimpleNamespace(cm=backend.create_id(None, C.PS_TCP), limits=lambda: None)
     cq = pool.acquire(old, 8)
@@ -639,7 +639,7 @@ def test_the_cq_pool_forgets_each_released_connection_and_no_other():
     backend = FakeBackend()
     flow = client(backend)
     got = []
-    flow.on_wc = lambda conn, wc_: got.append((conn, wc_.wr_id))
+    flow.on_wcs = lambda conn, wcs: got.extend((conn, w.wr_id) for w in wcs)
     pool = CqPool(flow)
 
     def conn():

@@ -262,3 +262,63 @@ def test_a_ud_request_above_the_path_mtu_is_refused_with_its_reason():
         server.on_request(conn, ev)
     server.on_request(conn, SimpleNamespace(private_data=H.Hello(H.KIND_UD, 10, 1000).pack()))
     assert (server.count, server.size) == (10, 1000)
+
+
+def cmatose_client(count=5):
+    backend = FakeBackend()
+    backend.auto_complete_sends = False
+    flow = ClientFlow(
+        dst=SERVER, make_protocol=lambda: CmatoseClient(count, 10), timeouts=SLOW, backend=backend
+    )
+    return flow, backend, established(flow, backend)
+
+
+def test_a_run_of_successful_completions_is_counted_as_one_by_one_and_pushes_the_idle_deadline():
+    """Flow.on_wcs: one connection's run from a poll, judged once (make profile: per completion
+    the judging cost eight calls), to the same counts and deadline as one completion at a time."""
+    flow, backend, conn = cmatose_client()
+    assert conn.phase == "data" and conn.deadline is not None
+    flow.loop.now = 1000.0  # the turn's clock
+    flow.on_wcs(conn, [wc(0, byte_len=10, qp_num=conn.cm.qp_num) for _ in range(5)])
+    p = conn.protocol
+    assert (p.received, p.bytes_received) == (5, 50)
+    assert p.sends_posted == 5 and len(backend.sends) == 5  # all came: echoed, as by on_wc
+    assert conn.deadline == 1000.0 + SLOW.idle_s
+    flow.close()
+
+
+def test_a_failed_completion_in_a_run_is_judged_after_the_ones_before_it_and_none_after():
+    flow, backend, conn = cmatose_client()
+    q = conn.cm.qp_num
+    run = [wc(0, qp_num=q), wc(0, qp_num=q), wc(0, status=10, qp_num=q), wc(0, qp_num=q)]
+    flow.on_wcs(conn, run)
+    assert conn.protocol.received == 2  # the two before the failure, not the one after
+    assert conn.state == State.FAILED and "work completion failed" in conn.error.message
+    flow.on_wcs(conn, [wc(0, qp_num=q)])  # a finished connection counts nothing more
+    assert conn.protocol.received == 2
+    flow.close()
+
+
+def test_a_batch_goes_to_its_connections_in_runs_in_order_and_a_torn_down_ones_run_is_dropped():
+    from types import SimpleNamespace
+
+    from rdmacli.engine.cqpool import CqPool
+
+    backend = FakeBackend()
+    flow = ClientFlow(dst=SERVER, make_protocol=lambda: CmatoseClient(1, 10), timeouts=SLOW, backend=backend)
+    pool = CqPool(flow)
+    a, b = (SimpleNamespace(cm=backend.create_id(None, C.PS_TCP), limits=lambda: None) for _ in range(2))
+    for conn, qpn in ((a, 1), (b, 2)):
+        pool.acquire(conn, 8)
+        pool.bind(conn, qpn)
+    runs = []
+
+    def on_wcs(conn, wcs):
+        runs.append((conn, [w.wr_id for w in wcs]))
+        if len(runs) == 2:
+            pool.release(a)  # a handler tore `a` down: its later run never arrives
+
+    flow.on_wcs = on_wcs
+    pool.dispatch([wc(1, qp_num=1), wc(2, qp_num=1), wc(3, qp_num=2), wc(4, qp_num=1), wc(5, qp_num=2)])
+    assert runs == [(a, [1, 2]), (b, [3]), (b, [5])]
+    flow.close()
