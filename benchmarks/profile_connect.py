@@ -15,6 +15,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 from _lab import CLIENT, CONNECT_PORT, SERVER, ratio, server, stop, wait_listener, wait_no_listener
@@ -85,7 +86,7 @@ def bare_cpu(n: int) -> dict[str, float]:
     return _used(r0, r1, s0, s1, t1 - t0)
 
 
-def ucmatose_cpu(n: int) -> dict[str, float]:
+def ucmatose_cpu(n: int, timeout_s: float = 300.0) -> dict[str, float]:
     """`ucmatose -c n -C 10`'s client against its server: what it used (USED), its schedstat
     read once it has exited, before it is reaped."""
     srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
@@ -93,9 +94,14 @@ def ucmatose_cpu(n: int) -> dict[str, float]:
     cmd = ["ucmatose", "-s", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10"]
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
-    t1, s1 = time.monotonic(), sched(p.pid)
-    _, status, ru = os.wait4(p.pid, 0)
+    watchdog = threading.Timer(timeout_s, p.kill)  # a hung client is killed, never waited for
+    watchdog.start()
+    try:
+        os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+        t1, s1 = time.monotonic(), sched(p.pid)
+        _, status, ru = os.wait4(p.pid, 0)
+    finally:
+        watchdog.cancel()
     p.returncode = os.waitstatus_to_exitcode(status)
     stop(srv)
     wait_no_listener(CONNECT_PORT)

@@ -946,7 +946,9 @@ up is the marginal connection, (work(128) - work(1)) / 127 from two runs back to
 by its own `elapsed_ms` (`--json`, as users run it), so a Python start, whose jitter under TCG is
 larger than many connections' work, is outside the clock. Beside it, each client's CPU per
 connection (user and system, no profiler), where its wall time goes (its /proc/PID/schedstat: on a
-CPU, runnable but waiting for one, asleep), and rdmacli's own time by part under cProfile. ping, ud
+CPU, runnable but waiting for one, asleep), and rdmacli's own time by part under cProfile. The
+third client there, `bare`, is the floor: ucmatose's client in Python over rdmacli's own bindings
+with no engine (`benchmarks/bare_client.py`); rdmacli minus bare is what the engine costs. ping, ud
 and mcast are medians of `BENCH_RUNS` (default 3) runs of each, their marginal cost likewise from a
 small and a big run. Under TCG (the lab's emulation) a run's figures say nothing of real hardware.
 """

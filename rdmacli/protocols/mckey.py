@@ -71,7 +71,7 @@ class McastMember(_Datagrams):
         else:
             counts = {
                 "datagrams_received": self.received,
-                "datagrams_lost": max(self.count - self.received, 0),
+                "datagrams_lost": self.lost(),
             }
         return DatagramFigures(
             datagrams_expected=self.count, size_bytes=self.size, member=member, **counts, **join

@@ -76,6 +76,14 @@ class _Datagrams(Windowed, Protocol):
             conn.post_recv(wc.wr_id, self.mr, wc.wr_id * self.slot, self.slot)
             self.recvs_posted += 1
 
+    def lost(self) -> int | None:
+        """Datagrams lost, once the exchange began: this side sent, or a datagram arrived.
+        Before that nothing was lost: the peer never started, refused or was never reached,
+        and a receiver that got nothing cannot tell loss from silence (None: not said)."""
+        if not (self.received or self.sends_posted or not self.count):
+            return None
+        return max(self.count - self.received, 0)
+
     def post_sends(self, conn) -> None:
         """Chains of sends, one doorbell each, only the last signaled (mckey signals none)."""
         n = self.sends_due()
@@ -122,7 +130,7 @@ class _Datagrams(Windowed, Protocol):
             datagrams_expected=self.count,
             datagrams_received=self.received,
             datagrams_sent=self.sent,
-            datagrams_lost=max(self.count - self.received, 0),
+            datagrams_lost=self.lost(),
             size_bytes=self.size,
             remote_qpn=self.remote_qpn,
         )

@@ -118,3 +118,11 @@ def test_ipv6_group_refused_clearly_where_the_kernel_cannot(lab, c_tool):
     assert r.returncode == 3, r.stdout + r.stderr
     err = json.loads(r.stdout)["error"]
     assert "ENOTSUPP" in err["message"] and "IPv4 group" in err["hint"]
+
+
+def test_ud_with_nothing_listening_says_no_loss(lab):
+    """Refused before any datagram moved: nothing was lost, and the JSON does not say so."""
+    r = lab.run("connect", lab.server, "--ud", "-b", lab.client, "-p", "7199", "--json")
+    assert r.returncode == 5, r.stdout + r.stderr
+    c = json.loads(r.stdout)["connections"][0]
+    assert c["datagrams_received"] == 0 and "datagrams_lost" not in c, c

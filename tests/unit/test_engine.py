@@ -27,6 +27,7 @@ from rdmacli.protocols import hello as H
 from rdmacli.protocols.bare import BareClient
 from rdmacli.protocols.cmatose import CmatoseClient, CmatoseServer
 from rdmacli.protocols.mckey import McastReceiver, McastSender
+from rdmacli.protocols.udaddy import UdClient
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
 
@@ -848,3 +849,27 @@ def test_a_perftest_client_stalled_mid_stream_ends_the_servers_test_at_the_idle_
     assert states == [State.FAILED, State.FAILED], out.connections
     assert out.to_dict()["error"]["cause"] == "deadline" and out.exit_code != 0
     assert took < 10 * FAST.idle_s, took
+
+
+def test_loss_is_counted_once_the_exchange_began_never_when_no_datagram_came():
+    """A receiver whose sender never started says no loss (it cannot tell loss from silence,
+    and nothing was lost), nor does a UD client nobody answered; a receiver that got some of
+    them says the rest lost."""
+    wait = Timeouts(100, 1, 0.1, None, 0.2)
+    silent = run(mcast(FakeBackend(), lambda: McastReceiver(5, 100), timeouts=wait)).connections[0].stats
+    assert (silent.datagrams_received, silent.datagrams_lost) == (0, None)
+    backend = FakeBackend()
+    backend.script["connect"] = lambda cm, *a: [backend.event(cm, C.UNREACHABLE, -110)]
+    unanswered = run(client(backend, make_protocol=lambda: UdClient(5, 100), options=Options(ps=C.PS_UDP)))
+    assert unanswered.exit_code == ExitCode.REJECTED
+    assert unanswered.connections[0].stats.datagrams_lost is None
+    backend = FakeBackend()
+    flow = mcast(backend, lambda: McastReceiver(5, 100))
+
+    def join(cm, sa):
+        flow.loop.call_later(0.05, lambda: [backend.deliver(cm, b"d" * 140) for _ in range(2)])
+        return backend.default_reaction(cm, "join")
+
+    backend.script["join"] = join
+    some = run(flow).connections[0].stats
+    assert (some.datagrams_received, some.datagrams_lost) == (2, 3)
