@@ -7,6 +7,7 @@ connections, as bench.py's connect section prints it beside the ratio)
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
 import io
 import os
@@ -45,28 +46,50 @@ def _used(r0, r1, s0, s1, wall) -> dict[str, float]:
                            wall, on_cpu, runnable, wall - on_cpu - runnable)))  # fmt: skip
 
 
+@contextlib.contextmanager
+def ucmatose_server(n: int):
+    """ucmatose's server for n connections of 10 messages, listening, and gone again after."""
+    srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
+    wait_listener(CONNECT_PORT)
+    try:
+        yield
+    finally:
+        stop(srv)
+        wait_no_listener(CONNECT_PORT)
+
+
+def in_process(fn) -> dict[str, float]:
+    """What fn() used, run in this process (USED)."""
+    r0, s0, t0 = resource.getrusage(resource.RUSAGE_SELF), sched(), time.monotonic()
+    try:
+        fn()
+    finally:
+        r1, s1, t1 = resource.getrusage(resource.RUSAGE_SELF), sched(), time.monotonic()
+    return _used(r0, r1, s0, s1, t1 - t0)
+
+
 def profiled(n: int, profile: bool = True) -> tuple[pstats.Stats | None, str, dict[str, float]]:
     """rdmacli connect -c n -C 10 --json against ucmatose, run in this process (under cProfile
     if `profile`): (its stats, what it printed, what it used (USED))."""
     from rdmacli.__main__ import main as rdmacli_main
 
-    srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
-    wait_listener(CONNECT_PORT)
     prof = cProfile.Profile() if profile else None
-    sys.argv = ["rdmacli", "connect", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10", "--json"]
-    out = io.StringIO()
-    real, sys.stdout = sys.stdout, out
-    r0, s0, t0 = resource.getrusage(resource.RUSAGE_SELF), sched(), time.monotonic()
-    try:
-        prof.runcall(rdmacli_main) if prof else rdmacli_main()
-    except SystemExit:
-        pass
-    finally:
-        r1, s1, t1 = resource.getrusage(resource.RUSAGE_SELF), sched(), time.monotonic()
-        sys.stdout = real
-    stop(srv)
-    wait_no_listener(CONNECT_PORT)
-    return (pstats.Stats(prof) if prof else None), out.getvalue(), _used(r0, r1, s0, s1, t1 - t0)
+
+    def run() -> None:
+        try:
+            prof.runcall(rdmacli_main) if prof else rdmacli_main()
+        except SystemExit:
+            pass
+
+    with ucmatose_server(n):
+        sys.argv = ["rdmacli", "connect", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10", "--json"]
+        out = io.StringIO()
+        real, sys.stdout = sys.stdout, out
+        try:
+            used = in_process(run)
+        finally:
+            sys.stdout = real
+    return (pstats.Stats(prof) if prof else None), out.getvalue(), used
 
 
 def bare_cpu(n: int) -> dict[str, float]:
@@ -74,37 +97,26 @@ def bare_cpu(n: int) -> dict[str, float]:
     ucmatose's server, in this process: what it used (USED)."""
     import bare_client
 
-    srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
-    wait_listener(CONNECT_PORT)
-    r0, s0, t0 = resource.getrusage(resource.RUSAGE_SELF), sched(), time.monotonic()
-    try:
-        bare_client.run(SERVER, CLIENT, CONNECT_PORT, n)
-    finally:
-        r1, s1, t1 = resource.getrusage(resource.RUSAGE_SELF), sched(), time.monotonic()
-        stop(srv)
-        wait_no_listener(CONNECT_PORT)
-    return _used(r0, r1, s0, s1, t1 - t0)
+    with ucmatose_server(n):
+        return in_process(lambda: bare_client.run(SERVER, CLIENT, CONNECT_PORT, n))
 
 
 def ucmatose_cpu(n: int, timeout_s: float = 300.0) -> dict[str, float]:
     """`ucmatose -c n -C 10`'s client against its server: what it used (USED), its schedstat
     read once it has exited, before it is reaped."""
-    srv = server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"])
-    wait_listener(CONNECT_PORT)
     cmd = ["ucmatose", "-s", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10"]
-    t0 = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    watchdog = threading.Timer(timeout_s, p.kill)  # a hung client is killed, never waited for
-    watchdog.start()
-    try:
-        os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
-        t1, s1 = time.monotonic(), sched(p.pid)
-        _, status, ru = os.wait4(p.pid, 0)
-    finally:
-        watchdog.cancel()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    stop(srv)
-    wait_no_listener(CONNECT_PORT)
+    with ucmatose_server(n):
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        watchdog = threading.Timer(timeout_s, p.kill)  # a hung client is killed, never waited for
+        watchdog.start()
+        try:
+            os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)
+            t1, s1 = time.monotonic(), sched(p.pid)
+            _, status, ru = os.wait4(p.pid, 0)
+        finally:
+            watchdog.cancel()
+        p.returncode = os.waitstatus_to_exitcode(status)
     return _used(_NOTHING, ru, (0.0, 0.0), s1, t1 - t0)
 
 

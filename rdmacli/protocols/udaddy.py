@@ -80,7 +80,8 @@ class _Datagrams(Windowed, Protocol):
         """Datagrams lost, once the exchange began: this side sent, or a datagram arrived.
         Before that nothing was lost: the peer never started, refused or was never reached,
         and a receiver that got nothing cannot tell loss from silence (None: not said)."""
-        if not (self.received or self.sends_posted or not self.count):
+        began = self.received or self.sends_posted
+        if self.count and not began:
             return None
         return max(self.count - self.received, 0)
 
