@@ -12,6 +12,7 @@ import fcntl
 import os
 import socket
 import struct
+import threading
 from dataclasses import dataclass
 
 from rdmacli.rdma import constants as C
@@ -239,20 +240,36 @@ class AH(Handle):
             self.ptr = None
 
 
-# Work requests already built, by everything that goes into them: a post identical to an earlier
-# one (a ping-pong's every message, a bandwidth test's every chain) reposts the same memory.
-# ibv_post_send and ibv_post_recv copy a WR into the queue before they return and never change
-# it, and the engine is single-threaded, so a built chain can be posted any number of times.
-_BUILT: dict[tuple, tuple] = {}
-MAX_BUILT = 256  # kinds of post kept at once (a run uses a handful); the cache starts over past it
+# Work request chains already built, by their shape: a post of the same shape as an earlier one
+# (a ping-pong's every message, a bandwidth test's every chain, each connection's receives of a
+# `connect -c N`) reposts the same memory. Every WR of a chain points at one scatter-gather entry,
+# written just before each post (where the buffer is: it differs by connection). ibv_post_send and
+# ibv_post_recv copy WRs and their SGEs into the queue before they return and never change them,
+# so a built chain can be posted any number of times, but only by one thread at a time: the probe
+# runs a thread per rail, and cffi lets go of the GIL inside the post, so one thread's SGE written
+# while another's post reads it would send the other's buffer (a protection error on the wire).
+# Hence one cache per thread.
+_PER_THREAD = threading.local()
+MAX_BUILT = 256  # shapes of post kept at once (a run uses a handful); the cache starts over past it
+
+
+def _built_here() -> dict[tuple, tuple]:
+    """This thread's chains."""
+    try:
+        return _PER_THREAD.built
+    except AttributeError:
+        built: dict[tuple, tuple] = {}
+        _PER_THREAD.built = built
+        return built
 
 
 def _built(key: tuple, build) -> tuple:
-    got = _BUILT.get(key)
+    cache = _built_here()
+    got = cache.get(key)
     if got is None:
-        if len(_BUILT) >= MAX_BUILT:
-            _BUILT.clear()
-        got = _BUILT[key] = build()
+        if len(cache) >= MAX_BUILT:
+            cache.clear()
+        got = cache[key] = build()
     return got
 
 
@@ -260,20 +277,19 @@ def post_recv(qp, wr_id: int, mr: MR, offset: int = 0, length: int | None = None
     """Post n receives of the same buffer, chained into one ibv_post_recv call."""
     length = mr.length - offset if length is None else length
     mr._bounds(offset, length)
-    addr, lkey = mr.addr + offset, mr.lkey
 
     def build() -> tuple:
         f = ffi()
-        sges, wrs = f.new("struct ibv_sge[]", n), f.new("struct ibv_recv_wr[]", n)
+        sge, wrs = f.new("struct ibv_sge *"), f.new("struct ibv_recv_wr[]", n)
         for i in range(n):
-            sge, wr = sges[i], wrs[i]
-            sge.addr, sge.length, sge.lkey = addr, length, lkey
-            wr.wr_id, wr.sg_list, wr.num_sge = wr_id, sges + i, 1
+            wr = wrs[i]
+            wr.wr_id, wr.sg_list, wr.num_sge = wr_id, sge, 1
             if i + 1 < n:
                 wr.next = wrs + i + 1
-        return wrs, sges, f.new("struct ibv_recv_wr **")
+        return wrs, sge, f.new("struct ibv_recv_wr **")
 
-    wrs, _, bad = _built(("recv", wr_id, n, addr, length, lkey), build)
+    wrs, sge, bad = _built(("recv", wr_id, n), build)
+    sge.addr, sge.length, sge.lkey = mr.addr + offset, length, mr.lkey
     rc = qp.context.ops.post_recv(qp, wrs, bad)
     if rc:
         raise RdmaCallError("ibv_post_recv", rc)
@@ -324,19 +340,16 @@ def post_send(
     asks for a completion of the last (a QP made with sq_sig_all signals every one)."""
     if length:
         mr._bounds(offset, length)
-    addr, lkey = (mr.addr + offset, mr.lkey) if length else (0, 0)
 
     def build() -> tuple:
         f = ffi()
-        wrs, sges = f.new("struct ibv_send_wr[]", n), f.new("struct ibv_sge[]", 1)
-        if length:
-            sges[0].addr, sges[0].length, sges[0].lkey = addr, length, lkey
+        wrs, sge = f.new("struct ibv_send_wr[]", n), f.new("struct ibv_sge *")
         imm_be = socket.htonl(imm) if imm is not None else None
         for i in range(n):
             wr = wrs[i]
             wr.wr_id, wr.opcode = wr_id, opcode
             if length:
-                wr.sg_list, wr.num_sge = sges, 1
+                wr.sg_list, wr.num_sge = sge, 1
             if signaled and i == n - 1:
                 wr.send_flags = C.SEND_SIGNALED
             if imm_be is not None:
@@ -347,13 +360,15 @@ def post_send(
                 wr.wr.ud.ah, wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey = ah, remote_qpn, remote_qkey
             if i + 1 < n:
                 wr.next = wrs + i + 1
-        return wrs, sges, f.new("struct ibv_send_wr **")
+        return wrs, sge, f.new("struct ibv_send_wr **")
 
     if ah is None:  # an address handle's life is the caller's: such posts are built each time
-        key = ("send", wr_id, n, opcode, signaled, imm, remote_addr, rkey, addr, length, lkey)
-        wrs, _, bad = _built(key, build)
+        key = ("send", wr_id, n, opcode, signaled, imm, remote_addr, rkey, bool(length))
+        wrs, sge, bad = _built(key, build)
     else:
-        wrs, _, bad = build()
+        wrs, sge, bad = build()
+    if length:
+        sge.addr, sge.length, sge.lkey = mr.addr + offset, length, mr.lkey
     rc = qp.context.ops.post_send(qp, wrs, bad)
     if rc:
         raise RdmaCallError("ibv_post_send", rc)
