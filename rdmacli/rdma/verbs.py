@@ -249,22 +249,19 @@ class AH(Handle):
 # runs a thread per rail, and cffi lets go of the GIL inside the post, so one thread's SGE written
 # while another's post reads it would send the other's buffer (a protection error on the wire).
 # Hence one cache per thread.
-_PER_THREAD = threading.local()
+class _Chains(threading.local):
+    """This thread's chains, by shape (a new thread starts with none)."""
+
+    def __init__(self) -> None:
+        self.built: dict[tuple, tuple] = {}
+
+
+_PER_THREAD = _Chains()
 MAX_BUILT = 256  # shapes of post kept at once (a run uses a handful); the cache starts over past it
 
 
-def _built_here() -> dict[tuple, tuple]:
-    """This thread's chains."""
-    try:
-        return _PER_THREAD.built
-    except AttributeError:
-        built: dict[tuple, tuple] = {}
-        _PER_THREAD.built = built
-        return built
-
-
 def _built(key: tuple, build) -> tuple:
-    cache = _built_here()
+    cache = _PER_THREAD.built
     got = cache.get(key)
     if got is None:
         if len(cache) >= MAX_BUILT:
@@ -363,8 +360,8 @@ def post_send(
         return wrs, sge, f.new("struct ibv_send_wr **")
 
     if ah is None:  # an address handle's life is the caller's: such posts are built each time
-        key = ("send", wr_id, n, opcode, signaled, imm, remote_addr, rkey, bool(length))
-        wrs, sge, bad = _built(key, build)
+        shape = ("send", wr_id, n, opcode, signaled, imm, remote_addr, rkey, bool(length))
+        wrs, sge, bad = _built(shape, build)
     else:
         wrs, sge, bad = build()
     if length:

@@ -62,7 +62,7 @@ def test_receives_are_reposted_alike_and_the_cache_stays_bounded():
     assert seen[0] == seen[1] and seen[0][0][5] == (0x10000, 256, 0x55)
     for k in range(verbs.MAX_BUILT + 10):
         verbs.post_recv(qp, k, mr, 0, 8)
-    assert len(verbs._built_here()) <= verbs.MAX_BUILT
+    assert len(verbs._PER_THREAD.built) <= verbs.MAX_BUILT
 
 
 def test_slots_are_posted_in_one_chain_each_its_own_buffer_and_none_outside():
