@@ -97,3 +97,11 @@ def run(server: str, client: str, port: int, n: int, count: int = 10, size: int 
             comp.destroy()
         ch.close()
     return time.monotonic() - t0
+
+
+if __name__ == "__main__":  # as bench.py runs it, a process of its own: server client port n
+    import json
+    import sys
+
+    server_ip, client_ip, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    print(json.dumps({"elapsed_ms": round(run(server_ip, client_ip, port, n) * 1e3, 1)}))

@@ -39,7 +39,7 @@ from _lab import (
     wait_no_listener,
     wait_tcp_listener,
 )
-from noise import LEAST, LEVEL, MOST, alternate, crossed
+from noise import LEAST, LEVEL, MOST, alternate, alternate_each, crossed
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 FIGURES: dict[str, list[dict]] = {}  # each section's figures as data (noise.Figure.to_dict)
@@ -135,31 +135,36 @@ CONNECT_SIZES = (1, 128)  # the marginal connection: from one connection to 128
 
 
 def connect() -> list[str]:
-    """The cost of one more connection, each tool against `ucmatose -c N`: a run of 1 and a run
-    of 128 connections back to back give one figure, (work(128) - work(1)) / 127, and figures of
-    the two tools alternate (noise.alternate) until the ratio's interval is narrower than the
-    goal's margin (1.5x: 0.5). rdmacli runs as users run it (--json) and is timed by its own
-    elapsed_ms (its Python start outside the clock); ucmatose from its first line to its exit."""
+    """The cost of one more connection, each client against `ucmatose -c N`: a run of 1 and a
+    run of 128 connections back to back give one figure, (work(128) - work(1)) / 127. Rounds of
+    ucmatose, rdmacli and the floor (bare_client.py in a process of its own: the same exchange in
+    Python over rdmacli's bindings, no engine) alternate (noise.alternate_each) until both
+    ratios' intervals are narrower than the goal's margin (1.5x: 0.5). rdmacli runs as users run
+    it (--json) and is timed by its own elapsed_ms, the floor likewise (its Python start outside
+    the clock); ucmatose from its first line to its exit. The floor's ratio says how much of the
+    goal a Python client has before it does anything rdmacli's engine does."""
     small, big = CONNECT_SIZES
+    here = os.path.dirname(os.path.abspath(__file__))
+    bare = [sys.executable, os.path.join(here, "bare_client.py"), SERVER, CLIENT, str(CONNECT_PORT)]
+    clients = {  # each client's command for {n} connections, and its clock
+        "ucmatose": ([*C_LINES, "ucmatose", "-s", SERVER, "-b", CLIENT, "-c", "{n}", "-C", "10"], timed_work),
+        "rdmacli": (
+            [*RDMACLI, "connect", SERVER, "-b", CLIENT, "-c", "{n}", "-C", "10", "--json"],
+            timed_own,
+        ),
+        "floor": ([*bare, "{n}"], timed_own),
+    }
 
-    def ucmatose(n):
-        return with_server(
-            ["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"],
-            CONNECT_PORT,
-            [*C_LINES, "ucmatose", "-s", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10"],
-        )
+    def client(name):
+        cmd, clock = clients[name]
+        return lambda n: with_server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"], CONNECT_PORT,
+                                     [a.replace("{n}", str(n)) for a in cmd], clock=clock)  # fmt: skip
 
-    def rdmacli(n):
-        return with_server(
-            ["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"],
-            CONNECT_PORT,
-            [*RDMACLI, "connect", SERVER, "-b", CLIENT, "-c", str(n), "-C", "10", "--json"],
-            clock=timed_own,
-        )
+    walls: dict[str, list[float]] = {name: [] for name in clients}
 
-    walls: dict[str, list[float]] = {"ucmatose": [], "rdmacli": []}
+    def per_connection(name):
+        run = client(name)
 
-    def per_connection(run, name):
         def one() -> float | None:
             a, b = run(small), run(big)
             if a[1] is None or b[1] is None:
@@ -170,21 +175,28 @@ def connect() -> list[str]:
         return one
 
     payload = lambda _: (small + big) * 10 * 100  # noqa: E731 - the client's echoes of both runs
-    ours = on_wire(per_connection(rdmacli, "rdmacli"), payload)
-    theirs = on_wire(per_connection(ucmatose, "ucmatose"), payload)
-    fig = alternate(f"connection, marginal {small}->{big}", ours, theirs, 1.5, False)
+    name = f"connection, marginal {small}->{big}"
+    floor_name = f"floor (Python, no engine), marginal {small}->{big}"
+    figs = alternate_each({name: on_wire(per_connection("rdmacli"), payload),
+                           floor_name: on_wire(per_connection("floor"), payload)},
+                          on_wire(per_connection("ucmatose"), payload), 1.5, False)  # fmt: skip
     lines = [f"connect: the marginal connection ({small} to {big}, 10 messages each way) against "
-             f"`ucmatose -c N`, rdmacli --json (its elapsed_ms), goal <= 1.5x"]  # fmt: skip
-    if fig is None:
+             f"`ucmatose -c N`, rdmacli --json (its elapsed_ms), goal <= 1.5x; beside it the floor, "
+             f"bare_client.py (its elapsed_ms), in the same rounds"]  # fmt: skip
+    if figs is None:
         lines.append("  a run failed or did not cross the wire (said above)")
     else:
-        FIGURES["connect"] = [fig.to_dict()]
-        lines.append(fig.line("ms"))
-        c, r = median(walls["ucmatose"]), median(walls["rdmacli"])
+        fig, floor = figs[name], figs[floor_name]
+        FIGURES["connect"] = [fig.to_dict(), floor.to_dict()]
+        lines += [fig.line("ms"), floor.line("ms")]
+        engine = fig.ours.median - floor.ours.median
+        room = 1.5 * fig.theirs.median - floor.ours.median
+        lines.append(f"  the engine's own (rdmacli - floor, medians): {engine:.2f} ms per connection; "
+                     f"the goal leaves it {f'{room:.2f} ms' if room > 0 else 'nothing'}")  # fmt: skip
+        c, r, f = (median(walls[k]) for k in ("ucmatose", "rdmacli", "floor"))
         lines.append(f"  one connection, the whole process (start-up included): ucmatose {ms(c)}, "
-                     f"rdmacli {ms(r)} (median of {len(walls['rdmacli'])})")  # fmt: skip
+                     f"rdmacli {ms(r)}, floor {ms(f)} (median of {len(walls['rdmacli'])})")  # fmt: skip
     # what stands between the ratio and 1: the profile of the marginal connection, same boot
-    here = os.path.dirname(os.path.abspath(__file__))
     got = subprocess.run([sys.executable, os.path.join(here, "profile_connect.py"), "parts"],
                          capture_output=True, text=True, timeout=600)  # fmt: skip
     return lines + (got.stdout.rstrip().splitlines() or [f"  (the profile failed: {got.stderr[-300:]})"])

@@ -122,17 +122,37 @@ def alternate(name: str, ours: Callable[[], float | None], theirs: Callable[[], 
     """Runs of each tool in turn (theirs first) until the ratio's interval is narrower than the
     goal's margin (after `least` each) or `most` each; None if a run failed (a failure is never
     averaged away: the caller says which)."""
-    a: list[float] = []
+    figures = alternate_each({name: ours}, theirs, goal, at_least, least, most)
+    return figures[name] if figures else None
+
+
+def alternate_each(ours: dict[str, Callable[[], float | None]], theirs: Callable[[], float | None],
+                   goal: float, at_least: bool, least: int = LEAST,
+                   most: int = MOST) -> dict[str, Figure] | None:  # fmt: skip
+    """alternate() for several contenders against one C tool: each round runs theirs, then each
+    of ours in turn, so every figure shares the C tool's runs and the same drift (a floor beside
+    rdmacli: what no engine costs, measured in the same rounds). Until every interval is narrow
+    (after `least` rounds) or `most` rounds; None if any run failed."""
+    mine: dict[str, list[float]] = {name: [] for name in ours}
     b: list[float] = []
-    while len(a) < most:
-        got_b, got_a = theirs(), ours()
-        if got_a is None or got_b is None:
+
+    def figures() -> dict[str, Figure]:
+        c_tool = Spread(tuple(b))
+        return {name: Figure(name, Spread(tuple(a)), c_tool, goal, at_least) for name, a in mine.items()}
+
+    while len(b) < most:
+        got = theirs()
+        if got is None:
             return None
-        a.append(got_a)
-        b.append(got_b)
-        if len(a) >= least and Figure(name, Spread(tuple(a)), Spread(tuple(b)), goal, at_least).narrow:
+        b.append(got)
+        for name, run in ours.items():
+            got = run()
+            if got is None:
+                return None
+            mine[name].append(got)
+        if len(b) >= least and all(f.narrow for f in figures().values()):
             break
-    return Figure(name, Spread(tuple(a)), Spread(tuple(b)), goal, at_least)
+    return figures()
 
 
 def crossed(moved_bytes: int | None, claimed_bytes: float) -> bool:

@@ -944,11 +944,14 @@ echoes); perftest to perftest runs on perftest's own exchange, each end on its d
 bandwidth at 64 KiB, perftest against itself by the same rule: the lab's own noise. Connection set-
 up is the marginal connection, (work(128) - work(1)) / 127 from two runs back to back, rdmacli timed
 by its own `elapsed_ms` (`--json`, as users run it), so a Python start, whose jitter under TCG is
-larger than many connections' work, is outside the clock. Beside it, each client's CPU per
-connection (user and system, no profiler), where its wall time goes (its /proc/PID/schedstat: on a
-CPU, runnable but waiting for one, asleep), and rdmacli's own time by part under cProfile. The
-third client there, `bare`, is the floor: ucmatose's client in Python over rdmacli's own bindings
-with no engine (`benchmarks/bare_client.py`); rdmacli minus bare is what the engine costs. ping, ud
+larger than many connections' work, is outside the clock. In the same rounds runs the floor,
+`benchmarks/bare_client.py` (ucmatose's client in Python over rdmacli's own bindings, no engine: no
+lifecycle table, deadlines, step timing or records), timed by its own clock likewise: its row (the
+floor's runs in rdmacli's column) says how much of the goal a Python client uses before it does
+anything rdmacli's engine does, and rdmacli minus the floor is what the engine costs. Beside them,
+each client's CPU per connection (user and system, no profiler), where its wall time goes (its
+/proc/PID/schedstat: on a CPU, runnable but waiting for one, asleep), and rdmacli's own time by part
+under cProfile. ping, ud
 and mcast are medians of `BENCH_RUNS` (default 3) runs of each, their marginal cost likewise from a
 small and a big run. Under TCG (the lab's emulation) a run's figures say nothing of real hardware.
 """

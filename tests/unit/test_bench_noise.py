@@ -61,6 +61,35 @@ def test_runs_alternate_until_the_interval_is_narrow_enough_or_the_most_allowed(
     assert noise.alternate("failed", lambda: None, run("theirs", 0), 0.95, True) is None
 
 
+def test_contenders_share_the_c_tools_rounds_until_every_interval_is_narrow():
+    """alternate_each: each round runs the C tool, then each contender; one loud contender keeps
+    the rounds going for all (to the most allowed), and a failed run fails them all."""
+    calls = []
+    rng = random.Random(2)
+
+    def run(who, spread):
+        def one():
+            calls.append(who)
+            return 1.0 + rng.uniform(-spread, spread)
+
+        return one
+
+    swing = iter([0.2, 3.0] * noise.MOST)
+
+    def loud():
+        calls.append("loud")
+        return next(swing)
+
+    figs = noise.alternate_each({"quiet": run("quiet", 0.001), "loud": loud}, run("c", 0.001), 1.5, False)
+    assert calls[:6] == ["c", "quiet", "loud", "c", "quiet", "loud"]
+    assert len(figs["quiet"].ours.runs) == len(figs["loud"].ours.runs) == noise.MOST
+    assert figs["quiet"].theirs is figs["loud"].theirs or figs["quiet"].theirs == figs["loud"].theirs
+    assert figs["quiet"].verdict == "met" and figs["loud"].verdict == noise.NOT_SEPARABLE
+    calm = noise.alternate_each({"a": run("a", 0.001), "b": run("b", 0.001)}, run("c", 0.001), 1.5, False)
+    assert len(calm["a"].ours.runs) == noise.LEAST
+    assert noise.alternate_each({"a": run("a", 0), "b": lambda: None}, run("c", 0), 1.5, False) is None
+
+
 def test_a_run_crossed_the_wire_only_when_the_netdev_moved_by_its_payload():
     assert noise.crossed(10_000_000, 9_500_000)
     assert not noise.crossed(1_000, 9_500_000)  # loopback on one device: nothing on the veth
@@ -139,26 +168,33 @@ def test_latency_is_a_figure_per_operation_with_its_interval(monkeypatch):
 
 
 def test_the_marginal_connection_is_one_figure_from_a_run_of_1_and_one_of_128(monkeypatch):
-    """bench.connect with its runs stood in: (work(128) - work(1)) / 127 for each tool, the
-    ratio's goal 1.5x at most; a failed run fails the figure, said, not averaged away."""
+    """bench.connect with its runs stood in: (work(128) - work(1)) / 127 for each client, the
+    ratio's goal 1.5x at most, and the floor (bare_client.py) as a figure of its own against the
+    same ucmatose runs; a failed run fails the figure, said, not averaged away."""
     import bench
 
     sent = [0]
 
     def run(cmd, clock):
-        n = int(cmd[cmd.index("-c") + 1])
+        n = int(cmd[cmd.index("-c") + 1] if "-c" in cmd else cmd[-1])  # bare_client.py: n last
         sent[0] += n * 10 * 100  # n connections' 10 echoes of 100 bytes crossed the wire
-        per = 0.010 if cmd[1] == "-m" else 0.008  # rdmacli (python -m rdmacli) or ucmatose
+        # rdmacli (python -m rdmacli), the floor (python bare_client.py) or ucmatose
+        per = 0.010 if cmd[1] == "-m" else 0.006 if cmd[1].endswith("bare_client.py") else 0.008
         return (1.0, 0.1 + n * per)
 
     monkeypatch.setattr(bench, "tx_bytes", lambda ip: sent[0])
     monkeypatch.setattr(bench, "with_server", lambda srv, port, cmd, clock=None: run(cmd, clock))
     monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: type("R", (), {"stdout": "  parts\n"})())
     lines = bench.connect()
-    (fig,) = bench.FIGURES["connect"]
+    fig, floor = bench.FIGURES["connect"]
     assert fig["ours"]["runs"][0] == pytest.approx(10.0) and fig["theirs"]["runs"][0] == pytest.approx(8.0)
     assert fig["ratio"] == 1.25 and fig["verdict"] == "met" and fig["at_least"] is False
-    assert "goal <= 1.5x: met" in lines[1] and lines[-1] == "  parts"
+    assert floor["name"].startswith("floor") and floor["ours"]["runs"][0] == pytest.approx(6.0)
+    assert floor["theirs"]["runs"] == fig["theirs"]["runs"] and floor["ratio"] == 0.75
+    assert "goal <= 1.5x: met" in lines[1] and "goal <= 1.5x: met" in lines[2] and lines[-1] == "  parts"
+    # the engine's own is rdmacli's marginal over the floor's; the goal leaves it 1.5 x 8 - 6 ms
+    assert "the engine's own (rdmacli - floor, medians): 4.00 ms per connection" in lines[3]
+    assert "the goal leaves it 6.00 ms" in lines[3]
     monkeypatch.setattr(bench, "with_server", lambda srv, port, cmd, clock=None: (None, None))
     bench.FIGURES.pop("connect")
     assert "a run failed" in bench.connect()[1] and "connect" not in bench.FIGURES
