@@ -42,9 +42,9 @@ def test_tight_runs_give_a_verdict_either_way():
     assert noise.Figure("lat", noise.Spread((1.3, 1.31, 1.29)), theirs, 1.1, False).verdict == "missed"
 
 
-def test_runs_alternate_until_the_interval_is_narrow_enough_or_the_most_allowed():
-    calls = []
-    rng = random.Random(1)
+def _runs(calls: list, seed: int):
+    """run(who, spread): a stand-in tool whose runs are 1.0 +- spread, each call noted in calls."""
+    rng = random.Random(seed)
 
     def run(who, spread):
         def one():
@@ -52,6 +52,13 @@ def test_runs_alternate_until_the_interval_is_narrow_enough_or_the_most_allowed(
             return 1.0 + rng.uniform(-spread, spread)
 
         return one
+
+    return run
+
+
+def test_runs_alternate_until_the_interval_is_narrow_enough_or_the_most_allowed():
+    calls = []
+    run = _runs(calls, 1)
 
     quiet = noise.alternate("quiet", run("ours", 0.005), run("theirs", 0.005), 0.95, True)
     assert len(quiet.ours.runs) == noise.LEAST and quiet.verdict == "met"
@@ -65,15 +72,7 @@ def test_contenders_share_the_c_tools_rounds_until_every_interval_is_narrow():
     """alternate_each: each round runs the C tool, then each contender; one loud contender keeps
     the rounds going for all (to the most allowed), and a failed run fails them all."""
     calls = []
-    rng = random.Random(2)
-
-    def run(who, spread):
-        def one():
-            calls.append(who)
-            return 1.0 + rng.uniform(-spread, spread)
-
-        return one
-
+    run = _runs(calls, 2)
     swing = iter([0.2, 3.0] * noise.MOST)
 
     def loud():
@@ -83,7 +82,7 @@ def test_contenders_share_the_c_tools_rounds_until_every_interval_is_narrow():
     figs = noise.alternate_each({"quiet": run("quiet", 0.001), "loud": loud}, run("c", 0.001), 1.5, False)
     assert calls[:6] == ["c", "quiet", "loud", "c", "quiet", "loud"]
     assert len(figs["quiet"].ours.runs) == len(figs["loud"].ours.runs) == noise.MOST
-    assert figs["quiet"].theirs is figs["loud"].theirs or figs["quiet"].theirs == figs["loud"].theirs
+    assert figs["quiet"].theirs == figs["loud"].theirs  # one C tool's runs for both
     assert figs["quiet"].verdict == "met" and figs["loud"].verdict == noise.NOT_SEPARABLE
     calm = noise.alternate_each({"a": run("a", 0.001), "b": run("b", 0.001)}, run("c", 0.001), 1.5, False)
     assert len(calm["a"].ours.runs) == noise.LEAST
