@@ -91,7 +91,12 @@ class Phase:
                     cfg.port_of(peer_rail),
                 )
             )
+        for rail in [r for r in self.backoff if r >= len(problems)]:
+            del self.backoff[rail]  # a rail the new plan no longer has (a reload removed it)
         for rail, nic in list(self.nics.items()):
+            if rail >= len(problems) or rail not in self.by_rail or problems[rail] is not None:
+                self.drop(rail)  # removed by a reload, or no test of its own this window
+                continue
             same = (nic.nic, nic.address, nic.port, nic.key) == (
                 cfg.nic(cfg.rank, rail),
                 cfg.address(cfg.rank, rail),
@@ -99,7 +104,7 @@ class Phase:
                 cfg.probe_key,
             )
             try:
-                if not same or rail not in self.by_rail or problems[rail] is not None:
+                if not same:
                     raise LookupError("not this window's")
                 nic.retarget(run, self.by_rail[rail], count)
             except Exception:  # noqa: BLE001 - closed; opened afresh below when it has tests

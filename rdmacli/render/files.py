@@ -14,13 +14,24 @@ import tempfile
 PREFIX = ".rdmacli-mesh."
 
 
-def check(path: str) -> None:
-    """Can `path` be written, and only as a regular file? Tried for real before a run starts
-    (a temporary file made and removed in its directory). OSError says why not."""
+CHECK_BYTES = 64 << 10  # what the start check writes: a full disk refuses it (an empty file it makes)
+
+
+def check(path: str, size: int = CHECK_BYTES) -> None:
+    """Can `path` be written, and only as a regular file? Tried for real before a run starts:
+    a temporary file in its directory written with `size` bytes and synced, then removed (a
+    full disk still lets an empty file be made, and a run that checked only that died later).
+    OSError says why not."""
     _target(path)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=PREFIX)
-    os.close(fd)
-    os.unlink(tmp)
+    try:
+        view = memoryview(bytes(size))
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        os.unlink(tmp)
 
 
 def _target(path: str) -> None:
@@ -29,7 +40,8 @@ def _target(path: str) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISREG(st.st_mode):
-        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"))
+        what = next((name for test, name in kinds if test(st.st_mode)), "not a regular file")
         raise OSError(f"{path} is {what}: only a regular file is replaced")
 
 

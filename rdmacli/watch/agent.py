@@ -130,6 +130,13 @@ class WatchAgent:
             self.downed[rail] = now
         return out
 
+    def forget_rails(self, rails: int) -> None:
+        """What the agent knows of each rail, kept only for the rails a new plan still has (a
+        reload that removed a rail: its device, port and counters are no NIC of this node's now)."""
+        for per_rail in (self.devices, self.ports, self.downed, self.problems, self.forged, self.foreign):
+            for rail in [r for r in per_rail if r >= rails]:
+                del per_rail[rail]
+
     def reload(self, plan: WatchPlan) -> None:
         """A new plan (the map changed), taken at the next window."""
         self.next_plan = plan
@@ -173,6 +180,7 @@ class WatchAgent:
                 same = self.next_plan.window_s == self.plan.window_s
                 self.state.rekey(self.plan.names, self.next_plan.names, self.next_plan.rails)
                 self.plan, self.next_plan = self.next_plan, None
+                self.forget_rails(self.plan.rails)
                 if not same:  # its windows are its own: counted afresh (the same: the next one)
                     k = self.next_window()
             open_at = self.plan.begin(k) - OPEN_LEAD_S

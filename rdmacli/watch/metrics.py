@@ -51,6 +51,9 @@ class WatchMetrics:
                                "dropped, and probes claiming a partner that SIDR showed had not "
                                "restarted (a key holder forging)",
                                NIC, registry=r)  # fmt: skip
+        self.state_write_failures = Counter("rdmacli_watch_state_write_failures", "Windows whose state file "
+                                            "could not be written (tried again after the next window)",
+                                            registry=r)  # fmt: skip
         self.shown: dict[str, set[tuple]] = {"nic": set(), "peer": set()}
 
     def window(self, by_nic: dict, devices: dict[int, str | None], state, names: list[str],

@@ -320,6 +320,26 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     cpu = [time.process_time()]
 
     said: dict[int, str] = {}
+    unwritten: list[str] = []  # why the state file was not written last time ([]: it was)
+
+    def write_state(k: int | None) -> None:
+        """The state file replaced (render/files.replace: a temporary file in its directory made
+        without following links, renamed over it). A failure (a disk full, a link, a FIFO or a
+        directory put there, the directory removed) is counted and said when its reason changes;
+        the agent goes on probing and serving /metrics, and writes again after the next window."""
+        try:
+            replace(path, (json.dumps(state_doc(agent, node, k), allow_nan=False) + "\n").encode())
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            metrics.state_write_failures.inc()
+            if unwritten != [why]:
+                print(f"watch: the state file {path} not written: {why}; tried again after the next window",
+                      file=err)  # fmt: skip
+            unwritten[:] = [why]
+            return
+        if unwritten:
+            print(f"watch: the state file {path} written again", file=err)
+            unwritten.clear()
 
     def on_window(k, records, by_nic):
         for rail in sorted(set(said) | set(agent.problems)):  # a rail's NIC gone or back, said once
@@ -333,7 +353,7 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
         used = time.process_time() - cpu[0]
         cpu[0] += used
         metrics.cpu.set(used / agent.plan.window_s / max(agent.plan.rails, 1))
-        replace(path, (json.dumps(state_doc(agent, node, k), allow_nan=False) + "\n").encode())
+        write_state(k)
         subjects = [*agent.state.pairs.values(), *agent.state.nics.values()]
         named = sum(t.alerted for t in subjects)
         notify(f"STATUS=window {k}: {named} named")
@@ -368,7 +388,7 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, stop)
     signal.signal(signal.SIGHUP, reload)
-    replace(path, (json.dumps(state_doc(agent, node, None), allow_nan=False) + "\n").encode())
+    write_state(None)
     notify(f"READY=1\nSTATUS=probing {plan.rails} rail(s), {len(plan.partners(0))} partner(s) a window")
     print(
         f"watch: {node}, {plan.rails} rail(s), windows of {plan.window_s:g} s, every pair within "

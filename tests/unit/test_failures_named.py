@@ -4,6 +4,7 @@ agent that is not there, what is installed. Run as a person types the commands (
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -218,3 +219,32 @@ def test_a_connection_that_counted_nothing_still_gets_its_line():
     full = {"protocol": "bw", "op": "write", "size_bytes": 4096, "messages_received": 0}
     assert served_words(full) == "write of 4096 bytes, 0 sends received"
     assert served_words({"protocol": "events"}) is None
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs filled up (root only: the unit suite runs as root in CI)."""
+    where = tmp_path / "full"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)]).returncode != 0:
+        pytest.fail("cannot mount a tmpfs: the unit suite runs as root")
+    try:
+        with open(where / "filler", "wb", buffering=0) as f, contextlib.suppress(OSError):
+            while True:
+                f.write(bytes(4096))
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)])
+
+
+def test_a_watch_agent_on_a_full_disk_refuses_at_start_where_it_made_an_empty_file_and_died_later(
+    tmp_path, full_disk
+):
+    """Issue 70: on a full disk the start check (an empty temporary file made and removed) passed
+    and the agent died at its first write. The check now writes for real: exit 3, in words."""
+    mapfile = tmp_path / "two.map"
+    mapfile.write_text("n1 192.0.2.1\nn2 192.0.2.2\n")
+    r = rdmacli("watch", "run", "--map", str(mapfile), "--node", "n1", "--state-file",
+                str(full_disk / "w.json"), timeout=60)  # fmt: skip
+    assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+    assert "cannot write the watch state file" in r.stderr and "No space left on device" in r.stderr, r.stderr

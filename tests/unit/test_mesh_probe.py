@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from rdmacli.errors import Cause
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import healthy
 from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.records import PairRecord, Violation
@@ -816,3 +816,48 @@ def test_a_flood_of_probes_in_a_partners_name_costs_the_partner_no_answer(monkey
     for _ in range(5):
         probe_from(101)
     assert sent.count(101) == 5  # the partner's own probes, all answered
+
+
+@pytest.mark.parametrize("before,after", [(2, 1), (3, 2)])
+def test_a_window_on_a_plan_with_fewer_rails_closes_the_removed_rails_nics_and_goes_on(monkeypatch, before, after):
+    """Issue 70: a map of 2 rails, then 1, then SIGHUP (and 3 -> 2) ended the agent with
+    `IndexError: tuple index out of range`: the next window compared each open NIC with the new
+    plan's rail of the same number, which the plan no longer had. A removed rail's NIC is closed,
+    its back-off forgotten; the kept rails go on with their QPs (retargeted, not reopened)."""
+    from types import SimpleNamespace
+
+    from rdmacli.probe import phase as ph
+
+    opened, closed, retargeted = [], [], []
+
+    class Nic:
+        def __init__(self, **kw):
+            self.nic, self.address, self.port, self.key = kw["nic"], kw["address"], kw["port"], kw["key"]
+
+        def open(self):
+            opened.append(self.address)
+
+        def retarget(self, *a):
+            retargeted.append(self.address)
+
+        def close(self):
+            closed.append(self.address)
+
+    monkeypatch.setattr(ph.ProbeKind, "nic_class", lambda self: Nic)
+    monkeypatch.setattr(ph, "let_go", lambda: None)
+
+    def topo(rails):
+        addrs = tuple(tuple(f"10.0.{k}.{r}" for k in range(rails)) for r in range(2))
+        return SimpleNamespace(rank=0, probe_key=bytes(16), nic=lambda r, k: addrs[r].index(addrs[r][k]),
+                               address=lambda r, k: addrs[r][k], port_of=lambda k: 7490)  # fmt: skip
+
+    p = ph.Phase(topo(before), [(k, 1, k) for k in range(before)], [None] * before, run=b"\0" * 8, count=5,
+                 keep=True)  # fmt: skip
+    p.backoff[before - 1] = (1, 1, RdmacliError("x", cause=Cause.ENVIRONMENT))
+    assert sorted(p.nics) == list(range(before))
+    problems = [None] * after
+    p.next_window(topo(after), [(k, 1, k) for k in range(after)], problems, run=b"\0" * 8, count=5)
+    assert sorted(p.nics) == list(range(after)) and problems == [None] * after
+    assert closed == [f"10.0.{k}.0" for k in range(after, before)]  # the removed rails' NICs only
+    assert retargeted == [f"10.0.{k}.0" for k in range(after)] and len(opened) == before
+    assert all(r < after for r in p.backoff)

@@ -631,3 +631,88 @@ def test_slow_waits_for_three_windows_of_reference_however_many_partners_each_ha
     s.feed([rec(p, p50=1000.0, low=500.0) for p in partners])  # the third window of reference
     s.feed([rec(p, p50=9000.0, low=8000.0) for p in partners])
     assert s.nics[0].state is State.BAD and s.nics[0].cause == judge.SLOW
+
+
+def test_a_state_file_that_cannot_be_written_is_counted_said_and_written_again_the_agent_goes_on(
+    tmp_path, monkeypatch
+):
+    """Issue 70: a symlink, a directory or a FIFO put at the state path while the agent runs, or
+    its directory removed, ended the agent with a traceback. `serve` (the agent's real path, its
+    probes and clock replaced) now counts each failed write, says it once per reason, goes on to
+    the next window, and writes again once it can."""
+    import io
+    import os
+    import shutil
+
+    from rdmacli.watch import agent as agent_mod
+    from rdmacli.watch import service
+
+    mapfile = tmp_path / "two.map"
+    mapfile.write_text("n1 192.0.2.1\nn2 192.0.2.2\n")
+    where = tmp_path / "state"
+    where.mkdir()
+    path = where / "w.json"
+    sabotage = [
+        lambda: path.symlink_to(tmp_path / "elsewhere"),
+        lambda: path.mkdir(),
+        lambda: os.mkfifo(path),
+        lambda: shutil.rmtree(where),
+        None,  # nothing in the way: written again
+    ]
+    seen, made = [], []
+
+    class Quiet(StandIn):
+        def run(self, begin, end):
+            return []
+
+    class Phases:
+        def __call__(self, pl, k, stop):
+            return Quiet()
+
+        def close(self):
+            pass
+
+    def run_windows(self, windows=None):
+        for k in range(len(sabotage) + 1):
+            self.window(k)
+            if k < len(sabotage):  # between two windows: the next write meets this
+                if path.is_dir() and not path.is_symlink():
+                    path.rmdir()
+                elif path.is_symlink() or path.exists():
+                    path.unlink()
+                where.mkdir(exist_ok=True)
+                if sabotage[k] is not None:
+                    sabotage[k]()
+            seen.append(path.is_file() and not path.is_symlink())
+        return len(sabotage) + 1
+
+    class Agent(agent_mod.WatchAgent):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, make_phase=Phases(), **kw)
+            made.append(self)
+
+    monkeypatch.setattr(agent_mod, "WatchAgent", Agent)
+    monkeypatch.setattr(Agent, "run", run_windows)
+    monkeypatch.setattr(service, "preflight", lambda plan, err: None)
+    monkeypatch.setattr(service.signal, "signal", lambda *a: None)
+    metrics = []
+    from rdmacli.watch import metrics as metrics_mod
+
+    class Metrics(metrics_mod.WatchMetrics):
+        def __init__(self, node):
+            super().__init__(node)
+            metrics.append(self)
+
+    monkeypatch.setattr(metrics_mod, "WatchMetrics", Metrics)  # serve imports it at call time
+    err = io.StringIO()
+    opts = service.Options(map_path=str(mapfile), node="n1", port=7590, window_s=10.0, count=10, partners=None,
+                           state_file=str(path), metrics=None)  # fmt: skip
+    assert service.serve(opts, Policy(), err=err) == 0
+    said = err.getvalue()
+    assert "Traceback" not in said
+    assert said.count("not written") == 4, said  # four reasons, each said once
+    assert "written again" in said and "No such file or directory" in said, said
+    assert metrics[0].state_write_failures._value.get() == 4
+    assert seen == [False] * 5 + [True], seen  # seen after each sabotage; the last window wrote it
+    doc = json.loads(path.read_text())
+    assert doc["node"] == "n1" and doc["windows"] == made[0].state.windows
