@@ -819,7 +819,9 @@ def test_a_flood_of_probes_in_a_partners_name_costs_the_partner_no_answer(monkey
 
 
 @pytest.mark.parametrize("before,after", [(2, 1), (3, 2)])
-def test_a_window_on_a_plan_with_fewer_rails_closes_the_removed_rails_nics_and_goes_on(monkeypatch, before, after):
+def test_a_window_on_a_plan_with_fewer_rails_closes_the_removed_rails_nics_and_goes_on(
+    monkeypatch, before, after
+):
     """Issue 70: a map of 2 rails, then 1, then SIGHUP (and 3 -> 2) ended the agent with
     `IndexError: tuple index out of range`: the next window compared each open NIC with the new
     plan's rail of the same number, which the plan no longer had. A removed rail's NIC is closed,

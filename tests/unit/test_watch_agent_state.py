@@ -705,8 +705,8 @@ def test_a_state_file_that_cannot_be_written_is_counted_said_and_written_again_t
 
     monkeypatch.setattr(metrics_mod, "WatchMetrics", Metrics)  # serve imports it at call time
     err = io.StringIO()
-    opts = service.Options(map_path=str(mapfile), node="n1", port=7590, window_s=10.0, count=10, partners=None,
-                           state_file=str(path), metrics=None)  # fmt: skip
+    opts = service.Options(map_path=str(mapfile), node="n1", port=7590, window_s=10.0, count=10,
+                           partners=None, state_file=str(path), metrics=None)  # fmt: skip
     assert service.serve(opts, Policy(), err=err) == 0
     said = err.getvalue()
     assert "Traceback" not in said
