@@ -55,6 +55,7 @@ class BoundedServer(ThreadingWSGIServer):
     and threads stay bounded (a cut client's thread ends when its read returns)."""
 
     max_clients = MAX_CLIENTS
+    tls = False  # each client wrapped in the web config's context as it stands (get_request)
     request_queue_size = 64  # socketserver's 5 left a burst's clients in SYN retries for seconds
 
     def server_activate(self) -> None:
@@ -64,6 +65,23 @@ class BoundedServer(ThreadingWSGIServer):
         self.open: dict[socket.socket, float] = {}  # each client's socket -> when it came
         self.reading: set[socket.socket] = set()  # those whose request is not in yet
         self.evicted = 0
+
+    def get_request(self):
+        """Accept one client with the web config's context as it stands now, whole: certificate,
+        CAs, minimum version and client-certificate rule alike. (A context swapped in during the
+        handshake, as an SNI callback does, changes the certificate but keeps the listener's
+        verify mode: a live change to RequireAndVerifyClientCert let clients without one in.)
+        While the file does not load, a client is accepted and closed at once: fail closed."""
+        conn, addr = super().get_request()
+        if not self.tls:
+            return conn, addr
+        try:
+            ctx = self.web.context()  # type: ignore[attr-defined]
+        except (WebConfigError, ssl.SSLError):
+            conn.close()
+            self.refused += 1
+            raise OSError("the web config does not load: client refused") from None
+        return ctx.wrap_socket(conn, server_side=True, do_handshake_on_connect=False), addr
 
     def process_request(self, request, client_address) -> None:
         if not self.slots.acquire(blocking=False) and not self._evict_for_one():
@@ -147,17 +165,6 @@ def serve_metrics(registry, addr: str, port: int, web: WebSource | None = None) 
     app = make_wsgi_app(registry) if web is None else guarded(make_wsgi_app(registry), web)
     httpd = make_server(addr, port, app, Server, handler_class=_Handler)
     httpd.web = web  # type: ignore[attr-defined]
-    if web is not None and web.current().tls is not None:
-        first = web.context()
-
-        def pick(sock, _name, _ctx) -> int | None:  # each client: the file's context as it stands
-            try:
-                sock.context = web.context()
-            except (WebConfigError, ssl.SSLError):
-                return int(ssl.ALERT_DESCRIPTION_INTERNAL_ERROR)
-            return None
-
-        first.sni_callback = pick
-        httpd.socket = first.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+    httpd.tls = web is not None and web.current().tls is not None  # fixed at start, as the file says
     threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True).start()
     return httpd

@@ -76,6 +76,16 @@ class WebConfig:
     tls: Tls | None = None
     users: Mapping[str, bytes] = field(default_factory=dict)  # name -> bcrypt hash
 
+    def summary(self) -> str:
+        """What the configuration lets in, in words for the log (no secret in them)."""
+        t = self.tls
+        if t is None:
+            said = "plain HTTP"
+        else:
+            auth = next(name for name, mode in CLIENT_AUTH.items() if mode == t.verify)
+            said = f"TLS ({auth}{', ' + str(len(t.allowed_sans)) + ' allowed names' if t.allowed_sans else ''})"
+        return f"{said}, {len(self.users) or 'no'} basic-auth user(s)"
+
     def files(self) -> tuple[str, ...]:
         t = self.tls
         return tuple(p for p in ((t.certfile, t.keyfile, t.client_cafile) if t else ()) if p)
@@ -220,8 +230,8 @@ class WebSource:
             self.error = str(exc)
             self.stamp = ()
             return
-        if self.error:
-            self.log(f"--web-config-file {self.path}: loads again")
+        self.log(f"--web-config-file {self.path}: {'loads again' if self.error else 'read again'}, "
+                 f"in force from the next client: {config.summary()}")  # fmt: skip
         self.config, self.error, self.stamp = config, None, self._stamp(config)
         self.contexts.clear()
         self.good.clear()

@@ -279,3 +279,62 @@ def test_a_web_config_that_does_not_load_is_said_by_key(tmp_path, text, words):
     with pytest.raises(WebConfigError, match=None) as exc:
         web(tmp_path, text)
     assert words in str(exc.value), exc.value
+
+
+def test_each_field_changed_live_decides_who_is_let_in_at_the_next_client_and_is_logged(
+    pki, tmp_path, monkeypatch
+):
+    """Issue 70: `NoClientCert` changed to `RequireAndVerifyClientCert` while the agent ran still
+    let a client without a certificate in, and the change back refused everyone until a restart
+    (a context swapped in mid-handshake keeps the listener's verify mode). Each client is now
+    accepted with the file's context as it stands, whole; each change applied is logged."""
+    import bcrypt
+
+    from rdmacli.watch import webconfig
+
+    monkeypatch.setattr(webconfig, "RECHECK_S", 0.0)
+    crt, key = pki["server"]
+    head = f"tls_server_config:\n  cert_file: {crt}\n  key_file: {key}\n"
+    path, source = web(tmp_path, head)
+    server = endpoint.serve_metrics(registry(), "127.0.0.1", 0, source)
+    port = server.server_address[1]
+    anonymous, holder = trusting(crt), trusting(crt)
+    holder.load_cert_chain(*pki["client"])  # signed by pki's "ca"
+
+    def admitted(ctx, headers=None) -> bool:
+        req = urllib.request.Request(f"https://127.0.0.1:{port}/metrics", headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=5, context=ctx) as r:
+                return r.status == 200
+        except (OSError, urllib.error.HTTPError):
+            return False
+
+    def change(text: str) -> None:
+        said.clear()
+        path.write_text(text)
+        time.sleep(0.01)  # a new mtime on any file system clock
+
+    require = head + f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {pki['ca'][0]}\n"
+    try:
+        assert admitted(anonymous) and admitted(holder)
+        change(require)
+        assert not admitted(anonymous) and admitted(holder)
+        assert "read again" in said[0] and "RequireAndVerifyClientCert" in said[0], said
+        change(head + f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {crt}\n")  # another CA
+        assert not admitted(holder) and not admitted(anonymous)
+        change(require + "  client_allowed_sans: [prometheus-2]\n")
+        assert not admitted(holder)
+        change(require + "  client_allowed_sans: [prometheus-1]\n")
+        assert admitted(holder)
+        h = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+        change(require + f"basic_auth_users:\n  prom: {h}\n")
+        assert not admitted(holder) and admitted(holder, basic("prom", "pw"))
+        assert "1 basic-auth user(s)" in said[0], said
+        change(head)  # and back: everyone with TLS, no restart
+        assert admitted(anonymous) and admitted(holder)
+        change(require + "  client_auth_type: [broken\n")  # does not load: nobody, said
+        assert not admitted(holder) and "scrapes refused until it loads" in said[0], said
+        change(head)
+        assert admitted(anonymous) and "loads again" in said[-1], said
+    finally:
+        server.shutdown()
