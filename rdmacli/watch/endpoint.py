@@ -43,9 +43,13 @@ class _Handler(_SilentHandler):
                 raise ssl.SSLError("client certificate's names not in client_allowed_sans")
 
     def parse_request(self) -> bool:
-        """The request is in: from here this client is served, no longer one that may be evicted."""
+        """The request line and its headers are in (http.server reads the headers here): from
+        here this client is served, no longer one that may be evicted. (Discarded before the
+        headers were read, a client that sent its line and trickled its headers held a slot
+        for REQUEST_S: eight such kept every scrape out.)"""
+        ok = super().parse_request()
         self.server.reading.discard(self.connection)  # type: ignore[attr-defined]
-        return super().parse_request()
+        return ok
 
 
 class BoundedServer(ThreadingWSGIServer):

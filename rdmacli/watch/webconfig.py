@@ -24,7 +24,7 @@ MAX_BYTES = 64 * 1024
 MAX_USERS = 256
 HASH_HOWTO = "$2y$ or $2b$ and 60 characters: htpasswd -nBC 10 NAME, or python3's bcrypt.hashpw"
 RECHECK_S = 1.0
-AUTH_CACHE = 64  # passwords seen good, by digest: bcrypt costs ~50 ms a check, a scrape a few seconds
+AUTH_CACHE = 256  # credentials checked, good or bad, by digest: bcrypt costs ~50 ms a check
 
 # exporter-toolkit's client_auth_type; the two that ask for a certificate without verifying it
 # have no Python equivalent and are refused in words
@@ -83,7 +83,8 @@ class WebConfig:
             said = "plain HTTP"
         else:
             auth = next(name for name, mode in CLIENT_AUTH.items() if mode == t.verify)
-            said = f"TLS ({auth}{', ' + str(len(t.allowed_sans)) + ' allowed names' if t.allowed_sans else ''})"
+            names = f", {len(t.allowed_sans)} allowed names" if t.allowed_sans else ""
+            said = f"TLS ({auth}{names})"
         return f"{said}, {len(self.users) or 'no'} basic-auth user(s)"
 
     def files(self) -> tuple[str, ...]:
@@ -193,7 +194,8 @@ class WebSource:
         self.stamp = self._stamp(self.config)
         self.checked = time.monotonic()
         self.contexts: dict[int, ssl.SSLContext] = {}
-        self.good: dict[bytes, None] = {}
+        self.seen: dict[bytes, bool] = {}  # credential digests checked (good or not), oldest first
+        self.checking = threading.Lock()  # one bcrypt check at a time
 
     def _stamp(self, config: WebConfig) -> tuple:
         out: list[tuple] = []
@@ -234,7 +236,7 @@ class WebSource:
                  f"in force from the next client: {config.summary()}")  # fmt: skip
         self.config, self.error, self.stamp = config, None, self._stamp(config)
         self.contexts.clear()
-        self.good.clear()
+        self.seen.clear()
 
     def context(self) -> ssl.SSLContext:
         config = self.current()
@@ -260,17 +262,22 @@ class WebSource:
                 user = ""
         hashed = users.get(user)
         key = hashlib.sha256(b"\0".join((user.encode(), hashed or b"", password))).digest()
-        if hashed is not None and key in self.good:
-            return True
+        known = self.seen.get(key)
+        if known is not None:  # a credential checked before, good or bad: no bcrypt again
+            return known
         import bcrypt
 
-        # an unknown name costs a check too: the time taken says nothing of which names exist
-        ok = bcrypt.checkpw(password[:72], hashed or _DUMMY) and hashed is not None
-        if ok:
+        # an unknown name costs a check too: the time taken says nothing of which names exist;
+        # one check at a time, so clients with wrong passwords cost one core at most, not one each
+        with self.checking:
+            known = self.seen.get(key)  # checked by another client while this one waited
+            if known is not None:
+                return known
+            ok = bcrypt.checkpw(password[:72], hashed or _DUMMY) and hashed is not None
             with self.lock:
-                self.good[key] = None
-                while len(self.good) > AUTH_CACHE:
-                    self.good.pop(next(iter(self.good)))
+                self.seen[key] = ok
+                while len(self.seen) > AUTH_CACHE:
+                    self.seen.pop(next(iter(self.seen)))
         return ok
 
 

@@ -4,6 +4,7 @@ once, a slow or silent client cut, every scrape answered again once they are gon
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import subprocess
@@ -320,7 +321,7 @@ def test_each_field_changed_live_decides_who_is_let_in_at_the_next_client_and_is
         change(require)
         assert not admitted(anonymous) and admitted(holder)
         assert "read again" in said[0] and "RequireAndVerifyClientCert" in said[0], said
-        change(head + f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {crt}\n")  # another CA
+        change(require.replace(pki["ca"][0], crt))  # another CA
         assert not admitted(holder) and not admitted(anonymous)
         change(require + "  client_allowed_sans: [prometheus-2]\n")
         assert not admitted(holder)
@@ -338,3 +339,69 @@ def test_each_field_changed_live_decides_who_is_let_in_at_the_next_client_and_is
         assert admitted(anonymous) and "loads again" in said[-1], said
     finally:
         server.shutdown()
+
+
+def test_clients_trickling_their_headers_are_evicted_for_scrapes(monkeypatch):
+    """Issue 70: eight clients that send a request line and then trickle their headers were no
+    longer evictable and held every slot for REQUEST_S: 5 of 22 scrapes answered. A client is
+    served (no longer evictable) only once its headers are in."""
+    server = endpoint.serve_metrics(registry(), "127.0.0.1", 0)
+    port = server.server_address[1]
+    slow = []
+    try:
+        for _ in range(3 * endpoint.MAX_CLIENTS):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: y")  # its line, and a header never ended
+            slow.append(s)
+        answered = 0
+        for _ in range(22):
+            for s in slow:  # each keeps trickling: a byte within every read's timeout
+                with contextlib.suppress(OSError):
+                    s.sendall(b"y")
+            with contextlib.suppress(OSError):
+                answered += "rdmacli_test_total 3.0" in scrape(port)
+        assert answered == 22, answered
+    finally:
+        for s in slow:
+            s.close()
+        server.shutdown()
+
+
+def test_a_credential_costs_bcrypt_once_good_or_bad_and_one_check_runs_at_a_time(tmp_path, monkeypatch):
+    """Issue 70: eight clients with a wrong password cost the agent about a core each (bcrypt on
+    every request). A credential is checked once, good or bad (a bounded cache by digest); an
+    unknown name costs a check as a known one does; checks run one at a time."""
+    import bcrypt
+
+    h = bcrypt.hashpw(b"right", bcrypt.gensalt(4)).decode()
+    _, source = web(tmp_path, f"basic_auth_users:\n  prom: {h}\n")
+    calls, running, most = [], [0], [0]
+    real = bcrypt.checkpw
+
+    def counted(pw, hashed):
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        calls.append(pw)
+        try:
+            time.sleep(0.01)
+            return real(pw, hashed)
+        finally:
+            running[0] -= 1
+
+    monkeypatch.setattr(bcrypt, "checkpw", counted)
+    headers = [basic("prom", "wrong")["Authorization"], basic("nobody", "x")["Authorization"],
+               basic("prom", "right")["Authorization"]]  # fmt: skip
+
+    def client(header: str) -> None:
+        for _ in range(20):
+            source.authorized(header)
+
+    threads = [threading.Thread(target=client, args=(headers[i % 3],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(calls) == [b"right", b"wrong", b"x"], calls  # once each, of 160 requests
+    assert most[0] == 1
+    assert source.authorized(headers[2]) and not source.authorized(headers[0])
+    assert not source.authorized(headers[1])
