@@ -31,6 +31,12 @@ def read_key(path: str) -> bytes:
         os.close(fd)
         raise RdmacliError(f"--key-file {path}: not a regular file", hint=HINT, cause=Cause.USAGE)
     with os.fdopen(fd, "rb") as f:
+        if st.st_uid not in (0, os.geteuid()):  # its owner could change it, or hand it out
+            raise RdmacliError(
+                f"--key-file {path}: owned by uid {st.st_uid}, neither root nor this agent's user",
+                hint=f"chown root {path}",
+                cause=Cause.USAGE,
+            )
         if st.st_mode & 0o077:
             raise RdmacliError(
                 f"--key-file {path}: mode {stat.S_IMODE(st.st_mode):04o}: others may read it",

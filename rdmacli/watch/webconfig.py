@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import ssl
+import stat
 import sys
 import threading
 import time
@@ -98,13 +99,32 @@ def _str(value, key: str) -> str:
     return value
 
 
+def trusted(path: str, what: str) -> int:
+    """`path` opened for reading (never blocking: a FIFO is refused, not waited on), or a
+    WebConfigError: a regular file that only root or this agent's user owns and may write. Whoever
+    else can write the web config or a file it names decides who scrapes (`{}` from another user
+    opened /metrics to all), so such a file is refused as a key file others may read is."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise WebConfigError(f"{what}: {path}: {exc.strerror}") from None
+    st = os.fstat(fd)
+    owner = st.st_uid in (0, os.geteuid())
+    why = (
+        "not a regular file" if not stat.S_ISREG(st.st_mode)
+        else f"owned by uid {st.st_uid}, neither root nor this agent's user" if not owner
+        else f"mode {stat.S_IMODE(st.st_mode):04o}: others may write it" if st.st_mode & 0o022
+        else None
+    )  # fmt: skip
+    if why:
+        os.close(fd)
+        raise WebConfigError(f"{what}: {path}: {why}")
+    return fd
+
+
 def _path(value, key: str, base: str) -> str:
     path = os.path.join(base, _str(value, key))  # relative to the file, as exporter-toolkit reads it
-    try:
-        with open(path, "rb"):  # ssl would say a missing file without its name
-            pass
-    except OSError as exc:
-        raise WebConfigError(f"{key}: {path}: {exc.strerror}") from None
+    os.close(trusted(path, key))  # ssl would say a missing file without its name, and wait on a FIFO
     return path
 
 
@@ -155,8 +175,9 @@ def load(path: str) -> WebConfig:
     """Read and check the file; every problem a WebConfigError in words."""
     import yaml
 
+    fd = trusted(path, "--web-config-file")
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(fd, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
     except OSError as exc:
         raise WebConfigError(f"{path}: {exc.strerror}") from None

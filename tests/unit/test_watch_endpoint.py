@@ -5,9 +5,11 @@ once, a slow or silent client cut, every scrape answered again once they are gon
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -405,3 +407,67 @@ def test_a_credential_costs_bcrypt_once_good_or_bad_and_one_check_runs_at_a_time
     assert most[0] == 1
     assert source.authorized(headers[2]) and not source.authorized(headers[0])
     assert not source.authorized(headers[1])
+
+
+def test_a_web_config_or_a_file_it_names_that_others_can_write_or_that_is_no_file_is_refused(
+    pki, tmp_path, monkeypatch
+):
+    """Issue 70: a world-writable web config was accepted and read again live (another user
+    wrote `{}` and an unauthenticated scrape got 200); a key file owned by another user was
+    accepted; a FIFO as the config or as cert_file hung the start without a word. Each is now
+    refused by name, at start (exit 2) and when read again (scrapes fail closed)."""
+    import shutil
+
+    from rdmacli.watch import webconfig
+
+    monkeypatch.setattr(webconfig, "RECHECK_S", 0.0)
+    crt, key = pki["server"]
+    mine = tmp_path / "tls.key"
+    shutil.copy(key, mine)
+    os.chmod(mine, 0o600)
+    text = f"tls_server_config:\n  cert_file: {crt}\n  key_file: {mine}\n"
+    path = tmp_path / "web.yml"
+    path.write_text(text)
+    os.chmod(path, 0o666)
+    with pytest.raises(webconfig.WebConfigError, match="mode 0666: others may write it"):
+        webconfig.load(str(path))
+    os.chmod(path, 0o644)
+    os.chown(mine, 4242, 4242)
+    with pytest.raises(webconfig.WebConfigError, match="key_file: .*owned by uid 4242"):
+        webconfig.load(str(path))
+    os.chown(mine, os.geteuid(), os.getegid())
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for bad in (text.replace(str(mine), str(fifo)), None):
+        if bad:
+            path.write_text(bad)
+        t0 = time.monotonic()
+        with pytest.raises(webconfig.WebConfigError, match="not a regular file"):
+            webconfig.load(str(path) if bad else str(fifo))
+        assert time.monotonic() - t0 < 2
+    path.write_text(text)
+    source = webconfig.WebSource(str(path), log=said.append)  # loads: 0644, ours
+    said.clear()
+    path.write_text("{}\n")
+    os.chmod(path, 0o666)  # another user's `{}`: refused, not served to all
+    with pytest.raises(webconfig.WebConfigError, match="others may write it"):
+        source.current()
+    assert "scrapes refused until it loads" in said[0], said
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_fifo_as_the_web_config_is_said_at_start_not_waited_on(tmp_path):
+    fifo = tmp_path / "web.yml"
+    os.mkfifo(fifo)
+    mapfile = tmp_path / "two.map"
+    mapfile.write_text("n1 192.0.2.1\nn2 192.0.2.2\n")
+    cmd = [sys.executable, "-m", "rdmacli", "watch", "run", "--map", str(mapfile), "--node", "n1",
+           "--state-file", str(tmp_path / "s.json"), "--metrics", f"127.0.0.1:{free_port()}",
+           "--web-config-file", str(fifo)]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "not a regular file" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -87,3 +87,15 @@ def test_the_windows_run_ids_are_keyed_when_the_fabric_has_a_key():
     assert one.authenticated and one.run_id(5) == other.run_id(5)  # every agent of the fabric
     assert len({public.run_id(5), one.run_id(5), third.run_id(5), one.run_id(6)}) == 4
     assert "k" * 16 not in repr(one)  # the key is never printed with the plan
+
+
+def test_a_key_file_owned_by_another_user_is_refused(tmp_path):
+    """Issue 70: a key file owned by another user was accepted (its owner can change it)."""
+    key = tmp_path / "k"
+    write_key(str(key))
+    os.chown(key, 4242, 4242)
+    with pytest.raises(RdmacliError) as exc:
+        read_key(str(key))
+    assert exc.value.cause is Cause.USAGE and "owned by uid 4242" in exc.value.message, exc.value
+    os.chown(key, os.geteuid(), os.getegid())
+    assert len(read_key(str(key))) == 16
