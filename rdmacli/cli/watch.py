@@ -185,11 +185,21 @@ def show(node, port, state_file) -> None:
                 "give the --port or --state-file it runs with",
                 cause=Cause.ENVIRONMENT,
             )
+        text = read_regular(path, "the watch state file", limit=4 * 2**20)
         try:
-            doc = json.loads(read_regular(path, "the watch state file", limit=4 * 2**20))
-        except ValueError as exc:
-            raise RdmacliError(f"{path}: not a watch state file ({exc})", cause=Cause.USAGE) from None
-        click.echo(json.dumps(doc, separators=(",", ":"), allow_nan=False))
+            doc = json.loads(text, parse_constant=_no_constant)
+            if not isinstance(doc, dict):
+                raise ValueError("not a JSON object")
+            line = json.dumps(doc, separators=(",", ":"), allow_nan=False)
+        except (ValueError, RecursionError) as exc:  # NaN, nesting past Python's stack, a list
+            why = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:120]
+            raise RdmacliError(f"{path}: not a watch state file ({why})", cause=Cause.USAGE) from None
+        click.echo(line)
+
+
+def _no_constant(name: str):
+    """NaN and Infinity: Python's json takes them, JSON has none (and the agent writes none)."""
+    raise ValueError(f"{name} is not JSON")
 
 
 @command.command("status", context_settings=HELP)

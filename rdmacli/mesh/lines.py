@@ -30,6 +30,9 @@ class LineSplitter:
             if self.skipping:  # the rest of an overlong line, said already
                 self.skipping = False
                 continue
+            if len(line) > self.limit:  # a whole line past the limit, in one chunk: said as one
+                out.append(line[:KEEP] + OVERLONG.encode())
+                continue
             out.append(line[:-1] if line.endswith(b"\r") else line)
         self.pending = b""
         if self.skipping:

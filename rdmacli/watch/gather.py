@@ -45,8 +45,10 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
             return
         if is_err:
             said[node] = line.strip()[:300] or said.get(node, "")
-        else:
-            answers.setdefault(node, []).append(line)
+        else:  # one line is an answer; a second says it is not one: no more is kept of a node
+            kept = answers.setdefault(node, [])
+            if len(kept) < 2:
+                kept.append(line)
 
     def on_exit(node, rc):
         exits[node] = rc

@@ -321,3 +321,21 @@ def test_two_spellings_of_one_address_are_one_node():
     with pytest.raises(RdmacliError) as got:
         nodes.addresses(["a", "b"], mapping={"a": ["10.0.0.1"], "b": ["::ffff:10.0.0.1"]}, map_file="m")
     assert "a and b both have 10.0.0.1" in got.value.message
+
+
+@pytest.mark.parametrize("size", [0, 1, 2])
+def test_the_line_bound_holds_on_every_line_whatever_the_chunking(size):
+    """Issue 70: the bound was enforced on a partial line only, so a 65-130 KB line passed or
+    failed with the pipe's chunking. Every line past MAX_LINE is said overlong, whole or not."""
+    from rdmacli.mesh.lines import LineSplitter
+    from rdmacli.mesh.records import MAX_LINE, OVERLONG
+
+    data = b"a\n" + b"x" * (MAX_LINE + 1 + size * 40000) + b"\nb\n"
+    for chunk in (len(data), 65536, 4096, 1000, 7):
+        s, out = LineSplitter(), []
+        for i in range(0, len(data), chunk):
+            out += s.feed(data[i : i + chunk])
+        out += s.flush()
+        assert out[0] == b"a" and out[1].endswith(OVERLONG.encode()), (chunk, out[1][:40])
+        assert out[2:] == [b"b"], chunk
+        assert len(out[1]) < 100

@@ -277,3 +277,34 @@ def test_the_unit_is_valid_and_hardened(tmp_path):
     for needed in ("DeviceAllow=/dev/infiniband/rdma_cm rw", "DeviceAllow=char-infiniband_verbs rw",
                    "LimitMEMLOCK=infinity", "CapabilityBoundingSet=\n"):  # fmt: skip
         assert needed in unit.read_text(), needed
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [("[" * 100000 + "]" * 100000, "nested too deep"), ('{"x": NaN}', "NaN is not JSON"),
+     ('{"x": -Infinity}', "-Infinity is not JSON"), ("[1, 2]", "not a JSON object"), ("{", "Expecting")],
+)  # fmt: skip
+def test_show_on_a_corrupt_state_file_says_so_in_one_json_line(tmp_path, text, words):
+    """Issue 70: deep nesting or NaN in the state file: a traceback and no JSON."""
+    (tmp_path / "s.json").write_text(text)
+    r = cli("show", "--state-file", str(tmp_path / "s.json"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    line = json.loads(r.stdout)
+    assert words in line["error"]["message"] and "not a watch state file" in line["error"]["message"], line
+
+
+def test_status_keeps_a_bounded_amount_of_a_node_that_prints_without_end(fabric):
+    """Issue 70: `watch status` kept every line a node printed (400 000 lines: 200 MB). A node's
+    answer is one line; of more, two are kept and the node refused."""
+    tmp, mapfile = fabric
+    flood = tmp / "flood.py"
+    flood.write_text("import sys\nline = '{\"x\": 1}' + ' ' * 500 + '\\n'\nfor _ in range(400000):\n"
+                     "    sys.stdout.write(line)\n")  # fmt: skip
+    import resource
+
+    r = cli("status", "n[1-2]", "--launcher", "exec", "--map", mapfile, "--agent-command",
+            f"{sys.executable} {flood}", "--json")  # fmt: skip
+    out = json.loads(r.stdout)
+    assert out["data"]["blame"]["refused"] == {"n1": "not one JSON line", "n2": "not one JSON line"}, out
+    most = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB: the largest child yet
+    assert most < 150 * 1024, most  # 200 MB of lines were held before
