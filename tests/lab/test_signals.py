@@ -71,20 +71,34 @@ def test_a_server_stopped_mid_exchange(lab, flows, c_tool, client, sig):
     assert t["connections"] == 1 and t["connections_interrupted"] + t["connections_passed"] == 1, doc
 
 
-def test_a_server_under_100_rping_clients_stopped_mid_run(lab, flows, c_tool):
-    # room for all of them at once: the persistent default (16 at once) would turn the
-    # latecomers away as busy, and which ones come in first is the emulator's business
-    srv = flows.serve("listen", "--ping", "--persistent", "--max-clients", "100")
-    peers = [
-        subprocess.Popen(
-            [c_tool("rping"), "-c", "-a", lab.server, "-I", lab.client, "-C", "50"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        for _ in range(100)
-    ]
+def test_a_server_at_its_defaults_serves_100_rping_clients_at_once_then_stops_mid_run(lab, flows, c_tool):
+    """Issue 70: 50 concurrent `rping -c` against `listen --ping --persistent` had 16 served and
+    34 rejected: a cap of 16 connections at once that was no resource bound. At the defaults
+    (--max-clients 512, --max-pinned 1 GiB) 100 at once are all served; then, under a second
+    wave, SIGTERM stops the server mid-run with every connection's true state."""
+    srv = flows.serve("listen", "--ping", "--persistent")
+
+    def wave(count: str) -> list[subprocess.Popen]:
+        return [
+            subprocess.Popen(
+                [c_tool("rping"), "-c", "-a", lab.server, "-I", lab.client, "-C", count, "-V"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+            for _ in range(100)
+        ]
+
+    peers = wave("10")
     try:
-        for _ in range(20):  # a fifth of them have come in
+        failed = []
+        for p in peers:
+            _, err = p.communicate(timeout=300)
+            if p.returncode != 0:
+                failed.append(err[-300:])
+        assert not failed, (len(failed), failed[:3])  # every one of the hundred served
+        peers = wave("50")
+        for _ in range(20):  # a fifth of the second wave has come in
             srv.wait_for('"type":"request"', timeout=120)
         doc = stopped(srv, signal.SIGTERM)
     finally:
@@ -93,4 +107,5 @@ def test_a_server_under_100_rping_clients_stopped_mid_run(lab, flows, c_tool):
             p.wait()
     t = doc["totals"]
     failed = [c for c in doc["connections"] if c["state"] == "failed"]
-    assert t["connections"] >= 20 and not failed, (t, failed)  # stopped, not failed
+    assert t["connections"] >= 120 and t["connections_passed"] >= 100 and not failed, (t, failed)
+    assert t.get("connections_rejected", 0) == 0, t
