@@ -184,4 +184,4 @@ def test_a_persistent_server_has_bounds_by_default(rdmacli, backend):
         os.kill(os.getpid(), signal.SIGTERM),
     )
     r = rdmacli(backend, "listen", "--persistent", "-b", "10.0.0.1", "--json")
-    assert (r.doc["params"]["max_clients"], r.doc["params"]["max_pinned_bytes"]) == (16, 1 << 30)
+    assert (r.doc["params"]["max_clients"], r.doc["params"]["max_pinned_bytes"]) == (512, 1 << 30)
