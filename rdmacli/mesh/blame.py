@@ -26,6 +26,18 @@ def partner_nodes(pairs, node: int) -> int:
     return len({p.b if p.a == node else p.a for p in pairs})
 
 
+def late(p: Pair | None, spoke: frozenset | None = None) -> bool:
+    """Whether p failed because one end's agent was late (it reached the pair's slot after the
+    slot ended, was paused, or hung past the schedule): AGENT said of an agent that ran (`spoke`;
+    None: every agent did). That is the agent's own condition, no evidence about a NIC or a link
+    (issue 70: a late agent's pair was blamed as a bad link). An agent that never ran is its
+    node's fault, and stays evidence against it."""
+    if p is None or p.result != "fail":
+        return False
+    e = p.error()
+    return bool(e) and e["code"] == "AGENT" and (spoke is None or e.get("reported_by") in spoke)
+
+
 def blame(
     n: int,
     pairs: list[Pair],
@@ -33,6 +45,7 @@ def blame(
     rails: int = 1,
     devices: list[list] | None = None,
     healthy=None,
+    spoke: frozenset | None = None,
 ) -> dict:
     """Bad NICs first: a NIC whose node says the fault is its own (LOCAL causes) on most of its
     pairs; then, greedily, the NIC failing (or slow, or lossy, in either attempt) with the
@@ -44,7 +57,7 @@ def blame(
     NIC from a link). O(M^2) per bad NIC, M NICs. `healthy` (mesh/healthy.Healthy): the
     probe's healthy pairs, counted per NIC, never listed."""
     m = n * rails
-    judged = [p for p in pairs if p.result in ("pass", "fail")]
+    judged = [p for p in pairs if p.result in ("pass", "fail") and not late(p, spoke)]
     counted = Counted(m, rails, healthy, {p.key for p in pairs})
 
     def ends(p: Pair) -> tuple[int, int]:
@@ -54,7 +67,11 @@ def blame(
     of: list[list[tuple[Pair, int, bool]]] = [[] for _ in range(m)]
     for p in judged:
         x, y = ends(p)
-        against = p.ever_bad and p.disputed is None  # one end's word against the other's: neither
+        # one end's word against the other's counts against neither; a first attempt failed by a
+        # late agent and passed on its re-test is no evidence either
+        ever_bad = p.bad or (p.first is not None and (p.first.result == "fail" and not late(p.first, spoke)
+                                                      or p.first.lossy))  # fmt: skip
+        against = ever_bad and p.disputed is None
         of[x].append((p, y, against))
         of[y].append((p, x, against))
     bad: dict[int, list] = {}  # NIC -> [its bad pairs, pairs counted]

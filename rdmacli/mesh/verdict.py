@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import said, schedule
-from rdmacli.mesh.blame import LIARS, LOCAL, blame, implausible, judge_slow, within
+from rdmacli.mesh.blame import LIARS, LOCAL, blame, implausible, judge_slow, late, within
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
 from rdmacli.mesh.report import Pair, compare, nic_table, node_table
@@ -34,8 +34,11 @@ def choose_retests(plan: Plan, firsts: list[Pair], ready: set[tuple[int, int]]) 
     only on what stayed bad)."""
     firsts = [replace(p) for p in firsts]  # judged here, the intake's own left as they came
     judge_slow(firsts, plan.slow_factor, plan.slow_fraction)
-    again = [p for p in firsts if (p.result == "fail" and p.cause not in LOCAL or p.slow or p.lossy)
-             and {(p.a, p.ra), (p.b, p.rb)} <= ready]  # fmt: skip
+
+    def due(p: Pair) -> bool:  # failed for what a re-test may say otherwise, slow or lossy
+        return p.result == "fail" and (p.cause not in LOCAL or late(p)) or bool(p.slow) or p.lossy
+
+    again = [p for p in firsts if due(p) and {(p.a, p.ra), (p.b, p.rb)} <= ready]
     first = blame(plan.n, firsts, plan.spec.names, plan.rails)
     blamed = {(b["rank"], b.get("rail", k)) for b in first["nodes"] for k in range(plan.rails)}
     blamed |= {(b["rank"], b["rail"]) for b in first["nics"]}
@@ -247,12 +250,14 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         for k, *_ in healthy.rows():
             p = healthy.pair(k, plan.spec.run_id)
             matrix(_pair_doc(plan, p, p, devices))
-    verdict = blame(plan.n, pairs, plan.spec.names, plan.rails, devices, healthy)
+    spoke = frozenset(ev.agents)
+    verdict = blame(plan.n, pairs, plan.spec.names, plan.rails, devices, healthy, spoke)
     nodes = node_table(plan.n, pairs, plan.spec.names, plan.spec.addresses, healthy)
+    was_late = set(ev.late) | {p.error()["reported_by"] for p in (*pairs, *firsts) if late(p, spoke)}
     for row in nodes:
         said = ev.agents.get(row["rank"])
         row["agent"] = ("missing" if said is None else "not ready" if not said.ready
-                        else "late" if row["rank"] in ev.late else "ran")  # fmt: skip
+                        else "late" if row["rank"] in was_late else "ran")  # fmt: skip
         row["group"] = plan.spec.groups[row["rank"]] if plan.spec.groups else None
         row["violations"] = len(ev.violations.get(row["rank"], []))
         row["contradicted"] = sorted(plan.spec.names[r] for r in ev.contradicted.get(row["rank"], ()))

@@ -489,3 +489,53 @@ def test_the_round_time_advice_stays_within_what_the_option_takes_and_is_said_on
     print_warnings(app, {"warnings": [words, "another"]})
     err = capsys.readouterr().err
     assert err.count("more than any --round-time") == 1 and "warning: another" in err
+
+
+LATE = error(Cause.AGENT, "this node's agent reached round 2 1.7 s after its slot ended (started late)")
+
+
+def late_run(retest_passes: bool | None):
+    """Eight nodes, every pair passing but n5's with n2: n5's agent reached that slot late (its
+    own AGENT record), n2 waited for it (TMO). retest_passes None: no re-test round ran."""
+    addrs = [[f"10.0.0.{i}"] for i in range(8)]
+    pl = make_plan(NAMES, addrs, retest_rounds=0 if retest_passes is None else 1)
+    c = Intake(pl)
+    for rank in range(8):
+        c.on_line(NAMES[rank], json.dumps({"type": "agent", "run": pl.spec.run_id, "rank": rank}), False)
+    late_round = None
+    for rnd in pl.rounds:
+        for a, b in schedule.pairs(8, rnd):
+            bad = {a, b} == {2, 5}
+            late_round = rnd if bad else late_round
+            for rank, peer in ((a, b), (b, a)):
+                err = (LATE if rank == 5 else TMO) if bad else None
+                rec = {"type": "pair", "run": pl.spec.run_id, "rank": rank, "peer": peer, "round": rnd,
+                       "result": "fail" if err else "pass", "error": err}  # fmt: skip
+                c.on_line(NAMES[rank], json.dumps(rec), False)
+    rounds = verdict.choose_retests(pl, list(c.pairs.values()), c.ready_nics())
+    if retest_passes is not None:
+        assert rounds == [[(2, 0, 5, 0)]], rounds  # a late agent's pair is tested again
+        c.set_retests(rounds, pl.schedule.retest_base())
+        for rank, peer in ((2, 5), (5, 2)):
+            err = None if retest_passes else (LATE if rank == 5 else TMO)
+            rec = {"type": "pair", "run": pl.spec.run_id, "rank": rank, "peer": peer,
+                   "round": pl.schedule.retest_base(), "result": "fail" if err else "pass", "error": err,
+                   "retest": True}  # fmt: skip
+            c.on_line(NAMES[rank], json.dumps(rec), False)
+    return judged(pl, c).to_dict()
+
+
+@pytest.mark.parametrize("retest_passes", [None, True, False])
+def test_a_late_agents_pair_is_tested_again_and_never_blames_a_link_or_a_nic(retest_passes):
+    """Issue 70: in the lab an agent reached its round 1.7 s after its slot ended; the pair failed
+    AGENT, was not tested again, and was blamed as a bad link (exit 1). Lateness is the agent's own
+    condition: its pair is re-tested like a failed one, and whatever the re-test says of lateness
+    no NIC, node or link is blamed on it; the late node's row says `late`."""
+    out = late_run(retest_passes)
+    b = out["data"]["blame"]
+    assert b["links"] == [] and b["nics"] == [] and b["nodes"] == [] and b["unexplained"] == [], b
+    rows = {r["node"]: r for r in out["data"]["nodes"]}
+    assert rows["n5"]["agent"] == "late" and rows["n2"]["agent"] == "ran", rows["n5"]
+    if retest_passes:
+        pair = next(p for p in out["data"]["pairs"] if {p["a"], p["b"]} == {"n2", "n5"})
+        assert pair["result"] == "pass" and pair["retest"]["verdict"] == "transient", pair
