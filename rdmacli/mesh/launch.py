@@ -110,8 +110,9 @@ class ClusterShellLauncher:
     the fanout is raised to the node count (ClusterShell would otherwise start them in waves)."""
 
     def __init__(self, kind: str, *, connect_timeout: float = 10, ssh_options: str | None = None, fanout=None,
-                 topology: str | None = None):  # fmt: skip
+                 topology: str | None = None, line_limit: int | None = None):  # fmt: skip
         self.kind = kind
+        self.line_limit = line_limit  # the longest line taken from a node (lines.bounded); None: MAX_LINE
         self.topology = topology  # a topology file's path (tree mode: agents through gateways)
         self.connect_timeout, self.ssh_options, self.fanout = connect_timeout, ssh_options, fanout
         self.task = None
@@ -182,6 +183,8 @@ class ClusterShellLauncher:
         for node, cmd in commands.items():
             # `exec`: the agent replaces the shell, so a signal to the process reaches the agent
             w = cls(node, handler=handler, command=clustershell_command(cmd), timeout=timeout, stderr=True)
+            if self.line_limit is not None:
+                w.rdmacli_line_limit = self.line_limit
             self.workers.append(w)
             w.write(spec_line)  # buffered until the agent's stdin is open; never in argv
             task.schedule(w)

@@ -58,7 +58,8 @@ def bounded(client_class):
     class Bounded(client_class):
         def _readlines(self, sname):
             splitters = self.__dict__.setdefault("_rdmacli_splitters", {})
-            splitter = splitters.setdefault(sname, LineSplitter())
+            limit = getattr(self.worker, "rdmacli_line_limit", MAX_LINE)  # the launcher's, else ours
+            splitter = splitters.setdefault(sname, LineSplitter(limit))
             lines = splitter.feed(self._read(sname))
             self.streams[sname].rbuf = splitter.pending if not splitter.skipping else b""
             yield from lines

@@ -10,8 +10,6 @@ from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import Outcome
 from rdmacli.watch import status as S
 
-MAX_ANSWER = 4 * 2**20  # one node's state line: more is not ours
-
 
 def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file: str | None, timeout: float,
            agent_command: str, params: dict, pairs: str = "all") -> Outcome:  # fmt: skip
@@ -20,6 +18,7 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     from rdmacli.mesh.launch import ClusterShellLauncher
     from rdmacli.mesh.launched import launcher_failure
     from rdmacli.watch.service import map_names
+    from rdmacli.watch.statefile import max_line
 
     asked = N.expand(nodes_spec)
     m = read_map(map_path) if map_path else None
@@ -41,7 +40,7 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     exits: dict[str, int | None] = {}
 
     def on_line(node, line, is_err):
-        if node not in commands or len(line) > MAX_ANSWER:
+        if node not in commands or len(line) > limit:
             return
         if is_err:
             said[node] = line.strip()[:300] or said.get(node, "")
@@ -53,7 +52,8 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     def on_exit(node, rc):
         exits[node] = rc
 
-    ClusterShellLauncher(launcher).run(commands, b"", on_line, on_exit, timeout)
+    limit = max_line(len(names), rails)  # a bound that follows the fleet's size
+    ClusterShellLauncher(launcher, line_limit=limit).run(commands, b"", on_line, on_exit, timeout)
     failed = launcher_failure(launcher, asked, set(answers), exits, {n: [w] for n, w in said.items()},
                               before="`watch show` ran")  # fmt: skip
     if failed is not None:  # no node answered and every launch failed: the launcher's own error

@@ -716,3 +716,36 @@ def test_a_state_file_that_cannot_be_written_is_counted_said_and_written_again_t
     assert seen == [False] * 5 + [True], seen  # seen after each sabotage; the last window wrote it
     doc = json.loads(path.read_text())
     assert doc["node"] == "n1" and doc["windows"] == made[0].state.windows
+
+
+@pytest.mark.parametrize("nodes, rails", [(1000, 8), (4000, 1)])
+def test_a_dead_nics_state_at_fleet_size_is_carried_whole_and_read_by_watch_status(nodes, rails):
+    """Issue 70: the real state document of an agent whose NIC is dead, at 1000 nodes x 8 rails
+    (7992 pair entries, over the 4096 bound) or at 4000 nodes (a 276 KB line, over the 64 KiB
+    line bound), was refused by `watch status`, and blame rested on its partners alone. The pairs a
+    NIC its own agent names are counted in its entry (compact form); the bounds follow the fleet."""
+    from types import SimpleNamespace
+
+    from rdmacli.watch.service import state_doc
+    from rdmacli.watch.statefile import max_line
+    from rdmacli.watch.status import Gathered, blame
+
+    names = tuple(f"n{i:04d}" for i in range(nodes))
+    addrs = tuple(tuple(f"10.{r}.{i // 250}.{i % 250}" for r in range(rails)) for i in range(nodes))
+    pl = WatchPlan(names=names, addresses=addrs, rank=0, window_s=600.0, count=1, per_window=nodes - 1)
+    st = WatchState(rails=rails, policy=Policy(raise_after=2, raise_window=3, clear_after=2))
+    dead = 0  # every rail of n0000 dead: the worst case, every pair of it named
+    for _ in range(2):
+        st.feed([rec(peer, rail, result="fail", sent=0, answered=0, error=UNR) if rail == dead or rails == 1
+                 else rec(peer, rail) for rail, peer, _ in pl.tests(0)])  # fmt: skip
+    agent = SimpleNamespace(plan=pl, state=st, devices={}, problems={}, forged={}, foreign={}, skipped=0)
+    doc = state_doc(agent, "n0000", 1)
+    line = json.dumps(doc, allow_nan=False)
+    assert len(line) < max_line(nodes, rails) and len(line) < 64 * 1024, len(line)  # bytes, not entries
+    assert doc["nics"][dead]["state"] == "bad" and doc["nics"][dead]["pairs_named"] == nodes - 1
+    g = Gathered(list(names), rails)
+    g.take("n0000", json.loads(line))
+    assert g.refused == {}, g.refused
+    v = blame(g)
+    said = v["nodes"] if rails == 1 else v["nics"]
+    assert [x["node"] for x in said] == ["n0000"], v
