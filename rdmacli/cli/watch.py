@@ -178,11 +178,12 @@ def show(node, port, state_file) -> None:
     with app.errors("watch show"):
         path = _state_file(state_file, node or "") or state_path(port)
         if not os.path.lexists(path):  # no agent writes there: this host's state, not a usage error
+            whose = f"no agent writes {path}" if state_file else f"no agent of port {port} runs here"
+            which = "--state-file" if state_file else "--port or --state-file"
             raise RdmacliError(
-                f"no watch state file at {path}: no agent of port {port} runs here, or it has not "
-                "finished its first window",
+                f"no watch state file at {path}: {whose}, or it has not finished its first window",
                 hint="start the agent (`systemctl start rdmacli-watch`, or `rdmacli watch run`), or "
-                "give the --port or --state-file it runs with",
+                f"give the {which} it runs with",
                 cause=Cause.ENVIRONMENT,
             )
         text = read_regular(path, "the watch state file", limit=4 * 2**20)

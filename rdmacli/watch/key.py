@@ -55,13 +55,18 @@ def read_key(path: str) -> bytes:
 
 def write_key(path: str) -> None:
     """A new key in `path`, made 0600 and never over an existing file."""
+    import errno
+
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
-        raise RdmacliError(
-            f"{path}: {exc.strerror}",
-            hint="a key file is never overwritten: remove the old one first, knowingly",
-            cause=Cause.USAGE,
-        ) from None
+        hint = (
+            "a key file is never overwritten: remove the old one first, knowingly"
+            if exc.errno in (errno.EEXIST, errno.ELOOP)
+            else "give a path in a directory that exists and that you may write"
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EROFS, errno.EPERM)
+            else None
+        )
+        raise RdmacliError(f"{path}: {exc.strerror}", hint=hint, cause=Cause.USAGE) from None
     with os.fdopen(fd, "w") as f:
         f.write(secrets.token_hex(KEY_BYTES) + "\n")

@@ -52,6 +52,8 @@ def state_path(port: int) -> str:
 def writable(path: str, made: bool) -> None:
     """The state file can be written (tried for real, before anything starts), or the agent
     cannot run: said with what to change, exit 3. `made`: the default's directory is made here."""
+    import errno
+
     from rdmacli.render.files import check
 
     try:
@@ -59,12 +61,18 @@ def writable(path: str, made: bool) -> None:
             os.makedirs(STATE_DIR, mode=0o755, exist_ok=True)
         check(path)
     except OSError as exc:
-        raise RdmacliError(
-            f"cannot write the watch state file {path}: {exc.strerror or exc}",
-            hint="create its directory, run the agent as a user who may write there, or give "
-            "--state-file PATH (under systemd, the unit's RuntimeDirectory makes /run/rdmacli)",
-            cause=Cause.ENVIRONMENT,
-        ) from exc
+        hints = {
+            errno.ENOENT: f"create {os.path.dirname(os.path.abspath(path))}, or give --state-file a path in "
+            "a directory that exists (under systemd, the unit's RuntimeDirectory makes /run/rdmacli)",
+            errno.EACCES: "run the agent as a user who may write there, or give --state-file PATH",
+            errno.EROFS: "give --state-file a path on a writable file system (under systemd, "
+            "ReadWritePaths= for its directory)",
+            errno.ENOSPC: "free space on that file system, or give --state-file a path on another",
+        }
+        hint = hints.get(exc.errno or 0, "give --state-file the path of a regular file (not a directory, "
+                         "a link or a FIFO), e.g. DIR/watch.json")  # fmt: skip
+        said = f"cannot write the watch state file {path}: {exc.strerror or exc}"
+        raise RdmacliError(said, hint=hint, cause=Cause.ENVIRONMENT) from exc
 
 
 def notify(message: str) -> bool:

@@ -147,7 +147,25 @@ def test_a_watch_agent_whose_state_file_cannot_be_written_says_so_at_start(tmp_p
     r = rdmacli("watch", "run", "--map", str(mapfile), "--node", "n1", "--state-file",
                 str(tmp_path / "no" / "such" / "dir" / "x.json"), timeout=60)  # fmt: skip
     assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
-    assert "cannot write the watch state file" in r.stderr and "--state-file PATH" in r.stderr
+    assert "cannot write the watch state file" in r.stderr and "--state-file" in r.stderr
+    # the hint is about what is wrong (issue 75): a missing directory is named, a directory given
+    # as the file is said to be one (not "create its directory")
+    assert f"create {tmp_path}/no/such/dir" in r.stderr, r.stderr
+    r = rdmacli("watch", "run", "--map", str(mapfile), "--node", "n1", "--state-file", str(tmp_path))
+    assert r.returncode == 3 and "is a directory" in r.stderr and "not a directory" in r.stderr, r.stderr
+    assert "create" not in r.stderr, r.stderr
+
+
+def test_words_are_about_what_was_typed_a_file_given_a_key_path_that_cannot_be(tmp_path):
+    """Issue 75: `watch show --state-file FILE` spoke of port 7590; `watch key /proc/nope/k`
+    hinted that a key is never overwritten."""
+    r = rdmacli("watch", "show", "--state-file", str(tmp_path / "none.json"))
+    assert "port" not in r.stdout and "no agent writes" in r.stdout, r.stdout
+    r = rdmacli("watch", "key", str(tmp_path / "nope" / "k"))
+    assert r.returncode == 2 and "never overwritten" not in r.stderr and "directory that exists" in r.stderr
+    (tmp_path / "k").write_text("x")
+    r = rdmacli("watch", "key", str(tmp_path / "k"))
+    assert r.returncode == 2 and "never overwritten" in r.stderr, r.stderr
 
 
 def test_a_metrics_endpoint_that_cannot_open_is_said_at_start(tmp_path):
