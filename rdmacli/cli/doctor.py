@@ -36,8 +36,9 @@ def command(peer, port, port_space, app):
     cheapest first; with PEER also the route, an address/route resolution with timings and,
     with -p, a connection attempt (nothing listening / rejected / unreachable / timed out).
 
-    Exits 0 when every check passes (warnings allowed), 1 when one fails, 3 when the setup
-    cannot be examined at all.
+    Exits 0 when every check passes (warnings allowed); 3 when a check this host's RDMA setup
+    rests on fails (libraries, devices, device access: as `rdmacli devices` exits there), the
+    other checks still run and shown; else 1 when any check fails.
     """
     if port is not None and not peer:
         raise click.UsageError("-p needs PEER")

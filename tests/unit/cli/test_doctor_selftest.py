@@ -68,3 +68,12 @@ def test_selftest_failures_carry_each_rows_cause(monkeypatch):
     doc = json.loads(r.stdout)
     assert r.exit_code == 1 and doc["error"]["cause"] == "check_failed", doc["error"]
     assert [x["cause"] for x in doc["data"]["rows"]] == [None, "deadline"]
+
+
+def test_doctors_help_names_the_checks_that_exit_3():
+    """Issue 75: doctor's help said 1 when a check fails and 3 when the host cannot be examined,
+    while 2 failed checks of 5 (devices among them) exited 3. The help names the checks whose
+    failure exits 3 (doctor.SETUP_CHECKS), as the code decides."""
+    words = " ".join(run("doctor", "--help").stdout.split())
+    said = words[words.index("Exits 0") :]
+    assert all(name in said.split("3 when")[1].split("else 1")[0] for name in doctor.SETUP_CHECKS), said
