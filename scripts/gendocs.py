@@ -616,6 +616,8 @@ def _command_tree():
         ctx = command_context(name, cmd)
         path = "rdmacli" if name == "rdmacli" else f"rdmacli {name}"
         yield path, name, cmd, ctx
+        if name == "rdmacli":  # the root's commands come each in its own turn: documented once
+            continue
         for sub, sub_cmd, sub_ctx in _subcommand_contexts(cmd, ctx):
             yield f"{path} {sub}", f"{name} {sub}", sub_cmd, sub_ctx
 
@@ -647,7 +649,8 @@ def cli_reference() -> str:
         rows = _option_rows(cmd, ctx)
         if rows:
             out.append("| option | what it does |\n|---|---|")
-            out += [f"| `{md_cell(opts)}` | {md_cell(text)} |" for opts, text in rows]
+            # in a code span a pipe splits no cell (Python-Markdown), and an escape would show
+            out += [f"| `{' '.join(opts.split())}` | {md_cell(text)} |" for opts, text in rows]
             out.append("")
         examples = EXAMPLES.get(key if key != "rdmacli" else "rdmacli", [])
         if examples:
