@@ -196,3 +196,17 @@ def test_every_cause_is_explained_for_people():
         meaning, advice = CAUSES[cause]
         assert meaning and advice
         assert f"| `{cause.value}` | {int(EXIT_OF[cause])} |" in page
+
+
+def test_the_cli_reference_documents_each_command_once_and_shows_choices_as_typed():
+    """Issue 75: every command was documented twice (the root group's commands walked again),
+    and `[write\\|read\\|send]` showed its backslash (an escape inside a code span)."""
+    import re
+    from collections import Counter
+
+    text = (ROOT / "docs" / "reference" / "cli.md").read_text()
+    heads = Counter(re.findall(r"^#{2,3} (rdmacli[^\n]*)$", text, re.M))
+    assert heads and all(n == 1 for n in heads.values()), [h for h, n in heads.items() if n > 1]
+    assert "rdmacli watch status" in heads and "rdmacli bw" in heads
+    spans = re.findall(r"`([^`\n]*)`", text)
+    assert not [s for s in spans if "\\|" in s]
