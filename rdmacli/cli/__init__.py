@@ -34,47 +34,30 @@ COMMANDS = {
 HELP = {"help_option_names": ["-h", "--help"]}
 
 HIDDEN = {"mesh-agent"}  # started by `rdmacli mesh`, not by people: documented, not listed
-# Other tools' letters that people type, and what they are here: (letter, the commands it is read
-# for (None: any), the option it points to (the hint is given only where the command has it; None:
-# no option needed), words). The first row that fits the command typed is said; none, nothing.
-FOREIGN_LETTERS: list[tuple[str, set[str] | None, str | None, str]] = [
-    (
-        "-s",
-        {"connect", "events"},
-        None,
-        "the server is the HOST argument (ucmatose's, udaddy's and cmtime's -s SERVER)",
-    ),
-    ("-s", {"mcast"}, "--send", "--send (mckey's -s)"),
-    ("-s", {"listen"}, None, "`listen` is the server side already (rping's and udaddy's -s)"),
-    ("-s", None, "--size", "-S/--size (ping(8)'s and perftest's -s)"),
-    ("-m", {"mcast"}, None, "the group is the GROUP argument (mckey's -m GROUP)"),
-    ("-a", {"ping"}, None, "the server is the HOST argument (rping's -a ADDR)"),
-    ("-c", None, "--count", "-C/--count (ping(8)'s -c)"),
-    ("-w", None, "--timeout", "--timeout (ping(8)'s -w deadline)"),
-    ("-W", None, "--idle-timeout", "--idle-timeout (ping(8)'s -W)"),
-    ("-n", None, "--count", "-C/--count (perftest's -n)"),
-    ("-q", None, "--qps", "--qps (perftest's -q)"),
-    ("-D", None, "--duration", "--duration (perftest's -D)"),
-    ("-D", {"lat"}, "--count", "-C/--count: lat counts iterations (perftest's -D has no twin here)"),
-    ("-d", {"ping", "listen"}, "--events", "--events: every CM event as it comes (rping's -d debug)"),
-    ("-d", None, "--bind", "-b/--bind ADDR: the device follows from the address (perftest's -d DEVICE)"),
-]
 
 
 def foreign_hint(letter: str, ctx: click.Context | None) -> str | None:
-    """What another tool's `letter` is in the command typed, or None: never an option it lacks."""
+    """What another tool's `letter` is in the command typed (cli/letters.py), or None: never an
+    option it lacks."""
+    from rdmacli.cli.letters import foreign_hint as hint
+
     if ctx is None:
         return None
     command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else ""
     own = {o for p in ctx.command.params for o in getattr(p, "opts", [])}
-    for known, commands, target, words in FOREIGN_LETTERS:
-        if (
-            known == letter
-            and (commands is None or command in commands)
-            and (target is None or target in own)
-        ):
-            return words
-    return None
+    return hint(letter, command, own)
+
+
+def _extra_after_letter(exc: click.UsageError, args: list[str]) -> str | None:
+    """The letter a value was given to when click says an argument was unexpected (a flag here
+    that takes a value there: `bw HOST -q 4`)."""
+    import re
+
+    m = re.match(r"Got unexpected extra arguments? \(([^)\s]+)", exc.message)
+    if not m or m.group(1) not in args:
+        return None
+    k = args.index(m.group(1))
+    return args[k - 1] if k > 0 and re.fullmatch(r"-[A-Za-z]", args[k - 1]) else None
 
 
 class LazyGroup(click.Group):
@@ -90,12 +73,35 @@ class LazyGroup(click.Group):
             ctx.fail(f"No such command '{name}'." + (f" Did you mean '{close[0]}'?" if close else ""))
         return super().resolve_command(ctx, args)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["rdmacli.argv"] = list(args)  # as typed: for the pointers of other tools' letters
+        return super().parse_args(ctx, args)
+
+    def _typed(self, ctx: click.Context) -> click.Context | None:
+        """The context of the command typed (click's BadOptionUsage comes without one)."""
+        argv = ctx.meta.get("rdmacli.argv", [])
+        name = next((a for a in argv if not a.startswith("-")), None)
+        cmd = self.get_command(ctx, name) if name else None
+        return click.Context(cmd, info_name=name, parent=ctx) if cmd is not None else None
+
     def invoke(self, ctx: click.Context):
+        args = ctx.meta.get("rdmacli.argv", [])
         try:
             return super().invoke(ctx)
         except click.NoSuchOption as exc:
             here = foreign_hint(exc.option_name, exc.ctx)
             if here and not exc.possibilities:
+                exc.message = exc.message.rstrip(".") + f" (here: {here})"
+            raise
+        except click.BadOptionUsage as exc:  # a letter here that needs a value it has not got
+            here = foreign_hint(exc.option_name, exc.ctx or self._typed(ctx))
+            if here and "requires an argument" in exc.message:
+                exc.message = exc.message.rstrip(".") + f" (here: {here})"
+            raise
+        except click.UsageError as exc:  # a flag here given another tool's value
+            letter = _extra_after_letter(exc, args)
+            here = foreign_hint(letter, exc.ctx) if letter else None
+            if here:
                 exc.message = exc.message.rstrip(".") + f" (here: {here})"
             raise
 

@@ -11,8 +11,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from rdmacli.cli import FOREIGN_LETTERS, cli
+from rdmacli.cli import cli
 from rdmacli.cli.examples import EXAMPLES
+from rdmacli.cli.letters import LETTERS, TWINS, letters_of
 
 
 def command_tree():
@@ -169,13 +170,51 @@ LEAVES = [(p, c) for p, c in TREE if p and not isinstance(c, click.Group) and p 
 @pytest.mark.parametrize("path,cmd", LEAVES, ids=[" ".join(p) for p, _ in LEAVES])
 def test_a_c_tools_letter_is_hinted_only_with_an_option_the_command_has(path, cmd):
     own = own_options(cmd)
-    for letter, _, _, _ in FOREIGN_LETTERS:
+    for letter in sorted({row.letter for row in LETTERS}):
         if letter in own:
             continue
         line = error_of([*path, letter, "1"])
         assert "No such option" in line, line
-        named = re.findall(r"(--[\w-]+)", line.split("(here:", 1)[-1]) if "(here:" in line else []
-        assert set(named) <= own, (path, letter, line)
+        assert set(named_here(line)) <= own, (path, letter, line)
+
+
+TWIN_LETTERS = [(cmd, tool, x) for cmd, tools in TWINS.items() for tool in tools for x in letters_of(tool)]
+
+
+@pytest.mark.parametrize("cmd,tool,letter", TWIN_LETTERS, ids=[f"{c}-{t}{x}" for c, t, x in TWIN_LETTERS])
+def test_every_letter_of_a_commands_c_tools_gets_a_pointer_where_the_command_lacks_it(cmd, tool, letter):
+    """Issue 75: every letter of rping, ucmatose, udaddy, mckey, cmtime, perftest and ping(8) that
+    the command doing that tool's job does not take gets rdmacli's pointer, naming only options
+    the command has."""
+    own = own_options(dict(TREE)[(cmd,)])
+    if letter in own:
+        return
+    line = error_of([cmd, letter, "1", "192.0.2.1"])
+    assert "No such option" in line and "(here:" in line, line
+    assert set(named_here(line)) <= own, (cmd, letter, line)
+
+
+def named_here(line: str) -> list[str]:
+    """The options a pointer names as this command's: those inside a quoted `rdmacli OTHER ...`
+    are that other command's, checked to be its own."""
+    said = line.split("(here:", 1)[-1] if "(here:" in line else ""
+    for other in re.findall(r"`rdmacli ([a-z-]+)([^`]*)`", said):
+        name, rest = other
+        assert set(re.findall(r"(--[\w-]+)", rest)) <= own_options(dict(TREE)[(name,)]), (line, name)
+    return re.findall(r"(--[\w-]+)", re.sub(r"`rdmacli [^`]*`", "", said))
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [(["bw", "h", "-b"], "--bidir (perftest's -b)"), (["bw", "h", "-q", "4"], "--qps (perftest's -q)"),
+     (["listen", "--ping", "-P"], "--persistent (rping's -P)"), (["lat", "h", "-b"], "ping-pong"),
+     (["bw", "h", "-t", "128"], "--depth (perftest's -t"), (["ping", "h", "-c", "5"], "-C/--count")],
+)  # fmt: skip
+def test_a_letter_with_another_meaning_here_is_said_where_click_fails_on_it(args, words):
+    """`bw HOST -b` failed with click's "requires an argument" alone; `bw HOST -q 4` with
+    "unexpected extra argument": each now names the other tool's meaning and this command's."""
+    line = error_of(args)
+    assert f"(here: {words}" in line or words in line.split("(here:", 1)[-1], line
 
 
 def test_the_letters_people_type_are_read_as_their_tools():
