@@ -124,7 +124,12 @@ def finish_command(cmd: click.Command, path: str) -> None:
     type names its metavar where it is declared; tests/unit/test_help_truth.py holds them)."""
     if cmd.epilog is None:
         cmd.epilog = epilog(path)
+    from rdmacli.cli.options import Whole
+
     for param in cmd.params:
+        t = param.type
+        if type(t) is click.IntRange:  # every whole-number range: its errors in the one style
+            param.type = Whole(t.min, t.max, min_open=t.min_open, max_open=t.max_open, clamp=t.clamp)
         whole = isinstance(param.type, click.types.IntParamType) and param.type.name != "size"
         if isinstance(param, click.Option) and param.metavar is None and not param.is_flag and whole:
             param.metavar = "PORT" if param.name == "port" else "N"

@@ -152,7 +152,10 @@ def command(
     if not perftest:
         size = options.mode_size(ctx, spec, size)
     elif not 1 <= size <= 1 << 30:
-        raise click.BadParameter(f"size {size} is outside 1..{1 << 30} for --perftest", param_hint="-S")
+        from rdmacli.cli.options import out_of_range
+
+        raise click.BadParameter(out_of_range(size, size, 1, 1 << 30, bytes_words) + ", for --perftest",
+                                 param_hint="-S")  # fmt: skip
     max_size = max_size if options.given(ctx, "max_size") else spec.max_size
     max_clients = max_open if max_open is not None else (PERSISTENT_MAX_OPEN if persistent else None)
     params = params_of(

@@ -52,9 +52,13 @@ class Spec:
         """A reason SIZE is out of range, in the C tool's words where it has some."""
         if self.min_size <= size <= self.max_size:
             return None
-        if self.name == "ping":  # rping.c's own message
-            return f"Invalid size {size} (valid range is {self.min_size} to {self.max_size})"
-        return f"size {size} is outside {self.min_size}..{self.max_size} for {self.name}"
+        from rdmacli.units import bytes_words
+
+        low = size < self.min_size
+        bound = bytes_words(self.min_size if low else self.max_size)
+        span = f"{bytes_words(self.min_size)} to {bytes_words(self.max_size)}"
+        side, most = ("less", "least") if low else ("more", "most")
+        return f"'{size}' is {side} than {bound}, the {most} for {self.name} ({span})"
 
 
 def _load(path: str):

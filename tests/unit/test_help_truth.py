@@ -239,3 +239,26 @@ def test_lat_names_no_duration_it_lacks():
     text = help_text(("lat",))
     assert "-D" not in text.replace("-D/", "") and "--duration" not in text
     assert "-D" in help_text(("bw",))
+
+
+def value_options():
+    """(command path, an option's first long name, its type) for every option with a range."""
+    for path, cmd in LEAVES:
+        for p in cmd.params:
+            if isinstance(p, click.Option) and isinstance(p.type, (click.IntRange, click.FloatRange)):
+                yield path, next(o for o in p.opts if o.startswith("--")), p.type
+
+
+@pytest.mark.parametrize("path,opt,kind", list(value_options()), ids=lambda x: str(x))
+def test_a_bad_value_is_said_in_one_style_what_was_typed_why_not_and_the_range(path, opt, kind):
+    """Issue 75: `-p abc` said "'abc' is not a valid integer range."; `-S 1G` said "1073741824 is
+    not in the range 0 B to 64 MiB." (not what was typed). Every range option, given a word and a
+    value past its top, says what was typed, why not, and its range."""
+    floating = isinstance(kind, click.FloatRange)
+    above = None if kind.max is None else f"{kind.max * 10:g}" if floating else str(kind.max + 1)
+    for value, why in (("abc", "is not a"), (above, "is more than")):
+        if value is None:  # no top
+            continue
+        line = error_of([*path, opt, value, "192.0.2.1"])
+        span = line.rsplit("(", 1)[-1]
+        assert f"'{value}' {why}" in line and (" to " in span or " or more" in span), (line, kind)
