@@ -34,6 +34,25 @@ def missing(name: str) -> None:
     sys.exit(3)
 
 
+def typed_command(exc, commands) -> str:
+    """The command typed, as a summary's `command` names it ("watch status", not "watch"):
+    click's context where the error has one, else the words typed that are commands; never a
+    word the user mistyped."""
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and " " in ctx.command_path:
+        return ctx.command_path.split(" ", 1)[1]
+    words = [a for a in sys.argv[1:] if not a.startswith("-")]
+    if not words or words[0] not in commands:
+        return "rdmacli"
+    import click
+
+    from rdmacli.cli import cli
+
+    group = cli.get_command(click.Context(cli), words[0])
+    subs = getattr(group, "commands", {})
+    return f"{words[0]} {words[1]}" if len(words) > 1 and words[1] in subs else words[0]
+
+
 def usage_json(exc) -> None:
     """A script that asked for JSON gets a summary document for a usage error too."""
 
@@ -41,8 +60,7 @@ def usage_json(exc) -> None:
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.outcome import Outcome, dumps
 
-    word = next((a for a in sys.argv[1:] if not a.startswith("-")), "rdmacli")
-    command = word if word in COMMANDS else "rdmacli"  # never a word the user mistyped
+    command = typed_command(exc, COMMANDS)
     err = RdmacliError(exc.format_message(), hint="see --help", cause=Cause.USAGE)
     doc = Outcome(command, error=err).to_dict()
     if "--json-lines" in sys.argv[1:]:  # a stream's reader reads lines: the summary is one

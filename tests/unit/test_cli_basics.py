@@ -48,6 +48,16 @@ def test_a_usage_errors_json_never_names_a_mistyped_command():
     assert r.returncode == 2 and json.loads(r.stdout)["command"] == "rdmacli"
 
 
+def test_a_usage_errors_json_names_the_command_typed_a_subcommand_too():
+    """Issue 75: `watch status`'s usage error said "command": "watch"."""
+    cases = ((["watch", "status"], "watch status"), (["watch", "status", "n1", "--bogus"], "watch status"),
+             (["watch", "run", "--metrics"], "watch run"), (["lab", "run", "--nodes", "x"], "lab run"),
+             (["ping"], "ping"), (["watch", "nope"], "watch"))  # fmt: skip
+    for args, command in cases:
+        r = subprocess.run([sys.executable, "-m", "rdmacli", *args, "--json"], capture_output=True, text=True)
+        assert r.returncode == 2 and json.loads(r.stdout)["command"] == command, (args, r.stdout)
+
+
 def test_messages_are_not_hard_wrapped_when_stderr_is_not_a_terminal():
     import os
 
