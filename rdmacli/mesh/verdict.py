@@ -251,7 +251,11 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
             p = healthy.pair(k, plan.spec.run_id)
             matrix(_pair_doc(plan, p, p, devices))
     spoke = frozenset(ev.agents)
-    verdict = blame(plan.n, pairs, plan.spec.names, plan.rails, devices, healthy, spoke)
+    # an interrupted run blames on what both ends said before the stop, never on an end that had
+    # no time to speak (Ctrl-C while the agents started named n1 a bad node)
+    heard = {p.key for p in ev.pairs if len(p.reports) == 2} if signal is not None else None
+    evidence = pairs if heard is None else [p for p in pairs if p.key in heard]
+    verdict = blame(plan.n, evidence, plan.spec.names, plan.rails, devices, healthy, spoke)
     nodes = node_table(plan.n, pairs, plan.spec.names, plan.spec.addresses, healthy)
     was_late = set(ev.late) | {p.error()["reported_by"] for p in (*pairs, *firsts) if late(p, spoke)}
     for row in nodes:

@@ -539,3 +539,16 @@ def test_a_late_agents_pair_is_tested_again_and_never_blames_a_link_or_a_nic(ret
     if retest_passes:
         pair = next(p for p in out["data"]["pairs"] if {p["a"], p["b"]} == {"n2", "n5"})
         assert pair["result"] == "pass" and pair["retest"]["verdict"] == "transient", pair
+
+
+def test_a_run_interrupted_while_its_agents_start_blames_nobody():
+    """Issue 75: Ctrl-C while a mesh's agents started ended with "bad node n1: failed or was slow
+    with 1 of 1 partners". A stopped run blames on what both ends of a pair said, never on ends
+    that had no time to speak."""
+    pl = make_plan(NAMES[:4], [[f"10.0.0.{i}"] for i in range(4)])
+    c = Intake(pl)
+    c.on_line("n0", json.dumps({"type": "agent", "run": pl.spec.run_id, "rank": 0}), False)
+    out = judged(pl, c, signal=2).to_dict()
+    b = out["data"]["blame"]
+    assert b["nodes"] == [] and b["nics"] == [] and b["links"] == [], b
+    assert out["result"] == "interrupted", out["result"]
