@@ -5,14 +5,23 @@ exec for agents on this machine), every answer checked (statefile.StateDoc.parse
 from __future__ import annotations
 
 import json
+import time
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import Outcome
 from rdmacli.watch import status as S
 
+WAITING_S = 5.0  # how long `watch status` waits before it says whom for, and how often again
+
+
+def _stderr(words: str) -> None:
+    import sys
+
+    print(words, file=sys.stderr, flush=True)
+
 
 def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file: str | None, timeout: float,
-           agent_command: str, params: dict, pairs: str = "all") -> Outcome:  # fmt: skip
+           agent_command: str, params: dict, pairs: str = "all", progress=_stderr) -> Outcome:  # fmt: skip
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.inputs import groups_of, parse_pairs, read_map, split_args
     from rdmacli.mesh.launch import ClusterShellLauncher
@@ -53,7 +62,22 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
         exits[node] = rc
 
     limit = max_line(len(names), rails)  # a bound that follows the fleet's size
-    ClusterShellLauncher(launcher, line_limit=limit).run(commands, b"", on_line, on_exit, timeout)
+    t0 = time.monotonic()
+    end = t0 + timeout
+    said_at = [t0]
+
+    def tick():  # who it still waits for, every WAITING_S once it has waited that long
+        now = time.monotonic()
+        if now - said_at[0] >= WAITING_S:
+            said_at[0] = now
+            waiting = [n for n in asked if n not in exits]
+            if waiting:
+                who = ", ".join(waiting[:8]) + (f" and {len(waiting) - 8} more" if len(waiting) > 8 else "")
+                progress(f"watch status: waiting for {len(waiting)} node(s): {who} "
+                         f"({now - t0:.0f} s of {timeout:g})")  # fmt: skip
+
+    ClusterShellLauncher(launcher, line_limit=limit).run(commands, b"", on_line, on_exit, timeout,
+                                                         end_at=lambda: end, tick=tick)  # fmt: skip
     failed = launcher_failure(launcher, asked, set(answers), exits, {n: [w] for n, w in said.items()},
                               before="`watch show` ran")  # fmt: skip
     if failed is not None:  # no node answered and every launch failed: the launcher's own error

@@ -308,3 +308,16 @@ def test_status_keeps_a_bounded_amount_of_a_node_that_prints_without_end(fabric)
     assert out["data"]["blame"]["refused"] == {"n1": "not one JSON line", "n2": "not one JSON line"}, out
     most = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB: the largest child yet
     assert most < 150 * 1024, most  # 200 MB of lines were held before
+
+
+def test_status_says_whom_it_still_waits_for(fabric, monkeypatch):
+    """Issue 75: `watch status` printed nothing while it waited."""
+    tmp, mapfile = fabric
+    slow = tmp / "slow.sh"
+    slow.write_text("#!/bin/sh\nsleep 7\necho '{}'\n")
+    slow.chmod(0o755)
+    r = cli(
+        "status", "n[1-2]", "--launcher", "exec", "--map", mapfile, "--agent-command", str(slow), "--json"
+    )
+    assert "watch status: waiting for 2 node(s): n1, n2 (5 s of 30)" in r.stderr, r.stderr
+    assert json.loads(r.stdout)["data"]["blame"]["refused"]  # and then it judged what came
