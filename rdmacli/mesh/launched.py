@@ -10,17 +10,32 @@ from __future__ import annotations
 from rdmacli.errors import Cause, RdmacliError
 
 LAUNCHER_OWN = "?"  # the key the intake files unlabelled lines under (srun's own words)
-LAUNCHER_HINTS = {
-    "srun": "try `srun hostname` where you ran this: srun needs a Slurm allocation (salloc, sbatch) "
-    "and Slurm's configuration; --srun-args places the tasks",
-    "ssh": "try `ssh NODE true` as this user: keys, host names (or --address-template), "
-    "--ssh-options; with --topology, ClusterShell on each gateway",
-    "exec": "try the agent command by hand (--agent-command)",
-}
+# each launcher's hint, as parts: (words, the option they name or None); a part naming an option
+# is said only where the command typed has it (`watch status` has no --ssh-options)
+LAUNCHER_HINTS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "srun": (("try `srun hostname` where you ran this: srun needs a Slurm allocation (salloc, sbatch) "
+              "and Slurm's configuration", None), ("; --srun-args places the tasks", "--srun-args")),
+    "ssh": (("try `ssh NODE true` as this user: keys, host names", None),
+            (" (or --address-template)", "--address-template"), (", --ssh-options", "--ssh-options"),
+            ("; with --topology, ClusterShell on each gateway", "--topology")),
+    "exec": (("try the agent command by hand", None), (" (--agent-command)", "--agent-command")),
+}  # fmt: skip
+MESH_OPTIONS = frozenset(o for parts in LAUNCHER_HINTS.values() for _, o in parts if o)  # mesh has them all
+
+
+def launcher_hint(launcher: str, options: frozenset[str] = MESH_OPTIONS) -> str | None:
+    parts = LAUNCHER_HINTS.get(launcher)
+    return "".join(w for w, o in parts if o is None or o in options) if parts else None
 
 
 def launcher_failure(
-    launcher: str, names: list[str], heard: set[str], exits: dict, stderr: dict, before: str = "any agent ran"
+    launcher: str,
+    names: list[str],
+    heard: set[str],
+    exits: dict,
+    stderr: dict,
+    before: str = "any agent ran",
+    options: frozenset[str] = MESH_OPTIONS,
 ) -> RdmacliError | None:
     """The error of a launch that failed on every node before any agent ran (its words, the
     launcher's hint, cause launcher), or None.
@@ -42,4 +57,4 @@ def launcher_failure(
     status = f"exit {codes[0]}" if len(codes) == 1 else f"exit {', '.join(map(str, codes[:4]))}"
     text = "; ".join(w[:300] for w in words) or "nothing"
     return RdmacliError(f"{launcher} failed on all {len(names)} node(s) before {before} ({status}): {text}",
-                        cause=Cause.LAUNCHER, hint=LAUNCHER_HINTS.get(launcher))  # fmt: skip
+                        cause=Cause.LAUNCHER, hint=launcher_hint(launcher, options))  # fmt: skip

@@ -11,6 +11,7 @@ from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import Outcome
 from rdmacli.watch import status as S
 
+STATUS_OPTIONS = frozenset({"--agent-command"})  # of the launcher hints' options, watch status's
 WAITING_S = 5.0  # how long `watch status` waits before it says whom for, and how often again
 
 
@@ -79,7 +80,7 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
     ClusterShellLauncher(launcher, line_limit=limit).run(commands, b"", on_line, on_exit, timeout,
                                                          end_at=lambda: end, tick=tick)  # fmt: skip
     failed = launcher_failure(launcher, asked, set(answers), exits, {n: [w] for n, w in said.items()},
-                              before="`watch show` ran")  # fmt: skip
+                              before="`watch show` ran", options=STATUS_OPTIONS)  # fmt: skip
     if failed is not None:  # no node answered and every launch failed: the launcher's own error
         raise failed
     for node in asked:

@@ -262,3 +262,16 @@ def test_a_bad_value_is_said_in_one_style_what_was_typed_why_not_and_the_range(p
         line = error_of([*path, opt, value, "192.0.2.1"])
         span = line.rsplit("(", 1)[-1]
         assert f"'{value}' {why}" in line and (" to " in span or " or more" in span), (line, kind)
+
+
+def test_the_launchers_hints_name_only_options_of_the_command_that_says_them():
+    """Issue 75: `watch status 'n[1-2]'` over ssh hinted --ssh-options, which it lacks."""
+    from rdmacli.mesh.launched import LAUNCHER_HINTS, launcher_hint
+    from rdmacli.watch.gather import STATUS_OPTIONS
+
+    for launcher in LAUNCHER_HINTS:
+        for path, options in ((("mesh",), None), (("watch", "status"), STATUS_OPTIONS)):
+            hint = launcher_hint(launcher) if options is None else launcher_hint(launcher, options)
+            named = set(re.findall(r"(--[\w-]+)", hint or ""))
+            assert named <= own_options(dict(TREE)[path]), (path, launcher, hint)
+    assert "--ssh-options" not in (launcher_hint("ssh", STATUS_OPTIONS) or "")
