@@ -47,7 +47,7 @@ unit: venv
 lab-test: venv
 	rm -rf build/sanitized && RDMACLI_NATIVE_SANITIZE=1 $(BIN)/python -m rdmacli.native._build build/sanitized
 	$(LAB_IWARP) sh -c 'RDMACLI_SANITIZED_BUILD=build/sanitized $(BIN)/python -m pytest -m "rdma and not stress" \
-	  --require-rdma -p no:cacheprovider -q --durations=25 tests && RDMACLI_DATA_PATH=python $(BIN)/python -m pytest -m rdma --require-rdma \
+	  --require-rdma -p no:cacheprovider -q --durations=0 tests && RDMACLI_DATA_PATH=python $(BIN)/python -m pytest -m rdma --require-rdma \
 	  -p no:cacheprovider -q tests/lab/test_bw_lat.py -k "lat_each_op or one_way"'
 
 # The lab's short server and receiver cases, STRESS times each (default 20), in one boot; every
@@ -66,7 +66,7 @@ lab-soak: venv
 
 # `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real launchers.
 lab-mesh-test: venv
-	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=25 tests
+	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=0 tests
 
 # `rdmacli watch` on 8 lab nodes x 2 rails as services, faults injected while they run, a real
 # Prometheus scraping them: part of lab-mesh-test (its boot, last); this runs it alone
