@@ -89,10 +89,19 @@ def addresses(
             rails.append(found)
         out.append(rails)
     if unresolved:
+        # the hint is about where the names came from (issue 75: a map's bad line hinted
+        # "or --map FILE" to someone who gave one)
+        hint = (
+            f"fix those nodes' addresses in {map_file} (IP literals, or names this host resolves)"
+            if map_file and mapping
+            else "fix --address-template (it made those names), or give --map FILE with their addresses"
+            if template
+            else "give each node's RDMA address with --address-template '{node}-ib' or --map FILE"
+        )
         raise RdmacliError(
             f"cannot resolve {', '.join(unresolved[:8])}"
             + (f" and {len(unresolved) - 8} more" if len(unresolved) > 8 else ""),
-            hint="give each node's RDMA address with --address-template '{node}-ib' or --map FILE",
+            hint=hint,
             cause=Cause.ADDRESS,
         )
     check_rail_counts(names, [len(r) for r in out])

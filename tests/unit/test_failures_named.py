@@ -266,3 +266,14 @@ def test_a_watch_agent_on_a_full_disk_refuses_at_start_where_it_made_an_empty_fi
                 str(full_disk / "w.json"), timeout=60)  # fmt: skip
     assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
     assert "cannot write the watch state file" in r.stderr and "No space left on device" in r.stderr, r.stderr
+
+
+def test_an_unresolvable_address_is_hinted_by_where_it_came_from(tmp_path):
+    """Issue 75: a --map line with a bad address hinted "or --map FILE" to someone who gave one."""
+    mapfile = tmp_path / "m"
+    mapfile.write_text("n1 no-such-host.invalid\nn2 192.0.2.2\n")
+    r = rdmacli("mesh", "n1,n2", "--map", str(mapfile), "--launcher", "exec")
+    assert "cannot resolve n1 (no-such-host.invalid)" in r.stderr and f"in {mapfile}" in r.stderr, r.stderr
+    assert "--map FILE" not in r.stderr
+    r = rdmacli("mesh", "n1,n2", "--address-template", "{node}.invalid", "--launcher", "exec")
+    assert "fix --address-template" in r.stderr, r.stderr
