@@ -124,7 +124,7 @@ def finish_command(cmd: click.Command, path: str) -> None:
     type names its metavar where it is declared; tests/unit/test_help_truth.py holds them)."""
     if cmd.epilog is None:
         cmd.epilog = epilog(path)
-    from rdmacli.cli.options import Whole
+    from rdmacli.cli.values import Whole
 
     for param in cmd.params:
         t = param.type

@@ -152,7 +152,7 @@ def command(
     if not perftest:
         size = options.mode_size(ctx, spec, size)
     elif not 1 <= size <= 1 << 30:
-        from rdmacli.cli.options import out_of_range
+        from rdmacli.cli.values import out_of_range
 
         raise click.BadParameter(out_of_range(size, size, 1, 1 << 30, bytes_words) + ", for --perftest",
                                  param_hint="-S")  # fmt: skip
