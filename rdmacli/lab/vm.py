@@ -146,6 +146,14 @@ def precompile(root: str) -> None:
             compileall.compile_dir(path, quiet=2, workers=1)
 
 
+def lab_cpus() -> int:
+    """The VM's emulated CPUs: the host's, or RDMACLI_LAB_CPUS (boots side by side: under TCG
+    more emulated CPUs than the host has cores stall each other, each VM's CPU thread preempted
+    while it holds what the other waits for)."""
+    given = os.environ.get("RDMACLI_LAB_CPUS", "")
+    return int(given) if given.isdigit() and int(given) > 0 else os.cpu_count() or 1
+
+
 def vng_command(
     tools: LabTools,
     command: list[str],
@@ -193,7 +201,7 @@ def vng_command(
         "--memory",
         memory,
         "--cpus",
-        str(cpus or os.cpu_count() or 1),
+        str(cpus or lab_cpus()),
     ]
     if not kvm:
         cmd.append("--disable-kvm")

@@ -117,3 +117,19 @@ def test_python_pack_holds_each_tree_once_and_leaves_the_big_unused_entries_on_9
     # the same directory twice (a venv whose site-packages is the stdlib's) is packed once
     paths["purelib"] = str(stdlib)
     assert pyram.trees(str(parent)) == [str(stdlib), str(parent / "rdmacli")]
+
+
+def test_the_vms_cpus_are_the_hosts_unless_said(monkeypatch):
+    """make test's side-by-side boots ask one emulated CPU each (RDMACLI_LAB_CPUS=1): two VMs of
+    two on two cores stalled each other."""
+    import os
+
+    from rdmacli.lab import vm
+
+    monkeypatch.delenv("RDMACLI_LAB_CPUS", raising=False)
+    assert vm.lab_cpus() == (os.cpu_count() or 1)
+    monkeypatch.setenv("RDMACLI_LAB_CPUS", "1")
+    assert vm.lab_cpus() == 1
+    for junk in ("0", "-1", "two", ""):
+        monkeypatch.setenv("RDMACLI_LAB_CPUS", junk)
+        assert vm.lab_cpus() == (os.cpu_count() or 1)
