@@ -128,8 +128,8 @@ def finish_command(cmd: click.Command, path: str) -> None:
 
     for param in cmd.params:
         t = param.type
-        if type(t) is click.IntRange:  # every whole-number range: its errors in the one style
-            param.type = Whole(t.min, t.max, min_open=t.min_open, max_open=t.max_open, clamp=t.clamp)
+        if type(t) is click.IntRange and not (t.clamp or t.min_open or t.max_open):  # closed ranges
+            param.type = Whole(t.min, t.max)  # its errors in the one style (cli/values.py)
         whole = isinstance(param.type, click.types.IntParamType) and param.type.name != "size"
         if isinstance(param, click.Option) and param.metavar is None and not param.is_flag and whole:
             param.metavar = "PORT" if param.name == "port" else "N"
