@@ -11,7 +11,7 @@ LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv test unit lint lab-test lab-stress lab-soak lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
+.PHONY: deps venv test test-lanes unit lint lab-test lab-stress lab-soak lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
 
 deps:
 	@scripts/bootstrap
@@ -87,9 +87,16 @@ lab-shell-test: venv
 # where it takes 60). Each suite's time is printed
 # (each line prefixed with its suite); CI has 90 minutes and the goal is 40 on this machine kind
 # (figures: docs/contributing.md).
-LANES := "lab-mesh-test" "lint unit lab-test lab-shell-test"
+# Until the mesh suite is shown to pass beside another boot (this stop's run had it at 1.4 times
+# its pace and not yet done when the session ended), make test runs one lane: every suite one
+# after another with the host's CPUs (62 min); `make test-lanes` runs the two lanes.
+LANES := "lint unit lab-test lab-mesh-test lab-shell-test"
 test: venv
-	@t0=$$(date +%s); LAB_SIDE_CPUS=1 MAKE="$(MAKE)" scripts/lanes $(LANES); rc=$$?; \
+	@t0=$$(date +%s); MAKE="$(MAKE)" scripts/lanes $(LANES); rc=$$?; \
+	echo "make test: all suites took $$(( $$(date +%s) - t0 )) s"; exit $$rc
+
+test-lanes: venv
+	@t0=$$(date +%s); LAB_SIDE_CPUS=1 MAKE="$(MAKE)" scripts/lanes "lab-mesh-test" "lint unit lab-test lab-shell-test"; rc=$$?; \
 	echo "make test: all suites took $$(( $$(date +%s) - t0 )) s"; exit $$rc
 
 demo: venv
