@@ -11,7 +11,7 @@ LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
+.PHONY: deps venv test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test lab-mesh-test-a lab-mesh-test-b lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
 
 deps:
 	@scripts/bootstrap
@@ -48,7 +48,7 @@ unit: venv
 # native data path disabled (the pure-Python loops must keep passing where the extension is not
 # built); the sanitizer test's build of the native loops is made here, on the host (gcc is slow
 # under TCG). Half b: every other lab file (a new one lands there).
-LAB_A := tests/lab/test_iwarp.py tests/lab/test_bw_lat.py tests/lab/test_ping.py tests/lab/test_counters.py tests/lab/test_local_causes.py
+LAB_A := tests/lab/test_iwarp.py tests/lab/test_bw_lat.py tests/lab/test_ping.py tests/lab/test_as_typed.py tests/lab/test_local_causes.py
 LAB_B := $(filter-out $(LAB_A) tests/lab/test_stress.py,$(sort $(wildcard tests/lab/test_*.py)))
 LAB_HALF_CPUS := $(if $(HAS_RDMA),,1)
 LAB_PYTEST := $(BIN)/python -m pytest -m "rdma and not stress" --require-rdma -p no:cacheprovider -q --durations=0
@@ -79,9 +79,21 @@ lab-soak: venv
 	$(BIN)/rdmacli lab run --nodes 8 --rails 2 -- env SOAK_S=$(SOAK_S) $(BIN)/python -m pytest -m soak \
 	  --require-rdma -p no:cacheprovider -q -s tests/mesh/test_soak.py
 
-# `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real launchers.
+# `rdmacli mesh` on lab nodes, real launchers: two boots of 16 nodes x 2 rails side by side, one
+# emulated CPU each (most tests use eight nodes). Half a: the mesh runs and the probe phase (one
+# boot: test_probe compares its time with test_mesh's full mesh); half b: the rails and the
+# watch services (a new file lands there).
+MESH_A := tests/mesh/test_mesh.py tests/mesh/test_probe.py
+MESH_B := $(filter-out $(MESH_A) tests/mesh/test_soak.py,$(sort $(wildcard tests/mesh/test_*.py)))
+MESH_PYTEST := $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=0
+lab-mesh-test-a: venv
+	RDMACLI_LAB_CPUS=1 $(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(MESH_PYTEST) $(MESH_A)
+
+lab-mesh-test-b: venv
+	RDMACLI_LAB_CPUS=1 $(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(MESH_PYTEST) $(MESH_B)
+
 lab-mesh-test: venv
-	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=0 tests
+	@MAKE="$(MAKE)" scripts/lanes lab-mesh-test-a lab-mesh-test-b
 
 # `rdmacli watch` on 8 lab nodes x 2 rails as services, faults injected while they run, a real
 # Prometheus scraping them: part of lab-mesh-test (its boot, last); this runs it alone
@@ -101,7 +113,7 @@ lab-shell-test: venv
 # (figures: docs/contributing.md).
 LAB_STAGE := $(if $(HAS_RDMA),"lab-test-a lab-test-b lab-shell-test","lab-test-a lab-shell-test" "lab-test-b")
 test: venv
-	@t0=$$(date +%s); MAKE="$(MAKE)" scripts/lanes "lint unit" -- $(LAB_STAGE) -- lab-mesh-test; rc=$$?; \
+	@t0=$$(date +%s); MAKE="$(MAKE)" scripts/lanes "lint unit" -- $(LAB_STAGE) -- lab-mesh-test-a lab-mesh-test-b; rc=$$?; \
 	echo "make test: all suites took $$(( $$(date +%s) - t0 )) s"; exit $$rc
 
 demo: venv
