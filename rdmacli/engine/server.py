@@ -26,6 +26,9 @@ from rdmacli.rdma.cm import CmEvent, RdmaCallError
 # a persistent server's summary lists its last LISTED connections; the others are counted (their
 # states, traffic and first error: outcome.Earlier), so it holds the same after a million clients
 LISTED = 100
+# what a device says when it has no QP, CQ or memory left for one more connection: a resource
+# bound of the server's host, turned away with its reason (issue 70), never a failed connection
+OUT_OF_ROOM = frozenset({errno.ENOMEM, errno.ENOSPC, errno.EAGAIN})
 
 
 class ServerFlow(Flow):
@@ -193,7 +196,18 @@ class ServerFlow(Flow):
     def _accept(self, conn: Connection) -> None:
         if self.options.ack_timeout is not None:
             conn.cm.set_ack_timeout(self.options.ack_timeout)
-        self.setup_qp(conn)
+        try:
+            self.setup_qp(conn)
+        except RdmaCallError as exc:
+            if exc.errno not in OUT_OF_ROOM:
+                raise
+            # the device's bound, not this client's doing: said to the client as a full
+            # server's is, and the server serves on (its room is counted as not taken)
+            self.accepted -= 1
+            name = errno.errorcode.get(exc.errno, str(exc.errno))
+            why = f"rdmacli: server's device has no room for another QP ({exc.call}: {name}); try later"
+            self.reject(conn, why)
+            return
         conn.cm.accept(conn.protocol.accept_param())
         if conn.datagram:  # UD: the SIDR REP is sent, no ESTABLISHED follows (no table row)
             self.leave(conn)

@@ -7,6 +7,7 @@ nothing about RDMA itself (the lab suite does).
 
 from __future__ import annotations
 
+import errno
 import signal
 import time
 from types import SimpleNamespace
@@ -30,6 +31,7 @@ from rdmacli.protocols.mckey import McastReceiver, McastSender
 from rdmacli.protocols.udaddy import UdClient
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
+from rdmacli.rdma.cm import RdmaCallError
 
 SERVER = SockAddr(2, "10.0.0.1", 7471)
 CLIENT = SockAddr(2, "10.0.0.2", 0)
@@ -351,6 +353,36 @@ def test_a_full_server_rejects_the_extra_client():
     assert sorted(c.state for c in out.connections) == sorted([State.DONE, State.REJECTED])
     assert backend.rejections == [b"rdmacli: server is full\0"]
     assert out.exit_code == 0  # one was served; a policy rejection is no failure
+
+
+@pytest.mark.parametrize("err", [errno.ENOMEM, errno.ENOSPC, errno.EAGAIN])
+def test_a_device_out_of_qps_turns_the_request_away_with_the_reason_and_serves_on(err):
+    """Issue 70: a server bounds resources, not clients. A request that finds the device out of
+    QPs (or of the memory a QP needs) is refused with that reason, as a full server's is, and the
+    clients before and after it are served: not a failed connection left for its client's
+    timeout, and no failure of the server's run."""
+    backend = FakeBackend()
+    flow = server(backend, max_clients=2)  # the first and the third: the run's end
+    made = []
+
+    def create_qp(cm, attr):
+        made.append(cm.key)
+        if len(made) == 2:
+            raise RdmaCallError("ibv_create_qp", err)
+
+    def three_clients():
+        for _ in range(3):
+            backend.request()
+
+    backend.script["create qp"] = create_qp
+    backend.script["listen"] = lambda cm: flow.loop.call_later(0, three_clients) and []
+    backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
+    out = run(flow)
+    assert sorted(c.state for c in out.connections) == sorted([State.DONE, State.DONE, State.REJECTED])
+    [why] = backend.rejections
+    assert why.startswith(b"rdmacli: server's device has no room for another QP"), why
+    assert errno.errorcode[err].encode() in why and why.endswith(b"\0") and len(why) <= 141
+    assert out.exit_code == 0, out.to_dict()  # a resource bound said to the client, as full is
 
 
 @pytest.mark.parametrize("coming", [3, 2], ids=["all came", "one never came"])
