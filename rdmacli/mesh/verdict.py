@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import said, schedule
-from rdmacli.mesh.blame import LIARS, LOCAL, blame, implausible, judge_slow, late, within
+from rdmacli.mesh.blame import LIAR_SHARE, LIARS, LOCAL, blame, implausible, judge_slow, late, within
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
 from rdmacli.mesh.report import Pair, compare, nic_table, node_table
@@ -282,6 +282,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         "slow_reference": reference,
         "blame": verdict,
         "liars_tolerated": LIARS,  # f: agents lying together that can blame nobody (blame.LIARS)
+        "liars_share": LIAR_SHARE,  # ... nor witnesses of a NIC no more than this share of its pairs
     }
     if baseline is not None:
         data["baseline"] = compare(baseline, pair_docs)

@@ -341,3 +341,26 @@ def test_two_liars_whose_figures_disagree_with_one_innocents_do_not_get_it_named
 
     doc, c = mesh(8, test, 6, both, base=lambda rec: both(rec) if rec.get("rank") == 7 else rec)
     assert "n01" not in named(doc), (named(doc), doc["warnings"][:3])
+
+
+@pytest.mark.parametrize("test", ["ping", "probe"])
+@pytest.mark.parametrize("lie", ["counters", "refuse"])
+def test_three_liars_of_a_large_mesh_name_no_innocent(lie, test):
+    """Issue 70: with three liars (one more than f) an innocent was blamed at any size, from
+    the common-ends rule's lone pairs. The witnesses a NIC is blamed from must now be more than
+    a share of its tested partners too (blame.LIAR_SHARE): three of 63 partners are not, so the
+    pairs stay with the liars; the cabal a fleet tolerates grows with it."""
+    doc = accused(64, 1, False, {5, 9, 40}, (1, 0), test, lie)
+    blame = doc["data"]["blame"]
+    assert blame["nodes"] == [] and blame["nics"] == [], blame
+    for x in blame["links"] + blame["unexplained"]:
+        assert {x["a"], x["b"]} & {"n5", "n9", "n40"}, x
+    assert doc["data"]["liars_share"] == 0.125
+
+
+def test_a_nic_lossy_with_a_third_of_a_large_mesh_is_still_found():
+    """The share's cost is bounded: a NIC whose loss shows on a seventh of 63 partners (a NIC
+    dropping a few packets shows on some pairs only) is still the one fault that explains them."""
+    witnesses = set(range(2, 64, 7))  # 9 partner nodes: more than an eighth
+    doc = accused(64, 1, False, witnesses, (1, 0), "ping", "counters")
+    assert [b["node"] for b in doc["data"]["blame"]["nodes"]] == ["n1"], doc["data"]["blame"]
