@@ -161,6 +161,16 @@ class EnvironmentProblem(RdmacliError):
     cause = Cause.ENVIRONMENT
 
 
+# One condition, one message and one hint, whichever command meets it (devices, doctor, selftest
+# and the test commands said "no RDMA device" four ways): the words lead, what saw it follows in
+# parentheses (a sysfs path, a C call and its errno: what a reader searches for).
+NO_DEVICE = "no RDMA device on this host"
+NO_DEVICE_HINT = (
+    "load the NIC's RDMA driver, or create a Soft-RoCE device: `modprobe rdma_rxe; rdma link add "
+    "rxe0 type rxe netdev IFACE`; without RDMA hardware: `rdmacli lab run -- COMMAND`"
+)
+
+
 class UsageProblem(RdmacliError):
     cause = Cause.USAGE
 

@@ -678,7 +678,8 @@ def troubleshooting() -> str:
         "Every failure rdmacli reports carries a **cause**, set where the error is born (a CM event "
         "and its status, a call's errno, this host's sysfs, a deadline, a peer's protocol "
         "violation). The cause decides the exit status; the message and the hint printed with it "
-        "are for people and name the device, the addresses and the option at hand. Scripts read "
+        "are for people and name the device, the addresses and the option at hand. A person reads "
+        "the cause on the error's last line (`cause: environment`: its row below); scripts read "
         "`error.cause` in the JSON summary, never the words, which may change between releases.\n",
         "Before blaming the peer, a failure or a deadline looks at this host (a removed device, a "
         "port gone down with its netdev, a vanished GID, the locked-memory limit, a queue above "

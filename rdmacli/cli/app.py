@@ -87,12 +87,16 @@ class App:
         from rdmacli.render.text import printable  # words may carry a peer's or an agent's text
 
         message, hint = printable(exc.message), exc.hint and printable(exc.hint)
+        # the cause as JSON's error.cause has it: the troubleshooting page's row, searchable
+        cause = exc.cause.value
         if self.machine:  # keep rich out of script runs
-            sys.stderr.write(f"error: {message}\n" + (f"hint: {hint}\n" if hint else ""))
+            hinted = f"hint: {hint}\n" if hint else ""
+            sys.stderr.write(f"error: {message}\n{hinted}cause: {cause}\n")
             return
         self.err.print(f"[bold red]error:[/] {_esc(message)}")
         if hint:
             self.err.print(f"[yellow]hint:[/] {_esc(hint)}")
+        self.err.print(f"[dim]cause:[/] {cause}")
 
     @contextmanager
     def errors(self, command: str, params: dict | None = None) -> Iterator[None]:

@@ -6,12 +6,7 @@ import click
 
 from rdmacli.cli import HELP
 from rdmacli.cli.app import json_reported
-from rdmacli.errors import EnvironmentProblem
-
-NO_DEVICE_HINT = (
-    "create a Soft-RoCE device with `rdma link add rxe0 type rxe netdev IFACE` "
-    "(modprobe rdma_rxe first), or run inside the lab: `rdmacli lab run -- rdmacli devices`"
-)
+from rdmacli.errors import NO_DEVICE, NO_DEVICE_HINT, EnvironmentProblem
 
 
 @click.command("devices", context_settings=HELP)
@@ -23,9 +18,7 @@ def command(app) -> None:
 
         devices = list_devices()
         if not devices:
-            raise EnvironmentProblem(
-                "no RDMA device found (/sys/class/infiniband is empty)", hint=NO_DEVICE_HINT
-            )
+            raise EnvironmentProblem(f"{NO_DEVICE} (/sys/class/infiniband is empty)", hint=NO_DEVICE_HINT)
         if app.json_mode:
             from rdmacli.cli.ending import finish
             from rdmacli.outcome import Outcome

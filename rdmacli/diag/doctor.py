@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 
 from rdmacli.diag.devices import Device, list_devices, read_sysfs
-from rdmacli.errors import Cause
+from rdmacli.errors import NO_DEVICE, NO_DEVICE_HINT, Cause
 from rdmacli.protocols.table import CONNECT
 
 NEEDED_MEMLOCK = 8 * 1024 * 1024  # rdmacli's buffers stay far below this with default options
@@ -102,9 +102,8 @@ def check_devices(devices: list[Device]) -> list[Check]:
             Check(
                 "devices",
                 "fail",
-                "no RDMA device in /sys/class/infiniband",
-                "load the NIC's RDMA driver, or create a Soft-RoCE device: `modprobe "
-                "rdma_rxe; rdma link add rxe0 type rxe netdev IFACE`",
+                f"{NO_DEVICE} (/sys/class/infiniband is empty)",
+                NO_DEVICE_HINT,
             )
         ]
     return [Check("devices", "pass", ", ".join(f"{d.name} ({d.driver or '?'})" for d in devices))]

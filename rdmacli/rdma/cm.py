@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from rdmacli.errors import EnvironmentProblem
+from rdmacli.errors import NO_DEVICE, NO_DEVICE_HINT, EnvironmentProblem
 from rdmacli.rdma import addr as _addr
 from rdmacli.rdma import constants as C
 from rdmacli.rdma._ffi import ffi, ibverbs, rdmacm
@@ -151,9 +151,7 @@ class EventChannel(Handle):
             err = f.errno
             if err == _errno.ENODEV:
                 raise EnvironmentProblem(
-                    "no RDMA devices were detected (rdma_create_event_channel: ENODEV)",
-                    hint="load a driver or create a Soft-RoCE device: `rdma link add rxe0 type rxe "
-                    "netdev IFACE`; without RDMA hardware use `rdmacli lab`",
+                    f"{NO_DEVICE} (rdma_create_event_channel: ENODEV)", hint=NO_DEVICE_HINT
                 )
             if err in (_errno.EACCES, _errno.EPERM):
                 raise EnvironmentProblem(

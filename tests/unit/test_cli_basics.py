@@ -67,8 +67,33 @@ def test_messages_are_not_hard_wrapped_when_stderr_is_not_a_terminal():
         pytest.skip("this host has RDMA devices: `devices` has no error to print")
     r = subprocess.run([sys.executable, "-m", "rdmacli", "devices"], capture_output=True, text=True)
     lines = r.stderr.strip().splitlines()
-    assert r.returncode == 3 and all(x.startswith(("error:", "hint:")) for x in lines), r.stderr
+    assert r.returncode == 3 and all(x.startswith(("error:", "hint:", "cause:")) for x in lines), r.stderr
     assert any("rdma link add rxe0 type rxe netdev" in x for x in lines), r.stderr
+    assert lines[-1] == "cause: environment", r.stderr  # the troubleshooting page's row
+
+
+def test_no_rdma_device_is_said_one_way_by_every_command_that_meets_it(tmp_path, monkeypatch):
+    """Issue 75: devices, doctor, selftest and the test commands said "no RDMA device" four ways.
+    One message (errors.NO_DEVICE, then what saw it) and one hint, and a human error ends with
+    its cause, as the JSON's error.cause names it."""
+    from rdmacli.diag import devices
+    from rdmacli.errors import NO_DEVICE, NO_DEVICE_HINT
+
+    monkeypatch.setattr(devices, "SYSFS", str(tmp_path))
+    said = {}
+    for command in (["devices"], ["selftest"]):
+        r = CliRunner().invoke(cli, command)
+        assert r.exit_code == 3, (command, r.output)
+        lines = r.stderr.strip().splitlines()
+        said[command[0]] = lines
+        assert lines[0].startswith(f"error: {NO_DEVICE} ("), (command, lines)
+        assert lines[-1] == "cause: environment", (command, lines)
+        doc = json.loads(CliRunner().invoke(cli, [*command, "--json"]).stdout)
+        assert doc["error"]["message"].startswith(NO_DEVICE) and doc["error"]["hint"] == NO_DEVICE_HINT
+        assert doc["error"]["cause"] == "environment"
+    doc = json.loads(CliRunner().invoke(cli, ["doctor", "--json"]).stdout)
+    [check] = [c for c in doc["data"]["checks"] if c["check"] == "devices"]
+    assert check["detail"].startswith(NO_DEVICE) and check["hint"] == NO_DEVICE_HINT, check
 
 
 def test_unknown_option_is_usage_error():
