@@ -11,7 +11,7 @@ LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test lab-mesh-test-a lab-mesh-test-b lab-mesh-test-timed lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
+.PHONY: deps venv test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
 
 deps:
 	@scripts/bootstrap
@@ -48,7 +48,7 @@ unit: venv
 # native data path disabled (the pure-Python loops must keep passing where the extension is not
 # built); the sanitizer test's build of the native loops is made here, on the host (gcc is slow
 # under TCG). Half b: every other lab file (a new one lands there).
-LAB_A := tests/lab/test_iwarp.py tests/lab/test_bw_lat.py tests/lab/test_perftest_interop.py tests/lab/test_ping.py
+LAB_A := tests/lab/test_iwarp.py tests/lab/test_bw_lat.py tests/lab/test_perftest_interop.py
 LAB_B := $(filter-out $(LAB_A) tests/lab/test_stress.py,$(sort $(wildcard tests/lab/test_*.py)))
 LAB_HALF_CPUS := $(if $(HAS_RDMA),,1)
 LAB_PYTEST := $(BIN)/python -m pytest -m "rdma and not stress" --require-rdma -p no:cacheprovider -q --durations=0
@@ -79,29 +79,12 @@ lab-soak: venv
 	$(BIN)/rdmacli lab run --nodes 8 --rails 2 -- env SOAK_S=$(SOAK_S) $(BIN)/python -m pytest -m soak \
 	  --require-rdma -p no:cacheprovider -q -s tests/mesh/test_soak.py
 
-# `rdmacli mesh` on lab nodes (16 nodes x 2 rails a boot; most tests use eight), real launchers,
-# in three boots. The cases that judge time (the probe phase's matrix and its time against the
-# full mesh of 16 nodes, the watch services' faults named within so many windows) boot with two
-# emulated CPUs and alone: with one, or beside another boot, the host's contention reads as a slow
-# fabric. The others boot with one CPU each, beside another boot (make test's second stage):
-# half a the rails and the watch agents' devices, half b the mesh runs.
-MESH_SIXTEEN := tests/mesh/test_mesh.py::test_sixteen_nodes_pass_and_a_second_run_on_their_port_says_the_first_holds_it
-MESH_TIMED := $(MESH_SIXTEEN) tests/mesh/test_probe.py tests/mesh/test_watch.py
-MESH_A := tests/mesh/test_rails.py tests/mesh/test_watch_device.py
-MESH_B := $(filter-out $(MESH_A) tests/mesh/test_probe.py tests/mesh/test_watch.py tests/mesh/test_soak.py,$(sort $(wildcard tests/mesh/test_*.py)))
-MESH_PYTEST := $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=0
-MESH_BOOT := $(BIN)/rdmacli lab run --nodes 16 --rails 2 --
-lab-mesh-test-a: venv
-	RDMACLI_LAB_CPUS=$(LAB_HALF_CPUS) $(MESH_BOOT) $(MESH_PYTEST) $(MESH_A)
-
-lab-mesh-test-b: venv
-	RDMACLI_LAB_CPUS=$(LAB_HALF_CPUS) $(MESH_BOOT) $(MESH_PYTEST) $(MESH_B) --deselect $(MESH_SIXTEEN)
-
-lab-mesh-test-timed: venv
-	$(MESH_BOOT) $(MESH_PYTEST) $(MESH_TIMED)
-
+# `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real
+# launchers. Alone and with two emulated CPUs: with one, or beside another boot, the host's
+# contention reads as a slow fabric (the probe's matrix, the watch services' faults named within
+# so many windows, and a rail link judged slow all failed there).
 lab-mesh-test: venv
-	@MAKE="$(MAKE)" scripts/lanes lab-mesh-test-a lab-mesh-test-b -- lab-mesh-test-timed
+	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=0 tests
 
 # `rdmacli watch` on 8 lab nodes x 2 rails as services, faults injected while they run, a real
 # Prometheus scraping them: part of lab-mesh-test (its boot, last); this runs it alone
@@ -113,14 +96,12 @@ lab-shell-test: venv
 	RDMACLI_LAB_CPUS=$(LAB_HALF_CPUS) $(BIN)/python -m pytest -m labvm --require-rdma -p no:cacheprovider -q tests
 
 # Three stages (scripts/lanes): lint and the unit suite on the host, lab shell's boot beside
-# them; then two lanes of one-CPU boots side by side (a lab case is mostly one Python at a time:
-# such a boot keeps one of this machine's two cores busy), each an rdma half then a mesh half;
-# then the mesh cases that judge time, alone with both CPUs. Each suite's time is printed, each
-# line prefixed with its suite; CI has 90 minutes and the goal is 40 on this machine kind
-# (figures: docs/contributing.md). On a host with RDMA devices the rdma halves run one after the
-# other (they would share its ports).
-STAGES := $(if $(HAS_RDMA),"lint unit lab-test-a lab-test-b lab-shell-test" -- "lab-mesh-test-a lab-mesh-test-b",\
-  "lint unit" "lab-shell-test" -- "lab-test-a lab-mesh-test-a" "lab-test-b lab-mesh-test-b") -- lab-mesh-test-timed
+# them; then the rdma suite's two halves side by side, boots of one emulated CPU each (a lab case
+# is mostly one Python at a time: such a boot keeps one of this machine's two cores busy); then
+# the mesh suite alone with both CPUs. Each suite's time is printed, each line prefixed with its
+# suite; CI has 90 minutes and the goal is 40 on this machine kind (figures: docs/contributing.md).
+# On a host with RDMA devices the rdma halves run one after the other (they would share its ports).
+STAGES := $(if $(HAS_RDMA),"lint unit lab-test-a lab-test-b lab-shell-test","lint unit" "lab-shell-test" -- "lab-test-a" "lab-test-b") -- lab-mesh-test
 test: venv
 	@t0=$$(date +%s); MAKE="$(MAKE)" scripts/lanes $(STAGES); rc=$$?; \
 	echo "make test: all suites took $$(( $$(date +%s) - t0 )) s"; exit $$rc
