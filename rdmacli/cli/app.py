@@ -88,7 +88,7 @@ class App:
 
         message, hint = printable(exc.message), exc.hint and printable(exc.hint)
         # the cause as JSON's error.cause has it: the troubleshooting page's row, searchable
-        cause = exc.cause.value
+        cause = exc.cause.value if exc.cause is not None else "internal"  # every instance has one
         if self.machine:  # keep rich out of script runs
             hinted = f"hint: {hint}\n" if hint else ""
             sys.stderr.write(f"error: {message}\n{hinted}cause: {cause}\n")
