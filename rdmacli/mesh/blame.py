@@ -207,11 +207,11 @@ def common_ends(
                 and enough_witnesses(lone, x // rails, tested)
                 and (best is None or len(lone) > len(best[1]))
             ):
-                best = (x, lone)
+                best = (x, lone, tested)
         if best is None:
             return
-        x, lone = best
-        bad[x] = [lone, len(of[x]) + (healthy_of[x] if healthy_of else 0)]
+        x, lone, tested = best
+        bad[x] = [lone, tested]
         for _, y in left[x]:
             if y in count:
                 count[y] -= 1
