@@ -169,6 +169,12 @@ NO_DEVICE_HINT = (
     "load the NIC's RDMA driver, or create a Soft-RoCE device: `modprobe rdma_rxe; rdma link add "
     "rxe0 type rxe netdev IFACE`; without RDMA hardware: `rdmacli lab run -- COMMAND`"
 )
+SYSFS_EMPTY = "/sys/class/infiniband is empty"
+
+
+def no_device(seen: str = SYSFS_EMPTY) -> EnvironmentProblem:
+    """The error of a host with no RDMA device, `seen` saying what saw it."""
+    return EnvironmentProblem(f"{NO_DEVICE} ({seen})", hint=NO_DEVICE_HINT)
 
 
 class UsageProblem(RdmacliError):

@@ -6,7 +6,7 @@ import click
 
 from rdmacli.cli import HELP
 from rdmacli.cli.app import json_reported
-from rdmacli.errors import NO_DEVICE, NO_DEVICE_HINT, EnvironmentProblem
+from rdmacli.errors import no_device
 
 
 @click.command("devices", context_settings=HELP)
@@ -18,7 +18,7 @@ def command(app) -> None:
 
         devices = list_devices()
         if not devices:
-            raise EnvironmentProblem(f"{NO_DEVICE} (/sys/class/infiniband is empty)", hint=NO_DEVICE_HINT)
+            raise no_device()
         if app.json_mode:
             from rdmacli.cli.ending import finish
             from rdmacli.outcome import Outcome

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 
 from rdmacli.diag.devices import Device, list_devices, read_sysfs
-from rdmacli.errors import NO_DEVICE, NO_DEVICE_HINT, Cause
+from rdmacli.errors import Cause, no_device
 from rdmacli.protocols.table import CONNECT
 
 NEEDED_MEMLOCK = 8 * 1024 * 1024  # rdmacli's buffers stay far below this with default options
@@ -98,14 +98,8 @@ def check_data_path() -> list[Check]:
 
 def check_devices(devices: list[Device]) -> list[Check]:
     if not devices:
-        return [
-            Check(
-                "devices",
-                "fail",
-                f"{NO_DEVICE} (/sys/class/infiniband is empty)",
-                NO_DEVICE_HINT,
-            )
-        ]
+        err = no_device()
+        return [Check("devices", "fail", err.message, err.hint)]
     return [Check("devices", "pass", ", ".join(f"{d.name} ({d.driver or '?'})" for d in devices))]
 
 

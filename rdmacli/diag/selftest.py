@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from rdmacli.errors import NO_DEVICE, NO_DEVICE_HINT, Cause, RdmacliError
+from rdmacli.errors import Cause, RdmacliError, no_device
 from rdmacli.protocols.table import CONNECT, MCAST, PING
 from rdmacli.protocols.table import PROTOCOLS as PROTOCOL_TABLE
 
@@ -46,8 +46,7 @@ def rdma_ipv4s() -> list[tuple[str, str]]:
     found = []
     devices = list_devices(use_pyverbs=False)
     if not devices:  # said as every command says it
-        raise RdmacliError(f"{NO_DEVICE} (/sys/class/infiniband is empty)", hint=NO_DEVICE_HINT,
-                           cause=Cause.ENVIRONMENT)  # fmt: skip
+        raise no_device()
     for d in devices:
         for p in d.ports:
             if p.state != "ACTIVE":

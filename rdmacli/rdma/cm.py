@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from rdmacli.errors import NO_DEVICE, NO_DEVICE_HINT, EnvironmentProblem
+from rdmacli.errors import EnvironmentProblem, no_device
 from rdmacli.rdma import addr as _addr
 from rdmacli.rdma import constants as C
 from rdmacli.rdma._ffi import ffi, ibverbs, rdmacm
@@ -150,9 +150,7 @@ class EventChannel(Handle):
         if ch == f.NULL:
             err = f.errno
             if err == _errno.ENODEV:
-                raise EnvironmentProblem(
-                    f"{NO_DEVICE} (rdma_create_event_channel: ENODEV)", hint=NO_DEVICE_HINT
-                )
+                raise no_device("rdma_create_event_channel: ENODEV")
             if err in (_errno.EACCES, _errno.EPERM):
                 raise EnvironmentProblem(
                     "permission denied opening /dev/infiniband/rdma_cm",
