@@ -13,16 +13,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_lanes(tmp_path: Path, *lanes: str) -> tuple[int, str, list[tuple[str, str]]]:
+def run_lanes(tmp_path: Path, *lanes: str, wait_for: str) -> tuple[int, str, list[tuple[str, str]]]:
     log = tmp_path / "log"
     fake = tmp_path / "fake-make"
-    # a suite named fail* exits 2; one named slow* takes longer than the others
+    # a suite named fail* exits 2; one named slow* ends only once `wait_for` has ended (20 s at
+    # most): it can end first only if the lanes run side by side, whatever the host's load
     fake.write_text(
         textwrap.dedent(f"""\
         #!/bin/sh
         suite=$2
         echo "start $suite" >> {log}
-        case $suite in slow*) sleep 1.5 ;; *) sleep 0.2 ;; esac
+        case $suite in slow*)
+          i=0
+          while ! grep -qx "end {wait_for}" {log} && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done ;;
+        esac
         echo "end $suite" >> {log}
         echo "said by $suite"
         case $suite in fail*) exit 2 ;; esac
@@ -42,7 +46,7 @@ def run_lanes(tmp_path: Path, *lanes: str) -> tuple[int, str, list[tuple[str, st
 
 
 def test_a_stage_starts_when_every_lane_of_the_one_before_has_ended(tmp_path):
-    rc, out, events = run_lanes(tmp_path, "slow1", "quick1 quick2", "--", "last")
+    rc, out, events = run_lanes(tmp_path, "slow1", "quick1 quick2", "--", "last", wait_for="quick2")
     assert rc == 0, out
     assert events.index(("start", "last")) > events.index(("end", "slow1")), events
     assert events.index(("start", "quick2")) < events.index(("end", "slow1")), events  # side by side
@@ -51,7 +55,7 @@ def test_a_stage_starts_when_every_lane_of_the_one_before_has_ended(tmp_path):
 
 
 def test_a_failure_stops_its_lane_but_every_stage_still_runs(tmp_path):
-    rc, out, events = run_lanes(tmp_path, "fail1 never", "slow1", "--", "after")
+    rc, out, events = run_lanes(tmp_path, "fail1 never", "slow1", "--", "after", wait_for="fail1")
     assert rc != 0
     started = {name for kind, name in events if kind == "start"}
     assert "never" not in started and "after" in started, events
