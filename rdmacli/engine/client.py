@@ -77,9 +77,8 @@ class ClientFlow(ActiveFlow):
 
     def may_wait(self) -> bool:
         """Nothing listens yet: ask again (--wait) while the wait lasts."""
-        return (
-            not self.stopping and bool(self.wait_until) and time.monotonic() + self.RETRY_S < self.wait_until
-        )
+        until = self.wait_until or 0.0
+        return not self.stopping and bool(until) and time.monotonic() + self.RETRY_S < until
 
     def retry(self, conn: Connection) -> None:
         if not self.restarting and not any(c.retries for c in self.all_conns):

@@ -9,26 +9,30 @@ from __future__ import annotations
 
 import errno
 import time
+from typing import TYPE_CHECKING, Any, Callable
 
-from rdmacli.engine.lifecycle import ACCEPT, DATA, DISCONNECT, START, WAIT_FOR_PEER
+from rdmacli.engine.lifecycle import ACCEPT, DATA, DISCONNECT, START, WAIT_FOR_PEER, Phase
 from rdmacli.engine.status import MEMLOCK_HINT
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import State
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import format_hostport
-from rdmacli.rdma.cm import RdmaCallError
+from rdmacli.rdma.cm import CmEvent, RdmaCallError
+
+if TYPE_CHECKING:
+    from rdmacli.engine.protocol import Protocol
 
 MAX_WINDOW = 4096  # outstanding work requests per queue, at most (and never past the device's)
 
 
 class Connection:
-    def __init__(self, flow, index: int, cm):
+    def __init__(self, flow, index: int, cm, protocol: Protocol):
         self.flow = flow
         self.backend = flow.backend
         self.index = index
         self.cm = cm
-        self.protocol = None
-        self.cq = None  # shared with the flow's other connections on this device (engine.cqpool)
+        self.protocol = protocol
+        self.cq: Any = None  # shared with the flow's other connections on this device (engine.cqpool)
         self.max_inline = 0  # bytes its sends may carry inline (create_qp's inline)
         self.mrs: list = []
         self.state = State.PENDING
@@ -38,7 +42,7 @@ class Connection:
         self.disconnect_sent = False
         self.comm_est_due = False  # rdma_notify(COMM_EST) due (peer_is_sending)
         self.datagram = False  # UD: no ESTABLISHED on the passive side, no disconnect
-        self.last_event = None  # the CM event being handled (UD peers read ah_attr from it)
+        self.last_event: CmEvent | None = None  # the CM event being handled (UD peers read ah_attr from it)
         self.event_read: float | None = None  # when the event its handler answers was read
         self.ahs: list = []
         self.group = None  # the multicast SockAddr joined, left again in teardown
@@ -69,7 +73,7 @@ class Connection:
         return not self.finished and self.phase == DISCONNECT and self.error is None
 
     # -- phases and deadlines ------------------------------------------------------------------
-    def expect(self, phase: str, seconds: float | None, now: float | None = None) -> None:
+    def expect(self, phase: Phase, seconds: float | None, now: float | None = None) -> None:
         self.phase = phase
         self.deadline = (now or time.monotonic()) + seconds if seconds else None
         if self.deadline is not None:
@@ -292,7 +296,7 @@ class Connection:
             t.cancel()
         self.flow.loop.forget_cm(self.cm.key)
         timer, i = self.flow.timer, self.index
-        steps = [(None, self.disconnect)]
+        steps: list[tuple[str | None, Callable[[], Any]]] = [(None, self.disconnect)]
         if self.group is not None:
             steps.append(("leave", lambda: self.cm.leave_multicast(self.group)))
         if self.cm.has_qp:

@@ -116,8 +116,7 @@ class Flow:
 
     # -- connections ---------------------------------------------------------------------------
     def new_conn(self, index: int, cm, *, remote: str = "?", local: str = "?") -> Connection:
-        conn = Connection(self, index, cm)
-        conn.protocol = self.make_protocol()
+        conn = Connection(self, index, cm, self.make_protocol())
         conn.remote, conn.local = remote, local
         self.conns[cm.key] = conn
         self.all_conns.append(conn)
@@ -235,7 +234,9 @@ class Flow:
     def check_transport(self, device: str | None, port: int | None) -> None:
         """Refuse a device whose transport lacks what this test needs (iWARP: no UD), in words,
         before a QP is made on it."""
-        transport = self.needs and device and self.backend.transport(device, port or 1)
+        if not (self.needs and device):
+            return
+        transport = self.backend.transport(device, port or 1)
         if transport and (err := refusal(transport, device, self.needs)):
             raise err
 
@@ -385,6 +386,10 @@ class Flow:
         and from another thread): what has already arrived is still handled (run_loop)."""
         self.stopping = True
         self.loop.wake()
+
+    def run(self) -> None:
+        """The flow's whole run: the client's, the server's or the multicast one's."""
+        raise NotImplementedError
 
     def run_loop(self, done: Callable[[], bool]) -> None:
         """Run until done(); a connection whose own deadline passes ends, the others go on."""

@@ -120,6 +120,10 @@ class Protocol:
     def setup(self, conn) -> None:
         """Create the QP and MRs and pre-post receives (before connect/accept)."""
 
+    def joined(self, conn, ev: CmEvent) -> Figures:
+        """Multicast: the group was joined (MULTICAST_JOIN): what was joined, as figures."""
+        raise NotImplementedError(f"{self.name} does not join a multicast group")
+
     def on_established(self, conn) -> None:
         pass
 

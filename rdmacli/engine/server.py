@@ -21,7 +21,7 @@ from rdmacli.errors import Cause, RdmacliError
 from rdmacli.figures import as_dict
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import SockAddr
-from rdmacli.rdma.cm import CmEvent, RdmaCallError
+from rdmacli.rdma.cm import CmEvent, CmId, RdmaCallError
 
 # a persistent server's summary lists its last LISTED connections; the others are counted (their
 # states, traffic and first error: outcome.Earlier), so it holds the same after a million clients
@@ -38,7 +38,7 @@ class ServerFlow(Flow):
     def __init__(self, *, bind: SockAddr, max_clients: int | None = 1, backlog: int = 0, **kw):
         super().__init__(**kw)
         self.bind_addr, self.max_clients, self.backlog = bind, max_clients, backlog
-        self.listen_id = None
+        self.listen_id: CmId | None = None
         self.accepted = 0
         self.rejected = 0
         self.finished = 0  # connections served to their end (on_finished)
@@ -48,10 +48,10 @@ class ServerFlow(Flow):
         self.companions_due: dict[str, int] = {}  # client host -> connections of its test to come
 
     def run(self) -> None:
-        self.open_listener()
-        self.check_transport(self.listen_id.device, self.listen_id.port_num)  # a bound address has one
-        self.loop.on_cm(self.listen_id.key, self.on_listen_event)
-        self.counters.see(self.listen_id.device, self.listen_id.port_num)  # a bound address has one
+        lid = self.open_listener()
+        self.check_transport(lid.device, lid.port_num)  # a bound address has one
+        self.loop.on_cm(lid.key, self.on_listen_event)
+        self.counters.see(lid.device, lid.port_num)  # a bound address has one
         self.ready_at = time.monotonic()
         self.emit(
             {
@@ -65,18 +65,19 @@ class ServerFlow(Flow):
         )
         self.run_loop(self.done)
 
-    def open_listener(self) -> None:
+    def open_listener(self) -> CmId:
         """Create, bind and listen; a port another listener holds is said with its holders.
         (A mesh agent's preflight calls this alone, before round 1: what would stop every pair
         is found once.)"""
         self.timer.start("create id", -1)
         try:
-            self.listen_id = self.backend.create_id(self.channel, self.options.ps)
+            self.listen_id = lid = self.backend.create_id(self.channel, self.options.ps)
             self.timer.end("create id", -1)
             self.timer.start("bind addr", -1)
-            self.listen_id.bind(self.bind_addr)
+            lid.bind(self.bind_addr)
             self.timer.end("bind addr", -1)
-            self.listen_id.listen(self.backlog)
+            lid.listen(self.backlog)
+            return lid
         except RdmaCallError as exc:
             if exc.errno == errno.EADDRINUSE:
                 port, host = self.bind_addr.port, self.bind_addr.host
@@ -100,7 +101,7 @@ class ServerFlow(Flow):
                 best = first
         return best
 
-    def on_run_deadline(self, exc: DeadlineExpired) -> DeadlineExpired:
+    def on_run_deadline(self, exc: DeadlineExpired) -> RdmacliError:
         if self.timeouts.wait_s and not self.all_conns:
             return DeadlineExpired(
                 f"no client connected within {self.timeouts.waited()} (listening on {self.bind_addr})",

@@ -90,7 +90,7 @@ def default_flow(test: Test, common: dict, *, server: type | None = None) -> Flo
             send_only=test.send_only,
             **common,
         )
-    port = test.spec.default_port if test.port is None else test.port
+    port = (test.spec.default_port or 0) if test.port is None else test.port
     if test.role == SERVER:
         from rdmacli.engine.server import ServerFlow
 
@@ -183,6 +183,6 @@ def end_open(flow: Flow, why: str) -> bool:
     for conn, verdict in said:
         if verdict is True:
             conn.finish()
-        else:
+        elif verdict is not None:
             conn.fail(verdict)
     return True

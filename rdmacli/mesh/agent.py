@@ -35,7 +35,7 @@ def run_agent(cfg: AgentConfig, emit, *, backend=None, stop=lambda: False, stops
     A stop signal during a pair ends that pair between loop turns, then the agent (Stopped)."""
     locks = []
     try:
-        problems = []  # per rail: why none of its pairs can run, or None
+        problems: list[RdmacliError | None] = []  # per rail: why none of its pairs can run, or None
         for rail in range(cfg.rails):
             address, port = cfg.address(cfg.rank, rail), cfg.port_of(rail)
             lock, problem = hold_port(cfg.spec.run_id, address, port)
@@ -240,8 +240,8 @@ def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | N
         needs = PROBE_KINDS[test].needs if test in PROBE_KINDS else KINDS[test].transport_needs()
         flow = ServerFlow(bind=where, max_clients=0, make_protocol=lambda: None, backend=backend,
                           options=Options(ps=ps), needs=needs)  # fmt: skip
-        flow.open_listener()
-        flow.check_transport(flow.listen_id.device, flow.listen_id.port_num)  # iWARP: no UD, no imm
+        lid = flow.open_listener()
+        flow.check_transport(lid.device, lid.port_num)  # iWARP: no UD, no imm
     except RdmacliError as exc:
         return exc
     finally:

@@ -8,7 +8,9 @@ the fabric's own tail. Functions of typed pairs (report.Pair) alone.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from itertools import chain
+from typing import Any
 
 from rdmacli.mesh.report import LOCAL, Pair, cause_of, device_of
 
@@ -47,15 +49,15 @@ def late(p: Pair | None, spoke: frozenset | None = None) -> bool:
     if p is None or p.result != "fail":
         return False
     e = p.error()
-    return bool(e) and e["code"] == "AGENT" and (spoke is None or e.get("reported_by") in spoke)
+    return e is not None and e["code"] == "AGENT" and (spoke is None or e.get("reported_by") in spoke)
 
 
 def blame(
     n: int,
     pairs: list[Pair],
-    names: list[str],
+    names: Sequence[str],
     rails: int = 1,
-    devices: list[list] | None = None,
+    devices: Sequence[Sequence[Any]] | None = None,
     healthy=None,
     spoke: frozenset | None = None,
 ) -> dict:
@@ -125,12 +127,15 @@ def blame(
         counted.of[x] > 0 or any(p.result == "pass" and not p.lossy and p.slow is None for p, _, _ in of[x])
         for x in range(m)
     ]
-    links, unexplained, disputed = [], [], []
+    links: list[dict[str, Any]] = []
+    unexplained: list[dict[str, Any]] = []
+    disputed: list[dict[str, Any]] = []
     for p in judged:
         x, y = ends(p)
         if not p.bad or x in bad or y in bad:
             continue
-        entry = {"a": names[p.a], "b": names[p.b], "cause": p.cause or ("SLOW" if p.slow else "LOSS")}
+        cause = p.cause or ("SLOW" if p.slow else "LOSS")
+        entry: dict[str, Any] = {"a": names[p.a], "b": names[p.b], "cause": cause}
         if rails > 1:
             entry.update(rail_a=p.ra, rail_b=p.rb, device_a=device_of(devices, p.a, p.ra),
                          device_b=device_of(devices, p.b, p.rb))  # fmt: skip
@@ -271,7 +276,7 @@ def own_cause(p: Pair, x: int) -> str | None:
     return cause_of(r.error) if r and r.result != "pass" else None
 
 
-def _bad(names: list[str], x: int, rail: int | None, failed: list[Pair], tested: int) -> dict:
+def _bad(names: Sequence[str], x: int, rail: int | None, failed: list[Pair], tested: int) -> dict:
     """A bad NIC's or node's entry: its causes, and the trouble counters of its bad pairs, both
     ends' (`counters`: a NIC that drops packets makes its partners retransmit as often as
     itself) and its own port's alone (`own_counters`)."""

@@ -24,7 +24,7 @@ import selectors
 import time
 import zlib
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 from rdmacli.mesh.inputs import GROUP, valid_name
 from rdmacli.mesh.schedule import MAX_SAMPLE, PAIRS
@@ -55,14 +55,18 @@ class SpecError(ValueError):
     """A spec that cannot be used; the words say which field and why."""
 
 
-def int_in(lo: int, hi: int) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+def int_in(lo: int, hi: int) -> Callable[[Any], TypeGuard[int]]:
+    def check(v: Any) -> TypeGuard[int]:
+        return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+    return check
 
 
-def float_in(lo: float, hi: float) -> Callable[[Any], bool]:
-    return lambda v: (
-        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
-    )
+def float_in(lo: float, hi: float) -> Callable[[Any], TypeGuard[float]]:
+    def check(v: Any) -> TypeGuard[float]:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
+
+    return check
 
 
 def _bool(v) -> bool:
@@ -272,11 +276,12 @@ class LineReader:
                 raise SpecError(f"a line of more than {limit} bytes on stdin")
             self.eof = not line
             return line.rstrip(b"\n") if line else None
-        sel = selectors.DefaultSelector()
+        made = selectors.DefaultSelector()
+        sel: selectors.BaseSelector | None = made
         try:
-            sel.register(self.fd, selectors.EVENT_READ)
+            made.register(self.fd, selectors.EVENT_READ)
         except (OSError, ValueError):  # a regular file or /dev/null (epoll refuses them): never blocks
-            sel.close()
+            made.close()
             sel = None
         try:
             while b"\n" not in self.buf and not self.eof:

@@ -16,9 +16,13 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from rdmacli.mesh.records import HEALTHY_ENTRIES, HEALTHY_FIGURES, HealthyRecord, PairRecord
 from rdmacli.mesh.report import Pair
+
+if TYPE_CHECKING:
+    from rdmacli.mesh.schedule import Schedule
 
 NAN = float("nan")
 
@@ -37,7 +41,8 @@ def compact(sched, count: int, recs: list[dict]) -> list:
     healthy pairs a NIC at a time, four figures each, in the order of the schedule's tests
     (Schedule.nic_tests); every other pair in a record of its own. At 1000 nodes x 8 rails an
     agent's output is about 200 KB instead of 4 MB, and the coordinator's intake follows."""
-    out, cols = [], {}
+    out: list[PairRecord | HealthyRecord] = []
+    cols: dict[int, dict[int, tuple[Any, ...]]] = {}
     for rec in recs:
         if not healthy(rec, count):
             out.append(PairRecord(**rec))
@@ -140,7 +145,7 @@ class Store:
                     ok_a = cx is not None and not nan(cx[0][i])
                     ok_b = cy is not None and not nan(cy[0][j])
                     p = pairs.get(key)
-                    if ok_a and ok_b and p is None:
+                    if ok_a and ok_b and p is None and cy is not None:  # ok_b: cy is there
                         out.add(a * rails + ra, b * rails + rb, cy[0][j], cy[1][j], cy[2][j], cy[3][j])
                         continue
                     if p is None:
@@ -162,7 +167,7 @@ class Healthy:
 
     rails: int
     count: int
-    sched: object = None
+    sched: Schedule | None = None
     p50: array = field(default_factory=lambda: array("d"))
     p99: array = field(default_factory=lambda: array("d"))
     host: array = field(default_factory=lambda: array("d"))
@@ -217,6 +222,7 @@ class Healthy:
         """Is the schedule's pair of NICs x and y one of these (not in `trouble`, the keys of
         every pair taken out or reported with trouble)?"""
         (a, ra), (b, rb) = sorted((divmod(x, self.rails), divmod(y, self.rails)))
+        assert self.sched is not None  # a Store's Healthy has its schedule
         return (a, ra, b, rb) not in trouble and self.sched.nic_index(a, ra, b, rb) is not None
 
     def per_nic(self) -> dict[int, array]:

@@ -39,7 +39,7 @@ def usage(message: str, hint: str | None = None) -> RdmacliError:
 NUMERIC = re.compile(r"(?:[0-9]+|0[xX][0-9a-fA-F]*)")
 
 
-def valid_name(name: str) -> bool:
+def valid_name(name: object) -> bool:
     """A host name, a Slurm node name, or an IPv4/IPv6 literal (a link-local one may carry its
     zone, fe80::1%eth0). A name the resolver would read as a number (010.0.0.1, 0x0a.0.0.1,
     1234) is neither: only an IP literal in its usual form is an address."""

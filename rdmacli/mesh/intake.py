@@ -11,6 +11,7 @@ verdict (mesh/verdict.py) read what was taken in.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from rdmacli.mesh import records
 from rdmacli.mesh.healthy import Store
@@ -150,7 +151,8 @@ class Intake:
         if theirs and top > theirs * records.RATE_SLACK:
             self.contradicted.setdefault(rec.rank, set()).add(rec.peer)
             self.contradicted.setdefault(rec.peer, set()).add(rec.rank)
-            return replace(rec, **dict.fromkeys(records.RATES))
+            blank: dict[str, Any] = dict.fromkeys(records.RATES)
+            return replace(rec, **blank)
         return rec
 
     # ---- lines in --------------------------------------------------------------------------
@@ -247,9 +249,10 @@ class Intake:
                 rank, f"a pair the schedule does not have (round {rnd}, peer {rec.peer}, rail {rec.rail})"
             )
             return False
-        rec = self.within_ports(rec)
-        if rec is None:
+        kept = self.within_ports(rec)
+        if kept is None:
             return False
+        rec = kept
         if (rec.probes_sent or 0) > plan.spec.count:
             self.violation(rank, f"{rec.probes_sent} probes to one partner, of a run of {plan.spec.count}")
             return False

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 import time
+from typing import Any
 
 from rdmacli.errors import EnvironmentProblem
 from rdmacli.mesh.inputs import clustershell_command
@@ -115,8 +116,8 @@ class ClusterShellLauncher:
         self.line_limit = line_limit  # the longest line taken from a node (lines.bounded); None: MAX_LINE
         self.topology = topology  # a topology file's path (tree mode: agents through gateways)
         self.connect_timeout, self.ssh_options, self.fanout = connect_timeout, ssh_options, fanout
-        self.task = None
-        self.workers = []
+        self.task: Any = None  # ClusterShell's Task (imported when a run starts)
+        self.workers: list[Any] = []
         self.cut = False  # agents were still running at end_at() and were stopped
         self.abandoned = False  # the launcher's loop did not end: given up, agents left behind
         self._term_at: float | None = None
@@ -142,6 +143,7 @@ class ClusterShellLauncher:
         self.cut = self.cut or self.abandoned
 
     def _run_task(self, parts, commands, spec_line, on_line, on_exit, timeout: float, end_at, tick) -> None:
+        EventHandler: Any
         EventHandler, task_self, ExecWorker, WorkerSsh = parts
 
         class Handler(EventHandler):
@@ -261,8 +263,8 @@ class SrunLauncher:
 
     def __init__(self, *, srun_args: str | None = None):
         self.srun_args = srun_args
-        self.proc = None
-        self._writes = None  # what goes to srun's stdin, in order (go)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._writes: Any = None  # what goes to srun's stdin, in order (go): a SimpleQueue
         self.cut = False
         self.abandoned = False
 
@@ -278,7 +280,7 @@ class SrunLauncher:
     def run(self, cmd: list[str], names: list[str], spec_line: bytes, on_line, on_exit, timeout: float,
             end_at=None, tick=None) -> None:  # fmt: skip
         try:
-            self.proc = subprocess.Popen(
+            self.proc = proc = subprocess.Popen(
                 cmd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -291,7 +293,8 @@ class SrunLauncher:
             ) from exc
         self.go(spec_line)  # srun --input=all: every task's stdin, first
         sel = selectors.DefaultSelector()
-        for stream, is_err in ((self.proc.stdout, False), (self.proc.stderr, True)):
+        for stream, is_err in ((proc.stdout, False), (proc.stderr, True)):
+            assert stream is not None  # PIPE
             os.set_blocking(stream.fileno(), False)
             sel.register(stream, selectors.EVENT_READ, is_err)
         splitters = {False: LineSplitter(), True: LineSplitter()}
@@ -303,7 +306,7 @@ class SrunLauncher:
                 tick()
             for key, _ in sel.select(min(0.5, max(end() - time.monotonic(), 0))):
                 try:
-                    data = os.read(key.fileobj.fileno(), 65536)
+                    data = os.read(key.fd, 65536)
                 except BlockingIOError:
                     continue
                 splitter = splitters[key.data]
@@ -314,11 +317,12 @@ class SrunLauncher:
                 for line in lines:
                     on_line(*self.sender(line.decode(errors="replace"), names), key.data)
         sel.close()
-        if self.proc.poll() is None:
+        if proc.poll() is None:
             self.cut = True
             self.stop()
+        rc: int | None
         try:
-            rc = self.proc.wait(timeout=GRACE_S)
+            rc = proc.wait(timeout=GRACE_S)
         except subprocess.TimeoutExpired:  # srun outlived SIGKILL: left behind, said so
             self.abandoned = self.cut = True
             rc = None
@@ -347,11 +351,13 @@ class SrunLauncher:
         self._writes.put(text.encode() if isinstance(text, str) else text)
 
     def _writer(self) -> None:
+        assert self.proc is not None and self.proc.stdin is not None  # go() starts it only then
+        stdin = self.proc.stdin
         while True:
             data = self._writes.get()
             try:
-                self.proc.stdin.write(data)
-                self.proc.stdin.flush()
+                stdin.write(data)
+                stdin.flush()
             except (OSError, ValueError):  # srun already gone: its agents start at --start-at
                 return
 

@@ -81,12 +81,13 @@ def addresses(
     found_of = resolve_all({h for hosts in wanted for h in hosts})
     out, unresolved = [], []
     for name, hosts in zip(names, wanted):
-        rails = []
+        rails: list[str] = []
         for host in hosts:
             found = found_of.get(host)
             if found is None:
                 unresolved.append(f"{name} ({host})" if host != name else name)
-            rails.append(found)
+            else:
+                rails.append(found)
         out.append(rails)
     if unresolved:
         # the hint is about where the names came from (issue 75: a map's bad line hinted

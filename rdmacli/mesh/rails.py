@@ -149,7 +149,7 @@ def check_report(value, family: int) -> list[Rail] | str:
             return "a rail whose address has a scope that is not an interface name"
         if netdev is not None and not (isinstance(netdev, str) and DEVICE.fullmatch(netdev)):
             netdev = None
-        out.append(Rail(dev, port, str(ipaddress.ip_address(addr)), netdev))
+        out.append(Rail(dev, port, str(ip), netdev))
     if len({r.address for r in out}) != len(out):
         return "the same address on two rails"
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from rdmacli.figures import RTT_FLOOR_US
 from rdmacli.mesh.checks import (  # noqa: F401 - MAX_LINE, OVERLONG, RATES, RATE_SLACK: said here too
@@ -35,7 +36,7 @@ class Typed:
     TYPE = ""
 
     def to_dict(self) -> dict:
-        return {"type": self.TYPE, **asdict(self)}
+        return {"type": self.TYPE, **asdict(self)}  # type: ignore[call-overload]  # each one is a dataclass
 
 
 class Violation(ValueError):
@@ -232,7 +233,7 @@ class HealthyRecord(Typed):
         for key in ("rail", "round", "first", "probes"):
             if not (_int(d.get(key)) and 0 <= d[key] <= MAX_INT):
                 raise Violation(f"a healthy record whose {key} is not a count")
-        cols = [d.get(k) for k in HEALTHY_FIGURES]
+        cols: list[Any] = [d.get(k) for k in HEALTHY_FIGURES]
         if not all(isinstance(c, list) and len(c) <= HEALTHY_ENTRIES for c in cols):
             raise Violation(f"a healthy record whose figures are not lists of {HEALTHY_ENTRIES} at most")
         if len({len(c) for c in cols}) != 1:

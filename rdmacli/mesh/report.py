@@ -9,7 +9,9 @@ most of its partners) from a bad link (a pair that fails while both its nodes pa
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
@@ -265,14 +267,15 @@ class Pair:
 
     def set_rates_aside(self) -> None:
         """Its ends' words contradict each other: no rate of theirs stands for this pair."""
+        blank: dict[str, Any] = dict.fromkeys(RATES)
         for side, r in self.reports.items():
-            self.reports[side] = replace(r, **dict.fromkeys(RATES))
+            self.reports[side] = replace(r, **blank)
 
     def side_of(self, rank: int) -> str:
         """Which end of this pair a node is."""
         return side_of(rank, self.b if rank == self.a else self.a)
 
-    def to_dict(self, names: list[str], devices: list[list] | None = None) -> dict:
+    def to_dict(self, names: Sequence[str], devices: Sequence[Sequence[Any]] | None = None) -> dict:
         d = {
             "a": names[self.a],
             "b": names[self.b],
@@ -307,14 +310,14 @@ class Pair:
         return d
 
 
-def device_of(devices: list[list] | None, rank: int, rail: int) -> str | None:
+def device_of(devices: Sequence[Sequence[Any]] | None, rank: int, rail: int) -> str | None:
     try:
         return devices[rank][rail] if devices else None
     except (IndexError, TypeError):
         return None
 
 
-def node_table(n: int, pairs: list[Pair], names: list[str], addresses: list[list[str]],
+def node_table(n: int, pairs: list[Pair], names: Sequence[str], addresses: Sequence[Sequence[str]],
                healthy=None) -> list[dict]:  # fmt: skip
     """Per node: pairs passed, failed and slow, and the median of its pairs' p99 latency
     (`healthy`: the probe's healthy pairs, as columns, counted in)."""
@@ -350,8 +353,8 @@ def _counts(pairs: list[Pair], healthy: int = 0) -> dict:
     }
 
 
-def nic_table(n: int, rails: int, pairs: list[Pair], names: list[str], addresses: list[list[str]],
-              devices: list[list] | None = None, healthy=None) -> list[dict]:  # fmt: skip
+def nic_table(n: int, rails: int, pairs: list[Pair], names: Sequence[str], addresses: Sequence[Sequence[str]],
+              devices: Sequence[Sequence[Any]] | None = None, healthy=None) -> list[dict]:  # fmt: skip
     """Per NIC (node, rail): the same counts and the median p50 of its passing pairs."""
     of: dict[tuple[int, int], list[Pair]] = {(x, k): [] for x in range(n) for k in range(rails)}
     for p in pairs:
@@ -396,7 +399,8 @@ def compare(baseline: dict, pairs: list[dict], slower_by: float = 1.5) -> list[d
             flagged.append({"a": p["a"], "b": p["b"], "change": "now failing", "cause": p["cause"]})
             continue
         for key in ("rtt_p50_us", "rtt_p99_us", "setup_us"):
-            new_v, old_v = p.get(key), old.get(key)
+            new_v: Any = p.get(key)
+            old_v: Any = old.get(key)
             numbers = isinstance(new_v, (int, float)) and isinstance(old_v, (int, float))
             if numbers and old_v > 0 and new_v > old_v * slower_by:
                 flagged.append(

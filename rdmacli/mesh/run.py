@@ -84,9 +84,9 @@ class Launch:
         )
         names, line = list(spec.names), spec.to_line()
         if self.launcher == "srun":
-            lau = SrunLauncher(srun_args=self.srun_args)
-            cmd = lau.command(nodes_spec, len(names), [*base, "mesh-agent", "--rank-from-env"])
-            return lau, partial(lau.run, cmd, names, line, on_line, on_exit, timeout, end_at, tick)
+            srun = SrunLauncher(srun_args=self.srun_args)
+            cmd = srun.command(nodes_spec, len(names), [*base, "mesh-agent", "--rank-from-env"])
+            return srun, partial(srun.run, cmd, names, line, on_line, on_exit, timeout, end_at, tick)
         lau = ClusterShellLauncher(self.launcher, connect_timeout=self.connect_timeout,
                                    ssh_options=self.ssh_options, fanout=self.fanout,
                                    topology=self.topology)  # fmt: skip
@@ -260,7 +260,9 @@ def discover(request: Request, launch: Launch) -> tuple[list[list[str]], list, f
     from rdmacli.mesh.rails import check_report
 
     spec, names = request.spec, list(request.spec.names)
-    family = spec.discover["family"]
+    discover = spec.discover
+    assert discover is not None  # the discovery launch's spec
+    family = discover["family"]
     backstop = request.launch_s if request.launch_s is not None else P.MAX_LAUNCH_S
     intake = Intake(Plan(spec=spec, nodes_spec=request.nodes_spec, launch_s=backstop))
     clock = StartupClock(intake, spec.n, request.launch_s)
@@ -313,7 +315,7 @@ def discover(request: Request, launch: Launch) -> tuple[list[list[str]], list, f
         hint="give each node's addresses with --map, or name each node's devices with --rails "
         "(e.g. 'rxe_{node}')",
     )  # fmt: skip
-    what = f"--rails {spec.discover['rails']}" if spec.discover["rails"] else "--rails auto"
+    what = f"--rails {discover['rails']}" if discover["rails"] else "--rails auto"
     check_rail_counts(
         names, [len(found[r]) for r in range(len(names))],
         hint=f"{what} found these ACTIVE ports with an IPv{family} address; bring the missing ones up, "
@@ -344,7 +346,7 @@ def run(request: Request, launch: Launch, observer: Observer | None = None, *, p
                           f"{spec.n} node(s): no pair was tested"],
             )  # fmt: skip
         discovery_s = round(time.monotonic() - t0, 3)
-        spec = replace(spec, addresses=addresses, discover=None)
+        spec = replace(spec, addresses=tuple(map(tuple, addresses)), discover=None)
     if request.show_rail is not None and request.show_rail >= spec.rails:
         raise RdmacliError(
             f"--rail {request.show_rail}: the nodes have {spec.rails} rail(s)", cause=Cause.USAGE

@@ -14,6 +14,7 @@ from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import said, schedule
 from rdmacli.mesh.blame import LIAR_SHARE, LIARS, LOCAL, blame, implausible, judge_slow, late, within
+from rdmacli.mesh.healthy import Healthy
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
 from rdmacli.mesh.report import Pair, compare, nic_table, node_table
@@ -104,7 +105,7 @@ class Evidence:
     agents_up_s: float | None = None
     retest_rounds: int = 0
     contradicted: dict = field(default_factory=dict)  # rank -> partners whose ports its figures contradict
-    healthy: object = None  # the probe's healthy pairs, as columns (mesh/healthy.Healthy), not in `pairs`
+    healthy: Healthy | None = None  # the probe's healthy pairs, as columns, not in `pairs`
     dropped: dict = field(default_factory=dict)  # rank -> ((rail, forged, foreign), ...): the probe's
 
 
@@ -210,7 +211,7 @@ def _unreported(plan: Plan, ev: Evidence, rank: int, rnd: int) -> dict:
 
 
 def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = None, signal: int | None = None,
-          elapsed_ms: float | None = None, matrix=None) -> Outcome:  # fmt: skip
+          elapsed_ms: float = 0.0, matrix=None) -> Outcome:  # fmt: skip
     """The run's outcome: each pair's result (a re-test's, where one ran), slow pairs, blame,
     per-node and per-NIC tables, warnings and the one error that decides the exit code. The
     pairs listed are every pair up to LISTED_PAIRS, else those with trouble (failed, missing,
@@ -257,7 +258,9 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     evidence = pairs if heard is None else [p for p in pairs if p.key in heard]
     verdict = blame(plan.n, evidence, plan.spec.names, plan.rails, devices, healthy, spoke)
     nodes = node_table(plan.n, pairs, plan.spec.names, plan.spec.addresses, healthy)
-    was_late = set(ev.late) | {p.error()["reported_by"] for p in (*pairs, *firsts) if late(p, spoke)}
+    was_late = set(ev.late) | {
+        e["reported_by"] for p in (*pairs, *firsts) if late(p, spoke) and (e := p.error()) is not None
+    }
     for row in nodes:
         said = ev.agents.get(row["rank"])
         row["agent"] = ("missing" if said is None else "not ready" if not said.ready

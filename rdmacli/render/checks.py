@@ -21,7 +21,7 @@ def checks_table(rows: list[dict], title: str, columns: list[str]) -> Table:
         for col in columns:
             value = row.get(col)
             if col == "verdict":
-                cells.append(STYLE.get(value, str(value)))
+                cells.append(STYLE.get(str(value), str(value)))
             elif col.endswith("_ms") and isinstance(value, (int, float)):
                 cells.append(duration(value * 1e3))
             else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from rdmacli.figures import BwFigures, DatagramFigures, LatFigures, PingFigures
 from rdmacli.outcome import ConnOutcome, Outcome
 from rdmacli.units import counter_words, duration, durations, plural
@@ -103,7 +105,7 @@ def nic_clock(f: LatFigures) -> list[str]:
 
 # what a connection's summary shows beyond the totals, by the type of its figures (a server's
 # figures, PingServed or LatServed, show in the totals and the JSON only)
-DETAILS = {
+DETAILS: dict[type, Callable[[str, Any], list[str]]] = {
     PingFigures: ping_statistics,
     BwFigures: bandwidth,
     LatFigures: latency,

@@ -128,8 +128,8 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
                              "partners, a link alone",
                              cause=Cause.CHECK_FAILED)  # fmt: skip
     elif verdict["missing"] or verdict["refused"]:
-        who = list(dict.fromkeys([*verdict["missing"], *verdict["refused"]]))  # each node once
-        error = RdmacliError(f"no usable state from {len(who)} node(s): {', '.join(who[:8])}",
+        quiet = list(dict.fromkeys([*verdict["missing"], *verdict["refused"]]))  # each node once
+        error = RdmacliError(f"no usable state from {len(quiet)} node(s): {', '.join(quiet[:8])}",
                              hint="is `rdmacli watch run` running there (systemctl status rdmacli-watch)?",
                              cause=Cause.MISSING)  # fmt: skip
     docs = g.docs.values()

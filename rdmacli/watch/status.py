@@ -78,11 +78,11 @@ def blame(g: Gathered) -> dict:
             disputed.append(key)
     bad: dict[tuple, str] = {}
     for node, doc in g.docs.items():  # a NIC its own agent names
-        for x in doc.nics:
-            if x.state in NAMED:
-                bad[(node, x.rail)] = x.cause or DEAD
-                if x.state == State.FLAPPING.value:
-                    flapping.add((node, x.rail))
+        for own in doc.nics:
+            if own.state in NAMED:
+                bad[(node, own.rail)] = own.cause or DEAD
+                if own.state == State.FLAPPING.value:
+                    flapping.add((node, own.rail))
     per_nic: dict[tuple, list] = {}
     witnesses: dict[tuple, set] = {}  # NIC -> the partner nodes whose pairs with it are named
     for (x, y), cause in agreed.items():
@@ -102,7 +102,10 @@ def blame(g: Gathered) -> dict:
         for nic in slow:
             del bad[nic]
         agreed = {k: c for k, c in agreed.items() if c != SLOW}
-    whole = sorted((name for name in g.names if all((name, r) in bad for r in range(rails))), key=rank.get)
+    whole = sorted(
+        (name for name in g.names if all((name, r) in bad for r in range(rails))), key=rank.__getitem__
+    )
+    links: list[dict] = []
     out = {
         "fabric_slow": fabric_slow,
         "nodes": [{"node": name, "causes": sorted({bad[(name, r)] for r in range(rails)})} for name in whole],
@@ -111,17 +114,17 @@ def blame(g: Gathered) -> dict:
             for a, r in sorted(bad, key=lambda k: (rank[k[0]], k[1]))
             if a not in whole
         ],  # fmt: skip
-        "links": [],
+        "links": links,
         # a pair one end names alone is disputed, unless a NIC named for itself explains it
         "disputed": [_pair(k) for k in sorted(disputed) if k[0] not in bad and k[1] not in bad],
         "missing": sorted(
-            (name for name in g.names if name not in g.docs and name not in g.refused), key=rank.get
+            (name for name in g.names if name not in g.docs and name not in g.refused), key=rank.__getitem__
         ),  # fmt: skip
         "refused": dict(sorted(g.refused.items())),
     }
     for key, cause in sorted(agreed.items()):
         if key[0] not in bad and key[1] not in bad:
-            out["links"].append({**_pair(key), "cause": cause, "flapping": key in flapping})
+            links.append({**_pair(key), "cause": cause, "flapping": key in flapping})
     return out
 
 
