@@ -296,7 +296,7 @@ SUMMARY_KEYS = [
     (
         "command",
         "string",
-        "the subcommand: connect, listen, ping, bw, lat, mcast, events, devices, doctor, selftest, "
+        "the subcommand: connect, listen, ping, bw, lat, mcast, events, devices, doctor, check, selftest, "
         "mesh, watch status (rdmacli for a usage error before one was named)",
     ),
     ("result", "string", "pass (exit 0), fail, or interrupted (stopped by a signal)"),

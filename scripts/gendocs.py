@@ -127,6 +127,18 @@ EXTRA = {
         "notes": "Checks run cheapest first. Memlock below 8 MiB is a failure, or a warning "
         "for a process with CAP_IPC_LOCK (root), which the limit does not bind.",
     },
+    "check": {
+        "notes": "The counters are judged against a baseline kept in --state-dir between checks: "
+        "the first check (or the first after a boot, or --rebaseline) takes it and judges no "
+        "counter; any increase of link_downed, rnr_nak_retry_err or excessive_buffer_overrun_errors "
+        "fails, symbol_error and port_rcv_errors fail above 120 an hour (counted over an hour at "
+        "least); the baseline rolls forward an hour after it was taken. A port the baseline has and "
+        "sysfs has not fails until it is back, the host reboots or --rebaseline. The fabric's word is "
+        "the local watch agent's verdict on its NICs (bad, clearing or flapping fail); a missing or "
+        "stale state file (older than three watch periods, or 600 s) is said and not judged. "
+        "Memlock and the data path are said, never failed: `rdmacli doctor` judges them. The guide "
+        '"In your scheduler" shows Slurm, NHC and node-problem-detector set-ups.',
+    },
     "selftest": {
         "notes": "The server side listens on ports "
         + ", ".join(f"{s.selftest_port} ({s.name})" for s in PROTOCOLS.values() if s.selftest_port)

@@ -20,6 +20,7 @@ COMMANDS = {
     "events": ("rdmacli.cli.events", "Run the bare rdma_cm flow and show every event and step time."),
     "devices": ("rdmacli.cli.devices", "List RDMA devices, ports, GIDs and netdevs."),
     "doctor": ("rdmacli.cli.doctor", "Diagnose the RDMA setup and the path to a peer, with advice."),
+    "check": ("rdmacli.cli.check", "Judge this node's RDMA health for Slurm, NHC and node-problem-detector."),
     "selftest": ("rdmacli.cli.selftest", "Smoke-test every protocol on this host, one row each."),
     "lab": ("rdmacli.cli.lab", "Run commands in a disposable Soft-RoCE VM."),
     "mesh": ("rdmacli.cli.mesh", "Test every pair of many nodes (ssh, srun or exec agents), with blame."),

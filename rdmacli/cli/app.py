@@ -206,6 +206,10 @@ JSON_NAMES = {
     "launch_timeout": "launch_timeout_s",
     "rails_spec": "rails",
     "pairs_spec": "pairs",
+    "fmt": "format",
+    "deadline": "deadline_s",
+    "expects": "expect",
+    "devices": "device",
 }
 
 

@@ -48,6 +48,14 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
             "rdmacli doctor 192.0.2.1 -p 7471 --json",
         ),
     ],
+    "check": [
+        ("This node's health, every port", "rdmacli check"),
+        (
+            "Two 400 Gb/s rails, one line for node-problem-detector",
+            "rdmacli check --expect mlx5_0:1=400 --expect mlx5_1:1=400 --format npd",
+        ),
+        ("Install the NHC check", "rdmacli check --print-config nhc > /etc/nhc/scripts/rdmacli.nhc"),
+    ],
     "selftest": [
         ("A CI smoke test", "rdmacli selftest --json"),
         (

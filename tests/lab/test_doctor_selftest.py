@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import validate
 
 from rdmacli.diag.devices import serves_ip
 from rdmacli.lab import CLIENT, IWARP_CLIENT, IWARP_SERVER, SERVER
@@ -49,6 +50,39 @@ def doctor(lab, *args, env_prefix: list[str] | None = None) -> tuple[int, dict]:
 
 def verdicts(doc: dict) -> dict[str, dict]:
     return {c["check"]: c for c in doc["data"]["checks"]}
+
+
+CHECK_STATE = "/tmp/rdmacli-lab-check"  # the counters' baseline of the lab's `rdmacli check` runs
+
+
+def check(lab, *args: str) -> tuple[int, dict]:
+    """`rdmacli check --json` at its defaults (its 10 s deadline) on the lab's two RoCE ports."""
+    cmd = [*lab.rdmacli, "check", "-d", SERVER["rxe"], "-d", CLIENT["rxe"], "--state-dir", CHECK_STATE, *args]
+    r = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in r.stderr, r.stderr
+    return r.returncode, validate(json.loads(r.stdout))
+
+
+def failed_checks(doc: dict) -> list[str]:
+    return [f"{c['check']}: {c['detail']}" for c in doc["data"]["checks"] if c["verdict"] == "fail"]
+
+
+def test_check_is_healthy_on_the_lab_and_names_a_rate_below_the_expected(lab):
+    rc, doc = check(lab, "--rebaseline")
+    assert rc == 0 and doc["data"]["healthy"], failed_checks(doc)
+    ports = {c["check"]: c for c in doc["data"]["checks"] if c["check"].startswith("port ")}
+    assert set(ports) == {f"port {SERVER['rxe']}/1", f"port {CLIENT['rxe']}/1"}
+    assert all(c["verdict"] == "pass" and c["detail"].startswith("ACTIVE, LINK_UP") for c in ports.values())
+    rc, doc = check(lab, "--expect", f"{SERVER['rxe']}:1=3200")
+    assert rc == 1 and len(failed_checks(doc)) == 1, failed_checks(doc)
+    assert failed_checks(doc)[0].startswith(f"port {SERVER['rxe']}/1: ACTIVE, LINK_UP, ")
+    assert failed_checks(doc)[0].endswith("expected 3200 Gb/s")
+    # one line for node-problem-detector, its exit status what NPD reads (1: NonOK)
+    cmd = [*lab.rdmacli, "check", "-d", SERVER["rxe"], "--state-dir", CHECK_STATE, "--format", "npd",
+           "--expect", f"{SERVER['rxe']}:1=3200"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stdout.count("\n") == 1 and len(r.stdout.strip()) <= 80, r.stdout
+    assert r.stdout.startswith(f"rdmacli: port {SERVER['rxe']}/1 ACTIVE, LINK_UP")
 
 
 def test_doctor_passes_on_the_healthy_lab(lab):
@@ -113,6 +147,12 @@ def test_doctor_port_whose_netdev_is_down(lab):
         assert rc == 1 and port["verdict"] == "fail"
         assert f"ip link set {CLIENT['netdev']} up" in port["hint"]
         assert verdicts(doc)[f"netdev {CLIENT['netdev']}"]["verdict"] == "fail"
+        # and `rdmacli check` names it, within its deadline, as the reason a scheduler drains for
+        rc, doc = check(lab, "-d", CLIENT["rxe"])
+        assert rc == 1 and failed_checks(doc)[0].startswith(f"port {CLIENT['rxe']}/1: DOWN"), failed_checks(
+            doc
+        )
+        assert f"ip link set {CLIENT['netdev']} up" in verdicts(doc)[f"port {CLIENT['rxe']}/1"]["hint"]
     finally:
         sh("ip", "link", "set", CLIENT["netdev"], "up")
         wait_lab_ready()

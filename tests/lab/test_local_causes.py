@@ -7,7 +7,7 @@ import json
 import subprocess
 
 from conftest import summary
-from test_doctor_selftest import sh, wait_lab_ready
+from test_doctor_selftest import check, failed_checks, sh, wait_lab_ready
 
 from rdmacli.lab import CLIENT
 
@@ -49,13 +49,20 @@ def test_a_netdev_taken_down_mid_ping_is_named_not_blamed_on_the_peer(lab, serve
 
 
 def test_a_device_deleted_mid_run_is_named(lab, servers):
+    assert check(lab, "--rebaseline")[0] == 0  # `rdmacli check` has seen both devices
     client = pinging(lab, servers)
     try:
         # returns once every user of the device let go: rdmacli must tear down on DEVICE_REMOVAL
         sh("timeout", "60", "rdma", "link", "delete", CLIENT["rxe"])
         rc, out, err = client.finish(timeout=120)
+        # `rdmacli check` names the device gone since its last check (a scheduler drains for it)
+        check_rc, check_doc = check(lab)
     finally:
         recreate_client_device()
+    assert check_rc == 1, failed_checks(check_doc)
+    assert f"port {CLIENT['rxe']}/1: at the last check, gone now (a removed device)" in failed_checks(
+        check_doc
+    )
     doc = summary(out)
     assert rc == 3, out + err
     assert f"the RDMA device {CLIENT['rxe']} was removed" in doc["error"]["message"]

@@ -22,6 +22,7 @@ RUNS = {
     "events": ["events", "192.0.2.1"],
     "devices": ["devices"],
     "doctor": ["doctor"],
+    "check": ["check", "--state-dir", "/tmp/rdmacli-schema-check"],
     "selftest": ["selftest"],
     "usage: bad group": ["mcast", "10.1.1.1"],
     "usage: bad address": ["listen", "-b", "300.1.1.1"],

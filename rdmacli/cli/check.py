@@ -1,0 +1,247 @@
+"""`rdmacli check`: this node's RDMA health in seconds, for Slurm's HealthCheckProgram, NHC and
+node-problem-detector (diag/health.py, diag/baseline.py, watch/word.py; render/health.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from rdmacli.cli import HELP
+from rdmacli.cli.app import App, file_option, params_of
+from rdmacli.cli.values import Finite
+
+FORMATS = ("text", "json", "nhc", "npd", "line")
+DEADLINE_S = 10.0
+DEADLINE_MAX_S = 50.0  # under Slurm's 60 s kill of a HealthCheckProgram
+CONFIGS = {"nhc": "rdmacli.nhc", "npd": "npd-rdmacli.json"}  # rdmacli/diag/schedulers/
+
+
+def program_words() -> list[str]:
+    """The command that runs this rdmacli: the `rdmacli` script beside this interpreter, else
+    the interpreter with -m."""
+    import os
+
+    script = os.path.join(os.path.dirname(sys.executable), "rdmacli")
+    return [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "rdmacli"]
+
+
+def config_text(name: str) -> str:
+    """A shipped scheduler config with this install's rdmacli in it (RDMACLI in the file)."""
+    import json
+    import os
+    import shlex
+
+    from rdmacli import diag
+
+    with open(os.path.join(os.path.dirname(diag.__file__), "schedulers", CONFIGS[name])) as f:
+        text = f.read()
+    words = program_words()
+    if name == "nhc":
+        return text.replace("RDMACLI check", shlex.join(words) + " check")
+    doc = json.loads(text)
+    for rule in doc["rules"]:
+        rule["path"], rule["args"] = words[0], [*words[1:], *rule["args"]]
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def _expect(ctx, param, values):
+    from rdmacli.diag.health import Expect
+
+    try:
+        return [Expect.parse(v) for v in values]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+@click.command("check", context_settings=HELP)
+@click.option(
+    "--expect",
+    "expects",
+    multiple=True,
+    metavar="DEV:PORT=GBPS",
+    callback=_expect,
+    help="This port must be there, up, at GBPS Gb/s or more (repeatable); with it, only the ports "
+    "named are judged.",
+)
+@click.option(
+    "-d", "--device", "devices", multiple=True, metavar="DEV", help="Judge only this device (repeatable)."
+)
+@file_option(
+    "--watch-state",
+    help="The local `rdmacli watch run` agent's state: the fabric's word on this node's NICs "
+    "(default /run/rdmacli/watch-7590.json; none there is said, not judged).",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Where the counters' baseline is kept between checks (default /var/lib/rdmacli as root, "
+    "else ~/.local/state/rdmacli).",
+)
+@click.option("--rebaseline", is_flag=True, help="Take the counters' baseline again now (after a repair).")
+@click.option(
+    "--deadline",
+    type=Finite(1, DEADLINE_MAX_S),
+    default=DEADLINE_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="End by then, judged or not (exit 6: could not judge in time).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text and json for people and scripts; nhc (the reason alone, for NHC's die), npd (one "
+    "line of at most 80 characters), line ('host | Healthy' or 'host | ERROR: ...').",
+)
+@click.option("--json", "json_mode", is_flag=True, help="Print one JSON summary document (as --format json).")
+@click.option(
+    "--print-config",
+    type=click.Choice(sorted(CONFIGS)),
+    help="Print the shipped NHC check (nhc) or node-problem-detector plugin config (npd), calling "
+    "this install's rdmacli, and exit.",
+)
+def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt, json_mode, print_config):
+    """Judge this node's RDMA health: every port up at its rate with its address, the error
+    counters a healthy NIC does not move (since the last check), a device gone since then, and
+    the fabric's word on its NICs from the local watch agent. Reads sysfs and two files; opens
+    no device.
+
+    Exits 0 healthy (no RDMA device at all is unhealthy), 1 unhealthy (the reason is the first
+    failed row), 2 usage, 3 and above could not judge (6: the deadline passed): what
+    node-problem-detector reads as Unknown.
+    """
+    from rdmacli.cli.ending import finish
+    from rdmacli.errors import RdmacliError
+    from rdmacli.outcome import Outcome
+
+    if print_config:
+        click.echo(config_text(print_config), nl=False)
+        return
+
+    fmt = "json" if json_mode else fmt
+    app = App.from_context(json_mode=fmt == "json")
+    params = params_of("expects devices watch_state state_dir rebaseline deadline fmt",
+                       expects=[f"{e.device}:{e.port}={e.gbps:g}" for e in expects])  # fmt: skip
+    with app.errors("check", params):
+        work = lambda: judge(expects, set(devices) or None, watch_state, state_dir, rebaseline)  # noqa: E731
+        try:
+            rows = _within(deadline, work)
+        except RdmacliError as exc:
+            if fmt in ("nhc", "npd", "line"):  # its line says it could not judge (NPD: Unknown)
+                click.echo(_unknown(fmt, exc.message))
+            raise
+        failed = [r for r in rows if r["verdict"] == "fail"]
+        outcome = Outcome(
+            "check",
+            params,
+            failed=bool(failed),
+            failed_words=_words(failed),
+            counts={"checks": len(rows), "checks_failed": len(failed)},
+            data={"checks": rows, "healthy": not failed},
+        )
+        if fmt in ("nhc", "npd", "line"):
+            _one_line(fmt, rows, failed)
+            sys.exit(outcome.exit_code)
+        if fmt == "json":
+            finish(app, outcome)
+        from rdmacli.render.checks import checks_table
+
+        app.out.print(checks_table(rows, "rdmacli check", ["check", "verdict", "detail", "hint"]))
+        app.out.print("healthy" if not failed else f"unhealthy: {_words(failed)}")
+        sys.exit(outcome.exit_code)
+
+
+def judge(expects, only, watch_state, state_dir, rebaseline) -> list[dict]:
+    """Every row, as dicts: ports, counters, the fabric's word, the host."""
+    import os
+
+    from rdmacli.diag import baseline, health
+    from rdmacli.diag.devices import list_devices
+    from rdmacli.diag.doctor import Check
+    from rdmacli.errors import Cause, no_device
+    from rdmacli.watch.service import state_path
+    from rdmacli.watch.word import fabric_checks
+
+    found = list_devices(use_pyverbs=False)
+    if not found:
+        err = no_device()
+        rows = [Check("devices", "fail", err.message, err.hint, Cause.ENVIRONMENT)]
+    else:
+        rows = health.port_checks(found, list(expects), only)
+    judged = [d for d in found if only is None or d.name in only]
+    path = os.path.join(state_dir or health.state_dir_default(), baseline.FILE)
+    base, why = (None, "") if rebaseline else baseline.load(path)
+    if why:
+        rows.append(Check("counters", "warn", why))
+    counter_rows, kept = baseline.judge(base, baseline.snapshot(judged), baseline.boot_id())
+    if rebaseline:
+        counter_rows = [Check("counters", "info", "baseline taken again (--rebaseline)")]
+    rows += counter_rows
+    if problem := baseline.save(path, kept):
+        rows.append(Check("counters", "warn", problem, "give --state-dir a directory this user can write"))
+    rows += fabric_checks(watch_state or state_path(7590))
+    rows += health.host_checks()
+    return [r.to_dict() for r in rows]
+
+
+def _within(deadline: float, work):
+    """work() in a thread of its own, waited for until the deadline: a sysfs read a wedged
+    driver holds cannot keep a health check past its program's kill."""
+    import threading
+
+    from rdmacli.errors import Cause, RdmacliError
+
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["rows"] = work()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=run, name="check", daemon=True)
+    t.start()
+    t.join(deadline)
+    if t.is_alive():
+        raise RdmacliError(
+            f"could not judge within --deadline {deadline:g} s (a driver or sysfs read that does not end)",
+            hint="look at dmesg for a hung driver; raise --deadline (at most 50 s)",
+            cause=Cause.DEADLINE,
+        )
+    if "error" in box:
+        raise box["error"]
+    return box["rows"]
+
+
+def _words(failed: list[dict]) -> str:
+    return "; ".join(f"{r['check']}: {r['detail']}" for r in failed)
+
+
+def _unknown(fmt: str, message: str) -> str:
+    import socket
+
+    from rdmacli.render import health
+
+    words = health.one_line(f"{health.PREFIX}could not judge: {message}")
+    if fmt == "line":
+        return f"{health.one_line(socket.gethostname())} | ERROR: {words}"[: health.REASON_MAX]
+    return words[: health.NPD_MAX if fmt == "npd" else health.REASON_MAX]
+
+
+def _one_line(fmt: str, rows: list[dict], failed: list[dict]) -> None:
+    import socket
+
+    from rdmacli.render import health
+
+    if fmt == "nhc":
+        line = health.nhc(failed)
+    elif fmt == "npd":
+        line = health.npd(failed, len(rows))
+    else:
+        line = health.host_line(socket.gethostname(), failed)
+    if line:
+        click.echo(line)
