@@ -161,6 +161,13 @@ class EnvironmentProblem(RdmacliError):
     cause = Cause.ENVIRONMENT
 
 
+# The locked-memory limit, one hint wherever it is met (a registration refused, a queue, doctor)
+MEMLOCK_HINT = (
+    "raise the locked-memory limit (`ulimit -l unlimited`; memlock in /etc/security/limits.conf, "
+    "then log in again; LimitMEMLOCK=infinity for a service; --ulimit memlock=-1 for a container)"
+)
+
+
 # One condition, one message and one hint, whichever command meets it (devices, doctor, selftest
 # and the test commands said "no RDMA device" four ways): the words lead, what saw it follows in
 # parentheses (a sysfs path, a C call and its errno: what a reader searches for).
@@ -305,8 +312,7 @@ CAUSES: dict[Cause, tuple[str, str]] = {
     ),
     Cause.MEMLOCK: (
         "The locked-memory limit (RLIMIT_MEMLOCK) refused a registration or a queue.",
-        "Raise it: `ulimit -l unlimited`, `LimitMEMLOCK=infinity` in a unit, or "
-        "/etc/security/limits.conf; or ask for smaller messages or fewer connections.",
+        MEMLOCK_HINT[0].upper() + MEMLOCK_HINT[1:] + "; or ask for smaller messages or fewer connections.",
     ),
     Cause.DEVICE_LIMIT: (
         "A queue or size above what the device holds (`max_qp_wr`, `max_cqe`, ...).",

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 
 from rdmacli.diag.devices import Device, list_devices, read_sysfs
-from rdmacli.errors import Cause, no_device
+from rdmacli.errors import MEMLOCK_HINT, Cause, no_device
 from rdmacli.protocols.table import CONNECT
 
 NEEDED_MEMLOCK = 8 * 1024 * 1024  # rdmacli's buffers stay far below this with default options
@@ -224,10 +224,7 @@ def check_memlock() -> list[Check]:
         text = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft // 1024} KiB"
         return [Check("memlock", "pass", f"RLIMIT_MEMLOCK {text}")]
     detail = f"RLIMIT_MEMLOCK is {soft // 1024} KiB; rdmacli may need {NEEDED_MEMLOCK >> 20} MiB"
-    hint = (
-        "raise it: `ulimit -l unlimited`, memlock in /etc/security/limits.conf, or "
-        "LimitMEMLOCK=infinity for a service; then log in again"
-    )
+    hint = MEMLOCK_HINT
     if _has_cap(CAP_IPC_LOCK):
         return [
             Check("memlock", "warn", detail + " (ignored here: CAP_IPC_LOCK, but not for other users)", hint)

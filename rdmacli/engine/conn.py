@@ -12,8 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from rdmacli.engine.lifecycle import ACCEPT, DATA, DISCONNECT, START, WAIT_FOR_PEER, Phase
-from rdmacli.engine.status import MEMLOCK_HINT
-from rdmacli.errors import Cause, RdmacliError
+from rdmacli.errors import MEMLOCK_HINT, Cause, RdmacliError
 from rdmacli.outcome import State
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.addr import format_hostport

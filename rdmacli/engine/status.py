@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import errno as _errno
 
-from rdmacli.errors import Cause, RdmacliError
+from rdmacli.errors import MEMLOCK_HINT, Cause, RdmacliError
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import RdmaCallError, errno_text
-
-MEMLOCK_HINT = (
-    "raise the locked-memory limit (`ulimit -l unlimited`, LimitMEMLOCK=infinity for a service, "
-    "--ulimit memlock=-1 for a container)"
-)
 
 # enum ib_cm_rej_reason (include/rdma/ib_cm.h)
 IB_CM_REJ_REASONS = {

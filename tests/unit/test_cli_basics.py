@@ -169,3 +169,23 @@ def test_events_offers_only_the_port_spaces_it_takes_and_says_which_side_was_dou
     assert "[tcp|ib]" in out and "udp" not in out
     r = CliRunner().invoke(cli, ["events", "--listen", "1.2.3.4"])
     assert r.exit_code == 2 and "give one" in r.output
+
+
+def test_the_locked_memory_limit_is_said_with_one_hint_wherever_it_is_met(monkeypatch):
+    """Issue 75: doctor, a refused queue and a refused registration each had their own advice."""
+    import resource
+
+    from rdmacli.diag import doctor
+    from rdmacli.engine.conn import memlock_error
+    from rdmacli.engine.status import call_error
+    from rdmacli.errors import CAUSES, MEMLOCK_HINT, Cause
+    from rdmacli.rdma.cm import RdmaCallError
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (64 * 1024, 64 * 1024))
+    monkeypatch.setattr(doctor, "_has_cap", lambda cap: False)
+    [row] = doctor.check_memlock()
+    queue = call_error("create qp", RdmaCallError("rdma_create_qp", 12), "here")
+    registration = memlock_error("reg mr", RdmaCallError("ibv_reg_mr", 12), 1 << 20)
+    assert row.hint == MEMLOCK_HINT and queue.cause == registration.cause == Cause.MEMLOCK
+    assert MEMLOCK_HINT in queue.hint and MEMLOCK_HINT in registration.hint
+    assert MEMLOCK_HINT[1:] in CAUSES[Cause.MEMLOCK][1]
