@@ -95,15 +95,16 @@ lab-watch-test: venv
 lab-shell-test: venv
 	RDMACLI_LAB_CPUS=$(LAB_HALF_CPUS) $(BIN)/python -m pytest -m labvm --require-rdma -p no:cacheprovider -q tests
 
-# Two stages (scripts/lanes): lint and the unit suite on the host, lab shell's boot beside them;
-# then the mesh suite's boot (two emulated CPUs, its timing cases need them) with the rdma
-# suite's two halves beside it, boots of one emulated CPU each at a lower priority (`beside:`,
-# nice 10): they take what the mesh's VM leaves of this machine's two cores, which is most of
-# the time half of them, and a tenth of a core when it takes both. Each suite's time is printed,
-# each line prefixed with its suite; CI has 90 minutes and the goal is 40 on this machine kind
-# (figures: docs/contributing.md). (On a host with RDMA devices the rdma halves are one lane.)
-LAB_BESIDE := $(if $(HAS_RDMA),"beside:lab-test-a lab-test-b","beside:lab-test-a" "beside:lab-test-b")
-STAGES := "lint unit" "lab-shell-test" -- lab-mesh-test $(LAB_BESIDE)
+# Two stages (scripts/lanes): the unit suite alone on the host (its cases with real agents and
+# slots keep their timing); then the mesh suite's boot (two emulated CPUs: its timing cases need
+# them) with two `beside:` lanes at nice 10: lint then the rdma suite's half a, lab shell's boot
+# then half b (the rdma halves: boots of one emulated CPU each). They take what the mesh's VM
+# leaves of this machine's two cores, most of the time one of them, and a tenth of a core when it
+# takes both. Each suite's time is printed, each line prefixed with its suite; CI has 90 minutes
+# and the goal is 40 on this machine kind (docs/contributing.md). On a host with RDMA devices the
+# rdma halves are one lane (they would share its ports).
+LAB_BESIDE := $(if $(HAS_RDMA),"beside:lint lab-shell-test lab-test-a lab-test-b","beside:lint lab-test-a" "beside:lab-shell-test lab-test-b")
+STAGES := unit -- lab-mesh-test $(LAB_BESIDE)
 test: venv
 	@t0=$$(date +%s); MAKE="$(MAKE)" scripts/lanes $(STAGES); rc=$$?; \
 	echo "make test: all suites took $$(( $$(date +%s) - t0 )) s"; exit $$rc
