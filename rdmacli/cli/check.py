@@ -177,7 +177,7 @@ def judge(expects, only, watch_state, state_dir, rebaseline) -> list[dict]:
     base, why = (None, "") if rebaseline else baseline.load(path)
     if why:
         rows.append(Check("counters", "warn", why))
-    counter_rows, kept = baseline.judge(base, baseline.snapshot(judged), baseline.boot_id())
+    counter_rows, kept = baseline.judge(base, baseline.snapshot(judged), baseline.boot_id(), scope=only)
     if rebaseline:
         counter_rows = [Check("counters", "info", "baseline taken again (--rebaseline)")]
     rows += counter_rows

@@ -153,10 +153,21 @@ def save(path: str, base: Baseline) -> str:
 
 
 def judge(
-    base: Baseline | None, now_counts: dict[str, dict[str, int]], boot: str, now: float | None = None
+    base: Baseline | None,
+    now_counts: dict[str, dict[str, int]],
+    boot: str,
+    now: float | None = None,
+    scope: set[str] | None = None,
 ) -> tuple[list[Check], Baseline]:
-    """The counter rows and the baseline to keep."""
+    """The counter rows and the baseline to keep. `scope`: the devices judged (--device); the
+    baseline's other ports are kept as they are, neither judged nor gone."""
     now = time.time() if now is None else now
+    if base is not None and scope is not None:
+        inside = {k: v for k, v in base.ports.items() if k.split("/")[0] in scope}
+        said, part = judge(Baseline(base.boot, base.since, inside), now_counts, boot, now)
+        if (part.boot, part.since) == (base.boot, base.since):  # not taken again, not rolled:
+            part.ports.update({k: v for k, v in base.ports.items() if k not in inside})  # the rest stand
+        return said, part
     if base is None or base.boot != boot:
         why = "first check" if base is None else "first check since the host booted"
         row = Check("counters", "info", f"{why}: baseline taken; the counters are judged from the next check")

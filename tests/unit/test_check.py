@@ -280,3 +280,12 @@ def test_the_shipped_npd_config_keeps_node_problem_detectors_rules():
             deadline < seconds(rule["timeout"]) <= seconds(cfg["timeout"]) < seconds(cfg["invoke_interval"])
         )
         assert rule["path"].startswith("/")
+
+
+def test_a_check_of_some_devices_neither_judges_nor_forgets_the_others(tmp_path, host):
+    make_port(host, "rxe1")
+    assert doc_of(tmp_path)["exit_code"] == 0  # the baseline knows both
+    doc = doc_of(tmp_path, "-d", "rxe1")
+    assert doc["exit_code"] == 0 and not any("rxe0" in c["check"] for c in doc["data"]["checks"]), failed(doc)
+    set_counts(host, "rxe0", 1, {"link_downed": 1})
+    assert failed(doc_of(tmp_path))[0].startswith("counters rxe0/1: link_downed +1")  # still its baseline
