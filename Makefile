@@ -97,9 +97,9 @@ lab-shell-test: venv
 
 # Two stages (scripts/lanes): the unit suite alone on the host (its cases with real agents and
 # slots keep their timing); then the mesh suite's boot (two emulated CPUs: its timing cases need
-# them) with two `beside:` lanes at nice 10: lint then the rdma suite's half a, lab shell's boot
+# them) with two `beside:` lanes at nice 5: lint then the rdma suite's half a, lab shell's boot
 # then half b (the rdma halves: boots of one emulated CPU each). They take what the mesh's VM
-# leaves of this machine's two cores, most of the time one of them, and a tenth of a core when it
+# leaves of this machine's two cores, most of the time one of them, and a quarter of a core when it
 # takes both. Each suite's time is printed, each line prefixed with its suite; CI has 90 minutes
 # and the goal is 40 on this machine kind (docs/contributing.md). On a host with RDMA devices the
 # rdma halves are one lane (they would share its ports).
