@@ -95,16 +95,13 @@ lab-watch-test: venv
 lab-shell-test: venv
 	RDMACLI_LAB_CPUS=$(LAB_HALF_CPUS) $(BIN)/python -m pytest -m labvm --require-rdma -p no:cacheprovider -q tests
 
-# Two stages (scripts/lanes): the unit suite alone on the host (its cases with real agents and
-# slots keep their timing); then the mesh suite's boot (two emulated CPUs: its timing cases need
-# them) with two `beside:` lanes at nice 5: lint then the rdma suite's half a, lab shell's boot
-# then half b (the rdma halves: boots of one emulated CPU each). They take what the mesh's VM
-# leaves of this machine's two cores, most of the time one of them, and a quarter of a core when it
-# takes both. Each suite's time is printed, each line prefixed with its suite; CI has 90 minutes
-# and the goal is 40 on this machine kind (docs/contributing.md). On a host with RDMA devices the
-# rdma halves are one lane (they would share its ports).
-LAB_BESIDE := $(if $(HAS_RDMA),"beside:lint lab-shell-test lab-test-a lab-test-b","beside:lint lab-test-a" "beside:lab-shell-test lab-test-b")
-STAGES := unit -- lab-mesh-test $(LAB_BESIDE)
+# Three stages (scripts/lanes): lint and the unit suite on the host, lab shell's boot beside
+# them; then the rdma suite's two halves side by side, boots of one emulated CPU each (a lab case
+# is mostly one Python at a time: such a boot keeps one of this machine's two cores busy); then
+# the mesh suite alone with both CPUs. Each suite's time is printed, each line prefixed with its
+# suite; CI has 90 minutes and the goal is 40 on this machine kind (figures: docs/contributing.md).
+# (On a host with RDMA devices the rdma halves are one lane: LAB_HALVES.)
+STAGES := "lint unit" "lab-shell-test" -- $(LAB_HALVES) -- lab-mesh-test
 test: venv
 	@t0=$$(date +%s); MAKE="$(MAKE)" scripts/lanes $(STAGES); rc=$$?; \
 	echo "make test: all suites took $$(( $$(date +%s) - t0 )) s"; exit $$rc

@@ -61,21 +61,3 @@ def test_a_failure_stops_its_lane_but_every_stage_still_runs(tmp_path):
     assert "never" not in started and "after" in started, events
     assert "make test: fail1 FAILED (exit 2)" in out, out
     assert out.rstrip().endswith("suites: 2 passed, 1 failed"), out
-
-
-def test_a_lane_beside_runs_its_suites_niced_and_the_others_at_their_own_priority(tmp_path):
-    log = tmp_path / "nice"
-    fake = tmp_path / "fake-make"
-    fake.write_text(f'#!/bin/sh\necho "$2 $(nice)" >> {log}\n')
-    fake.chmod(0o755)
-    r = subprocess.run(
-        [str(ROOT / "scripts" / "lanes"), "mine", "beside:theirs1 theirs2"],
-        env={**os.environ, "MAKE": str(fake), "BESIDE_NICE": "7"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0 and r.stdout.rstrip().endswith("suites: 3 passed, 0 failed"), r.stdout
-    base = os.nice(0)
-    said = dict(line.split() for line in log.read_text().splitlines())
-    assert said == {"mine": str(base), "theirs1": str(min(base + 7, 19)), "theirs2": str(min(base + 7, 19))}
