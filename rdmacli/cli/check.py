@@ -17,15 +17,6 @@ DEADLINE_MAX_S = 50.0  # under Slurm's 60 s kill of a HealthCheckProgram
 CONFIGS = {"nhc": "rdmacli.nhc", "npd": "npd-rdmacli.json"}  # rdmacli/diag/schedulers/
 
 
-def program_words() -> list[str]:
-    """The command that runs this rdmacli: the `rdmacli` script beside this interpreter, else
-    the interpreter with -m."""
-    import os
-
-    script = os.path.join(os.path.dirname(sys.executable), "rdmacli")
-    return [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "rdmacli"]
-
-
 def config_text(name: str) -> str:
     """A shipped scheduler config with this install's rdmacli in it (RDMACLI in the file)."""
     import json
@@ -33,6 +24,7 @@ def config_text(name: str) -> str:
     import shlex
 
     from rdmacli import diag
+    from rdmacli.watch.service import program_words
 
     with open(os.path.join(os.path.dirname(diag.__file__), "schedulers", CONFIGS[name])) as f:
         text = f.read()
@@ -132,7 +124,7 @@ def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt,
             rows = _within(deadline, work)
         except RdmacliError as exc:
             if fmt in ("nhc", "npd", "line"):  # its line says it could not judge (NPD: Unknown)
-                click.echo(_unknown(fmt, exc.message))
+                _one_line(fmt, [], [{"check": "could not judge:", "detail": exc.message}])
             raise
         failed = [r for r in rows if r["verdict"] == "fail"]
         outcome = Outcome(
@@ -163,6 +155,7 @@ def judge(expects, only, watch_state, state_dir, rebaseline) -> list[dict]:
     from rdmacli.diag.devices import list_devices
     from rdmacli.diag.doctor import Check
     from rdmacli.errors import Cause, no_device
+    from rdmacli.watch import PORT
     from rdmacli.watch.service import state_path
     from rdmacli.watch.word import fabric_checks
 
@@ -183,7 +176,7 @@ def judge(expects, only, watch_state, state_dir, rebaseline) -> list[dict]:
     rows += counter_rows
     if problem := baseline.save(path, kept):
         rows.append(Check("counters", "warn", problem, "give --state-dir a directory this user can write"))
-    rows += fabric_checks(watch_state or state_path(7590))
+    rows += fabric_checks(watch_state or state_path(PORT))
     rows += health.host_checks()
     return [r.to_dict() for r in rows]
 
@@ -219,17 +212,6 @@ def _within(deadline: float, work):
 
 def _words(failed: list[dict]) -> str:
     return "; ".join(f"{r['check']}: {r['detail']}" for r in failed)
-
-
-def _unknown(fmt: str, message: str) -> str:
-    import socket
-
-    from rdmacli.render import health
-
-    words = health.one_line(f"{health.PREFIX}could not judge: {message}")
-    if fmt == "line":
-        return f"{health.one_line(socket.gethostname())} | ERROR: {words}"[: health.REASON_MAX]
-    return words[: health.NPD_MAX if fmt == "npd" else health.REASON_MAX]
 
 
 def _one_line(fmt: str, rows: list[dict], failed: list[dict]) -> None:

@@ -16,6 +16,7 @@ from rdmacli.rdma.addr import format_gid
 from rdmacli.rdma.constants import IB_MTU_BYTES
 
 SYSFS = "/sys/class/infiniband"
+DEVICE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # an RDMA device name (IB_DEVICE_NAME_MAX is 64)
 NET = "/sys/class/net"
 
 
@@ -272,8 +273,12 @@ def port_rate_gbps(device: str | None, port: int) -> float | None:
     """The port's line rate from sysfs (`rate`: "100 Gb/sec (4X EDR)"), or None."""
     if not device or "/" in device:
         return None
-    text = read_sysfs(os.path.join(SYSFS, device, "ports", str(port), "rate")) or ""
+    return rate_gbps(read_sysfs(os.path.join(SYSFS, device, "ports", str(port), "rate")))
+
+
+def rate_gbps(rate: str | None) -> float | None:
+    """sysfs `rate` ("100 Gb/sec (4X EDR)") as Gb/s, or None."""
     try:
-        return float(text.split()[0])
+        return float((rate or "").split()[0])
     except (ValueError, IndexError):
         return None

@@ -14,13 +14,12 @@ milliseconds and cannot hang on a driver; its deadline (cli/check.py) is a backs
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
+from rdmacli.diag.devices import DEVICE_NAME, rate_gbps
 from rdmacli.diag.doctor import Check
 from rdmacli.errors import Cause
 
-DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # an RDMA device name (IB_DEVICE_NAME_MAX is 64)
 MAX_RATE_GBPS = 3200.0  # above any port's line rate (XDR 4x is 800 Gb/s)
 
 
@@ -37,7 +36,7 @@ class Expect:
         """Raises ValueError with the words a person reads."""
         where, eq, rate = text.partition("=")
         device, colon, port = where.rpartition(":")
-        if not (eq and colon and DEVICE.fullmatch(device) and port.isdigit() and 1 <= int(port) <= 255):
+        if not (eq and colon and DEVICE_NAME.fullmatch(device) and port.isdigit() and 1 <= int(port) <= 255):
             raise ValueError(f"{text!r} is not DEVICE:PORT=GBPS (e.g. mlx5_0:1=400)")
         try:
             gbps = float(rate)
@@ -46,14 +45,6 @@ class Expect:
         if not 0 < gbps <= MAX_RATE_GBPS:
             raise ValueError(f"{text!r}: the rate is Gb/s, above 0 and at most {MAX_RATE_GBPS:g}")
         return cls(device, int(port), gbps)
-
-
-def rate_gbps(rate: str | None) -> float | None:
-    """sysfs `rate` ("100 Gb/sec (4X EDR)") as Gb/s, or None."""
-    try:
-        return float((rate or "").split()[0])
-    except (ValueError, IndexError):
-        return None
 
 
 def needs_ip(port) -> bool:
@@ -116,11 +107,6 @@ def host_checks() -> list[Check]:
 
     rows = doctor.check_memlock() + doctor.check_data_path()
     return [Check(c.check, "warn" if c.verdict == "fail" else c.verdict, c.detail, c.hint) for c in rows]
-
-
-def judged(checks: list[Check]) -> list[Check]:
-    """The failed rows, in order: what makes the node unhealthy."""
-    return [c for c in checks if c.verdict == "fail"]
 
 
 def state_dir_default() -> str:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 from dataclasses import asdict, dataclass
 
 from rdmacli.diag.devices import (
+    DEVICE_NAME,
     SYSFS,
     listdir,
     natural,
@@ -30,7 +30,7 @@ from rdmacli.diag.devices import (
 from rdmacli.diag.local import netdev_address
 from rdmacli.transports import ROCE
 
-DEVICE = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # an RDMA device name (IB_DEVICE_NAME_MAX is 64)
+DEVICE = DEVICE_NAME  # an RDMA device name (diag.devices says it once)
 MAX_RAILS = 16
 
 

@@ -55,6 +55,7 @@ TRANSITIONS: dict[State, dict[Event, State]] = {
     S.FLAPPING: {E.GOOD: S.FLAPPING, E.BAD: S.FLAPPING, E.QUIET: S.OK},
 }  # fmt: skip
 ALERTED = frozenset((State.BAD, State.CLEARING, State.FLAPPING))  # named in reports and /metrics
+NAMED = frozenset(s.value for s in ALERTED)  # the same, as the state file says them
 
 
 def _knob(default: int, least: int, help: str):

@@ -29,11 +29,16 @@ STATE_DIR = "/run/rdmacli"
 UNIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdmacli-watch.service")
 
 
-def this_program() -> str:
-    """The command that runs this rdmacli, as a unit's ExecStart says it: the `rdmacli` script
-    beside this interpreter (a venv's, pipx's, the system's), else the interpreter with -m."""
+def program_words() -> list[str]:
+    """The command that runs this rdmacli: the `rdmacli` script beside this interpreter (a
+    venv's, pipx's, the system's), else the interpreter with -m."""
     script = os.path.join(os.path.dirname(sys.executable), "rdmacli")
-    words = [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "rdmacli"]
+    return [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "rdmacli"]
+
+
+def this_program() -> str:
+    """program_words as a unit's ExecStart says them."""
+    words = program_words()
     # systemd's own quoting: a word with a space in double quotes, its specifiers and $ doubled
     return " ".join((f'"{w}"' if " " in w else w).replace("%", "%%").replace("$", "$$") for w in words)
 

@@ -16,11 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rdmacli.mesh.blame import LIARS
-from rdmacli.watch.hysteresis import ALERTED, State
+from rdmacli.watch.hysteresis import NAMED, State
 from rdmacli.watch.judge import DEAD, SLOW
 from rdmacli.watch.statefile import Refused, StateDoc
-
-NAMED = {s.value for s in ALERTED}
 
 
 @dataclass

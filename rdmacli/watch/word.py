@@ -15,11 +15,10 @@ from typing import Any
 
 from rdmacli.diag.doctor import Check
 from rdmacli.errors import Cause
-from rdmacli.watch.hysteresis import ALERTED
+from rdmacli.mesh.contract import MAX_RAILS
+from rdmacli.watch.hysteresis import NAMED
 
 MAX_STATE_BYTES = 16 << 20  # the watch state of a 1000-node x 8-rail fabric is about 1.3 MB
-MAX_RAILS = 16
-NAMED = {s.value for s in ALERTED}
 STALE_WINDOWS = 3  # a watch state older than this many of its periods is not the fabric's word now
 STALE_FLOOR_S = 600.0
 SEE_STATUS = "its partners' probes fail through it: `rdmacli watch status` shows the fabric's view"
@@ -39,7 +38,7 @@ def read_watch_state(path: str, now: float | None = None) -> tuple[list[FabricWo
     """The local agent's verdicts on this node's NICs, or None with why there are none (no
     agent here, a stale or unreadable state). The file is checked as untrusted input (the
     state file's own NicEntry rules): a bad one is said, never taken."""
-    from rdmacli.watch.statefile import TYPE, NicEntry, Refused
+    from rdmacli.watch.statefile import TYPE, NicEntry, Refused, _num
 
     try:
         with open(path, "rb") as f:
@@ -68,9 +67,7 @@ def read_watch_state(path: str, now: float | None = None) -> tuple[list[FabricWo
         return None, f"{path}: {exc}"
     at: Any = doc.get("time")
     period: Any = doc.get("period_s")
-    if not all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e13 for v in (at, period)
-    ):
+    if not (_num(at) and _num(period)):  # the state file's own bound of a time
         return None, f"{path}: its time is not a time"
     now = time.time() if now is None else now
     stale = max(STALE_WINDOWS * period, STALE_FLOOR_S)
