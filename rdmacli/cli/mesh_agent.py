@@ -14,7 +14,6 @@ import click
 
 from rdmacli.cli import HELP
 from rdmacli.cli.app import file_option
-from rdmacli.mesh.nodes import rank_of_host
 from rdmacli.outcome import dumps
 
 RANK_ENV = ("SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
@@ -80,6 +79,9 @@ def command(rank, rank_from_env, rank_from_host, spec_file, stop_on_eof):
         run_id = spec.run_id
         if rank is None:  # --rank-from-host: found among the run's names
             import socket
+
+            # only here: mesh.nodes and its checks are ~70 ms of an agent's start under TCG
+            from rdmacli.mesh.nodes import rank_of_host
 
             node = os.environ.get(NODE_ENV) or socket.gethostname()
             rank = rank_of_host(spec.names, node)

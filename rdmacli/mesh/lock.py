@@ -12,12 +12,21 @@ import errno
 import fcntl
 import os
 import stat
-import tempfile
 
 from rdmacli.engine.status import port_in_use
 from rdmacli.errors import Cause, RdmacliError
 
-LOCK_DIRS = ("/run/lock", tempfile.gettempdir())
+# /run/lock, then the temp directory: found when first needed (tempfile, with shutil, bz2 and lzma
+# under it, is ~60 ms of an agent's start under TCG, and a fleet launch waits for its slowest agent)
+LOCK_DIRS: tuple[str, ...] | None = None
+
+
+def lock_dirs() -> tuple[str, ...]:
+    if LOCK_DIRS is not None:
+        return LOCK_DIRS
+    import tempfile
+
+    return ("/run/lock", tempfile.gettempdir())
 
 
 class Held:
@@ -54,7 +63,7 @@ def hold_port(run_id: str, address: str, port: int) -> tuple[Held | None, Rdmacl
     no lock can be made (the bind check still runs). As root nothing else is written: not
     through a link, not a FIFO or device, not a file with another name (a hard link) or owner."""
     name = f"rdmacli-mesh-{address}-{port}.lock"
-    for d in LOCK_DIRS:
+    for d in lock_dirs():
         path = os.path.join(d, name)
         for _ in range(3):  # the file a holder removed as we locked it: the path afresh
             got = _hold(path, run_id, address, port)
