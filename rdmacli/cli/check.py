@@ -78,7 +78,7 @@ def _expect(ctx, param, values):
     default=DEADLINE_S,
     show_default=True,
     metavar="SECONDS",
-    help="End by then, judged or not (exit 6: could not judge in time).",
+    help="End by then, judged (and with --slurm acted on) or not (exit 6: could not judge in time).",
 )
 @click.option(
     "--format",
@@ -91,12 +91,25 @@ def _expect(ctx, param, values):
 )
 @click.option("--json", "json_mode", is_flag=True, help="Print one JSON summary document (as --format json).")
 @click.option(
+    "--slurm",
+    is_flag=True,
+    help="Act on the verdict as Slurm's HealthCheckProgram: drain this node with reason 'rdmacli: ...', "
+    "resume it when healthy again; a drain whose reason is not rdmacli's is never touched.",
+)
+@click.option(
+    "--slurm-node",
+    metavar="NAME",
+    help="This node's name in Slurm (default $SLURMD_NODENAME, else the short hostname).",
+)
+@click.option("--dry-run", is_flag=True, help="With --slurm: say the scontrol line, do not run it.")
+@click.option(
     "--print-config",
     type=click.Choice(sorted(CONFIGS)),
     help="Print the shipped NHC check (nhc) or node-problem-detector plugin config (npd), calling "
     "this install's rdmacli, and exit.",
 )
-def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt, json_mode, print_config):
+def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt, json_mode, slurm,
+            slurm_node, dry_run, print_config):  # fmt: skip
     """Judge this node's RDMA health: every port up at its rate with its address, the error
     counters a healthy NIC does not move (since the last check), a device gone since then, and
     the fabric's word on its NICs from the local watch agent. Reads sysfs and two files; opens
@@ -104,7 +117,9 @@ def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt,
 
     Exits 0 healthy (no RDMA device at all is unhealthy), 1 unhealthy (the reason is the first
     failed row), 2 usage, 3 and above could not judge (6: the deadline passed): what
-    node-problem-detector reads as Unknown.
+    node-problem-detector reads as Unknown. With --slurm the exit code is still the verdict's
+    (as NHC's is); a node that could not be judged is neither drained nor resumed, and a failed
+    scontrol is exit 3 with its words.
     """
     from rdmacli.cli.ending import finish
     from rdmacli.errors import RdmacliError
@@ -116,8 +131,14 @@ def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt,
 
     fmt = "json" if json_mode else fmt
     app = App.from_context(json_mode=fmt == "json")
-    params = params_of("expects devices watch_state state_dir rebaseline deadline fmt",
-                       expects=[f"{e.device}:{e.port}={e.gbps:g}" for e in expects])  # fmt: skip
+    if (slurm_node or dry_run) and not slurm:
+        raise click.UsageError("--slurm-node and --dry-run go with --slurm")
+    params = params_of("expects devices watch_state state_dir rebaseline deadline fmt slurm slurm_node",
+                       expects=[f"{e.device}:{e.port}={e.gbps:g}" for e in expects],
+                       slurm_node=(slurm_node or _slurm_name()) if slurm else None)  # fmt: skip
+    import time
+
+    end = time.monotonic() + deadline  # judged and acted on by then
     with app.errors("check", params):
         work = lambda: judge(expects, set(devices) or None, watch_state, state_dir, rebaseline)  # noqa: E731
         try:
@@ -127,13 +148,16 @@ def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt,
                 _one_line(fmt, [], [{"check": "could not judge:", "detail": exc.message}])
             raise
         failed = [r for r in rows if r["verdict"] == "fail"]
+        data: dict = {"checks": rows, "healthy": not failed}
+        if slurm:
+            data["slurm"] = _act(params["slurm_node"], failed, dry_run, end)
         outcome = Outcome(
             "check",
             params,
             failed=bool(failed),
             failed_words=_words(failed),
             counts={"checks": len(rows), "checks_failed": len(failed)},
-            data={"checks": rows, "healthy": not failed},
+            data=data,
         )
         if fmt in ("nhc", "npd", "line"):
             _one_line(fmt, rows, failed)
@@ -144,7 +168,34 @@ def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt,
 
         app.out.print(checks_table(rows, "rdmacli check", ["check", "verdict", "detail", "hint"]))
         app.out.print("healthy" if not failed else f"unhealthy: {_words(failed)}")
+        if slurm:
+            app.out.print(_slurm_words(data["slurm"], dry_run))
         sys.exit(outcome.exit_code)
+
+
+def _slurm_name() -> str:
+    """This node's Slurm name: slurmd sets SLURMD_NODENAME for its health check and prologs."""
+    import os
+    import socket
+
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def _act(node: str, failed: list[dict], dry_run: bool, end: float) -> dict:
+    """Drain or resume this node by the verdict (sched/slurm.py); the reason is the one line
+    NHC and the others are given (render/health.py)."""
+    from rdmacli.render.health import reason
+    from rdmacli.sched import slurm
+
+    return slurm.act(node, reason(failed) if failed else None, dry_run=dry_run, end=end).to_dict()
+
+
+def _slurm_words(done: dict, dry_run: bool) -> str:
+    import shlex
+
+    if done["command"] and dry_run:
+        return f"slurm: {done['node']}: would run: {shlex.join(done['command'])}"
+    return f"slurm: {done['node']}: {done['words']}"
 
 
 def judge(expects, only, watch_state, state_dir, rebaseline) -> list[dict]:
@@ -167,15 +218,17 @@ def judge(expects, only, watch_state, state_dir, rebaseline) -> list[dict]:
         rows = health.port_checks(found, list(expects), only)
     judged = [d for d in found if only is None or d.name in only]
     path = os.path.join(state_dir or health.state_dir_default(), baseline.FILE)
-    base, why = (None, "") if rebaseline else baseline.load(path)
-    if why:
-        rows.append(Check("counters", "warn", why))
-    counter_rows, kept = baseline.judge(base, baseline.snapshot(judged), baseline.boot_id(), scope=only)
-    if rebaseline:
-        counter_rows = [Check("counters", "info", "baseline taken again (--rebaseline)")]
-    rows += counter_rows
-    if problem := baseline.save(path, kept):
-        rows.append(Check("counters", "warn", problem, "give --state-dir a directory this user can write"))
+    with baseline.held(path):  # from load to save: a check beside this one loses nothing
+        base, why = (None, "") if rebaseline else baseline.load(path)
+        if why:
+            rows.append(Check("counters", "warn", why))
+        counter_rows, kept = baseline.judge(base, baseline.snapshot(judged), baseline.boot_id(), scope=only)
+        if rebaseline:
+            counter_rows = [Check("counters", "info", "baseline taken again (--rebaseline)")]
+        rows += counter_rows
+        if problem := baseline.save(path, kept):
+            hint = "give --state-dir a directory this user can write"
+            rows.append(Check("counters", "warn", problem, hint))
     rows += fabric_checks(watch_state or state_path(PORT))
     rows += health.host_checks()
     return [r.to_dict() for r in rows]

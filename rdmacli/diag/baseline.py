@@ -24,11 +24,14 @@ and replaced.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from rdmacli import counters
@@ -132,6 +135,27 @@ def load(path: str) -> tuple[Baseline | None, str]:
     if not ok or not isinstance(doc, dict) or not isinstance(ports, dict):
         return None, f"{path}: not a baseline of rdmacli check (taken again)"
     return Baseline(doc["boot"], float(doc["since"]), {k: dict(v) for k, v in ports.items()}), ""
+
+
+@contextlib.contextmanager
+def held(path: str) -> Iterator[None]:
+    """The baseline's lock (a file beside it, flock'd) from its load to its save: slurmd's check
+    every interval and an admin's `--rebaseline` at the same moment would otherwise lose one of
+    the two (the later save writes what it loaded before the other's). Waited for within the
+    check's deadline; where the lock cannot be had at all (a directory not ours), unlocked, and
+    the save says why it cannot keep the baseline."""
+    directory = os.path.dirname(path) or "."
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(directory, ".check.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def save(path: str, base: Baseline) -> str:

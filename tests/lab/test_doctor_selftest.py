@@ -139,6 +139,7 @@ def test_doctor_without_rdma_devices(lab):
 
 
 def test_doctor_port_whose_netdev_is_down(lab):
+    assert check(lab, "--rebaseline")[0] == 0  # its own baseline, whichever cases ran before
     try:
         sh("ip", "link", "set", CLIENT["netdev"], "down")
         wait_port_state(CLIENT["rxe"], "DOWN")
@@ -157,6 +158,89 @@ def test_doctor_port_whose_netdev_is_down(lab):
     finally:
         sh("ip", "link", "set", CLIENT["netdev"], "up")
         wait_lab_ready()
+
+
+HEALTH_S = 5  # slurmd's HealthCheckInterval here: real hosts run it every few minutes
+
+
+def test_check_as_slurms_health_check_drains_resumes_and_keeps_an_operators_drain(lab, tmp_path):
+    """Debian's slurmd runs `rdmacli check --slurm` as its HealthCheckProgram: a rail taken down
+    drains the node with rdmacli's reason within an interval or so; back up, the counters say
+    the link went down (Soft-RoCE counts it) until the admin takes the baseline again, and then
+    the next check resumes it. An operator's drain stays, with its words, through a fault and
+    its repair."""
+    import shlex
+
+    import slurmlab
+
+    from rdmacli.sched import slurm
+
+    name, rxe = slurmlab.node_name(), CLIENT["rxe"]
+    state, log, prog = tmp_path / "check", tmp_path / "health.log", tmp_path / "health-check"
+    state.mkdir()
+    check_cmd = [*lab.rdmacli, "check", "-d", rxe, "--state-dir", str(state), "--watch-state",
+                 str(state / "none")]  # fmt: skip
+    prog.write_text(  # slurmd gives its program a bare environment: the script says what it needs
+        f"#!/bin/sh\nexport SLURM_CONF={tmp_path}/slurm.conf PATH=/usr/sbin:/usr/bin:/sbin:/bin\n"
+        f"exec {shlex.join(check_cmd)} --slurm --format line >>{log} 2>&1\n"
+    )
+    prog.chmod(0o755)
+
+    def node(text: str) -> slurm.Node:
+        return slurm.parse_node(name, text)
+
+    def runs() -> list[str]:
+        return log.read_text().splitlines() if log.exists() else []
+
+    def scontrol(env, *args: str) -> None:
+        subprocess.run(["scontrol", *args], env=env, check=True, capture_output=True, text=True)
+
+    def rebaseline() -> None:
+        r = subprocess.run([*check_cmd, "--rebaseline"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    def next_runs(env, k: int) -> list[str]:
+        """The health check's next k runs (its log's lines), waited for: readiness, not time."""
+        seen, end = len(runs()), time.monotonic() + k * HEALTH_S + 120
+        while len(runs()) < seen + k:
+            assert time.monotonic() < end, runs()[-5:]
+            time.sleep(0.5)
+        return runs()[seen:]
+
+    within = 3 * HEALTH_S + 90  # an interval, the check's start under TCG, and room
+    with slurmlab.running(tmp_path, f"HealthCheckProgram={prog}\nHealthCheckInterval={HEALTH_S}\n") as env:
+        assert not node(slurmlab.show_node(env)).drained and runs(), runs()  # passed at slurmd's start
+        try:
+            sh("ip", "link", "set", CLIENT["netdev"], "down")
+            wait_port_state(rxe, "DOWN")
+            text = slurmlab.wait_node(env, lambda t: node(t).ours, "drained by rdmacli", within)
+            assert node(text).drained and node(text).reason.startswith(f"rdmacli: port {rxe}/1 DOWN"), text
+            r = subprocess.run(["sinfo", "-R", "-h", "-o", "%E|%U|%N"], capture_output=True, text=True,
+                               env=env)  # fmt: skip
+            said = r.stdout
+            assert said.startswith(f"rdmacli: port {rxe}/1 DOWN") and f"|root(0)|{name}" in said, said
+        finally:
+            sh("ip", "link", "set", CLIENT["netdev"], "up")
+            wait_lab_ready()
+        text = slurmlab.wait_node(env, lambda t: "link_downed" in node(t).reason, "reworded", within)
+        assert node(text).drained  # up again, but the link went down since the baseline: still drained
+        rebaseline()  # the admin, after the repair (beside slurmd's own runs: the baseline is locked)
+        slurmlab.wait_node(env, lambda t: not node(t).drained, "resumed", within)
+        operator = "maintenance: new optics (lab operator)"
+        scontrol(env, "update", f"NodeName={name}", "State=DRAIN", f"Reason={operator}")
+        try:
+            sh("ip", "link", "set", CLIENT["netdev"], "down")
+            wait_port_state(rxe, "DOWN")
+            assert any("ERROR: rdmacli: port" in line for line in next_runs(env, 2))
+            assert node(slurmlab.show_node(env)).reason == operator
+        finally:
+            sh("ip", "link", "set", CLIENT["netdev"], "up")
+            wait_lab_ready()
+        rebaseline()
+        assert next_runs(env, 2)[-1].endswith("| Healthy")
+        text = slurmlab.show_node(env)
+        assert node(text).drained and node(text).reason == operator, text  # healthy: still theirs
+        scontrol(env, "update", f"NodeName={name}", "State=RESUME")
 
 
 def test_doctor_memlock_too_small(lab):

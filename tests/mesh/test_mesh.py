@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+import slurmlab
 from meshlab import (
     ALL_NODES,
     KNOWN_CAUSES,
@@ -289,72 +290,11 @@ def test_ssh_launcher_in_clustershell_tree_mode_through_a_gateway(tmp_path, monk
     assert_no_agent_left()
 
 
-SLURM_CONF = """ClusterName=lab
-SlurmctldHost={host}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket={d}/munge.sock
-CredType=cred/munge
-StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
-SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-MpiDefault=none
-SchedulerType=sched/builtin
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-NodeName={host} CPUs={cpus} State=UNKNOWN
-PartitionName=lab Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
-"""
-
-
 @pytest.fixture
 def slurm(tmp_path):
     """A real single-node Slurm (munged, slurmctld, slurmd from Debian) in the lab VM."""
-    for tool in ("munged", "slurmctld", "slurmd", "srun", "sinfo"):
-        assert shutil.which(tool) or os.path.exists(f"/usr/sbin/{tool}"), (
-            f"{tool} missing (scripts/bootstrap)"
-        )
-    d = tmp_path
-    (d / "state").mkdir()
-    (d / "spool").mkdir()
-    key = d / "munge.key"
-    sh("dd", "if=/dev/urandom", f"of={key}", "bs=1024", "count=1")
-    key.chmod(0o600)
-    host = socket.gethostname().split(".")[0]
-    conf = d / "slurm.conf"
-    conf.write_text(SLURM_CONF.format(host=host, d=d, cpus=os.cpu_count() or 1))
-    # no systemd in the VM: slurmd makes its cgroup v2 scope itself, under a system.slice
-    (d / "cgroup.conf").write_text("CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n")
-    os.makedirs("/sys/fs/cgroup/system.slice", exist_ok=True)
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    sh("munged", "-f", f"--key-file={key}", f"--socket={d}/munge.sock", f"--pid-file={d}/munged.pid",
-       f"--log-file={d}/munged.log", f"--seed-file={d}/munged.seed")  # fmt: skip
-    subprocess.run(["slurmctld", "-c", "-f", str(conf)], check=True, env=env)
-    subprocess.run(["slurmd", "-c", "-f", str(conf)], check=True, env=env)
-    try:
-        end = time.monotonic() + 120
-        while True:  # ready when the node is idle
-            r = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, env=env)
-            if r.stdout.strip() == "idle":
-                break
-            assert time.monotonic() < end, f"slurm not idle after 120 s: {r.stdout} {r.stderr}"
-            time.sleep(0.5)
+    with slurmlab.running(tmp_path) as env:
         yield env
-    finally:
-        for pidfile in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
-            try:
-                os.kill(int((d / pidfile).read_text().split()[0]), 15)
-            except (OSError, ValueError):
-                pass
 
 
 def test_srun_launcher_in_a_real_slurm(slurm, monkeypatch):
