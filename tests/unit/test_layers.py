@@ -20,7 +20,7 @@ LAYERS = [
     {"render"},
     {"mesh", "lab"},
     {"probe"},
-    {"diag", "protocols"},
+    {"diag", "protocols", "sched"},
     {"engine"},
     {"backend"},
     {"rdma", "outcome", "native"},
