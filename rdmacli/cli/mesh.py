@@ -12,6 +12,7 @@ from rdmacli.cli.app import file_option, pairs_option, params_of, reported
 from rdmacli.mesh import plan as P
 from rdmacli.mesh.contract import MAX_ROUND_S, TEST_WORDS, TESTS, default
 from rdmacli.mesh.launch import LAUNCHERS
+from rdmacli.sched.slurm import MESH_PREFIX
 
 
 @click.command("mesh", context_settings=HELP)
@@ -177,15 +178,16 @@ from rdmacli.mesh.launch import LAUNCHERS
     help="Also write every pair's result, one JSON line each, gzip-compressed (the summary lists "
     "every pair up to 2000 of them, above that only those with trouble).",
 )
+@options.slurm_drain_options(MESH_PREFIX)
 @reported
-def command(prometheus_file, matrix_file, app, **given):
+def command(prometheus_file, matrix_file, slurm_drain, max_drain, dry_run, app, **given):
     """Test every pair of NODES over RDMA and tell a bad node from a bad link.
 
     NODES is a ClusterShell node set: node[001-128], 10.0.0.[1-8], @group. One agent
     (`rdmacli mesh-agent`) starts on each node; all compute the same round-robin schedule, so no
     node is in two tests at once and no controller is needed. In each pair the lower rank
     listens and the higher connects. Exit status 0 all pairs passed, 1 failures found, 2 usage,
-    3 environment, 6 incomplete.
+    3 environment, 6 incomplete (with --slurm-drain too: what was drained is data.slurm).
     """
     import os
 
@@ -201,6 +203,8 @@ def command(prometheus_file, matrix_file, app, **given):
         "slow_factor slow_fraction pairs_spec rotation"
     )
     with app.errors("mesh", params):
+        if dry_run and not slurm_drain:
+            raise click.UsageError("--dry-run goes with --slurm-drain")
         for option, path in (("--prometheus", prometheus_file), ("--matrix", matrix_file)):
             if path:  # found out now, by trying, not after the run
                 from rdmacli.render import files
@@ -233,6 +237,10 @@ def command(prometheus_file, matrix_file, app, **given):
                 outcome.warnings.append(
                     f"--prometheus: could not write {prometheus_file}: {exc.strerror or exc}"
                 )
+        if slurm_drain:
+            rows = (outcome.data or {}).get("nodes", [])
+            ran = [r["node"] for r in rows if r.get("agent") == "ran"]
+            options.act_on_verdict(outcome, ran, len(rows), MESH_PREFIX, max_drain, dry_run)
         live.rest(outcome)
         render = partial(print_mesh, rail=planned.request.show_rail) if outcome.data else None
         finish(app, outcome, render=render)

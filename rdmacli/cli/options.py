@@ -369,3 +369,52 @@ def output(f):
         return f(*args, app=app, show_events=show_events, **kw)
 
     return _event_options(reported(wrapper))
+
+
+def _max_drain(ctx, param, value):
+    from rdmacli.sched.drain import cap_of
+
+    try:
+        cap_of(value, 1)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    return value
+
+
+def slurm_drain_options(prefix: str):
+    """--slurm-drain, --max-drain and --dry-run: the fleet's verdict acted on in Slurm, said
+    once for mesh and watch status (sched/drain.py; `prefix` starts this front-end's reasons)."""
+    from rdmacli.sched.drain import DEFAULT_CAP, MAX_DRAIN_WORDS
+
+    return _compose(
+        click.option(
+            "--slurm-drain",
+            is_flag=True,
+            help=f"Drain in Slurm each node the verdict blames, or any of its NICs (reason '{prefix} ...'), "
+            "and resume the ones so drained that it clears; a drain with another reason is never touched.",
+        ),
+        click.option(
+            "--max-drain",
+            default=DEFAULT_CAP,
+            show_default=True,
+            metavar="N|P%",
+            callback=_max_drain,
+            help=f"With --slurm-drain: drain none when more nodes than this would be ({MAX_DRAIN_WORDS}): "
+            "a fault that wide is the fabric's or a switch's.",
+        ),
+        click.option("--dry-run", is_flag=True, help="With --slurm-drain: say the scontrol lines, run none."),
+    )
+
+
+def act_on_verdict(outcome, ran: list[str], nodes: int, prefix: str, max_drain: str, dry_run: bool) -> None:
+    """--slurm-drain after a run: data.slurm in the summary, and its words among the warnings
+    (a drain that failed, one over the cap, each node drained or resumed)."""
+    from rdmacli.sched import drain
+
+    if not outcome.data or "blame" not in outcome.data:
+        outcome.warnings.append("--slurm-drain: no verdict to act on: nothing drained or resumed")
+        return
+    p = drain.plan(outcome.data["blame"], ran, prefix)
+    done = drain.apply(p, drain.cap_of(max_drain, max(nodes, 1)), dry_run=dry_run)
+    outcome.data["slurm"] = done.to_dict()
+    outcome.warnings += done.words

@@ -13,6 +13,7 @@ import click
 import rdmacli.watch as defaults
 from rdmacli.cli import HELP, options
 from rdmacli.cli.app import App, file_option, json_reported, pairs_option, params_of
+from rdmacli.sched.slurm import WATCH_PREFIX
 from rdmacli.watch.hysteresis import Policy
 
 
@@ -235,8 +236,10 @@ def _no_constant(name: str):
     help="How rdmacli is run on the nodes (words, no shell).",
 )
 @pairs_option("between every two groups a period: the agents' own (it says how many partners a NIC has)")
+@options.slurm_drain_options(WATCH_PREFIX)
 @json_reported
-def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, pairs_spec, app) -> None:
+def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, pairs_spec, slurm_drain,
+           max_drain, dry_run, app) -> None:  # fmt: skip
     """Gather the agents' current verdicts for NODES and blame them as `mesh` does."""
     from rdmacli.cli.ending import finish
     from rdmacli.watch.gather import gather
@@ -245,6 +248,11 @@ def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, 
     with app.errors("watch status", params):
         from rdmacli.render.watch import status_view
 
+        if dry_run and not slurm_drain:
+            raise click.UsageError("--dry-run goes with --slurm-drain")
         outcome = gather(nodes, map_path, launcher, port, state_file, timeout, agent_command, params,
                          pairs_spec)  # fmt: skip
+        if slurm_drain:
+            ran = list(outcome.data.get("agents") or ())
+            options.act_on_verdict(outcome, ran, outcome.counts["nodes"], WATCH_PREFIX, max_drain, dry_run)
         finish(app, outcome, status_view)

@@ -15,14 +15,17 @@ its own; `act` reads the node, looks its row up and runs what it says.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass
 
 from rdmacli.errors import Cause, RdmacliError
 
-PREFIX = "rdmacli:"  # a drain reason of ours; NHC's are `NHC:`
+PREFIX = "rdmacli:"  # `check --slurm`'s drain reasons; NHC's are `NHC:`
+# the fleet's, one per front-end: each resumes only its own drains (a node check finds healthy
+# stays drained while the mesh still names its NIC)
+MESH_PREFIX, WATCH_PREFIX = "rdmacli mesh:", "rdmacli watch:"
+MAX_REASON = 200  # characters of a drain reason: readable in `sinfo -R`, a line in `scontrol show node`
 SCONTROL_S = 15.0  # one scontrol call's deadline (a HealthCheckProgram is killed after 60 s)
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a Slurm node name as slurm.conf has them
 DRAINED = frozenset({"DRAIN", "DRAINED", "DRAINING"})
@@ -41,9 +44,8 @@ class Node:
     def drained(self) -> bool:
         return bool(DRAINED & self.states)
 
-    @property
-    def ours(self) -> bool:
-        return self.reason.startswith(PREFIX)
+    def drained_by(self, prefix: str) -> bool:
+        return self.drained and self.reason.startswith(prefix)
 
 
 @dataclass(frozen=True)
@@ -74,12 +76,13 @@ RULES: dict[tuple[bool, bool, bool], tuple[str, str]] = {
 }
 
 
-def decide(node: Node, reason: str | None) -> Action:
-    """The row for this node and verdict (reason None: healthy)."""
-    verb, words = RULES[(reason is None, node.drained, node.ours)]
+def decide(node: Node, reason: str | None, prefix: str = PREFIX) -> Action:
+    """The row for this node and verdict (reason None: healthy); ours: a reason with `prefix`."""
+    ours = node.reason.startswith(prefix)
+    verb, words = RULES[(reason is None, node.drained, ours)]
     if verb == "drain" and node.drained and node.reason == reason:
         verb, words = "keep", "unhealthy, already drained by rdmacli for this"
-    if verb == "keep" and node.drained and not node.ours:
+    if verb == "keep" and node.drained and not ours:
         words += f" ({node.reason or 'no reason given'})"
     argv: tuple[str, ...] = ()
     if verb == "drain":
@@ -107,14 +110,17 @@ def parse_node(name: str, text: str) -> Node:
     return Node(name, states, reason)
 
 
-def _scontrol(argv: list[str], env: dict | None, end: float | None = None) -> subprocess.CompletedProcess:
-    """One scontrol call, ended at SCONTROL_S or at `end` (a monotonic time), whichever is first."""
+def call(argv: list[str], env: dict | None, end: float | None = None) -> subprocess.CompletedProcess:
+    """One call of a Slurm command (scontrol, sinfo), ended at SCONTROL_S or at `end` (a
+    monotonic time), whichever is first."""
     wait = SCONTROL_S if end is None else min(SCONTROL_S, end - time.monotonic())
     if wait <= 0:
         raise RdmacliError(f"no time left for {' '.join(argv[:2])} within --deadline",
                            hint="raise --deadline (at most 50 s)", cause=Cause.DEADLINE)  # fmt: skip
+    import shutil  # here: with bz2 and lzma beneath it, a cost `watch run`'s start need not pay
+
     if shutil.which(argv[0], path=(env or {}).get("PATH")) is None:
-        raise RdmacliError("scontrol not found on PATH", hint="install Slurm's client (slurm-client), or "
+        raise RdmacliError(f"{argv[0]} not found on PATH", hint="install Slurm's client (slurm-client), or "
                            "run where Slurm's commands are", cause=Cause.ENVIRONMENT)  # fmt: skip
     try:
         return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=wait,
@@ -125,7 +131,7 @@ def _scontrol(argv: list[str], env: dict | None, end: float | None = None) -> su
                            cause=Cause.ENVIRONMENT) from None  # fmt: skip
 
 
-def _said(r: subprocess.CompletedProcess) -> str:
+def said(r: subprocess.CompletedProcess) -> str:
     """scontrol's words, one line and bounded (the error renderer shows control characters)."""
     return " ".join((r.stderr or r.stdout or "").split())[:200] or "no words"
 
@@ -133,11 +139,11 @@ def _said(r: subprocess.CompletedProcess) -> str:
 def read_node(name: str, env: dict | None = None, end: float | None = None) -> Node:
     if not NODE_NAME.fullmatch(name):
         raise RdmacliError(f"{name[:80]!r} is not a Slurm node name", cause=Cause.USAGE)
-    r = _scontrol(["scontrol", "show", "node", name], env, end)
+    r = call(["scontrol", "show", "node", name], env, end)
     if r.returncode != 0:
         known = "not found" not in (r.stderr + r.stdout).lower()
         raise RdmacliError(
-            f"scontrol show node {name}: exit {r.returncode}: {_said(r)}",
+            f"scontrol show node {name}: exit {r.returncode}: {said(r)}",
             hint="is slurmctld up (scontrol ping)?" if known else f"Slurm does not know a node {name}: "
             "give --slurm-node its name in slurm.conf",
             cause=Cause.ENVIRONMENT,
@@ -145,17 +151,17 @@ def read_node(name: str, env: dict | None = None, end: float | None = None) -> N
     return parse_node(name, r.stdout)
 
 
-def act(name: str, reason: str | None, *, dry_run: bool = False, env: dict | None = None,
-        end: float | None = None) -> Action:  # fmt: skip
+def act(name: str, reason: str | None, *, prefix: str = PREFIX, dry_run: bool = False,
+        env: dict | None = None, end: float | None = None) -> Action:  # fmt: skip
     """Read the node, decide, and (unless dry_run) run the scontrol line, all by `end` (a
     monotonic time). A failed update is an error naming scontrol's words and exit code; a drain
     that is not ours is never touched. (Between the read and the update an operator may drain
     the node too: scontrol has no compare-and-set, and the update then rewords their drain.)"""
-    action = decide(read_node(name, env, end), reason)
+    action = decide(read_node(name, env, end), reason, prefix)
     if not action.argv or dry_run:
         return action
-    r = _scontrol(list(action.argv), env, end)
+    r = call(list(action.argv), env, end)
     if r.returncode != 0:
-        words = f"scontrol update NodeName={name} ({action.verb}): exit {r.returncode}: {_said(r)}"
+        words = f"scontrol update NodeName={name} ({action.verb}): exit {r.returncode}: {said(r)}"
         raise RdmacliError(words, hint="run it as root or as SlurmUser", cause=Cause.ENVIRONMENT)
     return Action(action.node, action.verb, action.words, action.argv, done=True)

@@ -213,7 +213,8 @@ def test_check_as_slurms_health_check_drains_resumes_and_keeps_an_operators_drai
         try:
             sh("ip", "link", "set", CLIENT["netdev"], "down")
             wait_port_state(rxe, "DOWN")
-            text = slurmlab.wait_node(env, lambda t: node(t).ours, "drained by rdmacli", within)
+            ours = lambda t: node(t).drained_by(slurm.PREFIX)  # noqa: E731
+            text = slurmlab.wait_node(env, ours, "drained by rdmacli", within)
             assert node(text).drained and node(text).reason.startswith(f"rdmacli: port {rxe}/1 DOWN"), text
             r = subprocess.run(["sinfo", "-R", "-h", "-o", "%E|%U|%N"], capture_output=True, text=True,
                                env=env)  # fmt: skip

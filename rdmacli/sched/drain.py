@@ -1,0 +1,157 @@
+"""The fleet's verdict acted on: `mesh --slurm-drain` and `watch status --slurm-drain` drain the
+nodes it blames and resume the ones they drained that it now clears, within a cap.
+
+Which nodes, by a stated policy (POLICY): a node blamed, or any of its NICs, is drained (a node
+with one dead rail of eight cannot run the jobs that need all eight); a link is never a node's
+drain (it has two ends, and the cable or the switch port between them may be the fault), nor are
+pairs left unexplained or disputed, nor a node named only for its agent (it did not run, was late)
+or for inconsistent reports (its word is in doubt, not its fabric). A node is cleared, and so may
+be resumed, only when its agent ran and nothing in the verdict touches it.
+
+The cap: more nodes to drain than --max-drain (a count, or a share of the run's nodes; default
+DEFAULT_CAP) drains none of them, and the words say why: a fabric-wide fault or a broken switch
+must not empty the cluster. Liars cannot drain an innocent beyond what they can get blamed, and
+blame already tolerates them (mesh/blame.py: more than f partner nodes and a share of its pairs).
+
+One `sinfo -R` finds the nodes this front-end drained before (its own reason prefix); every node
+acted on is read and updated through sched/slurm.py's table, so an operator's drain, NHC's or
+`check --slurm`'s is never touched. What the coordinator holds grows with trouble, not with nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+
+from rdmacli.errors import Cause, RdmacliError
+from rdmacli.sched import slurm
+
+DEFAULT_CAP = "10%"
+NOT_DRAINED_FOR = frozenset({"AGENT", "INCONSISTENT"})  # short causes: the node's word, not its fabric
+POLICY = ("a node blamed, or any of its NICs, is drained; links, unexplained and disputed pairs, "
+          "and a node named only for its agent or inconsistent reports are not")  # fmt: skip
+MAX_DRAIN_WORDS = "a count of nodes (3) or a share of the run's (10%)"
+
+
+def cap_of(spec: str, nodes: int) -> int:
+    """--max-drain's nodes: N, or P% of the run's nodes rounded down (at least one where P > 0)."""
+    m = re.fullmatch(r"(\d{1,6})(%?)", spec.strip())
+    if not m or (m.group(2) and int(m.group(1)) > 100):
+        raise ValueError(f"{spec[:40]!r} is not {MAX_DRAIN_WORDS}")
+    k = int(m.group(1))
+    if not m.group(2):
+        return k
+    return max(1, math.floor(nodes * k / 100)) if k else 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the verdict asks: node -> reason to drain it for; nodes it clears."""
+
+    prefix: str
+    drain: dict[str, str] = field(default_factory=dict)
+    clear: tuple[str, ...] = ()
+
+
+def _codes(entry: dict) -> list[str]:
+    """An entry's short causes, most first: mesh's {code: pairs}, watch's [codes] or its cause."""
+    causes = entry.get("causes")
+    if isinstance(causes, dict):
+        return [c for c, _ in sorted(causes.items(), key=lambda kv: -kv[1])]
+    if isinstance(causes, list):
+        return [str(c) for c in causes]
+    return [str(entry["cause"])] if entry.get("cause") else []
+
+
+def _line(text: str) -> str:
+    """One printable line (a device name an agent gave reaches a reason only this way)."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
+def plan(blame: dict, ran: list[str], prefix: str) -> Plan:
+    """From a verdict's blame (the summary's data.blame, mesh's or watch status's) and the nodes
+    whose agents ran (answered): what to drain and what is cleared."""
+    drain: dict[str, list[str]] = {}
+    touched: set[str] = set()
+    for kind in ("nodes", "nics"):
+        for entry in blame.get(kind, []):
+            touched.add(entry["node"])
+            codes = _codes(entry)
+            if not codes or set(codes) <= NOT_DRAINED_FOR:
+                continue
+            what = "node" if kind == "nodes" else f"rail {entry.get('rail', 0)}" + (
+                f" ({entry['device']})" if entry.get("device") else "")  # fmt: skip
+            drain.setdefault(entry["node"], []).append(f"{what} {', '.join(codes[:3])}")
+    for kind in ("links", "unexplained", "disputed"):
+        for entry in blame.get(kind, []):
+            touched.update((entry["a"], entry["b"]))
+    clear = tuple(n for n in ran if n not in touched)
+    reasons = {n: _line(f"{prefix} {'; '.join(w)}")[: slurm.MAX_REASON] for n, w in drain.items()}
+    return Plan(prefix, reasons, clear)
+
+
+@dataclass
+class Done:
+    """What the drain did, node by node, for the summary's data.slurm and the words."""
+
+    policy: str = POLICY
+    cap: int = 0
+    over_cap: bool = False
+    dry_run: bool = False
+    actions: list[dict] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)
+    words: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy, "cap": self.cap, "over_cap": self.over_cap, "dry_run": self.dry_run,
+                "actions": self.actions, "errors": self.errors}  # fmt: skip
+
+
+def drained_by(prefix: str, env: dict | None = None, end: float | None = None) -> set[str]:
+    """The nodes whose drain reason is this front-end's: one `sinfo -R`, a line per node."""
+    r = slurm.call(["sinfo", "-R", "-h", "-N", "-o", "%N|%E"], env, end)
+    if r.returncode != 0:
+        raise RdmacliError(f"sinfo -R: exit {r.returncode}: {slurm.said(r)}",
+                           hint="is slurmctld up (scontrol ping)?", cause=Cause.ENVIRONMENT)  # fmt: skip
+    out = set()
+    for line in r.stdout.splitlines()[: 100 * 1000]:
+        name, _, reason = line.partition("|")
+        if reason.startswith(prefix) and slurm.NODE_NAME.fullmatch(name.strip()):
+            out.add(name.strip())
+    return out
+
+
+def apply(p: Plan, cap: int, *, dry_run: bool = False, env: dict | None = None,
+          deadline_s: float = 120.0) -> Done:  # fmt: skip
+    """Drain (unless over the cap) and resume, each node on its own: one that fails is said
+    with scontrol's words and the others go on (a partial drain, reported node by node)."""
+    end = time.monotonic() + deadline_s
+    done = Done(cap=cap, dry_run=dry_run)
+    drain = dict(p.drain)
+    if len(drain) > cap:
+        done.over_cap = True
+        done.words.append(f"{len(drain)} nodes to drain, above --max-drain ({cap}): none drained (a fault "
+                          "this wide is the fabric's or a switch's, not these nodes')")  # fmt: skip
+        drain = {}
+    todo: list[tuple[str, str | None]] = list(drain.items())
+    if p.clear:
+        try:
+            mine = drained_by(p.prefix, env, end)
+        except RdmacliError as exc:  # said; the drains go on
+            done.errors.append({"node": None, "message": exc.message})
+            done.words.append(f"slurm: cannot tell which nodes to resume: {exc.message}")
+            mine = set()
+        todo += [(n, None) for n in p.clear if n in mine]
+    for node, reason in todo:
+        try:
+            a = slurm.act(node, reason, prefix=p.prefix, dry_run=dry_run, env=env, end=end)
+        except RdmacliError as exc:
+            done.errors.append({"node": node, "message": exc.message})
+            done.words.append(f"slurm: {node}: {exc.message}")
+            continue
+        done.actions.append(a.to_dict())
+        if a.verb != "keep" or a.words.startswith("unhealthy, but"):
+            done.words.append(f"slurm: {node}: " + (f"would {a.verb}" if dry_run and a.argv else a.words))
+    return done
