@@ -74,8 +74,9 @@ def running(d, extra: str = ""):
     subprocess.run(["slurmd", "-c", "-f", str(conf)], check=True, env=env)
     try:
         end = time.monotonic() + 120
-        while True:  # ready when the node is idle
-            r = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, env=env)
+        while True:  # ready when this VM's node is idle (nodes of `extra` may never answer)
+            r = subprocess.run(["sinfo", "-h", "-n", node_name(), "-o", "%T"], capture_output=True, text=True,
+                               env=env)  # fmt: skip
             if r.stdout.strip() == "idle":
                 break
             assert time.monotonic() < end, f"slurm not idle after 120 s: {r.stdout} {r.stderr}"
@@ -89,10 +90,30 @@ def running(d, extra: str = ""):
                 pass
 
 
-def show_node(env: dict) -> str:
-    r = subprocess.run(["scontrol", "show", "node", node_name()], capture_output=True, text=True, env=env)
+def show_node(env: dict, name: str | None = None) -> str:
+    r = subprocess.run(["scontrol", "show", "node", name or node_name()], capture_output=True, text=True,
+                       env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr
     return r.stdout
+
+
+def lab_nodes(k: int) -> str:
+    """slurm.conf lines for the mesh lab's nodes n01..nk, each at its rail-0 address: no slurmd
+    answers for them (they stay DOWN, not responding), but Slurm knows their names, and a drain,
+    its reason and a resume are Slurm's own, as on a real cluster."""
+    return "".join(f"NodeName=n{j:02d} NodeAddr=10.77.1.{j} CPUs=1 State=UNKNOWN\n" for j in range(1, k + 1))
+
+
+def scontrol(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["scontrol", *args], env=env, check=check, capture_output=True, text=True)
+
+
+def reason_of(env: dict, name: str) -> str:
+    """A node's drain reason, as rdmacli's parser reads `scontrol show node` ("" when none)."""
+    from rdmacli.sched.slurm import parse_node
+
+    node = parse_node(name, show_node(env, name))
+    return node.reason if node.drained else ""
 
 
 def wait_node(env: dict, ok, what: str, timeout: float) -> str:

@@ -155,24 +155,33 @@ def test_pairs_inside_two_leaves_and_one_sampled_between_them(tmp_path):
     assert_no_agent_left()
 
 
-def test_a_dead_node_and_two_blocked_links_are_each_blamed_for_what_they_are():
+def test_a_dead_node_and_two_blocked_links_are_each_blamed_for_what_they_are(fleet_slurm):
     """n04's netdev down, and n02-n05 (ranks 1 and 4: they meet in the last round) and n03-n06
     (ranks 2 and 5: the first round) blocked, all at once: n04 is the bad node (its seven pairs
     fail DOWN, said by n04 itself, and are not re-tested: it said what a re-test would say); each
     link is blamed and re-tested still blocked, none of its four nodes (each failed one pair of
-    seven besides its pair with n04). One run; it was three until the CI budget needed them."""
+    seven besides its pair with n04). One run; it was three until the CI budget needed them.
+    With --slurm-drain, in a real Slurm: n04 alone is drained (a link drains neither end); n07,
+    drained by an earlier mesh run and clean now, is resumed; n08, an operator's, is left."""
+    earlier, operator = "rdmacli mesh: rail 0 TMO 3 (an earlier run)", "maintenance: optics (lab operator)"
+    slurmlab.scontrol(fleet_slurm, "update", "NodeName=n07", "State=DRAIN", f"Reason={earlier}")
+    slurmlab.scontrol(fleet_slurm, "update", "NodeName=n08", "State=DRAIN", f"Reason={operator}")
     down = node(4)
     links = [{"n02", "n05"}, {"n03", "n06"}]
     for x, y in links:
         block_link(node(int(x[1:]))["ipv4"], node(int(y[1:]))["ipv4"])
     sh("ip", "link", "set", down["netdev"], "down")
     try:
-        r, doc, wall = mesh("--retest-rounds", "3")
+        r, doc, wall = mesh("--retest-rounds", "3", "--slurm-drain")
     finally:
         unblock_links()
         sh("ip", "link", "set", down["netdev"], "up")
         recreate_rxe(4)
     assert r.returncode == 1, doc["error"]
+    assert drained(fleet_slurm) == {"n04": "rdmacli mesh: node DOWN", "n08": operator}, doc["data"]["slurm"]
+    acted = {a["node"]: (a["action"], a["done"]) for a in doc["data"]["slurm"]["actions"]}
+    assert acted == {"n04": ("drain", True), "n07": ("resume", True)} and not doc["data"]["slurm"]["errors"]
+    assert "slurm: n04: unhealthy: drained" in doc["warnings"], doc["warnings"]
     pairs = doc["data"]["pairs"]
     dead = [p for p in pairs if "n04" in (p["a"], p["b"])]
     assert len(dead) == 7 and all(p["result"] == "fail" for p in dead), failures(doc)
@@ -290,19 +299,38 @@ def test_ssh_launcher_in_clustershell_tree_mode_through_a_gateway(tmp_path, monk
     assert_no_agent_left()
 
 
-@pytest.fixture
-def slurm(tmp_path):
-    """A real single-node Slurm (munged, slurmctld, slurmd from Debian) in the lab VM."""
-    with slurmlab.running(tmp_path) as env:
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A real Slurm (munged, slurmctld, slurmd from Debian) in the lab VM: this VM its one node
+    with a slurmd, and the lab's nodes n01..n16 known by name (for --slurm-drain), started once."""
+    with slurmlab.running(tmp_path_factory.mktemp("slurm"), slurmlab.lab_nodes(16)) as env:
         yield env
+
+
+@pytest.fixture
+def fleet_slurm(slurm, monkeypatch):
+    """The module's Slurm for a mesh run with --slurm-drain (SLURM_CONF for the coordinator's
+    scontrol), every lab node resumed after the test."""
+    monkeypatch.setenv("SLURM_CONF", slurm["SLURM_CONF"])
+    yield slurm
+    for k in range(1, 17):  # only those a test drained (a resume makes a down node idle)
+        if slurmlab.reason_of(slurm, f"n{k:02d}"):
+            slurmlab.scontrol(slurm, "update", f"NodeName=n{k:02d}", "State=RESUME", check=False)
+
+
+def drained(env: dict, k: int = 8) -> dict[str, str]:
+    """The lab nodes n01..nk drained in Slurm, with their reasons."""
+    return {n: r for n in (f"n{j:02d}" for j in range(1, k + 1)) if (r := slurmlab.reason_of(env, n))}
 
 
 def test_srun_launcher_in_a_real_slurm(slurm, monkeypatch):
     for k, v in slurm.items():
         monkeypatch.setenv(k, v)
     # several tasks on the one lab node stand for the nodes; each takes its rank from SLURM_PROCID
+    # (on this VM's node: the lab's nodes n01..n16 Slurm knows by name have no slurmd)
     r, doc, wall = mesh(
-        "--srun-args", "--overcommit --nodes=1", "--agent-command", f"{sys.executable} -m rdmacli",
+        "--srun-args", f"--overcommit --nodes=1 --nodelist={slurmlab.node_name()}",
+        "--agent-command", f"{sys.executable} -m rdmacli",
         nodes="n[01-04]", launcher="srun",
     )  # fmt: skip
     assert r.returncode == 0, (doc["error"], r.stderr[-2000:])
@@ -316,12 +344,17 @@ def test_sigterm_to_the_coordinator_stops_every_agent_and_still_reports():
     assert doc["totals"]["pairs"] == 28 and doc["totals"]["pairs_passed"] >= 1
 
 
-def test_a_hostile_agent_is_named_and_the_honest_results_stand():
+def test_a_hostile_agent_is_named_and_the_honest_results_stand(fleet_slurm):
     """n04's agent impersonates n01 and n02, floods junk and exits at once: its lies are
-    never used, it is the node blamed, and every pair of the honest nodes passes."""
+    never used, it is the node blamed, and every pair of the honest nodes passes. With
+    --slurm-drain nobody is drained: the honest nodes are clean, and n04 is named for its agent,
+    which is not evidence about its fabric."""
     evil = os.path.join(os.path.dirname(__file__), "evil_agent.py")
-    r, doc, wall = mesh("--agent-command", f"{sys.executable} {evil} 3 -m rdmacli", timeout=900)
+    r, doc, wall = mesh(
+        "--agent-command", f"{sys.executable} {evil} 3 -m rdmacli", "--slurm-drain", timeout=900
+    )
     assert r.returncode == 1, doc["error"]
+    assert drained(fleet_slurm) == {} and doc["data"]["slurm"]["actions"] == [], doc["data"]["slurm"]
     pairs = by_pair(doc)
     for p in pairs.values():
         if "n04" in (p["a"], p["b"]):
@@ -372,7 +405,7 @@ def test_a_forged_request_cannot_take_a_listeners_slot():
     assert pair(p_out)["result"] == "pass" and pair(l_out)["result"] == "pass", (p_out, l_out)
 
 
-def test_a_lossy_node_and_a_lossy_link_are_each_named_and_nothing_else_fails():
+def test_a_lossy_node_and_a_lossy_link_are_each_named_and_nothing_else_fails(fleet_slurm):
     """n05 drops 5 % of its packets both ways (netem on its netdev and its bridge port), and
     only n02-n07 loses 30 % (a filter on each one's egress towards the other), in one run (two
     until the CI budget needed the minutes): n05 is named for packet loss with its counters, the
@@ -387,10 +420,12 @@ def test_a_lossy_node_and_a_lossy_link_are_each_named_and_nothing_else_fails():
     netem(lossy["port"], "loss 5%")
     netem(a["netdev"], "loss 30%", dst=b["ipv4"])
     netem(b["netdev"], "loss 30%", dst=a["ipv4"])
-    try:
-        r, doc, wall = mesh(count=None)
+    try:  # --max-drain 0: n05 would be drained, but the cap holds and says so
+        r, doc, wall = mesh("--slurm-drain", "--max-drain", "0", count=None)
     finally:
         no_netem(lossy["netdev"], lossy["port"], a["netdev"], b["netdev"])
+    assert doc["data"]["slurm"]["over_cap"] and drained(fleet_slurm) == {}, doc["data"]["slurm"]
+    assert any("above --max-drain (0): none drained" in w for w in doc["warnings"]), doc["warnings"]
     bad = doc["data"]["blame"]
     link = by_pair(doc).get(frozenset(("n02", "n07")))
     assert [b["node"] for b in bad["nodes"]] == ["n05"], (bad, failures(doc))
