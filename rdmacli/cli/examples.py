@@ -55,6 +55,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
             "rdmacli check --expect mlx5_0:1=400 --expect mlx5_1:1=400 --format npd",
         ),
         ("Install the NHC check", "rdmacli check --print-config nhc > /etc/nhc/scripts/rdmacli.nhc"),
+        (
+            "As Slurm's HealthCheckProgram: drain this node, resume it when healthy (its own drains only)",
+            "rdmacli check --slurm --format line",
+        ),
     ],
     "selftest": [
         ("A CI smoke test", "rdmacli selftest --json"),
@@ -90,6 +94,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("Compare with last week's run", "rdmacli mesh @rack3 --baseline mesh-last-week.json"),
         ("Bandwidth of every pair, both ways", "rdmacli mesh @rack3 --test bw --round-time 6"),
         ("The latency-and-loss matrix of every NIC pair in one phase", "rdmacli mesh @gpu --test probe"),
+        (
+            "Inside Slurm, drain the nodes it blames (none if over 2 %), resume those it cleared",
+            'rdmacli mesh "$SLURM_JOB_NODELIST" --launcher srun --slurm-drain --max-drain 2%',
+        ),
         (
             "Every NIC of every node, named devices, every rail pair",
             "rdmacli mesh @gpu --rails mlx5_0,mlx5_3 --cross-rail",
@@ -148,6 +156,13 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
             '--web-config-file /run/credentials/rdmacli-watch.service/web.yml"',
         ),
     ],
+    "watch daemonset": [
+        (
+            "The agent on every RDMA node of a Kubernetes cluster",
+            "rdmacli watch daemonset > rdmacli-watch.yaml",
+        ),
+        ("Then, the map and the secrets made", "kubectl apply -f rdmacli-watch.yaml"),
+    ],
     "watch show": [
         ("This node's agent's verdicts, one JSON line", "rdmacli watch show"),
         ("An agent on another port", "rdmacli watch show -p 7900"),
@@ -157,6 +172,10 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         (
             "Agents run with --pairs group: say so, and get JSON",
             "rdmacli watch status @gpu --map /etc/rdmacli/watch.map --pairs group --json",
+        ),
+        (
+            "Drain in Slurm the nodes they blame (at most 2 % of them), resume those they cleared",
+            "rdmacli watch status @gpu --map /etc/rdmacli/watch.map --slurm-drain --max-drain 2%",
         ),
     ],
     "lab": [

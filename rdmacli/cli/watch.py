@@ -165,6 +165,15 @@ def unit() -> None:
     click.echo(unit_text(), nl=False)
 
 
+@command.command("daemonset", context_settings=HELP)
+def daemonset() -> None:
+    """Print a Kubernetes DaemonSet that runs the agent on every RDMA node (host network, the
+    device plugin's RDMA devices, IPC_LOCK, not privileged; the key and web config as Secrets)."""
+    from rdmacli.watch.service import daemonset_text
+
+    click.echo(daemonset_text(), nl=False)
+
+
 @command.command("show", context_settings=HELP)
 @click.option("--node", metavar="NAME", help="This node's name (with {node} in --state-file).")
 @port_option("The agent's port (--port of its `watch run`): its state file is named after it.")

@@ -50,6 +50,16 @@ def unit_text(program: str | None = None) -> str:
     return text.replace("\nExecStart=rdmacli ", f"\nExecStart={program or this_program()} ", 1)
 
 
+DAEMONSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdmacli-watch-daemonset.yaml")
+
+
+def daemonset_text() -> str:
+    """The packaged DaemonSet manifest (rdmacli-watch-daemonset.yaml), validated offline against
+    Kubernetes' schemas in the unit suite (kubernetes-validate)."""
+    with open(DAEMONSET) as f:
+        return f.read()
+
+
 def state_path(port: int) -> str:
     return os.path.join(STATE_DIR, f"watch-{port}.json")
 
