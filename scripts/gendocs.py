@@ -705,7 +705,44 @@ def troubleshooting() -> str:
         out.append(f"| `{cause.value}` | {int(EXIT_OF[cause])} | {md_cell(meaning)} | {md_cell(advice)} |")
     out.append("")
     out.append("The exit codes themselves: [Exit status](reference/exit-status.md).")
+    out += ["", *messages_section()]
     return "\n".join(out) + "\n"
+
+
+def messages_section() -> list[str]:
+    """Each cause's messages as the code raises them (scripts/messages.py), and the C calls."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import messages
+
+    from rdmacli.engine.status import CALL_CAUSE
+    from rdmacli.errors import Cause
+
+    root = Path(__file__).resolve().parent.parent / "rdmacli"
+    found = messages.messages_by_cause(root)
+    out = [
+        "## The messages, by cause\n",
+        "What each cause's errors say, as the code raises them (`…` is a name, a number or words "
+        "filled in at the time; messages put together elsewhere are not listed). Search this page "
+        "for a few words of the message you got.\n",
+    ]
+    for cause in Cause:
+        said = found.get(cause.name)
+        if not said:
+            continue
+        out.append(f"### `{cause.value}`\n")
+        out += [f"- {md_cell(m)}" for m in said]
+        out.append("")
+    calls = messages.c_calls(root)
+    out += [
+        "## A failed C call\n",
+        "A librdmacm or verbs call that fails is said as `STEP: CALL: ERRNO (its words) [where]`, "
+        "with advice for the errno where there is some. Its cause is `call_failed`, except "
+        + ", ".join(f"`{c}` (`{k.value}`)" for c, k in sorted(CALL_CAUSE.items()))
+        + "; a call that ran out of locked memory is `memlock`, and this host's own state (a "
+        "removed device, a port gone down) is said first when it explains the failure. The calls "
+        "rdmacli names: " + ", ".join(f"`{c}`" for c in calls) + ".",
+    ]
+    return out
 
 
 TRANSPORT_TESTED = {
