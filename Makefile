@@ -117,7 +117,7 @@ demo: venv
 SCENARIOS ?= 100
 scale-bench: venv
 	cd benchmarks && $(CURDIR)/$(BIN)/python fabric_sim.py --scenarios $(SCENARIOS)
-	cd benchmarks && $(CURDIR)/$(BIN)/python liar_sim.py --sizes 64x8:all,256x8:sample:2
+	cd benchmarks && $(CURDIR)/$(BIN)/python liar_sim.py
 
 # `watch status` at 1000 nodes x 8 rails from simulated agents' docs, with ground truth
 watch-sim: venv

@@ -969,17 +969,21 @@ def liars_section() -> list[str]:
     doc = runs[-1]
     f = doc["figures"]["f"]
     out.append(_run_header(doc) + "\n")
-    out.append(f"Each row: 1 to {f + 1} agents accusing one innocent node (all its NICs, one NIC, one "
+    out.append("Each row: a cabal of agents accusing one innocent node (all its NICs, one NIC, one "
                "NIC under `--cross-rail`) by each lie (a deadline; their own loss counters or probes "
                "lost; refusing it), with connections and the probe, beside one real fault, through "
-               f"the real coordinator. Goal with at most f = {f} liars: no innocent blamed, the real "
-               "faults found (recall >= 0.99); past f nothing is promised ([what the mesh "
+               "the real coordinator. A NIC is blamed from bad pairs with more than f = "
+               f"{f} partner nodes and more than an eighth of its tested pairs, so the cabal tolerated "
+               "grows with the partners each NIC is tested with (127 at 128 x 8, all pairs: 15 liars). "
+               "Goal within the tolerance: no innocent blamed, the real faults found (recall >= "
+               "0.99); past it nothing is promised ([what the mesh "
                "trusts](explanation/mesh-trust.md)).\n")  # fmt: skip
-    out.append("| fabric | liars | scenarios | innocent blamed in | real faults found (recall) |")
-    out.append("|---|---|---|---|---|")
+    out.append("| fabric | liars | tolerated | scenarios | innocent blamed in | real faults found (recall) |")
+    out.append("|---|---|---|---|---|---|")
     for row in doc["figures"]["sizes"]:
-        within = "" if row["within_f"] else " (past f)"
-        out.append(f"| {md_cell(str(row['size']))} | {row['liars']}{within} | {row['scenarios']} | "
+        within = "" if row["within_f"] else " (past it)"
+        tol = row.get("tolerated", f)
+        out.append(f"| {md_cell(str(row['size']))} | {row['liars']}{within} | {tol} | {row['scenarios']} | "
                    f"{row['innocents_blamed']} | {row['recall']:.3f} |")  # fmt: skip
     missed = doc["figures"].get("goals_missed") or []
     out.append("\nGoals: " + ("; ".join(missed) if missed else "every goal met") + ".\n")

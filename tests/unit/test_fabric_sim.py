@@ -57,3 +57,15 @@ def test_up_to_f_colluding_liars_blame_no_innocent_and_real_faults_are_still_fou
     past = table[LIARS + 1]
     assert not past["within_f"] and past["innocents_blamed"] > 0, past
     assert {r["lie"] for r in rows if r["innocents"]} <= {"counters", "refuse"}  # a deadline is disputed
+
+
+def test_the_cabal_tolerated_grows_with_a_nics_partners():
+    """Issue 70: at 32 nodes a NIC has 31 partners, and blame asks for more than an eighth of
+    them besides f: 3 liars (one more than f) name no innocent, 4 (one past the share) can."""
+    import liar_sim as L
+
+    assert L.tolerated(15) == LIARS and L.tolerated(31) == 3 and L.tolerated(999) == 124
+    within, past = L.summarize("32x2:all@t,t+1", L.run(32, 2, "all", 1, ("t", "t+1")))
+    assert (within["liars"], within["tolerated"], within["within_f"]) == (3, 3, True), within
+    assert L.missed_goals(within) == [], within["wrong"]
+    assert (past["liars"], past["within_f"]) == (4, False) and past["innocents_blamed"] > 0, past
