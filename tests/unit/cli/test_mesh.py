@@ -103,10 +103,21 @@ def test_failed_pairs_are_tested_again_before_they_count(tmp_path):
     assert flaky["result"] == "pass" and flaky["retest"]["verdict"] == "transient", flaky
     assert flaky["retest"]["first"]["cause"] == "UNR" and flaky["retest"]["round"] >= 3
     assert bad["result"] == "fail" and bad["retest"]["verdict"] == "confirmed", bad
-    assert all(p["retest"] is None for k, p in pairs.items() if k not in (("n1", "n2"), ("n3", "n4")))
+    # only a pair that failed is tested again: on a loaded host (CI: this suite with -n 4 beside a
+    # lab boot, on two cores) a healthy pair's 1 s slot may overrun, and is then tested again too
+    others = [
+        p for k, p in pairs.items() if k not in (("n1", "n2"), ("n3", "n4")) and p["retest"] is not None
+    ]
+    for p in others:
+        assert p["retest"]["first"]["cause"] in ("OVER", "AGENT", "TMO") and p["result"] == "pass", p
     assert doc["data"]["blame"]["links"] == [{"a": "n3", "b": "n4", "cause": "UNR"}]
     t = doc["totals"]
-    assert (t["retest_rounds"], t["pairs_retested"], t["pairs_transient"], t["pairs_failed"]) == (1, 2, 1, 1)
+    assert (t["pairs_retested"], t["pairs_transient"], t["pairs_failed"]) == (
+        2 + len(others),
+        1 + len(others),
+        1,
+    )
+    assert t["retest_rounds"] >= 1
     assert r.exit_code == 1
     metrics = parse_metrics(prom.read_text())
     up = "rdmacli_mesh_pair_up"
