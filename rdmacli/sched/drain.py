@@ -29,7 +29,9 @@ from rdmacli.errors import Cause, RdmacliError
 from rdmacli.sched import slurm
 
 DEFAULT_CAP = "10%"
-NOT_DRAINED_FOR = frozenset({"AGENT", "INCONSISTENT"})  # short causes: the node's word, not its fabric
+# short causes that are the node's agent, not its fabric (a node named for inconsistent reports is
+# never in blame's nodes or NICs: mesh/verdict.py says it as the run's error, so it drains nothing)
+NOT_DRAINED_FOR = frozenset({"AGENT"})
 POLICY = ("a node blamed, or any of its NICs, is drained; links, unexplained and disputed pairs, "
           "and a node named only for its agent or inconsistent reports are not")  # fmt: skip
 MAX_DRAIN_WORDS = "a count of nodes (3) or a share of the run's (10%)"
