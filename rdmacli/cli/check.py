@@ -24,7 +24,7 @@ def config_text(name: str) -> str:
     import shlex
 
     from rdmacli import diag
-    from rdmacli.watch.service import program_words
+    from rdmacli.watch.install import program_words
 
     with open(os.path.join(os.path.dirname(diag.__file__), "schedulers", CONFIGS[name])) as f:
         text = f.read()

@@ -158,18 +158,27 @@ def key(path) -> None:
 
 
 @command.command("unit", context_settings=HELP)
-def unit() -> None:
-    """Print the systemd unit that runs this install's agent (its ExecStart this rdmacli's path)."""
-    from rdmacli.watch.service import unit_text
+@click.option("--force", is_flag=True, help="Print it even where its sandbox could not reach this rdmacli.")
+def unit(force) -> None:
+    """Print the systemd unit that runs this install's agent (its ExecStart this rdmacli's path).
+    Refused (exit 3) where the unit's sandbox would hide this install (a venv in /root or /tmp, a
+    directory others cannot read); under a home directory others can read, it is printed with
+    ProtectHome=read-only, and said."""
+    from rdmacli.watch.install import checked_unit
 
-    click.echo(unit_text(), nl=False)
+    app = App.from_context()
+    with app.errors("watch unit"):
+        text, said = checked_unit(force)
+    for line in said:
+        click.echo(f"watch unit: {line}", err=True)
+    click.echo(text, nl=False)
 
 
 @command.command("daemonset", context_settings=HELP)
 def daemonset() -> None:
     """Print a Kubernetes DaemonSet that runs the agent on every RDMA node (host network, the
     device plugin's RDMA devices, IPC_LOCK, not privileged; the key and web config as Secrets)."""
-    from rdmacli.watch.service import daemonset_text
+    from rdmacli.watch.install import daemonset_text
 
     click.echo(daemonset_text(), nl=False)
 

@@ -26,40 +26,6 @@ from rdmacli.watch.statefile import NicEntry, PairEntry, StateDoc
 STATE_DIR = "/run/rdmacli"
 
 
-UNIT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdmacli-watch.service")
-
-
-def program_words() -> list[str]:
-    """The command that runs this rdmacli: the `rdmacli` script beside this interpreter (a
-    venv's, pipx's, the system's), else the interpreter with -m."""
-    script = os.path.join(os.path.dirname(sys.executable), "rdmacli")
-    return [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "rdmacli"]
-
-
-def this_program() -> str:
-    """program_words as a unit's ExecStart says them."""
-    words = program_words()
-    # systemd's own quoting: a word with a space in double quotes, its specifiers and $ doubled
-    return " ".join((f'"{w}"' if " " in w else w).replace("%", "%%").replace("$", "$$") for w in words)
-
-
-def unit_text(program: str | None = None) -> str:
-    """The packaged unit (rdmacli-watch.service) with ExecStart's program made absolute."""
-    with open(UNIT) as f:
-        text = f.read()
-    return text.replace("\nExecStart=rdmacli ", f"\nExecStart={program or this_program()} ", 1)
-
-
-DAEMONSET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rdmacli-watch-daemonset.yaml")
-
-
-def daemonset_text() -> str:
-    """The packaged DaemonSet manifest (rdmacli-watch-daemonset.yaml), validated offline against
-    Kubernetes' schemas in the unit suite (kubernetes-validate)."""
-    with open(DAEMONSET) as f:
-        return f.read()
-
-
 def state_path(port: int) -> str:
     return os.path.join(STATE_DIR, f"watch-{port}.json")
 

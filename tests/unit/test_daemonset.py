@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from rdmacli.cli import cli
 from rdmacli.cli.watch import run as watch_run
-from rdmacli.watch.service import daemonset_text
+from rdmacli.watch.install import daemonset_text
 
 K8S = "1.30.0"  # a release every cluster of today's fleets runs or has passed
 

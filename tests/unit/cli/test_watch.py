@@ -241,8 +241,8 @@ def test_the_shipped_unit_runs_the_agent_on_the_map_unless_given_a_node_set():
 
     from rdmacli.cli.watch import run
 
-    r = subprocess.run([sys.executable, "-m", "rdmacli", "watch", "unit"], capture_output=True, text=True,
-                       timeout=60)  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "rdmacli", "watch", "unit", "--force"], capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
     assert r.returncode == 0, r.stderr
     lines = dict(
         line.split("=", 1) for line in r.stdout.splitlines() if line and not line.startswith(("#", "["))
@@ -265,8 +265,8 @@ def test_the_unit_is_valid_and_hardened(tmp_path):
     import re
 
     unit = tmp_path / "rdmacli-watch.service"
-    unit.write_text(subprocess.run([sys.executable, "-m", "rdmacli", "watch", "unit"], capture_output=True,
-                                   text=True, timeout=60, check=True).stdout)  # fmt: skip
+    argv = [sys.executable, "-m", "rdmacli", "watch", "unit", "--force"]  # this checkout may sit in /tmp
+    unit.write_text(subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout)
     r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True,
                        timeout=60)  # fmt: skip
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr
