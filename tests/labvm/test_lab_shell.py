@@ -38,6 +38,9 @@ def shell():
     )
     child.logfile_read = open(os.environ.get("RDMACLI_LABVM_LOG", os.devnull), "w")  # noqa: SIM115
     child.expect("ready in")
+    # the shell's own first prompt before any key: what its rc files run may read the terminal (a
+    # host's ~/.bashrc with `pyenv init` ate a line typed ahead, in a fresh clone's run)
+    child.expect(r"[#$] ")
     child.sendline("bind 'set enable-bracketed-paste off'; PS1='LAB$((6*7))> '")
     child.expect_exact(PROMPT)
     yield child
