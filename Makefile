@@ -18,7 +18,9 @@ deps:
 
 $(BIN)/rdmacli: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)   # system site: python3-pyverbs
-	$(BIN)/pip install -q -e '.[dev,docs,web]'
+	# eager: the newest of each dependency in the venv, whatever older one the system site holds
+	# (Debian's python3-click 8.1.3 satisfies the floor; the package's build tests that one)
+	$(BIN)/pip install -q --upgrade --upgrade-strategy eager -e '.[dev,docs,web]'
 	@touch $@
 
 # the native data path (rdmacli/native): built in place; where it cannot be, rdmacli measures
