@@ -11,7 +11,7 @@ LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
+.PHONY: deps venv deb test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
 
 deps:
 	@scripts/bootstrap
@@ -141,6 +141,20 @@ pictures: venv
 # the generator is a build-time script (scripts/gendocs.py), not part of the installed package.
 docs: venv
 	$(BIN)/python scripts/gendocs.py
+
+# The Debian package (debian/), built with Debian's tooling from the tree's files (those git
+# knows, committed or not, not ignored) in build/deb/src, then checked by lintian; as root it first
+# installs the build dependencies (`apt-get build-dep`). DEB_BUILD_OPTIONS=nocheck skips the unit
+# suite the build runs on Debian's own packages.
+DEB_OUT := build/deb
+deb:
+	@if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -q ./ >/dev/null; \
+	  else echo "make deb: not root: the build dependencies must be there (apt-get build-dep ./)"; fi
+	rm -rf $(DEB_OUT) && mkdir -p $(DEB_OUT)/src
+	git ls-files -z -co --exclude-standard | tar --null -T - --ignore-failed-read -cf - | tar -xf - -C $(DEB_OUT)/src
+	cd $(DEB_OUT)/src && dpkg-buildpackage -us -uc -b
+	lintian --fail-on error $(DEB_OUT)/rdmacli_*.changes
+	@ls $(DEB_OUT)/*.deb
 
 # Man pages and completions for packagers: `make install PREFIX=/usr DESTDIR=...`.
 install:

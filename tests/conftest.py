@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import clickcompat
 import pytest
 from internal_errors import no_internal_error  # noqa: F401  (an autouse fixture for the lab suites)
+
+clickcompat.install()  # before any test module imports click.testing's CliRunner
 
 
 def pytest_addoption(parser):
