@@ -11,7 +11,7 @@ LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv deb test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
+.PHONY: deps venv deb deb-test test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
 
 deps:
 	@scripts/bootstrap
@@ -41,7 +41,7 @@ lint: venv
 # four workers: the slowest unit tests wait on real time (agents held past SIGKILL, hung agents
 # stopped at the schedule's end), 262 s one at a time here, 109 s with -n 4
 unit: venv
-	$(BIN)/python -m pytest -m "not rdma and not labvm and not mesh" -q -n 4 tests
+	$(BIN)/python -m pytest -m "not rdma and not labvm and not mesh and not package" -q -n 4 tests
 
 # The rdma suite in two boots side by side, one emulated CPU each (a lab case is mostly one Python
 # at a time: one boot keeps one core busy, so two use the machine's two; on a host with RDMA
@@ -152,9 +152,15 @@ deb:
 	  else echo "make deb: not root: the build dependencies must be there (apt-get build-dep ./)"; fi
 	rm -rf $(DEB_OUT) && mkdir -p $(DEB_OUT)/src
 	git ls-files -z -co --exclude-standard | tar --null -T - --ignore-failed-read -cf - | tar -xf - -C $(DEB_OUT)/src
-	cd $(DEB_OUT)/src && dpkg-buildpackage -us -uc -b
+	# the system's PATH: Debian's python3 builds it, not a pyenv or venv one found first
+	cd $(DEB_OUT)/src && env PATH=/usr/sbin:/usr/bin:/sbin:/bin dpkg-buildpackage -us -uc -b
 	lintian --fail-on error $(DEB_OUT)/rdmacli_*.changes
 	@ls $(DEB_OUT)/*.deb
+
+# The package as an admin meets it: lintian, its contents, and (as root, where it is not installed
+# yet) apt-get install, an upgrade and a purge on this host (tests/package/test_deb.py).
+deb-test: deb venv
+	$(BIN)/python -m pytest -m package -p no:cacheprovider -q tests/package
 
 # Man pages and completions for packagers: `make install PREFIX=/usr DESTDIR=...`.
 install:
