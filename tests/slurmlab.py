@@ -116,7 +116,7 @@ def reason_of(env: dict, name: str) -> str:
     return node.reason if node.drained else ""
 
 
-def wait_node(env: dict, ok, what: str, timeout: float) -> str:
+def wait_node(env: dict, ok, what: str, timeout: float, log=None) -> str:
     """`scontrol show node` until ok(its text): the readiness of a drain or a resume."""
     end = time.monotonic() + timeout
     while True:
@@ -124,5 +124,6 @@ def wait_node(env: dict, ok, what: str, timeout: float) -> str:
         if ok(text):
             return text
         if time.monotonic() > end:
-            pytest.fail(f"not {what} after {timeout} s: {text}")
+            said = log.read_text()[-1500:] if log is not None and log.exists() else ""
+            pytest.fail(f"not {what} after {timeout} s: {text}\nthe health check's last words:\n{said}")
         time.sleep(0.5)

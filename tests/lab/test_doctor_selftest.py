@@ -178,8 +178,10 @@ def test_check_as_slurms_health_check_drains_resumes_and_keeps_an_operators_drai
     name, rxe = slurmlab.node_name(), CLIENT["rxe"]
     state, log, prog = tmp_path / "check", tmp_path / "health.log", tmp_path / "health-check"
     state.mkdir()
+    # --deadline 50 (the most; slurmd kills its program at 60): on a loaded host one emulated CPU ran
+    # the check past its default 10 s and it could not judge (exit 6), so it drained nothing
     check_cmd = [*lab.rdmacli, "check", "-d", rxe, "--state-dir", str(state), "--watch-state",
-                 str(state / "none")]  # fmt: skip
+                 str(state / "none"), "--deadline", "50"]  # fmt: skip
     prog.write_text(  # slurmd gives its program a bare environment: the script says what it needs
         f"#!/bin/sh\nexport SLURM_CONF={tmp_path}/slurm.conf PATH=/usr/sbin:/usr/bin:/sbin:/bin\n"
         f"exec {shlex.join(check_cmd)} --slurm --format line >>{log} 2>&1\n"
@@ -207,14 +209,14 @@ def test_check_as_slurms_health_check_drains_resumes_and_keeps_an_operators_drai
             time.sleep(0.5)
         return runs()[seen:]
 
-    within = 3 * HEALTH_S + 90  # an interval, the check's start under TCG, and room
+    within = 3 * HEALTH_S + 150  # an interval, a check that may take its --deadline under TCG, and room
     with slurmlab.running(tmp_path, f"HealthCheckProgram={prog}\nHealthCheckInterval={HEALTH_S}\n") as env:
         assert not node(slurmlab.show_node(env)).drained and runs(), runs()  # passed at slurmd's start
         try:
             sh("ip", "link", "set", CLIENT["netdev"], "down")
             wait_port_state(rxe, "DOWN")
             ours = lambda t: node(t).drained_by(slurm.PREFIX)  # noqa: E731
-            text = slurmlab.wait_node(env, ours, "drained by rdmacli", within)
+            text = slurmlab.wait_node(env, ours, "drained by rdmacli", within, log)
             assert node(text).drained and node(text).reason.startswith(f"rdmacli: port {rxe}/1 DOWN"), text
             r = subprocess.run(["sinfo", "-R", "-h", "-o", "%E|%U|%N"], capture_output=True, text=True,
                                env=env)  # fmt: skip
@@ -223,10 +225,10 @@ def test_check_as_slurms_health_check_drains_resumes_and_keeps_an_operators_drai
         finally:
             sh("ip", "link", "set", CLIENT["netdev"], "up")
             wait_lab_ready()
-        text = slurmlab.wait_node(env, lambda t: "link_downed" in node(t).reason, "reworded", within)
+        text = slurmlab.wait_node(env, lambda t: "link_downed" in node(t).reason, "reworded", within, log)
         assert node(text).drained  # up again, but the link went down since the baseline: still drained
         rebaseline()  # the admin, after the repair (beside slurmd's own runs: the baseline is locked)
-        slurmlab.wait_node(env, lambda t: not node(t).drained, "resumed", within)
+        slurmlab.wait_node(env, lambda t: not node(t).drained, "resumed", within, log)
         operator = "maintenance: new optics (lab operator)"
         scontrol(env, "update", f"NodeName={name}", "State=DRAIN", f"Reason={operator}")
         try:
