@@ -15,9 +15,13 @@ from rdmacli.errors import Cause, EnvironmentProblem, RdmacliError
 from rdmacli.mesh.inputs import check_names, check_template
 
 
+GROUP = r"@[^,\s\[\]!&^]+"  # an @group in a node set
+
+
 def expand(spec: str) -> list[str]:
     try:
         from ClusterShell.NodeSet import NodeSet, NodeSetException
+        from ClusterShell.NodeUtils import GroupResolverError, GroupSourceError
     except ImportError as exc:
         raise EnvironmentProblem(
             f"cannot import ClusterShell: {exc}", hint="pip install ClusterShell"
@@ -37,13 +41,22 @@ def expand(spec: str) -> list[str]:
                 cause=Cause.USAGE,
             )
         names = list(nodes)
+        unknown = [g for g in re.findall(GROUP, spec) if not len(NodeSet(g))]
+    except (GroupResolverError, GroupSourceError) as exc:
+        # ClusterShell 1.9 (Debian 12's) with no groups.conf source: an error of its resolver, not
+        # of the node set (1.10 says it as a NodeSetException); either way a group it cannot name
+        raise RdmacliError(
+            f"no such node group {', '.join(re.findall(GROUP, spec))}: ClusterShell has no group source "
+            f"for it ({type(exc).__name__}: {exc})",
+            hint="ClusterShell's groups: `nodeset -L` lists them (groups.conf, groups.d)",
+            cause=Cause.USAGE,
+        ) from exc
     except (NodeSetException, ValueError) as exc:
         raise RdmacliError(
             f"bad node set {spec!r}: {exc}",
             hint="ClusterShell syntax: node[01-16], 10.0.0.[1-8], @group, comma-separated",
             cause=Cause.USAGE,
         ) from exc
-    unknown = [g for g in re.findall(r"@[^,\s\[\]!&^]+", spec) if not len(NodeSet(g))]
     if unknown:
         raise RdmacliError(
             f"no such node group {', '.join(unknown)} (or it has no nodes)",

@@ -102,7 +102,9 @@ def test_an_agent_whose_pipes_stay_open_after_it_exits_does_not_hold_the_run(tmp
 def test_an_agent_the_kernel_holds_past_sigkill_does_not_hold_the_run(tmp_path):
     """ClusterShell's abort waits for every process it killed; one held in the kernel (here: a
     reap that never returns, injected into the real exec worker) is left behind, said so."""
-    env = {"PYTHONPATH": os.path.join(HERE, "mesh_agents", "unreapable")}
+    # before the path rdmacli itself may come by (the package's build: no install, a PYTHONPATH)
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [os.path.join(HERE, "mesh_agents", "unreapable"),
+                                                       os.environ.get("PYTHONPATH")]))}  # fmt: skip
     r, wall, doc = hung_run(tmp_path, env)
     up = doc["data"]["agents_up_s"]
     # go + rounds + the stated grace (10 s) + SIGTERM's and SIGKILL's graces (3 x 5 s), and slack

@@ -240,6 +240,7 @@ def test_the_shipped_unit_runs_the_agent_on_the_map_unless_given_a_node_set():
     import shlex
 
     from rdmacli.cli.watch import run
+    from rdmacli.watch.install import program_words
 
     r = subprocess.run([sys.executable, "-m", "rdmacli", "watch", "unit", "--force"], capture_output=True,
                        text=True, timeout=60)  # fmt: skip
@@ -250,8 +251,11 @@ def test_the_shipped_unit_runs_the_agent_on_the_map_unless_given_a_node_set():
     env = dict(word.split("=", 1) for word in shlex.split(lines["Environment"]))
     assert env == {"RDMACLI_WATCH_NODES": "--map /etc/rdmacli/watch.map", "RDMACLI_WATCH_ARGS": ""}
     words = shlex.split(lines["ExecStart"])
-    assert os.path.isabs(words[0]) and os.access(words[0], os.X_OK) and words[1:3] == ["watch", "run"]
+    prog = program_words()  # the rdmacli script beside this interpreter, else `python -m rdmacli`
+    assert os.path.isabs(words[0]) and os.access(words[0], os.X_OK) and words[: len(prog) + 2] == [
+        *prog, "watch", "run"]  # fmt: skip
     assert os.path.dirname(words[0]) == os.path.dirname(sys.executable)  # this install's, not PATH's
+    words = words[len(prog) - 1 :]  # from here on, as if the program were one word
     for nodes in (env["RDMACLI_WATCH_NODES"], "--nodes @rdma --address-template {node}-ib"):
         given = {**env, "RDMACLI_WATCH_NODES": nodes, "RDMACLI_WATCH_ARGS": "--metrics 10.0.0.5:9590"}
         args = [x for w in words[3:] for x in (given[w[1:]].split() if w.startswith("$") else [w])]
@@ -283,6 +287,7 @@ def test_the_unit_is_valid_and_hardened(tmp_path):
     "text, words",
     [("[" * 100000 + "]" * 100000, "nested too deep"), ('{"x": NaN}', "NaN is not JSON"),
      ('{"x": -Infinity}', "-Infinity is not JSON"), ("[1, 2]", "not a JSON object"), ("{", "Expecting")],
+    ids=["deep", "nan", "-infinity", "list", "cut"],  # pytest 7's id is the text: 200 KB in the environment
 )  # fmt: skip
 def test_show_on_a_corrupt_state_file_says_so_in_one_json_line(tmp_path, text, words):
     """Issue 70: deep nesting or NaN in the state file: a traceback and no JSON."""
