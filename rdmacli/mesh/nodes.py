@@ -14,7 +14,6 @@ import socket
 from rdmacli.errors import Cause, EnvironmentProblem, RdmacliError
 from rdmacli.mesh.inputs import check_names, check_template
 
-
 GROUP = r"@[^,\s\[\]!&^]+"  # an @group in a node set
 
 
