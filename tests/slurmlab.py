@@ -124,6 +124,8 @@ def wait_node(env: dict, ok, what: str, timeout: float, log=None) -> str:
         if ok(text):
             return text
         if time.monotonic() > end:
-            said = log.read_text()[-1500:] if log is not None and log.exists() else ""
-            pytest.fail(f"not {what} after {timeout} s: {text}\nthe health check's last words:\n{said}")
+            logs = [log] if log is not None else []
+            logs += [p for p in (log.parent / "slurmd.log", log.parent / "slurmctld.log")] if logs else []
+            said = "".join(f"\n--- {p.name}:\n{p.read_text()[-1500:]}" for p in logs if p.exists())
+            pytest.fail(f"not {what} after {timeout} s: {text}\nlast words:{said}")
         time.sleep(0.5)
