@@ -116,6 +116,15 @@ def reason_of(env: dict, name: str) -> str:
     return node.reason if node.drained else ""
 
 
+def last_words(log) -> str:
+    """The tails of a health check's log and of slurmd's and slurmctld's beside it (the run's
+    directory), for a failure's message: why a check did not run or did not act."""
+    if log is None:
+        return ""
+    logs = [log, log.parent / "slurmd.log", log.parent / "slurmctld.log"]
+    return "".join(f"\n--- {p.name}:\n{p.read_text()[-1500:]}" for p in logs if p.exists())
+
+
 def wait_node(env: dict, ok, what: str, timeout: float, log=None) -> str:
     """`scontrol show node` until ok(its text): the readiness of a drain or a resume."""
     end = time.monotonic() + timeout
@@ -124,8 +133,5 @@ def wait_node(env: dict, ok, what: str, timeout: float, log=None) -> str:
         if ok(text):
             return text
         if time.monotonic() > end:
-            logs = [log] if log is not None else []
-            logs += [p for p in (log.parent / "slurmd.log", log.parent / "slurmctld.log")] if logs else []
-            said = "".join(f"\n--- {p.name}:\n{p.read_text()[-1500:]}" for p in logs if p.exists())
-            pytest.fail(f"not {what} after {timeout} s: {text}\nlast words:{said}")
+            pytest.fail(f"not {what} after {timeout} s: {text}\nlast words:{last_words(log)}")
         time.sleep(0.5)

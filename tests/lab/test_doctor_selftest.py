@@ -205,7 +205,7 @@ def test_check_as_slurms_health_check_drains_resumes_and_keeps_an_operators_drai
         """The health check's next k runs (its log's lines), waited for: readiness, not time."""
         seen, end = len(runs()), time.monotonic() + k * HEALTH_S + 120
         while len(runs()) < seen + k:
-            assert time.monotonic() < end, runs()[-5:]
+            assert time.monotonic() < end, slurmlab.last_words(log)
             time.sleep(0.5)
         return runs()[seen:]
 
