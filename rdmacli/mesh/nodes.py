@@ -31,6 +31,7 @@ def expand(spec: str) -> list[str]:
             hint="split the fleet (by switch, by rack) into runs of at most that many",
             cause=Cause.USAGE,
         )
+    groups = re.findall(GROUP, spec)
     try:
         nodes = NodeSet(spec)
         if len(nodes) > MAX_NODES:
@@ -40,12 +41,12 @@ def expand(spec: str) -> list[str]:
                 cause=Cause.USAGE,
             )
         names = list(nodes)
-        unknown = [g for g in re.findall(GROUP, spec) if not len(NodeSet(g))]
+        unknown = [g for g in groups if not len(NodeSet(g))]
     except (GroupResolverError, GroupSourceError) as exc:
         # ClusterShell 1.9 (Debian 12's) with no groups.conf source: an error of its resolver, not
         # of the node set (1.10 says it as a NodeSetException); either way a group it cannot name
         raise RdmacliError(
-            f"no such node group {', '.join(re.findall(GROUP, spec))}: ClusterShell has no group source "
+            f"no such node group {', '.join(groups)}: ClusterShell has no group source "
             f"for it ({type(exc).__name__}: {exc})",
             hint="ClusterShell's groups: `nodeset -L` lists them (groups.conf, groups.d)",
             cause=Cause.USAGE,

@@ -77,11 +77,14 @@ class Reach:
         return {"ProtectHome": "read-only"} if self.homes and not self.blocked else {}
 
 
-def reach(paths: Iterable[str], homes: Iterable[str] = HOMES, temps: Iterable[str] = TEMPS) -> Reach:
+def reach(
+    paths: Iterable[str], homes: Iterable[str] | None = None, temps: Iterable[str] | None = None
+) -> Reach:
     """Each path as the service (another user, in the unit's namespaces) would reach it: every
     directory on the way searchable by others, the path itself readable by others, and the path
-    (and where its links lead) outside the private /tmp; under a home directory, a mend."""
-    homes, temps = tuple(homes), tuple(temps)
+    (and where its links lead) outside the private /tmp; under a home directory, a mend. `homes`
+    and `temps` default to the unit's (HOMES, TEMPS)."""
+    homes, temps = tuple(HOMES if homes is None else homes), tuple(TEMPS if temps is None else temps)
     hidden: list[str] = []
     blocked: list[str] = []
     for path in dict.fromkeys(paths):
@@ -136,7 +139,7 @@ def unit_text(program: str | None = None, directives: dict[str, str] | None = No
 def checked_unit(force: bool = False) -> tuple[str, list[str]]:
     """The unit for this install and what to say of it: refused (exit 3, the reason and the fix)
     where its service could not reach this rdmacli, unless `force`."""
-    seen = reach(install_paths(), HOMES, TEMPS)  # read here: a test points them elsewhere
+    seen = reach(install_paths())
     if seen.blocked and not force:
         raise RdmacliError(
             f"the unit would not start: {seen.blocked[0]}" + (f" (and {len(seen.blocked) - 1} more)"
@@ -144,7 +147,7 @@ def checked_unit(force: bool = False) -> tuple[str, list[str]]:
             hint=FIX + "; or --force to print it anyway (for a unit you will change)",
             cause=Cause.ENVIRONMENT,
         )  # fmt: skip
-    said = [f"warning: printed anyway: {why}" for why in seen.blocked] if seen.blocked else []
+    said = [f"warning: printed anyway: {why}" for why in seen.blocked]
     directives = seen.directives()
     if directives:
         said.append(

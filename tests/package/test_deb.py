@@ -8,11 +8,13 @@ pages, the unit is in place and hardened but not enabled, and a purge leaves no 
 from __future__ import annotations
 
 import glob
+import io
 import os
 import pathlib
 import re
 import shutil
 import subprocess
+import tarfile
 
 import pytest
 
@@ -55,8 +57,11 @@ def test_the_package_holds_what_a_fleet_needs(deb):
               "/usr/share/doc/rdmacli/examples/rdmacli.nhc", "/usr/share/doc/rdmacli/copyright"]  # fmt: skip
     assert not [p for p in needed if p not in files]
     assert any(re.search(r"/rdmacli/native/_datapath\..*\.so$", f) for f in files)
-    out = subprocess.run(f"dpkg-deb --fsys-tarfile {deb} | tar -xO .{UNIT}", shell=True, capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
+    tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", str(deb)], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as fs:
+        member = fs.extractfile(f".{UNIT}")
+        assert member is not None
+        out = member.read().decode()
     assert "\nExecStart=/usr/bin/rdmacli watch run " in out and "\nDynamicUser=yes\n" in out
 
 

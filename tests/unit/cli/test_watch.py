@@ -255,10 +255,10 @@ def test_the_shipped_unit_runs_the_agent_on_the_map_unless_given_a_node_set():
     assert os.path.isabs(words[0]) and os.access(words[0], os.X_OK) and words[: len(prog) + 2] == [
         *prog, "watch", "run"]  # fmt: skip
     assert os.path.dirname(words[0]) == os.path.dirname(sys.executable)  # this install's, not PATH's
-    words = words[len(prog) - 1 :]  # from here on, as if the program were one word
+    after = words[len(prog) + 2 :]  # what follows `PROGRAM watch run`
     for nodes in (env["RDMACLI_WATCH_NODES"], "--nodes @rdma --address-template {node}-ib"):
         given = {**env, "RDMACLI_WATCH_NODES": nodes, "RDMACLI_WATCH_ARGS": "--metrics 10.0.0.5:9590"}
-        args = [x for w in words[3:] for x in (given[w[1:]].split() if w.startswith("$") else [w])]
+        args = [x for w in after for x in (given[w[1:]].split() if w.startswith("$") else [w])]
         ctx = run.make_context("run", args)
         assert ctx.params["metrics"] == ("10.0.0.5", 9590) and (ctx.params["map_path"] or ctx.params["nodes"])
 
