@@ -32,6 +32,10 @@ COUNT = 10
 # spread thin, or the round trips measure the interpreter's queue (count 20 in a 12 s phase: p50s
 # of 0.3-1.2 s); at 30 s they are 2-90 ms, three healthy runs of three with nothing lost or slow
 PHASE_S = 30.0
+# the healthy matrix, judged slow or not at the defaults, spreads its probes thinner still: on a CI
+# host half this machine's speed, count 10 in 30 s had 6 of 480 healthy pairs "slower than the
+# fabric's best" (their agents' queue, not the wire); count 6 in 40 s is 0.45x that load
+HEALTHY_COUNT, HEALTHY_PHASE_S = 6, 40.0
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,19 +44,19 @@ def sixteen_by_two():
         pytest.fail("no two-rail lab: run with `make lab-mesh-test` (rdmacli lab --nodes 16 --rails 2)")
 
 
-def probe_mesh(*args: str):
-    return mesh("--test", "probe", *args, nodes=SIXTEEN, map_file=RAILS_MAP, round_s=PHASE_S, count=COUNT,
+def probe_mesh(*args: str, count: int = COUNT, round_s: float = PHASE_S):
+    return mesh("--test", "probe", *args, nodes=SIXTEEN, map_file=RAILS_MAP, round_s=round_s, count=count,
                 timeout=900)  # fmt: skip
 
 
 def test_the_whole_matrix_of_sixteen_nodes_by_two_rails_in_one_phase():
-    r, doc, wall = probe_mesh()
+    r, doc, wall = probe_mesh(count=HEALTHY_COUNT, round_s=HEALTHY_PHASE_S)
     assert r.returncode == 0, (doc["error"], failures(doc), doc["warnings"])
     t = doc["totals"]
     assert (t["nodes"], t["rails"], t["rounds"], t["pairs"], t["pairs_passed"]) == (16, 2, 1, PAIRS, PAIRS)
     for p in doc["data"]["pairs"]:
         assert p["result"] == "pass" and p["cause"] is None, p
-        assert p["probes_sent"] == p["probes_answered"] == 2 * COUNT, p  # both ends', none lost
+        assert p["probes_sent"] == p["probes_answered"] == 2 * HEALTHY_COUNT, p  # both ends', none lost
         assert 0 < p["rtt_p50_us"] <= p["rtt_p99_us"] and p["rtt_p50_us"] <= p["host_rtt_p50_us"], p
     assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": [], "disputed": []}
     assert doc["data"]["pairs_compact"] == PAIRS  # both ends of every pair said it in compact records
