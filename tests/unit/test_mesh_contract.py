@@ -176,7 +176,7 @@ def test_a_new_test_kind_is_one_row_and_its_name_in_the_contract(monkeypatch):
     names = ["n1", "n2", "n3"]
     spec = RunSpec(run_id="ab" * 8, names=names, addresses=[[f"10.0.0.{i}"] for i in (1, 2, 3)],
                    test="echo", round_s=1)  # fmt: skip
-    request = mesh.Request(spec=spec, nodes_spec="n[1-3]", launch_s=30, retest_rounds=0, slow_factor=1000)
+    request = mesh.Request(spec=spec, nodes_spec="n[1-3]", launch_s=30, retest_rounds=2, slow_factor=1000)
     outcome = mesh.run(request, InProcessLaunch(Fabric()))
     doc = outcome.to_dict()
     assert doc["result"] == "pass" and doc["totals"]["pairs_passed"] == 3, doc["error"]
