@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.probe.host import Waited
 from rdmacli.probe.kinds import DEFAULT, KINDS, ProbeKind, Prober
 from rdmacli.probe.nic import Peer
 
@@ -68,6 +69,8 @@ class Phase:
         self.stop = stop
         self.nics: dict[int, Prober] = {}
         self.dropped: dict[int, tuple[int, int]] = {}  # rail -> (forged, foreign) of its last run
+        # rail -> its probe thread's (run-queue wait, wall) of its last run, s (probe.host)
+        self.waited: dict[int, tuple[float, float]] = {}
         # rail -> (its opens failed in a row, windows still to pass before the next try, why)
         self.backoff: dict[int, tuple[int, int, RdmacliError]] = {}
         self.next_window(cfg, tests, problems, run=run, count=count)
@@ -199,6 +202,7 @@ class Phase:
                     out.append(rec)
                 return out
             failed = True
+            span = Waited()
             try:
                 nic.phase(begin, end)
                 nic.run()
@@ -214,6 +218,9 @@ class Phase:
                 results = [(p, "fail", err) for p in peers]
             finally:
                 self.dropped[rail] = (nic.forged_seen(), nic.foreign_seen())  # read before any close
+                waited = span.end()
+                if waited is not None:
+                    self.waited[rail] = waited
                 if failed or not self.keep or self.stop():  # a NIC kept open only when all went well
                     nic.close()
             for p, result, error in results:
@@ -225,7 +232,7 @@ class Phase:
             return out
 
         rails = sorted(self.by_rail)
-        self.dropped = {}
+        self.dropped, self.waited = {}, {}
         with ThreadPoolExecutor(max(len(rails), 1), thread_name_prefix="probe-rail") as pool:
             out = [rec for recs in pool.map(one, rails) for rec in recs]
         closed = [r for r, nic in self.nics.items() if nic.listen_id is None]  # closed by its run

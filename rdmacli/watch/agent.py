@@ -27,6 +27,10 @@ from rdmacli.watch.state import WatchState
 if TYPE_CHECKING:
     from rdmacli.probe.phase import Phase
 
+# a window is no evidence when this host kept its probe threads waiting for a CPU this share of
+# the phase or more (probe.host): the lab, eight agents and eight Python starts at once on two
+# emulated CPUs, named every node of a healthy fabric DEAD or SLOW (measured: see STARVED's test)
+STARVED = 0.05
 BEAT_S = 5.0  # the loop's sign of life at least this often (the watchdog's pings follow it)
 PHASE_GRACE_S = 60.0  # past a phase's end: the NICs' close, the counters, the judgement
 
@@ -36,6 +40,7 @@ class WindowPhase(Protocol):
 
     keep: bool  # its NICs stay open for the next window (closed by PhaseMaker.close at the end)
     problems: list  # per rail: why its NIC did not open (an RdmacliError), or None
+    waited: dict[int, tuple[float, float]]  # rail -> its probe thread's (run-queue wait, wall), s
     dropped: dict[int, tuple[int, int]]  # rail -> datagrams dropped: (a wrong tag, another QP)
 
     def run(self, begin: float, end: float) -> list[dict]: ...
@@ -102,6 +107,9 @@ class WatchAgent:
     foreign: dict = field(default_factory=dict)  # rail -> from another QP than SIDR named, last window
     reload_asked: bool = False
     skipped: int = 0  # windows whose open time had passed when the loop came to them
+    starved: int = 0  # windows run with the probe threads kept from the CPU (STARVED): not judged
+    host_wait: float = 0.0  # the last window's share of its phase its probe threads waited for a CPU
+    window_starved: bool = False  # the last window was (host_wait from STARVED): judged nothing
     devices: dict[int, str | None] = field(default_factory=dict)  # rail -> its RDMA device, as last found
     ports: dict[int, int] = field(default_factory=dict)  # rail -> the device's port
     downed: dict[int, int] = field(default_factory=dict)  # rail -> its link_downed at the last window's end
@@ -235,6 +243,9 @@ class WatchAgent:
                 phase.drop(rail)
         if self.stopping.is_set():  # a window cut short is no evidence
             return
-        by_nic = self.state.feed(records, drops)
+        self.host_wait = max((w / wall for w, wall in phase.waited.values()), default=0.0)
+        self.window_starved = self.host_wait >= STARVED
+        self.starved += self.window_starved
+        by_nic = self.state.feed(records, drops, starved=self.window_starved)
         if self.on_window is not None:
             self.on_window(k, records, by_nic)

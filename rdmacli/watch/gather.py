@@ -139,7 +139,14 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
               "windows_min": min((d.windows for d in docs), default=0)}  # fmt: skip
     # when each agent wrote what it said (its last window): how fresh the verdict is, per node
     agents = {
-        node: {"time": doc.time, "window": doc.window, "windows": doc.windows, "skipped": doc.skipped}
+        node: {
+            "time": doc.time,
+            "window": doc.window,
+            "windows": doc.windows,
+            "skipped": doc.skipped,
+            "host_wait": doc.host_wait,
+            "starved": doc.starved,
+        }
         for node, doc in g.docs.items()
     }
     warnings = []

@@ -54,6 +54,12 @@ class WatchMetrics:
         self.state_write_failures = Counter("rdmacli_watch_state_write_failures", "Windows whose state file "
                                             "could not be written (tried again after the next window)",
                                             registry=r)  # fmt: skip
+        self.host_wait = Gauge("rdmacli_watch_host_wait_ratio", "The share of the last window's probe phase "
+                               "this agent's probe threads waited for a CPU (run queue); from 0.05 the "
+                               "window judges nothing", registry=r)  # fmt: skip
+        self.starved = Counter("rdmacli_watch_windows_starved", "Windows not judged: this host kept "
+                               "the probes from the CPU (a busy host is not a bad fabric)",
+                               registry=r)  # fmt: skip
         self.shown: dict[str, set[tuple]] = {"nic": set(), "peer": set()}
 
     def window(self, by_nic: dict, devices: dict[int, str | None], state, names: list[str],

@@ -190,6 +190,8 @@ def state_doc(agent, node: str, k: int | None) -> dict:
         period_s=plan.period_s(),
         windows=st.windows,
         skipped=agent.skipped,
+        starved=agent.starved,
+        host_wait=round(agent.host_wait, 3),
         authenticated=plan.authenticated,
         nics=tuple(nics),
         pairs=tuple(pairs),
@@ -339,6 +341,8 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
             print(f"watch: the state file {path} written again", file=err)
             unwritten.clear()
 
+    said_starved = [False]
+
     def on_window(k, records, by_nic):
         for rail in sorted(set(said) | set(agent.problems)):  # a rail's NIC gone or back, said once
             now = agent.problems.get(rail)
@@ -348,6 +352,15 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
         said.update(agent.problems)
         names = list(agent.plan.names)
         metrics.window(by_nic, agent.devices, agent.state, names, agent.problems, agent.forged, agent.foreign)
+        metrics.host_wait.set(agent.host_wait)
+        if agent.window_starved != said_starved[0]:  # said when it starts and when it ends
+            said_starved[0] = agent.window_starved
+            words = (f"not judged, its probe threads waited {agent.host_wait:.0%} of the phase for a CPU "
+                     "(this host is too busy to measure the fabric)" if agent.window_starved
+                     else "this host gives the probes the CPU again: judged")  # fmt: skip
+            print(f"watch: window {k}: {words}", file=err)
+        if agent.window_starved:
+            metrics.starved.inc()
         used = time.process_time() - cpu[0]
         cpu[0] += used
         metrics.cpu.set(used / agent.plan.window_s / max(agent.plan.rails, 1))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from rdmacli.mesh.blame import LIARS, LOCAL
 from rdmacli.watch import judge
@@ -51,10 +52,13 @@ class WatchState:
     refs: dict[int, judge.Reference] = field(default_factory=dict)
     windows: int = 0
 
-    def feed(self, records: list[dict], drops: dict[int, int] | None = None) -> dict[int, NicWindow]:
+    def feed(self, records: list[dict], drops: dict[int, int] | None = None, starved: bool = False
+             ) -> dict[int, NicWindow]:  # fmt: skip
         """One window's records (this node's end of each pair) and each NIC's link drops since
         the last window (its port's counter, read by the agent): trackers fed, and per NIC what
-        the window counted (for the metrics)."""
+        the window counted (for the metrics). A `starved` window (this host kept the probes from
+        the CPU: agent.STARVED) is counted and judges nothing, good or bad, but a port's own
+        link drop, a fact of the port."""
         by_nic: dict[int, NicWindow] = {
             r: NicWindow(drops=(drops or {}).get(r, 0)) for r in range(self.rails)
         }
@@ -63,7 +67,10 @@ class WatchState:
             rail = rec["rail"]
             w = by_nic.setdefault(rail, NicWindow())
             ref = self.refs.setdefault(rail, judge.Reference())
-            cause = judge.window_cause(rec, ref, self.slow_factor, self.windows)
+            # starved: no cause, and its round trips kept out of the reference slow is judged by
+            cause: Any = (
+                judge.SKIP if starved else judge.window_cause(rec, ref, self.slow_factor, self.windows)
+            )
             w.sent += rec.get("probes_sent") or 0
             w.answered += rec.get("probes_answered") or 0
             if rec.get("rtt_p50_us"):
@@ -90,6 +97,8 @@ class WatchState:
             key = (rec["rail"], rec["peer"], rec["peer_rail"])
             self.pairs.setdefault(key, Tracker(self.policy)).feed(cause)
         for rail, (cause, certain) in evidence.items():
+            if starved and not certain:
+                continue
             self.nics.setdefault(rail, Tracker(self.policy)).feed(cause, certain)
         self.windows += 1
         self._forget_quiet()

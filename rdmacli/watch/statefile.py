@@ -127,6 +127,8 @@ class StateDoc:
     period_s: float = 0.0
     windows: int = 0
     skipped: int = 0
+    starved: int = 0  # windows judged on nothing: this host kept the probes from the CPU (agent.STARVED)
+    host_wait: float = 0.0  # the last window's share of its phase the probe threads waited for a CPU
     authenticated: bool = False  # probes tagged with the fabric's key (--key-file)
     nics: tuple[NicEntry, ...] = ()
     pairs: tuple[PairEntry, ...] = field(default=())
@@ -147,9 +149,9 @@ class StateDoc:
             or len(pairs) > max_pairs(len(names), rails)
         ):
             raise Refused("nics or pairs of the wrong shape or size")
-        for key in ("time", "window_s", "period_s", "window", "windows", "skipped"):
+        for key in ("time", "window_s", "period_s", "window", "windows", "skipped", "starved", "host_wait"):
             v = doc.get(key)
-            whole = key in ("window", "windows", "skipped")
+            whole = key in ("window", "windows", "skipped", "starved")
             if v is not None and not (_int(v, 0, MAX_COUNT) if whole else _num(v)):
                 raise Refused(f"{key} out of bounds")
         if not _int(doc.get("port", 0), 0, 65535) or not isinstance(doc.get("authenticated", False), bool):
@@ -163,6 +165,8 @@ class StateDoc:
             period_s=doc.get("period_s") or 0.0,
             windows=doc.get("windows") or 0,
             skipped=doc.get("skipped") or 0,
+            starved=doc.get("starved") or 0,
+            host_wait=doc.get("host_wait") or 0.0,
             authenticated=doc.get("authenticated", False),
             nics=tuple(NicEntry.parse(x, rails) for x in nics),
             pairs=tuple(PairEntry.parse(p, node, names, rails) for p in pairs),

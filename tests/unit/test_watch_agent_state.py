@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from meshdata import parse_metrics
@@ -26,6 +27,7 @@ class StandIn:
     keep = False
     problems: list = []
     dropped: dict = {}
+    waited: dict = {}  # rail -> (run-queue wait, wall): a host that never kept the probes waiting
     ports: dict[int, str] = {}  # rail -> its device
 
     def close(self):
@@ -212,6 +214,55 @@ def test_the_agent_runs_window_after_window_on_time_takes_a_new_plan_and_skips_a
     assert log[-2][:2] == ("run", 54) and agent.plan.window_s == 20.0  # the new plan: 1080 is 54 x 20 s
     agent.stop()
     assert agent.run() == 0
+
+
+def test_a_window_this_host_kept_from_the_cpu_judges_nothing_but_a_ports_own_drop():
+    """The lab under load (eight agents beside eight Python starts on two emulated CPUs) named
+    every node of a healthy fabric DEAD or SLOW: the probe threads waited for a CPU while the
+    partners' answers waited in the queue. Such a window (agent.STARVED of its phase or more
+    on the run queue) is counted, feeds no pair, no NIC and no reference, and a port's own link
+    drop is still named; the next window that gets the CPU is judged again."""
+    from rdmacli.watch.agent import STARVED, WatchAgent
+
+    now = [1000.3]
+    waits = iter([0.5, 0.5, 0.5, 0.0, 0.0])  # of a 7.5 s phase: 6.7 % three times, then none
+
+    class Waiting(FakePhase):
+        def run(self, begin, end):
+            out = super().run(begin, end)
+            self.waited = {0: (next(waits), end - begin), 1: (0.0, end - begin)}
+            return out
+
+    def sleep(s):
+        now[0] += s
+        return False
+
+    st = WatchState(rails=2, policy=Policy(raise_after=2, raise_window=3))
+    make = Maker(lambda pl, k, stop: Waiting([], pl, k, bad_peer=5, now=now))
+    agent = WatchAgent(
+        plan(3, window_s=10.0, per_window=7), st, clock=lambda: now[0], sleep=sleep, make_phase=make
+    )
+    assert agent.run(windows=3) == 3
+    assert (agent.starved, agent.window_starved) == (3, True) and agent.host_wait >= STARVED
+    assert st.pairs == {} and st.nics == {} and all(r.windows == 0 for r in st.refs.values())
+    assert agent.run(windows=2) == 2 and agent.starved == 3 and not agent.window_starved
+    assert set(st.alerted_pairs()) == {(0, 5, 0), (1, 5, 1)}  # judged again: the dead peer named
+    s = WatchState(rails=1, policy=Policy(raise_after=2, raise_window=3))
+    s.feed([rec(4)], drops={0: 1}, starved=True)  # a link drop is a fact of the port: named at once
+    assert s.nics[0].state is State.BAD and s.nics[0].cause == "DOWN" and s.pairs == {}
+
+
+def test_the_run_queue_wait_is_the_calling_threads_own():
+    """probe.host reads the kernel's count for the thread that asks: a thread that sleeps does
+    not wait on a run queue, whatever the rest of the host does."""
+    from rdmacli.probe.host import Waited, run_delay_s
+
+    if run_delay_s() is None:
+        pytest.skip("this kernel has no /proc/thread-self/schedstat")
+    span = Waited()
+    time.sleep(0.2)
+    waited, wall = span.end()
+    assert wall >= 0.2 and 0 <= waited < wall
 
 
 def test_slow_takes_the_fabrics_own_jitter_a_node_40ms_slow_is_slow_a_noisy_host_is_not():
@@ -738,7 +789,9 @@ def test_a_dead_nics_state_at_fleet_size_is_carried_whole_and_read_by_watch_stat
     for _ in range(2):
         st.feed([rec(peer, rail, result="fail", sent=0, answered=0, error=UNR) if rail == dead or rails == 1
                  else rec(peer, rail) for rail, peer, _ in pl.tests(0)])  # fmt: skip
-    agent = SimpleNamespace(plan=pl, state=st, devices={}, problems={}, forged={}, foreign={}, skipped=0)
+    agent = SimpleNamespace(
+        plan=pl, state=st, devices={}, problems={}, forged={}, foreign={}, skipped=0, starved=0, host_wait=0.0
+    )
     doc = state_doc(agent, "n0000", 1)
     line = json.dumps(doc, allow_nan=False)
     assert len(line) < max_line(nodes, rails) and len(line) < 64 * 1024, len(line)  # bytes, not entries
