@@ -253,11 +253,19 @@ def _no_constant(name: str):
     metavar="CMD",
     help="How rdmacli is run on the nodes (words, no shell).",
 )
+@click.option(
+    "--fanout",
+    type=click.IntRange(1, 4096),
+    default=defaults.FANOUT,
+    show_default=True,
+    help="Nodes asked at once, at most (ClusterShell's fanout): each answer is a Python start beside "
+    "that node's agent.",
+)
 @pairs_option("between every two groups a period: the agents' own (it says how many partners a NIC has)")
 @options.slurm_drain_options(WATCH_PREFIX)
 @json_reported
-def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, pairs_spec, slurm_drain,
-           max_drain, dry_run, app) -> None:  # fmt: skip
+def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, fanout, pairs_spec,
+           slurm_drain, max_drain, dry_run, app) -> None:  # fmt: skip
     """Gather the agents' current verdicts for NODES and blame them as `mesh` does."""
     from rdmacli.cli.ending import finish
     from rdmacli.watch.gather import gather
@@ -269,7 +277,7 @@ def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, 
         if dry_run and not slurm_drain:
             raise click.UsageError("--dry-run goes with --slurm-drain")
         outcome = gather(nodes, map_path, launcher, port, state_file, timeout, agent_command, params,
-                         pairs_spec)  # fmt: skip
+                         pairs_spec, fanout=fanout)  # fmt: skip
         if slurm_drain:
             ran = list(outcome.data.get("agents") or ())
             options.act_on_verdict(outcome, ran, outcome.counts["nodes"], WATCH_PREFIX, max_drain, dry_run)

@@ -108,11 +108,13 @@ def _clustershell():
 class ClusterShellLauncher:
     """ClusterShell's ssh worker (remote nodes) or exec worker (agents on this machine), one
     worker per node (each agent is told its own rank), all at once: agents are long-lived, so
-    the fanout is raised to the node count (ClusterShell would otherwise start them in waves)."""
+    the fanout is raised to the node count (ClusterShell would otherwise start them in waves).
+    `waves`: short commands (`watch show`), at most `fanout` at once, as ClusterShell runs them."""
 
     def __init__(self, kind: str, *, connect_timeout: float = 10, ssh_options: str | None = None, fanout=None,
-                 topology: str | None = None, line_limit: int | None = None):  # fmt: skip
-        self.kind = kind
+                 topology: str | None = None, line_limit: int | None = None,
+                 waves: bool = False):  # fmt: skip
+        self.kind, self.waves = kind, waves
         self.line_limit = line_limit  # the longest line taken from a node (lines.bounded); None: MAX_LINE
         self.topology = topology  # a topology file's path (tree mode: agents through gateways)
         self.connect_timeout, self.ssh_options, self.fanout = connect_timeout, ssh_options, fanout
@@ -164,7 +166,7 @@ class ClusterShellLauncher:
 
         launcher = self
         self.task = task = task_self()
-        task.set_info("fanout", max(self.fanout or 64, len(commands)))
+        task.set_info("fanout", (self.fanout or 64) if self.waves else max(self.fanout or 64, len(commands)))
         # every line goes to on_line and nowhere else: ClusterShell would also keep each node's
         # whole output in its message trees, and that grows with pairs, not with nodes
         task.set_default("stdout_msgtree", False)

@@ -5,3 +5,8 @@
 PORT = 7590  # rail k listens on PORT + k
 WINDOW_S = 10.0
 COUNT = 20  # probes to each partner in a window
+# `watch status`: `watch show` on this many nodes at once, at most (ClusterShell's own default):
+# each is a Python start beside that node's agent (in the lab, eight at once on two emulated
+# CPUs named healthy NICs dead), and ssh from one host to a thousand nodes at once is a burst
+# of its own; waves of them end in seconds
+FANOUT = 64

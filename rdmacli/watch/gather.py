@@ -9,6 +9,7 @@ import time
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import Outcome
+from rdmacli.watch import FANOUT
 from rdmacli.watch import status as S
 
 STATUS_OPTIONS = frozenset({"--agent-command"})  # of the launcher hints' options, watch status's
@@ -22,7 +23,8 @@ def _stderr(words: str) -> None:
 
 
 def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file: str | None, timeout: float,
-           agent_command: str, params: dict, pairs: str = "all", progress=_stderr) -> Outcome:  # fmt: skip
+           agent_command: str, params: dict, pairs: str = "all", progress=_stderr, fanout: int = FANOUT
+           ) -> Outcome:  # fmt: skip
     from rdmacli.mesh import nodes as N
     from rdmacli.mesh.inputs import groups_of, parse_pairs, read_map, split_args
     from rdmacli.mesh.launch import ClusterShellLauncher
@@ -77,8 +79,8 @@ def gather(nodes_spec: str, map_path: str, launcher: str, port: int, state_file:
                 progress(f"watch status: waiting for {len(waiting)} node(s): {who} "
                          f"({now - t0:.0f} s of {timeout:g})")  # fmt: skip
 
-    ClusterShellLauncher(launcher, line_limit=limit).run(commands, b"", on_line, on_exit, timeout,
-                                                         end_at=lambda: end, tick=tick)  # fmt: skip
+    shell = ClusterShellLauncher(launcher, line_limit=limit, fanout=fanout, waves=True)
+    shell.run(commands, b"", on_line, on_exit, timeout, end_at=lambda: end, tick=tick)
     failed = launcher_failure(launcher, asked, set(answers), exits, {n: [w] for n, w in said.items()},
                               before="`watch show` ran", options=STATUS_OPTIONS)  # fmt: skip
     if failed is not None:  # no node answered and every launch failed: the launcher's own error

@@ -12,6 +12,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 from rdmacli.diag import counters as ctr
+from rdmacli.watch.agent import STARVED
 
 # network round trips: from a few µs (hardware) to the lab's emulated milliseconds, and a slow
 # node's tens of milliseconds
@@ -55,8 +56,8 @@ class WatchMetrics:
                                             "could not be written (tried again after the next window)",
                                             registry=r)  # fmt: skip
         self.host_wait = Gauge("rdmacli_watch_host_wait_ratio", "The share of the last window's probe phase "
-                               "this agent's probe threads waited for a CPU (run queue); from 0.05 the "
-                               "window judges nothing", registry=r)  # fmt: skip
+                               "this agent's probe threads waited for a CPU (run queue); from "
+                               f"{STARVED:g} the window judges nothing", registry=r)  # fmt: skip
         self.starved = Counter("rdmacli_watch_windows_starved", "Windows not judged: this host kept "
                                "the probes from the CPU (a busy host is not a bad fabric)",
                                registry=r)  # fmt: skip

@@ -277,3 +277,32 @@ def test_an_unresolvable_address_is_hinted_by_where_it_came_from(tmp_path):
     assert "--map FILE" not in r.stderr
     r = rdmacli("mesh", "n1,n2", "--address-template", "{node}.invalid", "--launcher", "exec")
     assert "fix --address-template" in r.stderr, r.stderr
+
+
+STAMP = """import sys, time
+with open(sys.argv[1] + "/" + sys.argv[sys.argv.index("--node") + 1], "w") as f:
+    f.write(f"{time.monotonic()} ")
+    time.sleep(1.5)
+    f.write(f"{time.monotonic()}")
+"""
+
+
+def test_watch_status_asks_at_most_fanout_nodes_at_once(tmp_path):
+    """Each `watch show` is a Python start beside that node's agent: in the lab eight at once on
+    two emulated CPUs named healthy NICs dead. --fanout N: waves of N (ClusterShell's own); the
+    default, 64, is ClusterShell's. Each stand-in `watch show` stamps when it ran."""
+    mapfile = tmp_path / "three.map"
+    mapfile.write_text("n1 192.0.2.1\nn2 192.0.2.2\nn3 192.0.2.3\n")
+    (tmp_path / "stamp.py").write_text(STAMP)
+
+    def spans(fanout: str) -> list[tuple[float, float]]:
+        out = tmp_path / f"f{fanout}"
+        out.mkdir()
+        rdmacli("watch", "status", "n[1-3]", "--map", str(mapfile), "--launcher", "exec", "--fanout", fanout,
+                "--agent-command", f"{sys.executable} {tmp_path / 'stamp.py'} {out}")  # fmt: skip
+        return sorted(tuple(map(float, (out / n).read_text().split())) for n in ("n1", "n2", "n3"))
+
+    one = spans("1")
+    assert all(a[1] <= b[0] for a, b in zip(one, one[1:])), one  # one after another
+    three = spans("3")
+    assert any(b[0] < a[1] for a, b in zip(three, three[1:])), three  # at once

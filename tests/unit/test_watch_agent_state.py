@@ -225,7 +225,7 @@ def test_a_window_this_host_kept_from_the_cpu_judges_nothing_but_a_ports_own_dro
     from rdmacli.watch.agent import STARVED, WatchAgent
 
     now = [1000.3]
-    waits = iter([0.5, 0.5, 0.5, 0.0, 0.0])  # of a 7.5 s phase: 6.7 % three times, then none
+    waits = iter([4.0, 4.0, 4.0, 3.0, 0.0])  # of a 7.5 s phase: 53 % three times, then 40 % and none
 
     class Waiting(FakePhase):
         def run(self, begin, end):
