@@ -376,4 +376,6 @@ def test_a_port_dropping_5s_every_30s_is_named_at_first_then_flapping_then_clear
         sh("ip", "link", "set", port, "up")
         print(f"\nwatch: the flapping port's drops (time, what, its link_downed): {log}")
         wall_off = time.time()
-    cleared_in_time({"n06:1"}, d, mapfile, within=9 * WINDOW_S + 30, since=wall_off)
+    # 9 quiet windows and a margin of 6 (a window skipped late or starved on a busy host: 124 s
+    # with a CPU-bound process beside the lab, where 120 were given)
+    cleared_in_time({"n06:1"}, d, mapfile, within=15 * WINDOW_S, since=wall_off)
