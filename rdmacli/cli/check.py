@@ -140,7 +140,7 @@ def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt,
 
     end = time.monotonic() + deadline  # judged and acted on by then
     with app.errors("check", params):
-        work = lambda: judge(expects, set(devices) or None, watch_state, state_dir, rebaseline)  # noqa: E731
+        work = lambda step: judge(expects, set(devices) or None, watch_state, state_dir, rebaseline, step)  # noqa: E731
         try:
             rows = _within(deadline, work)
         except RdmacliError as exc:
@@ -198,8 +198,9 @@ def _slurm_words(done: dict, dry_run: bool) -> str:
     return f"slurm: {done['node']}: {done['words']}"
 
 
-def judge(expects, only, watch_state, state_dir, rebaseline) -> list[dict]:
-    """Every row, as dicts: ports, counters, the fabric's word, the host."""
+def judge(expects, only, watch_state, state_dir, rebaseline, step=lambda what: None) -> list[dict]:
+    """Every row, as dicts: ports, counters, the fabric's word, the host; `step(what)` said as
+    each part begins (what a check past its deadline was doing: _within)."""
     import os
 
     from rdmacli.diag import baseline, health
@@ -210,6 +211,7 @@ def judge(expects, only, watch_state, state_dir, rebaseline) -> list[dict]:
     from rdmacli.watch.service import state_path
     from rdmacli.watch.word import fabric_checks
 
+    step("finding the devices")
     found = list_devices(use_pyverbs=False)
     if not found:
         err = no_device()
@@ -218,7 +220,9 @@ def judge(expects, only, watch_state, state_dir, rebaseline) -> list[dict]:
         rows = health.port_checks(found, list(expects), only)
     judged = [d for d in found if only is None or d.name in only]
     path = os.path.join(state_dir or health.state_dir_default(), baseline.FILE)
+    step(LOCK_STEP)
     with baseline.held(path):  # from load to save: a check beside this one loses nothing
+        step("reading the ports' counters")
         base, why = (None, "") if rebaseline else baseline.load(path)
         if why:
             rows.append(Check("counters", "warn", why))
@@ -229,23 +233,32 @@ def judge(expects, only, watch_state, state_dir, rebaseline) -> list[dict]:
         if problem := baseline.save(path, kept):
             hint = "give --state-dir a directory this user can write"
             rows.append(Check("counters", "warn", problem, hint))
+    step("reading the watch agent's state")
     rows += fabric_checks(watch_state or state_path(PORT))
+    step("checking memlock and the data path")
     rows += health.host_checks()
     return [r.to_dict() for r in rows]
 
 
+LOCK_STEP = "waiting for the counters' baseline (another rdmacli check holds it)"
+
+
 def _within(deadline: float, work):
-    """work() in a thread of its own, waited for until the deadline: a sysfs read a wedged
-    driver holds cannot keep a health check past its program's kill."""
+    """work(step) in a thread of its own, waited for until the deadline: a sysfs read a wedged
+    driver holds cannot keep a health check past its program's kill. Past it, the error says
+    what the check was doing and how long each part took (a baseline held by another check is
+    no hung driver)."""
     import threading
+    import time
 
     from rdmacli.errors import Cause, RdmacliError
 
     box: dict = {}
+    steps: list[tuple[str, float]] = [("starting", time.monotonic())]
 
     def run() -> None:
         try:
-            box["rows"] = work()
+            box["rows"] = work(lambda what: steps.append((what, time.monotonic())))
         except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
             box["error"] = exc
 
@@ -253,9 +266,15 @@ def _within(deadline: float, work):
     t.start()
     t.join(deadline)
     if t.is_alive():
+        now, taken = time.monotonic(), list(steps)
+        spans = [f"{what} {(end - t0):.1f} s" for (what, t0), (_, end) in zip(taken, [*taken[1:], ("", now)])]
+        last = taken[-1][0]
+        hint = "look at dmesg for a hung driver; raise --deadline (at most 50 s)"
+        if last == LOCK_STEP:
+            hint = "another check (slurmd's, NHC's) holds the baseline: try again when it ends"
         raise RdmacliError(
-            f"could not judge within --deadline {deadline:g} s (a driver or sysfs read that does not end)",
-            hint="look at dmesg for a hung driver; raise --deadline (at most 50 s)",
+            f"could not judge within --deadline {deadline:g} s: {last} ({'; '.join(spans)})",
+            hint=hint,
             cause=Cause.DEADLINE,
         )
     if "error" in box:

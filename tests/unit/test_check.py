@@ -219,7 +219,7 @@ def test_words_from_a_state_file_reach_no_line_raw(tmp_path, host):
 
 
 def test_the_deadline_ends_a_check_that_hangs_with_could_not_judge(tmp_path, host, monkeypatch):
-    monkeypatch.setattr(check_cli, "judge", lambda *a: time.sleep(30))
+    monkeypatch.setattr(check_cli, "judge", lambda *a: time.sleep(30))  # a read that does not end
     t0 = time.monotonic()
     r = run(tmp_path, "--deadline", "1", "--format", "npd")
     assert time.monotonic() - t0 < 10
@@ -227,6 +227,27 @@ def test_the_deadline_ends_a_check_that_hangs_with_could_not_judge(tmp_path, hos
         r.exit_code == 6 and r.stdout.startswith("rdmacli: could not judge") and len(r.stdout.strip()) <= 80
     )
     assert run(tmp_path, "--deadline", "51").exit_code == 2
+
+
+def test_a_check_waiting_for_another_checks_baseline_says_so_not_a_hung_driver(tmp_path, host):
+    """In the lab an admin's --rebaseline beside slurmd's own check ran past its deadline and
+    blamed "a driver or sysfs read": the words now say what the check was doing when the
+    deadline came, and how long each part took."""
+    import fcntl
+    import os
+
+    state = tmp_path / "state"
+    state.mkdir()
+    fd = os.open(state / ".check.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another check's, from load to save
+    try:
+        r = run(tmp_path, "--deadline", "2", "--rebaseline")
+    finally:
+        os.close(fd)
+    assert r.exit_code == 6, r.output
+    assert "2 s: waiting for the counters' baseline (another rdmacli check holds it) (starting" in r.output
+    assert "finding the devices" in r.output and "slurmd's, NHC's" in r.output and "dmesg" not in r.output
+    assert run(tmp_path, "--deadline", "10", "--rebaseline").exit_code == 0  # let go: it goes on
 
 
 def test_no_device_at_all_is_unhealthy(tmp_path, host):
