@@ -166,7 +166,8 @@ class ClusterShellLauncher:
 
         launcher = self
         self.task = task = task_self()
-        task.set_info("fanout", (self.fanout or 64) if self.waves else max(self.fanout or 64, len(commands)))
+        fanout = self.fanout or 64  # ClusterShell's own default
+        task.set_info("fanout", fanout if self.waves else max(fanout, len(commands)))
         # every line goes to on_line and nowhere else: ClusterShell would also keep each node's
         # whole output in its message trees, and that grows with pairs, not with nodes
         task.set_default("stdout_msgtree", False)

@@ -112,11 +112,15 @@ class WatchAgent:
     skipped: int = 0  # windows whose open time had passed when the loop came to them
     starved: int = 0  # windows run with the probe threads kept from the CPU (STARVED): not judged
     host_wait: float = 0.0  # the last window's share of its phase its probe threads waited for a CPU
-    window_starved: bool = False  # the last window was (host_wait from STARVED): judged nothing
     devices: dict[int, str | None] = field(default_factory=dict)  # rail -> its RDMA device, as last found
     ports: dict[int, int] = field(default_factory=dict)  # rail -> the device's port
     downed: dict[int, int] = field(default_factory=dict)  # rail -> its link_downed at the last window's end
     read_counters: Callable[[str | None, int], dict] | None = None  # diag.counters.read unless given
+
+    @property
+    def window_starved(self) -> bool:
+        """The last window's probe threads waited STARVED of its phase or more: it judged nothing."""
+        return self.host_wait >= STARVED
 
     def link_drops(self) -> dict[int, int]:
         """Each NIC's link drops since the last window's end, from its port's own counter read
@@ -246,8 +250,7 @@ class WatchAgent:
                 phase.drop(rail)
         if self.stopping.is_set():  # a window cut short is no evidence
             return
-        self.host_wait = max((w / wall for w, wall in phase.waited.values()), default=0.0)
-        self.window_starved = self.host_wait >= STARVED
+        self.host_wait = min(max((w / wall for w, wall in phase.waited.values()), default=0.0), 1.0)
         self.starved += self.window_starved
         by_nic = self.state.feed(records, drops, starved=self.window_starved)
         if self.on_window is not None:

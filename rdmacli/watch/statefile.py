@@ -154,6 +154,8 @@ class StateDoc:
             whole = key in ("window", "windows", "skipped", "starved")
             if v is not None and not (_int(v, 0, MAX_COUNT) if whole else _num(v)):
                 raise Refused(f"{key} out of bounds")
+        if doc.get("host_wait") is not None and doc["host_wait"] > 1:  # a share of a phase, >= 0 (_num)
+            raise Refused("host_wait out of bounds")
         if not _int(doc.get("port", 0), 0, 65535) or not isinstance(doc.get("authenticated", False), bool):
             raise Refused("port or authenticated out of bounds")
         return cls(

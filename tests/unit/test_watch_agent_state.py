@@ -663,6 +663,10 @@ def test_the_state_file_is_declared_once_what_an_agent_writes_is_what_status_tak
         ("time", float("inf")),
         ("port", 70000),
         ("authenticated", "yes"),
+        ("host_wait", 1.5),  # a share of a phase
+        ("host_wait", -0.1),
+        ("host_wait", "busy"),
+        ("starved", 0.5),
     ]
     for key, value in bad:
         with pytest.raises(Refused):
