@@ -11,7 +11,7 @@ LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv deb deb-test test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
+.PHONY: deps venv deb deb-test test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test mesh-lane-a mesh-lane-b mesh-whole lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
 
 deps:
 	@scripts/bootstrap
@@ -85,9 +85,24 @@ lab-soak: venv
 # `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real
 # launchers. Alone and with two emulated CPUs: with one, or beside another boot, the host's
 # contention reads as a slow fabric (the probe's matrix, the watch services' faults named within
-# so many windows, and a rail link judged slow all failed there).
+# so many windows, and a rail link judged slow all failed there). Inside the boot, scripts/lanes
+# runs the eight-node files two at once on nodes of their own (a mesh run mostly waits for its
+# slots: one keeps about a third of the boot's two CPUs busy), then the rest alone: all 16 nodes
+# (test_probe.py) and the watch services (test_watch.py).
+MESH_PYTEST := $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=0
+MESH_A := tests/mesh/test_mesh.py
+MESH_B := tests/mesh/test_rails.py tests/mesh/test_watch_device.py
 lab-mesh-test: venv
-	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=0 tests
+	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- env MAKE="$(MAKE)" scripts/lanes mesh-lane-a mesh-lane-b -- mesh-whole
+
+# inside lab-mesh-test's boot: n01-n08, n09-n16 (each lane's processes, cm_ids and nftables rules
+# told apart by RDMACLI_MESH_LANE), and every other mesh file
+mesh-lane-a:
+	RDMACLI_MESH_LANE=a $(MESH_PYTEST) $(MESH_A)
+mesh-lane-b:
+	RDMACLI_MESH_LANE=b $(MESH_PYTEST) $(MESH_B)
+mesh-whole:
+	$(MESH_PYTEST) $(filter-out $(MESH_A) $(MESH_B),$(sort $(wildcard tests/mesh/test_*.py)))
 
 # `rdmacli watch` on 8 lab nodes x 2 rails as services, faults injected while they run, a real
 # Prometheus scraping them: part of lab-mesh-test (its boot, last); this runs it alone

@@ -15,7 +15,11 @@ from rdmacli.diag.devices import serves_ip
 from rdmacli.lab import node
 
 ALL_NODES = os.environ.get("RDMACLI_LAB_NODES", "")  # n[01-16]: the suite's boot
-NODES = "n[01-08]"  # the eight-node tests
+NODES = "n[01-08]"  # the eight-node tests (test_rails.py's: n09-n16, beside them)
+# The suite's boot runs test_mesh.py and test_rails.py at once, each on eight nodes of its own
+# (make lab-mesh-test, scripts/lanes inside the boot): what one checks of processes, cm_ids and
+# nftables is its lane's (this variable, which its agents inherit), never the other's.
+LANE = os.environ.get("RDMACLI_MESH_LANE")
 MAP = os.environ.get("RDMACLI_LAB_NODES_MAP", "")  # rail 0 of every node
 RAILS_MAP = os.environ.get("RDMACLI_LAB_RAILS_MAP", "")  # every rail (the suite boots two)
 ROUND_S = 6.0  # per pair under TCG: setup plus 10 pings, with room
@@ -83,9 +87,31 @@ def recreate_rxe(k: int, timeout: float = 60, rail: int = 0) -> None:
     pytest.fail(f"{nd['rxe']} has no GID for {nd['ipv4']} after {timeout} s")
 
 
+def lane_of(pid: int) -> str | None:
+    """The RDMACLI_MESH_LANE a process was started with (its agents inherit the test's)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return LANE  # gone as it was looked at: counted, as pgrep saw it
+    for var in env:
+        if var.startswith(b"RDMACLI_MESH_LANE="):
+            return var.split(b"=", 1)[1].decode()
+    return None
+
+
 def assert_no_agent_left() -> None:
-    r = subprocess.run(["pgrep", "-f", "rdmacli mesh-agent"], capture_output=True, text=True)
-    assert r.stdout.strip() == "", f"agents still running: {r.stdout}"
+    """No mesh agent of this lane's runs is still running (the other lane's are its own)."""
+    r = subprocess.run(["pgrep", "-af", "rdmacli mesh-agent"], capture_output=True, text=True)
+    mine = [line for line in r.stdout.splitlines() if lane_of(int(line.split()[0])) == LANE]
+    assert mine == [], f"agents still running: {mine}"
+
+
+def cm_ids_on(addresses: set[str], ports: tuple[int, ...]) -> list[str]:
+    """`rdma resource show cm_id` lines of these addresses and ports (or any address's)."""
+    r = subprocess.run(["rdma", "resource", "show", "cm_id"], capture_output=True, text=True)
+    ends = {f"{ip}:{port}" for ip in addresses | {"0.0.0.0", "[::]", "::"} for port in ports}
+    return [line for line in r.stdout.splitlines() if any(f" {end} " in f" {line} " for end in ends)]
 
 
 def ends_on_time(doc: dict) -> None:
@@ -101,10 +127,13 @@ def failures(doc: dict) -> list:
             for p in doc["data"]["pairs"] if p["result"] != "pass"]  # fmt: skip
 
 
+TABLE = f"rdmacli_mesh_test_{LANE or 'all'}"  # this lane's drops: the other lane's stay
+
+
 def block_link(a: str, b: str) -> None:
     rules = "\n".join(
         [
-            "table inet rdmacli_mesh_test {",
+            f"table inet {TABLE} {{",
             "  chain input {",
             "    type filter hook input priority 0; policy accept;",
             f"    ip saddr {a} ip daddr {b} udp dport 4791 drop",
@@ -117,7 +146,7 @@ def block_link(a: str, b: str) -> None:
 
 
 def unblock_links() -> None:
-    subprocess.run(["nft", "delete", "table", "inet", "rdmacli_mesh_test"], capture_output=True)
+    subprocess.run(["nft", "delete", "table", "inet", TABLE], capture_output=True)
 
 
 def netem(dev: str, spec: str, dst: str | None = None) -> None:
@@ -163,7 +192,14 @@ def run_freeing(cmd: list[str], *faults) -> tuple[dict | None, bool, subprocess.
     return doc, True, proc
 
 
-def sigterm_mid_run(map_file: str, round_s: float) -> tuple[int, dict]:
+def eight(first: int) -> tuple[str, set[str]]:
+    """Eight lab nodes from `first`: their spec and every rail's address of theirs."""
+    rails = int(os.environ.get("RDMACLI_LAB_RAILS", "1"))
+    spec = f"n[{first:02d}-{first + 7:02d}]"
+    return spec, {node(k, r)["ipv4"] for k in range(first, first + 8) for r in range(rails)}
+
+
+def sigterm_mid_run(map_file: str, round_s: float, first: int = 1) -> tuple[int, dict]:
     """SIGTERM to a mesh coordinator once a pair has completed (agents mid-run), as a service
     manager stops it: (exit code, the summary it still printed). Every agent must be gone and
     no cm_id of theirs left (any rail's port)."""
@@ -171,8 +207,9 @@ def sigterm_mid_run(map_file: str, round_s: float) -> tuple[int, dict]:
     import signal
     import threading
 
+    nodes, addresses = eight(first)
     cmd = [
-        sys.executable, "-m", "rdmacli", "mesh", NODES, "--launcher", "exec", "--map", map_file,
+        sys.executable, "-m", "rdmacli", "mesh", nodes, "--launcher", "exec", "--map", map_file,
         "--round-time", str(round_s), "--launch-timeout", str(LAUNCH_S), "--count", "10", "--json-lines",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -194,6 +231,6 @@ def sigterm_mid_run(map_file: str, round_s: float) -> tuple[int, dict]:
         out.append(lines.get())
     doc = validate(json.loads(out[-1]))
     assert_no_agent_left()
-    r = subprocess.run(["rdma", "resource", "show", "cm_id"], capture_output=True, text=True)
-    assert not any(f"{port}" in r.stdout for port in (7490, 7491, 7492, 7493)), r.stdout
+    left = cm_ids_on(addresses, (7490, 7491, 7492, 7493))
+    assert left == [], left
     return rc, doc

@@ -21,7 +21,6 @@ from meshlab import (
     LAUNCH_S,
     MAP,
     ROUND_S,
-    TIMES,
     assert_no_agent_left,
     block_link,
     by_pair,
@@ -34,7 +33,6 @@ from meshlab import (
     sh,
     sigterm_mid_run,
     unblock_links,
-    validate,
 )  # fmt: skip
 
 from rdmacli.lab import node
@@ -79,61 +77,6 @@ def test_eight_nodes_at_the_defaults_pass_two_runs_in_a_row():
         assert doc["data"]["blame"]["nodes"] == [] and doc["data"]["blame"]["links"] == []
         ends_on_time(doc)
         assert_no_agent_left()
-
-
-def held_claims(addresses: list[str]) -> int:
-    """How many of these nodes' mesh port claims (flock on /run/lock) another process holds."""
-    import fcntl
-
-    held = 0
-    for ip in addresses:
-        try:
-            with open(f"/run/lock/rdmacli-mesh-{ip}-7490.lock") as f:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    held += 1
-        except OSError:
-            pass
-    return held
-
-
-def test_sixteen_nodes_pass_and_a_second_run_on_their_port_says_the_first_holds_it():
-    """16 nodes, full schedule, at the round time the README gives for 16 lab nodes (6 s). While
-    it runs, a second run on two of its nodes and the same port finds the first's claim (even
-    between pairs) and says so, naming the holder; the first passes untouched (a test of its own,
-    with an 8-node first run of 140 s, until the CI budget needed those minutes)."""
-    with open(MAP) as f:
-        lab_nodes = sum(1 for _ in f)
-    if lab_nodes < 16:
-        pytest.fail("the mesh suite boots 16 lab nodes (make lab-mesh-test)")
-    cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[01-16]", "--launcher", "exec", "--map", MAP,
-           "--round-time", "6", "--launch-timeout", str(LAUNCH_S), "--json"]  # fmt: skip
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        claims = [node(k)["ipv4"] for k in (1, 2)]
-        end = time.monotonic() + LAUNCH_S
-        while held_claims(claims) < len(claims):  # the first run's agents hold them: readiness
-            assert time.monotonic() < end and first.poll() is None, (
-                first.stderr.read() if first.poll() else ""
-            )
-            time.sleep(0.5)
-        r2, second, _ = mesh(nodes="n[01-02]")
-        assert first.poll() is None, "the 16-node run ended before the second run did: not a test"
-        out, err = first.communicate(timeout=900)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    doc = validate(json.loads(out))
-    assert first.returncode == 0 and not failures(doc), (failures(doc), doc["warnings"])
-    assert doc["totals"]["pairs_passed"] == 120
-    TIMES["full mesh, 16 nodes x 1 rail"] = doc["elapsed_ms"] / 1e3  # test_probe.py compares
-    ends_on_time(doc)
-    assert r2.returncode == 1
-    assert {p["cause"] for p in second["data"]["pairs"]} == {"BUSY"}, failures(second)
-    msg = second["data"]["pairs"][0]["error"]["message"]
-    assert "in use by pid" in msg and "rdmacli mesh-agent, run " + doc["data"]["run_id"] in msg, msg
-    assert_no_agent_left()
 
 
 def test_pairs_inside_two_leaves_and_one_sampled_between_them(tmp_path):

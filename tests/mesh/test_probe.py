@@ -1,14 +1,21 @@
-"""`rdmacli mesh --test probe` on the suite's 16 lab nodes x 2 rails: the connectionless probe
-(one UD QP a NIC, every partner at once) gives the whole latency-and-loss matrix in one phase;
-with real faults (netem loss on a node's two NICs, an nftables drop on one link, a NIC's netdev
-down) each is named for what it is, and nothing else."""
+"""The tests of all 16 lab nodes: a full mesh of 16 x 1 rail, and `rdmacli mesh --test probe` on
+16 nodes x 2 rails: the connectionless probe (one UD QP a NIC, every partner at once) gives the
+whole latency-and-loss matrix in one phase; with real faults (netem loss on a node's two NICs, an
+nftables drop on one link, a NIC's netdev down) each is named for what it is, and nothing else.
+make lab-mesh-test runs them after the eight-node files' lanes (scripts/lanes in the boot)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 from meshlab import (
+    LAUNCH_S,
+    MAP,
     RAILS_MAP,
     TIMES,
     assert_no_agent_left,
@@ -21,6 +28,7 @@ from meshlab import (
     recreate_rxe,
     sh,
     unblock_links,
+    validate,
 )  # fmt: skip
 
 from rdmacli.lab import node
@@ -47,6 +55,61 @@ def sixteen_by_two():
 def probe_mesh(*args: str, count: int = COUNT, round_s: float = PHASE_S):
     return mesh("--test", "probe", *args, nodes=SIXTEEN, map_file=RAILS_MAP, round_s=round_s, count=count,
                 timeout=900)  # fmt: skip
+
+
+def held_claims(addresses: list[str]) -> int:
+    """How many of these nodes' mesh port claims (flock on /run/lock) another process holds."""
+    import fcntl
+
+    held = 0
+    for ip in addresses:
+        try:
+            with open(f"/run/lock/rdmacli-mesh-{ip}-7490.lock") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    held += 1
+        except OSError:
+            pass
+    return held
+
+
+def test_sixteen_nodes_pass_and_a_second_run_on_their_port_says_the_first_holds_it():
+    """16 nodes, full schedule, at the round time the README gives for 16 lab nodes (6 s). While
+    it runs, a second run on two of its nodes and the same port finds the first's claim (even
+    between pairs) and says so, naming the holder; the first passes untouched (a test of its own,
+    with an 8-node first run of 140 s, until the CI budget needed those minutes)."""
+    with open(MAP) as f:
+        lab_nodes = sum(1 for _ in f)
+    if lab_nodes < 16:
+        pytest.fail("the mesh suite boots 16 lab nodes (make lab-mesh-test)")
+    cmd = [sys.executable, "-m", "rdmacli", "mesh", "n[01-16]", "--launcher", "exec", "--map", MAP,
+           "--round-time", "6", "--launch-timeout", str(LAUNCH_S), "--json"]  # fmt: skip
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        claims = [node(k)["ipv4"] for k in (1, 2)]
+        end = time.monotonic() + LAUNCH_S
+        while held_claims(claims) < len(claims):  # the first run's agents hold them: readiness
+            assert time.monotonic() < end and first.poll() is None, (
+                first.stderr.read() if first.poll() else ""
+            )
+            time.sleep(0.5)
+        r2, second, _ = mesh(nodes="n[01-02]")
+        assert first.poll() is None, "the 16-node run ended before the second run did: not a test"
+        out, err = first.communicate(timeout=900)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    doc = validate(json.loads(out))
+    assert first.returncode == 0 and not failures(doc), (failures(doc), doc["warnings"])
+    assert doc["totals"]["pairs_passed"] == 120
+    TIMES["full mesh, 16 nodes x 1 rail"] = doc["elapsed_ms"] / 1e3  # test_probe.py compares
+    ends_on_time(doc)
+    assert r2.returncode == 1
+    assert {p["cause"] for p in second["data"]["pairs"]} == {"BUSY"}, failures(second)
+    msg = second["data"]["pairs"][0]["error"]["message"]
+    assert "in use by pid" in msg and "rdmacli mesh-agent, run " + doc["data"]["run_id"] in msg, msg
+    assert_no_agent_left()
 
 
 def test_the_whole_matrix_of_sixteen_nodes_by_two_rails_in_one_phase():

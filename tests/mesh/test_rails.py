@@ -1,6 +1,9 @@
 """`rdmacli mesh` over two rails: eight lab nodes with two NICs each (rail r on its own bridge and
 subnet, 10.77.(1+r).K, as rails have their own leaf switch). Faults are real: a NIC's netdev set
-down, netem delay on a node's netdevs, an nftables drop on one rail's link."""
+down, netem delay on a node's netdevs, an nftables drop on one rail's link.
+
+The eight are n09-n16, the boot's second eight: make lab-mesh-test runs this file beside
+test_mesh.py's (n01-n08). Below, node k of the eight is `name(k)` and `lab(k, rail)`."""
 
 from __future__ import annotations
 
@@ -11,10 +14,10 @@ import pytest
 from meshlab import (
     KNOWN_CAUSES,
     LAUNCH_S,
-    NODES,
     RAILS_MAP,
     assert_no_agent_left,
     block_link,
+    eight,
     ends_on_time,
     failures,
     mesh,
@@ -30,7 +33,16 @@ from meshlab import (
 from rdmacli.lab import node
 
 RAILS_ROUND_S = 8.0  # two tests per node at once under TCG: twice the work of one rail's round
-EIGHT = [f"n{k:02d}" for k in range(1, 9)]
+FIRST = 9  # the lab node that is this file's node 1
+NODES, _ = eight(FIRST)
+
+
+def name(k: int) -> str:
+    return f"n{FIRST - 1 + k:02d}"
+
+
+def lab(k: int, rail: int = 0) -> dict:
+    return node(FIRST - 1 + k, rail)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,6 +52,7 @@ def two_rails():
 
 
 def rails_mesh(*args: str, **kw):
+    kw.setdefault("nodes", NODES)
     kw.setdefault("map_file", RAILS_MAP)
     kw.setdefault("round_s", RAILS_ROUND_S)
     return mesh(*args, **kw)
@@ -73,7 +86,7 @@ def test_two_rails_found_by_device_name_every_rail_aligned_pair_passes():
     assert doc["data"]["blame"] == {"nodes": [], "nics": [], "links": [], "unexplained": [], "disputed": []}
     nics = doc["data"]["nics"]
     assert len(nics) == 16 and all(n["passed"] == 7 and n["failed"] == 0 for n in nics)
-    assert {n["address"] for n in nics} == {node(k, r)["ipv4"] for k in range(1, 9) for r in (0, 1)}
+    assert {n["address"] for n in nics} == {lab(k, r)["ipv4"] for k in range(1, 9) for r in (0, 1)}
     ends_on_time(doc)
     assert_no_agent_left()
 
@@ -103,8 +116,8 @@ def test_one_nic_down_and_a_slowed_node_each_blamed_for_what_they_are(tmp_path):
     fabric's best (the lab's own jitter with two rails under TCG: p50s 1.7 to 21 ms, median p99
     28 ms, the slow limit), re-tested, confirmed, and n05 is named a bad node for it; nothing
     else is slow or blamed. The Prometheus file says the same per NIC."""
-    nic = node(3, 1)
-    slow = [node(5, 0)["netdev"], node(5, 1)["netdev"]]
+    nic = lab(3, 1)
+    slow = [lab(5, 0)["netdev"], lab(5, 1)["netdev"]]
     prom = tmp_path / "mesh.prom"
     sh("ip", "link", "set", nic["netdev"], "down")
     for dev in slow:
@@ -114,17 +127,17 @@ def test_one_nic_down_and_a_slowed_node_each_blamed_for_what_they_are(tmp_path):
     finally:
         no_netem(*slow)
         sh("ip", "link", "set", nic["netdev"], "up")
-        recreate_rxe(3, rail=1)
+        recreate_rxe(FIRST - 1 + 3, rail=1)
     assert r.returncode == 1, doc["error"]
     pairs = doc["data"]["pairs"]
     failing = [p for p in pairs if p["result"] == "fail"]
     assert len(failing) == 7, failures(doc)
-    assert all(("n03", 1) in ((p["a"], p["rail_a"]), (p["b"], p["rail_b"])) for p in failing), failures(doc)
+    assert all((name(3), 1) in ((p["a"], p["rail_a"]), (p["b"], p["rail_b"])) for p in failing), failures(doc)
     assert {p["cause"] for p in failing} == {"DOWN"}, failures(doc)
-    assert all(p["result"] == "pass" for p in pairs if "n03" in (p["a"], p["b"]) and p["rail_a"] == 0)
+    assert all(p["result"] == "pass" for p in pairs if name(3) in (p["a"], p["b"]) and p["rail_a"] == 0)
     flagged = [p for p in pairs if p["slow"]]
-    n05 = [p for p in pairs if "n05" in (p["a"], p["b"]) and p["result"] == "pass"]
-    assert len(flagged) == len(n05) == 13 and all("n05" in (p["a"], p["b"]) for p in flagged), [
+    n05 = [p for p in pairs if name(5) in (p["a"], p["b"]) and p["result"] == "pass"]
+    assert len(flagged) == len(n05) == 13 and all(name(5) in (p["a"], p["b"]) for p in flagged), [
         (p["a"], p["b"], p["rail_a"], p["rtt_p50_us"]) for p in flagged
     ]  # 14 pairs of n05, but for the one with n03's dead rail-1 NIC
     for p in flagged:
@@ -134,18 +147,20 @@ def test_one_nic_down_and_a_slowed_node_each_blamed_for_what_they_are(tmp_path):
     again = [p for p in flagged if p["retest"]]
     assert again and all(p["retest"]["verdict"] == "confirmed" for p in again), again
     blame = doc["data"]["blame"]
-    assert [b["node"] for b in blame["nodes"]] == ["n05"], blame
+    assert [b["node"] for b in blame["nodes"]] == [name(5)], blame
     assert blame["nodes"][0]["causes"] == {"SLOW": 13}, blame
     assert blame["links"] == [] and blame["unexplained"] == [], blame
-    assert [(b["node"], b["rail"], b["device"]) for b in blame["nics"]] == [("n03", 1, "rxe_n03r1")], blame
+    nics = [(b["node"], b["rail"], b["device"]) for b in blame["nics"]]
+    assert nics == [(name(3), 1, f"rxe_{name(3)}r1")], blame
     assert blame["nics"][0]["failed"] == 7 and blame["nics"][0]["causes"] == {"DOWN": 7}
     samples = prometheus_samples(prom)
     bad = {labels: v for (name, labels), v in samples.items() if name == "rdmacli_mesh_nic_bad"}
     # the NIC named, and both of the node named (a NIC is bad when its whole node is)
     assert len(bad) == 16 and {dict(labels)["device"] for labels, v in bad.items() if v} == {
-        "rxe_n03r1", "rxe_n05", "rxe_n05r1"
+        f"rxe_{name(3)}r1", f"rxe_{name(5)}", f"rxe_{name(5)}r1"
     }, bad  # fmt: skip
-    assert bad[(("address", "10.77.2.3"), ("device", "rxe_n03r1"), ("node", "n03"), ("rail", "1"))] == 1
+    nic3 = (("address", lab(3, 1)["ipv4"]), ("device", f"rxe_{name(3)}r1"), ("node", name(3)), ("rail", "1"))
+    assert bad[nic3] == 1
     ups = [v for (name, _), v in samples.items() if name == "rdmacli_mesh_pair_up"]
     assert len(ups) == 56 and sum(ups) == 49  # slow pairs are up: slowness is its own verdict
     assert samples[("rdmacli_mesh_run_exit_code", ())] == 1
@@ -164,9 +179,9 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_
     Its Prometheus file, parsed back by prometheus_client, says the same (one run for all)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    a, b = node(3, 1)["ipv4"], node(6, 1)["ipv4"]
+    a, b = lab(3, 1)["ipv4"], lab(6, 1)["ipv4"]
     block_link(a, b)
-    lossy = node(2), node(7)
+    lossy = lab(2), lab(7)
     for x, y in (lossy, lossy[::-1]):
         netem(x["netdev"], "loss 15%", dst=y["ipv4"])
     prom = tmp_path / "mesh.prom"
@@ -176,15 +191,16 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_
     on = lambda x, y, rail: lambda rec: {rec["a"], rec["b"]} == {x, y} and rec["rail_a"] == rail  # noqa: E731
     doc, freed, proc = run_freeing(
         cmd,
-        (on("n03", "n06", 1), unblock_links, True),
-        (on("n02", "n07", 0), lambda: no_netem(lossy[0]["netdev"], lossy[1]["netdev"]), False),
+        (on(name(3), name(6), 1), unblock_links, True),
+        (on(name(2), name(7), 0), lambda: no_netem(lossy[0]["netdev"], lossy[1]["netdev"]), False),
     )
-    mine = {p["rail_a"]: p for p in doc["data"]["pairs"] if {p["a"], p["b"]} == {"n03", "n06"}}
+    mine = {p["rail_a"]: p for p in doc["data"]["pairs"] if {p["a"], p["b"]} == {name(3), name(6)}}
     assert mine[1]["result"] == "pass" and mine[1]["retest"]["verdict"] == "transient", mine[1]
     assert mine[1]["retest"]["first"]["result"] == "fail", mine[1]
     assert mine[1]["retest"]["first"]["cause"] in KNOWN_CAUSES, mine[1]
     assert mine[0]["result"] == "pass" and mine[0]["retest"] is None, mine[0]
-    [was_lossy] = [p for p in doc["data"]["pairs"] if {p["a"], p["b"]} == {"n02", "n07"} and p["rail_a"] == 0]
+    pairs = doc["data"]["pairs"]
+    [was_lossy] = [p for p in pairs if {p["a"], p["b"]} == {name(2), name(7)} and p["rail_a"] == 0]
     if was_lossy["retest"] is None:  # no counter saw a loss in its first attempt
         assert was_lossy["result"] == "pass" and was_lossy["counters"] is None, was_lossy
     else:  # lost packets (or failed), then clean: transient, and never a lossy link
@@ -203,7 +219,7 @@ def test_a_rail_link_blocked_only_in_its_first_slot_is_transient_not_blamed(tmp_
     assert proc.returncode == 0, doc.get("error")
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}  # fmt: skip
-    labels = (("a", "n03"), ("b", "n06"), ("rail_a", "1"), ("rail_b", "1"))
+    labels = (("a", name(3)), ("b", name(6)), ("rail_a", "1"), ("rail_b", "1"))
     assert samples[("rdmacli_mesh_pair_transient", labels)] == 1
     ups = [v for (name, _), v in samples.items() if name == "rdmacli_mesh_pair_up"]
     assert len(ups) == 56 and all(v == 1 for v in ups)  # 28 pairs on each of two rails
@@ -218,7 +234,7 @@ def test_sigterm_mid_run_stops_both_rails_tests_of_a_slot_and_still_reports():
     """A stop reaches every rail's test of a slot: the pair records of one rail may be in while
     the other rail's test of the same slot is mid-flight. Nothing is left listening on either
     rail's port, and the summary counts every rail pair."""
-    rc, doc = sigterm_mid_run(RAILS_MAP, RAILS_ROUND_S)
+    rc, doc = sigterm_mid_run(RAILS_MAP, RAILS_ROUND_S, first=FIRST)
     assert rc == 143 and doc["result"] == "interrupted" and doc["command"] == "mesh"
     assert doc["totals"]["pairs"] == 56 and doc["totals"]["pairs_passed"] >= 1
     assert doc["data"]["rails"] == 2
