@@ -83,20 +83,20 @@ lab-soak: venv
 	  --require-rdma -p no:cacheprovider -q -s tests/mesh/test_soak.py
 
 # `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real
-# launchers. Alone and with two emulated CPUs: with one, or beside another boot, the host's
-# contention reads as a slow fabric (the probe's matrix, the watch services' faults named within
-# so many windows, and a rail link judged slow all failed there). Inside the boot, scripts/lanes
-# runs the eight-node files two at once on nodes of their own (a mesh run mostly waits for its
-# slots: one keeps about a third of the boot's two CPUs busy), then the rest alone: all 16 nodes
-# (test_probe.py) and the watch services (test_watch.py).
+# launchers, and `rdmacli watch` as services. Alone and with two emulated CPUs: with one, or beside
+# another boot, the host's contention reads as a slow fabric (the probe's matrix, the watch
+# services' faults named within so many windows, and a rail link judged slow all failed there).
+# Inside the boot, scripts/lanes runs the eight-node files in two lanes at once on nodes of their
+# own (a mesh run mostly waits for its slots), then test_probe.py alone on all 16 nodes. Each
+# lane's files one after the other: a 908 + 117 s, b 452 + 498 s (alone: 678 + 98, 332 + 442).
 MESH_PYTEST := $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=0
-MESH_A := tests/mesh/test_mesh.py
-MESH_B := tests/mesh/test_rails.py tests/mesh/test_watch_device.py
+MESH_A := tests/mesh/test_mesh.py tests/mesh/test_watch_device.py
+MESH_B := tests/mesh/test_rails.py tests/mesh/test_watch.py
 lab-mesh-test: venv
 	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- env MAKE="$(MAKE)" scripts/lanes mesh-lane-a mesh-lane-b -- mesh-whole
 
-# inside lab-mesh-test's boot: n01-n08, n09-n16 (each lane's processes, cm_ids and nftables rules
-# told apart by RDMACLI_MESH_LANE), and every other mesh file
+# inside lab-mesh-test's boot: n01-n08, n09-n16 (each lane's processes, cm_ids, QPs and nftables
+# rules told apart by RDMACLI_MESH_LANE or their pids), and every other mesh file
 mesh-lane-a:
 	RDMACLI_MESH_LANE=a $(MESH_PYTEST) $(MESH_A)
 mesh-lane-b:
@@ -105,7 +105,7 @@ mesh-whole:
 	$(MESH_PYTEST) $(filter-out $(MESH_A) $(MESH_B),$(sort $(wildcard tests/mesh/test_*.py)))
 
 # `rdmacli watch` on 8 lab nodes x 2 rails as services, faults injected while they run, a real
-# Prometheus scraping them: part of lab-mesh-test (its boot, last); this runs it alone
+# Prometheus scraping them: part of lab-mesh-test (its boot, lane b); this runs it alone
 lab-watch-test: venv
 	$(BIN)/rdmacli lab run --nodes 16 --rails 2 -- $(BIN)/python -m pytest -m mesh --require-rdma -p no:cacheprovider -q -s tests/mesh/test_watch.py
 

@@ -1,4 +1,4 @@
-"""`rdmacli watch` on eight lab nodes x two rails: an agent per node running as a service would
+"""`rdmacli watch` on eight lab nodes (n09-n16) x two rails: an agent per node running as a service would
 (SIGTERM to stop it), real probes on Soft-RoCE, faults put on and taken off while it runs, and
 `watch status` through ClusterShell's exec worker naming each for what it is, in time."""
 
@@ -22,7 +22,9 @@ from rdmacli.outcome import dumps
 from rdmacli.watch.gather import judged
 from rdmacli.watch.status import Gathered
 
-EIGHT = [f"n{k:02d}" for k in range(1, 9)]
+# n09-n16: beside test_mesh.py's runs on n01-n08 (make lab-mesh-test's lanes; its nftables table,
+# by RDMACLI_MESH_LANE, is this lane's)
+EIGHT = [f"n{k:02d}" for k in range(9, 17)]
 WINDOW_S = 10.0
 # named after two bad windows of three, cleared after two good ones; a flap held until 9 quiet
 ARGS = ["--window", str(WINDOW_S), "--raise-after", "2", "--raise-window", "3", "--clear-after", "2",
@@ -60,7 +62,7 @@ def agents(tmp_path_factory):
 
 def start_agent(d, mapfile, name: str, *more: str) -> subprocess.Popen:
     """`rdmacli watch run` for one node, as its service would run it."""
-    k = EIGHT.index(name) + 1
+    k = EIGHT.index(name) + 9
     cmd = [sys.executable, "-m", "rdmacli", "watch", "run", "--map", str(mapfile), *more, "--node", name,
            "--state-file", str(d / f"{name}.json"), "--metrics", f"{node(k)['ipv4']}:9590",
            *ARGS]  # fmt: skip
@@ -78,7 +80,7 @@ def prometheus(agents):
     binary = ROOT / "build" / "tools" / "prometheus"
     assert binary.exists(), "no prometheus: `make deps` unpacks Debian's into build/tools"
     rules = ROOT / "rdmacli" / "watch" / "monitoring" / "alerts.yml"
-    targets = [f"{node(k)['ipv4']}:9590" for k in range(1, 9)]
+    targets = [f"{node(k)['ipv4']}:9590" for k in range(9, 17)]
     conf = d / "prometheus.yml"  # JSON is YAML
     conf.write_text(json.dumps({"global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
                                 "rule_files": [str(rules)],
@@ -132,7 +134,7 @@ def cli_status(d, mapfile) -> tuple[int, dict]:
     and 9 faults of a healthy fabric (on a fleet each `watch show` has its node's own CPU). Given
     120 s (its default of 30 cut the last of them at times: exit 6, a node missing; no test
     depends on how fast a process starts)."""
-    cmd = [sys.executable, "-m", "rdmacli", "watch", "status", "n[01-08]", "--launcher", "exec", "--map",
+    cmd = [sys.executable, "-m", "rdmacli", "watch", "status", "n[09-16]", "--launcher", "exec", "--map",
            str(mapfile), "--state-file", f"{d}/{{node}}.json", "--agent-command",
            f"{sys.executable} -m rdmacli", "--timeout", "120", "--fanout", "2", "--json"]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
@@ -151,7 +153,7 @@ def status(d, mapfile) -> tuple[int, dict]:
             g.take(n, json.loads((d / f"{n}.json").read_text()))
         except (OSError, ValueError):
             pass  # not written yet: missing, as a node that did not answer
-    out = judged(g, EIGHT, {"nodes": "n[01-08]"})
+    out = judged(g, EIGHT, {"nodes": "n[09-16]"})
     return out.exit_code, json.loads(dumps(out.to_dict()))
 
 
@@ -159,7 +161,7 @@ POLL_S = 2.0
 
 
 def named(doc: dict) -> set[str]:
-    """What watch status names, as people read it (n03, n05:1, n02:0-n07:0)."""
+    """What watch status names, as people read it (n11, n13:1, n10:0-n15:0)."""
     from rdmacli.mesh.verdict import blamed_names
 
     return set(blamed_names(doc["data"]["blame"], rails=2))
@@ -189,7 +191,7 @@ def scrape(k: int) -> dict:
 
 
 def test_a_healthy_fabric_names_nothing_and_each_agent_keeps_its_budget(agents):
-    d, mapfile, _ = agents
+    d, mapfile, procs = agents
     rc, doc = cli_status(d, mapfile)
     dump("healthy", doc)
     assert (rc, named(doc)) == status(d, mapfile)[:1] + (named(status(d, mapfile)[1]),)  # one verdict
@@ -197,7 +199,7 @@ def test_a_healthy_fabric_names_nothing_and_each_agent_keeps_its_budget(agents):
         dump(f"state-{n}", json.loads((d / f"{n}.json").read_text()))
     blame = doc["data"]["blame"]
     assert rc == 0 and named(doc) == set() and blame["disputed"] == [], (doc["error"], blame)
-    m = scrape(3)
+    m = scrape(11)
     sent = sum(v for (name, _), v in m.items() if name == "rdmacli_watch_probes_sent_total")
     answered = sum(v for (name, _), v in m.items() if name == "rdmacli_watch_probes_answered_total")
     assert sent > 0 and answered == sent, m
@@ -213,16 +215,17 @@ def test_a_healthy_fabric_names_nothing_and_each_agent_keeps_its_budget(agents):
     def used(k: int) -> tuple[float, float]:
         return scrape(k)[("process_cpu_seconds_total", ())], time.monotonic()
 
-    def held() -> dict[str, int]:  # the agents' QPs and MRs: kept open, never piling up
-        shown = {x: subprocess.run(["rdma", "resource", "show", x], capture_output=True, text=True).stdout
-                 for x in ("qp", "mr")}  # fmt: skip
-        return {x: len(text.splitlines()) for x, text in shown.items()}
+    def held() -> dict[str, int]:  # the agents' QPs and MRs: kept open, never piling up (theirs:
+        pids = {p.pid for p in procs.values()}  # the other lane's mesh runs make and free their own)
+        shown = {x: subprocess.run(["rdma", "-j", "resource", "show", x], capture_output=True,
+                                   text=True).stdout for x in ("qp", "mr")}  # fmt: skip
+        return {x: sum(r.get("pid") in pids for r in json.loads(text or "[]")) for x, text in shown.items()}
 
-    before, first = held(), {k: used(k) for k in range(1, 9)}
+    before, first = held(), {k: used(k) for k in range(9, 17)}
     time.sleep(3 * WINDOW_S)  # the span measured over, not a wait for anything
-    last, after = {k: used(k) for k in range(1, 9)}, held()
-    assert after == before, (before, after)
-    cpu = {EIGHT[k - 1]: (last[k][0] - first[k][0]) / (last[k][1] - first[k][1]) / 2 for k in range(1, 9)}
+    last, after = {k: used(k) for k in range(9, 17)}, held()
+    assert after == before and before["qp"] >= 2 * len(EIGHT) and before["mr"] > 0, (before, after)
+    cpu = {EIGHT[k - 9]: (last[k][0] - first[k][0]) / (last[k][1] - first[k][1]) / 2 for k in range(9, 17)}
     TIMES["cpu per NIC (lab, TCG)"] = max(cpu.values())
     print(f"\nwatch: CPU per NIC over 3 windows (TCG): {', '.join(f'{n} {c:.2%}' for n, c in cpu.items())}")
     assert max(cpu.values()) < 0.25, cpu  # 6.3-7.6 % with a CPU-bound process beside the lab
@@ -235,11 +238,11 @@ def test_an_agent_stopped_and_started_again_is_asked_again_and_nothing_stays_nam
     named, and no partner holds a pair with it as bad. It comes back with its nodes given as a
     node set (--nodes, the map's addresses): the same plan as its partners'."""
     d, mapfile, procs = agents
-    name = "n04"
+    name = "n12"
     procs[name].send_signal(signal.SIGTERM)
     assert procs[name].wait(timeout=60) == 0, procs[name].stderr.read()[-2000:]
     (d / f"{name}.json").unlink()
-    procs[name] = start_agent(d, mapfile, name, "--nodes", "n[01-08]")  # a node set: the same plan
+    procs[name] = start_agent(d, mapfile, name, "--nodes", "n[09-16]")  # a node set: the same plan
     end = time.monotonic() + 180
     while windows(d, name) < 3:  # its readiness: windows judged, not a time
         assert time.monotonic() < end and procs[name].poll() is None, procs[name].poll()
@@ -293,12 +296,12 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in
     (once, as a link); all three clear once removed."""
     d, mapfile, _ = agents
     assert firing(prometheus) == [], firing(prometheus)  # a healthy fabric: no alert
-    a, b, lossy = node(2), node(7), node(5, 1)
-    slow = [node(3, r)["netdev"] for r in (0, 1)]
+    a, b, lossy = node(10), node(15), node(13, 1)
+    slow = [node(11, r)["netdev"] for r in (0, 1)]
     alerts = {}
     try:
         block_link(a["ipv4"], b["ipv4"])
-        named_in_time("dead link n02:0-n07:0", {"n02:0-n07:0"}, set(), d, mapfile)
+        named_in_time("dead link n10:0-n15:0", {"n10:0-n15:0"}, set(), d, mapfile)
         t0, end = time.monotonic(), time.monotonic() + 60  # Prometheus: a scrape and a rule evaluation later
         while "RdmaLinkDead" not in alerts:
             assert time.monotonic() < end, alerts
@@ -308,22 +311,22 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in
                 )
             time.sleep(1)
         print(f"\nwatch: Prometheus's RdmaLinkDead fired {time.monotonic() - t0:.1f} s after status named it")
-        assert alerts == {"RdmaLinkDead": {"n02", "n07"}}, alerts  # that alert, on that link, no other
+        assert alerts == {"RdmaLinkDead": {"n10", "n15"}}, alerts  # that alert, on that link, no other
         netem(lossy["netdev"], "loss 5%")
         netem(lossy["port"], "loss 5%")
-        named_in_time("lossy NIC n05:1 (5 %)", {"n05:1"}, {"n02:0-n07:0"}, d, mapfile)
+        named_in_time("lossy NIC n13:1 (5 %)", {"n13:1"}, {"n10:0-n15:0"}, d, mapfile)
         for dev in slow:
             netem(dev, "delay 100ms")
-        named_in_time("slow node n03 (100 ms)", {"n03"}, {"n02:0-n07:0", "n05:1"}, d, mapfile)
+        named_in_time("slow node n11 (100 ms)", {"n11"}, {"n10:0-n15:0", "n13:1"}, d, mapfile)
     finally:
         unblock_links()
         no_netem(lossy["netdev"], lossy["port"], *slow)
         wall_off = time.time()
-    cleared_in_time({"n02:0-n07:0", "n05:1", "n03"}, d, mapfile, since=wall_off)
+    cleared_in_time({"n10:0-n15:0", "n13:1", "n11"}, d, mapfile, since=wall_off)
     # the command, through the launcher: every agent's answer taken, its exit as its words. That
     # nothing stays named is cleared_in_time's (the same judgement, of the same files): the
     # command's own Python starts share the lab's two emulated CPUs with the agents, and beside
-    # a busy host they once moved a NIC's window past its slow limit (n07:1 named SLOW, alone)
+    # a busy host they once moved a NIC's window past its slow limit (n15:1 named SLOW, alone)
     rc, doc = cli_status(d, mapfile)
     counts, blame = doc["totals"], doc["data"]["blame"]
     assert (counts["answered"], blame["missing"], blame["refused"]) == (8, [], {}), doc
@@ -335,16 +338,16 @@ def flapping(doc: dict) -> set[str]:
 
 
 def test_a_port_dropping_5s_every_30s_is_named_at_first_then_flapping_then_cleared(agents, prometheus):
-    """A cable that flaps: n06:1's switch-side port (its bridge port) down 5 s every 30 s, so the
+    """A cable that flaps: n14:1's switch-side port (its bridge port) down 5 s every 30 s, so the
     NIC loses its carrier and its port counts link_downed, as a pulled cable does. Named (DOWN)
     within 30 s of the first drop and nothing else; flapping at its third drop (--flap-count 3),
     said once, Prometheus's RdmaFlapping on it; cleared once the drops stop and 9 windows passed
     quiet (--flap-window 9)."""
     d, mapfile, _ = agents
     until(d, mapfile, lambda doc: not named(doc), CLEARED_WITHIN_S)  # whatever came before, cleared
-    port, stop = node(6, 1)["port"], threading.Event()
+    port, stop = node(14, 1)["port"], threading.Event()
 
-    drops = Path(f"/sys/class/infiniband/{node(6, 1)['rxe']}/ports/1/hw_counters/link_downed")
+    drops = Path(f"/sys/class/infiniband/{node(14, 1)['rxe']}/ports/1/hw_counters/link_downed")
     log = []
 
     def flap():
@@ -359,12 +362,12 @@ def test_a_port_dropping_5s_every_30s_is_named_at_first_then_flapping_then_clear
     flapper = threading.Thread(target=flap, daemon=True)
     try:
         flapper.start()
-        doc = named_in_time("flapping port n06:1 (5 s every 30 s)", {"n06:1"}, set(), d, mapfile)
+        doc = named_in_time("flapping port n14:1 (5 s every 30 s)", {"n14:1"}, set(), d, mapfile)
         assert doc["data"]["blame"]["nics"][0]["cause"] == "DOWN", doc["data"]["blame"]
         t0 = time.time()
-        _, doc = until(d, mapfile, lambda doc: flapping(doc) == {"n06:1"}, 90)  # the third drop at 60 s
+        _, doc = until(d, mapfile, lambda doc: flapping(doc) == {"n14:1"}, 90)  # the third drop at 60 s
         TIMES["flapping port: flapping after its first naming"] = time.time() - t0
-        assert named(doc) == {"n06:1"}, doc["data"]["blame"]
+        assert named(doc) == {"n14:1"}, doc["data"]["blame"]
         end = time.monotonic() + 60
         while not any(a["labels"]["alertname"] == "RdmaFlapping" for a in firing(prometheus)):
             assert time.monotonic() < end, firing(prometheus)
@@ -375,7 +378,7 @@ def test_a_port_dropping_5s_every_30s_is_named_at_first_then_flapping_then_clear
             assert time.monotonic() < end, firing(prometheus)
             time.sleep(1)
         assert {(a["labels"]["alertname"], a["labels"].get("node")) for a in firing(prometheus)} == {
-            ("RdmaFlapping", "n06")}, firing(prometheus)  # fmt: skip
+            ("RdmaFlapping", "n14")}, firing(prometheus)  # fmt: skip
     finally:
         stop.set()
         flapper.join(timeout=30)
@@ -384,4 +387,4 @@ def test_a_port_dropping_5s_every_30s_is_named_at_first_then_flapping_then_clear
         wall_off = time.time()
     # 9 quiet windows and a margin of 6 (a window skipped late or starved on a busy host: 124 s
     # with a CPU-bound process beside the lab, where 120 were given)
-    cleared_in_time({"n06:1"}, d, mapfile, within=15 * WINDOW_S, since=wall_off)
+    cleared_in_time({"n14:1"}, d, mapfile, within=15 * WINDOW_S, since=wall_off)
