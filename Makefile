@@ -87,8 +87,9 @@ lab-soak: venv
 # another boot, the host's contention reads as a slow fabric (the probe's matrix, the watch
 # services' faults named within so many windows, and a rail link judged slow all failed there).
 # Inside the boot, scripts/lanes runs the eight-node files in two lanes at once on nodes of their
-# own (a mesh run mostly waits for its slots), then test_probe.py alone on all 16 nodes. Each
-# lane's files one after the other: a 908 + 117 s, b 452 + 498 s (alone: 678 + 98, 332 + 442).
+# own (a mesh run mostly waits for its slots), then test_probe.py alone on all 16 nodes. Measured:
+# lane a 1130 s, lane b 1034 s, test_probe 407 s: the boot 1598 s, where the eight-node files in
+# one lane beside test_rails.py and then test_watch.py alone took 1887 s.
 MESH_PYTEST := $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=0
 MESH_A := tests/mesh/test_mesh.py tests/mesh/test_watch_device.py
 MESH_B := tests/mesh/test_rails.py tests/mesh/test_watch.py

@@ -70,10 +70,15 @@ class ClientFlow(ActiveFlow):
         self.wait_until = self.t0 + self.timeouts.wait_s if self.timeouts.wait_s else None
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
-        if ev.status and nobody_listens(ev.type, ev.status) and self.may_wait():
+        if ev.status and self.asks_again(ev) and self.may_wait():
             self.retry(conn)
         else:
             super()._dispatch(conn, ev)
+
+    def asks_again(self, ev: CmEvent) -> bool:
+        """Whether an error event means the server is not there yet (ask again while the wait
+        lasts): nothing listens."""
+        return nobody_listens(ev.type, ev.status)
 
     def may_wait(self) -> bool:
         """Nothing listens yet: ask again (--wait) while the wait lasts."""

@@ -135,8 +135,11 @@ class ServerFlow(Flow):
                 "device": conn.device,
             }
         )
-        capacity = self.admit(conn, ev)
         try:
+            foreign = self.refusal(conn, ev)
+            if foreign:  # not this server's request at all: said before any word of room
+                raise Reject(foreign)
+            capacity = self.admit(conn, ev)
             if stopping:
                 raise Reject("rdmacli: server is stopping")
             if not capacity:
@@ -150,6 +153,11 @@ class ServerFlow(Flow):
         self.accepted += 1
         self.enter(conn, L.ACCEPT)
         self.guarded(conn, self._accept)
+
+    def refusal(self, conn: Connection, ev: CmEvent) -> str | None:
+        """Why a request is for another server than this one, or None (every request is, here;
+        a mesh listener serves one partner of one round)."""
+        return None
 
     def admit(self, conn: Connection, ev: CmEvent) -> bool:
         """Room for this request? A client's test of several connections (its hello says how

@@ -75,9 +75,9 @@ def build(
     return (factory or default_flow)(test, common)
 
 
-def default_flow(test: Test, common: dict, *, server: type | None = None) -> Flow:
+def default_flow(test: Test, common: dict, *, server: type | None = None, client: type | None = None) -> Flow:
     """The engine's flow for a test's role: a multicast flow, a server (`server`: a ServerFlow
-    subclass), or a client."""
+    subclass), or a client (`client`: a ClientFlow subclass)."""
     from rdmacli.rdma import addr
 
     if test.spec.joins_group:
@@ -101,7 +101,7 @@ def default_flow(test: Test, common: dict, *, server: type | None = None) -> Flo
         )
     from rdmacli.engine.client import ClientFlow
 
-    return ClientFlow(
+    return (client or ClientFlow)(
         dst=addr.resolve(test.host, port, what="server address"),
         src=addr.resolve(test.bind, 0, what="source address") if test.bind else None,
         connections=test.connections or 1,

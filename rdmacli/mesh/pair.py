@@ -15,20 +15,22 @@ from functools import partial
 from typing import TYPE_CHECKING, Callable
 
 from rdmacli.engine import lifecycle as L
+from rdmacli.engine.client import ClientFlow
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import default_backend
 from rdmacli.engine.protocol import Params
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.session import CLIENT, SERVER, Test, default_flow, run
 from rdmacli.engine.settings import DeadlineWords, Options, Timeouts
-from rdmacli.engine.status import said_here
+from rdmacli.engine.status import REJ_CONSUMER_DEFINED, printable, said_here
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.figures import BwFigures, BwServed, Figures, LatFigures, PingFigures, as_dict
 from rdmacli.mesh.contract import RunSpec, side_of
 from rdmacli.outcome import Outcome, State
-from rdmacli.probe.token import Guarded, Token
+from rdmacli.probe.token import LATER, Guarded, Token
 from rdmacli.protocols.table import BW, CONNECT, LAT, PING, UD, Spec
+from rdmacli.rdma import constants as C
 from rdmacli.rdma.constants import PORT_SPACES
 from rdmacli.transports import IMMEDIATE
 
@@ -129,6 +131,23 @@ class MeshListenFlow(ServerFlow):
     def done(self) -> bool:
         return self.accepted >= 1 and self.all_finished()
 
+    def refusal(self, conn: Connection, ev) -> str | None:
+        """The token's word first (probe.token.Guarded): a listener late in an earlier round
+        tells the next round's requester so (LATER) before "full" or "stopping", which are final."""
+        refusal = getattr(conn.protocol, "refusal", None)
+        return refusal(conn, ev) if refusal is not None else None
+
+
+class MeshConnectFlow(ClientFlow):
+    """A requester for one partner: besides nothing listening yet, a listener of an earlier
+    round on the partner's port (its agent late: LATER) is a partner not there yet, asked again
+    while the slot lasts."""
+
+    def asks_again(self, ev) -> bool:
+        if ev.type == C.REJECTED and ev.status == REJ_CONSUMER_DEFINED:
+            return printable(ev.private_data or b"") == LATER
+        return super().asks_again(ev)
+
 
 def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int, rail: int = 0, peer_rail: int = 0) -> dict:
     """A pair record's fields so far (records.PairRecord's, built up by judge())."""
@@ -182,7 +201,7 @@ def mesh_flow(token: Token, partner: str | None, test: Test, common: dict):
     who asks: `partner`'s address), and a listener that waits out stale requests."""
     inner = common["make_protocol"]
     common = {**common, "make_protocol": lambda: Guarded(inner(), token, partner)}
-    return default_flow(test, common, server=MeshListenFlow)
+    return default_flow(test, common, server=MeshListenFlow, client=MeshConnectFlow)
 
 
 def run_pair(

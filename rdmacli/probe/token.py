@@ -65,6 +65,12 @@ def opened(data: bytes, key: bytes) -> Token | Forged | None:
     return got
 
 
+# What a listener still in an earlier round (its agent late) says to the next round's requester,
+# before any word of room or stopping: the requester asks again while its slot lasts (a late
+# agent's listener once answered "server is full", final, and a healthy link was blamed)
+LATER = "rdmacli mesh: a request of a later round than this listener's (ask again)"
+
+
 def check(got: Token | None, want: Token) -> str | None:
     """Why a request is not the partner this listener waits for, or None. The run id is public
     (every agent and its launcher's logs see it): a reason says what was wrong with the request, and
@@ -73,6 +79,8 @@ def check(got: Token | None, want: Token) -> str | None:
         return "rdmacli mesh: not a mesh request (no run id)"
     if got.run != want.run:
         return "rdmacli mesh: a request of another run"
+    if got.round > want.round:  # this listener is a late one of an earlier round: its partner's
+        return LATER  # own comes up on this port within the slot, and the requester asks again
     if got.round != want.round:
         return f"rdmacli mesh: a request of round {got.round}, not this listener's"
     if (got.src, got.dst) != (want.src, want.dst):
@@ -104,11 +112,15 @@ class Guarded:
         pd = (param.private_data or b"").ljust(OFFSET, b"\0")[:OFFSET]
         return dataclasses.replace(param, private_data=pd + self._token.pack())
 
-    def on_request(self, conn, ev) -> None:
-        """Only the scheduled partner, from its address, for this round and these ranks."""
+    def refusal(self, conn, ev) -> str | None:
+        """Why a request is not this listener's (only the scheduled partner, from its address,
+        for this round and these ranks), or None."""
         if self._partner is not None and not same_host(conn.remote, self._partner):
-            raise Reject("rdmacli mesh: a request from an address that is not this listener's partner")
-        reason = check(parse(ev.private_data or b""), self._token)
+            return "rdmacli mesh: a request from an address that is not this listener's partner"
+        return check(parse(ev.private_data or b""), self._token)
+
+    def on_request(self, conn, ev) -> None:
+        reason = self.refusal(conn, ev)
         if reason:
             raise Reject(reason)
         self._inner.on_request(conn, ev)
