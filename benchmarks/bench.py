@@ -180,7 +180,8 @@ def connect() -> list[str]:
     floor_name = f"floor (Python, no engine), marginal {small}->{big}"
     figs = alternate_each({name: on_wire(per_connection("rdmacli"), payload),
                            floor_name: on_wire(per_connection("floor"), payload)},
-                          on_wire(per_connection("ucmatose"), payload), CONNECT_GOAL, False)  # fmt: skip
+                          on_wire(per_connection("ucmatose"), payload), CONNECT_GOAL, False,
+                          unit="ms")  # fmt: skip
     lines = [f"connect: the marginal connection ({small} to {big}, 10 messages each way) against "
              f"`ucmatose -c N`, rdmacli --json (its elapsed_ms), goal <= {CONNECT_GOAL:g}x; beside it "
              f"the floor, bare_client.py (its elapsed_ms), in the same rounds"]  # fmt: skip
@@ -189,7 +190,7 @@ def connect() -> list[str]:
     else:
         fig, floor = figs[name], figs[floor_name]
         FIGURES["connect"] = [fig.to_dict(), floor.to_dict()]
-        lines += [fig.line("ms"), floor.line("ms")]
+        lines += [fig.line(), floor.line()]
         engine = fig.ours.median - floor.ours.median
         room = CONNECT_GOAL * fig.theirs.median - floor.ours.median
         lines.append(f"  the engine's own (rdmacli - floor, medians): {engine:.2f} ms per connection; "
@@ -432,18 +433,18 @@ def bw() -> list[str]:
         name = f"{size} B"
         mine = on_wire(lambda s=size: ours(s), sent_in(3))
         c_tool = on_wire(lambda s=size: theirs(s), sent_in(3))
-        fig = alternate(name, mine, c_tool, 0.95, True)
+        fig = alternate(name, mine, c_tool, 0.95, True, unit="Gb/s")
         if fig is None:
             lines.append(f"  {name:<10} a run failed or did not cross the wire (said above)")
             continue
         FIGURES["bw"].append(fig.to_dict())
-        lines.append(fig.line("Gb/s"))
+        lines.append(fig.line())
     # the lab's own noise where the gap was seen: perftest against itself, by the same rule
     again = on_wire(lambda: theirs(65536), sent_in(3))
-    floor = alternate("65536 B, perftest / perftest", again, again, 0.95, True, most=6)
+    floor = alternate("65536 B, perftest / perftest", again, again, 0.95, True, most=6, unit="Gb/s")
     if floor is not None:
         FIGURES["bw"].append(floor.to_dict())
-        lines.append(floor.line("Gb/s"))
+        lines.append(floor.line())
     return lines
 
 
@@ -470,13 +471,13 @@ def lat() -> list[str]:
             return lat_of(doc and json.dumps(doc))
 
         payload = lambda _: 1000 * 64  # noqa: E731 - the client's messages, each way
-        fig = alternate(f"{op} 64 B", on_wire(ours, payload), on_wire(theirs, payload), 1.1, False)
+        fig = alternate(f"{op} 64 B", on_wire(ours, payload), on_wire(theirs, payload), 1.1, False, unit="µs")
         if fig is None:
             lines.append(f"  {tool}: a run failed or did not cross the wire (said above)")
             continue
         FIGURES["lat"].append(fig.to_dict())
         said = "" if paths == {"native"} else f"   (rdmacli measured with: {sorted(map(str, paths))})"
-        lines.append(fig.line("µs") + said)
+        lines.append(fig.line() + said)
     return lines
 
 

@@ -70,6 +70,7 @@ class Figure:
     theirs: Spread
     goal: float
     at_least: bool
+    unit: str = ""  # of both tools' runs (Gb/s, µs, ms): said beside every figure that shows them
 
     @property
     def ratio(self) -> float:
@@ -105,30 +106,31 @@ class Figure:
         return {"name": self.name, "ours": side(self.ours), "theirs": side(self.theirs),
                 "ratio": round(self.ratio, 4), "interval": [round(lo, 4), round(hi, 4)],
                 "level": LEVEL, "goal": self.goal, "at_least": self.at_least,
-                "verdict": self.verdict}  # fmt: skip
+                "verdict": self.verdict, "unit": self.unit}  # fmt: skip
 
-    def line(self, unit: str) -> str:
+    def line(self) -> str:
         lo, hi = self.interval
         said = (f"{self.ratio:.2f}x [{lo:.2f}, {hi:.2f}]" if self.verdict != NOT_SEPARABLE
                 else f"{NOT_SEPARABLE} ([{lo:.2f}, {hi:.2f}] wider than {self.margin:.2f})")  # fmt: skip
         return (f"  {self.name:<10} ours {self.ours.low:.3g}/{self.ours.median:.3g}/{self.ours.high:.3g} "
-                f"theirs {self.theirs.low:.3g}/{self.theirs.median:.3g}/{self.theirs.high:.3g} {unit} "
+                f"theirs {self.theirs.low:.3g}/{self.theirs.median:.3g}/{self.theirs.high:.3g} {self.unit} "
                 f"(min/median/max of {len(self.ours.runs)}/{len(self.theirs.runs)}): {said}, "
                 f"goal {'>=' if self.at_least else '<='} {self.goal:g}x: {self.verdict}")  # fmt: skip
 
 
 def alternate(name: str, ours: Callable[[], float | None], theirs: Callable[[], float | None], goal: float,
-              at_least: bool, least: int = LEAST, most: int = MOST) -> Figure | None:  # fmt: skip
+              at_least: bool, least: int = LEAST, most: int = MOST,
+              unit: str = "") -> Figure | None:  # fmt: skip
     """Runs of each tool in turn (theirs first) until the ratio's interval is narrower than the
     goal's margin (after `least` each) or `most` each; None if a run failed (a failure is never
     averaged away: the caller says which)."""
-    figures = alternate_each({name: ours}, theirs, goal, at_least, least, most)
+    figures = alternate_each({name: ours}, theirs, goal, at_least, least, most, unit)
     return figures[name] if figures else None
 
 
 def alternate_each(ours: dict[str, Callable[[], float | None]], theirs: Callable[[], float | None],
-                   goal: float, at_least: bool, least: int = LEAST,
-                   most: int = MOST) -> dict[str, Figure] | None:  # fmt: skip
+                   goal: float, at_least: bool, least: int = LEAST, most: int = MOST,
+                   unit: str = "") -> dict[str, Figure] | None:  # fmt: skip
     """alternate() for several contenders against one C tool: each round runs theirs, then each
     of ours in turn, so every figure shares the C tool's runs and the same drift (a floor beside
     rdmacli: what no engine costs, measured in the same rounds). Until every interval is narrow
@@ -138,7 +140,9 @@ def alternate_each(ours: dict[str, Callable[[], float | None]], theirs: Callable
 
     def figures() -> dict[str, Figure]:
         c_tool = Spread(tuple(b))
-        return {name: Figure(name, Spread(tuple(a)), c_tool, goal, at_least) for name, a in mine.items()}
+        return {
+            name: Figure(name, Spread(tuple(a)), c_tool, goal, at_least, unit) for name, a in mine.items()
+        }
 
     while len(b) < most:
         got = theirs()
