@@ -210,3 +210,48 @@ def test_the_cli_reference_documents_each_command_once_and_shows_choices_as_type
     assert "rdmacli watch status" in heads and "rdmacli bw" in heads
     spans = re.findall(r"`([^`\n]*)`", text)
     assert not [s for s in spans if "\\|" in s]
+
+
+GUIDES = [ROOT / "docs" / "getting-started.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
+LONGEST_BLOCK = 200  # words of prose between blank lines (a list item counts alone)
+# what a diary says: a past incident told as the reason, not the rule it left (that is git log's)
+DIARY = re.compile(
+    r"by chance|\bonce (hid|blamed|had|named|took|broke|failed|saw|lost|cost)\b"
+    r"|\bin CI\b(?! scripts)|\b(this|last|the last) (session|stop)\b|\bturned out\b",
+    re.I,
+)
+
+
+def prose_blocks(text: str) -> list[str]:
+    """A page's prose: blocks between blank lines, with fenced code, tables, headings and
+    admonitions' markers left out; a list's items apart (each is read on its own)."""
+    text = re.sub(r"^```.*?^```[^\n]*$", "", text, flags=re.M | re.S)
+    blocks = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = [ln for ln in block.splitlines() if not ln.lstrip().startswith(("|", "#", "!!!", "<!--"))]
+        item: list[str] = []
+        for ln in lines:
+            if re.match(r"\s*(- |\d+\. )", ln) and item:
+                blocks.append(" ".join(item))
+                item = []
+            item.append(ln)
+        if item:
+            blocks.append(" ".join(item))
+    return blocks
+
+
+@pytest.mark.parametrize("page", GUIDES, ids=lambda p: p.name)
+def test_a_guide_reads_in_short_sections_with_what_to_type_first(page):
+    """Issue 75: the mesh guide was one paragraph of 900 words and the watch guide opened with
+    350. Every guide: what to type before any section (a quick start: commands, and what they
+    print), prose in blocks a reader takes in at once, sections once it is long, no diary."""
+    text = page.read_text()
+    long = [(len(b.split()), b[:60]) for b in prose_blocks(text) if len(b.split()) > LONGEST_BLOCK]
+    assert not long, f"{page.name}: blocks over {LONGEST_BLOCK} words: {long}"
+    body = text.split("\n## ", 1)[0]
+    if page.name != "getting-started.md":  # the tutorial: its sections are the steps, each with its commands
+        assert "```" in body or "\n| `" in body, f"{page.name}: no command before its first section"
+    words = sum(len(b.split()) for b in prose_blocks(text))
+    assert words < 400 or text.count("\n## ") >= 2, f"{page.name}: {words} words in fewer than two sections"
+    said = DIARY.search(" ".join(text.split()))
+    assert not said, f"{page.name}: a diary line: ...{said.group(0)}..."
