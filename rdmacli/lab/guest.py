@@ -283,7 +283,12 @@ def run_in_pty(cmd: list[str], env: dict, size: str, winsize_file: str | None) -
     Ctrl-C and Ctrl-Z reach its foreground job through the terminal's line discipline, and
     `tty`, isatty() and the window size work as on a real host. The VM's stdin and stdout are
     virtio pipes; this relays them to the pty's master. The host writes window size changes
-    to `winsize_file` (a shared directory); they are applied as they come (SIGWINCH follows)."""
+    to `winsize_file` (a shared directory); they are applied as they come (SIGWINCH follows).
+
+    stdin reading empty is not the end of the keys: a virtio port reads empty (and polls HUP)
+    while qemu's side of it is not connected, as it can be when the guest first reads it, so
+    it is looked at again a quarter second later (taken as the end, every key typed after it
+    was lost: a lab shell beside a busy host sat 300 s at its prompt, deaf)."""
     import pty
     import select
 
@@ -296,7 +301,7 @@ def run_in_pty(cmd: list[str], env: dict, size: str, winsize_file: str | None) -
             os.write(2, f"lab: cannot run {cmd[0]}: {exc}\r\n".encode())
         os._exit(127)
     _set_winsize(master, size)
-    stdin_open, last, status, drain_until = True, size, None, None
+    stdin_quiet_until, last, status, drain_until = 0.0, size, None, None
     while drain_until is None or time.monotonic() < drain_until:
         if status is None:
             done, status = os.waitpid(pid, os.WNOHANG)
@@ -305,7 +310,7 @@ def run_in_pty(cmd: list[str], env: dict, size: str, winsize_file: str | None) -
                 drain_until = time.monotonic() + 5
             else:
                 status = None
-        fds = [master] + ([0] if stdin_open else [])
+        fds = [master] + ([0] if time.monotonic() >= stdin_quiet_until else [])
         ready, _, _ = select.select(fds, [], [], 0.25)
         if master in ready:
             try:
@@ -319,8 +324,8 @@ def run_in_pty(cmd: list[str], env: dict, size: str, winsize_file: str | None) -
             data = os.read(0, 65536)
             if data:
                 os.write(master, data)
-            else:
-                stdin_open = False
+            else:  # not connected now (a virtio port), or closed: look again, not in a spin
+                stdin_quiet_until = time.monotonic() + 0.25
         if winsize_file:
             try:
                 with open(winsize_file) as f:

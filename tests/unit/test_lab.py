@@ -133,3 +133,51 @@ def test_the_vms_cpus_are_the_hosts_unless_said(monkeypatch):
     for junk in ("0", "-1", "two", ""):
         monkeypatch.setenv("RDMACLI_LAB_CPUS", junk)
         assert vm.lab_cpus() == (os.cpu_count() or 1)
+
+
+def test_the_guest_terminal_takes_keys_that_come_after_stdin_read_empty(tmp_path):
+    """The guest's stdin is a virtio port, which reads empty (and polls HUP) while qemu's side is
+    not connected, as when the guest first reads it. A FIFO whose writer has gone behaves the
+    same, and gets a writer again: the keys written then must still reach the shell (the pty
+    relay took the first empty read as the end of input, and a lab shell sat deaf at its prompt)."""
+    import os
+    import select
+    import subprocess
+    import sys
+    import time
+
+    fifo = tmp_path / "keys"
+    os.mkfifo(fifo)
+    keys = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    os.close(os.open(fifo, os.O_WRONLY))  # a writer came and went: reads are empty now, polls HUP
+    os.set_blocking(keys, True)
+    shell = "['sh', '-c', 'echo READY; read line; echo got:$line']"
+    code = (
+        "import os, sys; from rdmacli.lab.guest import run_in_pty; "
+        f"sys.exit(run_in_pty({shell}, dict(os.environ), '24 80', None))"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=keys, stdout=subprocess.PIPE)
+    os.close(keys)
+    assert child.stdout is not None
+    seen = b""
+
+    def until(word: bytes) -> bool:
+        nonlocal seen
+        deadline = time.monotonic() + 30
+        while word not in seen and time.monotonic() < deadline:
+            if select.select([child.stdout], [], [], deadline - time.monotonic())[0]:
+                chunk = child.stdout.read1(4096)  # type: ignore[union-attr]
+                if not chunk:
+                    break
+                seen += chunk
+        return word in seen
+
+    try:
+        assert until(b"READY"), seen  # relayed by the loop whose every turn read stdin empty
+        with open(fifo, "wb") as writer:  # the host side connected again
+            writer.write(b"hello\n")
+        assert until(b"got:hello"), seen
+        assert child.wait(timeout=30) == 0
+    finally:
+        child.kill()
+        child.wait()
