@@ -164,7 +164,7 @@ class EnvironmentProblem(RdmacliError):
 # The locked-memory limit, one hint wherever it is met (a registration refused, a queue, doctor)
 MEMLOCK_HINT = (
     "raise the locked-memory limit (`ulimit -l unlimited`; memlock in /etc/security/limits.conf, "
-    "then log in again; LimitMEMLOCK=infinity for a service; --ulimit memlock=-1 for a container)"
+    "then log in again; LimitMEMLOCK=infinity for a service; `--ulimit memlock=-1` for a container)"
 )
 
 

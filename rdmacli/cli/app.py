@@ -84,9 +84,12 @@ class App:
             self.err.print(text)
 
     def report_error(self, exc: RdmacliError) -> None:
+        from rdmacli.cli.hints import fit, typed_options
         from rdmacli.render.text import printable  # words may carry a peer's or an agent's text
 
-        message, hint = printable(exc.message), exc.hint and printable(exc.hint)
+        options = typed_options()
+        hint = exc.hint if options is None else fit(exc.hint, options)  # only options it has
+        message, hint = printable(exc.message), hint and printable(hint)
         # the cause as JSON's error.cause has it: the troubleshooting page's row, searchable
         cause = exc.cause.value if exc.cause is not None else "internal"  # every instance has one
         if self.machine:  # keep rich out of script runs

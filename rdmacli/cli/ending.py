@@ -40,9 +40,13 @@ def current_stops() -> Stops | None:
 def finish(app, outcome, render=None) -> None:
     """The one way a command ends: its outcome printed (JSON for scripts, words for people,
     `render` for a command's own view), then the exit with its code."""
+    from rdmacli.cli.hints import fit_doc, typed_options
     from rdmacli.render.summary import print_summary, print_warnings
 
     doc = outcome.to_dict()
+    options = typed_options()
+    if options is not None:  # a hint names only options of the command typed
+        fit_doc(doc, options)
     err = outcome.run_error()
     if render is not None and not app.machine:
         render(app, doc)

@@ -275,3 +275,61 @@ def test_the_launchers_hints_name_only_options_of_the_command_that_says_them():
             named = set(re.findall(r"(--[\w-]+)", hint or ""))
             assert named <= own_options(dict(TREE)[path]), (path, launcher, hint)
     assert "--ssh-options" not in (launcher_hint("ssh", STATUS_OPTIONS) or "")
+
+
+def hint_literals() -> list[tuple[str, str]]:
+    """Every hint written in rdmacli/: a `hint=` argument or a *HINT constant, an f-string's
+    fields as `…` (where it came from, the text)."""
+    import ast
+    import pathlib
+
+    def text(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            return "".join(v.value if isinstance(v, ast.Constant) else "…" for v in node.values)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return (text(node.left) or "") + (text(node.right) or "")
+        return None
+
+    root = pathlib.Path(__file__).parents[2] / "rdmacli"
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            hinted = isinstance(node, ast.keyword) and node.arg == "hint"
+            hinted = hinted or (isinstance(node, ast.Assign) and any("HINT" in n for n in names))
+            said = text(node.value) if hinted else None  # type: ignore[attr-defined]
+            if said:
+                out.append((f"{path.relative_to(root.parent)}:{getattr(node, 'lineno', 0)}", said))
+    return out
+
+
+HINTS = hint_literals()
+EVERY_OPTION = frozenset(o for _, cmd in TREE for o in own_options(cmd))
+
+
+def test_every_option_a_hint_names_is_an_rdmacli_option_or_marked_as_another_tools():
+    """A hint fits the command typed by the options it names (cli/hints.py), so another tool's
+    option must be marked as such (a code span, or after its tool's possessive): `--ulimit
+    memlock=-1` for a container was read as rdmacli's and its advice would have gone."""
+    from rdmacli.cli.hints import named
+
+    assert len(HINTS) > 50
+    strange = [(where, sorted(named(h) - EVERY_OPTION)) for where, h in HINTS if named(h) - EVERY_OPTION]
+    assert not strange
+
+
+@pytest.mark.parametrize("path,cmd", TREE, ids=IDS)
+def test_every_hint_as_each_command_says_it_keeps_its_advice_and_names_only_its_options(path, cmd):
+    """Issue 75: hints named options the command typed lacks (`ping` told to check the port
+    space with -P). Every hint, as this command would print it: what is left names only its
+    options, and something is left where the hint is not wholly about other commands' options
+    (the advice is more than its options)."""
+    from rdmacli.cli.hints import fit, named
+
+    options = frozenset(own_options(cmd) | own_options(cli))
+    for where, hint in HINTS:
+        said = fit(hint, options)
+        assert said or (named(hint) and not named(hint) & options), (where, hint)
+        assert named(said or "") <= options, (where, said)

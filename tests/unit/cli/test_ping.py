@@ -74,3 +74,18 @@ def test_ctrl_c_after_answered_pings_is_a_normal_end(rdmacli, backend):
     assert r.exit_code == 0 and r.doc["result"] == "pass", r.doc
     [conn] = r.doc["connections"]
     assert conn["stopped_by"] == "SIGINT" and conn["pings_completed"] >= 4
+
+
+def test_nobody_listening_hints_only_what_ping_has(rdmacli, backend):
+    """Issue 75: the engine's hint for nothing listening names the port space (-P), which
+    connect has and ping has not; ping's words keep the rest of the advice, JSON and text alike."""
+    from rdmacli.rdma import constants as C
+
+    backend.script["connect"] = lambda cm, p: [backend.event(cm, C.REJECTED, 8)]
+    r = rdmacli(backend, "ping", "10.0.0.1", "--json")
+    hint = r.doc["error"]["hint"]
+    assert r.exit_code == 5 and "--wait SECONDS" in hint and "check the port" in hint and "-P" not in hint
+    r = rdmacli(backend, "ping", "10.0.0.1")
+    assert "--wait SECONDS" in r.stderr and "(-P)" not in r.stderr
+    r = rdmacli(backend, "connect", "10.0.0.1", "--json")
+    assert "(-P)" in r.doc["error"]["hint"]  # connect has it
