@@ -11,7 +11,7 @@ LAB_NODES := $(if $(HAS_RDMA),,$(BIN)/rdmacli lab run --nodes 4 --rails 2 --)
 
 PREFIX ?= /usr/local
 
-.PHONY: deps venv deb deb-test test unit lint lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test mesh-lane-a mesh-lane-b mesh-whole lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
+.PHONY: deps venv deb deb-test test unit lint agent-soak lab-test lab-test-a lab-test-b lab-stress lab-soak lab-mesh-test mesh-lane-a mesh-lane-b mesh-whole lab-watch-test lab-shell-test demo bench scale-bench watch-sim profile docs pictures install clean
 
 deps:
 	@scripts/bootstrap
@@ -81,6 +81,15 @@ SOAK_S ?= 1800
 lab-soak: venv
 	$(BIN)/rdmacli lab run --nodes 8 --rails 2 -- env SOAK_S=$(SOAK_S) $(BIN)/python -m pytest -m soak \
 	  --require-rdma -p no:cacheprovider -q -s tests/mesh/test_soak.py
+
+# The watch agent through SOAK_S seconds (default 3600) of reloads (rails removed and added, nodes
+# removed and reordered, its own name gone, a broken map), things planted at its state path, a
+# full disk, live web-config changes and slow clients, on this host: the real CLI with only its
+# RDMA prober replaced (tests/soak/). Alive, its verdicts and /metrics as they were, its
+# footprint flat. For people and releases, not part of `make test`.
+agent-soak: venv
+	SOAK_S=$(SOAK_S_AGENT) $(BIN)/python tests/soak/agent_chaos.py
+SOAK_S_AGENT ?= 3600
 
 # `rdmacli mesh` on lab nodes (their own boot: `rdmacli lab --nodes 16`; most tests use eight), real
 # launchers, and `rdmacli watch` as services. Alone and with two emulated CPUs: with one, or beside

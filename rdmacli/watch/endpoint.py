@@ -30,8 +30,38 @@ EVICT_WAIT_S = 0.5  # for a cut client's thread to give its slot back
 REQUEST_S = 15.0  # a client's whole connection, however it trickles (a byte every few seconds)
 
 
+# what a client that hung up or stalled mid-answer raises in wsgiref's writes: its own trouble
+CLIENT_GONE = ("BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError", "TimeoutError",
+               "socket.timeout", "ssl.SSLEOFError", "ssl.SSLZeroReturnError", "ssl.SSLError")  # fmt: skip
+
+
+class _OneLine:
+    """wsgiref's stderr for one request. wsgiref prints a traceback for whatever the answer's
+    writes raise: a client hanging up mid-answer wrote 23 lines to the journal each time (any
+    client can do it, as often as it likes). A client gone is said nowhere, as handle_error
+    does for a handshake or a read; anything else, an error of the agent's own, in one line."""
+
+    def __init__(self, err) -> None:
+        self.err, self.text = err, list[str]()
+
+    def write(self, text: str) -> None:
+        self.text.append(text)
+
+    def flush(self) -> None:
+        last = "".join(self.text).strip().splitlines()[-1:]
+        self.text.clear()
+        if last and not last[0].startswith(CLIENT_GONE):
+            self.err.write(f"watch: /metrics: {last[0][:300]}\n")
+            self.err.flush()
+
+
 class _Handler(_SilentHandler):
     timeout = READ_TIMEOUT_S  # socketserver.StreamRequestHandler: the socket's timeout
+
+    def get_stderr(self):
+        import sys
+
+        return _OneLine(sys.stderr)
 
     def setup(self) -> None:
         super().setup()

@@ -471,3 +471,31 @@ def test_a_fifo_as_the_web_config_is_said_at_start_not_waited_on(tmp_path):
            "--web-config-file", str(fifo)]  # fmt: skip
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "not a regular file" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_client_gone_mid_answer_writes_nothing_to_the_log_an_agents_own_error_one_line(capsys):
+    """Issue 70 (the agent's soak): wsgiref printed a 23-line traceback to the journal for every
+    client that hung up while its answer was written, as often as a client likes. A client gone
+    is said nowhere; an error of the agent's own in one line."""
+    raised = [BrokenPipeError(32, "Broken pipe"), ssl.SSLEOFError(8, "EOF occurred in violation of protocol"),
+              ValueError("a collector of our own failed")]  # fmt: skip
+
+    class Failing:
+        def collect(self):
+            raise raised.pop(0)
+
+    r = CollectorRegistry()
+    r.register(Failing())
+    port = free_port()
+    httpd = endpoint.serve_metrics(r, "127.0.0.1", port)
+    try:
+        for _ in range(3):
+            with contextlib.suppress(OSError):
+                scrape(port)
+        assert until(lambda: not raised, 10)
+        httpd.shutdown()
+    finally:
+        httpd.server_close()
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Broken pipe" not in err and "EOF occurred" not in err, err
+    assert err.count("watch: /metrics: ValueError: a collector of our own failed") == 1, err
