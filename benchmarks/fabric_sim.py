@@ -74,8 +74,13 @@ class Fault:
     rail: int = 0
     peer: int | None = None  # a link's other end (same rail)
 
-    def key(self) -> tuple:
-        """The entity the blame should name, as the score compares them."""
+    def key(self, probe: bool = False) -> tuple:
+        """The entity the blame should name, as the score compares them. A late agent of a
+        connection test is its node's condition, not a fault to blame (issue 70): its row must
+        say so (`agent: late`), and nothing may be blamed on it; under the probe its partners
+        see a third of its probes lost, which is evidence against its node."""
+        if self.kind == "late_agent" and not probe:
+            return ("late", self.node)
         if LEVEL[self.kind] == "links":
             return ("links", *sorted(((self.node, self.rail), (self.peer, self.rail))))
         if LEVEL[self.kind] == "nics":
@@ -233,7 +238,7 @@ def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
         if probe:
             ends[rank].update(probes_sent=20, probes_answered=20)
     unreachable = ("unreachable", "no answer to SIDR within 1 s")
-    late_end = None
+
     for f in faults:
         nic = (f.node, f.rail) in ((a, ra), (b, rb))
         node = f.node in (a, b)
@@ -271,12 +276,15 @@ def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
         elif f.kind == "late_agent" and node and (probe or rnd < s.rounds // 3):
             for rank in ends:  # started a third of the schedule late: its first rounds missed, or
                 if rank == f.node:  # the first third of its partners' probes unanswered
+                    if not probe:  # as mesh.agent says a round it reached after the slot ended
+                        ends[rank].update(result="fail", error=_error(
+                            "agent", f"this node's agent reached round {rnd} 1.7 s after its slot ended "
+                            "(started late: raise --launch-timeout)"))  # fmt: skip
                     continue
                 if probe:
                     ends[rank]["probes_answered"] = 20 - rng.randint(5, 8)
                 else:
                     ends[rank].update(result="fail", error=_error("deadline", "no request from the partner"))
-            late_end = f.node
         elif (f.kind == "slow_node" and node) or (f.kind == "slow_nic" and nic):
             rtt = base * 6
     connector = ends[b]
@@ -291,8 +299,6 @@ def end_records(s: Scenario, rng, rnd: int, a: int, ra: int, b: int, rb: int):
     if s.cabal is not None:
         s.cabal.apply(ends, a, ra, b, rb, probe, rng)
     absent = {f.node for f in faults if f.kind == "no_agent"}
-    if late_end is not None and not probe:  # it was not running yet: its side never said
-        absent.add(late_end)
     return [(rank, None if rank in absent else rec) for rank, rec in ends.items()]
 
 
@@ -408,15 +414,18 @@ def named(doc: dict) -> set[tuple]:
     least = verdict.MIN_CONTRADICTED
     out |= {("liars", r["rank"]) for r in doc["data"]["nodes"]
             if len(r.get("contradicted") or ()) >= least or r.get("violations")}  # fmt: skip
+    # a late agent set aside as its node's own condition, on its row
+    out |= {("late", r["rank"]) for r in doc["data"]["nodes"] if r.get("agent") == "late"}
     return out
 
 
 def score(s: Scenario, doc: dict) -> dict:
     """Precision, recall and localization counts of one scenario's verdict against its truth."""
-    truth = {f.key() for f in s.faults}
+    truth = {f.key(s.test == "probe") for f in s.faults}
     said = named(doc)
-    node_of = lambda k: {k[1]} if k[0] in ("nodes", "nics", "liars") else {k[1][0], k[2][0]}  # noqa: E731
-    truth_nodes = set().union(*(node_of(k) for k in truth)) if truth else set()
+    node_of = lambda k: {k[1]} if k[0] in ("nodes", "nics", "liars", "late") else {k[1][0], k[2][0]}  # noqa: E731
+    # a late agent's node is no fault's: a blame of it, its NICs or its links is false
+    truth_nodes = set().union(*(node_of(k) for k in truth if k[0] != "late"), set())
     # a naming is true when it is a fault's entity, or names an end of a faulty link or NIC's node
     true_named = {k for k in said if k in truth or node_of(k) <= truth_nodes}
     found = {k for k in truth if k in said or any(node_of(k) & node_of(x) for x in said)}
