@@ -39,7 +39,7 @@ lint: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # four workers: the slowest unit tests wait on real time (agents held past SIGKILL, hung agents
-# stopped at the schedule's end), 262 s one at a time here, 109 s with -n 4
+# stopped at the schedule's end), 262 s one at a time here, 141-151 s with -n 4 beside lab shell's boot
 unit: venv
 	$(BIN)/python -m pytest -m "not rdma and not labvm and not mesh and not package" -q -n 4 tests
 
@@ -96,9 +96,9 @@ SOAK_S_AGENT ?= 3600
 # another boot, the host's contention reads as a slow fabric (the probe's matrix, the watch
 # services' faults named within so many windows, and a rail link judged slow all failed there).
 # Inside the boot, scripts/lanes runs the eight-node files in two lanes at once on nodes of their
-# own (a mesh run mostly waits for its slots), then test_probe.py alone on all 16 nodes. Measured:
-# lane a 1130 s, lane b 1034 s, test_probe 407 s: the boot 1598 s, where the eight-node files in
-# one lane beside test_rails.py and then test_watch.py alone took 1887 s.
+# own (a mesh run mostly waits for its slots), then test_probe.py alone on all 16 nodes. Measured
+# in two fresh clones' runs: lane a 707 and 695 s, lane b 707 and 715 s, test_probe 234 and 231 s:
+# the boot 989 and 981 s.
 MESH_PYTEST := $(BIN)/python -m pytest -m "mesh and not soak" --require-rdma -p no:cacheprovider -q --durations=0
 MESH_A := tests/mesh/test_mesh.py tests/mesh/test_watch_device.py
 MESH_B := tests/mesh/test_rails.py tests/mesh/test_watch.py
@@ -127,7 +127,9 @@ lab-shell-test: venv
 # them; then the rdma suite's two halves side by side, boots of one emulated CPU each (a lab case
 # is mostly one Python at a time: such a boot keeps one of this machine's two cores busy); then
 # the mesh suite alone with both CPUs. Each suite's time is printed, each line prefixed with its
-# suite; CI has 90 minutes and the goal is 40 on this machine kind (figures: docs/contributing.md).
+# suite; CI has 90 minutes and the goal is 40 on this machine kind. Two fresh clones' runs: stage
+# 1 151 s, stage 2 (halves a / b) 763 / 751 and 712 / 675 s, stage 3 989 and 981 s; all suites
+# 1897 and 1847 s (docs/contributing.md has the table).
 # (On a host with RDMA devices the rdma halves are one lane: LAB_HALVES.)
 STAGES := "lint unit" "lab-shell-test" -- $(LAB_HALVES) -- lab-mesh-test
 test: venv
