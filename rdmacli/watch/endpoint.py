@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -31,27 +32,27 @@ REQUEST_S = 15.0  # a client's whole connection, however it trickles (a byte eve
 
 
 # what a client that hung up or stalled mid-answer raises in wsgiref's writes: its own trouble
-CLIENT_GONE = ("BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError", "TimeoutError",
-               "socket.timeout", "ssl.SSLEOFError", "ssl.SSLZeroReturnError", "ssl.SSLError")  # fmt: skip
+CLIENT_GONE = (ConnectionError, TimeoutError, ssl.SSLError)
 
 
 class _OneLine:
     """wsgiref's stderr for one request. wsgiref prints a traceback for whatever the answer's
     writes raise: a client hanging up mid-answer wrote 23 lines to the journal each time (any
     client can do it, as often as it likes). A client gone is said nowhere, as handle_error
-    does for a handshake or a read; anything else, an error of the agent's own, in one line."""
+    does for a handshake or a read; anything else, an error of the agent's own, in one line.
+    Judged by the exception's type: wsgiref writes its traceback here from within the except
+    block that caught it, so the exception is the one being handled."""
 
     def __init__(self, err) -> None:
-        self.err, self.text = err, list[str]()
+        self.err = err
 
     def write(self, text: str) -> None:
-        self.text.append(text)
+        pass  # the traceback's lines: what is said is made from the exception in flush
 
     def flush(self) -> None:
-        last = "".join(self.text).strip().splitlines()[-1:]
-        self.text.clear()
-        if last and not last[0].startswith(CLIENT_GONE):
-            self.err.write(f"watch: /metrics: {last[0][:300]}\n")
+        exc = sys.exc_info()[1]
+        if exc is not None and not isinstance(exc, CLIENT_GONE):
+            self.err.write(f"watch: /metrics: {type(exc).__name__}: {str(exc)[:300]}\n")
             self.err.flush()
 
 
@@ -59,8 +60,6 @@ class _Handler(_SilentHandler):
     timeout = READ_TIMEOUT_S  # socketserver.StreamRequestHandler: the socket's timeout
 
     def get_stderr(self):
-        import sys
-
         return _OneLine(sys.stderr)
 
     def setup(self) -> None:
