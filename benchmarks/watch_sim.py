@@ -28,9 +28,9 @@ import sys
 import time
 import tracemalloc
 
-from rdmacli.mesh.verdict import blamed_names
 from rdmacli.watch import status as S
 from rdmacli.watch.gather import judged
+from rdmacli.watch.status import blamed_names
 
 KINDS = ("bad_nic", "dead_link", "slow_node", "no_agent", "liar")
 

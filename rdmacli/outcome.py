@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any, Protocol
 
 from rdmacli.errors import EXIT_OF, Cause, ExitCode, RdmacliError
 from rdmacli.figures import Figures, Traffic, as_dict
@@ -55,6 +56,12 @@ def _finite(v):
     if isinstance(v, (list, tuple)):
         return [_finite(x) for x in v]
     return v
+
+
+class Report(Protocol):
+    """A command's typed report: it writes its own part of the summary's data."""
+
+    def to_json(self) -> dict[str, Any]: ...
 
 
 def signal_exit(signum: int) -> int:
@@ -136,6 +143,9 @@ class Outcome:
     data: dict = field(default_factory=dict)  # what only this command reports (devices, checks)
     counters: list[dict] = field(default_factory=list)  # ports' counters that moved (rdmacli/counters.py)
     earlier: Earlier | None = None  # a persistent server's connections no longer listed
+    # a typed report of this command's own (mesh.findings.MeshReport): the summary's data is
+    # written from it here, at the edge, with `data`'s keys after its own
+    report: Report | None = None
 
     # -- derived -------------------------------------------------------------------------------
     def states(self) -> list[State]:
@@ -222,7 +232,7 @@ class Outcome:
             "error": err.to_dict() if err is not None else None,
             "warnings": list(self.warnings),
             "counters": list(self.counters),
-            "data": self.data,
+            "data": {**self.report.to_json(), **self.data} if self.report is not None else self.data,
         }
 
 

@@ -195,6 +195,7 @@ def command(prometheus_file, matrix_file, slurm_drain, max_drain, dry_run, app, 
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh import inputs, request
     from rdmacli.mesh import run as mesh
+    from rdmacli.mesh.findings import MeshReport
     from rdmacli.render.matrix import matrix_file as matrix_sink
     from rdmacli.render.mesh import LiveMesh, print_mesh
 
@@ -228,19 +229,20 @@ def command(prometheus_file, matrix_file, slurm_drain, max_drain, dry_run, app, 
             if path is not None:
                 launch = replace(planned.launch, topology=path)
             outcome = mesh.run(planned.request, launch, live, params=params, debug=debug)
-        if prometheus_file and outcome.data:
+        report = outcome.report if isinstance(outcome.report, MeshReport) else None
+        if prometheus_file and report is not None:
             from rdmacli.render import prometheus
 
             try:
-                prometheus.write(prometheus_file, outcome.to_dict())
+                prometheus.write(prometheus_file, outcome.to_dict(), report)
             except OSError as exc:
                 outcome.warnings.append(
                     f"--prometheus: could not write {prometheus_file}: {exc.strerror or exc}"
                 )
         if slurm_drain:
-            rows = (outcome.data or {}).get("nodes", [])
-            ran = [r["node"] for r in rows if r.get("agent") == "ran"]
+            rows = report.nodes if report is not None else ()
+            ran = [r.node for r in rows if r.agent == "ran"]
             options.act_on_verdict(outcome, ran, len(rows), MESH_PREFIX, max_drain, dry_run)
         live.rest(outcome)
-        render = partial(print_mesh, rail=planned.request.show_rail) if outcome.data else None
+        render = partial(print_mesh, report=report, rail=planned.request.show_rail) if report else None
         finish(app, outcome, render=render)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import Any
 
+from rdmacli.mesh.findings import BadPair, Blame, Culprit, End
 from rdmacli.mesh.report import LOCAL, Pair, cause_of, device_of
 
 # f: how many agents lying together (or refusing their partners on purpose) blame is proof
@@ -60,7 +61,7 @@ def blame(
     devices: Sequence[Sequence[Any]] | None = None,
     healthy=None,
     spoke: frozenset | None = None,
-) -> dict:
+) -> Blame:
     """Bad NICs first: a NIC whose node says the fault is its own (LOCAL causes) on most of its
     pairs; then, greedily, the NIC failing (or slow, or lossy, in either attempt) with the
     largest share of its not yet explained partners, more than half and from more than LIARS
@@ -119,7 +120,7 @@ def blame(
         tested = sum(bad[r * rails + k][1] for k in range(rails))
         nodes.append(_bad(names, r, None, failed, tested))
     nics = [
-        {**_bad(names, x // rails, x % rails, *bad[x]), "device": device_of(devices, x // rails, x % rails)}
+        _bad(names, x // rails, x % rails, bad[x][0], bad[x][1], device_of(devices, x // rails, x % rails))
         for x in sorted(bad)
         if x // rails not in whole
     ]
@@ -127,27 +128,27 @@ def blame(
         counted.of[x] > 0 or any(p.result == "pass" and not p.lossy and p.slow is None for p, _, _ in of[x])
         for x in range(m)
     ]
-    links: list[dict[str, Any]] = []
-    unexplained: list[dict[str, Any]] = []
-    disputed: list[dict[str, Any]] = []
+    links: list[BadPair] = []
+    unexplained: list[BadPair] = []
+    disputed: list[BadPair] = []
     for p in judged:
         x, y = ends(p)
         if not p.bad or x in bad or y in bad:
             continue
         cause = p.cause or ("SLOW" if p.slow else "LOSS")
-        entry: dict[str, Any] = {"a": names[p.a], "b": names[p.b], "cause": cause}
         if rails > 1:
-            entry.update(rail_a=p.ra, rail_b=p.rb, device_a=device_of(devices, p.a, p.ra),
-                         device_b=device_of(devices, p.b, p.rb))  # fmt: skip
+            a, b = (
+                End(names[p.a], p.ra, device_of(devices, p.a, p.ra)),
+                End(names[p.b], p.rb, device_of(devices, p.b, p.rb)),
+            )
+        else:
+            a, b = End(names[p.a]), End(names[p.b])
         if p.disputed is not None:  # blamed on nobody: the end that failed it is said
-            disputed.append({**entry, "failed_by": names[p.disputed]})
+            disputed.append(BadPair(a, b, cause, failed_by=names[p.disputed]))
             continue
-        if p.lossy:
-            entry["counters"] = p.trouble()
-        if p.slow:
-            entry["slow"] = p.slow
+        entry = BadPair(a, b, cause, counters=p.trouble() if p.lossy else None, slow=p.slow or None)
         (links if passes[x] and passes[y] else unexplained).append(entry)
-    return {"nodes": nodes, "nics": nics, "links": links, "unexplained": unexplained, "disputed": disputed}
+    return Blame(tuple(nodes), tuple(nics), tuple(links), tuple(unexplained), tuple(disputed))
 
 
 class Counted:
@@ -276,7 +277,8 @@ def own_cause(p: Pair, x: int) -> str | None:
     return cause_of(r.error) if r and r.result != "pass" else None
 
 
-def _bad(names: Sequence[str], x: int, rail: int | None, failed: list[Pair], tested: int) -> dict:
+def _bad(names: Sequence[str], x: int, rail: int | None, failed: list[Pair], tested: int,
+         device: str | None = None) -> Culprit:  # fmt: skip
     """A bad NIC's or node's entry: its causes, and the trouble counters of its bad pairs, both
     ends' (`counters`: a NIC that drops packets makes its partners retransmit as often as
     itself) and its own port's alone (`own_counters`)."""
@@ -291,13 +293,7 @@ def _bad(names: Sequence[str], x: int, rail: int | None, failed: list[Pair], tes
         for into, side in ((both, None), (own, p.side_of(x))):
             for name, v in p.trouble(side).items():
                 into[name] = into.get(name, 0) + v
-    entry = {"node": names[x], "rank": x, **({"rail": rail} if rail is not None else {}),
-             "failed": len(failed), "tested": tested, "causes": causes}  # fmt: skip
-    if both:
-        entry["counters"] = both
-    if own:
-        entry["own_counters"] = own
-    return entry
+    return Culprit(names[x], x, len(failed), tested, causes, rail, both, own, device)
 
 
 MIN_COMPARABLE = 3  # pairs of a class: fewer have no "best" worth judging against

@@ -16,6 +16,7 @@ from typing import Any
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh.contract import side_of
+from rdmacli.mesh.findings import NicRow, NodeRow, Tally
 from rdmacli.mesh.records import RATES, PairRecord
 
 # The matrix's short codes, most specific first (when the two ends of a pair disagree, the
@@ -318,7 +319,7 @@ def device_of(devices: Sequence[Sequence[Any]] | None, rank: int, rail: int) -> 
 
 
 def node_table(n: int, pairs: list[Pair], names: Sequence[str], addresses: Sequence[Sequence[str]],
-               healthy=None) -> list[dict]:  # fmt: skip
+               healthy=None) -> list[NodeRow]:  # fmt: skip
     """Per node: pairs passed, failed and slow, and the median of its pairs' p99 latency
     (`healthy`: the probe's healthy pairs, as columns, counted in)."""
     of: list[list[Pair]] = [[] for _ in range(n)]
@@ -331,30 +332,22 @@ def node_table(n: int, pairs: list[Pair], names: Sequence[str], addresses: Seque
         mine = of[x]
         p99s = [p.metric("rtt_p99_us") for p in mine if p.result == "pass" and p.metric("rtt_p99_us")]
         p99s += more.get(x, ())
-        rows.append(
-            {
-                "node": names[x],
-                "rank": x,
-                "address": addresses[x][0],
-                "addresses": addresses[x],
-                **_counts(mine, len(more.get(x, ()))),
-                "p99_us": round(statistics.median(p99s), 1) if p99s else None,
-            }
-        )
+        p99 = round(statistics.median(p99s), 1) if p99s else None
+        rows.append(NodeRow(names[x], x, tuple(addresses[x]), _tally(mine, len(more.get(x, ()))), p99))
     return rows
 
 
-def _counts(pairs: list[Pair], healthy: int = 0) -> dict:
-    return {
-        "passed": sum(p.result == "pass" for p in pairs) + healthy,
-        "failed": sum(p.result == "fail" for p in pairs),
-        "missing": sum(p.result == "missing" for p in pairs),
-        "slow": sum(p.slow is not None for p in pairs),
-    }
+def _tally(pairs: list[Pair], healthy: int = 0) -> Tally:
+    return Tally(
+        passed=sum(p.result == "pass" for p in pairs) + healthy,
+        failed=sum(p.result == "fail" for p in pairs),
+        missing=sum(p.result == "missing" for p in pairs),
+        slow=sum(p.slow is not None for p in pairs),
+    )
 
 
 def nic_table(n: int, rails: int, pairs: list[Pair], names: Sequence[str], addresses: Sequence[Sequence[str]],
-              devices: Sequence[Sequence[Any]] | None = None, healthy=None) -> list[dict]:  # fmt: skip
+              devices: Sequence[Sequence[Any]] | None = None, healthy=None) -> list[NicRow]:  # fmt: skip
     """Per NIC (node, rail): the same counts and the median p50 of its passing pairs."""
     of: dict[tuple[int, int], list[Pair]] = {(x, k): [] for x in range(n) for k in range(rails)}
     for p in pairs:
@@ -366,16 +359,9 @@ def nic_table(n: int, rails: int, pairs: list[Pair], names: Sequence[str], addre
         p50s = [p.metric("rtt_p50_us") for p in mine if p.result == "pass" and p.metric("rtt_p50_us")]
         extra = more.pop(x * rails + k, ())
         p50s += extra
+        p50 = round(statistics.median(p50s), 1) if p50s else None
         rows.append(
-            {
-                "node": names[x],
-                "rank": x,
-                "rail": k,
-                "device": device_of(devices, x, k),
-                "address": addresses[x][k],
-                **_counts(mine, len(extra)),
-                "p50_us": round(statistics.median(p50s), 1) if p50s else None,
-            }
+            NicRow(names[x], x, k, device_of(devices, x, k), addresses[x][k], _tally(mine, len(extra)), p50)
         )
     return rows
 

@@ -14,6 +14,7 @@ from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import said, schedule
 from rdmacli.mesh.blame import LIAR_SHARE, LIARS, LOCAL, blame, implausible, judge_slow, late, within
+from rdmacli.mesh.findings import MeshReport
 from rdmacli.mesh.healthy import Healthy
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
@@ -41,8 +42,8 @@ def choose_retests(plan: Plan, firsts: list[Pair], ready: set[tuple[int, int]]) 
 
     again = [p for p in firsts if due(p) and {(p.a, p.ra), (p.b, p.rb)} <= ready]
     first = blame(plan.n, firsts, plan.spec.names, plan.rails)
-    blamed = {(b["rank"], b.get("rail", k)) for b in first["nodes"] for k in range(plan.rails)}
-    blamed |= {(b["rank"], b["rail"]) for b in first["nics"]}
+    blamed = {(b.rank, k) for b in first.nodes for k in range(plan.rails)}
+    blamed |= {(b.rank, b.rail or 0) for b in first.nics}
     again.sort(key=lambda p: (bool({(p.a, p.ra), (p.b, p.rb)} & blamed), p.round, p.a, p.ra))
     rounds = schedule.retest_rounds([((p.a, p.ra), (p.b, p.rb)) for p in again], plan.retest_rounds)
     return [[(a, ra, b, rb) for (a, ra), (b, rb) in tests] for tests in rounds]
@@ -257,38 +258,42 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     heard = {p.key for p in ev.pairs if len(p.reports) == 2} if signal is not None else None
     evidence = pairs if heard is None else [p for p in pairs if p.key in heard]
     verdict = blame(plan.n, evidence, plan.spec.names, plan.rails, devices, healthy, spoke)
-    nodes = node_table(plan.n, pairs, plan.spec.names, plan.spec.addresses, healthy)
     was_late = set(ev.late) | {
         e["reported_by"] for p in (*pairs, *firsts) if late(p, spoke) and (e := p.error()) is not None
     }
-    for row in nodes:
-        said = ev.agents.get(row["rank"])
-        row["agent"] = ("missing" if said is None else "not ready" if not said.ready
-                        else "late" if row["rank"] in was_late else "ran")  # fmt: skip
-        row["group"] = plan.spec.groups[row["rank"]] if plan.spec.groups else None
-        row["violations"] = len(ev.violations.get(row["rank"], []))
-        row["contradicted"] = sorted(plan.spec.names[r] for r in ev.contradicted.get(row["rank"], ()))
+    nodes = []
+    for row in node_table(plan.n, pairs, plan.spec.names, plan.spec.addresses, healthy):
+        agent = ev.agents.get(row.rank)
+        nodes.append(replace(
+            row,
+            agent="missing" if agent is None else "not ready" if not agent.ready
+            else "late" if row.rank in was_late else "ran",
+            group=plan.spec.groups[row.rank] if plan.spec.groups else None,
+            violations=len(ev.violations.get(row.rank, [])),
+            contradicted=tuple(sorted(plan.spec.names[r] for r in ev.contradicted.get(row.rank, ()))),
+        ))  # fmt: skip
     failed = [p for p in pair_docs if p["result"] == "fail"]
     missing = [p for p in pair_docs if p["result"] == "missing"]
-    data = {
-        "run_id": plan.spec.run_id,
-        "discovery_s": plan.discovery_s,
-        "agents_up_s": ev.agents_up_s,
-        "rails": plan.rails,
-        "cross_rail": plan.spec.cross_rail,
-        "nodes": nodes,
-        "nics": nic_table(plan.n, plan.rails, pairs, plan.spec.names, plan.spec.addresses, devices, healthy),
-        "pairs": pair_docs,
-        "pairs_listed": "all" if listed_all else "trouble",
+    report = MeshReport(
+        run_id=plan.spec.run_id,
+        discovery_s=plan.discovery_s,
+        agents_up_s=ev.agents_up_s,
+        rails=plan.rails,
+        cross_rail=plan.spec.cross_rail,
+        nodes=tuple(nodes),
+        nics=tuple(
+            nic_table(plan.n, plan.rails, pairs, plan.spec.names, plan.spec.addresses, devices, healthy)
+        ),
+        pairs=pair_docs,
+        pairs_listed="all" if listed_all else "trouble",
         # --test probe: pairs both ends said healthy compactly (records.HealthyRecord)
-        "pairs_compact": len(healthy.p50) if healthy is not None else None,
-        "slow_reference": reference,
-        "blame": verdict,
-        "liars_tolerated": LIARS,  # f: agents lying together that can blame nobody (blame.LIARS)
-        "liars_share": LIAR_SHARE,  # ... nor witnesses of a NIC no more than this share of its pairs
-    }
-    if baseline is not None:
-        data["baseline"] = compare(baseline, pair_docs)
+        pairs_compact=len(healthy.p50) if healthy is not None else None,
+        slow_reference=reference,
+        blame=verdict,
+        liars_tolerated=LIARS,  # f: agents lying together that can blame nobody (blame.LIARS)
+        liars_share=LIAR_SHARE,  # ... nor witnesses of a NIC no more than this share of its pairs
+        baseline=compare(baseline, pair_docs) if baseline is not None else None,
+    )
     error = None
     if signal is None:
         error = _error(plan, ev, pairs, total, verdict, failed, missing)
@@ -305,11 +310,11 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         "pairs_missing": len(missing),
         "pairs_slow": sum(bool(p["slow"]) for p in pair_docs),
         "rails": plan.rails,
-        "bad_nodes": len(verdict["nodes"]),
-        "bad_nics": len(verdict["nics"]),
-        "bad_links": len(verdict["links"]),
+        "bad_nodes": len(verdict.nodes),
+        "bad_nics": len(verdict.nics),
+        "bad_links": len(verdict.links),
     }
-    return Outcome("mesh", params, error=error, signal=signal, counts=counts, data=data,
+    return Outcome("mesh", params, error=error, signal=signal, counts=counts, report=report,
                    elapsed_ms=elapsed_ms, warnings=warnings(plan, ev, pair_docs))  # fmt: skip
 
 
@@ -375,17 +380,6 @@ def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
     return out
 
 
-def blamed_names(verdict: dict, rails: int) -> list[str]:
-    """The blamed nodes, NICs and links, as people read them (n03, n03:1, n01-n04)."""
-    who = [b["node"] for b in verdict["nodes"]]
-    who += [
-        f"{b['node']}:{b['rail']}" + (f" ({b['device']})" if b.get("device") else "") for b in verdict["nics"]
-    ]
-    for x in verdict["links"]:
-        who.append(f"{x['a']}:{x['rail_a']}-{x['b']}:{x['rail_b']}" if rails > 1 else f"{x['a']}-{x['b']}")
-    return who
-
-
 def _error(plan: Plan, ev: Evidence, pairs, total: int, verdict, failed, missing) -> RdmacliError | None:
     """The one error of a run that was not stopped: its cause decides the exit code."""
     if not ev.agents:
@@ -416,8 +410,8 @@ def _error(plan: Plan, ev: Evidence, pairs, total: int, verdict, failed, missing
             hint="see the blame: a bad NIC or node fails with most partners, a bad link fails alone",
             cause=Cause.CHECK_FAILED,
         )
-    if verdict["nodes"] or verdict["nics"] or verdict["links"]:  # passed, yet named
-        who = ", ".join(blamed_names(verdict, plan.rails))
+    if verdict.named:  # passed, yet named
+        who = ", ".join(verdict.names())
         if any(p.lossy or (p.first is not None and p.first.lossy) for p in pairs):
             lost = sum(p.lost() for p in pairs)
             what = f"{lost} probes were lost" if lost else "the NICs' counters show trouble"

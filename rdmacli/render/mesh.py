@@ -6,8 +6,10 @@ Formats the summary document the coordinator built; decides nothing.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from rdmacli.diag.counters import ADVICE
+from rdmacli.mesh.findings import BadPair, Blame, MeshReport, NicRow
 from rdmacli.mesh.report import CAUSES
 from rdmacli.render.text import plain, printable
 from rdmacli.units import counter_words, duration, plural
@@ -106,9 +108,9 @@ class LiveMesh:
 
     def rest(self, outcome) -> None:
         """--json-lines: the pairs not yet emitted (never settled while the run went on)."""
-        if not self.app.json_lines:
+        if not self.app.json_lines or outcome.report is None:
             return
-        for p in outcome.data.get("pairs", []):
+        for p in outcome.report.pairs:
             if ((p["a_rank"], p["rail_a"], p["b_rank"], p["rail_b"]), False) not in self.seen:
                 self.app.emit_json({"type": "pair", **p})
 
@@ -126,28 +128,28 @@ def _end(p: dict, side: str, rails: int) -> str:
     return p[side] if rails == 1 else f"{p[side]}:{p.get('rail_' + side, 0)}"
 
 
-def worst_rail(nics: list[dict], rails: int) -> int:
+def worst_rail(nics: Sequence[NicRow], rails: int) -> int:
     """The rail with the most failed, then slow, pairs (rail 0 when all are clean)."""
     score = [[0, 0] for _ in range(rails)]
     for n in nics:
-        if 0 <= n.get("rail", 0) < rails:
-            score[n["rail"]][0] += n.get("failed", 0)
-            score[n["rail"]][1] += n.get("slow", 0)
+        if 0 <= n.rail < rails:
+            score[n.rail][0] += n.tally.failed
+            score[n.rail][1] += n.tally.slow
     return max(range(rails), key=lambda k: (score[k], -k))
 
 
-def print_mesh(app, doc: dict, rail: int | None = None) -> None:
+def print_mesh(app, doc: dict, report: MeshReport, rail: int | None = None) -> None:
+    """The run's report for people; `doc` (the summary) gives the result line's totals."""
     from rich.table import Table
 
-    data = doc.get("data") or {}
-    nodes, all_pairs, verdict = data.get("nodes", []), data.get("pairs", []), data.get("blame", {})
-    rails = data.get("rails", 1)
+    nodes, all_pairs, verdict = report.nodes, report.pairs, report.blame
+    rails = report.rails
     con = app.out
     pairs = all_pairs
     if rails > 1:
-        shown = rail if rail is not None else worst_rail(data.get("nics", []), rails)
+        shown = rail if rail is not None else worst_rail(report.nics, rails)
         pairs = [p for p in all_pairs if p.get("rail_a") == p.get("rail_b") == shown]
-        _rail_summary(app, data, rails)
+        _rail_summary(app, report.nics, rails)
     if nodes and len(nodes) <= MATRIX_MAX:
         metric = (
             "Gb/s, the slower way"
@@ -178,13 +180,13 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
                 text, style = f"{100 * lost / p['probes_sent']:.0f}%L", "yellow"
             cell[(p["a_rank"], p["b_rank"])] = cell[(p["b_rank"], p["a_rank"])] = (text, style)
         for row in nodes:
-            r = row["rank"]
+            r = row.rank
             cells = []
             for c in range(len(nodes)):
                 text, style = cell.get((r, c), ("·" if r == c else "", ""))
                 cells.append(f"[{style}]{text}[/]" if style else text)
-            group = f" [dim]{row['group']}[/]" if row.get("group") else ""
-            table.add_row(f"{r} {row['node']}{group}", *cells)
+            group = f" [dim]{row.group}[/]" if row.group else ""
+            table.add_row(f"{r} {row.node}{group}", *cells)
         con.print(table)
         if any(p.get("slow") for p in pairs):
             con.print("[yellow]![/] slow: passed, but beyond --slow-factor/--slow-fraction of the best pair")
@@ -192,7 +194,7 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
             con.print(
                 "[yellow]%L[/] probes lost: passed, but that share of its probes (both ends') never answered"
             )
-        used = sorted({p.get("cause") for p in pairs if p.get("cause") and p["result"] != "pass"})
+        used = sorted({str(p["cause"]) for p in pairs if p.get("cause") and p["result"] != "pass"})
         if used:
             con.print("legend: " + "; ".join(f"[bold red]{c}[/] {CAUSES.get(c, '')}" for c in used))
     pairs = all_pairs
@@ -240,58 +242,20 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
             ends = f"{_end(p, 'a', rails)} <-> {_end(p, 'b', rails)}"
             con.print(f"    transient {ends} ({first.get('cause')}): {printable(msg)}",
                       markup=False, highlight=False)  # fmt: skip
-    ranked = sorted(nodes, key=lambda n: (-n["failed"], n["node"]))
-    if any(n["failed"] for n in nodes):
+    ranked = sorted(nodes, key=lambda n: (-n.tally.failed, n.node))
+    if any(n.tally.failed for n in nodes):
         con.print(
             "\n[bold]nodes by failures[/]  "
-            + ", ".join(f"{n['node']} {n['failed']}" for n in ranked if n["failed"])
+            + ", ".join(f"{n.node} {n.tally.failed}" for n in ranked if n.tally.failed)
         )
-    by_p99 = sorted((n for n in nodes if n.get("p99_us")), key=lambda n: -n["p99_us"])
+    by_p99 = sorted(((n.node, n.p99_us) for n in nodes if n.p99_us), key=lambda n: -n[1])
     if by_p99:
         con.print(
             "[bold]nodes by p99 latency[/]  "
-            + ", ".join(f"{n['node']} {duration(n['p99_us'])}" for n in by_p99[:8])
+            + ", ".join(f"{node} {duration(p99)}" for node, p99 in by_p99[:8])
         )
-    con.print("\n[bold]blame[/]")
-    if not (
-        verdict.get("nodes")
-        or verdict.get("nics")
-        or verdict.get("links")
-        or verdict.get("unexplained")
-        or verdict.get("disputed")
-    ):
-        con.print("  nothing to blame: every pair passed" if not failing else "  nothing decided")
-    for b in verdict.get("nodes", []):
-        causes = ", ".join(f"{c} {n}" for c, n in b["causes"].items())
-        share = f"{b['failed']} of {b['tested']}"
-        con.print(f"  [bold red]bad node[/] {b['node']}: failed or was slow with {share} partners ({causes})")
-        if b.get("counters"):
-            words = plain(counter_words(b["counters"]))
-            con.print(f"    its pairs' counters, both ends (the ports', shared): {words}")
-    for b in verdict.get("nics", []):
-        causes = ", ".join(f"{c} {n}" for c, n in b["causes"].items())
-        dev = f" ({plain(b['device'])})" if b.get("device") else ""
-        con.print(f"  [bold red]bad NIC[/] {b['node']} rail {b['rail']}{dev}: failed or slow with "
-                  f"{b['failed']} of {b['tested']} partners ({causes}); its other rails pass")  # fmt: skip
-    for link in verdict.get("links", []):
-        ends = f"{_end(link, 'a', rails)} <-> {_end(link, 'b', rails)}"
-        con.print(f"  [bold red]bad link[/] {ends} ({link['cause']}): both pass with everyone else")
-        if link.get("counters"):
-            con.print(f"    counters of both ends during the pair: {plain(counter_words(link['counters']))}")
-    if any(c in ("LOSS", "LINK", "RNR") for e in verdict.get("nodes", []) + verdict.get("links", [])
-           for c in (e.get("causes") or {e.get("cause"): 1})):  # fmt: skip
-        con.print(f"  what to check: {ADVICE['loss']}")
-    for u in verdict.get("unexplained", []):
-        con.print(
-            f"  [yellow]unexplained[/] {_end(u, 'a', rails)} <-> {_end(u, 'b', rails)} ({u['cause']}): "
-            "too few passing pairs to tell node from link"
-        )
-    for d in verdict.get("disputed", []):
-        con.print(
-            f"  [yellow]disputed[/] {_end(d, 'a', rails)} <-> {_end(d, 'b', rails)} ({d['cause']}): failed "
-            f"by {d['failed_by']} alone, passed cleanly by the other end: blamed on nobody"
-        )
-    for change in data.get("baseline") or []:
+    _blame(con, verdict, rails, failing=bool(failing))
+    for change in report.baseline or []:
         con.print(f"  [yellow]vs baseline[/] {change['a']} <-> {change['b']}: {change['change']}")
     t = doc.get("totals", {})
     con.print(
@@ -303,7 +267,54 @@ def print_mesh(app, doc: dict, rail: int | None = None) -> None:
     )
 
 
-def _rail_summary(app, data: dict, rails: int) -> None:
+def _blame(con, verdict: Blame, rails: int, failing: bool) -> None:
+    """Who is bad, in words: nodes, NICs and links, then what stays unexplained or disputed."""
+    con.print("\n[bold]blame[/]")
+    if not (verdict.named or verdict.unexplained or verdict.disputed):
+        con.print("  nothing to blame: every pair passed" if not failing else "  nothing decided")
+    for b in verdict.nodes:
+        causes = ", ".join(f"{c} {n}" for c, n in b.causes.items())
+        con.print(f"  [bold red]bad node[/] {b.node}: failed or was slow with {b.failed} of {b.tested} "
+                  f"partners ({causes})")  # fmt: skip
+        if b.counters:
+            words = plain(counter_words(dict(b.counters)))
+            con.print(f"    its pairs' counters, both ends (the ports', shared): {words}")
+    for b in verdict.nics:
+        causes = ", ".join(f"{c} {n}" for c, n in b.causes.items())
+        dev = f" ({plain(b.device)})" if b.device else ""
+        con.print(f"  [bold red]bad NIC[/] {b.node} rail {b.rail}{dev}: failed or slow with "
+                  f"{b.failed} of {b.tested} partners ({causes}); its other rails pass")  # fmt: skip
+    for link in verdict.links:
+        con.print(
+            f"  [bold red]bad link[/] {_ends(link, rails)} ({link.cause}): both pass with everyone else"
+        )
+        if link.counters:
+            con.print(
+                f"    counters of both ends during the pair: {plain(counter_words(dict(link.counters)))}"
+            )
+    if any(c in ("LOSS", "LINK", "RNR") for c in [*(c for b in verdict.nodes for c in b.causes),
+                                                  *(x.cause for x in verdict.links)]):  # fmt: skip
+        con.print(f"  what to check: {ADVICE['loss']}")
+    for u in verdict.unexplained:
+        con.print(
+            f"  [yellow]unexplained[/] {_ends(u, rails)} ({u.cause}): "
+            "too few passing pairs to tell node from link"
+        )
+    for d in verdict.disputed:
+        con.print(
+            f"  [yellow]disputed[/] {_ends(d, rails)} ({d.cause}): failed "
+            f"by {d.failed_by} alone, passed cleanly by the other end: blamed on nobody"
+        )
+
+
+def _ends(x: BadPair, rails: int) -> str:
+    """n01 <-> n04, or n01:0 <-> n04:1 with several rails."""
+    if rails == 1:
+        return f"{x.a.node} <-> {x.b.node}"
+    return f"{x.a.node}:{x.a.rail or 0} <-> {x.b.node}:{x.b.rail or 0}"
+
+
+def _rail_summary(app, nics: Sequence[NicRow], rails: int) -> None:
     """Per node, per rail: pairs passed of tested, failed and slow marked (the device named)."""
     from rich.table import Table
 
@@ -312,17 +323,17 @@ def _rail_summary(app, data: dict, rails: int) -> None:
     for k in range(rails):
         table.add_column(f"rail {k}", justify="right")
     rows: dict[int, list[str]] = {}
-    for n in data.get("nics", []):
-        tested = n["passed"] + n["failed"] + n["missing"]
-        text = f"{n['passed']}/{tested}"
-        if n.get("device"):
-            text += f" {n['device']}"
-        style = "bold red" if n["failed"] else "yellow" if n.get("slow") or n["missing"] else ""
-        if n.get("slow"):
-            text += f" ({n['slow']} slow)"
-        cells = rows.setdefault(n["rank"], [n["node"]] + [""] * rails)
-        if 0 <= n["rail"] < rails:
-            cells[1 + n["rail"]] = f"[{style}]{text}[/]" if style else text
+    for n in nics:
+        t = n.tally
+        text = f"{t.passed}/{t.tested()}"
+        if n.device:
+            text += f" {n.device}"
+        style = "bold red" if t.failed else "yellow" if t.slow or t.missing else ""
+        if t.slow:
+            text += f" ({t.slow} slow)"
+        cells = rows.setdefault(n.rank, [n.node] + [""] * rails)
+        if 0 <= n.rail < rails:
+            cells[1 + n.rail] = f"[{style}]{text}[/]" if style else text
     for rank in sorted(rows):
         table.add_row(*rows[rank])
     app.out.print(table)

@@ -3,20 +3,22 @@ run, those with trouble of a large one: never a series per healthy pair of a fle
 per node, and the run, in the text exposition that node_exporter's textfile collector reads, so
 a cron job's mesh shows in the dashboards admins already have. Made with prometheus_client (its
 registry, its escaping of label values); written atomically by files.replace (as root, nothing
-but a regular file). Reads the summary document only."""
+but a regular file). Reads the run's typed report and its summary's totals."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
+from rdmacli.mesh.findings import MeshReport
 from rdmacli.render.files import check, replace  # noqa: F401  (check: the CLI's, before a run)
 
 PREFIX = "rdmacli_mesh_"
 
 
-def write(path: str, doc: dict) -> None:
+def write(path: str, doc: dict, report: MeshReport) -> None:
+    """The run's series: its pairs, NICs, nodes and blame from `report`, its totals and exit
+    from `doc` (the summary, as written)."""
     reg = CollectorRegistry()
-    data = doc.get("data") or {}
 
     def gauge(name: str, text: str, labels: tuple[str, ...] = ()) -> Gauge:
         return Gauge(PREFIX + name, text, labels, registry=reg)
@@ -33,7 +35,7 @@ def write(path: str, doc: dict) -> None:
     setup = gauge("pair_setup_seconds", "connection setup (resolve, route, QP, connect) of the pair", pair)
     gbps = gauge("pair_bandwidth_gbps", "Gb/s of the pair's bw test, by direction", (*pair, "direction"))
     test = str((doc.get("params") or {}).get("test", ""))
-    for p in data.get("pairs") or []:
+    for p in report.pairs:
         ends = (str(p["a"]), str(p["b"]), str(p.get("rail_a", 0)), str(p.get("rail_b", 0)))
         up.labels(*ends, test).set(1 if p["result"] == "pass" else 0)
         if p["result"] != "pass":
@@ -49,35 +51,34 @@ def write(path: str, doc: dict) -> None:
         for key, direction in (("gbps_ab", "a_to_b"), ("gbps_ba", "b_to_a")):
             if isinstance(p.get(key), (int, float)):
                 gbps.labels(*ends, direction).set(p[key])
-    verdict = data.get("blame") or {}
+    verdict = report.blame
     passed = gauge("node_pairs_passed", "pairs of the node that passed", ("node", "address"))
     failed = gauge("node_pairs_failed", "pairs of the node that failed", ("node", "address"))
     bad = gauge("node_bad", "1 if the blame names the node bad (every rail of it)", ("node", "address"))
-    blamed = {b["node"] for b in verdict.get("nodes", [])}
-    for n in data.get("nodes") or []:
-        node, address = str(n["node"]), str(n.get("address", ""))
-        passed.labels(node, address).set(n["passed"])
-        failed.labels(node, address).set(n["failed"])
-        bad.labels(node, address).set(1 if node in blamed else 0)
+    blamed = {b.node for b in verdict.nodes}
+    for n in report.nodes:
+        passed.labels(n.node, n.addresses[0]).set(n.tally.passed)
+        failed.labels(n.node, n.addresses[0]).set(n.tally.failed)
+        bad.labels(n.node, n.addresses[0]).set(1 if n.node in blamed else 0)
     nic = ("node", "rail", "device", "address")
     nic_passed = gauge("nic_pairs_passed", "pairs of the NIC (node, rail) that passed", nic)
     nic_failed = gauge("nic_pairs_failed", "pairs of the NIC that failed", nic)
     nic_slow = gauge("nic_pairs_slow", "pairs of the NIC that passed slow", nic)
     nic_p50 = gauge("nic_rtt_p50_seconds", "median p50 round trip of the NIC's passing pairs", nic)
     nic_bad = gauge("nic_bad", "1 if the blame names the NIC bad (or its whole node)", nic)
-    bad_nics = {(b["node"], b["rail"]) for b in verdict.get("nics", [])}
-    for n in data.get("nics") or []:
-        labels = (str(n["node"]), str(n["rail"]), str(n.get("device") or ""), str(n.get("address", "")))
-        nic_passed.labels(*labels).set(n["passed"])
-        nic_failed.labels(*labels).set(n["failed"])
-        nic_slow.labels(*labels).set(n.get("slow", 0))
-        if isinstance(n.get("p50_us"), (int, float)):
-            nic_p50.labels(*labels).set(n["p50_us"] / 1e6)
-        nic_bad.labels(*labels).set(1 if (n["node"], n["rail"]) in bad_nics or n["node"] in blamed else 0)
+    bad_nics = {(b.node, b.rail) for b in verdict.nics}
+    for r in report.nics:
+        labels = (r.node, str(r.rail), r.device or "", r.address)
+        nic_passed.labels(*labels).set(r.tally.passed)
+        nic_failed.labels(*labels).set(r.tally.failed)
+        nic_slow.labels(*labels).set(r.tally.slow)
+        if r.p50_us is not None:
+            nic_p50.labels(*labels).set(r.p50_us / 1e6)
+        nic_bad.labels(*labels).set(1 if (r.node, r.rail) in bad_nics or r.node in blamed else 0)
     link = gauge("link_bad", "1 for a pair of NICs the blame names a bad link", (*pair, "cause"))
-    for x in verdict.get("links", []):
-        ends = (str(x["a"]), str(x["b"]), str(x.get("rail_a", 0)), str(x.get("rail_b", 0)))
-        link.labels(*ends, str(x.get("cause", ""))).set(1)
+    for x in verdict.links:
+        ends = (x.a.node, x.b.node, str(x.a.rail or 0), str(x.b.rail or 0))
+        link.labels(*ends, x.cause).set(1)
     totals = doc.get("totals") or {}
     run = gauge("run_pairs", "pairs of the run, by result", ("result",))
     for result in ("passed", "failed", "missing", "transient", "slow"):

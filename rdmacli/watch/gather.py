@@ -116,7 +116,6 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
     agent's freshness. A function of the docs alone (the lab test reads the state files with it,
     where a poll through the launcher would be eight Python starts a second)."""
     from rdmacli.mesh.blame import LIARS
-    from rdmacli.mesh.verdict import blamed_names
 
     rails = g.rails
     verdict = S.blame(g)
@@ -124,7 +123,7 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
     named = [*verdict["nodes"], *verdict["nics"], *verdict["links"]]
     error = None
     if named:
-        who = ", ".join(blamed_names(verdict, rails))
+        who = ", ".join(S.blamed_names(verdict, rails))
         error = RdmacliError(f"the agents name {len(named)} fault(s): {who}",
                              hint="see the blame (data.blame in JSON): a NIC or node fails with most "
                              "partners, a link alone",

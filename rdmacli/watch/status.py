@@ -129,3 +129,13 @@ def blame(g: Gathered) -> dict:
 def _pair(key) -> dict:
     (a, ra), (b, rb) = key
     return {"a": a, "rail_a": ra, "b": b, "rail_b": rb}
+
+
+def blamed_names(verdict: dict, rails: int) -> list[str]:
+    """A status document's blamed nodes, NICs and links, as people read them (n03, n03:1,
+    n01-n04): read from its JSON (data.blame), as a script or the lab's checks read it."""
+    who = [b["node"] for b in verdict["nodes"]]
+    who += [f"{b['node']}:{b['rail']}" for b in verdict["nics"]]
+    for x in verdict["links"]:
+        who.append(f"{x['a']}:{x['rail_a']}-{x['b']}:{x['rail_b']}" if rails > 1 else f"{x['a']}-{x['b']}")
+    return who

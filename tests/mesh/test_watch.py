@@ -162,7 +162,7 @@ POLL_S = 2.0
 
 def named(doc: dict) -> set[str]:
     """What watch status names, as people read it (n11, n13:1, n10:0-n15:0)."""
-    from rdmacli.mesh.verdict import blamed_names
+    from rdmacli.watch.status import blamed_names
 
     return set(blamed_names(doc["data"]["blame"], rails=2))
 

@@ -68,9 +68,9 @@ def mesh_files(test: str, n: int, rails: int, pairs: str, seed: int) -> dict[str
             outcome = verdict.judge(plan, intake.evidence(), {"test": test}, elapsed_ms=1.0, matrix=sink.add)
         doc = outcome.to_dict()
         app = _App()
-        print_mesh(app, doc)
+        print_mesh(app, doc, outcome.report)
         prom = os.path.join(tmp, "mesh.prom")
-        prometheus.write(prom, doc)
+        prometheus.write(prom, doc, outcome.report)
         files = {
             "json": json.dumps(doc, indent=1) + "\n",
             "txt": app.out.file.getvalue(),

@@ -207,9 +207,9 @@ def test_one_agent_saying_anything_never_ends_the_run_and_the_honest_pairs_stand
             assert p["result"] == "pass", p
     app = App()
     app.__dict__["out"] = Console(file=io.StringIO(), width=120)
-    print_mesh(app, doc)
+    print_mesh(app, doc, out.report)
     with tempfile.TemporaryDirectory() as where:
-        prometheus.write(os.path.join(where, "mesh.prom"), doc)
+        prometheus.write(os.path.join(where, "mesh.prom"), doc, out.report)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,237 @@
+"""What a fabric check found, as types: the blame, the node and NIC rows, the mesh's report.
+
+The verdict (verdict.judge) and blame (blame.blame) make these; the renderers, the scheduler's
+drain and the exporters read their fields. Each type writes its own JSON (`to_json`), the one
+place its document's keys and their order are said: the summary's `data` is written from them
+at the edge (outcome.Outcome.to_dict), and the documented schema is what these methods make
+(tests/unit/test_golden.py holds the bytes). Nothing here judges; it holds what was judged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """A bad node (`rail` None: every rail of it bad) or a bad NIC: how many of its tested
+    pairs failed (or were slow or lossy), their causes, and the trouble counters of those
+    pairs, both ends' (`counters`) and its own port's alone (`own_counters`)."""
+
+    node: str
+    rank: int
+    failed: int
+    tested: int
+    causes: Mapping[str, int]
+    rail: int | None = None
+    counters: Mapping[str, int] = field(default_factory=dict)
+    own_counters: Mapping[str, int] = field(default_factory=dict)
+    device: str | None = None  # a NIC's RDMA device, where the agents said it
+
+    @property
+    def nic(self) -> bool:
+        return self.rail is not None
+
+    def name(self) -> str:
+        """As people read it: n03, or n03:1 (mlx5_1) for a NIC."""
+        if self.rail is None:
+            return self.node
+        return f"{self.node}:{self.rail}" + (f" ({self.device})" if self.device else "")
+
+    def to_json(self) -> Json:
+        d: Json = {"node": self.node, "rank": self.rank}
+        if self.rail is not None:
+            d["rail"] = self.rail
+        d.update(failed=self.failed, tested=self.tested, causes=dict(self.causes))
+        if self.counters:
+            d["counters"] = dict(self.counters)
+        if self.own_counters:
+            d["own_counters"] = dict(self.own_counters)
+        if self.rail is not None:
+            d["device"] = self.device
+        return d
+
+
+@dataclass(frozen=True)
+class End:
+    """One end of a pair as the blame names it: its node, and with several rails its rail and
+    device (`rail` None on a one-rail fabric, where the node is the NIC)."""
+
+    node: str
+    rail: int | None = None
+    device: str | None = None
+
+    def name(self) -> str:
+        return self.node if self.rail is None else f"{self.node}:{self.rail}"
+
+
+@dataclass(frozen=True)
+class BadPair:
+    """A pair still bad whose NICs are not blamed: a bad link (both NICs pass elsewhere), an
+    unexplained one (too few passing pairs to tell), or disputed (`failed_by`: the one end
+    that failed it while the other passed it cleanly; blamed on nobody)."""
+
+    a: End
+    b: End
+    cause: str
+    failed_by: str | None = None
+    counters: Mapping[str, int] | None = None  # a lossy pair's: what moved (empty: probes lost)
+    slow: Mapping[str, Any] | None = None
+
+    def name(self) -> str:
+        return f"{self.a.name()}-{self.b.name()}"
+
+    def to_json(self) -> Json:
+        d: Json = {"a": self.a.node, "b": self.b.node, "cause": self.cause}
+        if self.a.rail is not None and self.b.rail is not None:
+            d.update(rail_a=self.a.rail, rail_b=self.b.rail, device_a=self.a.device, device_b=self.b.device)
+        if self.failed_by is not None:
+            d["failed_by"] = self.failed_by
+            return d
+        if self.counters is not None:
+            d["counters"] = dict(self.counters)
+        if self.slow:
+            d["slow"] = dict(self.slow)
+        return d
+
+
+@dataclass(frozen=True)
+class Blame:
+    """Who is bad, and what stays unexplained or disputed (mesh/blame.py decides)."""
+
+    nodes: tuple[Culprit, ...] = ()
+    nics: tuple[Culprit, ...] = ()
+    links: tuple[BadPair, ...] = ()
+    unexplained: tuple[BadPair, ...] = ()
+    disputed: tuple[BadPair, ...] = ()
+
+    @property
+    def named(self) -> bool:
+        """A node, NIC or link is blamed (the unexplained and disputed name nobody)."""
+        return bool(self.nodes or self.nics or self.links)
+
+    def names(self) -> list[str]:
+        """The blamed nodes, NICs and links, as people read them (n03, n03:1 (mlx5_1), n01-n04)."""
+        return [
+            *(b.name() for b in self.nodes),
+            *(b.name() for b in self.nics),
+            *(x.name() for x in self.links),
+        ]
+
+    def nics_of(self) -> set[tuple[int, int | None]]:
+        """(rank, rail) of each blamed NIC, and (rank, None) of each blamed node."""
+        return {(b.rank, b.rail) for b in (*self.nodes, *self.nics)}
+
+    def to_json(self) -> Json:
+        return {
+            "nodes": [b.to_json() for b in self.nodes],
+            "nics": [b.to_json() for b in self.nics],
+            "links": [x.to_json() for x in self.links],
+            "unexplained": [x.to_json() for x in self.unexplained],
+            "disputed": [x.to_json() for x in self.disputed],
+        }
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Pairs a node or NIC took part in, by how they ended (the probe's healthy ones counted
+    among the passed)."""
+
+    passed: int = 0
+    failed: int = 0
+    missing: int = 0
+    slow: int = 0
+
+    def tested(self) -> int:
+        return self.passed + self.failed + self.missing
+
+    def to_json(self) -> Json:
+        return {"passed": self.passed, "failed": self.failed, "missing": self.missing, "slow": self.slow}
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """One node of the run: its pairs' tally, the median p99 of its passing pairs, how its
+    agent fared (ran, late, not ready, missing), what it sent that it may not, and the
+    partners its figures contradict."""
+
+    node: str
+    rank: int
+    addresses: tuple[str, ...]
+    tally: Tally
+    p99_us: float | None
+    agent: str = "ran"
+    group: str | None = None
+    violations: int = 0
+    contradicted: tuple[str, ...] = ()
+
+    def to_json(self) -> Json:
+        return {"node": self.node, "rank": self.rank, "address": self.addresses[0],
+                "addresses": list(self.addresses), **self.tally.to_json(), "p99_us": self.p99_us,
+                "agent": self.agent, "group": self.group, "violations": self.violations,
+                "contradicted": list(self.contradicted)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NicRow:
+    """One NIC (node, rail): its pairs' tally and the median p50 of its passing pairs."""
+
+    node: str
+    rank: int
+    rail: int
+    device: str | None
+    address: str
+    tally: Tally
+    p50_us: float | None
+
+    def to_json(self) -> Json:
+        return {"node": self.node, "rank": self.rank, "rail": self.rail, "device": self.device,
+                "address": self.address, **self.tally.to_json(), "p50_us": self.p50_us}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MeshReport:
+    """A mesh run's report: the summary's `data` (docs/reference: the mesh's JSON). `pairs`
+    are the pairs' documents as listed (every pair of a small run, those with trouble of a
+    large one: verdict.LISTED_PAIRS)."""
+
+    run_id: str
+    discovery_s: float | None
+    agents_up_s: float | None
+    rails: int
+    cross_rail: bool
+    nodes: tuple[NodeRow, ...]
+    nics: tuple[NicRow, ...]
+    pairs: Sequence[Json]
+    pairs_listed: str
+    pairs_compact: int | None
+    slow_reference: Mapping[str, Any]
+    blame: Blame
+    liars_tolerated: int
+    liars_share: float
+    baseline: Sequence[Json] | None = None
+
+    def to_json(self) -> Json:
+        d: Json = {
+            "run_id": self.run_id,
+            "discovery_s": self.discovery_s,
+            "agents_up_s": self.agents_up_s,
+            "rails": self.rails,
+            "cross_rail": self.cross_rail,
+            "nodes": [r.to_json() for r in self.nodes],
+            "nics": [r.to_json() for r in self.nics],
+            "pairs": list(self.pairs),
+            "pairs_listed": self.pairs_listed,
+            "pairs_compact": self.pairs_compact,
+            "slow_reference": self.slow_reference,
+            "blame": self.blame.to_json(),
+            "liars_tolerated": self.liars_tolerated,
+            "liars_share": self.liars_share,
+        }
+        if self.baseline is not None:
+            d["baseline"] = list(self.baseline)
+        return d
