@@ -32,10 +32,13 @@ $(NATIVE): $(BIN)/rdmacli $(wildcard rdmacli/native/*.c rdmacli/native/*.h) rdma
 
 venv: deps $(BIN)/rdmacli $(NATIVE)
 
+# the typed reports, under mypy's --strict (the rest at its default strictness, pyproject.toml)
+STRICT = rdmacli/mesh/findings.py
 lint: venv
 	$(BIN)/ruff check rdmacli tests benchmarks scripts
 	$(BIN)/ruff format --check rdmacli tests benchmarks scripts
 	$(BIN)/mypy
+	$(BIN)/mypy --strict $(STRICT)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # four workers: the slowest unit tests wait on real time (agents held past SIGKILL, hung agents

@@ -299,12 +299,11 @@ def test_words_from_agents_reach_a_terminal_escaped(capsys, wording):
 def test_a_name_with_rich_markup_or_an_escape_is_printed_as_text(capsys):
     """Behind the intake's check (names as sysfs has them), the renderer still prints a
     device's or a counter's name as text: no style taken, no sequence sent."""
-    from rdmacli.cli.app import App
-    from rdmacli.render.mesh import print_mesh
-
     from dataclasses import replace
 
+    from rdmacli.cli.app import App
     from rdmacli.mesh.findings import Blame, Culprit
+    from rdmacli.render.mesh import print_mesh
 
     pl = plan()
     out = judged(pl, Intake(pl))
