@@ -100,6 +100,90 @@ class BadPair:
 
 
 @dataclass(frozen=True)
+class Retest:
+    """A pair tested again at the run's end: its round, and what its first attempt said.
+    Confirmed: failed (or was slow or lossy) again; transient: passed this time."""
+
+    round: int
+    verdict: str  # confirmed or transient
+    first_result: str
+    first_cause: str | None
+    first_error: Json | None
+    first_slow: Mapping[str, Any] | None
+
+    def to_json(self) -> Json:
+        return {"round": self.round, "verdict": self.verdict,
+                "first": {"result": self.first_result, "cause": self.first_cause, "error": self.first_error,
+                          "slow": self.first_slow}}  # fmt: skip
+
+
+# a pair's figures, each the connector's (or the calmer end's round trips; verdict: Pair.metric)
+FIGURES = ("setup_us", "rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "rtt_min_us", "host_rtt_p50_us")
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One pair of NICs as the run judged it: rail `rail_a` of node `a` (the lower rank, it
+    listened) and rail `rail_b` of `b`; pass, fail or missing, its short cause (the matrix's
+    code), the error that says it, slow's figures where it passed slow, and its figures. A
+    direction's rate is present only with `--test bw`, the probes' counts only with `--test
+    probe`; `counters` are the trouble counters that moved, per end."""
+
+    a: str
+    b: str
+    a_rank: int
+    b_rank: int
+    rail_a: int
+    rail_b: int
+    device_a: str | None
+    device_b: str | None
+    round: int
+    result: str
+    cause: str | None
+    error: Json | None
+    slow: Mapping[str, Any] | None
+    figures: tuple[float | None, ...]  # FIGURES, in order
+    steps_us: Any = None
+    gbps_ab: float | None = None
+    gbps_ba: float | None = None
+    probes: tuple[int, int] | None = None  # (sent, answered), both ends'
+    counters: Mapping[str, Mapping[str, int]] | None = None
+    retest: Retest | None = None
+
+    def figure(self, name: str) -> float | None:
+        return self.figures[FIGURES.index(name)]
+
+    @property
+    def rtt_p50_us(self) -> float | None:
+        return self.figures[1]
+
+    @property
+    def bw(self) -> bool:
+        return self.gbps_ab is not None or self.gbps_ba is not None
+
+    def nics(self) -> frozenset[tuple[str, int]]:
+        """The pair of NICs, (node, rail) at each end, in no order."""
+        return frozenset(((self.a, self.rail_a), (self.b, self.rail_b)))
+
+    def to_json(self) -> Json:
+        d: Json = {"a": self.a, "b": self.b, "a_rank": self.a_rank, "b_rank": self.b_rank,
+                   "rail_a": self.rail_a, "rail_b": self.rail_b, "device_a": self.device_a,
+                   "device_b": self.device_b, "round": self.round, "result": self.result, "cause": self.cause,
+                   "error": self.error, "slow": self.slow}  # fmt: skip
+        d.update(zip(FIGURES, self.figures))
+        d["steps_us"] = self.steps_us
+        if self.gbps_ab is not None:
+            d["gbps_ab"] = self.gbps_ab
+        if self.gbps_ba is not None:
+            d["gbps_ba"] = self.gbps_ba
+        if self.probes is not None:
+            d["probes_sent"], d["probes_answered"] = self.probes
+        d["counters"] = self.counters
+        d["retest"] = self.retest.to_json() if self.retest is not None else None
+        return d
+
+
+@dataclass(frozen=True)
 class Blame:
     """Who is bad, and what stays unexplained or disputed (mesh/blame.py decides)."""
 
@@ -197,7 +281,7 @@ class NicRow:
 class MeshReport:
     """A mesh run's report: the summary's `data` (docs/reference: the mesh's JSON). `pairs`
     are the pairs' documents as listed (every pair of a small run, those with trouble of a
-    large one: verdict.LISTED_PAIRS)."""
+    large one: verdict.LISTED_PAIRS); `baseline` the changes since an earlier run's summary."""
 
     run_id: str
     discovery_s: float | None
@@ -206,7 +290,7 @@ class MeshReport:
     cross_rail: bool
     nodes: tuple[NodeRow, ...]
     nics: tuple[NicRow, ...]
-    pairs: Sequence[Json]
+    pairs: Sequence[PairResult]
     pairs_listed: str
     pairs_compact: int | None
     slow_reference: Mapping[str, Any]
@@ -224,7 +308,7 @@ class MeshReport:
             "cross_rail": self.cross_rail,
             "nodes": [r.to_json() for r in self.nodes],
             "nics": [r.to_json() for r in self.nics],
-            "pairs": list(self.pairs),
+            "pairs": [p.to_json() for p in self.pairs],
             "pairs_listed": self.pairs_listed,
             "pairs_compact": self.pairs_compact,
             "slow_reference": self.slow_reference,

@@ -16,7 +16,7 @@ from typing import Any
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh.contract import side_of
-from rdmacli.mesh.findings import NicRow, NodeRow, Tally
+from rdmacli.mesh.findings import FIGURES, NicRow, NodeRow, PairResult, Tally
 from rdmacli.mesh.records import RATES, PairRecord
 
 # The matrix's short codes, most specific first (when the two ends of a pair disagree, the
@@ -276,39 +276,19 @@ class Pair:
         """Which end of this pair a node is."""
         return side_of(rank, self.b if rank == self.a else self.a)
 
-    def to_dict(self, names: Sequence[str], devices: Sequence[Sequence[Any]] | None = None) -> dict:
-        d = {
-            "a": names[self.a],
-            "b": names[self.b],
-            "a_rank": self.a,
-            "b_rank": self.b,
-            "rail_a": self.ra,
-            "rail_b": self.rb,
-            "device_a": device_of(devices, self.a, self.ra),
-            "device_b": device_of(devices, self.b, self.rb),
-            "round": self.round,
-            "result": self.result,
-            "cause": self.cause or ("SLOW" if self.slow else "LOSS" if self.lost() else None),
-            "error": self.error(),
-            "slow": self.slow,
-        }
-        for key in (
-            "setup_us",
-            "rtt_p50_us",
-            "rtt_p99_us",
-            "rtt_avg_us",
-            "rtt_min_us",
-            "host_rtt_p50_us",
-            "steps_us",
-        ):
-            d[key] = self.metric(key)
-        for key in ("gbps_ab", "gbps_ba"):
-            if self.metric(key) is not None:
-                d[key] = self.metric(key)
-        if any(r.probes_sent is not None for r in self.reports.values()):
-            d["probes_sent"], d["probes_answered"] = self.probes()
-        d["counters"] = {side: t for side in ("listen", "connect") if (t := self.trouble(side))} or None
-        return d
+    def judged(self, names: Sequence[str], devices: Sequence[Sequence[Any]] | None = None) -> PairResult:
+        """The pair as the run reports it (findings.PairResult), from both ends' records."""
+        probed = any(r.probes_sent is not None for r in self.reports.values())
+        return PairResult(
+            a=names[self.a], b=names[self.b], a_rank=self.a, b_rank=self.b, rail_a=self.ra, rail_b=self.rb,
+            device_a=device_of(devices, self.a, self.ra), device_b=device_of(devices, self.b, self.rb),
+            round=self.round, result=self.result,
+            cause=self.cause or ("SLOW" if self.slow else "LOSS" if self.lost() else None),
+            error=self.error(), slow=self.slow, figures=tuple(self.metric(key) for key in FIGURES),
+            steps_us=self.metric("steps_us"), gbps_ab=self.metric("gbps_ab"), gbps_ba=self.metric("gbps_ba"),
+            probes=self.probes() if probed else None,
+            counters={side: t for side in ("listen", "connect") if (t := self.trouble(side))} or None,
+        )  # fmt: skip
 
 
 def device_of(devices: Sequence[Sequence[Any]] | None, rank: int, rail: int) -> str | None:
@@ -366,8 +346,9 @@ def nic_table(n: int, rails: int, pairs: list[Pair], names: Sequence[str], addre
     return rows
 
 
-def compare(baseline: dict, pairs: list[dict], slower_by: float = 1.5) -> list[dict]:
-    """Pairs that started failing or got slower than in an earlier run's summary document."""
+def compare(baseline: dict, pairs: Sequence[PairResult], slower_by: float = 1.5) -> list[dict]:
+    """Pairs that started failing or got slower than in an earlier run's summary document (read
+    here, at its edge: a file the user gave, checked key by key)."""
 
     def nics(p: dict) -> frozenset:  # a pair of NICs: (node, rail) at each end
         return frozenset(((p["a"], p.get("rail_a", 0)), (p["b"], p.get("rail_b", 0))))
@@ -377,20 +358,18 @@ def compare(baseline: dict, pairs: list[dict], slower_by: float = 1.5) -> list[d
         if isinstance(p, dict) and "a" in p and "b" in p:
             before[nics(p)] = p
     flagged = []
-    for p in pairs:
-        old = before.get(nics(p))
+    for q in pairs:
+        old = before.get(q.nics())
         if old is None:
             continue
-        if p["result"] == "fail" and old.get("result") == "pass":
-            flagged.append({"a": p["a"], "b": p["b"], "change": "now failing", "cause": p["cause"]})
+        if q.result == "fail" and old.get("result") == "pass":
+            flagged.append({"a": q.a, "b": q.b, "change": "now failing", "cause": q.cause})
             continue
         for key in ("rtt_p50_us", "rtt_p99_us", "setup_us"):
-            new_v: Any = p.get(key)
+            new_v: Any = q.figure(key)
             old_v: Any = old.get(key)
             numbers = isinstance(new_v, (int, float)) and isinstance(old_v, (int, float))
             if numbers and old_v > 0 and new_v > old_v * slower_by:
-                flagged.append(
-                    {"a": p["a"], "b": p["b"], "change": f"{key} {old_v:g} -> {new_v:g}", "cause": None}
-                )
+                flagged.append({"a": q.a, "b": q.b, "change": f"{key} {old_v:g} -> {new_v:g}", "cause": None})
                 break
     return flagged

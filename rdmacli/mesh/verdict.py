@@ -14,7 +14,7 @@ from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import said, schedule
 from rdmacli.mesh.blame import LIAR_SHARE, LIARS, LOCAL, blame, implausible, judge_slow, late, within
-from rdmacli.mesh.findings import MeshReport
+from rdmacli.mesh.findings import MeshReport, PairResult, Retest
 from rdmacli.mesh.healthy import Healthy
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
@@ -239,11 +239,11 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     judge_slow(list(again.values()), plan.slow_factor, plan.slow_fraction, reference)  # by the same best
     pairs = [again.get(p.key, p) for p in firsts]  # what counts: a re-test's result, if run
     devices = ev.devices
-    pair_docs = []
+    pair_docs: list[PairResult] = []
     for first, p in zip(firsts, pairs):
         troubled = p is not first or p.result != "pass" or p.slow is not None or p.lossy
         if listed_all or troubled or matrix is not None:
-            doc = _pair_doc(plan, first, p, devices)
+            doc = _judged(plan, first, p, devices)
             if matrix is not None:
                 matrix(doc)
             if listed_all or troubled:
@@ -251,7 +251,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     if matrix is not None and healthy is not None:  # every pair, the healthy ones one at a time
         for k, *_ in healthy.rows():
             p = healthy.pair(k, plan.spec.run_id)
-            matrix(_pair_doc(plan, p, p, devices))
+            matrix(_judged(plan, p, p, devices))
     spoke = frozenset(ev.agents)
     # an interrupted run blames on what both ends said before the stop, never on an end that had
     # no time to speak (Ctrl-C while the agents started named n1 a bad node)
@@ -272,8 +272,8 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
             violations=len(ev.violations.get(row.rank, [])),
             contradicted=tuple(sorted(plan.spec.names[r] for r in ev.contradicted.get(row.rank, ()))),
         ))  # fmt: skip
-    failed = [p for p in pair_docs if p["result"] == "fail"]
-    missing = [p for p in pair_docs if p["result"] == "missing"]
+    failed = [p for p in pair_docs if p.result == "fail"]
+    missing = [p for p in pair_docs if p.result == "missing"]
     report = MeshReport(
         run_id=plan.spec.run_id,
         discovery_s=plan.discovery_s,
@@ -297,7 +297,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     error = None
     if signal is None:
         error = _error(plan, ev, pairs, total, verdict, failed, missing)
-    retested = [d["retest"]["verdict"] for d in pair_docs if d["retest"]]
+    retested = [d.retest.verdict for d in pair_docs if d.retest]
     counts = {
         "nodes": plan.n,
         "rounds": len(plan.rounds),
@@ -308,7 +308,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         "pairs_passed": sum(p.result == "pass" for p in pairs) + (len(healthy) if healthy is not None else 0),
         "pairs_failed": len(failed),
         "pairs_missing": len(missing),
-        "pairs_slow": sum(bool(p["slow"]) for p in pair_docs),
+        "pairs_slow": sum(bool(p.slow) for p in pair_docs),
         "rails": plan.rails,
         "bad_nodes": len(verdict.nodes),
         "bad_nics": len(verdict.nics),
@@ -318,18 +318,15 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
                    elapsed_ms=elapsed_ms, warnings=warnings(plan, ev, pair_docs))  # fmt: skip
 
 
-def _pair_doc(plan: Plan, first: Pair, p: Pair, devices) -> dict:
-    d = p.to_dict(plan.spec.names, devices)
-    d["round"] = first.round
-    d["retest"] = None
-    if p is not first:  # confirmed: failed (or was slow) again; transient: passed this time
-        d["retest"] = {
-            "round": p.round,
-            "verdict": "confirmed" if p.bad else "transient",
-            "first": {"result": first.result, "cause": first.cause or _passed_with(first),
-                      "error": first.error(), "slow": first.slow},
-        }  # fmt: skip
-    return d
+def _judged(plan: Plan, first: Pair, p: Pair, devices) -> PairResult:
+    """The pair as reported: its re-test's result where it had one (`p`), in its first round."""
+    d = replace(p.judged(plan.spec.names, devices), round=first.round)
+    if p is first:
+        return d
+    # confirmed: failed (or was slow) again; transient: passed this time
+    verdict = "confirmed" if p.bad else "transient"
+    first_cause = first.cause or _passed_with(first)
+    return replace(d, retest=Retest(p.round, verdict, first.result, first_cause, first.error(), first.slow))
 
 
 def _passed_with(p: Pair) -> str | None:
@@ -337,7 +334,7 @@ def _passed_with(p: Pair) -> str | None:
     return "SLOW" if p.slow else "LOSS" if p.lossy else None
 
 
-def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
+def warnings(plan: Plan, ev: Evidence, pair_docs: list[PairResult]) -> list[str]:
     out = []
     for rank, what in sorted(ev.violations.items()):
         out.append(
@@ -367,12 +364,12 @@ def warnings(plan: Plan, ev: Evidence, pair_docs: list[dict]) -> list[str]:
             "as rdma_destroy_id waiting out its disconnect's retries on a cut link): the run ended "
             "without them; check those nodes for leftover rdmacli mesh-agent processes"
         )
-    transient = [d for d in pair_docs if d["retest"] and d["retest"]["verdict"] == "transient"]
+    transient = [d for d in pair_docs if d.retest and d.retest.verdict == "transient"]
     if transient:
         out.append(
             f"{len(transient)} pair(s) failed, were slow or lost packets once and passed cleanly when "
             f"tested again at the end (transient: counted as passed): "
-            f"{', '.join(d['a'] + '-' + d['b'] for d in transient[:8])}"
+            f"{', '.join(d.a + '-' + d.b for d in transient[:8])}"
         )
     if ev.ignored:
         out.append(f"{ev.ignored} agent output line(s) were not records of this run and were ignored")
@@ -390,7 +387,7 @@ def _error(plan: Plan, ev: Evidence, pairs, total: int, verdict, failed, missing
             cause=Cause.AGENT,
         )
     local = {c.value for c in LOCAL_ENVIRONMENT}
-    errors = [p.get("error") if isinstance(p.get("error"), dict) else {} for p in failed]
+    errors = [p.error or {} for p in failed]
     if failed and len(failed) == total and all(e.get("cause") in local for e in errors):
         first = next((e["message"] for e in errors if isinstance(e.get("message"), str)), None)
         return RdmacliError(
@@ -403,7 +400,7 @@ def _error(plan: Plan, ev: Evidence, pairs, total: int, verdict, failed, missing
     if failed:
         causes: dict[str, int] = {}
         for p in failed:
-            causes[p["cause"]] = causes.get(p["cause"], 0) + 1
+            causes[str(p.cause)] = causes.get(str(p.cause), 0) + 1
         words = ", ".join(f"{n} {c}" for c, n in sorted(causes.items(), key=lambda kv: -kv[1]))
         return RdmacliError(
             f"{len(failed)} of {total} pairs failed ({words})",

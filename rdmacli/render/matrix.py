@@ -13,20 +13,23 @@ import contextlib
 import gzip
 import json
 
+from rdmacli.mesh.findings import PairResult
 from rdmacli.render import files
 
 
 class Matrix:
-    """A sink for pair documents: `add(doc)` per pair; `error` says why the file is not there."""
+    """A sink for pairs: `add(pair)` writes each one's document; `error` says why the file is not there."""
 
     def __init__(self, out):
         self.out = out
         self.pairs = 0
         self.error: str | None = None
 
-    def add(self, doc: dict) -> None:
+    def add(self, pair: PairResult) -> None:
         if self.error is None:
-            self.out.write(json.dumps(doc, separators=(",", ":"), allow_nan=False).encode() + b"\n")
+            self.out.write(
+                json.dumps(pair.to_json(), separators=(",", ":"), allow_nan=False).encode() + b"\n"
+            )
             self.pairs += 1
 
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 
 from rdmacli.diag.counters import ADVICE
-from rdmacli.mesh.findings import BadPair, Blame, MeshReport, NicRow
+from rdmacli.mesh.findings import BadPair, Blame, MeshReport, NicRow, PairResult
 from rdmacli.mesh.report import CAUSES
 from rdmacli.render.text import plain, printable
 from rdmacli.units import counter_words, duration, plural
@@ -91,7 +91,11 @@ class LiveMesh:
             if pair and (pair.key, again) not in self.seen and intake.settled(pair):
                 self.seen.add((pair.key, again))
                 self.app.emit_json(
-                    {"type": "pair", **pair.to_dict(run.plan.spec.names, intake.devices), "retest": again}
+                    {
+                        "type": "pair",
+                        **pair.judged(run.plan.spec.names, intake.devices).to_json(),
+                        "retest": again,
+                    }
                 )
         if self.progress is not None:
             self.progress.update()
@@ -111,21 +115,23 @@ class LiveMesh:
         if not self.app.json_lines or outcome.report is None:
             return
         for p in outcome.report.pairs:
-            if ((p["a_rank"], p["rail_a"], p["b_rank"], p["rail_b"]), False) not in self.seen:
-                self.app.emit_json({"type": "pair", **p})
+            if ((p.a_rank, p.rail_a, p.b_rank, p.rail_b), False) not in self.seen:
+                self.app.emit_json({"type": "pair", **p.to_json()})
 
 
-def _figure(p: dict) -> str:
+def _figure(p: PairResult) -> str:
     """A passing pair's cell: the slower direction's Gb/s, the round trip's p50, or setup time."""
-    if p.get("gbps_ab") is not None or p.get("gbps_ba") is not None:
-        return f"{min(v for v in (p.get('gbps_ab'), p.get('gbps_ba')) if v is not None):.2f}G"
-    v = p.get("rtt_p50_us") if p.get("rtt_p50_us") is not None else p.get("setup_us")
+    if p.bw:
+        return f"{min(v for v in (p.gbps_ab, p.gbps_ba) if v is not None):.2f}G"
+    v = p.rtt_p50_us if p.rtt_p50_us is not None else p.figure("setup_us")
     return "ok" if v is None else duration(v)
 
 
-def _end(p: dict, side: str, rails: int) -> str:
-    """n03 with one rail; n03:1 (rail 1 of n03) with several."""
-    return p[side] if rails == 1 else f"{p[side]}:{p.get('rail_' + side, 0)}"
+def _pair_ends(p: PairResult, rails: int) -> str:
+    """n01 <-> n04, or n01:0 <-> n04:1 (rail 1 of n04) with several rails."""
+    if rails == 1:
+        return f"{p.a} <-> {p.b}"
+    return f"{p.a}:{p.rail_a} <-> {p.b}:{p.rail_b}"
 
 
 def worst_rail(nics: Sequence[NicRow], rails: int) -> int:
@@ -148,16 +154,16 @@ def print_mesh(app, doc: dict, report: MeshReport, rail: int | None = None) -> N
     pairs = all_pairs
     if rails > 1:
         shown = rail if rail is not None else worst_rail(report.nics, rails)
-        pairs = [p for p in all_pairs if p.get("rail_a") == p.get("rail_b") == shown]
+        pairs = [p for p in all_pairs if p.rail_a == p.rail_b == shown]
         _rail_summary(app, report.nics, rails)
     if nodes and len(nodes) <= MATRIX_MAX:
         metric = (
             "Gb/s, the slower way"
-            if any(p.get("gbps_ba") is not None for p in pairs)
+            if any(p.gbps_ba is not None for p in pairs)
             else "p50 network round trip"
-            if any(p.get("host_rtt_p50_us") is not None for p in pairs)
+            if any(p.figure("host_rtt_p50_us") is not None for p in pairs)
             else "p50 ping latency"
-            if any(p.get("rtt_p50_us") is not None for p in pairs)
+            if any(p.rtt_p50_us is not None for p in pairs)
             else "setup time"
         )
         where = f" on rail {shown}" if rails > 1 else ""
@@ -171,14 +177,14 @@ def print_mesh(app, doc: dict, report: MeshReport, rail: int | None = None) -> N
             table.add_column(str(i), justify="right")
         cell = {}
         for p in pairs:
-            text = _figure(p) if p["result"] == "pass" and not p.get("slow") else (p.get("cause") or "?")
-            style = "" if p["result"] == "pass" else ("yellow" if p["result"] == "missing" else "bold red")
-            if p["result"] == "pass" and p.get("slow"):
+            text = _figure(p) if p.result == "pass" and not p.slow else (p.cause or "?")
+            style = "" if p.result == "pass" else ("yellow" if p.result == "missing" else "bold red")
+            if p.result == "pass" and p.slow:
                 text, style = f"{_figure(p)}!", "yellow"
-            if p["result"] == "pass" and p.get("cause") == "LOSS" and p.get("probes_sent"):
-                lost = p["probes_sent"] - p.get("probes_answered", 0)
-                text, style = f"{100 * lost / p['probes_sent']:.0f}%L", "yellow"
-            cell[(p["a_rank"], p["b_rank"])] = cell[(p["b_rank"], p["a_rank"])] = (text, style)
+            if p.result == "pass" and p.cause == "LOSS" and p.probes and p.probes[0]:
+                sent, answered = p.probes
+                text, style = f"{100 * (sent - answered) / sent:.0f}%L", "yellow"
+            cell[(p.a_rank, p.b_rank)] = cell[(p.b_rank, p.a_rank)] = (text, style)
         for row in nodes:
             r = row.rank
             cells = []
@@ -188,59 +194,57 @@ def print_mesh(app, doc: dict, report: MeshReport, rail: int | None = None) -> N
             group = f" [dim]{row.group}[/]" if row.group else ""
             table.add_row(f"{r} {row.node}{group}", *cells)
         con.print(table)
-        if any(p.get("slow") for p in pairs):
+        if any(p.slow for p in pairs):
             con.print("[yellow]![/] slow: passed, but beyond --slow-factor/--slow-fraction of the best pair")
-        if any(p.get("cause") == "LOSS" and p["result"] == "pass" for p in pairs):
+        if any(p.cause == "LOSS" and p.result == "pass" for p in pairs):
             con.print(
                 "[yellow]%L[/] probes lost: passed, but that share of its probes (both ends') never answered"
             )
-        used = sorted({str(p["cause"]) for p in pairs if p.get("cause") and p["result"] != "pass"})
+        used = sorted({p.cause for p in pairs if p.cause and p.result != "pass"})
         if used:
             con.print("legend: " + "; ".join(f"[bold red]{c}[/] {CAUSES.get(c, '')}" for c in used))
     pairs = all_pairs
-    failing = [p for p in pairs if p["result"] != "pass"]
+    failing = [p for p in pairs if p.result != "pass"]
     if failing:
         con.print("\n[bold]failing pairs by cause[/]")
-        by_cause: dict[str, list[dict]] = {}
+        by_cause: dict[str, list[PairResult]] = {}
         for p in failing:
-            by_cause.setdefault(p.get("cause") or "?", []).append(p)
+            by_cause.setdefault(p.cause or "?", []).append(p)
         for cause, items in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
             con.print(f"  [bold red]{cause}[/] ({len(items)}): {CAUSES.get(cause, '')}")
             for p in items[:12]:
-                msg = (p.get("error") or {}).get("message", "")
-                ends = f"{_end(p, 'a', rails)} <-> {_end(p, 'b', rails)}"
-                con.print(f"    {ends}: {printable(msg)}", markup=False, highlight=False)
+                msg = (p.error or {}).get("message", "")
+                con.print(f"    {_pair_ends(p, rails)}: {printable(msg)}", markup=False, highlight=False)
             if len(items) > 12:
                 con.print(f"    ... and {len(items) - 12} more (see --json)")
-    slow = [p for p in pairs if p.get("slow")]
+    slow = [(p, p.slow) for p in pairs if p.slow]
     if slow:
         con.print(
             f"\n[bold]slow pairs[/] ({len(slow)}): passed, but beyond the fabric's best comparable pair"
         )
-        for p in sorted(slow, key=lambda p: -p["slow"]["value"] / max(p["slow"]["best"], 1e-9))[:12]:
-            s = p["slow"]
+        for p, s in sorted(slow, key=lambda ps: -ps[1]["value"] / max(ps[1]["best"], 1e-9))[:12]:
             if s["figure"] == "rtt_p50_us":
                 figure = f"p50 {duration(s['value'])} > {duration(s['limit'])} (best {duration(s['best'])})"
             else:
                 figure = f"{s['figure']} {s['value']:.2f} < {s['limit']:.2f} Gb/s (best {s['best']:.2f})"
-            con.print(f"    {_end(p, 'a', rails)} <-> {_end(p, 'b', rails)}: {figure}")
+            con.print(f"    {_pair_ends(p, rails)}: {figure}")
         if len(slow) > 12:
             con.print(f"    ... and {len(slow) - 12} more (see --json)")
-    again = [p for p in pairs if p.get("retest")]
+    again = [p.retest for p in pairs if p.retest]
     if again:
-        transient = [p for p in again if p["retest"]["verdict"] == "transient"]
+        transient = [p for p in pairs if p.retest and p.retest.verdict == "transient"]
         con.print(
             f"\n[bold]re-tested[/] {len(again)} failed, slow or lossy pair(s) at the end: "
             f"{len(again) - len(transient)} confirmed, {len(transient)} transient "
             "(passed the second time: counted as passed)"
         )
         for p in transient[:12]:
-            first = p["retest"]["first"]
-            msg = (first.get("error") or {}).get("message", "") or (
-                "slow" if first.get("slow") else "passed while a loss counter moved"
+            first = p.retest
+            assert first is not None
+            msg = (first.first_error or {}).get("message", "") or (
+                "slow" if first.first_slow else "passed while a loss counter moved"
             )
-            ends = f"{_end(p, 'a', rails)} <-> {_end(p, 'b', rails)}"
-            con.print(f"    transient {ends} ({first.get('cause')}): {printable(msg)}",
+            con.print(f"    transient {_pair_ends(p, rails)} ({first.first_cause}): {printable(msg)}",
                       markup=False, highlight=False)  # fmt: skip
     ranked = sorted(nodes, key=lambda n: (-n.tally.failed, n.node))
     if any(n.tally.failed for n in nodes):

@@ -36,21 +36,23 @@ def write(path: str, doc: dict, report: MeshReport) -> None:
     gbps = gauge("pair_bandwidth_gbps", "Gb/s of the pair's bw test, by direction", (*pair, "direction"))
     test = str((doc.get("params") or {}).get("test", ""))
     for p in report.pairs:
-        ends = (str(p["a"]), str(p["b"]), str(p.get("rail_a", 0)), str(p.get("rail_b", 0)))
-        up.labels(*ends, test).set(1 if p["result"] == "pass" else 0)
-        if p["result"] != "pass":
-            cause.labels(*ends, str(p.get("cause") or "FAIL")).set(1)
-        slow.labels(*ends).set(1 if p.get("slow") else 0)
-        if p.get("retest"):
-            transient.labels(*ends).set(1 if p["retest"]["verdict"] == "transient" else 0)
+        ends = (p.a, p.b, str(p.rail_a), str(p.rail_b))
+        up.labels(*ends, test).set(1 if p.result == "pass" else 0)
+        if p.result != "pass":
+            cause.labels(*ends, p.cause or "FAIL").set(1)
+        slow.labels(*ends).set(1 if p.slow else 0)
+        if p.retest:
+            transient.labels(*ends).set(1 if p.retest.verdict == "transient" else 0)
         for q, key in (("0.5", "rtt_p50_us"), ("0.99", "rtt_p99_us")):
-            if isinstance(p.get(key), (int, float)):
-                rtt.labels(*ends, q).set(p[key] / 1e6)
-        if isinstance(p.get("setup_us"), (int, float)):
-            setup.labels(*ends).set(p["setup_us"] / 1e6)
-        for key, direction in (("gbps_ab", "a_to_b"), ("gbps_ba", "b_to_a")):
-            if isinstance(p.get(key), (int, float)):
-                gbps.labels(*ends, direction).set(p[key])
+            v = p.figure(key)
+            if v is not None:
+                rtt.labels(*ends, q).set(v / 1e6)
+        v = p.figure("setup_us")
+        if v is not None:
+            setup.labels(*ends).set(v / 1e6)
+        for v, direction in ((p.gbps_ab, "a_to_b"), (p.gbps_ba, "b_to_a")):
+            if v is not None:
+                gbps.labels(*ends, direction).set(v)
     verdict = report.blame
     passed = gauge("node_pairs_passed", "pairs of the node that passed", ("node", "address"))
     failed = gauge("node_pairs_failed", "pairs of the node that failed", ("node", "address"))

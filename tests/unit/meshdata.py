@@ -36,3 +36,12 @@ def parse_metrics(text: str) -> dict:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
+
+
+def pair_result(a: str, b: str, result: str = "pass", cause: str | None = None, **figures):
+    """A pair as the verdict reports it (findings.PairResult), rail 0 to rail 0."""
+    from rdmacli.mesh.findings import FIGURES, PairResult
+
+    return PairResult(a=a, b=b, a_rank=0, b_rank=1, rail_a=0, rail_b=0, device_a=None, device_b=None, round=0,
+                      result=result, cause=cause, error=None, slow=None,
+                      figures=tuple(figures.get(k) for k in FIGURES))  # fmt: skip

@@ -64,7 +64,7 @@ def mesh(n: int, test: str, liar: int, lie, base=lambda rec: rec) -> tuple[dict,
                 if rec is not None:
                     c.on_line(names[rank], json.dumps(rec), False)
     every: list[dict] = []  # every pair's document (a 64-node mesh lists only the troubled ones)
-    doc = judged(plan, c, matrix=every.append).to_dict()
+    doc = judged(plan, c, matrix=lambda p: every.append(p.to_json())).to_dict()
     doc["data"]["pairs"] = every
     return doc, c
 

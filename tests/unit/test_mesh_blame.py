@@ -130,10 +130,12 @@ def test_baseline_flags_pairs_that_started_failing_or_got_slower():
         {"a": "n0", "b": "n2", "result": "pass", "rtt_p50_us": 10.0, "rtt_p99_us": 20.0},
         {"a": "n1", "b": "n2", "result": "pass", "rtt_p50_us": 10.0, "rtt_p99_us": 20.0},
     ]}}  # fmt: skip
+    from meshdata import pair_result
+
     new = [
-        {"a": "n1", "b": "n0", "result": "fail", "cause": "UNR"},
-        {"a": "n0", "b": "n2", "result": "pass", "rtt_p50_us": 11.0, "rtt_p99_us": 90.0},
-        {"a": "n1", "b": "n2", "result": "pass", "rtt_p50_us": 11.0, "rtt_p99_us": 21.0},
+        pair_result("n1", "n0", "fail", "UNR"),
+        pair_result("n0", "n2", rtt_p50_us=11.0, rtt_p99_us=90.0),
+        pair_result("n1", "n2", rtt_p50_us=11.0, rtt_p99_us=21.0),
     ]
     flagged = compare(old, new)
     assert [(f["a"], f["b"]) for f in flagged] == [("n1", "n0"), ("n0", "n2")]

@@ -98,11 +98,11 @@ def test_a_pair_that_lost_probes_is_lossy_and_says_how_many():
     p = Pair(0, 1, 0)
     p.reports = {"listen": _rec(0, 1, 20, 20), "connect": _rec(1, 0, 20, 17)}
     assert p.result == "pass" and p.lossy and p.bad and p.lost() == 3 and p.probes() == (40, 37)
-    doc = p.to_dict(["n0", "n1"])
+    doc = p.judged(["n0", "n1"]).to_json()
     assert doc["cause"] == "LOSS" and doc["probes_sent"] == 40 and doc["probes_answered"] == 37
     clean = Pair(0, 1, 0)
     clean.reports = {"listen": _rec(0, 1, 20, 20), "connect": _rec(1, 0, 20, 20)}
-    assert not clean.lossy and clean.to_dict(["n0", "n1"])["cause"] is None
+    assert not clean.lossy and clean.judged(["n0", "n1"]).cause is None
 
 
 def test_a_probed_pair_is_as_slow_as_its_calmer_end_says():
@@ -459,7 +459,7 @@ def test_the_matrix_file_gets_every_pair_of_a_compact_probe_the_summary_only_the
     names = [f"n{i}" for i in range(6)]
     _, per_rank = _ends(names, 2, lossy=[(2, 0)])
     rows: list[dict] = []
-    doc = _judged(names, 2, per_rank, True, matrix=rows.append)
+    doc = _judged(names, 2, per_rank, True, matrix=lambda p: rows.append(p.to_json()))
     assert len(rows) == 30 and len({(p["a"], p["rail_a"], p["b"], p["rail_b"]) for p in rows}) == 30
     assert sum(p["cause"] == "LOSS" for p in rows) == 5 and len(doc["data"]["pairs"]) == 5
     clean = [p for p in rows if p["cause"] is None]

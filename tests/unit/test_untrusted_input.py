@@ -118,9 +118,11 @@ def test_baselines_of_any_json_are_read_or_refused_in_words(tmp_path_factory, va
     except RdmacliError as exc:
         assert exc.exit_code == 2
     else:
+        from meshdata import pair_result
+
         from rdmacli.mesh.report import compare
 
-        compare(got, [{"a": "n0", "b": "n1", "result": "fail", "cause": "TMO"}])
+        compare(got, [pair_result("n0", "n1", "fail", "TMO")])
 
 
 port_counters = st.fixed_dictionaries(
