@@ -30,7 +30,6 @@ import tracemalloc
 
 from rdmacli.watch import status as S
 from rdmacli.watch.gather import judged
-from rdmacli.watch.status import blamed_names
 
 KINDS = ("bad_nic", "dead_link", "slow_node", "no_agent", "liar")
 
@@ -117,9 +116,10 @@ def run(n: int, rails: int, leaf: int, seed: int, healthy: bool) -> dict:
     cpu = time.process_time() - t0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    said = set(blamed_names(out.data["blame"], rails))
+    said = set(out.report.blame.names(rails))
+    data_kb = len(json.dumps(out.to_dict()["data"])) / 1024
     return {"cpu_s": cpu, "peak_mb": peak / 2**20, "gathered_mb": sum(map(len, lines.values())) / 2**20,
-            "json_kb": len(json.dumps(out.data)) / 1024, "named": len(said), "true": len(said & expect),
+            "json_kb": data_kb, "named": len(said), "true": len(said & expect),
             "faults": len(expect), "found": len(expect & said), "false": sorted(said - expect)[:3],
             "missed": sorted(expect - said)[:3], "healthy_blamed": bool(not expect and said)}  # fmt: skip
 

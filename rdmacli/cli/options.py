@@ -411,11 +411,11 @@ def act_on_verdict(outcome, ran: list[str], nodes: int, prefix: str, max_drain: 
     (a drain that failed, one over the cap, each node drained or resumed)."""
     from rdmacli.sched import drain
 
-    doc = outcome.to_dict()["data"]
-    if not doc or "blame" not in doc:
+    blame = getattr(outcome.report, "blame", None)
+    if blame is None:
         outcome.warnings.append("--slurm-drain: no verdict to act on: nothing drained or resumed")
         return
-    p = drain.plan(doc["blame"], ran, prefix)
+    p = drain.plan(blame, ran, prefix)
     done = drain.apply(p, drain.cap_of(max_drain, max(nodes, 1)), dry_run=dry_run)
     outcome.data["slurm"] = done.to_dict()
     outcome.warnings += done.words

@@ -272,13 +272,17 @@ def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, 
 
     params = params_of("nodes launcher port")
     with app.errors("watch status", params):
+        from functools import partial
+
         from rdmacli.render.watch import status_view
+        from rdmacli.watch.findings import StatusReport
 
         if dry_run and not slurm_drain:
             raise click.UsageError("--dry-run goes with --slurm-drain")
         outcome = gather(nodes, map_path, launcher, port, state_file, timeout, agent_command, params,
                          pairs_spec, fanout=fanout)  # fmt: skip
         if slurm_drain:
-            ran = list(outcome.data.get("agents") or ())
+            ran = list(outcome.report.agents) if isinstance(outcome.report, StatusReport) else []
             options.act_on_verdict(outcome, ran, outcome.counts["nodes"], WATCH_PREFIX, max_drain, dry_run)
-        finish(app, outcome, status_view)
+        report = outcome.report if isinstance(outcome.report, StatusReport) else None
+        finish(app, outcome, partial(status_view, report=report))

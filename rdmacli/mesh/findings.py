@@ -206,9 +206,18 @@ class Blame:
             *(x.name() for x in self.links),
         ]
 
-    def nics_of(self) -> set[tuple[int, int | None]]:
-        """(rank, rail) of each blamed NIC, and (rank, None) of each blamed node."""
-        return {(b.rank, b.rail) for b in (*self.nodes, *self.nics)}
+    def culprits(self) -> list[tuple[str, str, list[str]]]:
+        """(node, what: "node" or "rail 1 (mlx5_1)", its causes most first) of each blamed node
+        and NIC: what a scheduler's drain says (sched/drain.py)."""
+        out = []
+        for b in (*self.nodes, *self.nics):
+            what = "node" if b.rail is None else f"rail {b.rail}" + (f" ({b.device})" if b.device else "")
+            out.append((b.node, what, [c for c, _ in sorted(b.causes.items(), key=lambda kv: -kv[1])]))
+        return out
+
+    def pair_ends(self) -> set[str]:
+        """The nodes of the pairs named (links, unexplained, disputed)."""
+        return {n for x in (*self.links, *self.unexplained, *self.disputed) for n in (x.a.node, x.b.node)}
 
     def to_json(self) -> Json:
         return {

@@ -6,19 +6,26 @@ from __future__ import annotations
 from rich.table import Table
 
 from rdmacli.render.text import printable
+from rdmacli.watch.findings import StatusBlame, StatusReport
+
+NOBODY = StatusBlame(False, (), (), (), (), (), {})
 
 
-def status_view(app, doc: dict) -> None:
-    b, t = doc["data"].get("blame") or {}, doc.get("totals") or {}
+def _what(flapping: bool, what: str) -> str:
+    return f"flapping {what}" if flapping else f"bad {what}"
+
+
+def status_view(app, doc: dict, report: StatusReport | None = None) -> None:
+    """The agents' names for what is bad; `doc` (the summary) gives the counts."""
+    t = doc.get("totals") or {}
+    b = report.blame if report is not None else NOBODY
     con = app.out
     con.print(f"[bold]watch status[/]: {t.get('answered', 0)} of {t.get('nodes', 0)} node(s) answered, "
               f"{t.get('rails', 0)} rail(s), at least {t.get('windows_min', 0)} window(s) each")  # fmt: skip
-    rows = [("bad node", x["node"], ", ".join(x["causes"])) for x in b.get("nodes", [])]
-    flap = lambda x, what: f"flapping {what}" if x.get("flapping") else f"bad {what}"  # noqa: E731
-    rows += [(flap(x, "NIC"), f"{x['node']}:{x['rail']}", x["cause"]) for x in b.get("nics", [])]
+    rows = [("bad node", x.node, ", ".join(x.causes)) for x in b.nodes]
+    rows += [(_what(x.flapping, "NIC"), f"{x.node}:{x.rail}", x.cause) for x in b.nics]
     rows += [
-        (flap(x, "link"), f"{x['a']}:{x['rail_a']} - {x['b']}:{x['rail_b']}", x["cause"])
-        for x in b.get("links", [])
+        (_what(x.flapping, "link"), f"{x.a}:{x.rail_a} - {x.b}:{x.rail_b}", x.cause or "") for x in b.links
     ]
     if rows:
         table = Table(show_header=True, header_style="bold")
@@ -31,12 +38,10 @@ def status_view(app, doc: dict) -> None:
         con.print("nothing named: every agent that answered sees its partners healthy")
     else:
         con.print("nothing to judge: no agent answered")
-    for x in b.get("disputed", [])[:12]:
-        con.print(f"  disputed (named by one end only): {printable(x['a'])}:{x['rail_a']} - "
-                  f"{printable(x['b'])}:{x['rail_b']}", markup=False, highlight=False)  # fmt: skip
-    if b.get("missing"):
-        con.print(
-            f"  no answer from: {printable(', '.join(b['missing'][:16]))}", markup=False, highlight=False
-        )
-    for node, why in list((b.get("refused") or {}).items())[:8]:
+    for x in b.disputed[:12]:
+        con.print(f"  disputed (named by one end only): {printable(x.a)}:{x.rail_a} - "
+                  f"{printable(x.b)}:{x.rail_b}", markup=False, highlight=False)  # fmt: skip
+    if b.missing:
+        con.print(f"  no answer from: {printable(', '.join(b.missing[:16]))}", markup=False, highlight=False)
+    for node, why in list(b.refused.items())[:8]:
         con.print(f"  refused from {printable(node)}: {printable(why)}", markup=False, highlight=False)

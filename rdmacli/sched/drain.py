@@ -24,6 +24,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.sched import slurm
@@ -57,38 +58,30 @@ class Plan:
     clear: tuple[str, ...] = ()
 
 
-def _codes(entry: dict) -> list[str]:
-    """An entry's short causes, most first: mesh's {code: pairs}, watch's [codes] or its cause."""
-    causes = entry.get("causes")
-    if isinstance(causes, dict):
-        return [c for c, _ in sorted(causes.items(), key=lambda kv: -kv[1])]
-    if isinstance(causes, list):
-        return [str(c) for c in causes]
-    return [str(entry["cause"])] if entry.get("cause") else []
-
-
 def _line(text: str) -> str:
     """One printable line (a device name an agent gave reaches a reason only this way)."""
     return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
-def plan(blame: dict, ran: list[str], prefix: str) -> Plan:
-    """From a verdict's blame (the summary's data.blame, mesh's or watch status's) and the nodes
-    whose agents ran (answered): what to drain and what is cleared."""
+class Verdict(Protocol):
+    """A verdict's blame as the drain reads it (mesh.findings.Blame, watch.findings.StatusBlame)."""
+
+    def culprits(self) -> list[tuple[str, str, list[str]]]: ...
+
+    def pair_ends(self) -> set[str]: ...
+
+
+def plan(blame: Verdict, ran: list[str], prefix: str) -> Plan:
+    """From a verdict's blame (mesh's or watch status's) and the nodes whose agents ran
+    (answered): what to drain and what is cleared."""
     drain: dict[str, list[str]] = {}
     touched: set[str] = set()
-    for kind in ("nodes", "nics"):
-        for entry in blame.get(kind, []):
-            touched.add(entry["node"])
-            codes = _codes(entry)
-            if not codes or set(codes) <= NOT_DRAINED_FOR:
-                continue
-            what = "node" if kind == "nodes" else f"rail {entry.get('rail', 0)}" + (
-                f" ({entry['device']})" if entry.get("device") else "")  # fmt: skip
-            drain.setdefault(entry["node"], []).append(f"{what} {', '.join(codes[:3])}")
-    for kind in ("links", "unexplained", "disputed"):
-        for entry in blame.get(kind, []):
-            touched.update((entry["a"], entry["b"]))
+    for node, what, codes in blame.culprits():
+        touched.add(node)
+        if not codes or set(codes) <= NOT_DRAINED_FOR:
+            continue
+        drain.setdefault(node, []).append(f"{what} {', '.join(codes[:3])}")
+    touched |= blame.pair_ends()
     clear = tuple(n for n in ran if n not in touched)
     reasons = {n: _line(f"{prefix} {'; '.join(w)}")[: slurm.MAX_REASON] for n, w in drain.items()}
     return Plan(prefix, reasons, clear)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.outcome import Outcome
 from rdmacli.watch import FANOUT
 from rdmacli.watch import status as S
+from rdmacli.watch.findings import Freshness, StatusReport
 
 STATUS_OPTIONS = frozenset({"--agent-command"})  # of the launcher hints' options, watch status's
 WAITING_S = 5.0  # how long `watch status` waits before it says whom for, and how often again
@@ -119,40 +121,34 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
 
     rails = g.rails
     verdict = S.blame(g)
-    verdict["missing"] = [x for x in verdict["missing"] if x in asked]  # only the nodes asked
-    named = [*verdict["nodes"], *verdict["nics"], *verdict["links"]]
+    verdict = replace(
+        verdict, missing=tuple(x for x in verdict.missing if x in asked)
+    )  # only the nodes asked
     error = None
-    if named:
-        who = ", ".join(S.blamed_names(verdict, rails))
-        error = RdmacliError(f"the agents name {len(named)} fault(s): {who}",
+    if verdict.named:
+        who = ", ".join(verdict.names(rails))
+        error = RdmacliError(f"the agents name {verdict.named} fault(s): {who}",
                              hint="see the blame (data.blame in JSON): a NIC or node fails with most "
                              "partners, a link alone",
                              cause=Cause.CHECK_FAILED)  # fmt: skip
-    elif verdict["missing"] or verdict["refused"]:
-        quiet = list(dict.fromkeys([*verdict["missing"], *verdict["refused"]]))  # each node once
+    elif verdict.missing or verdict.refused:
+        quiet = list(dict.fromkeys([*verdict.missing, *verdict.refused]))  # each node once
         error = RdmacliError(f"no usable state from {len(quiet)} node(s): {', '.join(quiet[:8])}",
                              hint="is `rdmacli watch run` running there (systemctl status rdmacli-watch)?",
                              cause=Cause.MISSING)  # fmt: skip
     docs = g.docs.values()
     counts = {"nodes": len(asked), "answered": len(g.docs), "rails": rails,
-              "bad_nodes": len(verdict["nodes"]), "bad_nics": len(verdict["nics"]),
-              "bad_links": len(verdict["links"]), "disputed": len(verdict["disputed"]),
+              "bad_nodes": len(verdict.nodes), "bad_nics": len(verdict.nics),
+              "bad_links": len(verdict.links), "disputed": len(verdict.disputed),
               "windows_min": min((d.windows for d in docs), default=0)}  # fmt: skip
     # when each agent wrote what it said (its last window): how fresh the verdict is, per node
     agents = {
-        node: {
-            "time": doc.time,
-            "window": doc.window,
-            "windows": doc.windows,
-            "skipped": doc.skipped,
-            "host_wait": doc.host_wait,
-            "starved": doc.starved,
-        }
+        node: Freshness(doc.time, doc.window, doc.windows, doc.skipped, doc.host_wait, doc.starved)
         for node, doc in g.docs.items()
     }
     warnings = []
-    if verdict["fabric_slow"]:
+    if verdict.fabric_slow:
         warnings.append("most NICs that answered are slower than their own recent past at once: the hosts or "
                         "the whole fabric, not one NIC or link; nobody is blamed for it")  # fmt: skip
     return Outcome("watch status", params, error=error, counts=counts, warnings=warnings,
-                   data={"blame": verdict, "agents": agents, "liars_tolerated": LIARS})  # fmt: skip
+                   report=StatusReport(verdict, agents, LIARS))  # fmt: skip

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rdmacli.mesh.blame import LIARS
+from rdmacli.watch.findings import NamedNic, NamedNode, NamedPair, StatusBlame
 from rdmacli.watch.hysteresis import NAMED, State
 from rdmacli.watch.judge import DEAD, SLOW
 from rdmacli.watch.statefile import Refused, StateDoc
@@ -51,7 +52,7 @@ def partner_counts(groups: tuple[str, ...], names: list[str], kind: str, k: int)
     return counted(names, tuple(groups), k if kind == "sample" else 0)
 
 
-def blame(g: Gathered) -> dict:
+def blame(g: Gathered) -> StatusBlame:
     """The fabric's verdict from the gathered docs, in mesh's shape (nodes, nics, links,
     unexplained) with the disputed pairs and the nodes that did not answer."""
     rails = g.rails
@@ -103,39 +104,32 @@ def blame(g: Gathered) -> dict:
     whole = sorted(
         (name for name in g.names if all((name, r) in bad for r in range(rails))), key=rank.__getitem__
     )
-    links: list[dict] = []
-    out = {
-        "fabric_slow": fabric_slow,
-        "nodes": [{"node": name, "causes": sorted({bad[(name, r)] for r in range(rails)})} for name in whole],
-        "nics": [
-            {"node": a, "rail": r, "cause": bad[(a, r)], "flapping": (a, r) in flapping}
+    links = [
+        _pair(key, cause, key in flapping)
+        for key, cause in sorted(agreed.items())
+        if key[0] not in bad and key[1] not in bad
+    ]
+    return StatusBlame(
+        fabric_slow=fabric_slow,
+        nodes=tuple(NamedNode(name, tuple(sorted({bad[(name, r)] for r in range(rails)}))) for name in whole),
+        nics=tuple(
+            NamedNic(a, r, bad[(a, r)], (a, r) in flapping)
             for a, r in sorted(bad, key=lambda k: (rank[k[0]], k[1]))
             if a not in whole
-        ],  # fmt: skip
-        "links": links,
+        ),
+        links=tuple(links),
         # a pair one end names alone is disputed, unless a NIC named for itself explains it
-        "disputed": [_pair(k) for k in sorted(disputed) if k[0] not in bad and k[1] not in bad],
-        "missing": sorted(
-            (name for name in g.names if name not in g.docs and name not in g.refused), key=rank.__getitem__
-        ),  # fmt: skip
-        "refused": dict(sorted(g.refused.items())),
-    }
-    for key, cause in sorted(agreed.items()):
-        if key[0] not in bad and key[1] not in bad:
-            links.append({**_pair(key), "cause": cause, "flapping": key in flapping})
-    return out
+        disputed=tuple(_pair(k) for k in sorted(disputed) if k[0] not in bad and k[1] not in bad),
+        missing=tuple(
+            sorted(
+                (name for name in g.names if name not in g.docs and name not in g.refused),
+                key=rank.__getitem__,
+            )
+        ),
+        refused=dict(sorted(g.refused.items())),
+    )
 
 
-def _pair(key) -> dict:
+def _pair(key, cause: str | None = None, flapping: bool = False) -> NamedPair:
     (a, ra), (b, rb) = key
-    return {"a": a, "rail_a": ra, "b": b, "rail_b": rb}
-
-
-def blamed_names(verdict: dict, rails: int) -> list[str]:
-    """A status document's blamed nodes, NICs and links, as people read them (n03, n03:1,
-    n01-n04): read from its JSON (data.blame), as a script or the lab's checks read it."""
-    who = [b["node"] for b in verdict["nodes"]]
-    who += [f"{b['node']}:{b['rail']}" for b in verdict["nics"]]
-    for x in verdict["links"]:
-        who.append(f"{x['a']}:{x['rail_a']}-{x['b']}:{x['rail_b']}" if rails > 1 else f"{x['a']}-{x['b']}")
-    return who
+    return NamedPair(a, ra, b, rb, cause, flapping)

@@ -161,10 +161,10 @@ POLL_S = 2.0
 
 
 def named(doc: dict) -> set[str]:
-    """What watch status names, as people read it (n11, n13:1, n10:0-n15:0)."""
-    from rdmacli.watch.status import blamed_names
-
-    return set(blamed_names(doc["data"]["blame"], rails=2))
+    """What watch status names, as people read it (n11, n13:1, n10:0-n15:0), from its JSON."""
+    b = doc["data"]["blame"]
+    return {*(x["node"] for x in b["nodes"]), *(f"{x['node']}:{x['rail']}" for x in b["nics"]),
+            *(f"{x['a']}:{x['rail_a']}-{x['b']}:{x['rail_b']}" for x in b["links"])}  # fmt: skip
 
 
 def until(d, mapfile, want, within: float) -> tuple[float, dict]:

@@ -103,10 +103,11 @@ def watch_files(n: int, rails: int, leaf: int, seed: int) -> dict[str, str]:
     g = S.Gathered(names, rails, partners=S.partner_counts(groups, names, "group", 0))
     for node, d in docs.items():
         g.take(node, json.loads(json.dumps(d)))
-    doc = judged(g, names, {"nodes": "golden"}).to_dict()
+    outcome = judged(g, names, {"nodes": "golden"})
+    doc = outcome.to_dict()
     doc["elapsed_ms"] = 1.0
     app = _App()
-    status_view(app, doc)
+    status_view(app, doc, outcome.report)
     return {"json": json.dumps(doc, indent=1) + "\n", "txt": app.out.file.getvalue(),
             "faults": "".join(f"{f}\n" for f in faults)}  # fmt: skip
 

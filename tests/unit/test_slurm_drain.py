@@ -14,27 +14,30 @@ import pytest
 from click.testing import CliRunner
 
 from rdmacli.cli import cli
+from rdmacli.mesh.findings import BadPair, Blame, Culprit, End
 from rdmacli.sched import drain, slurm
+from rdmacli.watch.findings import NamedNic, NamedNode, StatusBlame
 
-MESH_BLAME = {  # the shape of mesh's data.blame
-    "nodes": [{"node": "n03", "rank": 2, "failed": 7, "tested": 7, "causes": {"DOWN": 7}}],
-    "nics": [{"node": "n05", "rank": 4, "rail": 1, "device": "mlx5_1", "failed": 6, "tested": 7,
-              "causes": {"TMO": 5, "LOSS": 1}},
-             {"node": "n06", "rank": 5, "rail": 0, "failed": 3, "tested": 7, "causes": {"AGENT": 3}}],
-    "links": [{"a": "n01", "b": "n02", "cause": "TMO"}],
-    "unexplained": [],
-    "disputed": [{"a": "n07", "b": "n08", "cause": "LOSS", "failed_by": "n07"}],
-}  # fmt: skip
+MESH_BLAME = Blame(  # mesh's blame
+    nodes=(Culprit("n03", 2, 7, 7, {"DOWN": 7}),),
+    nics=(Culprit("n05", 4, 6, 7, {"TMO": 5, "LOSS": 1}, rail=1, device="mlx5_1"),
+          Culprit("n06", 5, 3, 7, {"AGENT": 3}, rail=0)),
+    links=(BadPair(End("n01"), End("n02"), "TMO"),),
+    disputed=(BadPair(End("n07"), End("n08"), "LOSS", failed_by="n07"),),
+)  # fmt: skip
+
+
+def watch_blame(nodes=(), nics=()) -> StatusBlame:
+    return StatusBlame(False, tuple(nodes), tuple(nics), (), (), (), {})
 
 
 def test_the_policy_drains_nodes_and_nics_never_links_disputes_or_lateness():
     p = drain.plan(MESH_BLAME, [f"n{k:02d}" for k in range(1, 11)], slurm.MESH_PREFIX)
     assert p.drain == {"n03": "rdmacli mesh: node DOWN", "n05": "rdmacli mesh: rail 1 (mlx5_1) TMO, LOSS"}
     assert p.clear == ("n04", "n09", "n10")  # every node a blame entry touches is not cleared
-    watch = {"nodes": [], "nics": [{"node": "n2", "rail": 0, "cause": "DEAD", "flapping": False}],
-             "links": [], "disputed": []}  # fmt: skip
+    watch = watch_blame(nics=[NamedNic("n2", 0, "DEAD")])
     assert drain.plan(watch, ["n1", "n2"], slurm.WATCH_PREFIX).drain == {"n2": "rdmacli watch: rail 0 DEAD"}
-    evil = {"nodes": [], "nics": [{"node": "n2", "rail": 0, "device": "x\x1b[2J\ny", "causes": {"TMO": 3}}]}
+    evil = Blame(nics=(Culprit("n2", 1, 3, 3, {"TMO": 3}, rail=0, device="x\x1b[2J\ny"),))
     assert drain.plan(evil, [], "p:").drain == {"n2": "p: rail 0 (x [2J y) TMO"}  # one printable line
 
 
@@ -107,14 +110,14 @@ def test_apply_drains_resumes_its_own_only_and_holds_the_cap(slurm_nodes):
     assert get()["n03"] == {"state": "IDLE+DRAIN", "reason": "rdmacli mesh: node DOWN"}
     assert get()["n05"]["reason"] == "rdmacli mesh: rail 1 (mlx5_1) TMO, LOSS" and not done.errors
     assert get()["n09"]["reason"] == "maintenance (jsmith)" and get()["n10"]["reason"].startswith("rdmacli:")
-    healed = drain.plan({"nodes": [], "nics": [], "links": []}, names, slurm.MESH_PREFIX)
+    healed = drain.plan(Blame(), names, slurm.MESH_PREFIX)
     done = drain.apply(healed, cap=2)  # a later clean verdict: its own two resumed, nothing else
     assert sorted(a["node"] for a in done.actions if a["action"] == "resume") == ["n03", "n05"]
     assert get()["n09"]["reason"] == "maintenance (jsmith)" and get()["n10"]["reason"].startswith("rdmacli:")
     done = drain.apply(p, cap=1)  # two to drain, a cap of one: none drained, and said
     assert done.over_cap and "above --max-drain (1): none drained" in done.words[0]
     assert get()["n03"]["reason"] == "" and get()["n05"]["reason"] == ""
-    unknown = drain.plan({"nodes": [{"node": "gpu99", "causes": {"DOWN": 1}}]}, [], slurm.MESH_PREFIX)
+    unknown = drain.plan(watch_blame(nodes=[NamedNode("gpu99", ("DOWN",))]), [], slurm.MESH_PREFIX)
     done = drain.apply(unknown, cap=5)  # a name Slurm does not know: said node by node
     assert done.errors[0]["node"] == "gpu99" and "Node gpu99 not found" in done.words[0]
 

@@ -803,6 +803,6 @@ def test_a_dead_nics_state_at_fleet_size_is_carried_whole_and_read_by_watch_stat
     g = Gathered(list(names), rails)
     g.take("n0000", json.loads(line))
     assert g.refused == {}, g.refused
-    v = blame(g)
+    v = blame(g).to_json()
     said = v["nodes"] if rails == 1 else v["nics"]
     assert [x["node"] for x in said] == ["n0000"], v

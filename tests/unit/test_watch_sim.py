@@ -33,7 +33,7 @@ def test_a_node_down_in_a_leaf_is_that_node_not_31_links_per_rail():
         g = watch_sim.S.Gathered(names, 8, partners=counts)
         for node, doc in docs.items():
             g.take(node, doc)
-        blame = watch_sim.judged(g, names, {}).data["blame"]
+        blame = watch_sim.judged(g, names, {}).to_dict()["data"]["blame"]
         assert expect == {"n0100"}
         assert [b["node"] for b in blame["nodes"]] == ["n0100"], (kind, blame["nodes"])
         assert blame["links"] == [], kind

@@ -27,7 +27,7 @@ def gathered(docs: dict, rails: int = 2) -> dict:
     g = S.Gathered(NAMES, rails)
     for node, d in docs.items():
         g.take(node, d)
-    return S.blame(g)
+    return S.blame(g).to_json()
 
 
 def healthy(**more) -> dict:
@@ -96,7 +96,7 @@ def test_with_groups_a_nic_named_by_most_of_its_own_partners_is_the_nic_not_two_
     g = S.Gathered(NAMES, 2, partners=S.partner_counts(groups, NAMES, "group", 0))
     for node, d in docs.items():
         g.take(node, d)
-    v = S.blame(g)
+    v = S.blame(g).to_json()
     assert v["nics"] == [{"node": "n1", "rail": 0, "cause": "DEAD", "flapping": False}], v
     assert v["links"] == [], v
 
@@ -116,7 +116,7 @@ def test_a_nic_named_by_no_more_partner_nodes_than_liars_is_never_the_nic():
     g = S.Gathered(NAMES, 2, partners=S.partner_counts(groups, NAMES, "group", 0))
     for node, d in docs.items():
         g.take(node, d)
-    v = S.blame(g)
+    v = S.blame(g).to_json()
     assert v["nics"] == [] and v["nodes"] == [], v
     assert all("n1" in (x["a"], x["b"]) for x in v["links"] + v["disputed"]), v
 
