@@ -274,8 +274,8 @@ def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, 
     with app.errors("watch status", params):
         from functools import partial
 
+        from rdmacli.mesh.watchfindings import StatusReport
         from rdmacli.render.watch import status_view
-        from rdmacli.watch.findings import StatusReport
 
         if dry_run and not slurm_drain:
             raise click.UsageError("--dry-run goes with --slurm-drain")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from rdmacli.mesh.watchfindings import StatusBlame, StatusReport
 from rdmacli.render.text import printable
-from rdmacli.watch.findings import StatusBlame, StatusReport
 
 NOBODY = StatusBlame(False, (), (), (), (), (), {})
 

@@ -9,10 +9,10 @@ import time
 from dataclasses import replace
 
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.mesh.watchfindings import Freshness, StatusReport
 from rdmacli.outcome import Outcome
 from rdmacli.watch import FANOUT
 from rdmacli.watch import status as S
-from rdmacli.watch.findings import Freshness, StatusReport
 
 STATUS_OPTIONS = frozenset({"--agent-command"})  # of the launcher hints' options, watch status's
 WAITING_S = 5.0  # how long `watch status` waits before it says whom for, and how often again

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rdmacli.mesh.blame import LIARS
-from rdmacli.watch.findings import NamedNic, NamedNode, NamedPair, StatusBlame
+from rdmacli.mesh.watchfindings import NamedNic, NamedNode, NamedPair, StatusBlame
 from rdmacli.watch.hysteresis import NAMED, State
 from rdmacli.watch.judge import DEAD, SLOW
 from rdmacli.watch.statefile import Refused, StateDoc

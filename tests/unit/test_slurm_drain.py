@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from rdmacli.cli import cli
 from rdmacli.mesh.findings import BadPair, Blame, Culprit, End
+from rdmacli.mesh.watchfindings import NamedNic, NamedNode, StatusBlame
 from rdmacli.sched import drain, slurm
-from rdmacli.watch.findings import NamedNic, NamedNode, StatusBlame
 
 MESH_BLAME = Blame(  # mesh's blame
     nodes=(Culprit("n03", 2, 7, 7, {"DOWN": 7}),),

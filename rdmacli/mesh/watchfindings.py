@@ -1,9 +1,10 @@
 """What `rdmacli watch status` found, as types: the agents' names for bad NICs, nodes and links.
 
-status.blame makes a StatusBlame from the gathered state files; gather.judged wraps it in a
-StatusReport with each agent's freshness. The text (render/watch.py), the JSON (written once,
-here, by `to_json`: the documented data.blame of watch status) and the scheduler's drain
-(sched/drain.py) read these fields. Nothing here judges.
+Beside mesh's own (findings.py), in the mesh layer that owns the fabric's verdicts, below the
+renderers that read them. watch/status.blame makes a StatusBlame from the gathered state files;
+watch/gather.judged wraps it in a StatusReport with each agent's freshness. The text
+(render/watch.py), the JSON (written once, here, by `to_json`: the documented data.blame of
+watch status) and the scheduler's drain (sched/drain.py) read these fields. Nothing here judges.
 """
 
 from __future__ import annotations
