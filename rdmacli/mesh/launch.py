@@ -252,7 +252,10 @@ class ClusterShellLauncher:
         if self.task is not None:
             try:
                 self.task._abort(kill=False)  # ClusterShell's thread-safe abort: a message to its loop
-            except Exception:  # the task may be half torn down already
+            except (OSError, KeyError, AttributeError):
+                # its loop ended between ClusterShell's check of the port and the write to it
+                # (EnginePort.msg: the queue gone, the stream deleted, the fd closed): nothing
+                # is left to abort
                 pass
 
 

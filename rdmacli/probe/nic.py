@@ -22,6 +22,7 @@ from rdmacli.probe.wire import SLOT
 from rdmacli.rdma import addr as A
 from rdmacli.rdma import cm, verbs
 from rdmacli.rdma import constants as C
+from rdmacli.rdma.cm import RdmaCallError
 
 
 class NicProbe(Resolving, PythonLoop):
@@ -46,6 +47,8 @@ class NicProbe(Resolving, PythonLoop):
         self.run_id, self.nic, self.address, self.port, self.count = run, nic, address, port, count
         self.key = key  # the datagrams' and SIDR tokens' MAC key (wire.py)
         self.forged = 0  # forged SIDR tokens and the Python loop's datagrams, this window
+        self.answers_lost = self.reposts_failed = self.teardown_errors = 0
+        self.last_teardown_error = ""
         self.foreign = 0  # the Python loop's answers from another QP than SIDR named, this window
         self.peers = peers
         for i, p in enumerate(peers):
@@ -123,17 +126,11 @@ class NicProbe(Resolving, PythonLoop):
         retired a window ago are destroyed now (no send can still hold them): a NIC kept open
         for days holds a window's worth, never more."""
         for ah in self.retired:
-            try:
-                ah.destroy()
-            except Exception:  # noqa: BLE001 - teardown goes on
-                pass
+            self._destroyed(ah.destroy)
         self.retired = []
         for p in self.peers:
             if p.resolving is not None:
-                try:
-                    p.resolving.destroy()
-                except Exception:  # noqa: BLE001
-                    pass
+                self._destroyed(p.resolving.destroy)
                 p.resolving = None
             old = self.known.pop(p.nic, None)
             if p.resolved and p.ah is not None and p.tally.answered > 0:
@@ -174,6 +171,19 @@ class NicProbe(Resolving, PythonLoop):
                     self.native.expect(p.index, p.qpn, p.source)
         self._counters_start()
 
+    def _destroyed(self, step) -> None:
+        """One object's teardown: a call the stack refuses is counted and its words kept, and
+        teardown goes on (the next object still needs it). A wrapper already destroyed is no
+        error (UseAfterDestroy names a use, not a second destroy: each destroy is idempotent)."""
+        try:
+            step()
+        except RdmaCallError as exc:
+            self.teardown_errors += 1
+            self.last_teardown_error = str(exc)
+        except Exception as exc:  # a bug, named and counted: the NIC's results stand
+            self.teardown_errors += 1
+            self.last_teardown_error = f"internal error: {type(exc).__name__}: {exc}"
+
     def close(self) -> None:
         """Everything this NIC's phase made, in the order the stack needs (AHs and the MR before
         the last cm_id takes librdmacm's PD with it); errors here are not the pairs'."""
@@ -194,10 +204,7 @@ class NicProbe(Resolving, PythonLoop):
         if self.channel is not None:
             steps.append(self.channel.close)
         for step in steps:
-            try:
-                step()
-            except Exception:  # noqa: BLE001 - teardown goes on: the next object still needs it
-                pass
+            self._destroyed(step)
         for p in self.peers:
             p.resolving = p.ah = None
         self.ahs.clear()

@@ -6,12 +6,14 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from rdmacli.errors import Cause, RdmacliError
+from rdmacli.errors import Cause, EnvironmentProblem, RdmacliError
 from rdmacli.probe.host import Waited
 from rdmacli.probe.kinds import DEFAULT, KINDS, ProbeKind, Prober
 from rdmacli.probe.nic import Peer
 
 BACKOFF_MAX = 8  # windows between two tries of a NIC that does not open, at most
+# what the stack may refuse while a NIC probes on without it (probe.state.NicState's counts)
+REFUSALS = {"answer": "answers_lost", "repost": "reposts_failed", "teardown": "teardown_errors"}
 
 
 def let_go() -> None:
@@ -21,7 +23,7 @@ def let_go() -> None:
 
     try:
         cm.let_go_of_removed_devices()
-    except Exception:  # noqa: BLE001 - no stack at all: the NICs' own open says why
+    except EnvironmentProblem:  # no librdmacm at all: the NICs' own open says why
         pass
 
 
@@ -69,6 +71,8 @@ class Phase:
         self.stop = stop
         self.nics: dict[int, Prober] = {}
         self.dropped: dict[int, tuple[int, int]] = {}  # rail -> (forged, foreign) of its last run
+        # rail -> what the stack refused that its NIC went on without (REFUSALS), since last taken
+        self.refused: dict[int, dict[str, int]] = {}
         # rail -> its probe thread's (run-queue wait, wall) of its last run, s (probe.host)
         self.waited: dict[int, tuple[float, float]] = {}
         # rail -> (its opens failed in a row, windows still to pass before the next try, why)
@@ -174,6 +178,19 @@ class Phase:
         nic = self.nics.pop(rail, None)
         if nic is not None:
             nic.close()
+            self._refusals(rail, nic)
+
+    def _refusals(self, rail: int, nic: Prober) -> None:
+        """The NIC's refusals (answers, reposts, teardown) moved into the phase's, counted once."""
+        mine = self.refused.setdefault(rail, dict.fromkeys(REFUSALS, 0))
+        for what, attr in REFUSALS.items():
+            mine[what] += getattr(nic, attr, 0)
+            setattr(nic, attr, 0)
+
+    def take_refused(self) -> dict[int, dict[str, int]]:
+        """Each rail's refusals since the last call (the watch agent's /metrics counts them)."""
+        out, self.refused = self.refused, {}
+        return {rail: counts for rail, counts in out.items() if any(counts.values())}
 
     def run(self, begin: float, end: float) -> list[dict]:
         """Probe from `begin` to `end` on every open NIC, each in a thread (they are separate
@@ -223,6 +240,7 @@ class Phase:
                     self.waited[rail] = waited
                 if failed or not self.keep or self.stop():  # a NIC kept open only when all went well
                     nic.close()
+                self._refusals(rail, nic)
             for p, result, error in results:
                 rec = pair_record(rail, p)
                 rec.update(p.tally.figures(), result=result, error=error.to_dict() if error else None)
@@ -244,5 +262,6 @@ class Phase:
 
     def close(self) -> None:
         """Whatever is still open (a run that ended before its phase); closing twice is harmless."""
-        for nic in self.nics.values():
+        for rail, nic in self.nics.items():
             nic.close()
+            self._refusals(rail, nic)

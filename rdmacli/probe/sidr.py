@@ -20,6 +20,7 @@ from rdmacli.probe.wire import partner_source
 from rdmacli.rdma import addr as A
 from rdmacli.rdma import cm, verbs
 from rdmacli.rdma import constants as C
+from rdmacli.rdma.cm import RdmaCallError
 
 
 class Resolving(NicState):
@@ -79,8 +80,9 @@ class Resolving(NicState):
             self.inflight.pop(p.resolving.key, None)
             try:
                 p.resolving.destroy()
-            except Exception:  # noqa: BLE001
-                pass
+            except RdmaCallError as exc:  # the attempt failed already; its id's end is counted
+                self.teardown_errors += 1
+                self.last_teardown_error = str(exc)
             p.resolving = None
         p.error = error
         if now + again < self.resolve_end:
@@ -109,12 +111,13 @@ class Resolving(NicState):
                         child.accept(cm.ConnParam(qp_num=self.listen_id.qp_num))
                     else:
                         child.reject(b"rdmacli mesh: not a probe of this run")
-                except Exception:  # noqa: BLE001 - the requester asks again
-                    pass
+                except RdmaCallError:  # the requester timed out or went: it asks again if it lives
+                    self.answers_lost += 1
                 try:
                     child.destroy()
-                except Exception:  # noqa: BLE001
-                    pass
+                except RdmaCallError as exc:
+                    self.teardown_errors += 1
+                    self.last_teardown_error = str(exc)
                 continue
             if ev.id not in self.inflight:
                 continue

@@ -100,6 +100,13 @@ class NicState:
     known: dict[int, Known]  # a partner NIC -> what an earlier window learnt of it
     retired: list[Any]  # AHs no longer used: a send may still hold one until the next window
     offset: float  # of a step, the known partners' first probes (retarget)
+    # what the stack refused that the probe goes on without, counted over the NIC's life: a SIDR
+    # request it could not answer (the requester asks again), receives it could not post again
+    # (the queue is deep), an object it could not destroy (the last such error's words kept)
+    answers_lost: int
+    reposts_failed: int
+    teardown_errors: int
+    last_teardown_error: str
 
     @staticmethod
     def _mono(t: float) -> int:

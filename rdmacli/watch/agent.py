@@ -54,6 +54,8 @@ class WindowPhase(Protocol):
 
     def devices(self) -> dict[int, tuple[str | None, int]]: ...
 
+    def take_refused(self) -> dict[int, dict[str, int]]: ...
+
 
 class PhaseMaker(Protocol):
     """(plan, window k, stop) -> the window's phase; close() ends whatever it keeps open."""
@@ -108,6 +110,7 @@ class WatchAgent:
     problems: dict = field(default_factory=dict)  # rail -> why its NIC did not open in the last window
     forged: dict = field(default_factory=dict)  # rail -> datagrams and tokens with a wrong tag, last window
     foreign: dict = field(default_factory=dict)  # rail -> from another QP than SIDR named, last window
+    refused: dict = field(default_factory=dict)  # rail -> {what: n}: the stack's refusals (probe.phase)
     reload_asked: bool = False
     skipped: int = 0  # windows whose open time had passed when the loop came to them
     starved: int = 0  # windows run with the probe threads kept from the CPU (STARVED): not judged
@@ -148,7 +151,8 @@ class WatchAgent:
     def forget_rails(self, rails: int) -> None:
         """What the agent knows of each rail, kept only for the rails a new plan still has (a
         reload that removed a rail: its device, port and counters are no NIC of this node's now)."""
-        for per_rail in (self.devices, self.ports, self.downed, self.problems, self.forged, self.foreign):
+        for per_rail in (self.devices, self.ports, self.downed, self.problems, self.forged, self.foreign,
+                         self.refused):  # fmt: skip
             for rail in [r for r in per_rail if r >= rails]:
                 del per_rail[rail]
 
@@ -243,6 +247,7 @@ class WatchAgent:
             self.devices[rail], self.ports[rail] = device, port
         self.forged = {rail: n[0] for rail, n in phase.dropped.items()}
         self.foreign = {rail: n[1] for rail, n in phase.dropped.items()}
+        self.refused = phase.take_refused()
         self.problems = {rail: str(p)[:300] for rail, p in enumerate(phase.problems) if p is not None}
         drops = self.link_drops()
         for rail, n in drops.items():

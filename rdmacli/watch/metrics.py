@@ -52,6 +52,10 @@ class WatchMetrics:
                                "dropped, and probes claiming a partner that SIDR showed had not "
                                "restarted (a key holder forging)",
                                NIC, registry=r)  # fmt: skip
+        self.refused = Counter("rdmacli_watch_stack_refused", "Calls the RDMA stack refused that this NIC's "
+                               "probing went on without, by what: a partner's SIDR request not answered "
+                               "(it asks again), receives not posted again, an object not destroyed",
+                               (*NIC, "what"), registry=r)  # fmt: skip
         self.state_write_failures = Counter("rdmacli_watch_state_write_failures", "Windows whose state file "
                                             "could not be written (tried again after the next window)",
                                             registry=r)  # fmt: skip
@@ -66,16 +70,22 @@ class WatchMetrics:
     def window(self, by_nic: dict, devices: dict[int, str | None], state, names: list[str],
                problems: dict[int, str] | None = None,
                forged: dict[int, int] | None = None,
-               foreign: dict[int, int] | None = None) -> None:  # fmt: skip
+               foreign: dict[int, int] | None = None,
+               refused: dict[int, dict[str, int]] | None = None) -> None:  # fmt: skip
         """One window's counts and the verdicts after it; `problems`: the rails whose NIC did
         not open (WatchAgent.problems), every rail's series set each window; `forged`: each
         rail's datagrams with a wrong tag (WatchAgent.forged); `foreign`: with a good tag from
-        another QP than SIDR named (WatchAgent.foreign)."""
+        another QP than SIDR named (WatchAgent.foreign); `refused`: each rail's stack refusals by
+        what (WatchAgent.refused)."""
         self.windows.inc()
         for rail, n in (forged or {}).items():
             self.forged.labels(self.node, str(rail), devices.get(rail) or "").inc(n)
         for rail, n in (foreign or {}).items():
             self.foreign.labels(self.node, str(rail), devices.get(rail) or "").inc(n)
+        for rail, counts in (refused or {}).items():
+            for what, n in counts.items():
+                if n:
+                    self.refused.labels(self.node, str(rail), devices.get(rail) or "", what).inc(n)
         for rail in range(state.rails):
             self.unopened.labels(self.node, str(rail)).set(1 if rail in (problems or {}) else 0)
         for rail, w in by_nic.items():

@@ -351,7 +351,16 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
         said.clear()
         said.update(agent.problems)
         names = list(agent.plan.names)
-        metrics.window(by_nic, agent.devices, agent.state, names, agent.problems, agent.forged, agent.foreign)
+        metrics.window(
+            by_nic,
+            agent.devices,
+            agent.state,
+            names,
+            agent.problems,
+            agent.forged,
+            agent.foreign,
+            agent.refused,
+        )
         metrics.host_wait.set(agent.host_wait)
         if agent.window_starved != said_starved[0]:  # said when it starts and when it ends
             said_starved[0] = agent.window_starved

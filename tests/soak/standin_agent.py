@@ -56,6 +56,9 @@ class Healthy:
     def devices(self) -> dict:
         return {rail: (f"standin{rail}", 1) for rail in range(self.plan.rails)}
 
+    def take_refused(self) -> dict:
+        return {}
+
 
 class Phases:
     def __call__(self, plan, k, stop):

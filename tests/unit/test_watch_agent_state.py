@@ -39,6 +39,9 @@ class StandIn:
     def devices(self):
         return {rail: (dev, 1) for rail, dev in self.ports.items()}
 
+    def take_refused(self):
+        return {}
+
 
 class Maker:
     """A function of (plan, k, stop) as the agent's phase maker (watch.agent.PhaseMaker)."""
@@ -146,6 +149,33 @@ def test_metrics_show_a_peer_only_while_it_is_named():
     got = parse_metrics(generate(m))
     assert not any(name == "rdmacli_watch_peer_bad" for name, _ in got)
     assert got[("rdmacli_watch_windows_total", ())] == 4
+
+
+def test_the_stacks_refusals_are_counted_per_nic_and_what_and_a_nic_closed_twice_counts_once():
+    """A call the RDMA stack refused that the probe went on without (a SIDR request it could
+    not answer, receives not posted again, an object not destroyed) is no `except: pass`: the
+    NIC counts it, the phase moves the count out once (a NIC closed after its run and again at
+    its drop adds nothing the second time), and /metrics counts it by rail and what."""
+    from types import SimpleNamespace
+
+    from rdmacli.probe.phase import Phase
+
+    phase = Phase.__new__(Phase)
+    phase.refused = {}
+    nic = SimpleNamespace(answers_lost=1, reposts_failed=0, teardown_errors=2)
+    phase._refusals(0, nic)
+    phase._refusals(0, nic)  # closed again: its counts were taken
+    assert (nic.answers_lost, nic.teardown_errors) == (0, 0)
+    refused = phase.take_refused()
+    assert refused == {0: {"answer": 1, "repost": 0, "teardown": 2}} and phase.take_refused() == {}
+    s = WatchState(rails=1, policy=Policy(raise_after=2, raise_window=3, clear_after=2))
+    m = WatchMetrics("n0")
+    m.window(s.feed([rec(3)]), {0: "rxe0"}, s, list(NAMES), refused=refused)
+    got = parse_metrics(generate(m))
+    nic0 = (("device", "rxe0"), ("node", "n0"), ("rail", "0"))
+    assert got[("rdmacli_watch_stack_refused_total", (*nic0, ("what", "teardown")))] == 2
+    assert got[("rdmacli_watch_stack_refused_total", (*nic0, ("what", "answer")))] == 1
+    assert not any(dict(labels).get("what") == "repost" for name, labels in got)
 
 
 def generate(m: WatchMetrics) -> str:
