@@ -121,7 +121,7 @@ def main() -> None:
     step("named", until("n03 named", named_n03, 120))
     step("named_s", round(time.monotonic() - t, 1))
     step("metrics_named", metrics())
-    step("show", sh("rdmacli", "watch", "show", "--state-file", STATE, "--json"))
+    step("show", sh("rdmacli", "watch", "show", "--state-file", STATE))
     sh("ip", "link", "set", "n03", "up")
     with open("/etc/rdmacli/watch.map", "w") as f:  # n04 leaves the fabric's map
         f.writelines(f"n{k:02d} 10.77.1.{k}\n" for k in range(1, 4))

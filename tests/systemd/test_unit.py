@@ -36,6 +36,8 @@ def steps(tmp_path_factory):
         f"the VM wrote no result (exit {r.returncode}): {r.stdout[-3000:]} {r.stderr[-2000:]}"
     )
     doc = json.loads(out.read_text())
+    kept = ROOT / "build" / "systemd-lab-result.json"  # what systemd and the agent said, for people
+    kept.write_text(out.read_text())
     assert doc.get("done"), (doc.get("error"), list(doc["steps"]), r.stdout[-2000:])
     assert not doc["steps"].get("timeouts"), doc["steps"]["timeouts"]
     return doc["steps"]
@@ -74,6 +76,7 @@ def test_a_nic_cut_off_is_named_by_the_service(steps):
     named = steps["named"]
     assert named and named[0]["peer"] == "n03" and named[0]["cause"] == "DEAD", named
     assert 'peer="n03"' in steps["metrics_named"] and "rdmacli_watch_peer_bad{" in steps["metrics_named"]
+    assert steps["show"]["rc"] == 0, steps["show"]
     shown = json.loads(steps["show"]["out"])
     assert any(p["peer"] == "n03" and p["state"] == "bad" for p in shown["pairs"]), shown
 
