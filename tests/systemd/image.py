@@ -44,22 +44,30 @@ TimeoutStartSec=1200
 """
 
 
+def depends(deb: str) -> list[str]:
+    """The package's dependencies by name (its Depends field), for the image to hold them: the
+    package itself is installed inside the booted VM, by apt, with no network."""
+    field = subprocess.run(
+        ["dpkg-deb", "-f", deb, "Depends"], check=True, capture_output=True, text=True
+    ).stdout
+    names = {part.split("|")[0].split("(")[0].split(":")[0].strip() for part in field.split(",")}
+    return sorted(n for n in names if n and not n.startswith("python3-cffi-backend-api"))
+
+
 def build(deb: str, dest: Path, kernel_version: str) -> None:
-    """The image at `dest` (made afresh): Debian 12, the package, the kernel's RDMA modules, and
-    the lab's own target as the default."""
+    """The image at `dest` (made afresh): Debian 12 with the package's dependencies, the package
+    in /lab (installed by the guest, under systemd), the kernel's RDMA modules, and the lab's
+    own target as the default."""
     if dest.exists():
         shutil.rmtree(dest)
-    hooks = [
-        f"--customize-hook=copy-in {deb} /tmp",
-        f'--customize-hook=chroot "$1" apt-get install -y -q /tmp/{os.path.basename(deb)}',
-        '--customize-hook=chroot "$1" apt-get clean',
-    ]
     mirror = "http://deb.debian.org/debian"
-    subprocess.run(["mmdebstrap", "--variant=apt", "--include=" + ",".join(PACKAGES), *hooks, "bookworm",
-                    str(dest), mirror], check=True, capture_output=True, text=True)  # fmt: skip
+    include = ",".join([*PACKAGES, *depends(deb)])
+    subprocess.run(["mmdebstrap", "--variant=apt", f"--include={include}", "bookworm", str(dest), mirror],
+                   check=True, capture_output=True, text=True)  # fmt: skip
     modules(dest, kernel_version)
     (dest / "lab").mkdir()
     shutil.copy(HERE / "guest_unit.py", dest / "lab" / "guest_unit.py")
+    shutil.copy(deb, dest / "lab" / "rdmacli.deb")
     system = dest / "etc" / "systemd" / "system"
     (system / "rdmacli-lab.target").write_text(LAB_TARGET)
     (system / "rdmacli-lab.service").write_text(LAB_SERVICE)

@@ -43,6 +43,15 @@ def steps(tmp_path_factory):
     return doc["steps"]
 
 
+def test_the_package_installs_under_systemd_with_its_unit_not_enabled(steps):
+    assert steps["install"]["rc"] == 0, steps["install"]
+    unit = steps["installed_unit"]
+    assert (
+        unit["LoadState"] == "loaded" and unit["FragmentPath"] == "/lib/systemd/system/rdmacli-watch.service"
+    )
+    assert (unit["UnitFileState"], unit["ActiveState"]) == ("disabled", "inactive"), unit  # not enabled
+
+
 def test_the_package_runs_its_native_data_path(steps):
     assert "data path: native" in steps["version"]["out"], steps["version"]
 
