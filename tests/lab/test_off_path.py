@@ -118,8 +118,8 @@ def test_sigterm_ends_a_ping_against_rping_with_its_summary(lab, servers, c_tool
     assert doc["connections"][0]["stopped_by"] == "SIGTERM"
     assert doc["connections"][0]["pings_completed"] >= 21
     rc, _, serr = srv.finish(hung_after="wait for RDMA_READ_ADV state 10")
-    # rping -s saw our disconnect (a DREQ: we tore down, we did not vanish). Once (a fresh-clone
-    # run, 2026-12-06) it said so, left its loop ("state 10": DISCONNECTED) and then hung in its
+    # rping -s saw our disconnect (a DREQ: we tore down, we did not vanish). Once (in a fresh-clone
+    # run) it said so, left its loop ("state 10": DISCONNECTED) and then hung in its
     # own teardown past 90 s, joining its CQ thread: rping's race, after our part was done (rc
     # None: killed there, the words asserted below). Its exit code says
     # where in its ping cycle the stop found it: between two pings (waiting for the next
