@@ -82,7 +82,7 @@ def partner(k: int) -> subprocess.Popen:
 def main() -> None:
     # the package installed here, under systemd, as a fleet's apt does it (its dependencies are
     # in the image already: no network in the VM)
-    step("install", sh("apt-get", "install", "-y", "-q", "--no-download", "/lab/rdmacli.deb", timeout=600))
+    step("install", sh("apt-get", "install", "-y", "-q", "/lab/rdmacli.deb", timeout=600))
     step("installed_unit", prop("LoadState", "UnitFileState", "FragmentPath", "ActiveState"))
     from rdmacli.lab.guest import setup
 
