@@ -240,7 +240,7 @@ def merged(outcomes: list[Outcome]) -> Outcome:
     """The outcomes of tests run one after another (a size sweep, -a: one test per size) as one
     run's: their connections in order, numbered again; what ended the last (a sweep stops at
     the first test that fails or is stopped); the step timings, warnings and port counters of
-    all; the last one's data."""
+    all; the last one's data and report."""
     from dataclasses import replace
 
     from rdmacli.counters import summed
@@ -258,6 +258,7 @@ def merged(outcomes: list[Outcome]) -> Outcome:
         warnings=[w for o in outcomes for w in o.warnings],
         counters=summed([d for o in outcomes for d in o.counters]),
         data=dict(last.data),
+        report=last.report,
     )
 
 

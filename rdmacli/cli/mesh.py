@@ -242,7 +242,8 @@ def command(prometheus_file, matrix_file, slurm_drain, max_drain, dry_run, app, 
         if slurm_drain:
             rows = report.nodes if report is not None else ()
             ran = [r.node for r in rows if r.agent == "ran"]
-            options.act_on_verdict(outcome, ran, len(rows), MESH_PREFIX, max_drain, dry_run)
+            blame = report.blame if report is not None else None
+            options.act_on_verdict(outcome, blame, ran, len(rows), MESH_PREFIX, max_drain, dry_run)
         live.rest(outcome)
         render = partial(print_mesh, report=report, rail=planned.request.show_rail) if report else None
         finish(app, outcome, render=render)

@@ -406,12 +406,13 @@ def slurm_drain_options(prefix: str):
     )
 
 
-def act_on_verdict(outcome, ran: list[str], nodes: int, prefix: str, max_drain: str, dry_run: bool) -> None:
+def act_on_verdict(outcome, blame, ran: list[str], nodes: int, prefix: str, max_drain: str,
+                   dry_run: bool) -> None:  # fmt: skip
     """--slurm-drain after a run: data.slurm in the summary, and its words among the warnings
-    (a drain that failed, one over the cap, each node drained or resumed)."""
+    (a drain that failed, one over the cap, each node drained or resumed). `blame`: the verdict's
+    (mesh.findings.Blame or mesh.watchfindings.StatusBlame), None when the run reached none."""
     from rdmacli.sched import drain
 
-    blame = getattr(outcome.report, "blame", None)
     if blame is None:
         outcome.warnings.append("--slurm-drain: no verdict to act on: nothing drained or resumed")
         return

@@ -281,8 +281,9 @@ def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, 
             raise click.UsageError("--dry-run goes with --slurm-drain")
         outcome = gather(nodes, map_path, launcher, port, state_file, timeout, agent_command, params,
                          pairs_spec, fanout=fanout)  # fmt: skip
-        if slurm_drain:
-            ran = list(outcome.report.agents) if isinstance(outcome.report, StatusReport) else []
-            options.act_on_verdict(outcome, ran, outcome.counts["nodes"], WATCH_PREFIX, max_drain, dry_run)
         report = outcome.report if isinstance(outcome.report, StatusReport) else None
+        if slurm_drain:
+            blame, ran = (report.blame, list(report.agents)) if report is not None else (None, [])
+            options.act_on_verdict(outcome, blame, ran, outcome.counts["nodes"], WATCH_PREFIX, max_drain,
+                                   dry_run)  # fmt: skip
         finish(app, outcome, partial(status_view, report=report))

@@ -22,7 +22,6 @@ from rdmacli.probe.wire import SLOT
 from rdmacli.rdma import addr as A
 from rdmacli.rdma import cm, verbs
 from rdmacli.rdma import constants as C
-from rdmacli.rdma.cm import RdmaCallError
 
 
 class NicProbe(Resolving, PythonLoop):
@@ -48,7 +47,6 @@ class NicProbe(Resolving, PythonLoop):
         self.key = key  # the datagrams' and SIDR tokens' MAC key (wire.py)
         self.forged = 0  # forged SIDR tokens and the Python loop's datagrams, this window
         self.answers_lost = self.reposts_failed = self.teardown_errors = 0
-        self.last_teardown_error = ""
         self.foreign = 0  # the Python loop's answers from another QP than SIDR named, this window
         self.peers = peers
         for i, p in enumerate(peers):
@@ -170,19 +168,6 @@ class NicProbe(Resolving, PythonLoop):
                 if p.known is not None:
                     self.native.expect(p.index, p.qpn, p.source)
         self._counters_start()
-
-    def _destroyed(self, step) -> None:
-        """One object's teardown: a call the stack refuses is counted and its words kept, and
-        teardown goes on (the next object still needs it). A wrapper already destroyed is no
-        error (UseAfterDestroy names a use, not a second destroy: each destroy is idempotent)."""
-        try:
-            step()
-        except RdmaCallError as exc:
-            self.teardown_errors += 1
-            self.last_teardown_error = str(exc)
-        except Exception as exc:  # a bug, named and counted: the NIC's results stand
-            self.teardown_errors += 1
-            self.last_teardown_error = f"internal error: {type(exc).__name__}: {exc}"
 
     def close(self) -> None:
         """Everything this NIC's phase made, in the order the stack needs (AHs and the MR before

@@ -78,11 +78,7 @@ class Resolving(NicState):
         last one stands), and it is asked again `again` seconds later while the window lasts."""
         if p.resolving is not None:
             self.inflight.pop(p.resolving.key, None)
-            try:
-                p.resolving.destroy()
-            except RdmaCallError as exc:  # the attempt failed already; its id's end is counted
-                self.teardown_errors += 1
-                self.last_teardown_error = str(exc)
+            self._destroyed(p.resolving.destroy)  # the attempt failed already; its id's end is counted
             p.resolving = None
         p.error = error
         if now + again < self.resolve_end:
@@ -113,11 +109,7 @@ class Resolving(NicState):
                         child.reject(b"rdmacli mesh: not a probe of this run")
                 except RdmaCallError:  # the requester timed out or went: it asks again if it lives
                     self.answers_lost += 1
-                try:
-                    child.destroy()
-                except RdmaCallError as exc:
-                    self.teardown_errors += 1
-                    self.last_teardown_error = str(exc)
+                self._destroyed(child.destroy)
                 continue
             if ev.id not in self.inflight:
                 continue

@@ -127,11 +127,19 @@ def _figure(p: PairResult) -> str:
     return "ok" if v is None else duration(v)
 
 
-def _pair_ends(p: PairResult, rails: int) -> str:
+def _ends(a: str, rail_a: int | None, b: str, rail_b: int | None, rails: int) -> str:
     """n01 <-> n04, or n01:0 <-> n04:1 (rail 1 of n04) with several rails."""
     if rails == 1:
-        return f"{p.a} <-> {p.b}"
-    return f"{p.a}:{p.rail_a} <-> {p.b}:{p.rail_b}"
+        return f"{a} <-> {b}"
+    return f"{a}:{rail_a or 0} <-> {b}:{rail_b or 0}"
+
+
+def _pair_ends(p: PairResult, rails: int) -> str:
+    return _ends(p.a, p.rail_a, p.b, p.rail_b, rails)
+
+
+def _bad_ends(x: BadPair, rails: int) -> str:
+    return _ends(x.a.node, x.a.rail, x.b.node, x.b.rail, rails)
 
 
 def worst_rail(nics: Sequence[NicRow], rails: int) -> int:
@@ -232,15 +240,13 @@ def print_mesh(app, doc: dict, report: MeshReport, rail: int | None = None) -> N
             con.print(f"    ... and {len(slow) - 12} more (see --json)")
     again = [p.retest for p in pairs if p.retest]
     if again:
-        transient = [p for p in pairs if p.retest and p.retest.verdict == "transient"]
+        transient = [(p, p.retest) for p in pairs if p.retest and p.retest.verdict == "transient"]
         con.print(
             f"\n[bold]re-tested[/] {len(again)} failed, slow or lossy pair(s) at the end: "
             f"{len(again) - len(transient)} confirmed, {len(transient)} transient "
             "(passed the second time: counted as passed)"
         )
-        for p in transient[:12]:
-            first = p.retest
-            assert first is not None
+        for p, first in transient[:12]:
             msg = (first.first_error or {}).get("message", "") or (
                 "slow" if first.first_slow else "passed while a loss counter moved"
             )
@@ -290,7 +296,7 @@ def _blame(con, verdict: Blame, rails: int, failing: bool) -> None:
                   f"{b.failed} of {b.tested} partners ({causes}); its other rails pass")  # fmt: skip
     for link in verdict.links:
         con.print(
-            f"  [bold red]bad link[/] {_ends(link, rails)} ({link.cause}): both pass with everyone else"
+            f"  [bold red]bad link[/] {_bad_ends(link, rails)} ({link.cause}): both pass with everyone else"
         )
         if link.counters:
             con.print(
@@ -301,21 +307,14 @@ def _blame(con, verdict: Blame, rails: int, failing: bool) -> None:
         con.print(f"  what to check: {ADVICE['loss']}")
     for u in verdict.unexplained:
         con.print(
-            f"  [yellow]unexplained[/] {_ends(u, rails)} ({u.cause}): "
+            f"  [yellow]unexplained[/] {_bad_ends(u, rails)} ({u.cause}): "
             "too few passing pairs to tell node from link"
         )
     for d in verdict.disputed:
         con.print(
-            f"  [yellow]disputed[/] {_ends(d, rails)} ({d.cause}): failed "
+            f"  [yellow]disputed[/] {_bad_ends(d, rails)} ({d.cause}): failed "
             f"by {d.failed_by} alone, passed cleanly by the other end: blamed on nobody"
         )
-
-
-def _ends(x: BadPair, rails: int) -> str:
-    """n01 <-> n04, or n01:0 <-> n04:1 with several rails."""
-    if rails == 1:
-        return f"{x.a.node} <-> {x.b.node}"
-    return f"{x.a.node}:{x.a.rail or 0} <-> {x.b.node}:{x.b.rail or 0}"
 
 
 def _rail_summary(app, nics: Sequence[NicRow], rails: int) -> None:
