@@ -519,7 +519,7 @@ def protocols_section() -> list[str]:
 
 
 def json_section() -> list[str]:
-    from rdmacli.outcome import RECORD_TYPES, SUMMARY_KEYS
+    from rdmacli.schema import RECORD_TYPES, SUMMARY_KEYS
 
     out = [
         ".SH JSON OUTPUT",
@@ -822,7 +822,8 @@ def transports_page() -> str:
 
 def json_reference() -> str:
     """docs/reference/json.md: the summary's keys, the record types and the causes, from the code."""
-    from rdmacli.outcome import RECORD_TYPES, SCHEMA, SUMMARY_KEYS, SUMMARY_SCHEMA
+    from rdmacli.outcome import SCHEMA
+    from rdmacli.schema import RECORD_TYPES, SUMMARY_KEYS, SUMMARY_SCHEMA
 
     out = [
         "# JSON output\n",
@@ -831,7 +832,7 @@ def json_reference() -> str:
         "failure, usage errors and signals); `--json-lines` streams one object per event and ends "
         "with the same summary. `--json` and `--json-lines` are two formats: every command refuses "
         "both at once with the same usage error. Every command's summary has these keys, in this "
-        f"order (`schema` is `{SCHEMA}`); its JSON Schema is `rdmacli.outcome.SUMMARY_SCHEMA`, and "
+        f"order (`schema` is `{SCHEMA}`); its JSON Schema is `rdmacli.schema.SUMMARY_SCHEMA`, and "
         "the tests validate every document against it. Keys are snake_case with units in their "
         "names (`_us`, `_ms`, `_bytes`, `_s`).\n",
         "| key | type | what it holds |",
@@ -843,7 +844,7 @@ def json_reference() -> str:
     out += [
         "",
         "## The JSON Schema\n",
-        "`rdmacli.outcome.SUMMARY_SCHEMA`, which every test validates each summary against:\n",
+        "`rdmacli.schema.SUMMARY_SCHEMA`, which every test validates each summary against:\n",
         "```json\n" + json.dumps(SUMMARY_SCHEMA, indent=1) + "\n```\n",
     ]
     out += ["", "## An example\n", JSON_EXAMPLE.strip() + "\n",

@@ -5,7 +5,9 @@ turn. Scanning all of them each turn made set-up quadratic in connections."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+from rdmacli.errors import Cause, RdmacliError
 
 
 class Deadlines:
@@ -39,3 +41,22 @@ class Deadlines:
                 best = (conn.deadline, self.words(conn))
         self.soonest = best
         return best
+
+    @staticmethod
+    def expired(conns: Iterable, now: float) -> list:
+        """The unfinished connections whose own deadline has passed at `now`."""
+        return [c for c in conns if not c.finished and c.deadline and c.deadline <= now]
+
+
+def overrun(exc: RdmacliError, live: list, words, where: Callable) -> RdmacliError:
+    """The run's overall deadline passed with `live` connections still running: an overrun (the
+    command's words for it, Timeouts.words) named at the first of them, else the deadline's error."""
+    if words.overrun is None or not live:
+        return exc
+    conn = live[0]
+    return RdmacliError(
+        f"{conn.phase}: still running at {words.overall}; torn down there [{where(conn)}]",
+        hint=words.overrun,
+        cause=Cause.OVERRUN,
+        details={"step": conn.phase},
+    )

@@ -17,7 +17,7 @@ from rdmacli.counters import Watch
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.cqpool import CqPool
-from rdmacli.engine.deadlines import Deadlines
+from rdmacli.engine.deadlines import Deadlines, overrun
 from rdmacli.engine.loop import DeadlineExpired, Loop
 from rdmacli.engine.protocol import Protocol
 from rdmacli.engine.results import conn_outcome
@@ -408,9 +408,7 @@ class Flow:
                 passed = self.nearest_deadline(now)
                 if passed is None or passed[0] > now:
                     continue  # what was handled moved it
-                expired = [
-                    c for c in self.conns.values() if not c.finished and c.deadline and c.deadline <= now
-                ]
+                expired = self.deadlines.expired(self.conns.values(), now)
                 if not expired:
                     raise self.on_run_deadline(exc) from None
                 for conn in expired:
@@ -419,16 +417,7 @@ class Flow:
     def on_run_deadline(self, exc: DeadlineExpired) -> RdmacliError:
         """The overall deadline (or a flow-wide wait) passed: the error that explains it."""
         live = [c for c in self.conns.values() if not c.finished]
-        words = self.timeouts.words
-        if words.overrun is None or not live:
-            return exc
-        conn = live[0]
-        return RdmacliError(
-            f"{conn.phase}: still running at {words.overall}; torn down there [{self.where(conn)}]",
-            hint=words.overrun,
-            cause=Cause.OVERRUN,
-            details={"step": conn.phase},
-        )
+        return overrun(exc, live, self.timeouts.words, self.where)
 
     # -- teardown ------------------------------------------------------------------------------
     def close(self) -> None:

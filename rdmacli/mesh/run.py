@@ -20,8 +20,8 @@ from functools import partial
 from typing import Callable, ContextManager
 
 from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
+from rdmacli.mesh import midrun, said, verdict
 from rdmacli.mesh import plan as P
-from rdmacli.mesh import said, verdict
 from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.plan import GO_LEAD_S, RETEST_DECIDE_S, Plan
@@ -177,7 +177,7 @@ class MeshRun:
             return
         if not (intake.all_in() or time.time() >= plan.main_end(self.start_at) + RETEST_DECIDE_S):
             return
-        rounds = verdict.choose_retests(plan, list(intake.pairs.values()), intake.ready_nics())
+        rounds = midrun.choose_retests(plan, list(intake.pairs.values()), intake.ready_nics())
         intake.set_retests(rounds, plan.schedule.retest_base())
         self.retest_at = max(time.time(), plan.main_end(self.start_at)) + GO_LEAD_S
         msg = {"at": round(self.retest_at, 3), "rounds": [[list(key) for key in keys] for keys in rounds]}
@@ -190,9 +190,7 @@ class MeshRun:
         if len(intake.first_in) < plan.first_node_round_tests:
             return
         first = set(plan.first_node_round)
-        self.refused = verdict.cross_rail_refusal(
-            plan, [p for p in intake.pairs.values() if p.round in first]
-        )
+        self.refused = midrun.cross_rail_refusal(plan, [p for p in intake.pairs.values() if p.round in first])
 
 
 def launch_and_collect(run: MeshRun, launch: Launch) -> tuple[bool, bool]:
@@ -383,7 +381,7 @@ def run(request: Request, launch: Launch, observer: Observer | None = None, *, p
         failed = signum is None and launched_failure(launch.launcher, list(plan.spec.names), evidence)
         if failed:
             return Outcome("mesh", params, error=failed, elapsed_ms=elapsed())
-        if plan.schedule.at_once and (refused := verdict.probe_cross_rail_refusal(plan, evidence)):
+        if plan.schedule.at_once and (refused := midrun.probe_cross_rail_refusal(plan, evidence)):
             return Outcome("mesh", params, error=refused, signal=signum, elapsed_ms=elapsed())
         with request.matrix() if request.matrix is not None else nullcontext() as matrix:
             outcome = verdict.judge(plan, evidence, params, baseline=request.baseline, signal=signum,

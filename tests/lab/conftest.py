@@ -199,7 +199,7 @@ def validate(doc: dict) -> dict:
     """Every summary a lab test reads must match the documented schema (rdmacli.outcome)."""
     import jsonschema
 
-    from rdmacli.outcome import SUMMARY_SCHEMA
+    from rdmacli.schema import SUMMARY_SCHEMA
 
     jsonschema.validate(doc, SUMMARY_SCHEMA)
     return doc

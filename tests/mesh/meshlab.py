@@ -33,7 +33,7 @@ def validate(doc: dict) -> dict:
     when set: the whole document of a run whose assertion message pytest cuts short)."""
     import jsonschema
 
-    from rdmacli.outcome import SUMMARY_SCHEMA
+    from rdmacli.schema import SUMMARY_SCHEMA
 
     jsonschema.validate(doc, SUMMARY_SCHEMA)
     where = os.environ.get("RDMACLI_MESH_DUMP")

@@ -10,9 +10,10 @@ import pytest
 
 from rdmacli.engine.status import event_error
 from rdmacli.errors import EXIT_OF, Cause, ExitCode, RdmacliError
-from rdmacli.outcome import SUMMARY_SCHEMA, ConnOutcome, Outcome, State
+from rdmacli.outcome import ConnOutcome, Outcome, State
 from rdmacli.rdma import constants as C
 from rdmacli.rdma.cm import CmEvent
+from rdmacli.schema import SUMMARY_SCHEMA
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "rdmacli"
 

@@ -15,7 +15,7 @@ from rdmacli import counters
 from rdmacli.cli import check as check_cli
 from rdmacli.cli import cli
 from rdmacli.diag import baseline, devices
-from rdmacli.outcome import SUMMARY_SCHEMA
+from rdmacli.schema import SUMMARY_SCHEMA
 
 IP_GID = "0000:0000:0000:0000:0000:ffff:0a4d:0001"  # ::ffff:10.77.0.1
 EMPTY = "0000:0000:0000:0000:0000:0000:0000:0000"

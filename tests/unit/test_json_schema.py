@@ -1,5 +1,5 @@
 """Every command's --json summary has the same top-level keys and validates against the one
-documented schema (rdmacli.outcome.SUMMARY_SCHEMA): here the failure documents a host without
+documented schema (rdmacli.schema.SUMMARY_SCHEMA): here the failure documents a host without
 RDMA gives; the lab suite validates every success document it reads (tests/lab/conftest.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import sys
 import jsonschema
 import pytest
 
-from rdmacli.outcome import SUMMARY_SCHEMA, ConnOutcome, Outcome, State
+from rdmacli.outcome import ConnOutcome, Outcome, State
+from rdmacli.schema import SUMMARY_SCHEMA
 
 RUNS = {
     "connect": ["connect", "192.0.2.1"],
@@ -102,7 +103,7 @@ def test_defaults_come_from_the_protocol_table_and_given_values_stay(args, expec
 
 
 def emitted_record_types() -> dict[str, set[str]]:
-    """Every `"type": "<name>"` in a dict the code builds, by module (outcome.py's own JSON
+    """Every `"type": "<name>"` in a dict the code builds, by module (schema.py's own JSON
     schema words excepted): what --json-lines and the mesh agents can print."""
     import ast
     import pathlib
@@ -112,7 +113,7 @@ def emitted_record_types() -> dict[str, set[str]]:
     root = pathlib.Path(rdmacli.__file__).parent
     found: dict[str, set[str]] = {}
     for path in root.rglob("*.py"):
-        if path.name == "outcome.py":
+        if path.name == "schema.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Dict):
@@ -127,7 +128,7 @@ def test_every_record_type_the_code_emits_is_declared_and_documented():
     from dataclasses import fields
 
     from rdmacli.mesh.records import RECORDS
-    from rdmacli.outcome import RECORD_TYPES
+    from rdmacli.schema import RECORD_TYPES
 
     found = emitted_record_types()
     undeclared = {t: m for t, m in found.items() if t not in RECORD_TYPES and t not in RECORDS}
@@ -147,7 +148,7 @@ def test_every_record_type_the_code_emits_is_declared_and_documented():
 
 def test_every_command_is_named_among_the_summarys_command_values():
     from rdmacli.cli import COMMANDS
-    from rdmacli.outcome import SUMMARY_KEYS
+    from rdmacli.schema import SUMMARY_KEYS
 
     [text] = [t for key, _, t in SUMMARY_KEYS if key == "command"]
     named = set(text.replace(",", " ").replace(":", " ").split())

@@ -10,7 +10,7 @@ from meshdata import judged, make_plan, report
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import blame as _blame
-from rdmacli.mesh import said, schedule, verdict
+from rdmacli.mesh import midrun, said, schedule
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.report import Pair, cause_of, compare
 
@@ -455,7 +455,7 @@ def test_a_pair_that_passed_with_one_retransmit_is_tested_again_before_a_link_is
             if {rank, rec["peer"]} == {1, 2} and rank == 2:
                 rec["counters"] = moved
             c.on_line(NAMES[rank], json.dumps(rec), False)
-    rounds = verdict.choose_retests(pl, list(c.pairs.values()), c.ready_nics())
+    rounds = midrun.choose_retests(pl, list(c.pairs.values()), c.ready_nics())
     assert rounds == [[(1, 0, 2, 0)]], rounds
     base = pl.schedule.retest_base()
     c.set_retests(rounds, base)
@@ -520,7 +520,7 @@ def late_run(retest_passes: bool | None):
                 rec = {"type": "pair", "run": pl.spec.run_id, "rank": rank, "peer": peer, "round": rnd,
                        "result": "fail" if err else "pass", "error": err}  # fmt: skip
                 c.on_line(NAMES[rank], json.dumps(rec), False)
-    rounds = verdict.choose_retests(pl, list(c.pairs.values()), c.ready_nics())
+    rounds = midrun.choose_retests(pl, list(c.pairs.values()), c.ready_nics())
     if retest_passes is not None:
         assert rounds == [[(2, 0, 5, 0)]], rounds  # a late agent's pair is tested again
         c.set_retests(rounds, pl.schedule.retest_base())

@@ -520,7 +520,7 @@ def test_a_cross_rail_probe_on_separate_networks_is_refused_at_its_phases_end():
     """Rail-aligned pairs healthy (compact), every cross-rail pair unanswered: the rails are
     separate networks, and the run says so rather than blame each cross pair as a link; one
     cross-rail pair that passed and it goes on."""
-    from rdmacli.mesh import verdict
+    from rdmacli.mesh import midrun
     from rdmacli.mesh.intake import Intake
     from rdmacli.mesh.plan import Plan
 
@@ -544,7 +544,7 @@ def test_a_cross_rail_probe_on_separate_networks_is_refused_at_its_phases_end():
                     recs.append(rec)
             for rec in healthy.compact(plan.schedule, 5, recs):
                 assert intake.take(rec) is not None
-        return verdict.probe_cross_rail_refusal(plan, intake.evidence())
+        return midrun.probe_cross_rail_refusal(plan, intake.evidence())
 
     refused = run(cross_ok=False)
     assert refused is not None and "separate networks" in refused.message and refused.exit_code == 2

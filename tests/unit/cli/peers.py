@@ -7,8 +7,8 @@ import json
 
 from fakerdma import FakeBackend
 
-from rdmacli.outcome import SUMMARY_SCHEMA
 from rdmacli.rdma import constants as C
+from rdmacli.schema import SUMMARY_SCHEMA
 
 
 class Result:
