@@ -11,6 +11,13 @@ from rdmacli.cli.app import json_reported, params_of
 from rdmacli.protocols.table import PING, PROTOCOLS
 
 
+def address_option(name: str, text: str):
+    """One side's address: an RDMA address of this host, completed from its devices."""
+    return click.option(
+        name, type=options.ADDRESS, metavar="ADDR", shell_complete=complete.rdma_addresses, help=text
+    )
+
+
 @click.command("selftest", context_settings=HELP)
 @options.count_option("Messages, pings or datagrams per protocol.", high=100_000, default=10)
 @options.size_option(
@@ -23,20 +30,11 @@ from rdmacli.protocols.table import PING, PROTOCOLS
     type=click.Choice(list(PROTOCOLS)),
     help="Run only these protocols (repeatable; default: all).",
 )
-@click.option(
-    "--server-address",
-    type=options.ADDRESS,
-    metavar="ADDR",
-    shell_complete=complete.rdma_addresses,
-    help="Address the server side listens on (default: the first RDMA IPv4).",
-)
-@click.option(
+@address_option("--server-address", "Address the server side listens on (default: the first RDMA IPv4).")
+@address_option(
     "--client-address",
-    type=options.ADDRESS,
-    metavar="ADDR",
-    shell_complete=complete.rdma_addresses,
-    help="Address the client side uses (default: one on another device that reaches the server, "
-    "else the server's own).",
+    "Address the client side uses (default: one on another device that reaches the server, else the "
+    "server's own).",
 )
 @options.seconds_option(
     "--timeout",

@@ -51,6 +51,18 @@ RUN_ID = re.compile(r"[0-9a-f]{16}")
 PROBE_KEY = re.compile(r"[0-9a-f]{32}")
 
 
+def bounded_json(line: bytes | str, limit: int, error: type[Exception], too_long: str, not_json: str) -> Any:
+    """A line of JSON from an untrusted sender (a spec, an agent's record): at most `limit` bytes
+    and parsed whole, else `error` in the caller's words (`too_long` may name the line's length,
+    {n}). Nesting too deep is not JSON."""
+    if len(line) > limit:
+        raise error(too_long.format(n=len(line)))
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise error(not_json) from exc
+
+
 class SpecError(ValueError):
     """A spec that cannot be used; the words say which field and why."""
 
@@ -219,12 +231,9 @@ class RunSpec:
     @classmethod
     def from_line(cls, line: bytes | str) -> RunSpec:
         """A spec line, checked field by field; SpecError says what is wrong."""
-        if len(line) > MAX_SPEC:
-            raise SpecError(f"run spec: longer than {MAX_SPEC} bytes")
-        try:
-            doc = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise SpecError("run spec: not JSON") from exc
+        doc = bounded_json(
+            line, MAX_SPEC, SpecError, f"run spec: longer than {MAX_SPEC} bytes", "run spec: not JSON"
+        )
         if isinstance(doc, dict) and isinstance(doc.get("zlib"), str) and set(doc) == {"v", "zlib"}:
             try:
                 inflater = zlib.decompressobj()

@@ -10,9 +10,8 @@ checks.py.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Callable
 
 from rdmacli.figures import RTT_FLOOR_US
 from rdmacli.mesh.checks import (  # noqa: F401 - MAX_LINE, OVERLONG, RATES, RATE_SLACK: said here too
@@ -27,7 +26,7 @@ from rdmacli.mesh.checks import (  # noqa: F401 - MAX_LINE, OVERLONG, RATES, RAT
     check_pair,
     pair_copy,
 )
-from rdmacli.mesh.contract import MAX_RAILS, float_in, int_in, side_of
+from rdmacli.mesh.contract import MAX_RAILS, bounded_json, float_in, int_in, side_of
 
 
 class Typed:
@@ -100,14 +99,12 @@ class AgentRecord(Typed):
                     rate_gbps=r["rate_gbps"] if _figure(r.get("rate_gbps"), FIGURES["gbps_ab"]) else None,
                 )
             )
-        clock = d.get("clock")
         return cls(
             run=d["run"], rank=_rank_of(d), node=_text(d.get("node"), 253),
             address=_text(d.get("address"), 64),
             rails=tuple(states), ready=d.get("ready") is not False, host=_text(d.get("host"), 253),
-            pid=d["pid"] if int_in(0, 2**31)(d.get("pid")) else 0,
-            clock=clock if float_in(0, 2**40)(clock) else 0.0,
-            rounds=d["rounds"] if int_in(0, 10**6)(d.get("rounds")) else 0,
+            pid=_or(d, "pid", int_in(0, 2**31), 0), clock=_or(d, "clock", float_in(0, 2**40), 0.0),
+            rounds=_or(d, "rounds", int_in(0, 10**6), 0),
         )  # fmt: skip
 
     def ready_rails(self, rails: int) -> list[int]:
@@ -116,6 +113,13 @@ class AgentRecord(Typed):
         if len(self.rails) == rails:
             return [s.rail for s in self.rails if s.ready]
         return list(range(rails)) if self.ready else []
+
+
+def _or(d: dict, key: str, valid: Callable[[Any], bool], default: Any) -> Any:
+    """A field an agent may leave out or get wrong without harm: its value when valid, else
+    `default` (what is wrong with it is not its sender's violation, only not used)."""
+    v = d.get(key)
+    return v if valid(v) else default
 
 
 def _text(v, limit: int) -> str:
@@ -328,8 +332,7 @@ class GoRecord(Typed):
 
     @classmethod
     def parse(cls, d: dict) -> GoRecord:
-        at = d.get("start_at")
-        return cls(run=d["run"], rank=_rank_of(d), start_at=at if float_in(0, 2**40)(at) else 0.0)
+        return cls(run=d["run"], rank=_rank_of(d), start_at=_or(d, "start_at", float_in(0, 2**40), 0.0))
 
 
 @dataclass(frozen=True)
@@ -343,8 +346,7 @@ class StoppedRecord(Typed):
 
     @classmethod
     def parse(cls, d: dict) -> StoppedRecord:
-        sig = d.get("signal")
-        return cls(run=d["run"], rank=_rank_of(d), signal=sig if int_in(1, 64)(sig) else 0)
+        return cls(run=d["run"], rank=_rank_of(d), signal=_or(d, "signal", int_in(1, 64), 0))
 
 
 def described() -> dict[str, str]:
@@ -374,12 +376,7 @@ RECORDS = {
 def parse_record(line: str, run_id: str):
     """A line an agent printed: its record, None when it is not a record of this run (another
     run's, or not a record at all: ignored), or Violation (its sender's fault)."""
-    if len(line) > MAX_LINE:
-        raise Violation(f"a line of {len(line)} bytes")
-    try:
-        d = json.loads(line)
-    except (ValueError, RecursionError) as exc:
-        raise Violation("a line that is not JSON") from exc
+    d = bounded_json(line, MAX_LINE, Violation, "a line of {n} bytes", "a line that is not JSON")
     if not isinstance(d, dict) or d.get("run") != run_id:
         return None
     kind = RECORDS.get(d["type"]) if isinstance(d.get("type"), str) else None  # a list is unhashable

@@ -68,13 +68,9 @@ class ConnParam:
             p.private_data = keep
             p.private_data_len = len(self.private_data)
             self._keep = keep  # alive until the call returns
-        p.responder_resources = self.responder_resources
-        p.initiator_depth = self.initiator_depth
-        p.flow_control = self.flow_control
-        p.retry_count = self.retry_count
-        p.rnr_retry_count = self.rnr_retry_count
-        p.srq = self.srq
-        p.qp_num = self.qp_num
+        for name in ("responder_resources", "initiator_depth", "flow_control", "retry_count",
+                     "rnr_retry_count", "srq", "qp_num"):  # fmt: skip
+            setattr(p, name, getattr(self, name))
         return p
 
 
