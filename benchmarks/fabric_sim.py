@@ -321,7 +321,7 @@ def probe_lines(s: Scenario, plan: Plan, rank: int):
                 rec = {"run": RUN, "rank": rank, "peer": peer, "round": 0, "rail": rail,
                        "peer_rail": peer_rail, "result": "pass", "took_s": 0.05, "probes_sent": count,
                        "probes_answered": count, **round_trips(rtt)}  # fmt: skip
-            mine.append(rec)
+            mine.append(PairRecord(**rec))
     for rec in healthy.compact(sched, count, mine):
         yield json.dumps(rec.to_dict())
 

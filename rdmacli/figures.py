@@ -238,3 +238,23 @@ class LatServed(Figures):
     size_bytes: int = 0
     iterations_answered: int = 0
     data_path: str = "python"  # which loop answered (most messages): "native" or "python"
+
+
+# -- the probe (mesh --test probe, watch) -------------------------------------------------------
+@dataclass(frozen=True)
+class ProbeFigures(Figures):
+    """One NIC's probes to one partner in a phase: counts, and the round trips in µs (None when
+    no probe came back). rtt_* are the wire's (the responder's hold taken out), host_rtt_p50_us
+    the host's own clock."""
+
+    probes_sent: int = 0
+    probes_answered: int = 0
+    rtt_p50_us: float | None = None
+    rtt_p99_us: float | None = None
+    rtt_min_us: float | None = None
+    rtt_avg_us: float | None = None
+    host_rtt_p50_us: float | None = None
+
+    @property
+    def lost(self) -> int:
+        return self.probes_sent - self.probes_answered

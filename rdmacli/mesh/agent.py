@@ -131,10 +131,11 @@ def _run_probe(cfg: AgentConfig, phase, emit, *, stop) -> int:
         time.sleep(min(wait - OPEN_LEAD_S, 0.1))
     begin = cfg.start_at
     end = begin + cfg.spec.round_s * (1 - GAP)
-    recs = phase.run(begin, end)
+    ends = phase.run(begin, end)
+    recs = [PairRecord.of_probe(phase.run_id.hex(), cfg.rank, e) for e in ends]
     for rec in compact(schedule.Schedule.of(cfg.spec), cfg.spec.count, recs):
         emit(rec)
-    return sum(rec["result"] != "pass" for rec in recs)
+    return sum(e.result != "pass" for e in ends)
 
 
 def _port_of(address: str) -> tuple[str | None, int]:

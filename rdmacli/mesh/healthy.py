@@ -27,16 +27,14 @@ if TYPE_CHECKING:
 NAN = float("nan")
 
 
-def healthy(rec: dict, count: int) -> bool:
+def healthy(rec: PairRecord, count: int) -> bool:
     """A pair record that says nothing a verdict needs beyond its round trips: passed, every
     one of the run's probes answered, no counters moved."""
-    return (rec["result"] == "pass" and rec.get("probes_sent") == count
-            and rec.get("probes_answered") == count and not rec.get("counters")
-            and all(rec.get(k) is not None for k in ("rtt_p50_us", "rtt_p99_us", "host_rtt_p50_us",
-                                                     "rtt_min_us")))  # fmt: skip
+    return (rec.result == "pass" and rec.probes_sent == count and rec.probes_answered == count
+            and not rec.counters and None not in rec.healthy_figures())  # fmt: skip
 
 
-def compact(sched, count: int, recs: list[dict]) -> list:
+def compact(sched, count: int, recs: list[PairRecord]) -> list[PairRecord | HealthyRecord]:
     """The phase's records as the agent prints them (records.HealthyRecord, PairRecord): its
     healthy pairs a NIC at a time, four figures each, in the order of the schedule's tests
     (Schedule.nic_tests); every other pair in a record of its own. At 1000 nodes x 8 rails an
@@ -44,15 +42,12 @@ def compact(sched, count: int, recs: list[dict]) -> list:
     out: list[PairRecord | HealthyRecord] = []
     cols: dict[int, dict[int, tuple[Any, ...]]] = {}
     for rec in recs:
-        if not healthy(rec, count):
-            out.append(PairRecord(**rec))
+        i = sched.nic_index(rec.rank, rec.rail, rec.peer, rec.peer_rail) if healthy(rec, count) else None
+        if i is None:  # not healthy, or not a test of the schedule: said as it is, the coordinator judges
+            out.append(rec)
             continue
-        i = sched.nic_index(rec["rank"], rec["rail"], rec["peer"], rec["peer_rail"])
-        if i is None:  # not a test of the schedule: said as it is, the coordinator judges
-            out.append(PairRecord(**rec))
-            continue
-        cols.setdefault(rec["rail"], {})[i] = tuple(rec[k] for k in HEALTHY_FIGURES)
-        run, rank = rec["run"], rec["rank"]
+        cols.setdefault(rec.rail, {})[i] = rec.healthy_figures()
+        run, rank = rec.run, rec.rank
     for rail, entries in sorted(cols.items()):
         top = max(entries) + 1
         for first in range(min(entries) // HEALTHY_ENTRIES * HEALTHY_ENTRIES, top, HEALTHY_ENTRIES):

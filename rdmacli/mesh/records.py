@@ -11,7 +11,7 @@ checks.py.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rdmacli.figures import RTT_FLOOR_US
 from rdmacli.mesh.checks import (  # noqa: F401 - MAX_LINE, OVERLONG, RATES, RATE_SLACK: said here too
@@ -27,6 +27,9 @@ from rdmacli.mesh.checks import (  # noqa: F401 - MAX_LINE, OVERLONG, RATES, RAT
     pair_copy,
 )
 from rdmacli.mesh.contract import MAX_RAILS, bounded_json, float_in, int_in, side_of
+
+if TYPE_CHECKING:
+    from rdmacli.probe.phase import ProbeEnd
 
 
 class Typed:
@@ -189,6 +192,17 @@ class PairRecord(Typed):
         copy["counters"] = tuple(copy.get("counters") or ())
         copy["retest"] = d.get("retest") is True
         return cls(**copy)
+
+    def healthy_figures(self) -> tuple[float | None, ...]:
+        """Its round trips as a healthy record says them (HEALTHY_FIGURES' order)."""
+        return (self.rtt_p50_us, self.rtt_p99_us, self.host_rtt_p50_us, self.rtt_min_us)
+
+    @classmethod
+    def of_probe(cls, run: str, rank: int, end: ProbeEnd) -> PairRecord:
+        """A probe phase's end of a test (probe.phase.ProbeEnd) as the agent says it."""
+        return cls(run=run, rank=rank, peer=end.peer, round=0, result=end.result, rail=end.rail,
+                   peer_rail=end.peer_rail, slot=0, error=end.error.to_dict() if end.error else None,
+                   counters=end.counters, **end.figures.to_dict())  # fmt: skip
 
     @classmethod
     def failed(cls, run: str, rank: int, peer: int, rnd: int, error: dict, rail: int = 0,

@@ -96,6 +96,13 @@ def cause_of(error: dict | None) -> str | None:
         return "FAIL"
 
 
+def code_of(error: RdmacliError | None) -> str | None:
+    """cause_of for an error in hand (a probe's end, before it is a record)."""
+    if error is None:
+        return None
+    return CODE_OF.get(error.cause, "FAIL") if error.cause is not None else "FAIL"
+
+
 @dataclass
 class Pair:
     """One test of two NICs: rail ra of node a (the lower rank, it listens) and rail rb of b."""

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Protocol
 
 from rdmacli.errors import Cause, EnvironmentProblem, RdmacliError
+from rdmacli.figures import ProbeFigures
 from rdmacli.probe.host import Waited
 from rdmacli.probe.kinds import DEFAULT, KINDS, ProbeKind, Prober
 from rdmacli.probe.nic import Peer
@@ -25,6 +27,22 @@ def let_go() -> None:
         cm.let_go_of_removed_devices()
     except EnvironmentProblem:  # no librdmacm at all: the NICs' own open says why
         pass
+
+
+@dataclass(frozen=True)
+class ProbeEnd:
+    """This node's end of one test of a phase: its rail, the partner and the partner's rail,
+    pass or fail with the error that says why, its figures, and its port's counters that moved
+    (when it failed or lost probes). The front-ends read it as it is: watch judges it, mesh's
+    agent makes its wire record of it (records.PairRecord.of_probe)."""
+
+    rail: int
+    peer: int
+    peer_rail: int
+    result: str  # pass or fail
+    error: RdmacliError | None = None
+    figures: ProbeFigures = ProbeFigures()
+    counters: tuple[dict, ...] = ()
 
 
 class Topology(Protocol):
@@ -192,32 +210,16 @@ class Phase:
         out, self.refused = self.refused, {}
         return {rail: counts for rail, counts in out.items() if any(counts.values())}
 
-    def run(self, begin: float, end: float) -> list[dict]:
+    def run(self, begin: float, end: float) -> list[ProbeEnd]:
         """Probe from `begin` to `end` on every open NIC, each in a thread (they are separate
-        NICs); a pair record's fields for every test."""
+        NICs); this node's end of every test."""
         cfg = self.cfg
 
-        def pair_record(rail: int, p: Peer) -> dict:
-            return {
-                "run": self.run_id.hex(),
-                "round": 0,
-                "slot": 0,
-                "rank": cfg.rank,
-                "peer": p.rank,
-                "rail": rail,
-                "peer_rail": p.rail,
-            }
-
-        def one(rail: int) -> list[dict]:
+        def one(rail: int) -> list[ProbeEnd]:
             peers = self.by_rail[rail]
             nic = self.nics.get(rail)
-            out = []
             if nic is None:  # this NIC cannot probe: each pair says why
-                for p in peers:
-                    rec = pair_record(rail, p)
-                    rec.update(result="fail", error=self.problems[rail].to_dict())
-                    out.append(rec)
-                return out
+                return [ProbeEnd(rail, p.rank, p.rail, "fail", self.problems[rail]) for p in peers]
             failed = True
             span = Waited()
             try:
@@ -241,13 +243,11 @@ class Phase:
                 if failed or not self.keep or self.stop():  # a NIC kept open only when all went well
                     nic.close()
                 self._refusals(rail, nic)
-            for p, result, error in results:
-                rec = pair_record(rail, p)
-                rec.update(p.tally.figures(), result=result, error=error.to_dict() if error else None)
-                if nic.counters and (result != "pass" or p.tally.lost):
-                    rec["counters"] = tuple(nic.counters)
-                out.append(rec)
-            return out
+            return [
+                ProbeEnd(rail, p.rank, p.rail, result, error, p.tally.figures(),
+                         tuple(nic.counters) if nic.counters and (result != "pass" or p.tally.lost) else ())
+                for p, result, error in results
+            ]  # fmt: skip
 
         rails = sorted(self.by_rail)
         self.dropped, self.waited = {}, {}

@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.figures import network_rtt, percentile
+from rdmacli.figures import ProbeFigures, network_rtt, percentile
 from rdmacli.native.header import const
 
 FLOOR_NS = const("RDMACLI_FLOOR_NS")  # no wire's round trip is shorter (figures.RTT_FLOOR_US)
@@ -43,19 +43,20 @@ class Tally:
     def lost(self) -> int:
         return self.sent - self.answered
 
-    def figures(self) -> dict:
-        """The pair record's figures (records.PairRecord): counts, and the round trips in µs."""
-        out: dict = {"probes_sent": self.sent, "probes_answered": self.answered}
-        if self.net_ns:
-            net = sorted(self.net_ns)
-            out.update(
-                rtt_p50_us=_us(percentile(net, 50)),
-                rtt_p99_us=_us(percentile(net, 99)),
-                rtt_min_us=_us(net[0]),
-                rtt_avg_us=_us(statistics.fmean(net)),
-                host_rtt_p50_us=_us(statistics.median(self.host_ns)),
-            )
-        return out
+    def figures(self) -> ProbeFigures:
+        """The pair's figures: counts, and the round trips in µs."""
+        if not self.net_ns:
+            return ProbeFigures(probes_sent=self.sent, probes_answered=self.answered)
+        net = sorted(self.net_ns)
+        return ProbeFigures(
+            probes_sent=self.sent,
+            probes_answered=self.answered,
+            rtt_p50_us=_us(percentile(net, 50)),
+            rtt_p99_us=_us(percentile(net, 99)),
+            rtt_min_us=_us(net[0]),
+            rtt_avg_us=_us(statistics.fmean(net)),
+            host_rtt_p50_us=_us(statistics.median(self.host_ns)),
+        )
 
 
 def _us(ns: float) -> float:

@@ -25,7 +25,7 @@ from rdmacli.watch.plan import OPEN_LEAD_S, WatchPlan
 from rdmacli.watch.state import WatchState
 
 if TYPE_CHECKING:
-    from rdmacli.probe.phase import Phase
+    from rdmacli.probe.phase import Phase, ProbeEnd
 
 # a window is no evidence when this host kept its probe threads waiting for a CPU this share of
 # the phase or more (probe.host: runnable, on a run queue). Measured in the lab (eight agents x
@@ -46,7 +46,7 @@ class WindowPhase(Protocol):
     waited: dict[int, tuple[float, float]]  # rail -> its probe thread's (run-queue wait, wall), s
     dropped: dict[int, tuple[int, int]]  # rail -> datagrams dropped: (a wrong tag, another QP)
 
-    def run(self, begin: float, end: float) -> list[dict]: ...
+    def run(self, begin: float, end: float) -> list[ProbeEnd]: ...
 
     def close(self) -> None: ...
 
@@ -98,7 +98,7 @@ class ProbePhases:
 class WatchAgent:
     plan: WatchPlan
     state: WatchState
-    on_window: Callable[[int, list, dict], None] | None = None  # (k, records, by_nic): metrics, state
+    on_window: Callable[[int, list, dict], None] | None = None  # (k, ends, by_nic): metrics, state
     make_phase: PhaseMaker = field(default_factory=ProbePhases)
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], bool] | None = None  # True if stopped meanwhile; the stop event's wait
@@ -238,7 +238,7 @@ class WatchAgent:
         self.busy_until = time.monotonic() + max(plan.phase_end(k) - self.clock(), 0.0) + PHASE_GRACE_S
         phase = self.make_phase(plan, k, self.stopping.is_set)
         try:
-            records = phase.run(plan.begin(k), plan.phase_end(k))
+            ends = phase.run(plan.begin(k), plan.phase_end(k))
         finally:
             self.beat = time.monotonic()
             if not phase.keep or self.stopping.is_set():
@@ -257,6 +257,6 @@ class WatchAgent:
             return
         self.host_wait = min(max((w / wall for w, wall in phase.waited.values()), default=0.0), 1.0)
         self.starved += self.window_starved
-        by_nic = self.state.feed(records, drops, starved=self.window_starved)
+        by_nic = self.state.feed(ends, drops, starved=self.window_starved)
         if self.on_window is not None:
-            self.on_window(k, records, by_nic)
+            self.on_window(k, ends, by_nic)

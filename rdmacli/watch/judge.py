@@ -17,9 +17,13 @@ from __future__ import annotations
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rdmacli.mesh.blame import LOCAL
-from rdmacli.mesh.report import cause_of
+from rdmacli.mesh.report import code_of
+
+if TYPE_CHECKING:
+    from rdmacli.probe.phase import ProbeEnd
 
 DEAD, LOSS, SLOW = "DEAD", "LOSS", "SLOW"
 CAUSES = (DEAD, LOSS, SLOW, *LOCAL)  # every cause a window can have (window_cause), the state file's
@@ -92,21 +96,21 @@ class Reference:
         return limit, low_limit
 
 
-def window_cause(rec: dict, ref: Reference, factor: float = 2.0, window: int | None = None):
-    """A window's pair record: DEAD, LOSS, SLOW, a LOCAL cause (this NIC's own: its port
+def window_cause(end: ProbeEnd, ref: Reference, factor: float = 2.0, window: int | None = None):
+    """A window's end of a pair: DEAD, LOSS, SLOW, a LOCAL cause (this NIC's own: its port
     down), None (good), or SKIP (no evidence: this agent was late). `window`: its number, so
     that the reference counts windows, not pairs (None: each record a window of its own)."""
-    if rec.get("result") != "pass":
-        code = cause_of(rec.get("error"))
+    if end.result != "pass":
+        code = code_of(end.error)
         if code == "AGENT":
             return SKIP
         return code if code in LOCAL else DEAD
-    sent, answered = rec.get("probes_sent") or 0, rec.get("probes_answered") or 0
-    if sent - answered >= max(MIN_LOST, LOSS_FRACTION * sent):
+    f = end.figures
+    if f.lost >= max(MIN_LOST, LOSS_FRACTION * f.probes_sent):
         return LOSS
-    p50, low = rec.get("rtt_p50_us"), rec.get("rtt_min_us")
+    p50, low = f.rtt_p50_us, f.rtt_min_us
     limit, low_limit = ref.limits(factor)
     if p50 and limit and p50 > limit and (not low or not low_limit or low > low_limit):
         return SLOW
-    ref.add(p50, rec.get("rtt_p99_us"), low, window)
+    ref.add(p50, f.rtt_p99_us, low, window)
     return None

@@ -343,7 +343,7 @@ def serve(opts: Options, policy, *, err=sys.stderr) -> int:
 
     said_starved = [False]
 
-    def on_window(k, records, by_nic):
+    def on_window(k, ends, by_nic):
         for rail in sorted(set(said) | set(agent.problems)):  # a rail's NIC gone or back, said once
             now = agent.problems.get(rail)
             if now != said.get(rail):

@@ -1,6 +1,6 @@
 """One agent's verdicts over time: a Tracker per pair of NICs it is an end of, and one per NIC.
 
-Each window brings this node's end of every pair it probed (probe.phase.Phase's records). A
+Each window brings this node's end of every pair it probed (probe.phase.ProbeEnd). A
 pair's tracker is fed that pair's window cause (judge.window_cause). A NIC's tracker is fed the
 window's evidence about the NIC itself: bad when two or more of its partners in the window were
 bad with one cause and they were more than a third of them (nic_cause), or its own port said
@@ -17,11 +17,14 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rdmacli.mesh.blame import LIARS, LOCAL
 from rdmacli.watch import judge
 from rdmacli.watch.hysteresis import Policy, State, Tracker
+
+if TYPE_CHECKING:
+    from rdmacli.probe.phase import ProbeEnd
 
 
 @dataclass
@@ -52,9 +55,9 @@ class WatchState:
     refs: dict[int, judge.Reference] = field(default_factory=dict)
     windows: int = 0
 
-    def feed(self, records: list[dict], drops: dict[int, int] | None = None, starved: bool = False
+    def feed(self, ends: list[ProbeEnd], drops: dict[int, int] | None = None, starved: bool = False
              ) -> dict[int, NicWindow]:  # fmt: skip
-        """One window's records (this node's end of each pair) and each NIC's link drops since
+        """One window's ends (this node's end of each pair) and each NIC's link drops since
         the last window (its port's counter, read by the agent): trackers fed, and per NIC what
         the window counted (for the metrics). A `starved` window (this host kept the probes from
         the CPU: agent.STARVED) is counted and judges nothing, good or bad, but a port's own
@@ -63,38 +66,37 @@ class WatchState:
             r: NicWindow(drops=(drops or {}).get(r, 0)) for r in range(self.rails)
         }
         judged = []
-        for rec in records:
-            rail = rec["rail"]
+        for end in ends:
+            rail, f = end.rail, end.figures
             w = by_nic.setdefault(rail, NicWindow())
             ref = self.refs.setdefault(rail, judge.Reference())
             # starved: no cause, and its round trips kept out of the reference slow is judged by
             cause: Any = (
-                judge.SKIP if starved else judge.window_cause(rec, ref, self.slow_factor, self.windows)
+                judge.SKIP if starved else judge.window_cause(end, ref, self.slow_factor, self.windows)
             )
-            w.sent += rec.get("probes_sent") or 0
-            w.answered += rec.get("probes_answered") or 0
-            if rec.get("rtt_p50_us"):
-                w.rtts_us.append(rec["rtt_p50_us"])
-            for port in rec.get("counters") or ():
+            w.sent += f.probes_sent
+            w.answered += f.probes_answered
+            if f.rtt_p50_us:
+                w.rtts_us.append(f.rtt_p50_us)
+            for port in end.counters:
                 for name, v in port.get("moved", {}).items():
                     w.counters[name] = max(w.counters.get(name, 0), v)  # one port: the same delta
             if cause is judge.SKIP:
                 continue
             w.partners += 1
-            if rec.get("result") == "pass":
-                sent, answered = rec.get("probes_sent") or 0, rec.get("probes_answered") or 0
-                w.passed_sent, w.passed_lost = w.passed_sent + sent, w.passed_lost + sent - answered
-                w.leaky += answered < sent
+            if end.result == "pass":
+                w.passed_sent, w.passed_lost = w.passed_sent + f.probes_sent, w.passed_lost + f.lost
+                w.leaky += f.lost > 0
             if cause is not None:
                 w.causes[cause] += 1
-            judged.append((rec, cause))
+            judged.append((end, cause))
         evidence = {rail: nic_evidence(w) for rail, w in by_nic.items()}
-        for rec, cause in judged:
-            if evidence[rec["rail"]][1]:
+        for end, cause in judged:
+            if evidence[end.rail][1]:
                 continue  # the port's own fact explains every pair of the window: no evidence of them
-            if cause == judge.SLOW and not slower_than_mates(rec, by_nic[rec["rail"]], self.slow_factor):
+            if cause == judge.SLOW and not slower_than_mates(end, by_nic[end.rail], self.slow_factor):
                 cause = None  # as slow as its window-mates: this host or this NIC, not that partner
-            key = (rec["rail"], rec["peer"], rec["peer_rail"])
+            key = (end.rail, end.peer, end.peer_rail)
             self.pairs.setdefault(key, Tracker(self.policy)).feed(cause)
         for rail, (cause, certain) in evidence.items():
             if starved and not certain:
@@ -130,12 +132,12 @@ class WatchState:
         return {k: t for k, t in self.pairs.items() if t.alerted}
 
 
-def slower_than_mates(rec: dict, w: NicWindow, factor: float) -> bool:
+def slower_than_mates(end: ProbeEnd, w: NicWindow, factor: float) -> bool:
     """A pair judged slow against this NIC's past is a slow partner only when it is also slower
     than factor x the typical of its window-mates (this NIC's other partners, the same window):
     a slowdown of this host, or of this NIC, moves every pair of the window alike (the lab under
     TCG: one host-wide slowdown named six healthy NICs' pairs slow). With no mates it stands."""
-    p50 = rec.get("rtt_p50_us")
+    p50 = end.figures.rtt_p50_us
     mates = list(w.rtts_us)
     if p50 in mates:
         mates.remove(p50)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 import time
 
+from rdmacli.figures import ProbeFigures
+from rdmacli.probe.phase import ProbeEnd
 from rdmacli.watch import agent as agent_mod
 from rdmacli.watch import service
 
@@ -28,22 +30,13 @@ class Healthy:
         self.plan, self.k, self.stop = plan, k, stop
         self.problems = [None] * plan.rails
 
-    def run(self, begin: float, end: float) -> list[dict]:
+    def run(self, begin: float, end: float) -> list[ProbeEnd]:
         while time.time() < end and not self.stop():
             time.sleep(min(0.2, max(end - time.time(), 0.0)))
+        count = self.plan.count
+        figures = ProbeFigures(probes_sent=count, probes_answered=count, rtt_p50_us=10.0, rtt_min_us=8.0)
         return [
-            {
-                "rank": self.plan.rank,
-                "peer": peer,
-                "rail": rail,
-                "peer_rail": peer_rail,
-                "result": "pass",
-                "error": None,
-                "probes_sent": self.plan.count,
-                "probes_answered": self.plan.count,
-                "rtt_p50_us": 10.0,
-                "rtt_min_us": 8.0,
-            }  # fmt: skip
+            ProbeEnd(rail, peer, peer_rail, "pass", None, figures)
             for rail, peer, peer_rail in self.plan.tests(self.k)
         ]
 

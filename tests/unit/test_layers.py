@@ -23,7 +23,7 @@ LAYERS = [
     {"diag", "protocols", "sched"},
     {"engine"},
     {"backend"},
-    {"rdma", "outcome", "native"},
+    {"rdma", "outcome", "schema", "native"},
     {"errors", "figures", "counters", "units", "transports"},
 ]
 LEVEL = {name: depth for depth, names in enumerate(LAYERS) for name in names}

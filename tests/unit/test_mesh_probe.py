@@ -70,11 +70,11 @@ def test_the_responders_hold_is_taken_out_only_when_it_can_be():
     assert not t.replied(9, 1_200_000, 0)  # a reply to no probe of ours
     assert t.replied(2, 2_000_100, -1)  # no hold given; a round trip under the floor is the floor
     fig = t.figures()
-    assert fig["probes_sent"] == 4 and fig["probes_answered"] == 3 and t.lost == 1
-    assert fig["rtt_p50_us"] == 60.0 and fig["host_rtt_p50_us"] == 100.0
-    assert fig["rtt_p50_us"] <= fig["rtt_p99_us"] and fig["rtt_p50_us"] <= fig["host_rtt_p50_us"]
+    assert fig.probes_sent == 4 and fig.probes_answered == 3 and t.lost == fig.lost == 1
+    assert fig.rtt_p50_us == 60.0 and fig.host_rtt_p50_us == 100.0
+    assert fig.rtt_p50_us <= fig.rtt_p99_us and fig.rtt_p50_us <= fig.host_rtt_p50_us
     PairRecord.parse(
-        {"type": "pair", "run": "ab" * 8, "rank": 1, "peer": 0, "round": 0, "result": "pass", **fig}
+        {"type": "pair", "run": "ab" * 8, "rank": 1, "peer": 0, "round": 0, "result": "pass", **fig.to_dict()}
     )  # fmt: skip  (what an agent prints passes its checks)
 
 
@@ -374,7 +374,7 @@ def test_every_nic_test_has_one_index_both_ends_agree_on():
 
 
 def _ends(names, rails, lossy=(), slow=(), count=10):
-    """Every end's pair-record fields of a probe phase: NICs in `lossy` lose 2 probes with every
+    """Every end's pair record of a probe phase: NICs in `lossy` lose 2 probes with every
     partner, pairs touching a NIC in `slow` take 5x as long."""
     sched = Schedule(len(names), rails=rails, at_once=True)
     out = {r: [] for r in range(len(names))}
@@ -385,11 +385,11 @@ def _ends(names, rails, lossy=(), slow=(), count=10):
                 base = 10.0 + (rank + peer) % 3 * 0.1
                 rtt = base * 5 if ends & set(slow) else base
                 answered = count - 2 if ends & set(lossy) else count
-                out[rank].append({"run": "ab" * 8, "rank": rank, "peer": peer, "round": 0, "rail": rail,
-                                  "peer_rail": peer_rail, "result": "pass", "probes_sent": count,
-                                  "probes_answered": answered, "rtt_p50_us": round(rtt, 2),
-                                  "rtt_p99_us": round(rtt * 1.3, 2), "rtt_min_us": round(rtt * 0.8, 2),
-                                  "host_rtt_p50_us": round(rtt + 4, 2)})  # fmt: skip
+                out[rank].append(PairRecord(run="ab" * 8, rank=rank, peer=peer, round=0, rail=rail,
+                                            peer_rail=peer_rail, result="pass", probes_sent=count,
+                                            probes_answered=answered, rtt_p50_us=round(rtt, 2),
+                                            rtt_p99_us=round(rtt * 1.3, 2), rtt_min_us=round(rtt * 0.8, 2),
+                                            host_rtt_p50_us=round(rtt + 4, 2)))  # fmt: skip
     return sched, out
 
 
@@ -409,11 +409,7 @@ def _judged(names, rails, per_rank, compact: bool, count=10, matrix=None):
         intake.take(
             AgentRecord(run=spec.run_id, rank=r, node=name, address=addrs[r][0], rails=states, ready=True)
         )
-        recs = (
-            healthy.compact(plan.schedule, count, per_rank[r])
-            if compact
-            else [PairRecord(**d) for d in per_rank[r]]
-        )
+        recs = healthy.compact(plan.schedule, count, per_rank[r]) if compact else per_rank[r]
         for rec in recs:
             assert intake.on_line(name, __import__("json").dumps(rec.to_dict()), False) is not None
         intake.take(DoneRecord(run=spec.run_id, rank=r))
@@ -542,7 +538,7 @@ def test_a_cross_rail_probe_on_separate_networks_is_refused_at_its_phases_end():
                         why = {"message": "no answer to SIDR within 1 s", "cause": "unreachable"}
                         rec = {**rec, "result": "fail", "probes_answered": 0, "error": why}
                     recs.append(rec)
-            for rec in healthy.compact(plan.schedule, 5, recs):
+            for rec in healthy.compact(plan.schedule, 5, [PairRecord(**r) for r in recs]):
                 assert intake.take(rec) is not None
         return midrun.probe_cross_rail_refusal(plan, intake.evidence())
 

@@ -61,7 +61,7 @@ def test_a_row_is_what_a_phase_runs(monkeypatch):
     p = ph.Phase(topo, [(0, 1, 0), (0, 2, 0)], [None], run=bytes(8), count=3, kind=echo)
     recs = p.run(0.0, 0.0)
     assert [type(n) for n in EchoNic.made] == [EchoNic]
-    assert [(r["peer"], r["result"]) for r in recs] == [(1, "pass"), (2, "pass")]
+    assert [(r.peer, r.result) for r in recs] == [(1, "pass"), (2, "pass")]
     p.close()
 
 

@@ -9,7 +9,9 @@ import pytest
 from meshdata import parse_metrics
 
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.figures import ProbeFigures
 from rdmacli.mesh import schedule
+from rdmacli.probe.phase import ProbeEnd
 from rdmacli.watch import judge
 from rdmacli.watch.hysteresis import Policy, State
 from rdmacli.watch.metrics import WatchMetrics
@@ -88,15 +90,16 @@ def test_a_window_closes_before_the_next_opens_and_the_rate_is_held():
 
 
 def rec(peer: int, rail: int = 0, result: str = "pass", sent: int = 10, answered: int = 10,
-        p50: float | None = 10.0, low: float | None = 8.0, error: dict | None = None) -> dict:  # fmt: skip
-    return {"rank": 0, "peer": peer, "rail": rail, "peer_rail": rail, "result": result, "error": error,
-            "probes_sent": sent, "probes_answered": answered, "rtt_p50_us": p50,
-            "rtt_min_us": low}  # fmt: skip
+        p50: float | None = 10.0, low: float | None = 8.0, error: RdmacliError | None = None,
+        counters: tuple = (), p99: float | None = None) -> ProbeEnd:  # fmt: skip
+    figures = ProbeFigures(probes_sent=sent, probes_answered=answered, rtt_p50_us=p50, rtt_p99_us=p99,
+                           rtt_min_us=low)  # fmt: skip
+    return ProbeEnd(rail, peer, rail, result, error, figures, counters)
 
 
-UNR = RdmacliError("no answer to SIDR", cause=Cause.UNREACHABLE).to_dict()
-DOWN = RdmacliError("port 1 of rxe0 is DOWN", cause=Cause.LOCAL_PORT_DOWN).to_dict()
-LATE = RdmacliError("this agent was late", cause=Cause.AGENT).to_dict()
+UNR = RdmacliError("no answer to SIDR", cause=Cause.UNREACHABLE)
+DOWN = RdmacliError("port 1 of rxe0 is DOWN", cause=Cause.LOCAL_PORT_DOWN)
+LATE = RdmacliError("this agent was late", cause=Cause.AGENT)
 
 
 def test_a_window_is_dead_lossy_slow_its_own_fault_or_no_evidence_by_cause_not_words():
@@ -302,8 +305,7 @@ def test_slow_takes_the_fabrics_own_jitter_a_node_40ms_slow_is_slow_a_noisy_host
     noise = [1000.0, 2000.0, 3000.0, 4000.0, 5000.0, 6000.0, 7000.0, 8000.0] * 3
     ref = judge.Reference()
     for p50 in noise:
-        r = rec(1, p50=p50, low=p50 / 2)
-        r["rtt_p99_us"] = 3 * p50
+        r = rec(1, p50=p50, low=p50 / 2, p99=3 * p50)
         assert judge.window_cause(r, ref) is None
     jitter = rec(1, p50=6000.0, low=4000.0)
     assert judge.window_cause(jitter, ref) is None
@@ -359,8 +361,8 @@ def test_a_port_whose_link_went_down_is_named_at_once_and_its_pairs_take_no_blam
     because of it, are not suspected for it; without the counter one lossy window names nothing."""
     policy = Policy(raise_after=2, raise_window=3, clear_after=2)
     s = WatchState(rails=2, policy=policy)
-    dropped = [{"device": "rxe1", "port": 1, "moved": {"link_downed": 1, "rcvd_seq_err": 3}}]
-    lost = [dict(rec(p, rail=1, answered=4), counters=dropped) for p in (5, 6, 7)]
+    dropped = ({"device": "rxe1", "port": 1, "moved": {"link_downed": 1, "rcvd_seq_err": 3}},)
+    lost = [rec(p, rail=1, answered=4, counters=dropped) for p in (5, 6, 7)]
     window = [rec(p) for p in (5, 6, 7)] + lost
     s.feed(window)
     assert s.nics[1].state is State.BAD and s.nics[1].cause == "DOWN" and s.nics[0].state is State.OK

@@ -40,12 +40,14 @@ def exported() -> set[str]:
     """The series names an agent exports, after a window with a named pair and NIC."""
     from prometheus_client import generate_latest
 
+    from rdmacli.figures import ProbeFigures
+    from rdmacli.probe.phase import ProbeEnd
+
     s = WatchState(rails=1, policy=Policy(raise_after=1, raise_window=1))
     m = WatchMetrics("n1")
-    moved = [{"device": "rxe0", "port": 1, "moved": {"completer_retry_err": 1}}]
-    rec = {"peer": 2, "rail": 0, "peer_rail": 0, "result": "pass", "probes_sent": 10, "probes_answered": 8,
-           "rtt_p50_us": 10.0, "counters": moved}  # fmt: skip
-    recs = [{**rec, "peer": p} for p in (2, 3, 4)]  # a NIC is named by more than LIARS partners
+    moved = ({"device": "rxe0", "port": 1, "moved": {"completer_retry_err": 1}},)
+    figures = ProbeFigures(probes_sent=10, probes_answered=8, rtt_p50_us=10.0)
+    recs = [ProbeEnd(0, p, 0, "pass", None, figures, moved) for p in (2, 3, 4)]  # more than LIARS partners
     m.window(s.feed(recs), {0: "rxe0"}, s, ["n0", "n1", "n2", "n3", "n4"])
     text = generate_latest(m.registry).decode()
     return {
