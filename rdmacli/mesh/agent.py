@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from dataclasses import replace
 
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.settings import Options
@@ -185,42 +186,35 @@ def _run_slots(cfg, slots, problems, emit, *, backend, stop, stops, retest: bool
         begin = begin_at()
         end = begin + cfg.spec.round_s * (1 - GAP)
 
-        def one(test, begin=begin, end=end, rnd=rnd, slot=slot, overran=overran) -> dict:
+        def one(test, begin=begin, end=end, rnd=rnd, slot=slot, overran=overran) -> PairRecord:
             rail, peer, peer_rail = test
             now = time.time()
             if problems[rail] is not None:  # this NIC cannot run a pair: each says why, none is tried
-                rec = pair_record(cfg, rnd, slot, peer, rail, peer_rail)
-                rec.update(result="fail", error=problems[rail].to_dict())
+                rec = pair_record(cfg, rnd, slot, peer, rail, peer_rail, error=problems[rail])
             elif now >= end:
-                rec = pair_record(cfg, rnd, slot, peer, rail, peer_rail)
                 why = (
                     f"the pair before it ({overran[0]}) ended {overran[1]:.1f} s after its slot: "
                     "raise --round-time"
                     if overran
                     else "started late: raise --launch-timeout"
                 )
-                rec.update(
-                    result="fail",
-                    error=RdmacliError(
-                        f"this node's agent reached round {slot} {now - end:.1f} s after its slot "
-                        f"ended ({why})",
-                        cause=Cause.AGENT,
-                    ).to_dict(),
+                late = RdmacliError(
+                    f"this node's agent reached round {slot} {now - end:.1f} s after its slot ended ({why})",
+                    cause=Cause.AGENT,
                 )
+                rec = pair_record(cfg, rnd, slot, peer, rail, peer_rail, error=late)
             else:
                 rec = run_pair(cfg, rnd, slot, peer, end, rail, peer_rail, backend=backend, stops=stops)
-                rec["took_s"] = round(max(time.time() - max(begin, now), 0.0), 3)  # torn down too
-            if retest:
-                rec["retest"] = True
-            return rec
+                rec = replace(rec, took_s=round(max(time.time() - max(begin, now), 0.0), 3))  # torn down too
+            return replace(rec, retest=True) if retest else rec
 
         recs = at_once(one, tests, stops)
         late = time.time() - (begin + cfg.spec.round_s)
         peers = sorted({cfg.spec.names[p] for _, p, _ in tests})
         overran = (f"round {slot}, with {', '.join(peers)}", late) if late > 0 else None
         for rec in recs:
-            failed += rec["result"] != "pass"
-            emit(PairRecord(**rec))
+            failed += rec.result != "pass"
+            emit(rec)
     return failed
 
 

@@ -10,9 +10,9 @@ first.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.client import ClientFlow
@@ -27,6 +27,7 @@ from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.figures import BwFigures, BwServed, Figures, LatFigures, PingFigures, as_dict
 from rdmacli.mesh.contract import RunSpec, side_of
+from rdmacli.mesh.records import PairRecord
 from rdmacli.outcome import Outcome, State
 from rdmacli.probe.token import LATER, Guarded, Token
 from rdmacli.protocols.table import BW, CONNECT, LAT, PING, UD, Spec
@@ -149,10 +150,11 @@ class MeshConnectFlow(ClientFlow):
         return super().asks_again(ev)
 
 
-def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int, rail: int = 0, peer_rail: int = 0) -> dict:
-    """A pair record's fields so far (records.PairRecord's, built up by judge())."""
-    return {"run": cfg.spec.run_id, "round": rnd, "slot": slot, "rank": cfg.rank, "peer": peer,
-            "rail": rail, "peer_rail": peer_rail}  # fmt: skip
+def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int, rail: int = 0, peer_rail: int = 0, *,
+                error: RdmacliError | None = None) -> PairRecord:  # fmt: skip
+    """This end's record of a test with `peer`'s NIC: failed with `error` until judge() says more."""
+    return PairRecord(run=cfg.spec.run_id, rank=cfg.rank, peer=peer, round=rnd, result="fail", rail=rail,
+                      peer_rail=peer_rail, slot=slot, error=error.to_dict() if error else None)  # fmt: skip
 
 
 def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, peer_rail: int = 0):
@@ -207,7 +209,7 @@ def mesh_flow(token: Token, partner: str | None, test: Test, common: dict):
 def run_pair(
     cfg: AgentConfig, rnd: int, slot: int, peer: int, end: float, rail: int = 0, peer_rail: int = 0, *,
     backend=None, stops: Stops | None = None,
-) -> dict:  # fmt: skip
+) -> PairRecord:  # fmt: skip
     """One test with one partner's NIC, bounded by the slot's end. A stop signal ends the agent."""
     rec = pair_record(cfg, rnd, slot, peer, rail, peer_rail)
     test, factory = pair_test(cfg, rnd, peer, end, rail, peer_rail)
@@ -220,36 +222,38 @@ def run_pair(
     )
 
 
-def local_cause_of(error: dict, address: str, backend=None) -> dict | None:
+def local_cause_of(err: RdmacliError, address: str, backend=None) -> RdmacliError:
     """Look at this node first: its own port, netdev or address, said before the partner is
     blamed (the engine does this for a cm_id's device; a resolve refused at once or a listener
-    that nobody reached never had one)."""
+    that nobody reached never had one). `err` as it is when it already says this node's cause,
+    or this node has none."""
+    if err.details.get("local_cause"):
+        return err
     backend = backend or default_backend()
     try:
         cause = backend.address_cause(address)
     except Exception:  # a diagnosis must never hide the error it explains
-        return None
+        return err
     if cause is None:
-        return None
-    text = f"{cause.text} [this node, {address}] (reported: {error.get('message')})"
-    return said_here(cause, text, error.get("message"), error.get("cause"), {}).to_dict()
+        return err
+    text = f"{cause.text} [this node, {address}] (reported: {err.message})"
+    return said_here(cause, text, err.message, err.cause.value if err.cause else None, {})
 
 
-def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backend=None,
-          kind: Kind | None = None) -> dict:  # fmt: skip
+def judge(rec: PairRecord, outcome: Outcome, listen: bool, address: str = "", *, backend=None,
+          kind: Kind | None = None) -> PairRecord:  # fmt: skip
     """pass: the partner's connection (the accepted one, for a listener) ended done."""
     conns = [c for c in outcome.connections if c.state != State.REJECTED]
     conn = conns[-1] if conns else None
     withdrawn = [c.error for c in outcome.connections if c.state == State.REJECTED and c.error]
+    said: dict[str, Any] = {}  # what the outcome adds to the record: PairRecord's fields
     if outcome.counters:
-        rec["counters"] = tuple(
+        said["counters"] = tuple(
             {k: p[k] for k in ("device", "port", "moved", "reset") if k in p} for p in outcome.counters
         )
     if conn is not None and conn.state == State.DONE and outcome.error is None and conn.error is None:
-        rec["result"] = "pass"
-        rec["error"] = None
+        said.update(result="pass", error=None)
     else:
-        rec["result"] = "fail"
         err = (
             (conn.error if conn is not None else None)
             or (withdrawn[-1] if withdrawn else None)
@@ -262,18 +266,16 @@ def judge(rec: dict, outcome: Outcome, listen: bool, address: str = "", *, backe
                 + (f" ({rejected} foreign or stale request(s) rejected)" if rejected else ""),
                 cause=Cause.DEADLINE,
             )
-        rec["error"] = err.to_dict()
-        if not rec["error"].get("local_cause"):
-            here = local_cause_of(rec["error"], address, backend)
-            if here is not None:
-                rec["error"] = here
-    if not outcome.connections and not outcome.steps_us:
-        return rec  # nothing was set up (this node's own address did not resolve)
-    rec["steps_us"] = {s["step"]: s["avg_us"] for s in outcome.steps_us}
-    if not listen:
-        setup = ("resolve addr", "resolve route", "create qp", "cm connect")
-        rec["setup_us"] = round(sum(rec["steps_us"].get(k, 0) for k in setup), 1)
-    if conn is not None:
-        rec.update(kind.figures(conn.stats) if kind is not None and conn.stats is not None else {})
-        rec["stats"] = {k: v for k, v in as_dict(conn.stats).items() if not isinstance(v, (dict, type(None)))}
-    return rec
+        said.update(result="fail", error=local_cause_of(err, address, backend).to_dict())
+    if outcome.connections or outcome.steps_us:  # else nothing was set up (its own address did not resolve)
+        steps = {s["step"]: s["avg_us"] for s in outcome.steps_us}
+        said["steps_us"] = steps
+        if not listen:
+            setup = ("resolve addr", "resolve route", "create qp", "cm connect")
+            said["setup_us"] = round(sum(steps.get(k, 0) for k in setup), 1)
+        if conn is not None:
+            said.update(kind.figures(conn.stats) if kind is not None and conn.stats is not None else {})
+            said["stats"] = {
+                k: v for k, v in as_dict(conn.stats).items() if not isinstance(v, (dict, type(None)))
+            }
+    return replace(rec, **said)

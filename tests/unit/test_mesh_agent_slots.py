@@ -4,6 +4,7 @@ that pair's slot is over too, and the record then says why (the overrun, not a l
 from __future__ import annotations
 
 import errno
+from dataclasses import replace
 from types import SimpleNamespace
 
 from fakerdma import FakeBackend
@@ -20,9 +21,7 @@ def test_a_pair_that_overran_its_slot_is_named_in_the_next_ones_failure(monkeypa
 
     def slow_pair(cfg, rnd, slot, peer, end, rail=0, peer_rail=0, *, backend=None, stops=None):
         clock.sleep(0.75)  # every pair overruns its 0.5 s slot by 0.25 s
-        rec = agent.pair_record(cfg, rnd, slot, peer)
-        rec.update(result="pass", error=None)
-        return rec
+        return replace(agent.pair_record(cfg, rnd, slot, peer), result="pass")
 
     monkeypatch.setattr(agent, "run_pair", slow_pair)
     spec = RunSpec(run_id="00" * 8, names=["n1", "n2", "n3", "n4"], start_at=now[0] + 0.2, round_s=0.5,

@@ -14,6 +14,7 @@ from rdmacli.engine.session import CLIENT, SERVER, run
 from rdmacli.engine.settings import DeadlineWords, Timeouts
 from rdmacli.errors import Cause
 from rdmacli.mesh.pair import MeshListenFlow, judge
+from rdmacli.mesh.records import PairRecord
 from rdmacli.outcome import State
 from rdmacli.protocols.table import PROTOCOLS
 from rdmacli.rdma.cm import RdmaCallError
@@ -55,8 +56,8 @@ def test_a_withdrawn_request_leaves_the_listener_waiting_for_its_partner():
     states = [c.state for c in outcome.connections]
     assert states == [State.REJECTED, State.DONE], outcome.to_dict()
     assert outcome.connections[0].error.details["call"] == "rdma_create_qp"
-    rec = judge({"type": "pair"}, outcome, True)
-    assert rec["result"] == "pass", rec
+    rec = judge(PairRecord(run="00" * 8, rank=0, peer=1, round=0, result="fail"), outcome, True)
+    assert rec.result == "pass", rec
     assert any("ended before it was accepted" in w for w in outcome.warnings)
 
 
