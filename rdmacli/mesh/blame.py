@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import chain
 from typing import Any
 
-from rdmacli.mesh.findings import BadPair, Blame, Culprit, End
+from rdmacli.mesh.findings import BadPair, Blame, ClassReference, Culprit, End, Slow, SlowReference
 from rdmacli.mesh.report import LOCAL, Pair, cause_of, device_of
 
 # f: how many agents lying together (or refusing their partners on purpose) blame is proof
@@ -251,21 +252,21 @@ def _healthy_lows(healthy, aligned: bool):
     return rows
 
 
-def _hosts_only(low: float | None, ref: dict) -> bool:
+def _hosts_only(low: float | None, ref: ClassReference) -> bool:
     """A pair whose typical round trip is slow but whose fastest is within the fabric's own
     (under factor x the fastest of all, or under the typical pair's median): the wire carried
     it fast at least once, and what made the rest slow was the hosts (a prober or responder
     waiting for a CPU). Precise about the wire, not the host: not slow."""
-    return low is not None and ref.get("min_limit_us") is not None and low <= ref["min_limit_us"]
+    return low is not None and ref.min_limit_us is not None and low <= ref.min_limit_us
 
 
-def within(reference: dict, factor: float):
+def within(reference: SlowReference, factor: float):
     """keep(aligned, p50) for Healthy.take: a healthy pair stays in the columns unless the
     reference would call it slow (above the limit) or implausible (under best / 2 x factor)."""
 
     def keep(aligned: bool, p50: float) -> bool:
-        ref = reference.get("aligned" if aligned else "cross") or {}
-        limit, best = ref.get("limit_us"), ref.get("rtt_p50_us")
+        ref = reference.of(aligned)
+        limit, best = ref.limit_us, ref.rtt_p50_us
         return not ((limit and p50 > limit) or (best and p50 < best / (2 * factor)))
 
     return keep
@@ -310,7 +311,7 @@ def standing_best(rows, best, worse) -> float:
     return worse(left) if None not in left else best(v for v, _, _ in rows())
 
 
-def implausible(pairs: list[Pair], reference: dict, factor: float) -> dict[int, set[int]]:
+def implausible(pairs: list[Pair], reference: SlowReference, factor: float) -> dict[int, set[int]]:
     """Passing pairs whose round trip is under the standing best / (2 x factor x jitter), by
     node: no NIC is that much faster than the rest of the fabric (a pair's round trip has its
     partner's share in it). A node at the end of several such pairs is the one whose words are
@@ -323,8 +324,8 @@ def implausible(pairs: list[Pair], reference: dict, factor: float) -> dict[int, 
     (standing_best), so what this misses in a noisy fabric moves no verdict."""
     out: dict[int, set[int]] = {}
     for p in pairs:
-        ref = reference.get("aligned" if p.ra == p.rb else "cross") or {}
-        best, jitter = ref.get("rtt_p50_us"), max(1.0, ref.get("jitter", 1.0))
+        ref = reference.of(p.ra == p.rb)
+        best, jitter = ref.rtt_p50_us, max(1.0, ref.jitter or 1.0)
         lat = p.metric("rtt_p50_us")
         if p.result == "pass" and lat and best and lat < best / (2 * factor * jitter):
             out.setdefault(p.a, set()).add(p.b)
@@ -332,8 +333,8 @@ def implausible(pairs: list[Pair], reference: dict, factor: float) -> dict[int, 
     return out
 
 
-def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dict | None = None,
-               healthy=None) -> dict:  # fmt: skip
+def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: SlowReference | None = None,
+               healthy=None) -> SlowReference:  # fmt: skip
     """Mark passing pairs slow against the best comparable pair (same test, rail-aligned or
     cross-rail) that stands without any one node's word (standing_best). Latency: a pair's p50
     above factor x the best p50, and above the class's median p99 too (the fabric's own jitter:
@@ -344,55 +345,59 @@ def judge_slow(pairs: list[Pair], factor: float, fraction: float, reference: dic
     direction's Gb/s below fraction x the best direction's. The reference is computed from
     these pairs unless given (a re-test is judged by its first round's). Returns it."""
     if reference is None:
-        reference = {}
-        classes: dict[str, list[Pair]] = {"aligned": [], "cross": []}
-        for p in pairs:
-            if p.result == "pass":
-                classes["aligned" if p.ra == p.rb else "cross"].append(p)
-        for name, members in classes.items():
-            more = _healthy_rows(healthy, name == "aligned")
-            extra = sum(1 for _ in more()) if healthy is not None else 0
-            if len(members) + extra < MIN_COMPARABLE:
-                continue
-            ref = reference[name] = {"pairs": len(members) + extra}
-            p50s = [(v, p.a, p.b) for p in members if (v := p.metric("rtt_p50_us"))]
-            if p50s or extra:
-                rows = lambda p50s=p50s, more=more: chain(p50s, ((v, a, b) for v, _, a, b in more()))  # noqa: E731
-                p99s = [v for p in members if (v := p.metric("rtt_p99_us"))]
-                p99s += [p99 for _, p99, _, _ in more()]
-                best = ref["rtt_p50_us"] = standing_best(rows, min, max)
-                ref["limit_us"] = round(max(factor * best, statistics.median(p99s) if p99s else 0), 1)
-                typical = statistics.median(v for v, _, _ in rows())  # the class's typical pair
-                ref["rtt_p50_median_us"] = round(typical, 1)
-                if p99s and typical > 0:  # the fabric's own jitter: its typical tail over its typical pair
-                    ref["jitter"] = round(statistics.median(p99s) / typical, 2)
-                lows = [(v, p.a, p.b) for p in members if (v := p.metric("rtt_min_us"))]
-                more_lows = _healthy_lows(healthy, name == "aligned")
-                if lows or (extra and any(True for _ in more_lows())):
-                    rows = lambda lows=lows, more=more_lows: chain(lows, more())  # noqa: E731
-                    low = ref["rtt_min_us"] = standing_best(rows, min, max)
-                    ref["min_limit_us"] = round(max(factor * low, typical), 1)
-            gbps = [(v, p.a, p.b) for p in members for k in ("gbps_ab", "gbps_ba") if (v := p.metric(k))]
-            if gbps:
-                best = ref["gbps"] = standing_best(lambda gbps=gbps: gbps, max, min)
-                ref["limit_gbps"] = round(fraction * best, 3)
+        passed = [p for p in pairs if p.result == "pass"]
+        reference = SlowReference(
+            aligned=class_reference([p for p in passed if p.ra == p.rb], True, factor, fraction, healthy),
+            cross=class_reference([p for p in passed if p.ra != p.rb], False, factor, fraction, healthy),
+        )
     for p in pairs:
         p.slow = None
-        ref = reference.get("aligned" if p.ra == p.rb else "cross") or {}
+        ref = reference.of(p.ra == p.rb)
         if p.result != "pass":
             continue
         lat, low = p.metric("rtt_p50_us"), p.metric("rtt_min_us")
-        if lat and ref.get("limit_us") and lat > ref["limit_us"] and not _hosts_only(low, ref):
-            p.slow = {
-                "figure": "rtt_p50_us",
-                "value": lat,
-                "best": ref["rtt_p50_us"],
-                "limit": ref["limit_us"],
-            }
+        if lat and ref.limit_us and ref.rtt_p50_us and lat > ref.limit_us and not _hosts_only(low, ref):
+            p.slow = Slow("rtt_p50_us", lat, ref.rtt_p50_us, ref.limit_us)
             continue
         for key in ("gbps_ab", "gbps_ba"):
             g = p.metric(key)
-            if g is not None and ref.get("limit_gbps") and g < ref["limit_gbps"]:
-                p.slow = {"figure": key, "value": g, "best": ref["gbps"], "limit": ref["limit_gbps"]}
+            if g is not None and ref.limit_gbps and ref.gbps and g < ref.limit_gbps:
+                p.slow = Slow(key, g, ref.gbps, ref.limit_gbps)
                 break
     return reference
+
+
+def class_reference(members: list[Pair], aligned: bool, factor: float, fraction: float, healthy=None
+                    ) -> ClassReference | None:  # fmt: skip
+    """One class's reference (judge_slow) from its passing pairs and the probe's healthy
+    columns; None when fewer than MIN_COMPARABLE pairs of the class passed."""
+    more = _healthy_rows(healthy, aligned)
+    extra = sum(1 for _ in more()) if healthy is not None else 0
+    if len(members) + extra < MIN_COMPARABLE:
+        return None
+    ref = ClassReference(pairs=len(members) + extra)
+    p50s = [(v, p.a, p.b) for p in members if (v := p.metric("rtt_p50_us"))]
+    if p50s or extra:
+        rows = lambda: chain(p50s, ((v, a, b) for v, _, a, b in more()))  # noqa: E731
+        p99s = [v for p in members if (v := p.metric("rtt_p99_us"))]
+        p99s += [p99 for _, p99, _, _ in more()]
+        best = standing_best(rows, min, max)
+        typical = statistics.median(v for v, _, _ in rows())  # the class's typical pair
+        ref = replace(
+            ref,
+            rtt_p50_us=best,
+            limit_us=round(max(factor * best, statistics.median(p99s) if p99s else 0), 1),
+            rtt_p50_median_us=round(typical, 1),
+            # the fabric's own jitter: its typical tail over its typical pair
+            jitter=round(statistics.median(p99s) / typical, 2) if p99s and typical > 0 else None,
+        )
+        lows = [(v, p.a, p.b) for p in members if (v := p.metric("rtt_min_us"))]
+        more_lows = _healthy_lows(healthy, aligned)
+        if lows or (extra and any(True for _ in more_lows())):
+            low = standing_best(lambda: chain(lows, more_lows()), min, max)
+            ref = replace(ref, rtt_min_us=low, min_limit_us=round(max(factor * low, typical), 1))
+    gbps = [(v, p.a, p.b) for p in members for k in ("gbps_ab", "gbps_ba") if (v := p.metric(k))]
+    if gbps:
+        best = standing_best(lambda: gbps, max, min)
+        ref = replace(ref, gbps=best, limit_gbps=round(fraction * best, 3))
+    return ref

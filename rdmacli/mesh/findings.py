@@ -70,6 +70,20 @@ class End:
 
 
 @dataclass(frozen=True)
+class Slow:
+    """Why a passing pair is slow: its figure (rtt_p50_us, or a direction's gbps_ab or gbps_ba),
+    its value, the best comparable pair's and the limit it crossed (blame.judge_slow)."""
+
+    figure: str
+    value: float
+    best: float
+    limit: float
+
+    def to_json(self) -> Json:
+        return {"figure": self.figure, "value": self.value, "best": self.best, "limit": self.limit}
+
+
+@dataclass(frozen=True)
 class BadPair:
     """A pair still bad whose NICs are not blamed: a bad link (both NICs pass elsewhere), an
     unexplained one (too few passing pairs to tell), or disputed (`failed_by`: the one end
@@ -80,7 +94,7 @@ class BadPair:
     cause: str
     failed_by: str | None = None
     counters: Mapping[str, int] | None = None  # a lossy pair's: what moved (empty: probes lost)
-    slow: Mapping[str, Any] | None = None
+    slow: Slow | None = None
 
     def name(self) -> str:
         return f"{self.a.name()}-{self.b.name()}"
@@ -95,8 +109,49 @@ class BadPair:
         if self.counters is not None:
             d["counters"] = dict(self.counters)
         if self.slow:
-            d["slow"] = dict(self.slow)
+            d["slow"] = self.slow.to_json()
         return d
+
+
+@dataclass(frozen=True)
+class ClassReference:
+    """What one class of pairs (rail-aligned or cross-rail) is judged slow against: how many
+    passed, the best p50 that stands without any one node's word and the limit from it, the
+    typical p50, the fabric's jitter (typical p99 over typical p50), the fastest round trip and
+    its limit, and for bw the best rate and its limit. None: not measured in this run."""
+
+    pairs: int = 0
+    rtt_p50_us: float | None = None
+    limit_us: float | None = None
+    rtt_p50_median_us: float | None = None
+    jitter: float | None = None
+    rtt_min_us: float | None = None
+    min_limit_us: float | None = None
+    gbps: float | None = None
+    limit_gbps: float | None = None
+
+    def to_json(self) -> Json:
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+
+NO_REFERENCE = ClassReference()
+
+
+@dataclass(frozen=True)
+class SlowReference:
+    """The run's references, a class each (absent: too few pairs of that class passed)."""
+
+    aligned: ClassReference | None = None
+    cross: ClassReference | None = None
+
+    def of(self, aligned: bool) -> ClassReference:
+        """The reference of a pair's class (NO_REFERENCE when it has none: nothing is slow)."""
+        return (self.aligned if aligned else self.cross) or NO_REFERENCE
+
+    def to_json(self) -> Json:
+        return {
+            k: v.to_json() for k, v in (("aligned", self.aligned), ("cross", self.cross)) if v is not None
+        }
 
 
 @dataclass(frozen=True)
@@ -109,12 +164,12 @@ class Retest:
     first_result: str
     first_cause: str | None
     first_error: Json | None
-    first_slow: Mapping[str, Any] | None
+    first_slow: Slow | None
 
     def to_json(self) -> Json:
         return {"round": self.round, "verdict": self.verdict,
                 "first": {"result": self.first_result, "cause": self.first_cause, "error": self.first_error,
-                          "slow": self.first_slow}}  # fmt: skip
+                          "slow": self.first_slow.to_json() if self.first_slow else None}}  # fmt: skip
 
 
 # a pair's figures, each the connector's (or the calmer end's round trips; verdict: Pair.metric)
@@ -141,7 +196,7 @@ class PairResult:
     result: str
     cause: str | None
     error: Json | None
-    slow: Mapping[str, Any] | None
+    slow: Slow | None
     figures: tuple[float | None, ...]  # FIGURES, in order
     steps_us: Any = None
     gbps_ab: float | None = None
@@ -169,7 +224,7 @@ class PairResult:
         d: Json = {"a": self.a, "b": self.b, "a_rank": self.a_rank, "b_rank": self.b_rank,
                    "rail_a": self.rail_a, "rail_b": self.rail_b, "device_a": self.device_a,
                    "device_b": self.device_b, "round": self.round, "result": self.result, "cause": self.cause,
-                   "error": self.error, "slow": self.slow}  # fmt: skip
+                   "error": self.error, "slow": self.slow.to_json() if self.slow else None}  # fmt: skip
         d.update(zip(FIGURES, self.figures))
         d["steps_us"] = self.steps_us
         if self.gbps_ab is not None:
@@ -302,7 +357,7 @@ class MeshReport:
     pairs: Sequence[PairResult]
     pairs_listed: str
     pairs_compact: int | None
-    slow_reference: Mapping[str, Any]
+    slow_reference: SlowReference
     blame: Blame
     liars_tolerated: int
     liars_share: float
@@ -320,7 +375,7 @@ class MeshReport:
             "pairs": [p.to_json() for p in self.pairs],
             "pairs_listed": self.pairs_listed,
             "pairs_compact": self.pairs_compact,
-            "slow_reference": self.slow_reference,
+            "slow_reference": self.slow_reference.to_json(),
             "blame": self.blame.to_json(),
             "liars_tolerated": self.liars_tolerated,
             "liars_share": self.liars_share,

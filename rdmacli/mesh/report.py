@@ -16,7 +16,7 @@ from typing import Any
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh.contract import side_of
-from rdmacli.mesh.findings import FIGURES, NicRow, NodeRow, PairResult, Tally
+from rdmacli.mesh.findings import FIGURES, NicRow, NodeRow, PairResult, Slow, Tally
 from rdmacli.mesh.records import RATES, PairRecord
 
 # The matrix's short codes, most specific first (when the two ends of a pair disagree, the
@@ -114,7 +114,7 @@ class Pair:
     ra: int = 0
     rb: int = 0
     first: Pair | None = None  # a re-test's first attempt
-    slow: dict | None = None  # passed, but slow: the figure, its value, the best, the limit
+    slow: Slow | None = None  # passed, but slow: the figure, its value, the best, the limit
 
     @property
     def key(self) -> tuple[int, int, int, int]:

@@ -230,11 +230,11 @@ def print_mesh(app, doc: dict, report: MeshReport, rail: int | None = None) -> N
         con.print(
             f"\n[bold]slow pairs[/] ({len(slow)}): passed, but beyond the fabric's best comparable pair"
         )
-        for p, s in sorted(slow, key=lambda ps: -ps[1]["value"] / max(ps[1]["best"], 1e-9))[:12]:
-            if s["figure"] == "rtt_p50_us":
-                figure = f"p50 {duration(s['value'])} > {duration(s['limit'])} (best {duration(s['best'])})"
+        for p, s in sorted(slow, key=lambda ps: -ps[1].value / max(ps[1].best, 1e-9))[:12]:
+            if s.figure == "rtt_p50_us":
+                figure = f"p50 {duration(s.value)} > {duration(s.limit)} (best {duration(s.best)})"
             else:
-                figure = f"{s['figure']} {s['value']:.2f} < {s['limit']:.2f} Gb/s (best {s['best']:.2f})"
+                figure = f"{s.figure} {s.value:.2f} < {s.limit:.2f} Gb/s (best {s.best:.2f})"
             con.print(f"    {_pair_ends(p, rails)}: {figure}")
         if len(slow) > 12:
             con.print(f"    ... and {len(slow) - 12} more (see --json)")

@@ -11,6 +11,7 @@ from meshdata import judged, make_plan, report
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import blame as _blame
 from rdmacli.mesh import midrun, said, schedule
+from rdmacli.mesh.findings import Slow
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.report import Pair, cause_of, compare
 
@@ -397,7 +398,7 @@ def test_one_unreachable_partner_and_one_slow_one_are_two_faults_not_a_bad_nic()
     pairs = full_mesh(8, lambda a, b: (UNR, UNR) if {a, b} == {1, 6} else None)
     for p in pairs:
         if {p.a, p.b} == {1, 3}:
-            p.slow = {"figure": "rtt_p50_us", "value": 900.0, "best": 10.0, "limit": 20.0}
+            p.slow = Slow("rtt_p50_us", 900.0, 10.0, 20.0)
     v = blame(8, pairs, NAMES)
     assert v["nodes"] == [] and {"n1", "n6"} in [{x["a"], x["b"]} for x in v["links"]], v
     pairs = full_mesh(8, lambda a, b: (UNR, UNR) if {a, b} in ({1, 6}, {1, 3}, {1, 4}) else None)

@@ -14,6 +14,7 @@ from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import blame as _blame
 from rdmacli.mesh import schedule
 from rdmacli.mesh.blame import judge_slow
+from rdmacli.mesh.findings import Slow, SlowReference
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.rails import check_report, discover, parse_devices
 from rdmacli.mesh.report import Pair
@@ -212,10 +213,10 @@ def test_slow_is_judged_against_the_best_and_beyond_the_fabrics_own_tail():
     # healthy pairs 10 us (p99 15), n4's pairs 40 us: beyond 2 x 10 and beyond the median p99
     pairs = two_rail_mesh(8, rtt=lambda a, ra, b, rb: 40.0 if 4 in (a, b) else 10.0)
     ref = judge_slow(pairs, 2.0, 0.9)
-    assert ref["aligned"]["rtt_p50_us"] == 10.0 and ref["aligned"]["limit_us"] == 20.0
+    assert ref.aligned is not None and ref.aligned.rtt_p50_us == 10.0 and ref.aligned.limit_us == 20.0
     slow = [p for p in pairs if p.slow]
     assert len(slow) == 14 and all(4 in (p.a, p.b) for p in slow)
-    assert slow[0].slow == {"figure": "rtt_p50_us", "value": 40.0, "best": 10.0, "limit": 20.0}
+    assert slow[0].slow == Slow("rtt_p50_us", 40.0, 10.0, 20.0)
     v = blame(8, pairs, NAMES, 2)
     assert [b["node"] for b in v["nodes"]] == ["n4"] and v["nodes"][0]["causes"] == {"SLOW": 14}
     assert v["links"] == [] and v["nics"] == []
@@ -231,7 +232,7 @@ def test_a_noisy_fabric_does_not_make_slow_pairs_of_its_jitter():
 
 def test_fewer_than_three_pairs_have_no_best_to_judge_by_and_bandwidth_uses_the_fraction():
     two = two_rail_mesh(2, rtt=lambda a, ra, b, rb: 10.0 if ra == 0 else 90.0)  # one pair per rail
-    assert judge_slow(two, 2.0, 0.9) == {} and not any(p.slow for p in two)
+    assert judge_slow(two, 2.0, 0.9) == SlowReference() and not any(p.slow for p in two)
     pairs = two_rail_mesh(4)
     for p in pairs:
         # each direction from the end it came to: a to b from b (connect), b to a from a (listen)
@@ -240,7 +241,7 @@ def test_fewer_than_three_pairs_have_no_best_to_judge_by_and_bandwidth_uses_the_
     judge_slow(pairs, 2.0, 0.9)
     slow = [p for p in pairs if p.slow]
     assert len(slow) == 3 and all((p.a, p.ra) == (0, 0) for p in slow)
-    assert slow[0].slow["figure"] == "gbps_ba" and slow[0].slow["limit"] == 90.0
+    assert slow[0].slow.figure == "gbps_ba" and slow[0].slow.limit == 90.0
 
 
 def test_a_retested_pair_counts_its_first_failure_against_a_nic_but_not_as_a_link():
@@ -263,7 +264,7 @@ def test_a_retested_pair_counts_its_first_failure_against_a_nic_but_not_as_a_lin
     for p in pairs:
         if p.first is not None:
             p.first.reports = {s: report(r.rank, r.peer) for s, r in p.reports.items()}
-            p.first.slow = {"figure": "rtt_p50_us", "value": 99.0, "best": 10.0, "limit": 20.0}
+            p.first.slow = Slow("rtt_p50_us", 99.0, 10.0, 20.0)
     assert blame(8, pairs, NAMES, 2)["nics"] == []
 
 
