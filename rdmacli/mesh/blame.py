@@ -51,7 +51,7 @@ def late(p: Pair | None, spoke: frozenset | None = None) -> bool:
     if p is None or p.result != "fail":
         return False
     e = p.error()
-    return e is not None and e["code"] == "AGENT" and (spoke is None or e.get("reported_by") in spoke)
+    return e is not None and e.code == "AGENT" and (spoke is None or e.reported_by in spoke)
 
 
 def blame(

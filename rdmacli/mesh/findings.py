@@ -70,6 +70,40 @@ class End:
 
 
 @dataclass(frozen=True)
+class PairError:
+    """A pair's most telling error: the document its end sent (RdmacliError.to_dict, as intake
+    checked it), its code for the matrix, which rank and side said it, and the code the end
+    reported when the mesh explains it otherwise (a transfer that failed while both ends' loss
+    counters moved: LOSS, not FAIL). `doc` is that end's own; the rest is the mesh's."""
+
+    doc: Mapping[str, Any]
+    code: str
+    reported_by: int | None = None
+    side: str | None = None
+    reported_code: str | None = None
+
+    @property
+    def message(self) -> str | None:
+        """The end's words (None: it sent none that are words)."""
+        text = self.doc.get("message")
+        return text if isinstance(text, str) else None
+
+    @property
+    def cause(self) -> str | None:
+        """The end's own cause (errors.Cause's value), as it said it."""
+        c = self.doc.get("cause")
+        return c if isinstance(c, str) else None
+
+    def to_json(self) -> Json:
+        d: Json = {**self.doc, "code": self.code}
+        if self.reported_by is not None:
+            d["reported_by"], d["side"] = self.reported_by, self.side
+        if self.reported_code is not None:
+            d["reported_code"] = self.reported_code
+        return d
+
+
+@dataclass(frozen=True)
 class Slow:
     """Why a passing pair is slow: its figure (rtt_p50_us, or a direction's gbps_ab or gbps_ba),
     its value, the best comparable pair's and the limit it crossed (blame.judge_slow)."""
@@ -163,13 +197,17 @@ class Retest:
     verdict: str  # confirmed or transient
     first_result: str
     first_cause: str | None
-    first_error: Json | None
+    first_error: PairError | None
     first_slow: Slow | None
 
     def to_json(self) -> Json:
-        return {"round": self.round, "verdict": self.verdict,
-                "first": {"result": self.first_result, "cause": self.first_cause, "error": self.first_error,
-                          "slow": self.first_slow.to_json() if self.first_slow else None}}  # fmt: skip
+        first: Json = {
+            "result": self.first_result,
+            "cause": self.first_cause,
+            "error": self.first_error.to_json() if self.first_error else None,
+            "slow": self.first_slow.to_json() if self.first_slow else None,
+        }
+        return {"round": self.round, "verdict": self.verdict, "first": first}
 
 
 # a pair's figures, each the connector's (or the calmer end's round trips; verdict: Pair.metric)
@@ -195,7 +233,7 @@ class PairResult:
     round: int
     result: str
     cause: str | None
-    error: Json | None
+    error: PairError | None
     slow: Slow | None
     figures: tuple[float | None, ...]  # FIGURES, in order
     steps_us: Any = None
@@ -224,7 +262,8 @@ class PairResult:
         d: Json = {"a": self.a, "b": self.b, "a_rank": self.a_rank, "b_rank": self.b_rank,
                    "rail_a": self.rail_a, "rail_b": self.rail_b, "device_a": self.device_a,
                    "device_b": self.device_b, "round": self.round, "result": self.result, "cause": self.cause,
-                   "error": self.error, "slow": self.slow.to_json() if self.slow else None}  # fmt: skip
+                   "error": self.error.to_json() if self.error else None,
+                   "slow": self.slow.to_json() if self.slow else None}  # fmt: skip
         d.update(zip(FIGURES, self.figures))
         d["steps_us"] = self.steps_us
         if self.gbps_ab is not None:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
 from rdmacli.mesh.blame import LOCAL, blame, judge_slow, late
+from rdmacli.mesh.findings import PairError
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.report import Pair
 from rdmacli.mesh.verdict import Evidence, fill_ends
@@ -72,10 +73,14 @@ def cross_rail_refusal(
     return RdmacliError(
         f"--cross-rail: every cross-rail pair of the first round failed to reach its partner "
         f"({p.cause}, e.g. {names[p.a]}:{p.ra} -> {names[p.b]}:{p.rb}: "
-        f"{(p.error() or {}).get('message', '')[:160]}) while rail-aligned pairs passed: the "
+        f"{(_words(p.error()) or '')[:160]}) while rail-aligned pairs passed: the "
         "rails are separate networks here; the run was stopped",
         hint="cross-rail tests need routing between the rails' subnets (through the spine, "
         "each rail's source address routed out of its own NIC); run rail-aligned (without "
         "--cross-rail) on this fabric",
         cause=Cause.USAGE,
     )
+
+
+def _words(e: PairError | None) -> str | None:
+    return e.message if e is not None else None

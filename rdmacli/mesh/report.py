@@ -16,7 +16,7 @@ from typing import Any
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh.contract import side_of
-from rdmacli.mesh.findings import FIGURES, NicRow, NodeRow, PairResult, Slow, Tally
+from rdmacli.mesh.findings import FIGURES, NicRow, NodeRow, PairError, PairResult, Slow, Tally
 from rdmacli.mesh.records import RATES, PairRecord
 
 # The matrix's short codes, most specific first (when the two ends of a pair disagree, the
@@ -126,32 +126,29 @@ class Pair:
             return "missing"
         return "pass" if all(r.result == "pass" for r in self.reports.values()) else "fail"
 
-    def error(self) -> dict | None:
+    def error(self) -> PairError | None:
         """The most telling error of the two ends, with its cause code and which end said it."""
-        errs = []
-        for side, r in self.reports.items():
-            if r.result != "pass" and r.error:
-                e = dict(r.error)
-                e["code"] = cause_of(e)
-                e["reported_by"] = r.rank
-                e["side"] = side
-                errs.append(e)
+        errs = [
+            PairError(r.error, cause_of(r.error) or "FAIL", r.rank, side)
+            for side, r in self.reports.items()
+            if r.result != "pass" and r.error
+        ]
         if not errs:
             if self.result == "missing":
                 missing = RdmacliError("neither node reported this pair", cause=Cause.MISSING)
-                return {**missing.to_dict(), "code": "MISS"}
+                return PairError(missing.to_dict(), "MISS")
             return None
-        e = min(errs, key=lambda e: PRIORITY.index(e["code"]))
+        e = min(errs, key=lambda e: PRIORITY.index(e.code))
         kind = self._explaining_kind(e)
         if kind is not None:
-            e["reported_code"], e["code"] = e["code"], CODE_OF[ctr.CAUSE_OF_KIND[kind]]
+            e = replace(e, code=CODE_OF[ctr.CAUSE_OF_KIND[kind]], reported_code=e.code)
         return e
 
-    def _explaining_kind(self, e: dict) -> str | None:
+    def _explaining_kind(self, e: PairError) -> str | None:
         """The trouble kind (loss, rnr, link) that explains a failed transfer or an early end,
         when both ends reported the pair: the partner was alive, so the NIC's retransmits were
         the fabric's, not a dead peer's (one agent alone cannot tell the two; the mesh can)."""
-        if e["code"] != "FAIL" or e.get("cause") not in EXPLAINED_WITH_BOTH or len(self.reports) < 2:
+        if e.code != "FAIL" or e.cause not in EXPLAINED_WITH_BOTH or len(self.reports) < 2:
             return None
         seen = {kind for r in self.reports.values() for kind in _kinds(r)}
         return next((k for k in ctr.TROUBLE if k in seen), None)
@@ -159,7 +156,7 @@ class Pair:
     @property
     def cause(self) -> str | None:
         e = self.error()
-        return e["code"] if e else None
+        return e.code if e else None
 
     def trouble(self, side: str | None = None) -> dict[str, int]:
         """The trouble counters (loss, rnr, link, errors) that moved on one end's port during

@@ -193,7 +193,9 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
     evidence = pairs if heard is None else [p for p in pairs if p.key in heard]
     verdict = blame(plan.n, evidence, plan.spec.names, plan.rails, devices, healthy, spoke)
     was_late = set(ev.late) | {
-        e["reported_by"] for p in (*pairs, *firsts) if late(p, spoke) and (e := p.error()) is not None
+        e.reported_by
+        for p in (*pairs, *firsts)
+        if late(p, spoke) and (e := p.error()) is not None and e.reported_by is not None
     }
     nodes = []
     for row in node_table(plan.n, pairs, plan.spec.names, plan.spec.addresses, healthy):
@@ -321,9 +323,9 @@ def _error(plan: Plan, ev: Evidence, pairs, total: int, verdict, failed, missing
             cause=Cause.AGENT,
         )
     local = {c.value for c in LOCAL_ENVIRONMENT}
-    errors = [p.error or {} for p in failed]
-    if failed and len(failed) == total and all(e.get("cause") in local for e in errors):
-        first = next((e["message"] for e in errors if isinstance(e.get("message"), str)), None)
+    errors = [p.error for p in failed]
+    if failed and len(failed) == total and all(e is not None and e.cause in local for e in errors):
+        first = next((e.message for e in errors if e is not None and e.message is not None), None)
         return RdmacliError(
             "no node could run the test: every pair failed for its nodes' own environment"
             + (f" ({first[:200]})" if first else ""),

@@ -221,7 +221,7 @@ def print_mesh(app, doc: dict, report: MeshReport, rail: int | None = None) -> N
         for cause, items in sorted(by_cause.items(), key=lambda kv: -len(kv[1])):
             con.print(f"  [bold red]{cause}[/] ({len(items)}): {CAUSES.get(cause, '')}")
             for p in items[:12]:
-                msg = (p.error or {}).get("message", "")
+                msg = (p.error.message if p.error else None) or ""
                 con.print(f"    {_pair_ends(p, rails)}: {printable(msg)}", markup=False, highlight=False)
             if len(items) > 12:
                 con.print(f"    ... and {len(items) - 12} more (see --json)")
@@ -247,7 +247,7 @@ def print_mesh(app, doc: dict, report: MeshReport, rail: int | None = None) -> N
             "(passed the second time: counted as passed)"
         )
         for p, first in transient[:12]:
-            msg = (first.first_error or {}).get("message", "") or (
+            msg = (first.first_error.message if first.first_error else None) or (
                 "slow" if first.first_slow else "passed while a loss counter moved"
             )
             con.print(f"    transient {_pair_ends(p, rails)} ({first.first_cause}): {printable(msg)}",

@@ -112,15 +112,54 @@ def watch_files(n: int, rails: int, leaf: int, seed: int) -> dict[str, str]:
             "faults": "".join(f"{f}\n" for f in faults)}  # fmt: skip
 
 
+def edge_files() -> dict[str, str]:
+    """Pairs the simulators do not make, each as the verdict reports it: a failed transfer that
+    both ends' loss counters explain (its code LOSS, the reported one kept), a pair neither end
+    reported, a re-test that passed (transient) and one that failed again (confirmed)."""
+    from types import SimpleNamespace
+
+    from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.mesh import verdict
+    from rdmacli.mesh.records import PairRecord
+    from rdmacli.mesh.report import Pair
+
+    def rec(rank, peer, result="pass", error=None, counters=(), rnd=0, **kw):
+        return PairRecord(run="ab" * 8, rank=rank, peer=peer, round=rnd, result=result, error=error,
+                          counters=counters, **kw)  # fmt: skip
+
+    moved = ({"device": "mlx5_0", "port": 1, "moved": {"local_ack_timeout_err": 3}},)
+    transfer = RdmacliError("transfer failed", cause=Cause.TRANSFER).to_dict()
+    late = RdmacliError("late", cause=Cause.AGENT).to_dict()
+    names = ["n0", "n1", "n2", "n3"]
+    plan = SimpleNamespace(spec=SimpleNamespace(names=names))
+    lossy = Pair(
+        0, 1, 0, {"listen": rec(0, 1, "fail", transfer, moved), "connect": rec(1, 0, "fail", transfer, moved)}
+    )
+    first = Pair(1, 2, 0, {"listen": rec(1, 2, "fail", late), "connect": rec(2, 1, rtt_p50_us=10.0)})
+    again = Pair(
+        1, 2, 5, {"listen": rec(1, 2, rnd=5, rtt_p50_us=9.0), "connect": rec(2, 1, rnd=5, rtt_p50_us=9.0)}
+    )
+    bad = Pair(
+        2, 3, 0, {"listen": rec(2, 3, "fail", transfer), "connect": rec(3, 2, "fail", transfer, moved)}
+    )
+    still = Pair(2, 3, 6, {"listen": rec(2, 3, "fail", transfer, moved, rnd=6),
+                           "connect": rec(3, 2, "fail", transfer, moved, rnd=6)})  # fmt: skip
+    docs = [lossy.judged(names).to_json(), Pair(0, 2, 1).judged(names).to_json(),
+            verdict._judged(plan, first, again, None).to_json(), verdict._judged(plan, bad, still, None).to_json()]  # fmt: skip
+    return {"json": json.dumps(docs, indent=1) + "\n"}
+
+
 def cases() -> list[tuple[str, dict[str, str]]]:
     return [(f"mesh-{t}-{n}x{r}-{p}-{s}", mesh_files(t, n, r, p, s)) for t, n, r, p, s in MESH] + [
         (f"watch-{n}x{r}-leaf{leaf}-{s}", watch_files(n, r, leaf, s)) for n, r, leaf, s in WATCH
     ]
 
 
-NAMES = [f"mesh-{t}-{n}x{r}-{p}-{s}" for t, n, r, p, s in MESH] + [
-    f"watch-{n}x{r}-leaf{leaf}-{s}" for n, r, leaf, s in WATCH
-]
+NAMES = (
+    [f"mesh-{t}-{n}x{r}-{p}-{s}" for t, n, r, p, s in MESH]
+    + [f"watch-{n}x{r}-leaf{leaf}-{s}" for n, r, leaf, s in WATCH]
+    + ["pairs-edges"]
+)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -138,10 +177,11 @@ def test_the_recorded_runs_show_every_fault_kind_and_blame_level():
     import fabric_sim as F
     import watch_sim as W
 
-    text = "".join((GOLDEN / f"{n}.faults").read_text() for n in NAMES)
+    simulated = [n for n in NAMES if n != "pairs-edges"]
+    text = "".join((GOLDEN / f"{n}.faults").read_text() for n in simulated)
     for kind in (*F.KINDS, *W.KINDS):
         assert f"'{kind}'" in text, kind
-    docs = [json.loads((GOLDEN / f"{n}.json").read_text()) for n in NAMES]
+    docs = [json.loads((GOLDEN / f"{n}.json").read_text()) for n in simulated]
     for level in ("nodes", "nics", "links", "disputed"):
         assert any(d["data"]["blame"].get(level) for d in docs), level
 
@@ -152,6 +192,7 @@ def cases_by_name():
         out[f"mesh-{t}-{n}x{r}-{p}-{s}"] = lambda t=t, n=n, r=r, p=p, s=s: mesh_files(t, n, r, p, s)
     for n, r, leaf, s in WATCH:
         out[f"watch-{n}x{r}-leaf{leaf}-{s}"] = lambda n=n, r=r, leaf=leaf, s=s: watch_files(n, r, leaf, s)
+    out["pairs-edges"] = edge_files
     return out
 
 

@@ -113,7 +113,7 @@ def test_a_failed_transfer_with_loss_counters_and_a_live_partner_is_loss():
     ends = {"listen": report(0, 1, "fail", error(Cause.PEER_ENDED, "x")),
             "connect": report(1, 0, "fail", retry, counters=moved)}  # fmt: skip
     p = Pair(0, 1, 0, dict(ends))
-    assert p.cause == "LOSS" and p.error()["reported_code"] == "FAIL"
+    assert p.cause == "LOSS" and p.error().reported_code == "FAIL"
     assert Pair(0, 1, 0, {"connect": ends["connect"]}).cause == "FAIL"
     still = Pair(0, 1, 0, {**ends, "connect": report(1, 0, "fail", retry)})
     assert still.cause == "FAIL"
