@@ -144,8 +144,8 @@ def edge_files() -> dict[str, str]:
     )
     still = Pair(2, 3, 6, {"listen": rec(2, 3, "fail", transfer, moved, rnd=6),
                            "connect": rec(3, 2, "fail", transfer, moved, rnd=6)})  # fmt: skip
-    docs = [lossy.judged(names).to_json(), Pair(0, 2, 1).judged(names).to_json(),
-            verdict._judged(plan, first, again, None).to_json(), verdict._judged(plan, bad, still, None).to_json()]  # fmt: skip
+    docs = [lossy.judged(names).to_json(), Pair(0, 2, 1).judged(names).to_json()]
+    docs += [verdict._judged(plan, f, p, None).to_json() for f, p in ((first, again), (bad, still))]
     return {"json": json.dumps(docs, indent=1) + "\n"}
 
 
