@@ -15,6 +15,8 @@ import pytest
 
 SLURM_CONF = """ClusterName=lab
 SlurmctldHost={host}
+SlurmctldPort={port}
+SlurmdPort={slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -50,10 +52,12 @@ def sh(*cmd: str) -> None:
 
 
 @contextlib.contextmanager
-def running(d, extra: str = ""):
+def running(d, extra: str = "", port: int = 6817):
     """Slurm up in directory d (a pathlib.Path), slurm.conf with `extra` lines (a
     HealthCheckProgram); yields the environment its commands need (SLURM_CONF). Ready when the
-    node is idle (at slurmd's start a HealthCheckProgram must have passed once)."""
+    node is idle (at slurmd's start a HealthCheckProgram must have passed once). `port` is
+    slurmctld's (slurmd's the next): the mesh suite's two lanes each run a Slurm of their own
+    in one boot."""
     for tool in ("munged", "slurmctld", "slurmd", "srun", "sinfo", "scontrol"):
         found = shutil.which(tool) or os.path.exists(f"/usr/sbin/{tool}")
         assert found, f"{tool} missing (scripts/bootstrap)"
@@ -63,7 +67,8 @@ def running(d, extra: str = ""):
     sh("dd", "if=/dev/urandom", f"of={key}", "bs=1024", "count=1")
     key.chmod(0o600)
     conf = d / "slurm.conf"
-    conf.write_text(SLURM_CONF.format(host=node_name(), d=d, cpus=os.cpu_count() or 1, extra=extra))
+    conf.write_text(SLURM_CONF.format(host=node_name(), d=d, cpus=os.cpu_count() or 1, extra=extra, port=port,
+                                      slurmd_port=port + 1))  # fmt: skip
     # no systemd in the VM: slurmd makes its cgroup v2 scope itself, under a system.slice
     (d / "cgroup.conf").write_text("CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n")
     os.makedirs("/sys/fs/cgroup/system.slice", exist_ok=True)

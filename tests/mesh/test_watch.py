@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import slurmlab
 from meshlab import RAILS_MAP, block_link, netem, no_netem, sh, unblock_links
 
 from rdmacli.lab import node
@@ -73,6 +74,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """This lane's own real Slurm (lane a's runs beside it on Slurm's default ports): the lab's
+    nodes n01..n16 known by name, for `watch status --slurm-drain`."""
+    with slurmlab.running(tmp_path_factory.mktemp("slurm"), slurmlab.lab_nodes(16), port=6917) as env:
+        yield env
+
+
+@pytest.fixture(scope="module")
 def prometheus(agents):
     """A real Prometheus (Debian's, unpacked by `make deps`) scraping the eight agents every 5 s
     with the package's alert rules: the alerts an admin would see."""
@@ -127,7 +136,7 @@ def dump(what: str, doc: dict) -> None:
             json.dump(doc, f)
 
 
-def cli_status(d, mapfile) -> tuple[int, dict]:
+def cli_status(d, mapfile, *more: str, env: dict | None = None) -> tuple[int, dict]:
     """`rdmacli watch status` itself, through ClusterShell's exec worker (`watch show` on each),
     two at a time (--fanout 2): eight Python starts at once beside eight agents on the lab's two
     emulated CPUs kept the agents from the CPU for a minute on a host half as fast, and named 8
@@ -136,8 +145,8 @@ def cli_status(d, mapfile) -> tuple[int, dict]:
     depends on how fast a process starts)."""
     cmd = [sys.executable, "-m", "rdmacli", "watch", "status", "n[09-16]", "--launcher", "exec", "--map",
            str(mapfile), "--state-file", f"{d}/{{node}}.json", "--agent-command",
-           f"{sys.executable} -m rdmacli", "--timeout", "120", "--fanout", "2", "--json"]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+           f"{sys.executable} -m rdmacli", "--timeout", "120", "--fanout", "2", "--json", *more]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
     return r.returncode, json.loads(r.stdout)
 
 
@@ -287,14 +296,24 @@ def cleared_in_time(what: set[str], d, mapfile, within: float = CLEARED_WITHIN_S
     assert cleared <= within, TIMES
 
 
-def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in_time(agents, prometheus):
+def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in_time(
+    agents, prometheus, slurm
+):
     """Injected one after another while the agents run, each once the one before was named: a
     dead link (nftables), a NIC dropping 5 % both ways (netem on its netdev and bridge port), a
     node 100 ms slow on both rails (netem delay; 40 ms was not named within 90 s in a CI run on a
     host about half as fast, where the lab's own jitter reaches further). Each is named for what
     it is within 30 s of its injection, nothing else ever is; Prometheus's rule fires on the link
-    (once, as a link); all three clear once removed."""
+    (once, as a link); all three clear once removed.
+
+    `watch status --slurm-drain`, in a real Slurm, while the link and the NIC are named: n13 (its
+    NIC) is drained with rdmacli's reason, the link drains neither end, n16 (drained by an earlier
+    watch status, healthy now) is resumed, and n12's operator drain is kept; once all is cleared,
+    n13 is resumed and n12 is still the operator's."""
     d, mapfile, _ = agents
+    operator, earlier = "operator: DIMM replaced, burn-in", "rdmacli watch: NIC n16:0 LOSS"
+    slurmlab.scontrol(slurm, "update", "NodeName=n12", "State=DRAIN", f"Reason={operator}")
+    slurmlab.scontrol(slurm, "update", "NodeName=n16", "State=DRAIN", f"Reason={earlier}")
     assert firing(prometheus) == [], firing(prometheus)  # a healthy fabric: no alert
     a, b, lossy = node(10), node(15), node(13, 1)
     slow = [node(11, r)["netdev"] for r in (0, 1)]
@@ -315,6 +334,14 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in
         netem(lossy["netdev"], "loss 5%")
         netem(lossy["port"], "loss 5%")
         named_in_time("lossy NIC n13:1 (5 %)", {"n13:1"}, {"n10:0-n15:0"}, d, mapfile)
+        rc, doc = cli_status(
+            d, mapfile, "--slurm-drain", env={**os.environ, "SLURM_CONF": slurm["SLURM_CONF"]}
+        )
+        acted = {a["node"]: (a["action"], a["done"]) for a in doc["data"]["slurm"]["actions"]}
+        print(f"\nwatch status --slurm-drain: {doc['data']['slurm']}\n{sinfo(slurm)}")
+        assert acted == {"n13": ("drain", True), "n16": ("resume", True)}, doc["data"]["slurm"]
+        assert drained_reasons(slurm) == {"n12": operator, "n13": drained_reasons(slurm)["n13"]}
+        assert drained_reasons(slurm)["n13"].startswith("rdmacli watch: ") and rc == 1, doc["data"]["slurm"]
         for dev in slow:
             netem(dev, "delay 100ms")
         named_in_time("slow node n11 (100 ms)", {"n11"}, {"n10:0-n15:0", "n13:1"}, d, mapfile)
@@ -327,10 +354,25 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in
     # nothing stays named is cleared_in_time's (the same judgement, of the same files): the
     # command's own Python starts share the lab's two emulated CPUs with the agents, and beside
     # a busy host they once moved a NIC's window past its slow limit (n15:1 named SLOW, alone)
-    rc, doc = cli_status(d, mapfile)
+    rc, doc = cli_status(d, mapfile, "--slurm-drain", env={**os.environ, "SLURM_CONF": slurm["SLURM_CONF"]})
     counts, blame = doc["totals"], doc["data"]["blame"]
     assert (counts["answered"], blame["missing"], blame["refused"]) == (8, [], {}), doc
     assert rc == (1 if named(doc) else 0), (rc, doc["error"], blame)
+    print(f"watch status --slurm-drain, all cleared: {doc['data']['slurm']}\n{sinfo(slurm)}")
+    if not named(doc):  # n13 resumed; the operator's drain stays
+        assert drained_reasons(slurm) == {"n12": operator}, doc["data"]["slurm"]
+    slurmlab.scontrol(slurm, "update", "NodeName=n12", "State=RESUME", check=False)
+
+
+def drained_reasons(env: dict) -> dict[str, str]:
+    """This lane's nodes n09..n16 drained in Slurm, with their reasons."""
+    return {n: r for n in (f"n{j:02d}" for j in range(9, 17)) if (r := slurmlab.reason_of(env, n))}
+
+
+def sinfo(env: dict) -> str:
+    """What an admin reads: `sinfo -R` (reason, user, nodes)."""
+    r = subprocess.run(["sinfo", "-R", "-o", "%30E %9U %N"], env=env, capture_output=True, text=True)
+    return r.stdout + r.stderr
 
 
 def flapping(doc: dict) -> set[str]:
