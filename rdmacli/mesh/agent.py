@@ -18,7 +18,6 @@ import socket
 import time
 from dataclasses import replace
 
-from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.settings import Options
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError
@@ -223,18 +222,26 @@ def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | N
     rail's port (the engine's own listener, opened and closed): what stops every pair is found
     before round 1, and said once as its cause (a port another run holds, no device, an address
     not here)."""
+    import typing
+
+    from rdmacli.engine import session
+    from rdmacli.engine.server import ServerFlow
+    from rdmacli.protocols.table import UD
     from rdmacli.rdma import addr
 
     me, port = cfg.address(cfg.rank, rail), cfg.port_of(rail)
-    flow = None
+    probe = PROBE_KINDS.get(cfg.spec.test)
+    if probe is not None:  # its NICs answer SIDR on a UD port space
+        spec, space, needs = UD, probe.port_space, probe.needs
+    else:
+        kind = KINDS[cfg.spec.test]
+        spec, space, needs = kind.spec, kind.spec.default_port_space, kind.needs
+    listener = session.Test("mesh-agent", spec, session.SERVER, bind=me, port=port, connections=0,
+                            options=Options(ps=PORT_SPACES[space]), needs=needs)  # fmt: skip
+    flow: ServerFlow | None = None
     try:
-        where = addr.resolve(me, port, passive=True, what="this node's address")
-        test = cfg.spec.test
-        space = PROBE_KINDS[test].port_space if test in PROBE_KINDS else KINDS[test].spec.default_port_space
-        ps = PORT_SPACES[space]
-        needs = PROBE_KINDS[test].needs if test in PROBE_KINDS else KINDS[test].transport_needs()
-        flow = ServerFlow(bind=where, max_clients=0, make_protocol=lambda: None, backend=backend,
-                          options=Options(ps=ps), needs=needs)  # fmt: skip
+        addr.resolve(me, port, passive=True, what="this node's address")  # said in these words
+        flow = typing.cast(ServerFlow, session.build(listener, backend=backend))
         lid = flow.open_listener()
         flow.check_transport(lid.device, lid.port_num)  # iWARP: no UD, no imm
     except RdmacliError as exc:
