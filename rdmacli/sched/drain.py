@@ -35,6 +35,10 @@ DEFAULT_CAP = "10%"
 NOT_DRAINED_FOR = frozenset({"AGENT"})
 POLICY = ("a node blamed, or any of its NICs, is drained; links, unexplained and disputed pairs, "
           "and a node named only for its agent or inconsistent reports are not")  # fmt: skip
+HELD = (
+    "drained by rdmacli and still named, though not for a drain (a link, a pair one end names "
+    "alone, its agent): left drained until a verdict clears it"
+)
 MAX_DRAIN_WORDS = "a count of nodes (3) or a share of the run's (10%)"
 
 
@@ -51,11 +55,14 @@ def cap_of(spec: str, nodes: int) -> int:
 
 @dataclass(frozen=True)
 class Plan:
-    """What the verdict asks: node -> reason to drain it for; nodes it clears."""
+    """What the verdict asks: node -> reason to drain it for; nodes it clears; nodes it holds
+    (named, but not for a drain: in a link or a pair one end names alone, or for its agent),
+    which stay as they are, said so a drain of ours left standing is explained."""
 
     prefix: str
     drain: dict[str, str] = field(default_factory=dict)
     clear: tuple[str, ...] = ()
+    held: tuple[str, ...] = ()
 
 
 def _line(text: str) -> str:
@@ -83,8 +90,9 @@ def plan(blame: Verdict, ran: list[str], prefix: str) -> Plan:
         drain.setdefault(node, []).append(f"{what} {', '.join(codes[:3])}")
     touched |= blame.pair_ends()
     clear = tuple(n for n in ran if n not in touched)
+    held = tuple(n for n in ran if n in touched and n not in drain)
     reasons = {n: _line(f"{prefix} {'; '.join(w)}")[: slurm.MAX_REASON] for n, w in drain.items()}
-    return Plan(prefix, reasons, clear)
+    return Plan(prefix, reasons, clear, held)
 
 
 @dataclass
@@ -131,14 +139,18 @@ def apply(p: Plan, cap: int, *, dry_run: bool = False, env: dict | None = None,
                           "this wide is the fabric's or a switch's, not these nodes')")  # fmt: skip
         drain = {}
     todo: list[tuple[str, str | None]] = list(drain.items())
-    if p.clear:
+    mine: set[str] = set()
+    if p.clear or p.held:
         try:
             mine = drained_by(p.prefix, env, end)
         except RdmacliError as exc:  # said; the drains go on
             done.errors.append({"node": None, "message": exc.message})
             done.words.append(f"slurm: cannot tell which nodes to resume: {exc.message}")
-            mine = set()
         todo += [(n, None) for n in p.clear if n in mine]
+    for node in (n for n in p.held if n in mine):  # ours, not resumed: the verdict still names it
+        # (a keep needs no scontrol: the sinfo line that made it ours is the read)
+        done.actions.append(slurm.Action(node, "keep", HELD).to_dict())
+        done.words.append(f"slurm: {node}: {HELD}")
     for node, reason in todo:
         try:
             a = slurm.act(node, reason, prefix=p.prefix, dry_run=dry_run, env=env, end=end)

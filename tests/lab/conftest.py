@@ -195,6 +195,25 @@ def wait_released(pid: int, timeout: float = 20.0) -> dict[str, list[dict]]:
         time.sleep(0.5)
 
 
+def c_exit(tool: str, r: subprocess.CompletedProcess) -> int:
+    """A C client's exit code, with rping 44's own teardown race read as the success it followed.
+
+    Debian 12's rping (rdma-core 44) closes its event channel while its CM thread may still be on
+    its way back to rdma_get_cm_event: after the last ping and the DISCONNECTED event it prints
+    "rdma_get_cm_event: Bad file descriptor" and exits 255 (seen once in a fresh-clone run, against
+    `listen --ping`, every ping printed and validated). rdma-core 59's rping wakes the thread
+    through an eventfd before it closes the channel. What the server did is asserted by each
+    case from the server's own record, so nothing of ours hides behind this.
+    """
+    err = r.stderr.strip().splitlines()
+    race = (
+        tool == "rping"
+        and r.returncode == 255
+        and err[-2:] == ["client DISCONNECT EVENT...", "rdma_get_cm_event: Bad file descriptor"]
+    )
+    return 0 if race else r.returncode
+
+
 def validate(doc: dict) -> dict:
     """Every summary a lab test reads must match the documented schema (rdmacli.outcome)."""
     import jsonschema
@@ -257,7 +276,7 @@ class Flows:
     def c_run(self, tool: str, *args: str | int, code: int = 0) -> str:
         """A C tool's client: its output, its exit code checked."""
         r = subprocess.run([self._c_tool(tool), *map(str, args)], capture_output=True, text=True, timeout=120)
-        assert r.returncode == code, r.stdout + r.stderr
+        assert c_exit(tool, r) == code, r.stdout + r.stderr
         return r.stdout
 
     @staticmethod

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import expect, summary, wait_released
+from conftest import c_exit, expect, summary, wait_released
 
 
 @pytest.mark.parametrize("size,count", [(23, 1), (64, 500), (4096, 50), (65535, 5)])
@@ -43,7 +43,7 @@ def test_rping_data_pattern_on_the_wire(lab, servers, c_tool):
         text=True,
         timeout=120,
     )
-    assert r.returncode == 0, r.stderr
+    assert c_exit("rping", r) == 0, r.stderr
     got = [ln[len("ping data: ") :] for ln in r.stdout.splitlines() if ln.startswith("ping data")]
     assert got == [pattern(i, 64)[:-1].decode() for i in range(60)]
     srv.finish()

@@ -15,7 +15,7 @@ import signal
 import subprocess
 
 import pytest
-from conftest import summary, validate, wait_for_listener
+from conftest import c_exit, summary, validate, wait_for_listener
 
 pytestmark = pytest.mark.stress
 REPS = range(int(os.environ.get("STRESS", "20")))
@@ -25,7 +25,7 @@ def c_client(c_tool, lab, name: str, *args: str) -> str:
     # a deadline for a hung client, not a measure of speed: 10 000 verified rping cycles took
     # over 120 s under TCG when the host was busy (three reps in one STRESS=20 run)
     r = subprocess.run([c_tool(name), *args], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, f"{name}: {r.stdout}{r.stderr}"
+    assert c_exit(name, r) == 0, f"{name}: {r.stdout}{r.stderr}"
     return f"{name}: {r.stdout}{r.stderr}"  # what it said, for a server's failure: rping can exit 0
     # after an error of its own (seen once in 20 runs of -C 10000: it stopped at 8100 pings)
 
