@@ -310,8 +310,9 @@ class Blame:
         return out
 
     def pair_ends(self) -> set[str]:
-        """The nodes of the pairs named (links, unexplained, disputed)."""
-        return {n for x in (*self.links, *self.unexplained, *self.disputed) for n in (x.a.node, x.b.node)}
+        """The nodes of the pairs both ends' results name (links, unexplained): not cleared. A
+        disputed pair, one end's word alone, holds no one (a liar would keep an innocent drained)."""
+        return {n for x in (*self.links, *self.unexplained) for n in (x.a.node, x.b.node)}
 
     def to_json(self) -> Json:
         return {

@@ -92,8 +92,9 @@ class StatusBlame:
                 *((x.node, f"rail {x.rail}", [x.cause]) for x in self.nics)]  # fmt: skip
 
     def pair_ends(self) -> set[str]:
-        """The nodes of the pairs named (links, disputed)."""
-        return {n for x in (*self.links, *self.disputed) for n in (x.a, x.b)}
+        """The nodes of the links both ends name: not cleared. A disputed pair, one end's word
+        alone, holds no one (a liar would keep an innocent drained)."""
+        return {n for x in self.links for n in (x.a, x.b)}
 
     def to_json(self) -> Json:
         return {

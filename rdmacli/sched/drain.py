@@ -36,8 +36,8 @@ NOT_DRAINED_FOR = frozenset({"AGENT"})
 POLICY = ("a node blamed, or any of its NICs, is drained; links, unexplained and disputed pairs, "
           "and a node named only for its agent or inconsistent reports are not")  # fmt: skip
 HELD = (
-    "drained by rdmacli and still named, though not for a drain (a link, a pair one end names "
-    "alone, its agent): left drained until a verdict clears it"
+    "drained by rdmacli and still named, though not for a drain (a link both ends name, or its "
+    "agent): left drained until a verdict clears it"
 )
 MAX_DRAIN_WORDS = "a count of nodes (3) or a share of the run's (10%)"
 
@@ -56,8 +56,9 @@ def cap_of(spec: str, nodes: int) -> int:
 @dataclass(frozen=True)
 class Plan:
     """What the verdict asks: node -> reason to drain it for; nodes it clears; nodes it holds
-    (named, but not for a drain: in a link or a pair one end names alone, or for its agent),
-    which stay as they are, said so a drain of ours left standing is explained."""
+    (named, but not for a drain: in a link both ends name, or for its agent), which stay as they
+    are, said so a drain of ours left standing is explained. A pair one end names alone (disputed)
+    holds nobody: one lying agent must not keep an innocent node drained."""
 
     prefix: str
     drain: dict[str, str] = field(default_factory=dict)

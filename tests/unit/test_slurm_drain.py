@@ -34,8 +34,9 @@ def watch_blame(nodes=(), nics=()) -> StatusBlame:
 def test_the_policy_drains_nodes_and_nics_never_links_disputes_or_lateness():
     p = drain.plan(MESH_BLAME, [f"n{k:02d}" for k in range(1, 11)], slurm.MESH_PREFIX)
     assert p.drain == {"n03": "rdmacli mesh: node DOWN", "n05": "rdmacli mesh: rail 1 (mlx5_1) TMO, LOSS"}
-    assert p.clear == ("n04", "n09", "n10")  # every node a blame entry touches is not cleared
-    assert p.held == ("n01", "n02", "n06", "n07", "n08")  # named, not for a drain: left as they are
+    assert p.clear == ("n04", "n07", "n08", "n09", "n10")  # what a blame entry names is not cleared
+    assert p.held == ("n01", "n02", "n06")  # named, not for a drain: left as they are
+    # n07-n08 is disputed (n07's word alone): it holds nobody, so a liar keeps no innocent drained
     watch = watch_blame(nics=[NamedNic("n2", 0, "DEAD")])
     assert drain.plan(watch, ["n1", "n2"], slurm.WATCH_PREFIX).drain == {"n2": "rdmacli watch: rail 0 DEAD"}
     evil = Blame(nics=(Culprit("n2", 1, 3, 3, {"TMO": 3}, rail=0, device="x\x1b[2J\ny"),))
@@ -115,11 +116,14 @@ def test_apply_drains_resumes_its_own_only_and_holds_the_cap(slurm_nodes):
     done = drain.apply(healed, cap=2)  # a later clean verdict: its own two resumed, nothing else
     assert sorted(a["node"] for a in done.actions if a["action"] == "resume") == ["n03", "n05"]
     assert get()["n09"]["reason"] == "maintenance (jsmith)" and get()["n10"]["reason"].startswith("rdmacli:")
+    put("n01", "IDLE+DRAIN", "rdmacli mesh: rail 0 LOSS")  # ours, now an end of a bad link
     put("n07", "IDLE+DRAIN", "rdmacli mesh: rail 0 LOSS")  # ours, now in a pair one end names alone
-    done = drain.apply(p, cap=2, dry_run=True)  # not resumed, and said why: the verdict still names it
-    kept = [a for a in done.actions if a["node"] == "n07"]
-    assert kept == [{"node": "n07", "action": "keep", "words": drain.HELD, "command": None, "done": False}]
-    assert f"slurm: n07: {drain.HELD}" in done.words and get()["n07"]["state"] == "IDLE+DRAIN"
+    done = drain.apply(p, cap=2, dry_run=True)  # n01 not resumed, and said why; n07 resumed
+    kept = [a for a in done.actions if a["node"] == "n01"]
+    assert kept == [{"node": "n01", "action": "keep", "words": drain.HELD, "command": None, "done": False}]
+    assert f"slurm: n01: {drain.HELD}" in done.words and get()["n01"]["state"] == "IDLE+DRAIN"
+    assert [a["action"] for a in done.actions if a["node"] == "n07"] == ["resume"]
+    put("n01", "IDLE", "")
     put("n07", "IDLE", "")
     done = drain.apply(p, cap=1)  # two to drain, a cap of one: none drained, and said
     assert done.over_cap and "above --max-drain (1): none drained" in done.words[0]
