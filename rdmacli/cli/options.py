@@ -391,7 +391,7 @@ def slurm_drain_options(prefix: str):
             "--slurm-drain",
             is_flag=True,
             help=f"Drain in Slurm each node the verdict blames, or any of its NICs (reason '{prefix} ...'), "
-            "and resume the ones so drained that it clears (one still in a link both ends name stays "
+            "and resume the ones so drained that it clears (one still in a pair both ends name stays "
             "drained, said why; a pair one end names alone holds nobody); a drain with another reason is "
             "never touched.",
         ),

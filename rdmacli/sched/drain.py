@@ -36,7 +36,7 @@ NOT_DRAINED_FOR = frozenset({"AGENT"})
 POLICY = ("a node blamed, or any of its NICs, is drained; links, unexplained and disputed pairs, "
           "and a node named only for its agent or inconsistent reports are not")  # fmt: skip
 HELD = (
-    "drained by rdmacli and still named, though not for a drain (a link both ends name, or its "
+    "drained by rdmacli and still named, though not for a drain (a pair both ends name, or its "
     "agent): left drained until a verdict clears it"
 )
 MAX_DRAIN_WORDS = "a count of nodes (3) or a share of the run's (10%)"
@@ -56,7 +56,7 @@ def cap_of(spec: str, nodes: int) -> int:
 @dataclass(frozen=True)
 class Plan:
     """What the verdict asks: node -> reason to drain it for; nodes it clears; nodes it holds
-    (named, but not for a drain: in a link both ends name, or for its agent), which stay as they
+    (named, but not for a drain: in a pair both ends name, or for its agent), which stay as they
     are, said so a drain of ours left standing is explained. A pair one end names alone (disputed)
     holds nobody: one lying agent must not keep an innocent node drained."""
 
