@@ -10,8 +10,10 @@ file's window count, systemd's own properties), never a fixed sleep.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -77,6 +79,59 @@ def partner(k: int) -> subprocess.Popen:
          "/etc/rdmacli/watch.key", "--state-file", f"/lab/n{k:02d}.json", *ARGS.split()],
         stdout=subprocess.DEVNULL, stderr=open(f"/lab/n{k:02d}.log", "w"),
     )  # fmt: skip
+
+
+def venv_at(prefix: str) -> str:
+    """A venv at `prefix` holding its own rdmacli (what `pip install` there leaves: the package,
+    its native data path, a `rdmacli` script beside its python), its dependencies Debian's
+    through --system-site-packages (no network in the VM); the script's path."""
+    step(f"venv {prefix}", sh("python3", "-m", "venv", "--without-pip", "--system-site-packages", prefix))
+    import rdmacli
+
+    site = glob.glob(f"{prefix}/lib/python3*/site-packages")[0]
+    shutil.copytree(os.path.dirname(rdmacli.__file__), f"{site}/rdmacli")
+    script = f"{prefix}/bin/rdmacli"
+    with open(script, "w") as f:
+        f.write(f"#!{prefix}/bin/python3\nimport sys\nfrom rdmacli.__main__ import main\nsys.exit(main())\n")
+    os.chmod(script, 0o755)
+    return script
+
+
+def unit_from_venvs() -> None:
+    """`watch unit` run from a venv as an admin makes one (issue 73): in /root (mode 0700) it is
+    refused; in a home directory others may read, the unit it prints (ProtectHome=read-only) is
+    installed over the package's, started by systemd, and its agent runs from the venv."""
+    step("unit_from_root_venv", sh(venv_at("/root/venv"), "watch", "unit"))
+    os.makedirs("/home/op", exist_ok=True)
+    os.chmod("/home/op", 0o755)  # Debian 12's adduser makes 0700 homes: that one is refused too
+    program = venv_at("/home/op/venv")
+    made = subprocess.run([program, "watch", "unit"], capture_output=True, text=True, timeout=60)
+    step("unit_from_home_venv", {"rc": made.returncode, "out": made.stdout, "err": made.stderr[-2000:]})
+    if made.returncode:
+        return
+    mine = f"/etc/systemd/system/{UNIT}.service"  # the admin's own, over the package's (the drop-in stays)
+    with open(mine, "w") as f:
+        f.write(made.stdout)
+    sh("systemctl", "daemon-reload")
+    t = time.time()
+    step("venv_start", sh("systemctl", "start", UNIT, timeout=120))
+    started = prop("ActiveState", "SubState", "MainPID", "FragmentPath", "User", "StatusText")
+    step("venv_started", started)
+    pid = started["MainPID"]
+    with open(f"/proc/{pid}/cmdline") as f:
+        step("venv_cmdline", f.read().replace("\0", " "))
+
+    def window_of_its_own():
+        s = state()
+        return s and os.stat(STATE).st_mtime > t and s.get("windows", 0) >= 1 and s
+
+    step("venv_state", until("a window of the venv's agent", window_of_its_own, 120))
+    with open(f"/proc/{pid}/maps") as f:  # after a window: the probe's native loop is loaded by then
+        step("venv_maps", sorted({line.split()[-1] for line in f if "rdmacli" in line}))
+    step("venv_stop", sh("systemctl", "stop", UNIT, timeout=120))
+    step("venv_stopped", prop("ActiveState", "Result", "ExecMainStatus"))
+    os.remove(mine)
+    sh("systemctl", "daemon-reload")
 
 
 def main() -> None:
@@ -158,6 +213,7 @@ def main() -> None:
     step("stopped", prop("ActiveState", "Result", "ExecMainStatus", "ExecMainCode", "TimeoutStopUSec"))
     step("state_after_stop", {"doc": state()})  # its last window's, kept (RuntimeDirectoryPreserve)
     step("journal", sh("journalctl", "-u", UNIT, "--no-pager", "-o", "cat"))
+    unit_from_venvs()
     for p in partners.values():
         p.send_signal(signal.SIGTERM)
     step("partners_exit", {k: p.wait(timeout=60) for k, p in partners.items()})

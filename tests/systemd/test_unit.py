@@ -128,3 +128,28 @@ def test_the_installed_unit_scores_at_most_3_0_with_systemd_analyze_security(ste
     assert (
         "/lib/systemd/system/rdmacli-watch.service" in steps["unit_file"]["out"]
     )  # the package's, unchanged
+
+
+def test_watch_unit_refuses_a_root_venv_and_a_readable_home_venvs_unit_starts(steps):
+    """`watch unit` only writes units that can start (issue 73, part 3), shown under systemd: from
+    a venv in /root it refuses (exit 3, why, the fix); from one in a home others may read it
+    writes ProtectHome=read-only, and that unit, installed and started, runs the venv's agent
+    (its script, its native library mapped from /home) through a judged window."""
+    refused = steps["unit_from_root_venv"]
+    assert refused["rc"] == 3 and refused["out"] == "", refused
+    assert "the unit would not start: /root is mode 0700" in refused["err"], refused
+    assert "apt install ./rdmacli_*.deb" in refused["err"], refused
+    made = steps["unit_from_home_venv"]
+    assert made["rc"] == 0 and "ProtectHome=read-only written (not yes)" in made["err"], made
+    assert "\nExecStart=/home/op/venv/bin/rdmacli watch run " in made["out"], made["out"]
+    assert "\nProtectHome=read-only\n" in made["out"], made["out"]
+    started = steps["venv_started"]
+    assert steps["venv_start"]["rc"] == 0, steps["venv_start"]
+    assert (started["ActiveState"], started["SubState"]) == ("active", "running"), started
+    assert started["FragmentPath"] == "/etc/systemd/system/rdmacli-watch.service", started
+    assert started["User"] == "rdmacli-watch", started
+    assert "/home/op/venv/bin/rdmacli watch run" in steps["venv_cmdline"], steps["venv_cmdline"]
+    assert any(p.startswith("/home/op/venv/lib/") for p in steps["venv_maps"]), steps["venv_maps"]
+    assert steps["venv_state"] and steps["venv_state"]["node"] == "n01", steps["venv_state"]
+    stopped = steps["venv_stopped"]
+    assert steps["venv_stop"]["rc"] == 0 and stopped["Result"] == "success", stopped
