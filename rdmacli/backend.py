@@ -43,18 +43,18 @@ class RdmaBackend:
         f = verbs.ffi()
         address, how = native.make_cq(native.as_address(cm_id.verbs, f), cqe, native.as_address(comp.ptr, f),
                                       cm_id.device or "the device")  # fmt: skip
-        cq = verbs.CQ.adopt(address) if address else verbs.CQ(cm_id.verbs, cqe, comp)
+        cq = comp.own(verbs.CQ.adopt(address)) if address else verbs.CQ(cm_id.verbs, cqe, comp)
         cq.clock = how
         return cq
 
     def mr(self, cm_id: cm.CmId, size: int, access: int) -> verbs.MR:
-        return verbs.MR(cm_id.pd, size, access)
+        return cm_id.own(verbs.MR(cm_id.pd, size, access))  # closed with the id, before it
 
     def ah_from_attr(self, cm_id: cm.CmId, ah_attr) -> verbs.AH:
-        return verbs.AH.from_attr(cm_id.pd, ah_attr)
+        return cm_id.own(verbs.AH.from_attr(cm_id.pd, ah_attr))
 
     def ah_from_wc(self, cm_id: cm.CmId, wc: verbs.WorkCompletion, grh_addr: int) -> verbs.AH:
-        return verbs.AH.from_wc(cm_id.pd, wc, grh_addr, cm_id.port_num)
+        return cm_id.own(verbs.AH.from_wc(cm_id.pd, wc, grh_addr, cm_id.port_num))
 
     def native_handles(self, cm_id: cm.CmId, cq: verbs.CQ) -> tuple[int, int] | None:
         """The QP's and CQ's addresses, for the native data path (None: it is not loaded)."""

@@ -191,7 +191,7 @@ class Watch:
         if key not in self.before:
             try:
                 self.before[key] = self.reader(device, port or 1)
-            except Exception:  # counters are a diagnosis: never a reason to fail
+            except (OSError, ValueError):  # sysfs unreadable: a diagnosis, never a reason to fail
                 self.before[key] = {}
 
     def finish(self) -> list[Deltas]:
@@ -199,7 +199,7 @@ class Watch:
         for (device, port), before in self.before.items():
             try:
                 after = self.reader(device, port)
-            except Exception:
+            except (OSError, ValueError):  # the port gone since (a device removed): nothing to compare
                 continue
             d = delta(device, port, before, after)
             if d.moved or d.reset:

@@ -116,16 +116,17 @@ def port_gids(port_dir: str, ip_gids: bool = True) -> list[Gid]:
 
 
 def _active_mtus(name: str) -> dict[int, int]:
-    try:
-        from pyverbs.device import Context  # optional: python3-pyverbs
-    except Exception:
+    try:  # optional: python3-pyverbs
+        from pyverbs.device import Context
+        from pyverbs.pyverbs_error import PyverbsError
+    except ImportError:
         return {}
     mtus = {}
     try:
         with Context(name=name) as ctx:
             for p in range(1, ctx.query_device().phys_port_cnt + 1):
                 mtus[p] = IB_MTU_BYTES.get(int(ctx.query_port(p).active_mtu))
-    except Exception:
+    except (PyverbsError, OSError):  # a device that will not open: no MTU column, devices says the rest
         return {}
     return mtus
 

@@ -33,7 +33,6 @@ class Connection:
         self.protocol = protocol
         self.cq: Any = None  # shared with the flow's other connections on this device (engine.cqpool)
         self.max_inline = 0  # bytes its sends may carry inline (create_qp's inline)
-        self.mrs: list = []
         self.state = State.PENDING
         self.phase = START
         self.deadline: float | None = None
@@ -43,7 +42,6 @@ class Connection:
         self.datagram = False  # UD: no ESTABLISHED on the passive side, no disconnect
         self.last_event: CmEvent | None = None  # the CM event being handled (UD peers read ah_attr from it)
         self.event_read: float | None = None  # when the event its handler answers was read
-        self.ahs: list = []
         self.group = None  # the multicast SockAddr joined, left again in teardown
         self.torn_down = False
         self.error: RdmacliError | None = None
@@ -208,8 +206,12 @@ class Connection:
             if exc.errno not in (errno.ENOMEM, errno.EPERM, errno.EAGAIN):
                 raise
             raise memlock_error(self.phase, exc, size) from exc
-        self.mrs.append(mr)
         return mr
+
+    @property
+    def mrs(self) -> list:
+        """Its memory regions registered now: those hanging on its cm_id."""
+        return [x for x in self.cm.children if x.kind == "memory region"]
 
     @property
     def pinned(self) -> int:
@@ -220,7 +222,6 @@ class Connection:
         """A larger buffer instead of `old`, which is deregistered at once: what a connection
         pins stays what its protocol needs, whatever its peer asks for."""
         mr = self.reg(size, access)
-        self.mrs.remove(old)
         try:
             old.dereg()
         except RdmaCallError as exc:
@@ -228,14 +229,10 @@ class Connection:
         return mr
 
     def ah_from_attr(self, ah_attr):
-        ah = self.backend.ah_from_attr(self.cm, ah_attr)
-        self.ahs.append(ah)
-        return ah
+        return self.backend.ah_from_attr(self.cm, ah_attr)  # hangs on the cm_id: closed with it
 
     def ah_from_wc(self, wc, grh_addr: int):
-        ah = self.backend.ah_from_wc(self.cm, wc, grh_addr)
-        self.ahs.append(ah)
-        return ah
+        return self.backend.ah_from_wc(self.cm, wc, grh_addr)
 
     # -- the data path: local SGEs are bounds-checked against our own MRs -----------------------
     def native_handles(self) -> tuple[int, int] | None:
@@ -284,10 +281,14 @@ class Connection:
         self.state = State.REJECTED
 
     def teardown(self) -> None:
-        """Disconnect, destroy QP, deregister MRs, destroy CQ and channel, destroy the id.
+        """Disconnect (and leave its group), destroy the QP, close what hangs on the cm_id (its
+        AHs and MRs: rdma.handle's ownership), give the shared CQ back, destroy the id.
 
-        Nothing here raises: a step that fails is recorded (teardown_errors) and the next one
-        runs, so a teardown can never turn the run's result into an internal error."""
+        The QP and the CQ are the only steps said here: the QP must go before the CQ it posts
+        to, and the CQ (the flow's, shared) before the last cm_id, which may take the device's
+        context with it. Nothing here raises: a step that fails is recorded (teardown_errors)
+        and the next one runs, so a teardown can never turn the run's result into an internal
+        error."""
         if self.torn_down:
             return
         self.torn_down = True
@@ -300,10 +301,9 @@ class Connection:
             steps.append(("leave", lambda: self.cm.leave_multicast(self.group)))
         if self.cm.has_qp:
             steps.append(("destroy qp", self.cm.destroy_qp))
-        steps += [(None, ah.destroy) for ah in self.ahs]
-        steps += [(None, mr.dereg) for mr in self.mrs]
+        steps.append((None, lambda: self.teardown_errors.extend(self.cm.close_children())))
         steps.append((None, lambda: self.teardown_errors.extend(self.flow.cq_pool.release(self))))
-        steps.append(("destroy id", self.cm.destroy))
+        steps.append(("destroy id", lambda: self.teardown_errors.extend(self.cm.close())))
         for name, fn in steps:
             if name:
                 timer.start(name, i)

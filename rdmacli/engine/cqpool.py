@@ -47,7 +47,7 @@ class CqPool:
             try:
                 cq = self.backend.cq(conn.cm, size, comp, clock=clock)
             except Exception:
-                comp.destroy()
+                comp.close()
                 raise
             s = _Shared(key, comp, cq, size, own)
             self.shared.setdefault(key, []).append(s)
@@ -85,14 +85,8 @@ class CqPool:
         return self._destroy(s)
 
     def _destroy(self, s: _Shared) -> list[str]:
-        errors = []
         self.flow.loop.unwatch_cq(s.comp)
-        for fn in (s.cq.destroy, s.comp.destroy):
-            try:
-                fn()
-            except Exception as exc:  # RdmaCallError: reported, teardown goes on
-                errors.append(str(exc))
-        return errors
+        return s.comp.close()  # the CQ hangs on its channel: it goes first
 
     def alone(self, conn) -> bool:
         """conn's CQ carries only its completions (a native loop may poll it)."""

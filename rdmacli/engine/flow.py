@@ -428,19 +428,15 @@ class Flow:
         self.closed = True
         for conn in self.all_conns:
             conn.teardown()
-        stages = (self._close_cqs, self.close_extra, self.loop.close, self.channel.close)
+        # the CQs no connection gave back, the loop's watches, then the event channel with every
+        # cm_id still hanging on it (a server's listener, a connection a failure left half-made)
+        stages = (self.cq_pool.close, self.loop.close, self.channel.close)
         for stage in stages:
             try:
-                stage()
+                for err in stage() or ():
+                    self.warn(f"teardown: {err}")
             except Exception as exc:
                 self.warn(f"teardown: internal error: {type(exc).__name__}: {exc}")
-
-    def _close_cqs(self) -> None:
-        for err in self.cq_pool.close():
-            self.warn(f"teardown: {err}")
-
-    def close_extra(self) -> None:
-        pass
 
     def __enter__(self):
         return self

@@ -227,7 +227,7 @@ class ServerFlow(Flow):
         self.emit({"type": "rejected", "conn": conn.index, "remote": conn.remote, "reason": reason})
         try:
             conn.cm.reject(reason.encode()[:140] + b"\0")
-        except RdmaCallError:
+        except RdmaCallError:  # its request is gone already (the peer's own timeout): retired as well
             pass
         conn.reject()
         self.retire(conn)
@@ -277,11 +277,3 @@ class ServerFlow(Flow):
                 )
 
         self.loop.call_later(self.timeouts.connect_s, late)
-
-    def close_extra(self) -> None:
-        if self.listen_id is not None:
-            try:
-                self.listen_id.destroy()
-            except RdmaCallError:
-                pass
-            self.listen_id = None

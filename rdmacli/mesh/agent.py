@@ -143,7 +143,7 @@ def _port_of(address: str) -> tuple[str | None, int]:
 
     try:
         return port_of(address) or (None, 1)
-    except Exception:  # a name and a rate for the report: never a reason not to run
+    except (OSError, ValueError):  # sysfs unreadable: a name for the report, never a reason not to run
         return None, 1
 
 
@@ -155,7 +155,7 @@ def _rate_of(backend, device: str | None, port: int) -> float | None:
 
             backend = default_backend()
         return backend.rate_bound_gbps(device, port) if device else None
-    except Exception:
+    except (OSError, ValueError, RdmacliError):  # no rate known: the coordinator checks nothing by it
         return None
 
 

@@ -91,7 +91,9 @@ class NicProbe(Resolving, PythonLoop):
             sends, recvs = min(sends, limits.max_qp_wr), min(recvs, limits.max_qp_wr)
             cqe = min(sends + recvs, limits.max_cqe)
             sends, recvs = min(sends, cqe // 4), cqe - min(sends, cqe // 4)
-        self.comp = verbs.CompChannel(self.listen_id.verbs)
+        # what the phase makes hangs on its listener (rdma.handle): closed with it, the newest
+        # first: AHs, the MR, the QP, the completion channel with its CQ, then the id
+        self.comp = self.listen_id.own(verbs.CompChannel(self.listen_id.verbs))
         self.cq = verbs.CQ(self.listen_id.verbs, sends + recvs, self.comp)
         self.listen_id.create_qp(
             qp_type=C.QPT_UD,
@@ -102,7 +104,8 @@ class NicProbe(Resolving, PythonLoop):
             sq_sig_all=1,
         )
         self.recvs = recvs  # wr_ids below are receive slots, the rest send slots
-        self.mr = verbs.MR(self.listen_id.pd, (recvs + sends) * SLOT, C.ACCESS_LOCAL_WRITE)
+        mr = verbs.MR(self.listen_id.pd, (recvs + sends) * SLOT, C.ACCESS_LOCAL_WRITE)
+        self.mr = self.listen_id.own(mr)
         verbs.post_recv_slots(self.listen_id.qp, self.mr, range(recvs), SLOT)
         self.free_sends = list(range(recvs, recvs + sends))
         self.sends = sends
@@ -170,26 +173,14 @@ class NicProbe(Resolving, PythonLoop):
         self._counters_start()
 
     def close(self) -> None:
-        """Everything this NIC's phase made, in the order the stack needs (AHs and the MR before
-        the last cm_id takes librdmacm's PD with it); errors here are not the pairs'."""
-        steps = [self.native.release] if self.native is not None else []  # its reply AHs
-        steps += [p.resolving.destroy for p in self.peers if p.resolving is not None]
-        held = [p.ah for p in self.peers] + [k.ah for k in self.known.values()] + self.retired
-        ahs = {id(x): x for x in held + [v[-1] for v in self.ahs.values()] if x is not None}  # each once
-        steps += [ah.destroy for ah in ahs.values()]
-        if self.listen_id is not None:
-            steps.append(self.listen_id.destroy_qp)
-        steps += [
-            x
-            for x in (self.cq and self.cq.destroy, self.comp and self.comp.destroy, self.mr and self.mr.dereg)
-            if x
-        ]
-        if self.listen_id is not None:
-            steps.append(self.listen_id.destroy)
+        """Everything this NIC's phase made: the native loop's reply AHs, then the event channel
+        with what hangs on it (rdma.handle), in the order the stack needs: SIDR's ids, then the
+        listener's AHs, MR, QP and CQ before the listener takes librdmacm's PD with it. Errors
+        here are not the pairs': counted (teardown_errors)."""
+        if self.native is not None:
+            self._destroyed(self.native.release)
         if self.channel is not None:
-            steps.append(self.channel.close)
-        for step in steps:
-            self._destroyed(step)
+            self.teardown_errors += len(self.channel.close())
         for p in self.peers:
             p.resolving = p.ah = None
         self.ahs.clear()

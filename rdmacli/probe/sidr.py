@@ -133,7 +133,7 @@ class Resolving(NicState):
                         continue
                     if p.confirming:  # a new QP number: its agent restarted
                         self._restarted(p)
-                    p.ah = verbs.AH.from_attr(self.listen_id.pd, ev.ah_attr)
+                    p.ah = self.listen_id.own(verbs.AH.from_attr(self.listen_id.pd, ev.ah_attr))
                     p.qpn, p.qkey, p.error, p.resolved = ev.ud_qp_num, ev.ud_qkey, None, True
                     p.source = partner_source(bool(ev.ah_attr.is_global), ev.dgid, ev.dlid)
                     self._schedule(p, now)

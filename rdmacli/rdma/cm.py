@@ -16,26 +16,10 @@ from rdmacli.errors import EnvironmentProblem, no_device
 from rdmacli.rdma import addr as _addr
 from rdmacli.rdma import constants as C
 from rdmacli.rdma._ffi import ffi, ibverbs, rdmacm
+from rdmacli.rdma.handle import KERNEL_ERRNOS as KERNEL_ERRNOS  # the engine's names for them, as before
 from rdmacli.rdma.handle import Handle
-
-
-class RdmaCallError(Exception):
-    """A librdmacm/libibverbs call failed with errno; the engine adds the step and advice."""
-
-    def __init__(self, call: str, err: int):
-        self.call, self.errno = call, err
-        name, text = errno_text(err)
-        super().__init__(f"{call} failed: {name} ({text})")
-
-
-# Kernel-internal codes that reach user space through the rdma_cm ABI; Python's errno lacks them.
-KERNEL_ERRNOS = {524: ("ENOTSUPP", "operation not supported by the kernel or driver")}
-
-
-def errno_text(err: int) -> tuple[str, str]:
-    if err in KERNEL_ERRNOS:
-        return KERNEL_ERRNOS[err]
-    return _errno.errorcode.get(err, str(err)), os.strerror(err)
+from rdmacli.rdma.handle import RdmaCallError as RdmaCallError
+from rdmacli.rdma.handle import errno_text as errno_text
 
 
 def check(rc: int, call: str) -> None:
@@ -186,10 +170,8 @@ class EventChannel(Handle):
             lib.rdma_ack_cm_event(ev)
         return out
 
-    def close(self) -> None:
-        if self.alive:
-            rdmacm().rdma_destroy_event_channel(self.ptr)
-            self.ptr = None
+    def _free(self) -> None:  # its cm_ids hang on it (CmId.__init__): gone before it
+        rdmacm().rdma_destroy_event_channel(self.ptr)
 
 
 class _NativeGet:
@@ -268,16 +250,34 @@ def _copy_event(ev) -> CmEvent:
     return out
 
 
+class QueuePair(Handle):
+    """The QP librdmacm made on a cm_id (rdma_create_qp): it hangs on the id, and goes first."""
+
+    kind = "QP"
+
+    def __init__(self, cm_id: CmId):
+        self.id_ptr = cm_id.ptr
+        self.ptr = cm_id.ptr.qp
+
+    def _free(self) -> None:
+        rdmacm().rdma_destroy_qp(self.id_ptr)
+
+
 class CmId(Handle):
-    """One rdma_cm_id. Methods raise RdmaCallError; destroy() is idempotent."""
+    """One rdma_cm_id, hanging on its event channel; its QP, and the MRs and AHs made on its PD,
+    hang on it (`own`). Methods raise RdmaCallError; destroy() and close() are idempotent."""
 
     kind = "cm_id"
 
     def __init__(self, ptr, channel: EventChannel):
         self.ptr = ptr
-        self.channel = channel
+        self.channel = channel.own(self)
         self.key = ptr_key(ptr)
-        self.has_qp = False
+        self._qp: QueuePair | None = None
+
+    @property
+    def has_qp(self) -> bool:
+        return self._qp is not None and self._qp.alive
 
     @classmethod
     def create(cls, channel: EventChannel, ps: int) -> CmId:
@@ -368,7 +368,7 @@ class CmId(Handle):
             attr.comp_mask |= C.QP_INIT_ATTR_CREATE_FLAGS
             attr.create_flags = create_flags
         check(rdmacm().rdma_create_qp_ex(self.ptr, attr), "rdma_create_qp")
-        self.has_qp = True
+        self._qp = self.own(QueuePair(self))
         return attr.cap.max_inline_data
 
     def active_mtu(self) -> int | None:
@@ -382,15 +382,13 @@ class CmId(Handle):
         return C.IB_MTU_BYTES.get(f.cast("struct ibv_port_attr *", attr).active_mtu)
 
     def destroy_qp(self) -> None:
-        if self.has_qp:
-            rdmacm().rdma_destroy_qp(self.ptr)
-            self.has_qp = False
+        if self._qp is not None:
+            self._qp.destroy()
+            self._qp = None
 
-    def destroy(self) -> None:
-        if self.alive:
-            self.destroy_qp()
-            check(rdmacm().rdma_destroy_id(self.ptr), "rdma_destroy_id")
-            self.ptr = None
+    def _free(self) -> None:  # alone, as destroy() is asked: its QP first, as rdma_destroy_id needs
+        self.destroy_qp()
+        check(rdmacm().rdma_destroy_id(self.ptr), "rdma_destroy_id")
 
     # -- what the id knows ---------------------------------------------------------------
     @property

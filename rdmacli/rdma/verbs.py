@@ -89,10 +89,8 @@ class CompChannel(Handle):
             raise RdmaCallError("ibv_get_cq_event", f.errno)
         return pcq[0]
 
-    def destroy(self) -> None:
-        if self.alive:
-            check(ibverbs().ibv_destroy_comp_channel(self.ptr), "ibv_destroy_comp_channel")
-            self.ptr = None
+    def _free(self) -> None:  # the CQs made on it hang on it (CQ.__init__): gone before it
+        check(ibverbs().ibv_destroy_comp_channel(self.ptr), "ibv_destroy_comp_channel")
 
 
 # struct ibv_wc as bytes (_cdef.py's layout, 48 bytes; CQ._take checks the size): a batch of
@@ -110,6 +108,8 @@ class CQ(Handle):
         if cq == f.NULL:
             raise RdmaCallError("ibv_create_cq", f.errno)
         self._take(cq)
+        if channel is not None:
+            channel.own(self)
 
     @classmethod
     def adopt(cls, address: int) -> CQ:
@@ -162,13 +162,11 @@ class CQ(Handle):
             )  # fmt: skip
         return out
 
-    def destroy(self) -> None:
-        if self.alive:
-            if self.unacked:
-                ibverbs().ibv_ack_cq_events(self.ptr, self.unacked)
-                self.unacked = 0
-            check(ibverbs().ibv_destroy_cq(self.ptr), "ibv_destroy_cq")
-            self.ptr = None
+    def _free(self) -> None:
+        if self.unacked:
+            ibverbs().ibv_ack_cq_events(self.ptr, self.unacked)
+            self.unacked = 0
+        check(ibverbs().ibv_destroy_cq(self.ptr), "ibv_destroy_cq")
 
 
 class MR(Handle):
@@ -204,10 +202,10 @@ class MR(Handle):
         self._bounds(offset, len(data))
         ffi().memmove(self.buf + offset, data, len(data))
 
-    def dereg(self) -> None:
-        if self.alive:
-            check(ibverbs().ibv_dereg_mr(self.ptr), "ibv_dereg_mr")
-            self.ptr = None
+    def _free(self) -> None:
+        check(ibverbs().ibv_dereg_mr(self.ptr), "ibv_dereg_mr")
+
+    dereg = Handle.destroy  # verbs' word for it
 
 
 class AH(Handle):
@@ -234,10 +232,8 @@ class AH(Handle):
             raise RdmaCallError("ibv_create_ah_from_wc", f.errno)
         return cls(ah)
 
-    def destroy(self) -> None:
-        if self.alive:
-            check(ibverbs().ibv_destroy_ah(self.ptr), "ibv_destroy_ah")
-            self.ptr = None
+    def _free(self) -> None:
+        check(ibverbs().ibv_destroy_ah(self.ptr), "ibv_destroy_ah")
 
 
 # Work request chains already built, by their shape: a post of the same shape as an earlier one

@@ -53,11 +53,16 @@ class _Pipe:
             os.close(fd)
 
 
-class FakeChannel(_Pipe):
+class FakeChannel(Handle, _Pipe):
+    """As the real EventChannel: its cm_ids hang on it, and closing it closes them first."""
+
+    kind = "CM event channel"
+
     def __init__(self, backend):
         super().__init__()
         self.backend = backend
         self.then: list = []  # the peer's next moves, once the engine has handled an event
+        self.ptr = object()
 
     @property
     def fd(self) -> int:
@@ -69,9 +74,9 @@ class FakeChannel(_Pipe):
             move()
         return self.pop()
 
-    def close(self) -> None:
+    def _free(self) -> None:
         self.backend.log.append(("destroy event channel",))
-        super().close()
+        _Pipe.close(self)
 
 
 class FakeCmId(Handle):
@@ -79,6 +84,8 @@ class FakeCmId(Handle):
 
     def __init__(self, backend, channel, ps: int):
         self.backend, self.channel, self.ps = backend, channel, ps
+        if isinstance(channel, Handle):
+            channel.own(self)
         self.key = next(_keys)
         self.ptr = object()
         self.has_qp = False
@@ -169,16 +176,13 @@ class FakeCmId(Handle):
             self.has_qp = False
             self._call("destroy qp")
 
-    def destroy(self):
-        if not self.alive:
-            return
+    def _free(self):  # as the real CmId's: its QP first
         self.destroy_qp()
-        self.destroyed = True
         self._call("destroy id")
-        self.ptr = None
+        self.destroyed = True
 
 
-class FakeComp(_Pipe, Handle):
+class FakeComp(Handle, _Pipe):
     kind = "completion channel"
 
     def __init__(self, backend):
@@ -194,11 +198,9 @@ class FakeComp(_Pipe, Handle):
     def get_event(self):
         return self.pop()
 
-    def destroy(self):
-        if self.alive:
-            self.backend.log.append(("destroy comp channel",))
-            self.close()
-            self.ptr = None
+    def _free(self):
+        self.backend.log.append(("destroy comp channel",))
+        _Pipe.close(self)
 
 
 class FakeCQ(Handle):
@@ -228,10 +230,8 @@ class FakeCQ(Handle):
     def req_notify(self) -> None:
         pass
 
-    def destroy(self):
-        if self.alive:
-            self.backend.log.append(("destroy cq",))
-            self.ptr = None
+    def _free(self):
+        self.backend.log.append(("destroy cq",))
 
 
 class FakeMR(Handle):
@@ -256,10 +256,10 @@ class FakeMR(Handle):
         self._bounds(offset, len(data))
         self.buf[offset : offset + len(data)] = data
 
-    def dereg(self):
-        if self.alive:
-            self.backend.log.append(("dereg mr",))
-            self.ptr = None
+    def _free(self):
+        self.backend.log.append(("dereg mr",))
+
+    dereg = Handle.destroy
 
 
 class FakeAH(Handle):
@@ -268,10 +268,8 @@ class FakeAH(Handle):
     def __init__(self, backend):
         self.backend, self.ptr = backend, object()
 
-    def destroy(self):
-        if self.alive:
-            self.backend.log.append(("destroy ah",))
-            self.ptr = None
+    def _free(self):
+        self.backend.log.append(("destroy ah",))
 
 
 def wc(wr_id: int, opcode: int = C.WC_RECV, *, status: int = 0, byte_len: int = 0, imm=None, qp_num=1):
@@ -379,7 +377,7 @@ class FakeBackend:
     def cq(self, cm, cqe: int, comp, clock: bool = False):
         if self.limits is not None and cqe > self.limits.max_cqe:
             raise RdmaCallError("ibv_create_cq", errno.EINVAL)  # what a real device says
-        cq = FakeCQ(self, comp, cqe)
+        cq = comp.own(FakeCQ(self, comp, cqe))
         self.all_cqs.append(cq)
         self.cqs[cm.key] = cq
         return cq
@@ -392,13 +390,13 @@ class FakeBackend:
 
     def mr(self, cm, size: int, access: int):
         self.log.append(("reg mr", size))
-        return FakeMR(self, size, access)
+        return cm.own(FakeMR(self, size, access))
 
     def ah_from_attr(self, cm, ah_attr):
-        return FakeAH(self)
+        return cm.own(FakeAH(self))
 
     def ah_from_wc(self, cm, wc, grh_addr: int):
-        return FakeAH(self)
+        return cm.own(FakeAH(self))
 
     def device_limits(self, cm):
         return self.limits

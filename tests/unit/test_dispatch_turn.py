@@ -228,11 +228,17 @@ def test_a_bug_in_teardown_is_recorded_and_the_result_stands():
 
     def mr(cm, size, access):
         m = real_mr(cm, size, access)
-        m.dereg = lambda: (_ for _ in ()).throw(KeyError("boom"))
+        m._free = lambda: (_ for _ in ()).throw(KeyError("boom"))  # its deregistration
         return m
 
-    backend.mr = mr
-    flow.close_extra = lambda: (_ for _ in ()).throw(RuntimeError("listener teardown bug"))
+    real_create_id = backend.create_id
+
+    def create_id(channel, ps):  # a server's only one: its listener
+        cm = real_create_id(channel, ps)
+        cm._free = lambda: (_ for _ in ()).throw(RuntimeError("listener teardown bug"))
+        return cm
+
+    backend.mr, backend.create_id = mr, create_id
     out = outcome(flow)
     assert out.exit_code == 0 and out.result == "pass"
     assert any("internal error: KeyError" in e for e in out.connections[0].teardown_errors)

@@ -193,7 +193,7 @@ def test_a_late_loop_still_sends_every_probe_before_the_window_ends(monkeypatch)
                             count=20, begin=0.0, end=10.0)  # fmt: skip
     assert callable(nic.run) and callable(nic.open) and callable(nic.close)  # no attribute hides them
     nic.mr = SimpleNamespace(write=lambda data, off: None)
-    nic.listen_id = SimpleNamespace(qp=None)
+    nic.listen_id = SimpleNamespace(qp=None, own=lambda ah: ah)
     nic.free_sends = list(range(64))
     for p in peers:
         p.ah, p.qpn, p.resolved = SimpleNamespace(ptr=None), 100 + p.rank, True
@@ -228,7 +228,7 @@ def test_the_python_loop_drops_and_counts_what_its_key_did_not_tag(monkeypatch):
     ]
     nic.recvs, nic.free_sends = len(sent), []
     nic.mr = SimpleNamespace(read=lambda off, n: sent[off // wire.SLOT][:n])
-    nic.listen_id = SimpleNamespace(qp=None)
+    nic.listen_id = SimpleNamespace(qp=None, own=lambda ah: ah)
     wcs = [SimpleNamespace(wr_id=i, ok=True, opcode=C.WC_RECV, byte_len=wire.GRH_BYTES + wire.PAYLOAD,
                            status=0, src_qp=77, grh=False, slid=5) for i in range(len(sent))]  # fmt: skip
     nic.cq = SimpleNamespace(poll=lambda: [wcs.pop(0)] if wcs else [])
@@ -271,7 +271,7 @@ def test_an_answer_from_another_qp_than_sidr_named_is_dropped_and_counted(monkey
 
     nic.recvs, nic.free_sends = len(sent), [len(sent) + k for k in range(8)]
     nic.mr = SimpleNamespace(read=read, write=lambda data, off: None, addr=0)
-    nic.listen_id = SimpleNamespace(qp=None, pd=None)
+    nic.listen_id = SimpleNamespace(qp=None, pd=None, own=lambda ah: ah)
     wcs = [SimpleNamespace(wr_id=i, ok=True, opcode=C.WC_RECV, byte_len=wire.GRH_BYTES + wire.PAYLOAD,
                            status=0, src_qp=qp, grh=True, slid=0)
            for i, (_, qp, _) in enumerate(sent)]  # fmt: skip
@@ -554,13 +554,23 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     that answered keeps its QP number and AH (no SIDR), one that answered nothing is asked again,
     one whose own probes come from another QP is asked again by SIDR while its count goes on:
     the QP we know is a key holder's claim (dismissed, counted foreign, never asked for again),
-    a new one its agent restarted (its count starts afresh); every AH is destroyed once."""
+    a new one its agent restarted (its count starts afresh); every AH is destroyed once: the
+    retired at the next window, the rest with the listener they hang on (rdma.handle)."""
     from types import SimpleNamespace
+
+    from rdmacli.rdma.handle import Handle
 
     destroyed = []
 
+    class Made(Handle):  # a C object whose destruction is recorded
+        def __init__(self, name):
+            self.kind, self.ptr = name, 1
+
+        def _free(self):
+            destroyed.append(self.kind)
+
     def ah(name):
-        return SimpleNamespace(ptr=None, destroy=lambda: destroyed.append(name))
+        return Made(name)
 
     asked = []
     monkeypatch.setattr(
@@ -571,7 +581,12 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
                             count=5, begin=0.0, end=10.0)  # fmt: skip
     nic.recvs, nic.sends, nic.free_sends = 64, 64, list(range(64, 128))
     nic.mr = SimpleNamespace(write=lambda data, off: None)
-    nic.listen_id = SimpleNamespace(qp=None)
+    channel = Made("channel")
+    nic.listen_id = channel.own(Made("listener"))
+    nic.listen_id.qp = None
+
+    def reply_ah(name):  # made on the listener's PD, as the Python loop's replies are (datagrams)
+        return nic.listen_id.own(ah(name))
     monkeypatch.setattr(nicprobe.verbs, "post_send", lambda *a, **kw: None)
     for p, answered in zip(peers[:2], (5, 0)):
         p.ah, p.qpn, p.qkey, p.resolved = ah(f"ah{p.rank}"), 100 + p.rank, 7, True
@@ -587,10 +602,10 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     nic._send_due(20.0 + one.step)  # its first probe a random part of a step late: not all at once
     sent = one.tally.sent
     assert sent >= 1
-    nic.ahs[(1, 0)] = (101, PARTNER, ah("reply1"))  # its probes from the QP we know: nothing to do
+    nic.ahs[(1, 0)] = (101, PARTNER, reply_ah("reply1"))  # its probes from the QP we know: nothing to do
     nic._stale(20.5)
     assert one.resolved and one.tally.sent == sent
-    nic.ahs[(1, 1)] = (555, PARTNER, ah("reply1b"))  # from another QP: a restart, or a key holder claiming it
+    nic.ahs[(1, 1)] = (555, PARTNER, reply_ah("reply1b"))  # from another QP: a restart, or a key holder claiming it
     nic._stale(21.0)
     assert one.confirming == 555 and one.resolved and one.tally.sent == sent  # counted on while SIDR says
     nic.listen_id.pd = None
@@ -610,7 +625,8 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
                 dlid=0,
             )
         ]
-        nic.channel = SimpleNamespace(get=lambda: events.pop() if events else None, close=lambda: None)
+        channel.get = lambda: events.pop() if events else None
+        nic.channel = channel
         nic._cm_events()
 
     sidr_says(101)  # the QP we know: a claim, dismissed and counted; nothing forgotten
@@ -619,7 +635,7 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     nic._stale(21.5)  # the same claim again: not asked again
     assert one.confirming == 0 and one.tally.sent == sent
     nic.resolve_end, at = 21.6, nic.resolve_end
-    nic.ahs[(1, 1)] = (666, PARTNER, ah("reply1x"))  # another claim, too late in the window to ask SIDR:
+    nic.ahs[(1, 1)] = (666, PARTNER, reply_ah("reply1x"))  # another claim, too late in the window to ask SIDR:
     asks = list(nic.asks)
     nic._stale(21.7)  # dismissed, counted, nothing forgotten (a key holder's, late in each window)
     assert one.confirming == 0 and one.dismissed == 666 and nic.foreign == 2
@@ -629,7 +645,7 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     nic.ahs[(1, 1)] = (
         777,
         PARTNER,
-        ah("reply1c"),
+        reply_ah("reply1c"),
     )  # another QP again, and this time SIDR names it: a restart
     nic._stale(22.0)
     assert one.confirming == 777
@@ -638,10 +654,11 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     assert one.source == PARTNER  # where SIDR's AH says its QP is: what its datagrams are held to
     nic.retarget(b"\3" * 8, [nicprobe.Peer(3, 0, 3, "10.0.0.3", 7490)], 5)  # the next window
     assert sorted(destroyed) == ["ah1", "ah2"], destroyed  # retired before this window's end: gone
-    nic.listen_id = nic.mr = None
     nic.close()
-    # each once (the test itself replaced reply1b and reply1x)
-    assert sorted(destroyed) == ["ah1", "ah2", "reply1", "reply1c", "sidr"], destroyed
+    # each once, every reply AH with its listener (reply1b and reply1x too, which the test itself
+    # replaced), the listener after what hangs on it, the channel last
+    assert destroyed[-2:] == ["listener", "channel"], destroyed
+    assert sorted(destroyed[2:-2]) == ["reply1", "reply1b", "reply1c", "reply1x", "sidr"], destroyed
 
 
 def test_the_datagrams_an_agents_nics_dropped_reach_the_report_and_bad_counts_are_its_violation():
@@ -755,7 +772,7 @@ def test_a_qp_claiming_a_partner_never_displaces_the_sidr_named_ones_answers_and
                             peers=[partner], count=100, begin=0.0, end=10.0)  # fmt: skip
     nic.recvs, nic.sends, nic.free_sends = 64, 64, list(range(64, 128))
     nic.mr = SimpleNamespace(write=lambda data, off: None, addr=0)
-    nic.listen_id = SimpleNamespace(qp=None, pd=None)
+    nic.listen_id = SimpleNamespace(qp=None, pd=None, own=lambda ah: ah)
 
     def probe_from(qp: int) -> int:
         nic._answer(Datagram(PROBE, nic.run_id, 1, 1, 0, 5), SimpleNamespace(src_qp=qp), 0, PARTNER, 7)
@@ -799,7 +816,7 @@ def test_a_flood_of_probes_in_a_partners_name_costs_the_partner_no_answer(monkey
                             peers=[partner], count=5, begin=0.0, end=10.0)  # fmt: skip
     nic.recvs, nic.sends, nic.free_sends = 64, 64, [64]
     nic.mr = SimpleNamespace(write=lambda data, off: None, addr=0)
-    nic.listen_id = SimpleNamespace(qp=None, pd=None)
+    nic.listen_id = SimpleNamespace(qp=None, pd=None, own=lambda ah: ah)
 
     def probe_from(qp: int) -> None:
         nic._answer(Datagram(PROBE, nic.run_id, 1, 1, 0, 5), SimpleNamespace(src_qp=qp), 0, PARTNER, 7)

@@ -10,6 +10,7 @@ area holding an IPv4 header), partner 2 by its LID (InfiniBand, no GRH)."""
 
 from __future__ import annotations
 
+import errno
 import heapq
 import ipaddress
 import os
@@ -25,6 +26,7 @@ from rdmacli.probe import nic as nicprobe
 from rdmacli.probe.timing import replaced_bound, replies_bound
 from rdmacli.probe.wire import GRH_BYTES, PAYLOAD, PROBE, QKEY, REPLY, SLOT, Datagram, parse, partner_source
 from rdmacli.rdma import constants as C
+from rdmacli.rdma.handle import RdmaCallError
 from rdmacli.rdma.verbs import WorkCompletion
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -249,7 +251,7 @@ def run_python(monkeypatch) -> Seen:
     def post_send(qp, wr_id, mr, off, n, *, ah, remote_qpn, remote_qkey, **kw):
         if refuse[0]:
             refuse[0] -= 1
-            raise OSError("ibv_post_send: the send queue is full")
+            raise RdmaCallError("ibv_post_send", errno.ENOMEM)  # the send queue is full
         assert n == PAYLOAD
         turn_sends.append(sent_record(ah, remote_qpn, remote_qkey, buf[off : off + n]))
         inflight.append(wr_id)
@@ -272,7 +274,7 @@ def run_python(monkeypatch) -> Seen:
     nic.recvs, nic.sends, nic.free_sends = RECVS, SENDS, list(range(RECVS, RECVS + SENDS))
     nic.mr = SimpleNamespace(read=lambda off, n: bytes(buf[off : off + n]),
                              write=lambda data, off: write(off, data), addr=0)  # fmt: skip
-    nic.listen_id = SimpleNamespace(qp=None, pd=None)
+    nic.listen_id = SimpleNamespace(qp=None, pd=None, own=lambda ah: ah)
     nic.cq = SimpleNamespace(poll=poll)
     for p in peers:
         p.ah, p.qpn, p.qkey, p.resolved = SimpleNamespace(ptr=PEER_AH[p.nic]), PARTNERS[p.nic], QKEY, True
