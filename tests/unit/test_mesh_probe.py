@@ -587,6 +587,7 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
 
     def reply_ah(name):  # made on the listener's PD, as the Python loop's replies are (datagrams)
         return nic.listen_id.own(ah(name))
+
     monkeypatch.setattr(nicprobe.verbs, "post_send", lambda *a, **kw: None)
     for p, answered in zip(peers[:2], (5, 0)):
         p.ah, p.qpn, p.qkey, p.resolved = ah(f"ah{p.rank}"), 100 + p.rank, 7, True
@@ -605,7 +606,8 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     nic.ahs[(1, 0)] = (101, PARTNER, reply_ah("reply1"))  # its probes from the QP we know: nothing to do
     nic._stale(20.5)
     assert one.resolved and one.tally.sent == sent
-    nic.ahs[(1, 1)] = (555, PARTNER, reply_ah("reply1b"))  # from another QP: a restart, or a key holder claiming it
+    # from another QP: a restart, or a key holder claiming it
+    nic.ahs[(1, 1)] = (555, PARTNER, reply_ah("reply1b"))
     nic._stale(21.0)
     assert one.confirming == 555 and one.resolved and one.tally.sent == sent  # counted on while SIDR says
     nic.listen_id.pd = None
@@ -635,7 +637,8 @@ def test_a_nic_kept_open_probes_partners_that_answered_without_sidr_and_asks_aga
     nic._stale(21.5)  # the same claim again: not asked again
     assert one.confirming == 0 and one.tally.sent == sent
     nic.resolve_end, at = 21.6, nic.resolve_end
-    nic.ahs[(1, 1)] = (666, PARTNER, reply_ah("reply1x"))  # another claim, too late in the window to ask SIDR:
+    # another claim, too late in the window to ask SIDR:
+    nic.ahs[(1, 1)] = (666, PARTNER, reply_ah("reply1x"))
     asks = list(nic.asks)
     nic._stale(21.7)  # dismissed, counted, nothing forgotten (a key holder's, late in each window)
     assert one.confirming == 0 and one.dismissed == 666 and nic.foreign == 2
