@@ -43,7 +43,7 @@ class RdmaBackend:
         f = verbs.ffi()
         address, how = native.make_cq(native.as_address(cm_id.verbs, f), cqe, native.as_address(comp.ptr, f),
                                       cm_id.device or "the device")  # fmt: skip
-        cq = comp.own(verbs.CQ.adopt(address)) if address else verbs.CQ(cm_id.verbs, cqe, comp)
+        cq = verbs.CQ.adopt(address, comp) if address else verbs.CQ(cm_id.verbs, cqe, comp)
         cq.clock = how
         return cq
 

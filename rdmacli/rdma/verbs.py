@@ -107,19 +107,20 @@ class CQ(Handle):
         cq = ibverbs().ibv_create_cq(verbs, cqe, f.NULL, channel.ptr if channel else f.NULL, 0)
         if cq == f.NULL:
             raise RdmaCallError("ibv_create_cq", f.errno)
-        self._take(cq)
-        if channel is not None:
-            channel.own(self)
+        self._take(cq, channel)
 
     @classmethod
-    def adopt(cls, address: int) -> CQ:
-        """A CQ made elsewhere (rdmacli.native's ibv_cq_ex, as the struct ibv_cq * that polls,
-        arms and destroys it as any CQ), owned from here on."""
+    def adopt(cls, address: int, channel: CompChannel) -> CQ:
+        """A CQ made elsewhere on `channel` (rdmacli.native's ibv_cq_ex, as the struct ibv_cq *
+        that polls, arms and destroys it as any CQ), owned from here on."""
         cq = cls.__new__(cls)
-        cq._take(ffi().cast("struct ibv_cq *", address))
+        cq._take(ffi().cast("struct ibv_cq *", address), channel)
         return cq
 
-    def _take(self, cq) -> None:
+    def _take(self, cq, channel: CompChannel | None) -> None:
+        """Its pointer, and its place on the completion channel it was made on: closed with it."""
+        if channel is not None:
+            channel.own(self)
         self.ptr = cq
         self.unacked = 0
         self._wc = ffi().new("struct ibv_wc[]", self.POLL_BATCH)
