@@ -186,7 +186,7 @@ docs: venv
 # suite the build runs on Debian's own packages.
 DEB_OUT := build/deb
 deb:
-	@if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -q ./ >/dev/null; \
+	@if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 build-dep -y -q ./ >/dev/null; \
 	  else echo "make deb: not root: the build dependencies must be there (apt-get build-dep ./)"; fi
 	rm -rf $(DEB_OUT) && mkdir -p $(DEB_OUT)/src
 	git ls-files -z -co --exclude-standard | tar --null -T - --ignore-failed-read -cf - | tar -xf - -C $(DEB_OUT)/src

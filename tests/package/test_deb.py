@@ -23,6 +23,7 @@ pytestmark = pytest.mark.package
 ROOT = pathlib.Path(__file__).parents[2]
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # the admin's shell, not this venv's
 UNIT = "/lib/systemd/system/rdmacli-watch.service"
+APT_WAIT = ("-o", "DPkg::Lock::Timeout=900")  # another lane may hold dpkg's lock (bootstrap, build-dep)
 
 
 def sh(*argv: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -87,7 +88,7 @@ def test_installs_upgrades_and_purges_cleanly(deb, upgraded):
         pytest.skip("rdmacli's package is installed on this host already: not touched")
     later, version = upgraded
     try:
-        sh("apt-get", "install", "-y", "-q", str(deb))
+        sh("apt-get", *APT_WAIT, "install", "-y", "-q", str(deb))
         r = sh("/usr/bin/rdmacli", "--version")
         assert f"version {version}" in r.stdout and "data path: native" in r.stdout, r.stdout
         assert sh("man", "-w", "rdmacli-ping").stdout.strip().startswith("/usr/share/man/man1/")
@@ -98,11 +99,11 @@ def test_installs_upgrades_and_purges_cleanly(deb, upgraded):
             level = re.search(r"Overall exposure level for rdmacli-watch.service: ([0-9.]+)", r.stdout)
             assert level and float(level.group(1)) <= 3.0, r.stdout[-2000:]
         sh("/usr/bin/rdmacli", "check", "--print-config", "nhc")
-        sh("apt-get", "install", "-y", "-q", str(later))
+        sh("apt-get", *APT_WAIT, "install", "-y", "-q", str(later))
         assert sh("dpkg-query", "-W", "-f", "${Version}", "rdmacli").stdout == f"{version}+up1"
         assert "data path: native" in sh("/usr/bin/rdmacli", "--version").stdout
     finally:
-        sh("apt-get", "purge", "-y", "-q", "rdmacli", check=False)
+        sh("apt-get", *APT_WAIT, "purge", "-y", "-q", "rdmacli", check=False)
     assert sh("dpkg-query", "-W", "rdmacli", check=False).returncode != 0
     owned = ("/usr/bin/rdmacli", UNIT, "/usr/lib/python3/dist-packages/rdmacli", "/usr/share/doc/rdmacli")
     left = [p for p in owned if os.path.lexists(p)]
