@@ -33,7 +33,7 @@ $(NATIVE): $(BIN)/rdmacli $(wildcard rdmacli/native/*.c rdmacli/native/*.h) rdma
 venv: deps $(BIN)/rdmacli $(NATIVE)
 
 # the typed reports, under mypy's --strict (the rest at its default strictness, pyproject.toml)
-STRICT = rdmacli/mesh/findings.py rdmacli/mesh/watchfindings.py
+STRICT = rdmacli/mesh/findings.py rdmacli/mesh/meshreport.py rdmacli/mesh/watchfindings.py
 lint: venv
 	$(BIN)/ruff check rdmacli tests benchmarks scripts
 	$(BIN)/ruff format --check rdmacli tests benchmarks scripts

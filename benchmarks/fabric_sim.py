@@ -384,10 +384,10 @@ def coordinate(s: Scenario) -> tuple[dict, dict]:
     class App:
         out = Console(file=io.StringIO(), width=200, highlight=False)
 
-    print_mesh(App, doc, outcome.report)
+    print_mesh(App, outcome, outcome.report)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "mesh.prom")
-        prometheus.write(path, doc, outcome.report)
+        prometheus.write(path, outcome, outcome.report)
         prom_bytes = os.path.getsize(path)
     costs = {
         "pairs": doc["totals"]["pairs"],

@@ -39,7 +39,8 @@ def current_stops() -> Stops | None:
 
 def finish(app, outcome, render=None) -> None:
     """The one way a command ends: its outcome printed (JSON for scripts, words for people,
-    `render` for a command's own view), then the exit with its code."""
+    `render(app, outcome)` for a command's own view, from its typed report), then the exit
+    with its code."""
     from rdmacli.cli.hints import fit_doc, typed_options
     from rdmacli.render.summary import print_summary, print_warnings
 
@@ -49,7 +50,7 @@ def finish(app, outcome, render=None) -> None:
         fit_doc(doc, options)
     err = outcome.run_error()
     if render is not None and not app.machine:
-        render(app, doc)
+        render(app, outcome)
         print_warnings(app, doc)  # a person sees what the JSON says
         if err is not None:
             app.report_error(err)

@@ -195,7 +195,7 @@ def command(prometheus_file, matrix_file, slurm_drain, max_drain, dry_run, app, 
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh import inputs, request
     from rdmacli.mesh import run as mesh
-    from rdmacli.mesh.findings import MeshReport
+    from rdmacli.mesh.meshreport import MeshReport
     from rdmacli.render.matrix import matrix_file as matrix_sink
     from rdmacli.render.mesh import LiveMesh, print_mesh
 
@@ -234,7 +234,7 @@ def command(prometheus_file, matrix_file, slurm_drain, max_drain, dry_run, app, 
             from rdmacli.render import prometheus
 
             try:
-                prometheus.write(prometheus_file, outcome.to_dict(), report)
+                prometheus.write(prometheus_file, outcome, report)
             except OSError as exc:
                 outcome.warnings.append(
                     f"--prometheus: could not write {prometheus_file}: {exc.strerror or exc}"

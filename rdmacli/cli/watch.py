@@ -284,6 +284,6 @@ def status(nodes, map_path, launcher, port, state_file, timeout, agent_command, 
         report = outcome.report if isinstance(outcome.report, StatusReport) else None
         if slurm_drain:
             blame, ran = (report.blame, list(report.agents)) if report is not None else (None, [])
-            options.act_on_verdict(outcome, blame, ran, outcome.counts["nodes"], WATCH_PREFIX, max_drain,
-                                   dry_run)  # fmt: skip
+            asked = report.totals.nodes if report is not None and report.totals is not None else 0
+            options.act_on_verdict(outcome, blame, ran, asked, WATCH_PREFIX, max_drain, dry_run)
         finish(app, outcome, partial(status_view, report=report))

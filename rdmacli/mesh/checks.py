@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from rdmacli.figures import RTT_FLOOR_US
+from rdmacli.mesh.shape import take, wire
 
 RTT_MIN = "rtt_min_us"
 MAX_LINE = 64 * 1024  # an agent's records are a few hundred bytes
@@ -20,18 +22,10 @@ MAX_KEY = 64
 MAX_ENTRIES = 64  # steps_us, stats
 # every figure an agent may give, with the most it can be: above it, no hardware measured it
 # (and arithmetic on it could overflow: a verdict must never end in an exception)
-FIGURES = {
-    "rtt_p50_us": 1e9,  # a round trip of 1000 s is no round trip
-    "rtt_p99_us": 1e9,
-    "rtt_avg_us": 1e9,
-    "rtt_min_us": 1e9,
-    "host_rtt_p50_us": 1e9,
-    "setup_us": 1e10,
-    "took_s": 86400.0,  # of a slot of at most an hour
-    "gbps_ab": 1e4,  # 10 Tb/s: beyond any port made (the port's own rate is checked by the verdict)
-    "gbps_ba": 1e4,
-    "gbps_sent": 1e4,
-}
+RTT_MOST = 1e9  # a round trip of 1000 s is no round trip
+SETUP_MOST = 1e10
+TOOK_MOST = 86400.0  # of a slot of at most an hour
+RATE_MOST = 1e4  # Gb/s, 10 Tb/s: beyond any port made (the port's own rate is checked by the verdict)
 RATES = ("gbps_ab", "gbps_ba", "gbps_sent")  # what a port's line rate bounds
 # `--test bw`'s counts: each end's messages sent (its completions: the partner's NIC acknowledged
 # them) and received (its receive completions), checked against the partner's on the way to the
@@ -82,7 +76,7 @@ def _error(e) -> str | None:
         return None
     if not isinstance(e, dict) or len(e) > MAX_ENTRIES:
         return "its error is not an object"
-    if not isinstance(e.get("message"), str) or len(e["message"]) > MAX_TEXT:
+    if not (isinstance(message := e.get("message"), str) and len(message) <= MAX_TEXT):
         return "its error has no message of text"
     for k, v in e.items():
         if not (isinstance(k, str) and len(k) <= MAX_KEY):
@@ -101,103 +95,73 @@ def _name(v) -> bool:
     return isinstance(v, str) and NAME.fullmatch(v) is not None
 
 
-def _port_counters(p) -> bool:
-    """One port's counter deltas: {"device": name, "port": n, "moved": {name: n}, "reset": [name]}."""
-    return (
-        isinstance(p, dict)
-        and _name(p.get("device"))
-        and _int(p.get("port"))
-        and 0 <= p["port"] < 256
-        and isinstance(p.get("moved"), dict)
-        and len(p["moved"]) <= MAX_COUNTERS
-        and all(_name(k) and _int(v) and 0 <= v <= MAX_INT for k, v in p["moved"].items())
-        and isinstance(p.get("reset", []), list)
-        and len(p.get("reset", [])) <= MAX_COUNTERS
-        and all(_name(k) for k in p.get("reset", []))
+@dataclass(frozen=True)
+class PortMoved:
+    """One port's counter deltas as a pair record says them (the fields `take` reads)."""
+
+    device: str = wire(_name, "a device name")
+    port: int = wire(lambda v: _int(v) and 0 <= v < 256, "a port number")
+    moved: dict = wire(
+        lambda v: (
+            isinstance(v, dict)
+            and len(v) <= MAX_COUNTERS
+            and all(_name(k) and _int(n) and 0 <= n <= MAX_INT for k, n in v.items())
+        ),
+        "counter names and counts",
+        keep=dict,
+    )
+    reset: list = wire(
+        lambda v: isinstance(v, list) and len(v) <= MAX_COUNTERS and all(map(_name, v)),
+        "counter names",
+        keep=list,
+        absent=[],
     )
 
 
-def _rtts(rec: dict) -> str | None:
-    """Round trips a wire can have, consistent among themselves: none under RTT_FLOOR_US, a
-    median under its p99, and the network's round trip (the responder's hold taken out) under
-    the host's (the hold it took out cannot be more than the whole)."""
-    rtts = {k: rec.get(k) for k in ("rtt_p50_us", "rtt_p99_us", "rtt_avg_us", "host_rtt_p50_us", RTT_MIN)}
-    for key, v in rtts.items():
-        if v is not None and v < RTT_FLOOR_US:
-            return f"{key} is {v:g} µs, under any wire's round trip ({RTT_FLOOR_US:g} µs)"
-    p50, p99, host, low = rtts["rtt_p50_us"], rtts["rtt_p99_us"], rtts["host_rtt_p50_us"], rtts[RTT_MIN]
-    if p50 is not None and p99 is not None and p50 > p99:
-        return f"rtt_p50_us ({p50:g}) is above its rtt_p99_us ({p99:g})"
-    if p50 is not None and low is not None and low > p50:
-        return f"rtt_min_us ({low:g}) is above its rtt_p50_us ({p50:g})"
-    if p50 is not None and host is not None and p50 > host:
-        return f"the network's round trip ({p50:g} µs) is longer than the host's ({host:g} µs)"
-    return None
+class _NotPorts(ValueError):
+    pass
 
 
-def check_pair(rec: dict) -> str | None:
-    """Why a pair record cannot be used, or None. Run, rank and schedule are the collector's."""
-    if not _int(rec.get("round")) or not _int(rec.get("peer")):
-        return "round or peer is not a number"
-    if not all(_int(rec.get(k, 0)) for k in ("rail", "peer_rail")):
-        return "rail or peer_rail is not a number"
-    if rec.get("result") not in ("pass", "fail"):
-        return "its result is neither pass nor fail"
-    why = _error(rec.get("error"))
-    if why:
-        return why
-    for key, high in FIGURES.items():
-        if rec.get(key) is not None and not _figure(rec[key], high):
-            return f"{key} is not a figure from 0 to {high:g}"
-    for key in (*COUNTS, *PROBES):
-        v = rec.get(key)
-        if v is not None and not (_int(v) and 0 <= v <= MAX_INT):
-            return f"{key} is not a count from 0 to 2^63-1"
-    if (rec.get("probes_answered") or 0) > (rec.get("probes_sent") or 0):
-        return "probes_answered is above its probes_sent"
-    why = _rtts(rec)
-    if why:
-        return why
-    if rec.get("steps_us") is not None and not _table(rec["steps_us"], _figure):
-        return "steps_us is not a table of figures"
-    if rec.get("stats") is not None and not _table(rec["stats"], _scalar):
-        return "stats is not a table of short values"
-    counters = rec.get("counters")
-    if counters is not None and not (
-        isinstance(counters, list) and len(counters) <= MAX_PORTS and all(map(_port_counters, counters))
-    ):
-        return "counters is not a list of ports' counter deltas"
-    return None
+def _refuse_port(name: str, words: str) -> Exception:
+    return _NotPorts(name)
 
 
-def pair_copy(rec: dict) -> dict:
-    """The keys of a checked pair record that the report uses, and nothing else."""
-    keep = (
-        "type",
-        "run",
-        "rank",
-        "peer",
-        "rail",
-        "peer_rail",
-        "round",
-        "slot",
-        "result",
-        "error",
-        "steps_us",
-        "stats",
-        *FIGURES,
-        *COUNTS,
-        *PROBES,
+def port_counters(v) -> bool:
+    """Up to MAX_PORTS ports' counter deltas ({"device", "port", "moved", "reset"}), or none."""
+    if v is None:
+        return True
+    if not (isinstance(v, list) and len(v) <= MAX_PORTS and all(isinstance(p, dict) for p in v)):
+        return False
+    try:
+        for p in v:
+            take(PortMoved, p, _refuse_port)
+    except _NotPorts:
+        return False
+    return True
+
+
+def ports_copy(v) -> tuple[dict, ...]:
+    """What the report uses of checked ports' deltas (what it derives, kinds, is derived again)."""
+    return tuple(take(PortMoved, p, _refuse_port) for p in v or ())
+
+
+def error_doc(e) -> bool:
+    """An RdmacliError's document, or none."""
+    return _error(e) is None
+
+
+def figure(high: float) -> Any:
+    """A figure field of a pair record: none, or from 0 to `high`."""
+    return wire(lambda v: v is None or _figure(v, high), f"a figure from 0 to {high:g}", default=None)
+
+
+def count() -> Any:
+    """A count field of a pair record: none, or a 64-bit count."""
+    return wire(
+        lambda v: v is None or (_int(v) and 0 <= v <= MAX_INT), "a count from 0 to 2^63-1", default=None
     )
-    out = {k: rec[k] for k in keep if k in rec}
-    if rec.get("counters"):  # what the report derives (kinds) is derived again, not taken
-        out["counters"] = [
-            {
-                "device": p["device"],
-                "port": p["port"],
-                "moved": dict(p["moved"]),
-                "reset": list(p.get("reset", [])),
-            }
-            for p in rec["counters"]
-        ]
-    return out
+
+
+def table(value_ok: Callable[[Any], bool], words: str) -> Any:
+    """A small table of a pair record (steps, stats): none, or short keys to good values."""
+    return wire(lambda v: v is None or _table(v, value_ok), words, default=None)

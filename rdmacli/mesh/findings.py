@@ -1,4 +1,5 @@
-"""What a fabric check found, as types: the blame, the node and NIC rows, the mesh's report.
+"""What a fabric check found, as types: the pairs, the blame, the node and NIC rows (the mesh's
+report that holds them: meshreport.py).
 
 The verdict (verdict.judge) and blame (blame.blame) make these; the renderers, the scheduler's
 drain and the exporters read their fields. Each type writes its own JSON (`to_json`), the one
@@ -9,7 +10,7 @@ at the edge (outcome.Outcome.to_dict), and the documented schema is what these m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -379,47 +380,3 @@ class NicRow:
     def to_json(self) -> Json:
         return {"node": self.node, "rank": self.rank, "rail": self.rail, "device": self.device,
                 "address": self.address, **self.tally.to_json(), "p50_us": self.p50_us}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class MeshReport:
-    """A mesh run's report: the summary's `data` (docs/reference: the mesh's JSON). `pairs`
-    are the pairs' documents as listed (every pair of a small run, those with trouble of a
-    large one: verdict.LISTED_PAIRS); `baseline` the changes since an earlier run's summary."""
-
-    run_id: str
-    discovery_s: float | None
-    agents_up_s: float | None
-    rails: int
-    cross_rail: bool
-    nodes: tuple[NodeRow, ...]
-    nics: tuple[NicRow, ...]
-    pairs: Sequence[PairResult]
-    pairs_listed: str
-    pairs_compact: int | None
-    slow_reference: SlowReference
-    blame: Blame
-    liars_tolerated: int
-    liars_share: float
-    baseline: Sequence[Json] | None = None
-
-    def to_json(self) -> Json:
-        d: Json = {
-            "run_id": self.run_id,
-            "discovery_s": self.discovery_s,
-            "agents_up_s": self.agents_up_s,
-            "rails": self.rails,
-            "cross_rail": self.cross_rail,
-            "nodes": [r.to_json() for r in self.nodes],
-            "nics": [r.to_json() for r in self.nics],
-            "pairs": [p.to_json() for p in self.pairs],
-            "pairs_listed": self.pairs_listed,
-            "pairs_compact": self.pairs_compact,
-            "slow_reference": self.slow_reference.to_json(),
-            "blame": self.blame.to_json(),
-            "liars_tolerated": self.liars_tolerated,
-            "liars_share": self.liars_share,
-        }
-        if self.baseline is not None:
-            d["baseline"] = list(self.baseline)
-        return d

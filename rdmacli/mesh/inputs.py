@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh.schedule import MAX_SAMPLE
+from rdmacli.mesh.shape import take, wire
 
 # a host name (RFC 1123 labels) or a Slurm node name (underscores too); never a leading '-',
 # so a name can never be read as an option by ssh or srun
@@ -259,7 +260,69 @@ def _finite(value) -> bool:
     )
 
 
-def read_baseline(path: str) -> dict:
+def _rail(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _figure():
+    return wire(_finite, default=None)
+
+
+@dataclass(frozen=True)
+class BaselinePair:
+    """A pair of an earlier mesh run's summary, as `--baseline` compares it (report.compare)."""
+
+    a: str = wire(valid_name)
+    b: str = wire(valid_name)
+    result: str = wire(lambda v: v in ("pass", "fail", "missing"))
+    rail_a: int = wire(_rail, default=0)
+    rail_b: int = wire(_rail, default=0)
+    rtt_p50_us: float | None = _figure()
+    rtt_p99_us: float | None = _figure()
+    setup_us: float | None = _figure()
+
+    def nics(self) -> frozenset:
+        """A pair of NICs: (node, rail) at each end (PairResult.nics)."""
+        return frozenset(((self.a, self.rail_a), (self.b, self.rail_b)))
+
+
+@dataclass(frozen=True)
+class _Summary:
+    command: object = wire(default=None)
+    data: dict | None = wire(lambda v: isinstance(v, dict), lenient=True, default=None)
+
+
+@dataclass(frozen=True)
+class _Data:
+    pairs: list | None = wire(
+        lambda v: isinstance(v, list) and len(v) <= MAX_PAIRS, lenient=True, default=None
+    )
+
+
+class _NotAPair(ValueError):
+    pass
+
+
+def baseline_pairs(doc) -> tuple[BaselinePair, ...]:
+    """The pairs of a mesh run's summary document, each checked (ValueError says which is not)."""
+    head = _Summary(**take(_Summary, doc, _NotAPair)) if isinstance(doc, dict) else None
+    if head is None or head.command != "mesh" or head.data is None:
+        raise _NotAPair("not the summary of a mesh run")
+    pairs = _Data(**take(_Data, head.data, _NotAPair)).pairs
+    if pairs is None:
+        raise _NotAPair("data.pairs is not a list of pairs")
+    out = []
+    for i, p in enumerate(pairs):
+        try:
+            out.append(BaselinePair(**take(BaselinePair, p, _NotAPair)) if isinstance(p, dict) else None)
+        except _NotAPair:
+            out.append(None)
+        if out[-1] is None:
+            raise _NotAPair(f"pair {i} is not a pair of a mesh summary")
+    return tuple(p for p in out if p is not None)
+
+
+def read_baseline(path: str) -> tuple[BaselinePair, ...]:
     """An earlier mesh run's summary, checked against what compare() reads: pairs of two node
     names with a result and finite, non-negative figures. Anything else is refused before a
     single agent starts, so a bad file never costs a run its results."""
@@ -267,29 +330,11 @@ def read_baseline(path: str) -> dict:
         doc = json.loads(read_text(path, "the baseline"))
     except (ValueError, RecursionError) as exc:
         raise usage(f"--baseline {path}: not a JSON summary: {str(exc)[:200]}") from exc
-    if not isinstance(doc, dict) or doc.get("command") != "mesh" or not isinstance(doc.get("data"), dict):
-        raise usage(f"--baseline {path}: not the summary of a mesh run")
-    pairs = doc["data"].get("pairs")
-    if not isinstance(pairs, list) or len(pairs) > MAX_PAIRS:
-        raise usage(f"--baseline {path}: data.pairs is not a list of pairs")
-    for i, p in enumerate(pairs):
-        ok = (
-            isinstance(p, dict)
-            and valid_name(p.get("a"))
-            and valid_name(p.get("b"))
-            and p.get("result") in ("pass", "fail", "missing")
-            and all(_finite(p.get(k)) for k in ("rtt_p50_us", "rtt_p99_us", "setup_us"))
-            and all(
-                isinstance(p.get(k, 0), int) and not isinstance(p.get(k, 0), bool)
-                for k in ("rail_a", "rail_b")
-            )  # fmt: skip
-        )
-        if not ok:
-            raise usage(
-                f"--baseline {path}: pair {i} is not a pair of a mesh summary",
-                hint="give the --json output of an earlier `rdmacli mesh` run",
-            )
-    return doc
+    try:
+        return baseline_pairs(doc)
+    except _NotAPair as exc:
+        hint = "give the --json output of an earlier `rdmacli mesh` run" if "pair " in str(exc) else None
+        raise usage(f"--baseline {path}: {exc}", hint=hint) from None
 
 
 def clustershell_command(words: list[str]) -> str:

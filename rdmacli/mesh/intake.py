@@ -82,14 +82,14 @@ class Intake:
         """Both ends reported, or one end failed it (a pass needs both; a fail needs one)."""
         return len(p.reports) == 2 or any(r.result != "pass" for r in p.reports.values())
 
-    def counts(self) -> dict:
+    def counts(self) -> tuple[int, int, int]:
         """For the progress line: pairs of the schedule, passed and failed so far (the probe's
         healthy ones counted by their ends' entries)."""
         passed = sum(1 for p in self.pairs.values() if len(p.reports) == 2 and p.result == "pass")
         failed = sum(1 for p in self.pairs.values() if p.reports and p.result == "fail")
         if self.store is not None:
             passed += self.store.entries // 2
-        return {"pairs": self.expected, "passed": min(passed, self.expected), "failed": failed}
+        return self.expected, min(passed, self.expected), failed
 
     def all_in(self) -> bool:
         if self.store is not None:  # the probe: every record comes at the phase's end

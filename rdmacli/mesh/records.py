@@ -10,46 +10,94 @@ checks.py.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rdmacli.figures import RTT_FLOOR_US
 from rdmacli.mesh.checks import (  # noqa: F401 - MAX_LINE, OVERLONG, RATES, RATE_SLACK: said here too
-    FIGURES,
+    COUNTS,
     MAX_INT,
     MAX_LINE,
     OVERLONG,
+    PROBES,
+    RATE_MOST,
     RATE_SLACK,
     RATES,
+    RTT_MOST,
+    SETUP_MOST,
+    TOOK_MOST,
     _figure,
     _int,
-    check_pair,
-    pair_copy,
+    _scalar,
+    count,
+    error_doc,
+    figure,
+    port_counters,
+    ports_copy,
+    table,
 )
 from rdmacli.mesh.contract import MAX_RAILS, bounded_json, float_in, int_in, side_of
+from rdmacli.mesh.shape import anything, take, wire
 
 if TYPE_CHECKING:
     from rdmacli.probe.phase import ProbeEnd
-
-
-class Typed:
-    """A record's wire form: its type, then its fields (a record may say more: PairRecord)."""
-
-    TYPE = ""
-
-    def to_dict(self) -> dict:
-        return {"type": self.TYPE, **asdict(self)}  # type: ignore[call-overload]  # each one is a dataclass
 
 
 class Violation(ValueError):
     """A record its sender may not send; the words name what was wrong."""
 
 
-def _rank_of(d: dict) -> int:
-    rank = d.get("rank")
-    if not (isinstance(rank, int) and not isinstance(rank, bool)):
-        raise Violation("a record without a rank")
-    return rank
+def _text(limit: int, **default: Any) -> Any:
+    """A word an agent said, for people: printable, bounded; anything else is empty."""
+
+    def keep(v: Any) -> str:
+        return "".join(ch for ch in v[:limit] if ch.isprintable()) if isinstance(v, str) else ""
+
+    return wire(anything, keep=keep, absent="", **default)
+
+
+def _device(v: Any) -> bool:
+    from rdmacli.mesh.rails import DEVICE
+
+    return isinstance(v, str) and DEVICE.fullmatch(v) is not None
+
+
+# each field its own (a dataclass names the field object it is given)
+def _run() -> Any:
+    return wire(lambda v: isinstance(v, str), "a run")  # parse_record took only this run's
+
+
+def _rank() -> Any:
+    return wire(_int, "a number")
+
+
+def _ready() -> Any:
+    """Said for scheduling, never for blame: anything but false is ready."""
+    return wire(anything, keep=lambda v: v is not False, absent=True)
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A record's wire form: its type, then its fields (a record may say more: PairRecord);
+    every record says its run and its sender's rank."""
+
+    TYPE: ClassVar[str] = ""
+    run: str = _run()
+    rank: int = _rank()
+
+    def to_dict(self) -> dict:
+        return {"type": self.TYPE, **asdict(self)}  # type: ignore[call-overload]  # each one is a dataclass
+
+    @classmethod
+    def parse(cls, d: dict) -> Any:
+        """The record `d` says, its fields checked as declared (shape.take); Violation if not."""
+        return cls(**take(cls, d, cls.refuse))
+
+    @classmethod
+    def refuse(cls, name: str, words: str) -> Violation:
+        return Violation(
+            f"a{'n' if cls.TYPE[:1] in 'aeiou' else ''} {cls.TYPE} record whose {name} is not {words}"
+        )
 
 
 @dataclass(frozen=True)
@@ -57,11 +105,22 @@ class RailState:
     """One rail as its agent found it before round 1."""
 
     rail: int
-    address: str
-    device: str | None
-    port: int
-    ready: bool
-    rate_gbps: float | None = None  # the line rate of its RDMA port (sysfs), the bound of its pairs
+    address: str = _text(64)
+    device: str | None = wire(_device, lenient=True, absent=None)
+    port: int = wire(int_in(0, 65535), lenient=True, absent=0)
+    ready: bool = _ready()
+    # the line rate of its RDMA port (sysfs), the bound of its pairs
+    rate_gbps: float | None = wire(lambda v: _figure(v, RATE_MOST), lenient=True, default=None)
+
+
+def _rails(v: Any) -> bool:
+    return isinstance(v, list) and len(v) <= MAX_RAILS and all(isinstance(r, dict) for r in v)
+
+
+def _rail_states(v: list) -> tuple[RailState, ...]:
+    return tuple(
+        RailState(rail=k, **take(RailState, r, Typed.refuse, skip=("rail",))) for k, r in enumerate(v)
+    )
 
 
 @dataclass(frozen=True)
@@ -69,46 +128,14 @@ class AgentRecord(Typed):
     """It is up: which node, its rails and whether each can run pairs."""
 
     TYPE = "agent"
-    run: str
-    rank: int
-    node: str
-    address: str
-    rails: tuple[RailState, ...]
-    ready: bool
-    host: str = ""
-    pid: int = 0
-    clock: float = 0.0
-    rounds: int = 0
-
-    @classmethod
-    def parse(cls, d: dict) -> AgentRecord:
-        from rdmacli.mesh.rails import DEVICE
-
-        rails = d.get("rails", [])
-        if not (
-            isinstance(rails, list) and len(rails) <= MAX_RAILS and all(isinstance(r, dict) for r in rails)
-        ):
-            raise Violation("an agent record whose rails are not a list of objects")
-        states = []
-        for k, r in enumerate(rails):
-            dev = r.get("device")
-            states.append(
-                RailState(
-                    rail=k,
-                    address=_text(r.get("address"), 64),
-                    device=dev if isinstance(dev, str) and DEVICE.fullmatch(dev) else None,
-                    port=r["port"] if int_in(0, 65535)(r.get("port")) else 0,
-                    ready=r.get("ready") is not False,
-                    rate_gbps=r["rate_gbps"] if _figure(r.get("rate_gbps"), FIGURES["gbps_ab"]) else None,
-                )
-            )
-        return cls(
-            run=d["run"], rank=_rank_of(d), node=_text(d.get("node"), 253),
-            address=_text(d.get("address"), 64),
-            rails=tuple(states), ready=d.get("ready") is not False, host=_text(d.get("host"), 253),
-            pid=_or(d, "pid", int_in(0, 2**31), 0), clock=_or(d, "clock", float_in(0, 2**40), 0.0),
-            rounds=_or(d, "rounds", int_in(0, 10**6), 0),
-        )  # fmt: skip
+    node: str = _text(253)
+    address: str = _text(64)
+    rails: tuple[RailState, ...] = wire(_rails, "a list of objects", keep=_rail_states, absent=[])
+    ready: bool = _ready()
+    host: str = _text(253, default="")
+    pid: int = wire(int_in(0, 2**31), lenient=True, default=0)
+    clock: float = wire(float_in(0, 2**40), lenient=True, default=0.0)
+    rounds: int = wire(int_in(0, 10**6), lenient=True, default=0)
 
     def ready_rails(self, rails: int) -> list[int]:
         """The rails it said can run pairs: per rail where it said so for each, else by its
@@ -118,18 +145,8 @@ class AgentRecord(Typed):
         return list(range(rails)) if self.ready else []
 
 
-def _or(d: dict, key: str, valid: Callable[[Any], bool], default: Any) -> Any:
-    """A field an agent may leave out or get wrong without harm: its value when valid, else
-    `default` (what is wrong with it is not its sender's violation, only not used)."""
-    v = d.get(key)
-    return v if valid(v) else default
-
-
-def _text(v, limit: int) -> str:
-    """A word an agent said, for people: printable, bounded; anything else is empty."""
-    if not isinstance(v, str):
-        return ""
-    return "".join(ch for ch in v[:limit] if ch.isprintable())
+def _whole(v: Any) -> bool:
+    return _int(v) and 0 <= v <= MAX_INT
 
 
 @dataclass(frozen=True)
@@ -138,36 +155,39 @@ class PairRecord(Typed):
     document; the latency figures are the connector's; with `--test bw` each end gives the
     rate of the stream that came to it (the listener a's gbps_ba, the connector b's gbps_ab),
     the rate it sent at (gbps_sent) and its counts both ways; with `--test probe` each end its
-    own probes to the partner and how many were answered."""
+    own probes to the partner and how many were answered. Run, rank and schedule are the
+    collector's to check; the figures are bounded by what hardware can measure (checks.py)."""
 
     TYPE = "pair"
-    run: str
-    rank: int
-    peer: int
-    round: int
-    result: str  # pass or fail
-    rail: int = 0
-    peer_rail: int = 0
-    slot: int | None = None
-    error: dict | None = None
-    retest: bool = False
-    took_s: float | None = None  # of its slot, torn down too (the agent's measure)
-    setup_us: float | None = None
-    rtt_p50_us: float | None = None
-    rtt_p99_us: float | None = None
-    rtt_avg_us: float | None = None
-    host_rtt_p50_us: float | None = None
-    rtt_min_us: float | None = None  # the fastest round trip: the wire's, least touched by the hosts
-    gbps_ab: float | None = None
-    gbps_ba: float | None = None
-    gbps_sent: float | None = None
-    messages_sent: int | None = None
-    messages_received: int | None = None
-    probes_sent: int | None = None
-    probes_answered: int | None = None
-    steps_us: dict | None = None
-    stats: dict | None = None
-    counters: tuple[dict, ...] = ()
+    peer: int = wire(_int, "a number")
+    round: int = wire(_int, "a number")
+    result: str = wire(lambda v: v in ("pass", "fail"), "pass or fail")
+    rail: int = wire(_int, "a number", default=0)
+    peer_rail: int = wire(_int, "a number", default=0)
+    slot: int | None = wire(lambda v: v is None or int_in(0, 10**6)(v), "a number", default=None)
+    error: dict | None = wire(error_doc, "an error's document (a message, short values)", default=None)
+    retest: bool = wire(anything, keep=lambda v: v is True, default=False)
+    took_s: float | None = figure(TOOK_MOST)  # of its slot, torn down too (the agent's measure)
+    setup_us: float | None = figure(SETUP_MOST)
+    rtt_p50_us: float | None = figure(RTT_MOST)
+    rtt_p99_us: float | None = figure(RTT_MOST)
+    rtt_avg_us: float | None = figure(RTT_MOST)
+    host_rtt_p50_us: float | None = figure(RTT_MOST)
+    rtt_min_us: float | None = figure(
+        RTT_MOST
+    )  # the fastest round trip: the wire's, least touched by the hosts
+    gbps_ab: float | None = figure(RATE_MOST)
+    gbps_ba: float | None = figure(RATE_MOST)
+    gbps_sent: float | None = figure(RATE_MOST)
+    messages_sent: int | None = count()
+    messages_received: int | None = count()
+    probes_sent: int | None = count()
+    probes_answered: int | None = count()
+    steps_us: dict | None = table(_figure, "a table of figures")
+    stats: dict | None = table(_scalar, "a table of short values")
+    counters: tuple[dict, ...] = wire(
+        port_counters, "a list of ports' counter deltas", keep=ports_copy, default=()
+    )
 
     @property
     def side(self) -> str:
@@ -182,16 +202,30 @@ class PairRecord(Typed):
 
     @classmethod
     def parse(cls, d: dict) -> PairRecord:
-        why = check_pair(d)
+        rec = cls(**take(cls, d, cls.refuse))
+        why = rec.inconsistency()
         if why:
             raise Violation(f"a pair record whose {why}")
-        if not (d.get("slot") is None or int_in(0, 10**6)(d.get("slot"))):
-            raise Violation("a pair record whose slot is not a number")
-        copy = pair_copy(d)
-        copy.pop("type", None)
-        copy["counters"] = tuple(copy.get("counters") or ())
-        copy["retest"] = d.get("retest") is True
-        return cls(**copy)
+        return rec
+
+    def inconsistency(self) -> str | None:
+        """Figures a wire cannot have together: none under RTT_FLOOR_US, a median under its p99,
+        the network's round trip (the responder's hold taken out) under the host's (the hold it
+        took out cannot be more than the whole), no more answers than probes."""
+        if (self.probes_answered or 0) > (self.probes_sent or 0):
+            return "probes_answered is above its probes_sent"
+        p50, p99, host, low = self.rtt_p50_us, self.rtt_p99_us, self.host_rtt_p50_us, self.rtt_min_us
+        for name, v in (("rtt_p50_us", p50), ("rtt_p99_us", p99), ("rtt_avg_us", self.rtt_avg_us),
+                        ("host_rtt_p50_us", host), ("rtt_min_us", low)):  # fmt: skip
+            if v is not None and v < RTT_FLOOR_US:
+                return f"{name} is {v:g} µs, under any wire's round trip ({RTT_FLOOR_US:g} µs)"
+        if p50 is not None and p99 is not None and p50 > p99:
+            return f"rtt_p50_us ({p50:g}) is above its rtt_p99_us ({p99:g})"
+        if p50 is not None and low is not None and low > p50:
+            return f"rtt_min_us ({low:g}) is above its rtt_p50_us ({p50:g})"
+        if p50 is not None and host is not None and p50 > host:
+            return f"the network's round trip ({p50:g} µs) is longer than the host's ({host:g} µs)"
+        return None
 
     def healthy_figures(self) -> tuple[float | None, ...]:
         """Its round trips as a healthy record says them (HEALTHY_FIGURES' order)."""
@@ -216,6 +250,18 @@ HEALTHY_ENTRIES = 1024  # partners of one healthy record: a line of tens of KB, 
 HEALTHY_FIGURES = ("rtt_p50_us", "rtt_p99_us", "host_rtt_p50_us", "rtt_min_us")
 
 
+def _column(v: Any) -> bool:
+    return isinstance(v, list) and len(v) <= HEALTHY_ENTRIES
+
+
+def _col() -> Any:
+    return wire(_column, f"a list of {HEALTHY_ENTRIES} figures at most", keep=tuple, default=(), needed=True)
+
+
+def _count() -> Any:
+    return wire(_whole, "a count")
+
+
 @dataclass(frozen=True)
 class HealthyRecord(Typed):
     """`mesh --test probe`: one NIC's healthy partners at once, compactly (what grows with pairs
@@ -225,16 +271,14 @@ class HealthyRecord(Typed):
     has a pair record of its own. Up to HEALTHY_ENTRIES entries a record."""
 
     TYPE = "healthy"
-    run: str
-    rank: int
-    rail: int
-    round: int
-    first: int
-    probes: int
-    rtt_p50_us: tuple = ()
-    rtt_p99_us: tuple = ()
-    host_rtt_p50_us: tuple = ()
-    rtt_min_us: tuple = ()
+    rail: int = _count()
+    round: int = _count()
+    first: int = _count()
+    probes: int = _count()
+    rtt_p50_us: tuple = _col()
+    rtt_p99_us: tuple = _col()
+    host_rtt_p50_us: tuple = _col()
+    rtt_min_us: tuple = _col()
 
     def to_dict(self) -> dict:
         return {"type": self.TYPE, **{f.name: getattr(self, f.name) for f in fields(self)}}
@@ -248,16 +292,14 @@ class HealthyRecord(Typed):
 
     @classmethod
     def parse(cls, d: dict) -> HealthyRecord:
-        for key in ("rail", "round", "first", "probes"):
-            if not (_int(d.get(key)) and 0 <= d[key] <= MAX_INT):
-                raise Violation(f"a healthy record whose {key} is not a count")
-        cols: list[Any] = [d.get(k) for k in HEALTHY_FIGURES]
-        if not all(isinstance(c, list) and len(c) <= HEALTHY_ENTRIES for c in cols):
-            raise Violation(f"a healthy record whose figures are not lists of {HEALTHY_ENTRIES} at most")
+        rec = cls(**take(cls, d, cls.refuse))
+        cols = rec.healthy_columns()
         if len({len(c) for c in cols}) != 1:
             raise Violation("a healthy record whose figure lists differ in length")
-        low, high, number = RTT_FLOOR_US, FIGURES["rtt_p50_us"], (int, float)
-        for p50, p99, host, least in zip(*cols):  # _rtts' rules, inline: millions of entries at fleet size
+        low, high, number = RTT_FLOOR_US, RTT_MOST, (int, float)
+        for p50, p99, host, least in zip(
+            *cols
+        ):  # the pair's rules, inline: millions of entries at fleet size
             if p50 is None and p99 is None and host is None and least is None:
                 continue
             if not (type(p50) in number and type(p99) in number and type(host) in number
@@ -267,8 +309,11 @@ class HealthyRecord(Typed):
                     f"a healthy record with an entry that is no round trip ({low:g} µs <= min <= p50 <= "
                     f"p99, p50 <= host p50, none above {high:g})"
                 )
-        return cls(run=d["run"], rank=_rank_of(d), rail=d["rail"], round=d["round"], first=d["first"],
-                   probes=d["probes"], **{k: tuple(c) for k, c in zip(HEALTHY_FIGURES, cols)})  # fmt: skip
+        return rec
+
+    def healthy_columns(self) -> tuple[tuple, ...]:
+        """Its four figure lists, HEALTHY_FIGURES' order."""
+        return (self.rtt_p50_us, self.rtt_p99_us, self.host_rtt_p50_us, self.rtt_min_us)
 
 
 @dataclass(frozen=True)
@@ -276,16 +321,19 @@ class RailsRecord(Typed):
     """Discovery: the rails this node found (checked by rails.check_report against the family)."""
 
     TYPE = "rails"
-    run: str
-    rank: int
-    rails: list = field(default_factory=list)
+    rails: list = wire(lambda v: isinstance(v, list) and len(v) <= 4 * MAX_RAILS, "a list", absent=None)
 
-    @classmethod
-    def parse(cls, d: dict) -> RailsRecord:
-        rails = d.get("rails")
-        if not isinstance(rails, list) or len(rails) > 4 * MAX_RAILS:
-            raise Violation("a rails record whose rails are not a list")
-        return cls(run=d["run"], rank=_rank_of(d), rails=rails)
+
+def _dropped(v: Any) -> bool:
+    count, rail = int_in(0, MAX_INT), int_in(0, MAX_RAILS - 1)
+    return (
+        isinstance(v, (list, tuple))
+        and len(v) <= MAX_RAILS
+        and all(
+            isinstance(x, (list, tuple)) and len(x) == 3 and rail(x[0]) and count(x[1]) and count(x[2])
+            for x in v
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -293,29 +341,15 @@ class DoneRecord(Typed):
     """Its schedule is over."""
 
     TYPE = "done"
-    run: str
-    rank: int
-    failed: int = 0
+    failed: int = wire(int_in(0, 10**9), lenient=True, default=0)
     # the probe's NICs that dropped datagrams: (rail, with a wrong tag, from another QP than SIDR
     # named), none for a NIC that dropped none
-    dropped: tuple[tuple[int, int, int], ...] = ()
-
-    @classmethod
-    def parse(cls, d: dict) -> DoneRecord:
-        failed = d.get("failed", 0)
-        dropped = d.get("dropped", ())
-        count, rail = int_in(0, MAX_INT), int_in(0, MAX_RAILS - 1)
-        if (
-            not isinstance(dropped, (list, tuple))
-            or len(dropped) > MAX_RAILS
-            or not all(
-                isinstance(x, (list, tuple)) and len(x) == 3 and rail(x[0]) and count(x[1]) and count(x[2])
-                for x in dropped
-            )
-        ):
-            raise Violation("a done record whose dropped datagrams are not (rail, count, count) per rail")
-        return cls(run=d["run"], rank=_rank_of(d), failed=failed if int_in(0, 10**9)(failed) else 0,
-                   dropped=tuple((x[0], x[1], x[2]) for x in dropped))  # fmt: skip
+    dropped: tuple[tuple[int, int, int], ...] = wire(
+        _dropped,
+        "(rail, count, count) per rail",
+        keep=lambda v: tuple((x[0], x[1], x[2]) for x in v),
+        default=(),
+    )
 
 
 @dataclass(frozen=True)
@@ -323,16 +357,11 @@ class ErrorRecord(Typed):
     """It could not run (bad spec, no rank, its own environment): words for people."""
 
     TYPE = "error"
-    run: str | None
-    rank: int | None
-    message: str
-    cause: str | None = None
-
-    @classmethod
-    def parse(cls, d: dict) -> ErrorRecord:
-        cause = d.get("cause")
-        return cls(run=d["run"], rank=_rank_of(d), message=_text(d.get("message"), 200),
-                   cause=cause if isinstance(cause, str) and len(cause) <= 64 else None)  # fmt: skip
+    # an agent that failed before it read its spec knows no run or rank: null
+    run: str | None = _run()  # type: ignore[assignment]
+    rank: int | None = _rank()  # type: ignore[assignment]
+    message: str = _text(200)
+    cause: str | None = wire(lambda v: isinstance(v, str) and len(v) <= 64, lenient=True, default=None)
 
 
 @dataclass(frozen=True)
@@ -340,13 +369,7 @@ class GoRecord(Typed):
     """It read the coordinator's go line: round 1 starts at `start_at`."""
 
     TYPE = "go"
-    run: str
-    rank: int
-    start_at: float
-
-    @classmethod
-    def parse(cls, d: dict) -> GoRecord:
-        return cls(run=d["run"], rank=_rank_of(d), start_at=_or(d, "start_at", float_in(0, 2**40), 0.0))
+    start_at: float = wire(float_in(0, 2**40), lenient=True, absent=0.0)
 
 
 @dataclass(frozen=True)
@@ -354,13 +377,7 @@ class StoppedRecord(Typed):
     """A signal ended it (the current pair torn down first)."""
 
     TYPE = "stopped"
-    run: str
-    rank: int
-    signal: int
-
-    @classmethod
-    def parse(cls, d: dict) -> StoppedRecord:
-        return cls(run=d["run"], rank=_rank_of(d), signal=_or(d, "signal", int_in(1, 64), 0))
+    signal: int = wire(int_in(1, 64), lenient=True, absent=0)
 
 
 def described() -> dict[str, str]:
@@ -393,7 +410,7 @@ def parse_record(line: str, run_id: str):
     d = bounded_json(line, MAX_LINE, Violation, "a line of {n} bytes", "a line that is not JSON")
     if not isinstance(d, dict) or d.get("run") != run_id:
         return None
-    kind = RECORDS.get(d["type"]) if isinstance(d.get("type"), str) else None  # a list is unhashable
+    kind = RECORDS.get(t) if isinstance(t := d.get("type"), str) else None  # a list is unhashable
     if kind is None:
         return None
     return kind.parse(d)

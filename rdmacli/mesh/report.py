@@ -11,13 +11,17 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh.contract import side_of
 from rdmacli.mesh.findings import FIGURES, NicRow, NodeRow, PairError, PairResult, Slow, Tally
+from rdmacli.mesh.meshreport import Change
 from rdmacli.mesh.records import RATES, PairRecord
+
+if TYPE_CHECKING:
+    from rdmacli.mesh.inputs import BaselinePair
 
 # The matrix's short codes, most specific first (when the two ends of a pair disagree, the
 # first wins): (code, the typed causes it stands for, words). One table; any other cause is FAIL.
@@ -350,30 +354,24 @@ def nic_table(n: int, rails: int, pairs: list[Pair], names: Sequence[str], addre
     return rows
 
 
-def compare(baseline: dict, pairs: Sequence[PairResult], slower_by: float = 1.5) -> list[dict]:
-    """Pairs that started failing or got slower than in an earlier run's summary document (read
-    here, at its edge: a file the user gave, checked key by key)."""
-
-    def nics(p: dict) -> frozenset:  # a pair of NICs: (node, rail) at each end
-        return frozenset(((p["a"], p.get("rail_a", 0)), (p["b"], p.get("rail_b", 0))))
-
-    before = {}
-    for p in (baseline.get("data") or {}).get("pairs") or []:
-        if isinstance(p, dict) and "a" in p and "b" in p:
-            before[nics(p)] = p
+def compare(baseline: Sequence[BaselinePair], pairs: Sequence[PairResult], slower_by: float = 1.5
+            ) -> list[Change]:  # fmt: skip
+    """Pairs that started failing or got slower than in an earlier run's summary (its pairs
+    read and checked at its edge, inputs.read_baseline)."""
+    before = {p.nics(): p for p in baseline}
     flagged = []
     for q in pairs:
         old = before.get(q.nics())
         if old is None:
             continue
-        if q.result == "fail" and old.get("result") == "pass":
-            flagged.append({"a": q.a, "b": q.b, "change": "now failing", "cause": q.cause})
+        if q.result == "fail" and old.result == "pass":
+            flagged.append(Change(q.a, q.b, "now failing", q.cause))
             continue
         for key in ("rtt_p50_us", "rtt_p99_us", "setup_us"):
             new_v: Any = q.figure(key)
-            old_v: Any = old.get(key)
+            old_v: Any = getattr(old, key)
             numbers = isinstance(new_v, (int, float)) and isinstance(old_v, (int, float))
             if numbers and old_v > 0 and new_v > old_v * slower_by:
-                flagged.append({"a": q.a, "b": q.b, "change": f"{key} {old_v:g} -> {new_v:g}", "cause": None})
+                flagged.append(Change(q.a, q.b, f"{key} {old_v:g} -> {new_v:g}"))
                 break
     return flagged

@@ -17,7 +17,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Callable, ContextManager
+from typing import TYPE_CHECKING, Callable, ContextManager
 
 from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
 from rdmacli.mesh import midrun, said, verdict
@@ -27,6 +27,9 @@ from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.plan import GO_LEAD_S, RETEST_DECIDE_S, Plan
 from rdmacli.mesh.records import AgentRecord, PairRecord
 from rdmacli.outcome import Outcome
+
+if TYPE_CHECKING:
+    from rdmacli.mesh.inputs import BaselinePair
 
 
 class Observer:
@@ -56,7 +59,7 @@ class Request:
     retest_rounds: int = P.RETEST_ROUNDS
     slow_factor: float = P.SLOW_FACTOR
     slow_fraction: float = P.SLOW_FRACTION
-    baseline: dict | None = None
+    baseline: tuple[BaselinePair, ...] | None = None
     show_rail: int | None = None  # checked against the rails found
     # --matrix FILE: a context manager's factory yielding a sink (`add(doc)`, `error`) for every
     # pair's document (the CLI's render.matrix.matrix_file), opened only once the verdict is made

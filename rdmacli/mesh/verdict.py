@@ -9,17 +9,24 @@ once at its end.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from rdmacli.diag.counters import ADVICE
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import said
 from rdmacli.mesh.blame import LIAR_SHARE, LIARS, blame, implausible, judge_slow, late, within
-from rdmacli.mesh.findings import MeshReport, PairResult, Retest
+from rdmacli.mesh.findings import PairResult, Retest
 from rdmacli.mesh.healthy import Healthy
+from rdmacli.mesh.meshreport import MeshReport, MeshTotals
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
 from rdmacli.mesh.report import Pair, compare, nic_table, node_table
 from rdmacli.outcome import Outcome
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from rdmacli.mesh.inputs import BaselinePair
 
 
 @dataclass(frozen=True)
@@ -145,8 +152,8 @@ def _unreported(plan: Plan, ev: Evidence, rank: int, rnd: int) -> dict:
     ).to_dict()
 
 
-def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = None, signal: int | None = None,
-          elapsed_ms: float = 0.0, matrix=None) -> Outcome:  # fmt: skip
+def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: Sequence[BaselinePair] | None = None,
+          signal: int | None = None, elapsed_ms: float = 0.0, matrix=None) -> Outcome:  # fmt: skip
     """The run's outcome: each pair's result (a re-test's, where one ran), slow pairs, blame,
     per-node and per-NIC tables, warnings and the one error that decides the exit code. The
     pairs listed are every pair up to LISTED_PAIRS, else those with trouble (failed, missing,
@@ -210,6 +217,23 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         ))  # fmt: skip
     failed = [p for p in pair_docs if p.result == "fail"]
     missing = [p for p in pair_docs if p.result == "missing"]
+    retested = [d.retest.verdict for d in pair_docs if d.retest]
+    totals = MeshTotals(
+        nodes=plan.n,
+        rounds=len(plan.rounds),
+        retest_rounds=ev.retest_rounds,
+        pairs_retested=len(retested),
+        pairs_transient=retested.count("transient"),
+        pairs=total,
+        pairs_passed=sum(p.result == "pass" for p in pairs) + (len(healthy) if healthy is not None else 0),
+        pairs_failed=len(failed),
+        pairs_missing=len(missing),
+        pairs_slow=sum(bool(p.slow) for p in pair_docs),
+        rails=plan.rails,
+        bad_nodes=len(verdict.nodes),
+        bad_nics=len(verdict.nics),
+        bad_links=len(verdict.links),
+    )
     report = MeshReport(
         run_id=plan.spec.run_id,
         discovery_s=plan.discovery_s,
@@ -229,28 +253,12 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: dict | None = Non
         liars_tolerated=LIARS,  # f: agents lying together that can blame nobody (blame.LIARS)
         liars_share=LIAR_SHARE,  # ... nor witnesses of a NIC no more than this share of its pairs
         baseline=compare(baseline, pair_docs) if baseline is not None else None,
+        totals=totals,
     )
     error = None
     if signal is None:
         error = _error(plan, ev, pairs, total, verdict, failed, missing)
-    retested = [d.retest.verdict for d in pair_docs if d.retest]
-    counts = {
-        "nodes": plan.n,
-        "rounds": len(plan.rounds),
-        "retest_rounds": ev.retest_rounds,
-        "pairs_retested": len(retested),
-        "pairs_transient": retested.count("transient"),
-        "pairs": total,
-        "pairs_passed": sum(p.result == "pass" for p in pairs) + (len(healthy) if healthy is not None else 0),
-        "pairs_failed": len(failed),
-        "pairs_missing": len(missing),
-        "pairs_slow": sum(bool(p.slow) for p in pair_docs),
-        "rails": plan.rails,
-        "bad_nodes": len(verdict.nodes),
-        "bad_nics": len(verdict.nics),
-        "bad_links": len(verdict.links),
-    }
-    return Outcome("mesh", params, error=error, signal=signal, counts=counts, report=report,
+    return Outcome("mesh", params, error=error, signal=signal, counts=totals.to_json(), report=report,
                    elapsed_ms=elapsed_ms, warnings=warnings(plan, ev, pair_docs))  # fmt: skip
 
 

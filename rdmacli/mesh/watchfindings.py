@@ -10,7 +10,7 @@ watch status) and the scheduler's drain (sched/drain.py) read these fields. Noth
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 Json = dict[str, Any]
@@ -125,12 +125,30 @@ class Freshness:
 
 
 @dataclass(frozen=True)
+class StatusTotals:
+    """watch status's counts: the summary's `totals` (written at the edge from `to_json`)."""
+
+    nodes: int  # asked
+    answered: int
+    rails: int
+    bad_nodes: int
+    bad_nics: int
+    bad_links: int
+    disputed: int
+    windows_min: int  # the fewest windows an agent that answered has judged
+
+    def to_json(self) -> Json:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
 class StatusReport:
     """watch status's data: the blame, each agent's freshness, and the liars it tolerates."""
 
     blame: StatusBlame
     agents: Mapping[str, Freshness]
     liars_tolerated: int
+    totals: StatusTotals | None = None  # the summary's totals, not its data
 
     def to_json(self) -> Json:
         return {"blame": self.blame.to_json(), "agents": {n: f.to_json() for n, f in self.agents.items()},

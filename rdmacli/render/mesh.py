@@ -9,12 +9,15 @@ import time
 from collections.abc import Sequence
 
 from rdmacli.diag.counters import ADVICE
-from rdmacli.mesh.findings import BadPair, Blame, MeshReport, NicRow, PairResult
+from rdmacli.mesh.findings import BadPair, Blame, NicRow, PairResult
+from rdmacli.mesh.meshreport import MeshReport, MeshTotals
 from rdmacli.mesh.report import CAUSES
+from rdmacli.outcome import Outcome
 from rdmacli.render.text import plain, printable
 from rdmacli.units import counter_words, duration, plural
 
 MATRIX_MAX = 32
+NO_TOTALS = MeshTotals(*[0] * 14)  # a report made before any count (never by verdict.judge)
 
 
 class MeshProgress:
@@ -52,11 +55,11 @@ class MeshProgress:
         run, now = self.run, time.time()
         plan, start = run.plan, run.start_at
         rnd = 0 if now < start else min(len(plan.rounds), int((now - start) / plan.spec.round_s) + 1)
-        counts = run.intake.counts()
+        pairs, passed, failed = run.intake.counts()
         phase = f"{len(run.intake.agents)}/{plan.n} agents up" if now < start else ""
         self.progress.update(
-            self.task, total=counts["pairs"], completed=counts["passed"] + counts["failed"], round=rnd,
-            rounds=len(plan.rounds), passed=counts["passed"], failed=counts["failed"], phase=phase,
+            self.task, total=pairs, completed=passed + failed, round=rnd,
+            rounds=len(plan.rounds), passed=passed, failed=failed, phase=phase,
         )  # fmt: skip
 
     def __exit__(self, *exc) -> None:
@@ -152,8 +155,8 @@ def worst_rail(nics: Sequence[NicRow], rails: int) -> int:
     return max(range(rails), key=lambda k: (score[k], -k))
 
 
-def print_mesh(app, doc: dict, report: MeshReport, rail: int | None = None) -> None:
-    """The run's report for people; `doc` (the summary) gives the result line's totals."""
+def print_mesh(app, outcome: Outcome, report: MeshReport, rail: int | None = None) -> None:
+    """The run's report for people; the outcome gives the result line's result and time."""
     from rich.table import Table
 
     nodes, all_pairs, verdict = report.nodes, report.pairs, report.blame
@@ -266,14 +269,13 @@ def print_mesh(app, doc: dict, report: MeshReport, rail: int | None = None) -> N
         )
     _blame(con, verdict, rails, failing=bool(failing))
     for change in report.baseline or []:
-        con.print(f"  [yellow]vs baseline[/] {change['a']} <-> {change['b']}: {change['change']}")
-    t = doc.get("totals", {})
+        con.print(f"  [yellow]vs baseline[/] {change.a} <-> {change.b}: {change.change}")
+    t = report.totals or NO_TOTALS
     con.print(
-        f"\nmesh: {doc['result']} - {t.get('pairs_passed', 0)}/{t.get('pairs', 0)} pairs passed, "
-        f"{t.get('pairs_failed', 0)} failed, {t.get('pairs_slow', 0)} slow, "
-        f"{t.get('pairs_missing', 0)} missing; "
-        f"{plural(t.get('nodes', 0), 'node')}" + (f" x {rails} rails" if rails > 1 else "") + ", "
-        f"{plural(t.get('rounds', 0), 'round')} in {duration(doc.get('elapsed_ms', 0) * 1e3)}"
+        f"\nmesh: {outcome.result} - {t.pairs_passed}/{t.pairs} pairs passed, "
+        f"{t.pairs_failed} failed, {t.pairs_slow} slow, {t.pairs_missing} missing; "
+        f"{plural(t.nodes, 'node')}" + (f" x {rails} rails" if rails > 1 else "") + ", "
+        f"{plural(t.rounds, 'round')} in {duration(outcome.elapsed_ms * 1e3)}"
     )
 
 

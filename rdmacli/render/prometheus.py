@@ -3,21 +3,22 @@ run, those with trouble of a large one: never a series per healthy pair of a fle
 per node, and the run, in the text exposition that node_exporter's textfile collector reads, so
 a cron job's mesh shows in the dashboards admins already have. Made with prometheus_client (its
 registry, its escaping of label values); written atomically by files.replace (as root, nothing
-but a regular file). Reads the run's typed report and its summary's totals."""
+but a regular file). Reads the run's typed report and outcome."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from rdmacli.mesh.findings import MeshReport
+from rdmacli.mesh.meshreport import MeshReport
+from rdmacli.outcome import Outcome
 from rdmacli.render.files import check, replace  # noqa: F401  (check: the CLI's, before a run)
 
 PREFIX = "rdmacli_mesh_"
 
 
-def write(path: str, doc: dict, report: MeshReport) -> None:
-    """The run's series: its pairs, NICs, nodes and blame from `report`, its totals and exit
-    from `doc` (the summary, as written)."""
+def write(path: str, outcome: Outcome, report: MeshReport) -> None:
+    """The run's series: its pairs, NICs, nodes, blame and totals from `report`, its exit and
+    time from `outcome`."""
     reg = CollectorRegistry()
 
     def gauge(name: str, text: str, labels: tuple[str, ...] = ()) -> Gauge:
@@ -34,7 +35,7 @@ def write(path: str, doc: dict, report: MeshReport) -> None:
                 (*pair, "quantile"))  # fmt: skip
     setup = gauge("pair_setup_seconds", "connection setup (resolve, route, QP, connect) of the pair", pair)
     gbps = gauge("pair_bandwidth_gbps", "Gb/s of the pair's bw test, by direction", (*pair, "direction"))
-    test = str((doc.get("params") or {}).get("test", ""))
+    test = str(outcome.params.get("test", ""))
     for p in report.pairs:
         ends = (p.a, p.b, str(p.rail_a), str(p.rail_b))
         up.labels(*ends, test).set(1 if p.result == "pass" else 0)
@@ -81,11 +82,14 @@ def write(path: str, doc: dict, report: MeshReport) -> None:
     for x in verdict.links:
         ends = (x.a.node, x.b.node, str(x.a.rail or 0), str(x.b.rail or 0))
         link.labels(*ends, x.cause).set(1)
-    totals = doc.get("totals") or {}
+    t = report.totals
     run = gauge("run_pairs", "pairs of the run, by result", ("result",))
-    for result in ("passed", "failed", "missing", "transient", "slow"):
-        run.labels(result).set(totals.get(f"pairs_{result}", 0))
-    gauge("run_exit_code", "the run's exit status (0: every pair passed)").set(doc.get("exit_code", 0))
-    gauge("run_elapsed_seconds", "wall time of the run").set((doc.get("elapsed_ms") or 0) / 1e3)
+    if t is not None:
+        by_result = (("passed", t.pairs_passed), ("failed", t.pairs_failed), ("missing", t.pairs_missing),
+                     ("transient", t.pairs_transient), ("slow", t.pairs_slow))  # fmt: skip
+        for result, count in by_result:
+            run.labels(result).set(count)
+    gauge("run_exit_code", "the run's exit status (0: every pair passed)").set(outcome.exit_code)
+    gauge("run_elapsed_seconds", "wall time of the run").set(outcome.elapsed_ms / 1e3)
     gauge("run_timestamp_seconds", "when the run ended (UNIX time)").set_to_current_time()
     replace(path, generate_latest(reg))

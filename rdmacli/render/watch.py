@@ -5,23 +5,25 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from rdmacli.mesh.watchfindings import StatusBlame, StatusReport
+from rdmacli.mesh.watchfindings import StatusBlame, StatusReport, StatusTotals
+from rdmacli.outcome import Outcome
 from rdmacli.render.text import printable
 
 NOBODY = StatusBlame(False, (), (), (), (), (), {})
+NO_TOTALS = StatusTotals(0, 0, 0, 0, 0, 0, 0, 0)
 
 
 def _what(flapping: bool, what: str) -> str:
     return f"flapping {what}" if flapping else f"bad {what}"
 
 
-def status_view(app, doc: dict, report: StatusReport | None = None) -> None:
-    """The agents' names for what is bad; `doc` (the summary) gives the counts."""
-    t = doc.get("totals") or {}
+def status_view(app, outcome: Outcome, report: StatusReport | None = None) -> None:
+    """The agents' names for what is bad, and the counts (report.totals)."""
     b = report.blame if report is not None else NOBODY
+    t = report.totals if report is not None and report.totals is not None else NO_TOTALS
     con = app.out
-    con.print(f"[bold]watch status[/]: {t.get('answered', 0)} of {t.get('nodes', 0)} node(s) answered, "
-              f"{t.get('rails', 0)} rail(s), at least {t.get('windows_min', 0)} window(s) each")  # fmt: skip
+    con.print(f"[bold]watch status[/]: {t.answered} of {t.nodes} node(s) answered, "
+              f"{t.rails} rail(s), at least {t.windows_min} window(s) each")  # fmt: skip
     rows = [("bad node", x.node, ", ".join(x.causes)) for x in b.nodes]
     rows += [(_what(x.flapping, "NIC"), f"{x.node}:{x.rail}", x.cause) for x in b.nics]
     rows += [
@@ -34,7 +36,7 @@ def status_view(app, doc: dict, report: StatusReport | None = None) -> None:
         for row in rows:
             table.add_row(*(printable(c) for c in row))
         con.print(table)
-    elif t.get("answered"):
+    elif t.answered:
         con.print("nothing named: every agent that answered sees its partners healthy")
     else:
         con.print("nothing to judge: no agent answered")

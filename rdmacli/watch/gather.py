@@ -9,7 +9,7 @@ import time
 from dataclasses import replace
 
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.mesh.watchfindings import Freshness, StatusReport
+from rdmacli.mesh.watchfindings import Freshness, StatusReport, StatusTotals
 from rdmacli.outcome import Outcome
 from rdmacli.watch import FANOUT
 from rdmacli.watch import status as S
@@ -137,10 +137,10 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
                              hint="is `rdmacli watch run` running there (systemctl status rdmacli-watch)?",
                              cause=Cause.MISSING)  # fmt: skip
     docs = g.docs.values()
-    counts = {"nodes": len(asked), "answered": len(g.docs), "rails": rails,
-              "bad_nodes": len(verdict.nodes), "bad_nics": len(verdict.nics),
-              "bad_links": len(verdict.links), "disputed": len(verdict.disputed),
-              "windows_min": min((d.windows for d in docs), default=0)}  # fmt: skip
+    totals = StatusTotals(nodes=len(asked), answered=len(g.docs), rails=rails,
+                          bad_nodes=len(verdict.nodes), bad_nics=len(verdict.nics),
+                          bad_links=len(verdict.links), disputed=len(verdict.disputed),
+                          windows_min=min((d.windows for d in docs), default=0))  # fmt: skip
     # when each agent wrote what it said (its last window): how fresh the verdict is, per node
     agents = {
         node: Freshness(doc.time, doc.window, doc.windows, doc.skipped, doc.host_wait, doc.starved)
@@ -150,5 +150,5 @@ def judged(g: S.Gathered, asked: list[str], params: dict) -> Outcome:
     if verdict.fabric_slow:
         warnings.append("most NICs that answered are slower than their own recent past at once: the hosts or "
                         "the whole fabric, not one NIC or link; nobody is blamed for it")  # fmt: skip
-    return Outcome("watch status", params, error=error, counts=counts, warnings=warnings,
-                   report=StatusReport(verdict, agents, LIARS))  # fmt: skip
+    return Outcome("watch status", params, error=error, counts=totals.to_json(), warnings=warnings,
+                   report=StatusReport(verdict, agents, LIARS, totals))  # fmt: skip

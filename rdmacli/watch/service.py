@@ -212,18 +212,14 @@ def open_metrics(registry, opts: Options):
             if web.config.tls is not None:
                 web.context()
     except WebConfigError as exc:
-        raise RdmacliError(
-            f"--web-config-file: {exc}",
-            hint="Prometheus's web config: tls_server_config (PEM files) and basic_auth_users (bcrypt)",
-            cause=Cause.USAGE,
-        ) from None
+        hint = "Prometheus's web config: tls_server_config (PEM files) and basic_auth_users (bcrypt)"
+        raise RdmacliError(f"--web-config-file: {exc}", hint=hint, cause=Cause.USAGE) from None
     try:
         return serve_metrics(registry, addr, port, web)
     except OSError as exc:
+        hint = "another process may serve that port, or the address is not this host's"
         raise RdmacliError(
-            f"--metrics {addr}:{port}: {exc.strerror or exc}",
-            hint="another process may serve that port, or the address is not this host's",
-            cause=Cause.ENVIRONMENT,
+            f"--metrics {addr}:{port}: {exc.strerror or exc}", hint=hint, cause=Cause.ENVIRONMENT
         ) from None
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from rdmacli.mesh.contract import int_in
+from rdmacli.mesh.contract import MAX_RAILS, int_in
+from rdmacli.mesh.shape import take, wire
 from rdmacli.watch.hysteresis import State
 from rdmacli.watch.judge import CAUSES
 
@@ -44,75 +45,96 @@ class Refused(ValueError):
     """A state doc that cannot be taken; the words say what was wrong."""
 
 
-def _int(v, lo: int, hi: int) -> bool:
-    return int_in(lo, hi)(v)  # the mesh contract's check, one definition of a bounded integer
+def _refuse(name: str, words: str) -> Refused:
+    return Refused(f"{name} out of bounds")
+
+
+def _count(v) -> bool:
+    return int_in(0, MAX_COUNT)(v)  # the mesh contract's check, one definition of a bounded integer
 
 
 def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < MAX_TIME
 
 
-def _text(v, most: int, optional: bool = True) -> bool:
-    return (optional and v is None) or (isinstance(v, str) and len(v) <= most)
+def _text(most: int, optional: bool = True):
+    return lambda v: (optional and v is None) or (isinstance(v, str) and len(v) <= most)
+
+
+def _reference(v) -> bool:
+    return v is None or (
+        isinstance(v, dict) and len(v) <= 8 and all(x is None or _num(x) for x in v.values())
+    )
+
+
+def _state():
+    return wire(lambda v: v in STATES, default=State.OK.value)
+
+
+def _cause():
+    return wire(lambda v: v in (None, *CAUSES), default=None)
+
+
+def _tally():
+    return wire(_count, default=0)
+
+
+def _or(ok, nothing):
+    """A figure an agent may leave null: `nothing` then (an older agent's doc)."""
+    return wire(lambda v: v is None or ok(v), keep=lambda v: v or nothing, default=nothing)
 
 
 @dataclass(frozen=True)
 class NicEntry:
     """One rail's NIC: its verdict (ok unless named or suspect) and its facts."""
 
-    rail: int
-    address: str = ""
-    device: str | None = None
-    state: str = State.OK.value
-    cause: str | None = None
-    problem: str | None = None  # why it did not open in the last window
-    forged: int = 0  # datagrams and SIDR requests with a wrong tag, last window
-    foreign: int = 0  # datagrams with a good tag from another QP than SIDR named, last window
-    reference: dict | None = None  # what slow is judged against (judge.Reference.figures)
+    rail: int = wire(int_in(0, MAX_RAILS - 1))
+    address: str = wire(_text(MAX_NAME, False), default="")
+    device: str | None = wire(_text(MAX_NAME), default=None)
+    state: str = _state()
+    cause: str | None = _cause()
+    problem: str | None = wire(_text(MAX_TEXT), default=None)  # why it did not open in the last window
+    forged: int = _tally()  # datagrams and SIDR requests with a wrong tag, last window
+    foreign: int = _tally()  # datagrams with a good tag from another QP than SIDR named, last window
+    # what slow is judged against (judge.Reference.figures)
+    reference: dict | None = wire(_reference, keep=lambda v: None if v is None else dict(v), default=None)
     # pairs of this NIC named with it and left out of `pairs` (compact form): a NIC its own agent
     # names explains them, and a dead NIC of a 1000-node fabric had 7992 entries to say
-    pairs_named: int = 0
+    pairs_named: int = _tally()
 
     @classmethod
     def parse(cls, x, rails: int) -> NicEntry:
         if not isinstance(x, dict):
             raise Refused("a NIC entry that is not an object")
-        ok = (_int(x.get("rail"), 0, rails - 1) and x.get("state", State.OK.value) in STATES
-              and x.get("cause") in (None, *CAUSES) and _text(x.get("address", ""), MAX_NAME, False)
-              and _text(x.get("device"), MAX_NAME) and _text(x.get("problem"), MAX_TEXT)
-              and _int(x.get("forged", 0), 0, MAX_COUNT)
-              and _int(x.get("foreign", 0), 0, MAX_COUNT)
-              and _int(x.get("pairs_named", 0), 0, MAX_COUNT))  # fmt: skip
-        ref = x.get("reference")
-        if ref is not None and not (
-            isinstance(ref, dict) and len(ref) <= 8 and all(v is None or _num(v) for v in ref.values())
-        ):
-            ok = False
-        if not ok:
+        try:
+            entry = cls(**take(cls, x, _refuse))
+        except Refused:
+            raise Refused("a NIC entry out of bounds") from None
+        if entry.rail >= rails:
             raise Refused("a NIC entry out of bounds")
-        return cls(x["rail"], x.get("address", ""), x.get("device"), x.get("state", State.OK.value),
-                   x.get("cause"), x.get("problem"), x.get("forged", 0), x.get("foreign", 0),
-                   dict(ref) if ref is not None else None, x.get("pairs_named", 0))  # fmt: skip
+        return entry
 
 
 @dataclass(frozen=True)
 class PairEntry:
     """A pair of NICs this agent does not find OK: suspect, named or clearing."""
 
-    rail: int
-    peer: str
-    peer_rail: int
-    state: str
-    cause: str | None = None
+    rail: int = wire(int_in(0, MAX_RAILS - 1))
+    peer: str = wire(lambda v: isinstance(v, str))
+    peer_rail: int = wire(int_in(0, MAX_RAILS - 1))
+    state: str = wire(lambda v: v in STATES)
+    cause: str | None = _cause()
 
     @classmethod
     def parse(cls, p, node: str, names, rails: int) -> PairEntry:
-        if not (isinstance(p, dict) and _int(p.get("rail"), 0, rails - 1)
-                and _int(p.get("peer_rail"), 0, rails - 1) and p.get("peer") in names
-                and p.get("peer") != node and p.get("state") in STATES
-                and p.get("cause") in (None, *CAUSES)):  # fmt: skip
+        try:
+            entry = cls(**take(cls, p, _refuse)) if isinstance(p, dict) else None
+        except Refused:
+            entry = None
+        if not (entry and entry.rail < rails and entry.peer_rail < rails and entry.peer in names
+                and entry.peer != node):  # fmt: skip
             raise Refused("a pair entry out of bounds")
-        return cls(p["rail"], p["peer"], p["peer_rail"], p["state"], p.get("cause"))
+        return entry
 
 
 @dataclass(frozen=True)
@@ -120,16 +142,20 @@ class StateDoc:
     """One agent's state after its last window (window None: written at start, before any)."""
 
     node: str
-    port: int = 0
-    window: int | None = None
-    time: float = 0.0
-    window_s: float = 0.0
-    period_s: float = 0.0
-    windows: int = 0
-    skipped: int = 0
-    starved: int = 0  # windows judged on nothing: this host kept the probes from the CPU (agent.STARVED)
-    host_wait: float = 0.0  # the last window's share of its phase the probe threads waited for a CPU
-    authenticated: bool = False  # probes tagged with the fabric's key (--key-file)
+    port: int = wire(int_in(0, 65535), default=0)
+    window: int | None = wire(lambda v: v is None or _count(v), default=None)
+    time: float = _or(_num, 0.0)
+    window_s: float = _or(_num, 0.0)
+    period_s: float = _or(_num, 0.0)
+    windows: int = _or(_count, 0)
+    skipped: int = _or(_count, 0)
+    # windows judged on nothing: this host kept the probes from the CPU (agent.STARVED)
+    starved: int = _or(_count, 0)
+    # the last window's share of its phase the probe threads waited for a CPU
+    host_wait: float = _or(lambda v: _num(v) and v <= 1, 0.0)
+    authenticated: bool = wire(
+        lambda v: isinstance(v, bool), default=False
+    )  # probes tagged with the fabric's key
     nics: tuple[NicEntry, ...] = ()
     pairs: tuple[PairEntry, ...] = field(default=())
 
@@ -139,37 +165,29 @@ class StateDoc:
     @classmethod
     def parse(cls, doc, node: str, names, rails: int) -> StateDoc:
         """`node`'s doc as it answered `watch show`, checked; Refused says why not."""
-        if not isinstance(doc, dict) or doc.get("type") != TYPE or doc.get("node") != node:
+        head = _Head(**take(_Head, doc, _refuse)) if isinstance(doc, dict) else None
+        if head is None or head.type != TYPE or head.node != node:
             raise Refused("not this node's watch state")
-        nics, pairs = doc.get("nics"), doc.get("pairs")
-        if (
-            not isinstance(nics, list)
-            or not isinstance(pairs, list)
-            or len(nics) > rails
-            or len(pairs) > max_pairs(len(names), rails)
-        ):
+        nics, pairs = head.nics, head.pairs
+        if nics is None or pairs is None or len(nics) > rails or len(pairs) > max_pairs(len(names), rails):
             raise Refused("nics or pairs of the wrong shape or size")
-        for key in ("time", "window_s", "period_s", "window", "windows", "skipped", "starved", "host_wait"):
-            v = doc.get(key)
-            whole = key in ("window", "windows", "skipped", "starved")
-            if v is not None and not (_int(v, 0, MAX_COUNT) if whole else _num(v)):
-                raise Refused(f"{key} out of bounds")
-        if doc.get("host_wait") is not None and doc["host_wait"] > 1:  # a share of a phase, >= 0 (_num)
-            raise Refused("host_wait out of bounds")
-        if not _int(doc.get("port", 0), 0, 65535) or not isinstance(doc.get("authenticated", False), bool):
-            raise Refused("port or authenticated out of bounds")
         return cls(
             node=node,
-            port=doc.get("port", 0),
-            window=doc.get("window"),
-            time=doc.get("time") or 0.0,
-            window_s=doc.get("window_s") or 0.0,
-            period_s=doc.get("period_s") or 0.0,
-            windows=doc.get("windows") or 0,
-            skipped=doc.get("skipped") or 0,
-            starved=doc.get("starved") or 0,
-            host_wait=doc.get("host_wait") or 0.0,
-            authenticated=doc.get("authenticated", False),
+            **take(cls, doc, _refuse),
             nics=tuple(NicEntry.parse(x, rails) for x in nics),
             pairs=tuple(PairEntry.parse(p, node, names, rails) for p in pairs),
         )
+
+
+def _list_or_none():
+    return wire(lambda v: isinstance(v, list), lenient=True, default=None)
+
+
+@dataclass(frozen=True)
+class _Head:
+    """What a state doc is before its fields are read: its type, its node, its lists."""
+
+    type: object = wire(default=None)
+    node: object = wire(default=None)
+    nics: list | None = _list_or_none()
+    pairs: list | None = _list_or_none()

@@ -68,9 +68,9 @@ def mesh_files(test: str, n: int, rails: int, pairs: str, seed: int) -> dict[str
             outcome = verdict.judge(plan, intake.evidence(), {"test": test}, elapsed_ms=1.0, matrix=sink.add)
         doc = outcome.to_dict()
         app = _App()
-        print_mesh(app, doc, outcome.report)
+        print_mesh(app, outcome, outcome.report)
         prom = os.path.join(tmp, "mesh.prom")
-        prometheus.write(prom, doc, outcome.report)
+        prometheus.write(prom, outcome, outcome.report)
         files = {
             "json": json.dumps(doc, indent=1) + "\n",
             "txt": app.out.file.getvalue(),
@@ -107,7 +107,7 @@ def watch_files(n: int, rails: int, leaf: int, seed: int) -> dict[str, str]:
     doc = outcome.to_dict()
     doc["elapsed_ms"] = 1.0
     app = _App()
-    status_view(app, doc, outcome.report)
+    status_view(app, outcome, outcome.report)
     return {"json": json.dumps(doc, indent=1) + "\n", "txt": app.out.file.getvalue(),
             "faults": "".join(f"{f}\n" for f in faults)}  # fmt: skip
 

@@ -138,9 +138,11 @@ def test_baseline_flags_pairs_that_started_failing_or_got_slower():
         pair_result("n0", "n2", rtt_p50_us=11.0, rtt_p99_us=90.0),
         pair_result("n1", "n2", rtt_p50_us=11.0, rtt_p99_us=21.0),
     ]
-    flagged = compare(old, new)
-    assert [(f["a"], f["b"]) for f in flagged] == [("n1", "n0"), ("n0", "n2")]
-    assert flagged[0]["change"] == "now failing" and "rtt_p99_us 20 -> 90" in flagged[1]["change"]
+    from rdmacli.mesh.inputs import baseline_pairs
+
+    flagged = compare(baseline_pairs(old), new)
+    assert [(f.a, f.b) for f in flagged] == [("n1", "n0"), ("n0", "n2")]
+    assert flagged[0].change == "now failing" and "rtt_p99_us 20 -> 90" in flagged[1].change
 
 
 def plan(n=4):
@@ -291,7 +293,7 @@ def test_words_from_agents_reach_a_terminal_escaped(capsys, wording):
     c.on_line("n3", "\x1b]0;owned\x07\x1b[2J junk", True)
     c.on_exit("n3", 1)
     out = judged(pl, c)
-    print_mesh(App(), out.to_dict(), out.report)
+    print_mesh(App(), out, out.report)
     App().report_error(RdmacliError("agent said \x1b[2J", cause=Cause.AGENT))
     out = capsys.readouterr()
     assert "\x1b]" not in out.out + out.err and "\x1b[2J" not in out.out + out.err
@@ -313,7 +315,7 @@ def test_a_name_with_rich_markup_or_an_escape_is_printed_as_text(capsys):
     odd = {"[link=https://evil]x[/link]\x1b[2J": 3}
     blamed = Blame(nodes=(Culprit("n1", 1, 3, 3, {"LOSS": 3}, counters=odd),),
                    nics=(Culprit("n2", 2, 2, 3, {"LOSS": 2}, rail=0, device="[blink]rxe1"),))  # fmt: skip
-    print_mesh(App(), out.to_dict(), replace(out.report, blame=blamed))
+    print_mesh(App(), out, replace(out.report, blame=blamed))
     out = capsys.readouterr().out
     assert "\x1b[2J" not in out and "[link=https://evil]x[/link]" in out and "[blink]rxe1" in out
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 HERE = os.path.dirname(__file__)
 
 
@@ -55,10 +57,19 @@ def test_an_agents_port_in_use_record_is_taken_with_its_holders():
     from rdmacli.mesh import records
 
     err = port_in_use("preflight", "10.0.0.1", 7490, ["pid 42 (rdmacli mesh-agent, run ab)"], "flock")
-    rec = {"type": "pair", "round": 0, "peer": 1, "result": "fail", "error": err.to_dict()}
-    assert records.check_pair(rec) is None
+    rec = {
+        "type": "pair",
+        "run": "r",
+        "rank": 0,
+        "round": 0,
+        "peer": 1,
+        "result": "fail",
+        "error": err.to_dict(),
+    }
+    assert records.PairRecord.parse(rec).error == err.to_dict()
     rec["error"]["holders"] = [["nested"]] * 3
-    assert records.check_pair(rec) is not None
+    with pytest.raises(records.Violation, match="error"):
+        records.PairRecord.parse(rec)
 
 
 def test_a_stop_during_rail_discovery_stops_the_agents_and_says_where_it_was(tmp_path):

@@ -181,17 +181,25 @@ def test_a_lossy_pair_between_clean_nodes_is_a_lossy_link():
     ],
 )
 def test_an_agents_counters_are_checked_before_use(counters):
-    rec = {"round": 0, "peer": 1, "result": "pass", "error": None, "counters": counters}
-    assert records.check_pair(rec) == "counters is not a list of ports' counter deltas"
+    rec = {
+        "run": "r",
+        "rank": 0,
+        "round": 0,
+        "peer": 1,
+        "result": "pass",
+        "error": None,
+        "counters": counters,
+    }
+    with pytest.raises(records.Violation, match="counters is not a list of ports' counter deltas"):
+        records.PairRecord.parse(rec)
 
 
 def test_an_agents_kinds_are_never_taken_only_derived():
     port = {"device": "rxe0", "port": 1, "moved": {"sent_pkts": 3}, "kinds": {"loss": {"x": 1}}}
-    rec = {"round": 0, "peer": 1, "result": "pass", "error": None, "counters": [port]}
-    assert records.check_pair(rec) is None
-    assert records.pair_copy(rec)["counters"] == [
-        {"device": "rxe0", "port": 1, "moved": {"sent_pkts": 3}, "reset": []}
-    ]
+    rec = {"run": "r", "rank": 0, "round": 0, "peer": 1, "result": "pass", "error": None, "counters": [port]}
+    assert records.PairRecord.parse(rec).counters == (
+        {"device": "rxe0", "port": 1, "moved": {"sent_pkts": 3}, "reset": []},
+    )
 
 
 def test_the_connection_managers_duplicates_are_loss_and_its_retries_only_shown(tmp_path):

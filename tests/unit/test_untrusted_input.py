@@ -91,7 +91,7 @@ def test_agent_records_of_any_shape_never_crash_the_collector(value):
     c.on_line("n1", line[:1000], False)
     for p in c.pairs.values():
         for r in p.reports.values():
-            assert records.check_pair(r.to_dict()) is None  # only checked records are ever used
+            assert records.PairRecord.parse(r.to_dict()) == r  # only checked records are ever used
             json.dumps(r.to_dict(), allow_nan=False)
 
 
@@ -209,9 +209,9 @@ def test_one_agent_saying_anything_never_ends_the_run_and_the_honest_pairs_stand
             assert p["result"] == "pass", p
     app = App()
     app.__dict__["out"] = Console(file=io.StringIO(), width=120)
-    print_mesh(app, doc, out.report)
+    print_mesh(app, out, out.report)
     with tempfile.TemporaryDirectory() as where:
-        prometheus.write(os.path.join(where, "mesh.prom"), doc, out.report)
+        prometheus.write(os.path.join(where, "mesh.prom"), out, out.report)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,80 @@
+"""A record's fields as the wire has them, declared once on its dataclass (scapy's fields_desc).
+
+Each field that comes from an agent carries its check in the field's metadata (`wire(...)`):
+what a good value is, in words for a refusal, and what a bad one costs its sender: a violation
+(the record is refused) or, for a field said for people only, nothing (its default is taken).
+`take(cls, doc, refuse)` reads a JSON object into those fields once, strictly: no record reads
+its keys by hand, and a key the class does not declare never reaches the report.
+
+Cross-field rules (a median under its p99) stay with the record: they read the typed values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable
+
+KEY = "wire"
+_ABSENT = object()
+
+
+def anything(v: Any) -> bool:
+    """A field any value of which is taken (its `keep` makes it one of its kind)."""
+    return True
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One field's check: `ok(value)` for a good value, `words` for what one is; a bad value is
+    refused unless `lenient` (then the default is taken); `keep(value)` is what is kept of a
+    good one (a copy, a tuple, printable text); `absent` is what a field left out (or, lenient,
+    said wrong) is taken as, kept as a good value is, when that is not the dataclass's default."""
+
+    ok: Callable[[Any], bool]
+    words: str = ""
+    lenient: bool = False
+    keep: Callable[[Any], Any] | None = None
+    absent: Any = _ABSENT
+    needed: bool = False  # the wire must say it, though the class has a default for its own makers
+
+
+def wire(
+    ok: Callable[[Any], bool] = anything,
+    words: str = "",
+    *,
+    default: Any = MISSING,
+    lenient: bool = False,
+    keep: Callable[[Any], Any] | None = None,
+    absent: Any = _ABSENT,
+    needed: bool = False,
+) -> Any:
+    """A dataclass field read from the wire by `take` (dataclasses.field with its check)."""
+    meta = {KEY: Wire(ok, words, lenient, keep, absent, needed)}
+    return field(metadata=meta) if default is MISSING else field(default=default, metadata=meta)
+
+
+def take(cls: type, doc: dict, refuse: Callable[[str, str], Exception], skip: tuple[str, ...] = ()) -> dict:
+    """`cls`'s declared fields as `doc` says them, each checked: name -> value (a field `doc`
+    leaves out: its `absent` value, else its default, else refused). `refuse(name, words)`
+    makes the sender's violation; `skip`: fields the caller fills in itself."""
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        rule = f.metadata.get(KEY)
+        if rule is None or f.name in skip:
+            continue
+        v = doc.get(f.name, _ABSENT)
+        if v is _ABSENT or (rule.lenient and not rule.ok(v)):
+            if rule.absent is not _ABSENT:
+                out[f.name] = rule.keep(rule.absent) if rule.keep is not None else rule.absent
+            elif rule.needed or (f.default is MISSING and f.default_factory is MISSING):
+                raise refuse(f.name, rule.words)
+            continue
+        if not rule.ok(v):
+            raise refuse(f.name, rule.words)
+        out[f.name] = rule.keep(v) if rule.keep is not None else v
+    return out
+
+
+def names(cls: type) -> tuple[str, ...]:
+    """The fields of `cls` the wire says (the others are the receiver's)."""
+    return tuple(f.name for f in fields(cls) if KEY in f.metadata)
