@@ -22,9 +22,9 @@ from rdmacli.engine.settings import Options
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import schedule
-from rdmacli.mesh.config import GAP, AgentConfig, at_once
+from rdmacli.mesh.config import GAP, AgentConfig, Retests, at_once
 from rdmacli.mesh.lock import hold_port
-from rdmacli.mesh.pair import KINDS, pair_record, run_pair
+from rdmacli.mesh.pair import kind_of, pair_record, run_pair
 from rdmacli.mesh.records import AgentRecord, DoneRecord, PairRecord, RailState
 from rdmacli.probe.kinds import KINDS as PROBE_KINDS
 from rdmacli.rdma.constants import PORT_SPACES
@@ -84,10 +84,10 @@ def _run_rounds(cfg, problems, emit, *, backend, stop, stops) -> int:
         if plan is not None:
             base = sched.retest_base()
             slots = []
-            for k, tests in enumerate(plan["rounds"]):
+            for k, tests in enumerate(plan.rounds):
                 mine = [(ra, b, rb) for a, ra, b, rb in tests if a == cfg.rank]
                 mine += [(rb, a, ra) for a, ra, b, rb in tests if b == cfg.rank]
-                slots.append((base + k, len(rounds) + k, lambda k=k: plan["at"] + k * cfg.spec.round_s, mine))
+                slots.append((base + k, len(rounds) + k, lambda k=k: plan.at + k * cfg.spec.round_s, mine))
             failed += _run_slots(
                 cfg, slots, problems, emit, backend=backend, stop=stop, stops=stops, retest=True
             )
@@ -159,7 +159,7 @@ def _rate_of(backend, device: str | None, port: int) -> float | None:
         return None
 
 
-def wait_for_retests(cfg: AgentConfig, main_end: float, stop) -> dict | None:
+def wait_for_retests(cfg: AgentConfig, main_end: float, stop) -> Retests | None:
     """The coordinator's re-test rounds (possibly none), or None when they did not come in time
     (a coordinator that died or was cut off: the agent ends rather than wait on it)."""
     deadline = main_end + RETEST_WAIT_S + cfg.spec.round_s
@@ -234,7 +234,7 @@ def preflight(cfg: AgentConfig, rail: int = 0, backend=None) -> RdmacliError | N
     if probe is not None:  # its NICs answer SIDR on a UD port space
         spec, space, needs = UD, probe.port_space, probe.needs
     else:
-        kind = KINDS[cfg.spec.test]
+        kind = kind_of(cfg.spec.test)
         spec, space, needs = kind.spec, kind.spec.default_port_space, kind.needs
     listener = session.Test("mesh-agent", spec, session.SERVER, bind=me, port=port, connections=0,
                             options=Options(ps=PORT_SPACES[space]), needs=needs)  # fmt: skip

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import dataclass
 
 from rdmacli.engine.stops import Stops
 from rdmacli.errors import Stopped
 from rdmacli.mesh.contract import OfSpec, RunSpec, SpecError
+from rdmacli.mesh.shape import take, wire
 
 GAP = 0.15  # of a slot, kept free at its end for teardown before the next round
 # a start this far ahead of this node's clock is no coordinator's (--launch-timeout is an hour
@@ -35,7 +37,7 @@ class AgentConfig(OfSpec):
             )
         self.spec, self.rank = spec, rank
         self.start_at = spec.start_at  # moved earlier by the coordinator's go line
-        self.retest: dict | None = None  # {"at": T, "rounds": [[(a, ra, b, rb), ...], ...]}, by take()
+        self.retest: Retests | None = None  # the coordinator's re-test rounds, by take()
 
     def address(self, rank: int, rail: int) -> str:
         return self.spec.addresses[rank][rail]
@@ -62,13 +64,13 @@ class AgentConfig(OfSpec):
     def take(self, line: str) -> str | None:
         """A line from the coordinator: "go" or "retest" if it was one and was taken."""
         try:
-            msg = json.loads(line)
-        except (ValueError, RecursionError):
+            msg = _Line(**take(_Line, json.loads(line), _Refused))
+        except (ValueError, RecursionError):  # not JSON, or not an object
             return None
-        if isinstance(msg, dict) and "go" in msg:
-            return "go" if self.go(msg["go"]) else None
-        if isinstance(msg, dict) and "retest" in msg and self.spec.retests and self.retest is None:
-            plan = retest_plan(msg["retest"], self.n, self.rails)
+        if msg.go is not None:
+            return "go" if self.go(msg.go) else None
+        if msg.retest is not None and self.spec.retests and self.retest is None:
+            plan = retest_plan(msg.retest, self.n, self.rails)
             if plan is not None:
                 self.retest = plan  # one assignment: the rounds' thread sees all of it or none
                 return "retest"
@@ -90,14 +92,47 @@ class AgentConfig(OfSpec):
 MAX_RETEST_ROUNDS = 64
 
 
-def retest_plan(value, n: int, rails: int = 1) -> dict | None:
+class _Refused(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class _Line:
+    """A line of the coordinator's, to its agents' stdin (`go` or `retest`)."""
+
+    go: object = wire(default=None)  # the time round 1 starts (AgentConfig.go checks it)
+    retest: object = wire(default=None)  # Retests.to_json (retest_plan checks it)
+
+
+@dataclass(frozen=True)
+class Retests:
+    """The re-test rounds the coordinator chose: from `at`, a slot each, tests (a, rail of a,
+    b, rail of b) with a < b."""
+
+    at: float
+    rounds: tuple[tuple[tuple[int, int, int, int], ...], ...]
+
+    def to_line(self) -> str:
+        """As the coordinator writes it to every agent's stdin."""
+        msg = {"at": round(self.at, 3), "rounds": [[list(t) for t in tests] for tests in self.rounds]}
+        return json.dumps({"retest": msg}, allow_nan=False) + "\n"
+
+
+@dataclass(frozen=True)
+class _Said:
+    at: object = wire(default=None)
+    rounds: object = wire(default=None)
+
+
+def retest_plan(value, n: int, rails: int = 1) -> Retests | None:
     """The coordinator's re-test rounds, checked (its line reaches us through the launcher, but
     is input all the same): a start time that is not past, and rounds of tests [a, rail of a,
     b, rail of b] between two ranks of this run, no NIC in two tests of a round. None if
     anything is off (the agent then just ends)."""
     try:
-        at, rounds = float(value["at"]), value["rounds"]
-    except (KeyError, TypeError, ValueError):
+        said = _Said(**take(_Said, value, _Refused))
+        at, rounds = float(said.at), said.rounds  # type: ignore[arg-type]  # checked here
+    except (TypeError, ValueError):
         return None
     if not (math.isfinite(at) and at >= time.time() - 60) or not isinstance(rounds, list):
         return None
@@ -118,8 +153,8 @@ def retest_plan(value, n: int, rails: int = 1) -> dict | None:
                 return None
             seen.update(((a, ra), (b, rb)))
             tests.append((a, ra, b, rb) if a < b else (b, rb, a, ra))
-        out.append(tests)
-    return {"at": at, "rounds": out}
+        out.append(tuple(tests))
+    return Retests(at, tuple(out))
 
 
 def _rank(x, n: int) -> bool:

@@ -27,20 +27,12 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable, TypeGuard
 
 from rdmacli.mesh.inputs import GROUP, valid_name
+from rdmacli.mesh.kinds import checks
 from rdmacli.mesh.schedule import MAX_SAMPLE, PAIRS
-from rdmacli.probe.kinds import KINDS as PROBE_KINDS
 
 VERSION = 1
-# what a mesh runs per pair, and in words (pair.KINDS: a row each), then the probe checks that
-# run every pair at once (probe.kinds: a row each)
-TEST_WORDS = {
-    "ping": "network round trip p50/p99, the lat probe",
-    "rping": "rping's cycle",
-    "connect": "ucmatose's exchange",
-    "ud": "udaddy's",
-    "bw": "Gb/s both ways at once",
-    **{k.name: k.words for k in PROBE_KINDS.values()},
-}
+# what a mesh runs, and in words: a row each (mesh.kinds), the pair checks, then the probe's
+TEST_WORDS = {c.name: c.words for c in checks().values()}
 TESTS = tuple(TEST_WORDS)
 MAX_NODES = 100_000
 MAX_RAILS = 16

@@ -71,6 +71,7 @@ class MeshReport:
     liars_share: float
     baseline: Sequence[Change] | None = None
     totals: MeshTotals | None = None  # the summary's totals, not its data
+    test: str = ""  # the check that ran (mesh.kinds' row; its name is in the summary's params)
 
     def to_json(self) -> Json:
         d: Json = {

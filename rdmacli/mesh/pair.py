@@ -10,6 +10,7 @@ first.
 from __future__ import annotations
 
 import time
+import typing
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
@@ -27,6 +28,7 @@ from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.figures import BwFigures, BwServed, Figures, LatFigures, PingFigures, as_dict
 from rdmacli.mesh.contract import RunSpec, side_of
+from rdmacli.mesh.kinds import check
 from rdmacli.mesh.records import PairRecord
 from rdmacli.outcome import Outcome, State
 from rdmacli.probe.token import LATER, Guarded, Token
@@ -93,19 +95,22 @@ def _bw_figures(f: Figures) -> dict:
     return {k: v for k, v in figures.items() if v is not None}
 
 
-# what a pair runs, one row a kind (contract.TESTS names them): `ping` is the latency probe
-# (`rdmacli lat`'s send ping-pong: a network round trip, the responder's hold taken out);
-# `rping` is rping's cycle, for a user who asks for that protocol; `connect` and `ud` are
-# ucmatose's and udaddy's exchanges; `bw` is `rdmacli bw --op send --bidir`, both ways at once
-# (SEND: each end counts and times what arrives, see _bw_figures)
-KINDS = {
-    "ping": Kind(LAT, lambda s: Params(count=s.count, size=LAT.default_size, op="send"), _lat_figures),
-    "rping": Kind(PING, lambda s: Params(count=s.count, size=PING.default_size), _rping_figures),
-    "connect": Kind(CONNECT, lambda s: Params(count=s.count, size=CONNECT.default_size)),
-    "ud": Kind(UD, lambda s: Params(count=s.count, size=UD.default_size)),
-    # both ways at once: each end's control messages say their kind in immediate data (not iWARP)
-    "bw": Kind(BW, _bw, _bw_figures, needs=(IMMEDIATE,)),
-}
+# what a pair of each check runs (mesh.kinds names these rows by their import path); bw is
+# SEND both ways at once: each end counts and times what arrives (_bw_figures), and its control
+# messages say their kind in immediate data (not iWARP)
+LATENCY = Kind(LAT, lambda s: Params(count=s.count, size=LAT.default_size, op="send"), _lat_figures)
+RPING = Kind(PING, lambda s: Params(count=s.count, size=PING.default_size), _rping_figures)
+EXCHANGE = Kind(CONNECT, lambda s: Params(count=s.count, size=CONNECT.default_size))
+DATAGRAMS = Kind(UD, lambda s: Params(count=s.count, size=UD.default_size))
+BANDWIDTH = Kind(BW, _bw, _bw_figures, needs=(IMMEDIATE,))
+
+
+def kind_of(test: str) -> Kind:
+    """The pair runner of the run's check (its row in mesh.kinds)."""
+    row = check(test)
+    if row is None or row.at_once:
+        raise ValueError(f"{test!r} runs no pair")
+    return typing.cast(Kind, row.pair_kind())
 
 
 class MeshListenFlow(ServerFlow):
@@ -161,7 +166,7 @@ def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, 
     """This NIC's side of a test, bounded by the slot's end, and its flow factory: the lower
     rank listens, on its rail's address and port."""
     listen = side_of(cfg.rank, peer) == "listen"
-    kind = KINDS[cfg.spec.test]
+    kind = kind_of(cfg.spec.test)
     spec = kind.spec
     left = max(end - time.time(), 0.2)
     timeouts = Timeouts(
@@ -218,7 +223,7 @@ def run_pair(
         raise Stopped(outcome.signal)
     listen = side_of(cfg.rank, peer) == "listen"
     return judge(
-        rec, outcome, listen, cfg.address(cfg.rank, rail), backend=backend, kind=KINDS[cfg.spec.test]
+        rec, outcome, listen, cfg.address(cfg.rank, rail), backend=backend, kind=kind_of(cfg.spec.test)
     )
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable, ContextManager
 from rdmacli.errors import Cause, RdmacliError, Stopped, internal_error
 from rdmacli.mesh import midrun, said, verdict
 from rdmacli.mesh import plan as P
+from rdmacli.mesh.config import Retests
 from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.plan import GO_LEAD_S, RETEST_DECIDE_S, Plan
@@ -183,8 +184,7 @@ class MeshRun:
         rounds = midrun.choose_retests(plan, list(intake.pairs.values()), intake.ready_nics())
         intake.set_retests(rounds, plan.schedule.retest_base())
         self.retest_at = max(time.time(), plan.main_end(self.start_at)) + GO_LEAD_S
-        msg = {"at": round(self.retest_at, 3), "rounds": [[list(key) for key in keys] for keys in rounds]}
-        self.go(json.dumps({"retest": msg}, allow_nan=False) + "\n")
+        self.go(Retests(self.retest_at, tuple(tuple(keys) for keys in rounds)).to_line())
 
     def check_cross_rail(self) -> None:
         plan, intake = self.plan, self.intake

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from rdmacli.probe.kinds import KINDS as PROBE_KINDS
+from rdmacli.mesh.kinds import checks
 
 
 def round_count(n: int) -> int:
@@ -101,7 +101,7 @@ def retest_rounds(todo: list[tuple], limit: int) -> list[list[tuple]]:
     return rounds
 
 
-AT_ONCE = tuple(PROBE_KINDS)  # tests that need no connection: every pair in one phase
+AT_ONCE = tuple(c.name for c in checks().values() if c.at_once)  # no connection: every pair in one phase
 PAIRS = ("all", "group", "sample")  # --pairs: every node pair, inside groups, plus K between
 MAX_SAMPLE = 10_000  # node pairs sampled between two groups, at most
 

@@ -57,6 +57,8 @@ def take(cls: type, doc: dict, refuse: Callable[[str, str], Exception], skip: tu
     """`cls`'s declared fields as `doc` says them, each checked: name -> value (a field `doc`
     leaves out: its `absent` value, else its default, else refused). `refuse(name, words)`
     makes the sender's violation; `skip`: fields the caller fills in itself."""
+    if not isinstance(doc, dict):
+        raise refuse("", "an object")
     out: dict[str, Any] = {}
     for f in fields(cls):
         rule = f.metadata.get(KEY)

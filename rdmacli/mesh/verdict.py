@@ -254,6 +254,7 @@ def judge(plan: Plan, ev: Evidence, params: dict, *, baseline: Sequence[Baseline
         liars_share=LIAR_SHARE,  # ... nor witnesses of a NIC no more than this share of its pairs
         baseline=compare(baseline, pair_docs) if baseline is not None else None,
         totals=totals,
+        test=plan.spec.test,
     )
     error = None
     if signal is None:

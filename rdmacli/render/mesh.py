@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from rdmacli.diag.counters import ADVICE
 from rdmacli.mesh.findings import BadPair, Blame, NicRow, PairResult
+from rdmacli.mesh.kinds import check
 from rdmacli.mesh.meshreport import MeshReport, MeshTotals
 from rdmacli.mesh.report import CAUSES
 from rdmacli.outcome import Outcome
@@ -168,15 +169,8 @@ def print_mesh(app, outcome: Outcome, report: MeshReport, rail: int | None = Non
         pairs = [p for p in all_pairs if p.rail_a == p.rail_b == shown]
         _rail_summary(app, report.nics, rails)
     if nodes and len(nodes) <= MATRIX_MAX:
-        metric = (
-            "Gb/s, the slower way"
-            if any(p.gbps_ba is not None for p in pairs)
-            else "p50 network round trip"
-            if any(p.figure("host_rtt_p50_us") is not None for p in pairs)
-            else "p50 ping latency"
-            if any(p.rtt_p50_us is not None for p in pairs)
-            else "setup time"
-        )
+        ran = check(report.test)
+        metric = ran.metric if ran is not None else "setup time"
         where = f" on rail {shown}" if rails > 1 else ""
         table = Table(
             title=f"rdmacli mesh: {metric} per pair{where} (failures as cause codes)",

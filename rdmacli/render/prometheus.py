@@ -35,7 +35,7 @@ def write(path: str, outcome: Outcome, report: MeshReport) -> None:
                 (*pair, "quantile"))  # fmt: skip
     setup = gauge("pair_setup_seconds", "connection setup (resolve, route, QP, connect) of the pair", pair)
     gbps = gauge("pair_bandwidth_gbps", "Gb/s of the pair's bw test, by direction", (*pair, "direction"))
-    test = str(outcome.params.get("test", ""))
+    test = report.test
     for p in report.pairs:
         ends = (p.a, p.b, str(p.rail_a), str(p.rail_b))
         up.labels(*ends, test).set(1 if p.result == "pass" else 0)

@@ -7,7 +7,10 @@ import base64
 import hashlib
 import json
 import os
+import pathlib
+import subprocess
 import sys
+import textwrap
 import threading
 import zlib
 
@@ -153,33 +156,70 @@ def test_one_side_rule_and_one_table_of_short_codes():
 
 
 def test_the_agents_test_kinds_are_the_contracts():
-    from rdmacli.mesh.pair import KINDS
+    from rdmacli.mesh import pair
+    from rdmacli.mesh.kinds import PAIR_CHECKS
     from rdmacli.mesh.schedule import AT_ONCE
 
-    # a connection test runs through pair.KINDS; the connectionless probe (rdmacli/probe) does not
-    assert tuple(KINDS) + AT_ONCE == contract.TESTS
+    # a connection test runs through a pair.Kind; the connectionless probe (rdmacli/probe) does not
+    assert tuple(PAIR_CHECKS) + AT_ONCE == contract.TESTS
+    assert all(isinstance(c.pair_kind(), pair.Kind) for c in PAIR_CHECKS.values())
 
 
-def test_a_new_test_kind_is_one_row_and_its_name_in_the_contract(monkeypatch):
-    """A kind of test the mesh never had, run end to end through the library on the in-process
-    launcher: its name in contract.TESTS and its row in pair.KINDS, nothing else."""
-    from meshfabric import Fabric, InProcessLaunch
-
-    from rdmacli.engine.protocol import Params
-    from rdmacli.mesh import pair
-    from rdmacli.mesh import run as mesh
-    from rdmacli.protocols.table import CONNECT
-
-    monkeypatch.setattr(contract, "TESTS", (*contract.TESTS, "echo"))
-    row = pair.Kind(CONNECT, lambda s: Params(count=1, size=8), lambda stats: {"setup_us": 1.0})
-    monkeypatch.setitem(pair.KINDS, "echo", row)
-    names = ["n1", "n2", "n3"]
-    spec = RunSpec(run_id="ab" * 8, names=names, addresses=[[f"10.0.0.{i}"] for i in (1, 2, 3)],
-                   test="echo", round_s=1)  # fmt: skip
-    request = mesh.Request(spec=spec, nodes_spec="n[1-3]", launch_s=30, retest_rounds=2, slow_factor=1000)
-    outcome = mesh.run(request, InProcessLaunch(Fabric()))
-    doc = outcome.to_dict()
-    assert doc["result"] == "pass" and doc["totals"]["pairs_passed"] == 3, doc["error"]
+def test_a_new_test_kind_is_one_row_and_its_module():
+    """A kind of test the mesh never had, in a fresh interpreter: its row in mesh.kinds (added
+    before anything else is read, as a new module's row would be) and its runner (here, this
+    script's own pair.Kind), nothing else. `mesh --help` offers it with its words, the run spec
+    takes it, the schedule gives it a slot per pair (not a phase), an agent imports its runner
+    only when a pair runs; run end to end through the library on the in-process launcher, its
+    pairs pass, the matrix is titled with its figure and the Prometheus file labels it."""
+    script = textwrap.dedent(
+        """
+        import os, sys, tempfile
+        sys.path.insert(0, "tests/unit")
+        from rdmacli.mesh import kinds
+        row = kinds.Check("echo", "an echo of another kind", "echomod:ECHO", "echo time")
+        kinds.PAIR_CHECKS["echo"] = row
+        from click.testing import CliRunner
+        from rdmacli.cli import cli
+        from rdmacli.mesh import contract, schedule
+        out = CliRunner().invoke(cli, ["mesh", "--help"], terminal_width=200).output
+        assert "echo" in contract.TESTS and "echo" not in schedule.AT_ONCE, contract.TESTS
+        assert "echo (an echo of another kind)" in " ".join(out.split()), out
+        import types
+        from rdmacli.engine.protocol import Params
+        from rdmacli.mesh import pair
+        from rdmacli.protocols.table import CONNECT
+        echomod = types.ModuleType("echomod")
+        echomod.ECHO = pair.Kind(CONNECT, lambda s: Params(count=1, size=8), lambda stats: {"setup_us": 1.0})
+        sys.modules["echomod"] = echomod
+        from meshfabric import Fabric, InProcessLaunch
+        from rdmacli.mesh import run as mesh
+        from rdmacli.mesh.contract import RunSpec
+        names = ["n1", "n2", "n3"]
+        spec = RunSpec(run_id="ab" * 8, names=names, addresses=[[f"10.0.0.{i}"] for i in (1, 2, 3)],
+                       test="echo", round_s=1)
+        request = mesh.Request(spec=spec, nodes_spec="n[1-3]", launch_s=30, retest_rounds=2, slow_factor=1000)
+        outcome = mesh.run(request, InProcessLaunch(Fabric()))
+        doc = outcome.to_dict()
+        assert doc["result"] == "pass" and doc["totals"]["pairs_passed"] == 3, doc["error"]
+        import io
+        from rich.console import Console
+        from rdmacli.render import prometheus
+        from rdmacli.render.mesh import print_mesh
+        class App:
+            out = Console(file=io.StringIO(), width=200)
+        print_mesh(App, outcome, outcome.report)
+        text = App.out.file.getvalue()
+        assert "rdmacli mesh: echo time per pair" in " ".join(text.split()), text
+        with tempfile.TemporaryDirectory() as where:
+            prometheus.write(os.path.join(where, "m.prom"), outcome, outcome.report)
+            assert 'test="echo"' in open(os.path.join(where, "m.prom")).read()
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=str(pathlib.Path(__file__).parents[2]))  # fmt: skip
+    assert done.stdout.strip().endswith("ok"), done.stdout[-2000:] + done.stderr[-3000:]
 
 
 def test_an_agent_whose_stdin_is_empty_or_dev_null_says_so_at_once(tmp_path):

@@ -246,9 +246,9 @@ def test_a_read_sink_is_registered_for_remote_write_as_iwarp_requires(op, remote
 
 
 def test_the_mesh_tests_need_of_their_transport_what_their_wire_uses():
-    from rdmacli.mesh.pair import KINDS
+    from rdmacli.mesh.kinds import PAIR_CHECKS
     from rdmacli.probe.kinds import KINDS as PROBE_KINDS
 
-    needs = {name: kind.transport_needs() for name, kind in KINDS.items()}
+    needs = {name: c.pair_kind().transport_needs() for name, c in PAIR_CHECKS.items()}
     assert needs == {"ping": (), "rping": (), "connect": (), "ud": (T.DATAGRAMS,), "bw": (T.IMMEDIATE,)}
     assert all(k.needs == (T.DATAGRAMS,) for k in PROBE_KINDS.values())
