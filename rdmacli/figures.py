@@ -258,3 +258,19 @@ class ProbeFigures(Figures):
     @property
     def lost(self) -> int:
         return self.probes_sent - self.probes_answered
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One of cmtime's steps over a run's connections (engine.timing): how many, the wall time
+    from the first start to the last end, and the per-connection average and extremes, in µs."""
+
+    step: str
+    count: int
+    total_us: float
+    avg_us: float
+    min_us: float
+    max_us: float
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}

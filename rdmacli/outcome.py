@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from rdmacli.errors import EXIT_OF, Cause, ExitCode, RdmacliError
-from rdmacli.figures import Figures, Traffic, as_dict
+from rdmacli.figures import Figures, StepRow, Traffic, as_dict
 
 SCHEMA = "rdmacli/1"
 
@@ -127,6 +127,29 @@ class Earlier:
             self.first_error = c.error
 
 
+@dataclass(frozen=True)
+class Tally:
+    """A connection command's counts: its connections by how they ended, the traffic its
+    connections counted (TRAFFIC: only what some connection counted), and how many of them a
+    long-running server no longer lists."""
+
+    connections: int  # not counting the rejected
+    passed: int
+    failed: int
+    rejected: int
+    interrupted: int
+    traffic: dict[str, int]
+    unlisted: int = 0
+
+    def to_dict(self) -> dict:
+        d = {"connections": self.connections, "connections_passed": self.passed,
+             "connections_failed": self.failed, "connections_rejected": self.rejected,
+             "connections_interrupted": self.interrupted, **self.traffic}  # fmt: skip
+        if self.unlisted:
+            d["connections_unlisted"] = self.unlisted  # counted above, not in `connections`
+        return d
+
+
 @dataclass
 class Outcome:
     command: str
@@ -136,7 +159,7 @@ class Outcome:
     signal: int | None = None  # the signal that stopped the run (SIGINT, SIGTERM, SIGHUP)
     failed: bool = False  # a check of a non-connection command (doctor, selftest) failed
     failed_words: str = "a check failed"  # which, for people (the cause is check_failed)
-    steps_us: list[dict] = field(default_factory=list)
+    steps_us: list[StepRow] = field(default_factory=list)
     elapsed_ms: float = 0.0
     warnings: list[str] = field(default_factory=list)
     counts: dict = field(default_factory=dict)  # totals of a non-connection command
@@ -191,26 +214,31 @@ class Outcome:
             return "interrupted"
         return "pass" if self.exit_code == 0 else "fail"
 
-    def totals(self) -> dict:
+    def tally(self) -> Tally | None:
+        """The connections' counts and traffic; None for a run that served none."""
         if not self.served:
-            return dict(self.counts)
-        t = {
-            "connections": self.served - self.count_of(State.REJECTED),
-            "connections_passed": self.count_of(State.DONE),
-            "connections_failed": self.count_of(State.FAILED),
-            "connections_rejected": self.count_of(State.REJECTED),
-            "connections_interrupted": self.count_of(State.INTERRUPTED),
-        }
+            return None
         moved = [c.stats for c in self.connections if isinstance(c.stats, Traffic)]
         before = self.earlier.traffic if self.earlier else {}
+        traffic = {}
         for key in TRAFFIC:
             counts = [n for n in (getattr(f, key) for f in moved) if n is not None]
             if counts or key in before:
-                t[key] = sum(counts) + before.get(key, 0)
-        if self.earlier and self.earlier.count:
-            t["connections_unlisted"] = self.earlier.count  # counted above, not in `connections`
-        t.update(self.counts)
-        return t
+                traffic[key] = sum(counts) + before.get(key, 0)
+        return Tally(
+            connections=self.served - self.count_of(State.REJECTED),
+            passed=self.count_of(State.DONE),
+            failed=self.count_of(State.FAILED),
+            rejected=self.count_of(State.REJECTED),
+            interrupted=self.count_of(State.INTERRUPTED),
+            traffic=traffic,
+            unlisted=self.earlier.count if self.earlier else 0,
+        )
+
+    def totals(self) -> dict:
+        """The summary's totals: the tally's, then a command's own counts."""
+        tally = self.tally()
+        return {**(tally.to_dict() if tally is not None else {}), **self.counts}
 
     def first_error(self) -> RdmacliError | None:
         earlier = self.earlier.first_error if self.earlier else None
@@ -227,7 +255,7 @@ class Outcome:
             "params": self.params,
             "totals": self.totals(),
             "connections": [c.to_dict() for c in self.connections],
-            "steps_us": self.steps_us,
+            "steps_us": [s.to_dict() for s in self.steps_us],
             "elapsed_ms": self.elapsed_ms,
             "error": err.to_dict() if err is not None else None,
             "warnings": list(self.warnings),
@@ -262,18 +290,25 @@ def merged(outcomes: list[Outcome]) -> Outcome:
     )
 
 
-def summed_steps(tables: list[list[dict]]) -> list[dict]:
+def summed_steps(tables: list[list[StepRow]]) -> list[StepRow]:
     """Step timing tables (engine.timing's rows) of tests run one after another, as one: counts
     and totals added, the extremes kept, the average taken again; in first-seen order."""
-    rows: dict[str, dict] = {}
+    from dataclasses import replace
+
+    rows: dict[str, StepRow] = {}
     for table in tables:
         for r in table:
-            m = rows.get(r["step"])
+            m = rows.get(r.step)
             if m is None:
-                rows[r["step"]] = dict(r)
+                rows[r.step] = r
                 continue
-            n = m["count"] + r["count"]
-            m["avg_us"] = round((m["avg_us"] * m["count"] + r["avg_us"] * r["count"]) / n, 1)
-            m["count"], m["total_us"] = n, round(m["total_us"] + r["total_us"], 1)
-            m["min_us"], m["max_us"] = min(m["min_us"], r["min_us"]), max(m["max_us"], r["max_us"])
+            n = m.count + r.count
+            rows[r.step] = replace(
+                m,
+                count=n,
+                avg_us=round((m.avg_us * m.count + r.avg_us * r.count) / n, 1),
+                total_us=round(m.total_us + r.total_us, 1),
+                min_us=min(m.min_us, r.min_us),
+                max_us=max(m.max_us, r.max_us),
+            )
     return list(rows.values())

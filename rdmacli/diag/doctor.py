@@ -396,7 +396,7 @@ def check_peer_resolve(peer: str, ps: int, resolve_ms: int = 2000) -> list[Check
     outcome, err = probe(peer, CONNECT.default_port, ps, route_only=True, resolve_ms=resolve_ms, connect_s=5)
     if err is not None:
         return [Check("resolve", "fail", err.message, err.hint, cause=err.cause)]
-    steps = {s["step"]: s["avg_us"] for s in outcome.steps_us}
+    steps = {s.step: s.avg_us for s in outcome.steps_us}
     conn = outcome.connections[0]
     return [
         Check(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+from rdmacli.figures import StepRow
+
 # cmtime's names (v59 cmtime.c:93-111) for the steps rdmacli performs, in flow order.
 STEP_ORDER = [
     "create id",
@@ -100,7 +102,7 @@ class StepTimer:
         starts go with it, not kept for the life of a persistent server."""
         self._open.pop(conn, None)
 
-    def summary(self) -> list[dict]:
+    def summary(self) -> list[StepRow]:
         rows = []
         names = [n for n in STEP_ORDER if n in self.steps]
         names += [n for n in self.steps if n not in STEP_ORDER and n != DISPATCH]
@@ -110,13 +112,13 @@ class StepTimer:
             if not s.count or s.last_end is None or s.first_start is None:
                 continue
             rows.append(
-                {
-                    "step": name,
-                    "count": s.count,
-                    "total_us": round((s.last_end - s.first_start) * 1e6, 1),
-                    "avg_us": round(s.total / s.count * 1e6, 1),
-                    "min_us": round(s.least * 1e6, 1),
-                    "max_us": round(s.most * 1e6, 1),
-                }
+                StepRow(
+                    step=name,
+                    count=s.count,
+                    total_us=round((s.last_end - s.first_start) * 1e6, 1),
+                    avg_us=round(s.total / s.count * 1e6, 1),
+                    min_us=round(s.least * 1e6, 1),
+                    max_us=round(s.most * 1e6, 1),
+                )
             )
         return rows

@@ -273,7 +273,7 @@ def judge(rec: PairRecord, outcome: Outcome, listen: bool, address: str = "", *,
             )
         said.update(result="fail", error=local_cause_of(err, address, backend).to_dict())
     if outcome.connections or outcome.steps_us:  # else nothing was set up (its own address did not resolve)
-        steps = {s["step"]: s["avg_us"] for s in outcome.steps_us}
+        steps = {s.step: s.avg_us for s in outcome.steps_us}
         said["steps_us"] = steps
         if not listen:
             setup = ("resolve addr", "resolve route", "create qp", "cm connect")

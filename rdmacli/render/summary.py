@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from rdmacli.figures import BwFigures, DatagramFigures, LatFigures, PingFigures
-from rdmacli.outcome import ConnOutcome, Outcome
+from rdmacli.figures import BwFigures, DatagramFigures, LatFigures, PingFigures, StepRow
+from rdmacli.outcome import TRAFFIC, ConnOutcome, Outcome, Tally
 from rdmacli.units import counter_words, duration, durations, plural
 
 
@@ -116,23 +116,25 @@ DETAILS: dict[type, Callable[[str, Any], list[str]]] = {
 def print_summary(app, outcome: Outcome, doc: dict) -> None:
     """As short as the C tool's or ping(8)'s; the step table only when asked (--steps, --events).
     `doc` is the outcome's document (its totals, steps and data, as the JSON says them)."""
-    t = doc["totals"]
-    if "connections" not in t:  # nothing was set up (an error before any connection)
-        app.out.print(f"{doc['command']}: {doc['result']}", markup=False, highlight=False)
+    tally = outcome.tally()
+    if tally is None:  # nothing was set up (an error before any connection)
+        app.out.print(f"{outcome.command}: {outcome.result}", markup=False, highlight=False)
         print_warnings(app, doc)
         return
-    if app.steps and doc["steps_us"]:
-        app.out.print(steps_table(doc["steps_us"]))
+    if app.steps and outcome.steps_us:
+        app.out.print(steps_table(outcome.steps_us))
     sweep = doc["data"].get("sweep")
     if sweep:  # -a: one table by size instead of a block per connection
         details = sweep_table(sweep)
     else:
         details = [text for c in outcome.connections for text in connection_details(c)]
     # ping(8): the statistics are the summary; other commands lead with a line of totals
-    lines = [] if doc["command"] == "ping" and details else [totals_line(doc)]
+    lines = [] if outcome.command == "ping" and details else [totals_line(outcome, tally)]
     bw = doc["data"].get("bw")
     if bw:
-        text = f"bw: {bw['gbps']:.3f} Gb/s, {bw['msg_per_s']:,.0f} msg/s over {len(doc['connections'])} QP(s)"
+        text = (
+            f"bw: {bw['gbps']:.3f} Gb/s, {bw['msg_per_s']:,.0f} msg/s over {len(outcome.connections)} QP(s)"
+        )
         if "total_gbps" in bw:
             text += f"; back {bw['reverse_gbps']:.3f} Gb/s, both ways {bw['total_gbps']:.3f} Gb/s"
         if "line_rate_fraction" in bw:
@@ -192,24 +194,20 @@ def counter_lines(ports: list[dict]) -> list[str]:
     return out
 
 
-def totals_line(doc: dict) -> str:
-    t = doc["totals"]
-    line = f"{doc['command']}: {doc['result']} - {t['connections_passed']}/{t['connections']} connections"
-    if "messages_received" in t or "messages_sent" in t:  # a one-way test has only one side's
-        total_bytes = t.get("bytes_received", 0) + t.get("bytes_sent", 0)
-        line += (
-            f", {t.get('messages_received', 0)} messages received, {t.get('messages_sent', 0)} sent, "
-            f"{total_bytes} bytes"
-        )
-    for state in ("rejected", "interrupted"):
-        if t.get(f"connections_{state}"):
-            line += f", {t[f'connections_{state}']} {state}"
-    if t.get("connections_unlisted"):  # a persistent server's: counted, not each shown
-        line += f" (the last {len(doc['connections'])} shown)"
+def totals_line(outcome: Outcome, t: Tally) -> str:
+    line = f"{outcome.command}: {outcome.result} - {t.passed}/{t.connections} connections"
+    received, sent, n_in, n_out = (t.traffic.get(k) for k in TRAFFIC)
+    if received is not None or sent is not None:  # a one-way test has only one side's
+        line += f", {received or 0} messages received, {sent or 0} sent, {(n_in or 0) + (n_out or 0)} bytes"
+    for n, state in ((t.rejected, "rejected"), (t.interrupted, "interrupted")):
+        if n:
+            line += f", {n} {state}"
+    if t.unlisted:  # a persistent server's: counted, not each shown
+        line += f" (the last {len(outcome.connections)} shown)"
     return line
 
 
-def steps_table(steps: list[dict]):
+def steps_table(steps: list[StepRow]):
     """cmtime's table: per step, the wall time across connections and the per-connection spread."""
     from rich.table import Table
 
@@ -218,8 +216,6 @@ def steps_table(steps: list[dict]):
         table.add_column(col, justify="left" if col == "step" else "right")
     for s in steps:
         table.add_row(
-            s["step"],
-            str(s["count"]),
-            *(duration(s[f"{k}_us"]) for k in ("total", "avg", "min", "max")),
+            s.step, str(s.count), *(duration(us) for us in (s.total_us, s.avg_us, s.min_us, s.max_us))
         )
     return table

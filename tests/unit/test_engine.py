@@ -104,7 +104,7 @@ def test_client_sequence_exchange_and_teardown_order():
     order = [c for c in backend.calls() if c in ("destroy qp", "dereg mr", "destroy cq", "destroy id")]
     assert order == ["destroy qp", "dereg mr", "destroy cq", "destroy id"]  # one MR: ucmatose's one buffer
     assert backend.calls()[-1] == "destroy event channel"
-    steps = [s["step"] for s in out.steps_us]
+    steps = [s.step for s in out.steps_us]
     assert steps[:5] == ["create id", "resolve addr", "resolve route", "create qp", "cm connect"]
 
 
@@ -188,7 +188,7 @@ def test_records_per_event_and_step_are_made_only_for_an_observer_that_shows_the
     quiet, out2 = records_of(False)
     assert not {"cm_event", "step"} & {r["type"] for r in quiet}
     # the outcome's step table is the same either way: only the records were skipped
-    assert [s["step"] for s in out2.steps_us] == [s["step"] for s in out.steps_us]
+    assert [s.step for s in out2.steps_us] == [s.step for s in out.steps_us]
 
 
 def test_client_conn_param_is_ucmatose_and_carries_the_hello():
@@ -825,7 +825,7 @@ def test_a_persistent_server_holds_the_same_after_a_thousand_clients():
     assert totals["connections_passed"] == 1000 and totals["connections_unlisted"] == 1000 - LISTED
     assert totals["messages_received"] == 3000  # the unlisted ones' traffic still counted
     assert len(out.connections) == LISTED and most[0] <= LISTED + 10, most
-    assert next(s for s in out.steps_us if s["step"] == "accept")["count"] == 1000
+    assert next(s for s in out.steps_us if s.step == "accept").count == 1000
     assert not flow.timer._open and out.exit_code == 143
 
 

@@ -142,7 +142,7 @@ def test_informational_events_change_nothing():
 def test_steps_are_timed_by_the_phases_they_belong_to():
     backend = FakeBackend()
     out = outcome(ClientFlow(dst=SERVER, make_protocol=BareClient, timeouts=FAST, backend=backend))
-    steps = [s["step"] for s in out.steps_us]
+    steps = [s.step for s in out.steps_us]
     for phase in (L.RESOLVE_ADDR, L.RESOLVE_ROUTE, L.CONNECT, L.DISCONNECT):
         assert L.PHASES[phase].step in steps
     assert "create qp" in steps and "create id" in steps

@@ -235,8 +235,9 @@ def test_tests_run_one_after_another_add_up_to_one_runs_counters_and_steps():
     [p0, p1] = summed([a, b, c])
     assert p0["moved"] == {"port_xmit_packets": 15, "rnr_nak_retry_err": 1} and p0["reset"] == ["x"]
     assert "rnr" in p0["kinds"] and p1["moved"] == {"port_rcv_packets": 3}
-    row = {"step": "resolve addr", "count": 1, "total_us": 10.0, "avg_us": 10.0, "min_us": 10.0}
-    row["max_us"] = 10.0
-    other = {**row, "total_us": 30.0, "avg_us": 30.0, "min_us": 30.0, "max_us": 30.0}
+    from rdmacli.figures import StepRow
+
+    row = StepRow("resolve addr", count=1, total_us=10.0, avg_us=10.0, min_us=10.0, max_us=10.0)
+    other = StepRow("resolve addr", count=1, total_us=30.0, avg_us=30.0, min_us=30.0, max_us=30.0)
     [s] = summed_steps([[row], [other]])
-    assert (s["count"], s["total_us"], s["avg_us"], s["min_us"], s["max_us"]) == (2, 40.0, 20.0, 10.0, 30.0)
+    assert (s.count, s.total_us, s.avg_us, s.min_us, s.max_us) == (2, 40.0, 20.0, 10.0, 30.0)

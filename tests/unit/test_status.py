@@ -58,5 +58,5 @@ def test_step_timer_summary():
     t.end("resolve addr", 0, t=2.0)
     t.end("resolve addr", 1, t=4.0)
     (row,) = t.summary()
-    assert row["count"] == 2 and row["total_us"] == 3e6
-    assert row["min_us"] == 1e6 and row["max_us"] == 2.5e6
+    assert row.count == 2 and row.total_us == 3e6
+    assert row.min_us == 1e6 and row.max_us == 2.5e6

@@ -42,17 +42,17 @@ def steps_of_a_connection_with_a_slow_observer() -> dict[str, dict]:
         flow.run()
     finally:
         flow.close()
-    return {row["step"]: row for row in flow.timer.summary()}
+    return {row.step: row for row in flow.timer.summary()}
 
 
 def test_a_step_ends_when_its_event_was_read_and_rdmacli_dispatch_is_a_row_apart():
     steps = steps_of_a_connection_with_a_slow_observer()
     # the scripted CM answers at once: what the CM's steps took is far below the observer's time
     for name in ("resolve addr", "resolve route", "cm connect"):
-        assert steps[name]["max_us"] < SLOW_S * 1e6 / 2, (name, steps[name])
+        assert steps[name].max_us < SLOW_S * 1e6 / 2, (name, steps[name])
     # ADDR_RESOLVED -> resolve route and ROUTE_RESOLVED -> create qp: two dispatches, each with
     # the observer's time in it; ESTABLISHED starts no CM call (its data phase has no step)
-    assert steps[DISPATCH]["count"] == 2 and steps[DISPATCH]["min_us"] >= SLOW_S * 1e6
+    assert steps[DISPATCH].count == 2 and steps[DISPATCH].min_us >= SLOW_S * 1e6
     assert list(steps)[-1] == DISPATCH
 
 
@@ -62,6 +62,6 @@ def test_a_span_measured_elsewhere_is_counted_with_its_first_start_and_last_end(
     timer.end("create id", 0, t=1.5)
     timer.add(DISPATCH, 2.0, 2.25)
     timer.add(DISPATCH, 1.75, 2.0)
-    rows = {r["step"]: r for r in timer.summary()}
-    assert rows[DISPATCH]["count"] == 2 and rows[DISPATCH]["total_us"] == 500_000.0
-    assert rows[DISPATCH]["min_us"] == 250_000.0 and DISPATCH not in STEP_ORDER
+    rows = {r.step: r for r in timer.summary()}
+    assert rows[DISPATCH].count == 2 and rows[DISPATCH].total_us == 500_000.0
+    assert rows[DISPATCH].min_us == 250_000.0 and DISPATCH not in STEP_ORDER

@@ -162,8 +162,9 @@ def test_pairs_inside_groups_and_a_sample_between_as_the_map_says(tmp_path):
     mapfile.write_text("".join(f"{n} group={groups[n]} {a}\n" for n, a in ADDRESSES.items()))
 
     def run(*args):
-        # in-process pairs time this host (a slow pair under -n 4 is no fault): the schedule is tested
-        argv = ["mesh", NODES, "--launcher", "exec", "--round-time", "1", "--launch-timeout", "30",
+        # in-process pairs time this host (a slow pair under -n 4 is no fault): the schedule is tested,
+        # in slots of 2 s (a busy host's pair took 0.7 s of a 1 s slot, and the margin's warning came)
+        argv = ["mesh", NODES, "--launcher", "exec", "--round-time", "2", "--launch-timeout", "30",
                 *RETEST, "--slow-factor", "1000", "--map", str(mapfile), "--json",
                 *args]  # fmt: skip
         r = CliRunner().invoke(cli, argv, obj={"launch": InProcessLaunch(Fabric())})
