@@ -270,7 +270,4 @@ class StepRow:
     total_us: float
     avg_us: float
     min_us: float
-    max_us: float
-
-    def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    max_us: float  # its document: dataclasses.asdict (outcome.Outcome.to_dict)

@@ -7,7 +7,7 @@ formats what this module derived. Knows nothing of click, rich or C.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
@@ -255,7 +255,7 @@ class Outcome:
             "params": self.params,
             "totals": self.totals(),
             "connections": [c.to_dict() for c in self.connections],
-            "steps_us": [s.to_dict() for s in self.steps_us],
+            "steps_us": [asdict(s) for s in self.steps_us],
             "elapsed_ms": self.elapsed_ms,
             "error": err.to_dict() if err is not None else None,
             "warnings": list(self.warnings),

@@ -8,7 +8,7 @@ once (tests/unit/test_golden.py holds the bytes).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass
 
 from rdmacli.mesh.findings import Blame, Json, NicRow, NodeRow, PairResult, SlowReference
 
@@ -46,7 +46,7 @@ class MeshTotals:
     bad_links: int
 
     def to_json(self) -> Json:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

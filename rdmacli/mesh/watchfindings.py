@@ -10,7 +10,7 @@ watch status) and the scheduler's drain (sched/drain.py) read these fields. Noth
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 Json = dict[str, Any]
@@ -138,7 +138,7 @@ class StatusTotals:
     windows_min: int  # the fewest windows an agent that answered has judged
 
     def to_json(self) -> Json:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
