@@ -12,7 +12,6 @@ from typing import Any, Callable
 
 from rdmacli.mesh.shape import take, wire
 
-RTT_MIN = "rtt_min_us"
 MAX_LINE = 64 * 1024  # an agent's records are a few hundred bytes
 # what a launcher passes on for a line past MAX_LINE (its head, then this): the rest was dropped
 # as it was read, never held whole (launch.LineSplitter); the intake takes it as a violation
@@ -27,13 +26,6 @@ SETUP_MOST = 1e10
 TOOK_MOST = 86400.0  # of a slot of at most an hour
 RATE_MOST = 1e4  # Gb/s, 10 Tb/s: beyond any port made (the port's own rate is checked by the verdict)
 RATES = ("gbps_ab", "gbps_ba", "gbps_sent")  # what a port's line rate bounds
-# `--test bw`'s counts: each end's messages sent (its completions: the partner's NIC acknowledged
-# them) and received (its receive completions), checked against the partner's on the way to the
-# verdict (report.disagreement): each direction counted at both of its ends
-COUNTS = ("messages_sent", "messages_received")
-# `--test probe`'s counts (rdmacli/probe): this end's probes to its partner, and those answered
-# by the phase's end (the rest were lost); an end cannot have more answers than probes
-PROBES = ("probes_sent", "probes_answered")
 # figures.RTT_FLOOR_US: a round trip below it was not measured, and would make every honest
 # pair look slow beside it
 RATE_SLACK = 1.1  # a rate above the slower port's line rate by more than this is no measure

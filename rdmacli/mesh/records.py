@@ -15,11 +15,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rdmacli.figures import RTT_FLOOR_US
 from rdmacli.mesh.checks import (  # noqa: F401 - MAX_LINE, OVERLONG, RATES, RATE_SLACK: said here too
-    COUNTS,
     MAX_INT,
     MAX_LINE,
     OVERLONG,
-    PROBES,
     RATE_MOST,
     RATE_SLACK,
     RATES,
@@ -179,8 +177,13 @@ class PairRecord(Typed):
     gbps_ab: float | None = figure(RATE_MOST)
     gbps_ba: float | None = figure(RATE_MOST)
     gbps_sent: float | None = figure(RATE_MOST)
+    # `--test bw`'s counts: each end's messages sent (its completions: the partner's NIC
+    # acknowledged them) and received (its receive completions), checked against the partner's
+    # on the way to the verdict (report.disagreement): each direction counted at both ends
     messages_sent: int | None = count()
     messages_received: int | None = count()
+    # `--test probe`'s counts (rdmacli/probe): this end's probes to its partner, and those
+    # answered by the phase's end (the rest were lost); never more answers than probes
     probes_sent: int | None = count()
     probes_answered: int | None = count()
     steps_us: dict | None = table(_figure, "a table of figures")

@@ -62,16 +62,14 @@ def take(cls: type, doc: dict, refuse: Callable[[str, str], Exception], skip: tu
     out: dict[str, Any] = {}
     get = doc.get
     for name, ok, keep, lenient, absent, required, words in _declared(cls):
+        if skip and name in skip:
+            continue
         v = get(name, _ABSENT)
         if v is _ABSENT or (lenient and not ok(v)):
-            if skip and name in skip:
-                continue
             if absent is not _ABSENT:
                 out[name] = keep(absent) if keep is not None else absent
             elif required:
                 raise refuse(name, words)
-            continue
-        if skip and name in skip:
             continue
         if not ok(v):
             raise refuse(name, words)
