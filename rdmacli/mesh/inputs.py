@@ -299,12 +299,19 @@ class _Data:
     )
 
 
+BASELINE_HINT = "give the --json output of an earlier `rdmacli mesh` run"
+
+
 class _NotAPair(ValueError):
-    pass
+    """A baseline that cannot be compared: its words, and the hint when it is a summary at all."""
+
+    def __init__(self, words: str, hint: str | None = None) -> None:
+        super().__init__(words)
+        self.hint = hint
 
 
 def baseline_pairs(doc) -> tuple[BaselinePair, ...]:
-    """The pairs of a mesh run's summary document, each checked (ValueError says which is not)."""
+    """The pairs of a mesh run's summary document, each checked (_NotAPair says which is not)."""
     head = _Summary(**take(_Summary, doc, _NotAPair)) if isinstance(doc, dict) else None
     if head is None or head.command != "mesh" or head.data is None:
         raise _NotAPair("not the summary of a mesh run")
@@ -314,12 +321,13 @@ def baseline_pairs(doc) -> tuple[BaselinePair, ...]:
     out = []
     for i, p in enumerate(pairs):
         try:
-            out.append(BaselinePair(**take(BaselinePair, p, _NotAPair)) if isinstance(p, dict) else None)
+            out.append(BaselinePair(**take(BaselinePair, p, _NotAPair)))  # a non-object refused too
         except _NotAPair:
-            out.append(None)
-        if out[-1] is None:
-            raise _NotAPair(f"pair {i} is not a pair of a mesh summary")
-    return tuple(p for p in out if p is not None)
+            raise _NotAPair(
+                f"pair {i} is not a pair of a mesh summary",
+                "give the --json output of an earlier `rdmacli mesh` run",
+            ) from None
+    return tuple(out)
 
 
 def read_baseline(path: str) -> tuple[BaselinePair, ...]:
@@ -333,8 +341,7 @@ def read_baseline(path: str) -> tuple[BaselinePair, ...]:
     try:
         return baseline_pairs(doc)
     except _NotAPair as exc:
-        hint = "give the --json output of an earlier `rdmacli mesh` run" if "pair " in str(exc) else None
-        raise usage(f"--baseline {path}: {exc}", hint=hint) from None
+        raise usage(f"--baseline {path}: {exc}", hint=exc.hint) from None
 
 
 def clustershell_command(words: list[str]) -> str:
