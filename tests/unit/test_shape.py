@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rdmacli.mesh import records
@@ -45,6 +45,8 @@ def test_a_field_is_checked_kept_defaulted_or_refused_as_declared():
     assert names(Rec) == ("needed", "absent", "kept", "lenient", "must")
 
 
+# as test_untrusted_input's: a busy host drew the first input in 1.1 s and failed the health check
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(["run", "rank", "peer", "round", "result", "rtt_p50_us", "counters",
                                         "error", "steps_us", "x"]),
                        st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=4),
