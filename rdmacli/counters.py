@@ -138,26 +138,27 @@ class Deltas:
         kinds = self.kinds()
         return [k for k in TROUBLE if k in kinds]
 
-    def to_dict(self) -> dict:
+    def to_dict(self, kinds: bool = True) -> dict:
+        """As the summary's `counters` says a port (a mesh record's leave its kinds out)."""
         d = {"device": self.device, "port": self.port, "moved": dict(self.moved)}
-        kinds = self.kinds()
-        if kinds:
-            d["kinds"] = kinds
+        sorted_ = self.kinds() if kinds else None
+        if sorted_:
+            d["kinds"] = sorted_
         if self.reset:
             d["reset"] = list(self.reset)
         return d
 
 
-def summed(docs: list[dict]) -> list[dict]:
-    """Several tests' port documents (to_dict) as one test's: what moved on each port added
-    up, the resets of all (a size sweep runs one test per size, one after another)."""
+def summed(deltas: list[Deltas]) -> list[Deltas]:
+    """Several tests' ports as one test's: what moved on each port added up, the resets of
+    all (a size sweep runs one test per size, one after another)."""
     ports: dict[tuple, Deltas] = {}
-    for d in docs:
-        p = ports.setdefault((d["device"], d["port"]), Deltas(d["device"], d["port"]))
-        for name, n in d.get("moved", {}).items():
+    for d in deltas:
+        p = ports.setdefault((d.device, d.port), Deltas(d.device, d.port))
+        for name, n in d.moved.items():
             p.moved[name] = p.moved.get(name, 0) + n
-        p.reset.extend(r for r in d.get("reset", []) if r not in p.reset)
-    return [p.to_dict() for p in ports.values()]
+        p.reset.extend(r for r in d.reset if r not in p.reset)
+    return list(ports.values())
 
 
 def delta(device: str, port: int, before: dict[str, int], after: dict[str, int]) -> Deltas:

@@ -191,6 +191,19 @@ class BwFigures(Traffic):
 
 
 @dataclass(frozen=True)
+class BwTotals(Figures):
+    """All of a bw run's QPs at once (they ran together): the summary's `data.bw`."""
+
+    gbps: float
+    msg_per_s: float
+    seconds: float
+    reverse_gbps: float | None = None  # --bidir: the servers' direction, as they reported it
+    total_gbps: float | None = None  # --bidir: both ways
+    line_rate_gbps: float | None = None  # the port's rate, where sysfs says it
+    line_rate_fraction: float | None = None
+
+
+@dataclass(frozen=True)
 class BwServed(Traffic):
     """A bw server's QP: what arrived (SEND: counted and timed here), and with --bidir what it
     sent back."""

@@ -11,8 +11,9 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+from rdmacli.counters import Deltas
 from rdmacli.errors import EXIT_OF, Cause, ExitCode, RdmacliError
-from rdmacli.figures import Figures, StepRow, Traffic, as_dict
+from rdmacli.figures import BwFigures, BwTotals, Figures, LatFigures, StepRow, Traffic, as_dict
 
 SCHEMA = "rdmacli/1"
 
@@ -164,7 +165,9 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     counts: dict = field(default_factory=dict)  # totals of a non-connection command
     data: dict = field(default_factory=dict)  # what only this command reports (devices, checks)
-    counters: list[dict] = field(default_factory=list)  # ports' counters that moved (rdmacli/counters.py)
+    counters: list[Deltas] = field(default_factory=list)  # ports' counters that moved
+    sweep: list[BwFigures | LatFigures] = field(default_factory=list)  # -a: each size's, in order
+    bw: BwTotals | None = None  # bw: all QPs' figures together
     earlier: Earlier | None = None  # a persistent server's connections no longer listed
     # a typed report of this command's own (mesh.findings.MeshReport): the summary's data is
     # written from it here, at the edge, with `data`'s keys after its own
@@ -259,9 +262,18 @@ class Outcome:
             "elapsed_ms": self.elapsed_ms,
             "error": err.to_dict() if err is not None else None,
             "warnings": list(self.warnings),
-            "counters": list(self.counters),
-            "data": {**self.report.to_json(), **self.data} if self.report is not None else self.data,
+            "counters": [d.to_dict() for d in self.counters],
+            "data": self.data_doc(),
         }
+
+    def data_doc(self) -> dict:
+        """`data`: the typed report's, then a command's own keys, then its typed figures."""
+        d = {**self.report.to_json(), **self.data} if self.report is not None else dict(self.data)
+        if self.sweep:
+            d["sweep"] = [f.to_dict() for f in self.sweep]
+        if self.bw is not None:
+            d["bw"] = self.bw.to_dict()
+        return d
 
 
 def merged(outcomes: list[Outcome]) -> Outcome:
@@ -287,6 +299,7 @@ def merged(outcomes: list[Outcome]) -> Outcome:
         counters=summed([d for o in outcomes for d in o.counters]),
         data=dict(last.data),
         report=last.report,
+        bw=last.bw,
     )
 
 

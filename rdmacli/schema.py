@@ -6,22 +6,13 @@ and every test that validates a summary read it from here.
 from __future__ import annotations
 
 from rdmacli.errors import Cause
+from rdmacli.events import EVENTS
 from rdmacli.outcome import SCHEMA, State
 
 # What --json-lines prints before the summary: every record type a command emits, declared once
 # (README, rdmacli(1); tests/unit/test_json_schema.py walks the code for any it does not list)
 RECORD_TYPES = {
-    "cm_event": "a CM event as it arrives (event, status, status_text, conn)",
-    "step": "a timed step of a connection (cmtime's names): step, us",
-    "ready": "a server listens: address, port, port_space (tcp, udp, ib, ipoib)",
-    "waiting": "a client waits for its server to appear (--wait): attempt, retry_in_s",
-    "request": "a server received a connection request: conn, local, remote, device",
-    "rejected": "a server refused a request: conn, remote, reason",
-    "joined": "a multicast member joined (its receive buffers are posted): mgid, mlid",
-    "ping": "one answered ping: ping, rtt_us (valid with -V, data with -v)",
-    "bw": "a bw progress line each second: conn, seconds, gbps, msg_per_s",
-    "connection": "a server's client finished: its state, counts and error",
-    "warning": "a warning as it happens: message",
+    **{e.TYPE: e.described() for e in EVENTS},  # a flow's, as it runs (rdmacli/events.py)
     "pair": "mesh: one pair's verdict as it comes in: a, b, rail, result, cause",
     "summary": "the last record: the summary document",
     "watch": "an agent's state file, as `watch show` prints it: node, window, nics, pairs (not OK only)",

@@ -839,7 +839,14 @@ def json_reference() -> str:
         "|---|---|---|",
     ]
     out += [f"| `{key}` | {kind} | {md_cell(text)} |" for key, kind, text in SUMMARY_KEYS]
-    out += ["", "## Records of --json-lines\n", "| type | what it is |", "|---|---|"]
+    out += [
+        "",
+        "## Records of --json-lines\n",
+        "A run's records (rdmacli/events.py) also carry `t_us`, the µs since the run began (a CM "
+        "event's: when it was read), and `side` (client or server).\n",
+        "| type | what it is |",
+        "|---|---|",
+    ]
     out += [f"| `{t}` | {md_cell(what)} |" for t, what in RECORD_TYPES.items()]
     out += [
         "",

@@ -17,7 +17,7 @@ def observed(app: App, show_events: bool, on_record=None):
     if on_record is None:
         return view, view
 
-    def observer(rec: dict) -> None:
+    def observer(rec) -> None:
         on_record(rec)
         view(rec)
 
@@ -85,15 +85,15 @@ def run_sweep(app: App, make_test, sizes: list[int], *, show_events: bool, on_re
             if outcomes[-1].exit_code != 0:
                 break
     outcome = merged(outcomes)
-    outcome.data["sweep"] = sweep_rows([c.stats for c in outcome.connections])
+    outcome.sweep = sweep_rows([c.stats for c in outcome.connections])
     finish(app, outcome)
 
 
-def sweep_rows(figures: list) -> list[dict]:
-    """A sweep's table: each size's figures (bw's or lat's client records) as their documents."""
+def sweep_rows(figures: list) -> list:
+    """A sweep's table: each size's figures (bw's or lat's client records)."""
     from rdmacli.figures import BwFigures, LatFigures
 
-    return [f.to_dict() for f in figures if isinstance(f, (BwFigures, LatFigures))]
+    return [f for f in figures if isinstance(f, (BwFigures, LatFigures))]
 
 
 def sweep_of(session):
@@ -101,6 +101,6 @@ def sweep_of(session):
     size, as the session kept them, into `data.sweep`."""
 
     def then(outcome) -> None:
-        outcome.data["sweep"] = sweep_rows(session.rows)
+        outcome.sweep = sweep_rows(session.rows)
 
     return then

@@ -106,12 +106,13 @@ def command(
         from rdmacli.cli._run import make_test, run_sweep, run_test, sweep_of
         from rdmacli.engine.protocol import Params
         from rdmacli.engine.session import CLIENT
+        from rdmacli.events import Progress
 
-        def on_record(rec: dict) -> None:
-            if rec["type"] == "bw" and app.live:
+        def on_record(rec) -> None:
+            if isinstance(rec, Progress) and app.live:
+                r = rec.rate
                 app.err.print(
-                    f"conn {rec['conn']}: {rec['seconds']:.1f} s  {rec['gbps']:.3f} Gb/s  "
-                    f"{rec['msg_per_s']:,.0f} msg/s",
+                    f"conn {rec.conn}: {r.seconds:.1f} s  {r.gbps:.3f} Gb/s  {r.msg_per_s:,.0f} msg/s",
                     markup=False,
                     highlight=False,
                 )
@@ -163,7 +164,7 @@ def command(
 def aggregate(outcome) -> None:
     """Overall figures of all QPs (they ran at once) and the port's line rate."""
     from rdmacli.diag.devices import port_rate_gbps
-    from rdmacli.figures import BwFigures
+    from rdmacli.figures import BwFigures, BwTotals
 
     conns = [c for c in outcome.connections if isinstance(c.stats, BwFigures)]
     if not conns:
@@ -172,14 +173,20 @@ def aggregate(outcome) -> None:
     nbytes = sum(f.bytes_sent or 0 for f in qps)
     secs = max(f.elapsed_us for f in qps) / 1e6 or 1e-9
     msgs = sum(f.messages_sent or 0 for f in qps)
-    d = {"gbps": round(nbytes * 8 / secs / 1e9, 4), "msg_per_s": round(msgs / secs, 1), "seconds": secs}
+    gbps = round(nbytes * 8 / secs / 1e9, 4)
+    reverse = total = None
     back = [f.reverse for f in qps if f.reverse is not None]
     if back:  # --bidir: the server's direction, as each server reported it, and the sum
         rsecs = max(r.seconds for r in back) or 1e-9
-        d["reverse_gbps"] = round(sum(r.bytes for r in back) * 8 / rsecs / 1e9, 4)
-        d["total_gbps"] = round(d["gbps"] + d["reverse_gbps"], 4)
-    rate = port_rate_gbps(conns[0].device, 1)
-    if rate:
-        d["line_rate_gbps"] = rate
-        d["line_rate_fraction"] = round(d["gbps"] / rate, 4)
-    outcome.data["bw"] = d
+        reverse = round(sum(r.bytes for r in back) * 8 / rsecs / 1e9, 4)
+        total = round(gbps + reverse, 4)
+    rate = port_rate_gbps(conns[0].device, 1) or None
+    outcome.bw = BwTotals(
+        gbps=gbps,
+        msg_per_s=round(msgs / secs, 1),
+        seconds=secs,
+        reverse_gbps=reverse,
+        total_gbps=total,
+        line_rate_gbps=rate,
+        line_rate_fraction=round(gbps / rate, 4) if rate else None,
+    )

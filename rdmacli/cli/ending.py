@@ -51,7 +51,7 @@ def finish(app, outcome, render=None) -> None:
     err = outcome.run_error()
     if render is not None and not app.machine:
         render(app, outcome)
-        print_warnings(app, doc)  # a person sees what the JSON says
+        print_warnings(app, outcome.warnings)  # a person sees what the JSON says
         if err is not None:
             app.report_error(err)
     else:
@@ -60,5 +60,5 @@ def finish(app, outcome, render=None) -> None:
         if app.machine:
             app.emit_json(doc)
         else:
-            print_summary(app, outcome, doc)
+            print_summary(app, outcome)
     sys.exit(doc["exit_code"])

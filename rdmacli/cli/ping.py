@@ -69,19 +69,21 @@ def command(
             bar = CountProgress(app, count, f"ping {host}")
         show_pings = verbose or (app.tty and not app.machine and not app.quiet and bar is None)
 
-        def on_record(rec: dict) -> None:
-            if rec["type"] != "ping":
+        from rdmacli.events import Ping
+
+        def on_record(rec) -> None:
+            if not isinstance(rec, Ping):
                 return
             if not verbose:
-                rec.pop("data", None)  # the ping data is rping -v's, shown only when asked
+                rec.data = None  # the ping data is rping -v's, shown (and written) only when asked
             if bar is not None:
                 bar.advance()
             if show_pings and not app.machine:
-                line = f"{size} bytes from {host}: ping={rec['ping']} rtt={duration(rec['rtt_us'])}"
-                if "valid" in rec:
-                    line += " valid" if rec["valid"] else " MISMATCH"
+                line = f"{size} bytes from {host}: ping={rec.ping} rtt={duration(rec.rtt_us)}"
+                if rec.valid is not None:
+                    line += " valid" if rec.valid else " MISMATCH"
                 if verbose:
-                    line += f"  ping data: {rec['data']}"
+                    line += f"  ping data: {rec.data}"
                 app.err.print(line, markup=False, highlight=False)
 
         wire = Params(count=count, size=size, validate=validate, interval=interval)

@@ -99,7 +99,7 @@ def pick_path(server: str | None = None, client: str | None = None) -> tuple[str
     return server, server, f"one device to itself: across devices failed ({problem}); see `rdmacli doctor`"
 
 
-def _pair(server: Test, client: Test, ready_type: str, timeout: float) -> tuple[list, float]:
+def _pair(server: Test, client: Test, ready_type: type, timeout: float) -> tuple[list, float]:
     """Run the server side in a thread and the client side here (engine.session); returns the
     errors that failed the row, the client's first, and how long it took in ms."""
     from rdmacli.engine.session import run
@@ -110,8 +110,8 @@ def _pair(server: Test, client: Test, ready_type: str, timeout: float) -> tuple[
     outcomes: dict = {}
     t0 = time.monotonic()
 
-    def observe(rec: dict) -> None:
-        if rec.get("type") == ready_type:
+    def observe(rec) -> None:
+        if isinstance(rec, ready_type):
             ready.set()
 
     def serve() -> None:
@@ -166,6 +166,7 @@ def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size:
     from rdmacli.engine.protocol import Params
     from rdmacli.engine.session import CLIENT, SERVER, Test
     from rdmacli.engine.settings import Options, Timeouts
+    from rdmacli.events import Joined, Ready
     from rdmacli.rdma.constants import PORT_SPACES
 
     spec = PROTOCOL_TABLE[name]
@@ -183,13 +184,13 @@ def run_protocol(name: str, server_ip: str, client_ip: str, *, count: int, size:
     if spec is MCAST:
         server = Test("selftest", spec, SERVER, host=GROUP, bind=server_ip, **common)
         client = Test("selftest", spec, CLIENT, host=GROUP, bind=client_ip, **common)
-        ready = "joined"
+        ready: type = Joined
         what = f"{count} datagrams of {size} B to {GROUP}"
     else:
         port = spec.selftest_port
         server = Test("selftest", spec, SERVER, port=port, bind=server_ip, **common)
         client = Test("selftest", spec, CLIENT, host=server_ip, port=port, bind=client_ip, **common)
-        ready = "ready"
+        ready = Ready
         if spec is PING:
             what = f"{count} validated pings of {size} B"
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import time
 
+from rdmacli import events as E
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import Flow
@@ -87,14 +88,7 @@ class ClientFlow(ActiveFlow):
 
     def retry(self, conn: Connection) -> None:
         if not self.restarting and not any(c.retries for c in self.all_conns):
-            self.emit(
-                {
-                    "type": "waiting",
-                    "conn": conn.index,
-                    "remote": conn.remote,
-                    "until_s": self.timeouts.wait_s,
-                }
-            )
+            self.emit(E.Waiting(conn=conn.index, remote=conn.remote, until_s=self.timeouts.wait_s))
         retries = conn.retries + 1
         self.drop(conn)
         self.restarting.add(conn.index)

@@ -13,6 +13,7 @@ from functools import partial
 from operator import attrgetter
 from typing import Callable
 
+from rdmacli import events as E
 from rdmacli.counters import Watch
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
@@ -33,7 +34,7 @@ from rdmacli.transports import refusal
 
 _STATUS = attrgetter("status")  # a completion's status, read in C (Flow.on_wcs)
 
-Observer = Callable[[dict], None]
+Observer = Callable[[E.Event], None]
 
 
 def default_backend():
@@ -85,34 +86,36 @@ class Flow:
         self.deadlines = Deadlines(self.deadline_all, self.timeouts.words.overall)
 
     # -- observation ---------------------------------------------------------------------------
-    def emit(self, rec: dict) -> None:
-        rec.setdefault("t_us", round((time.monotonic() - self.t0) * 1e6, 1))
-        rec.setdefault("side", self.side)
+    def emit(self, rec: E.Event) -> None:
+        """Give the observer a record, stamped with this side and (unless it carries the time
+        of the event it tells of) the time since the flow began."""
+        if getattr(rec, "t_us", 0) is None:
+            rec.t_us = round((time.monotonic() - self.t0) * 1e6, 1)  # type: ignore[attr-defined]
+        rec.side = self.side  # type: ignore[attr-defined]
         self.observer(rec)
 
     def _observe(self, ev: CmEvent) -> None:
         if not self.detailed:
             return
         conn = self.conns.get(ev.id)
-        rec = {
-            "type": "cm_event",
-            "t_us": round((ev.t - self.t0) * 1e6, 1),
-            "conn": conn.index if conn else None,
-            "event": ev.name,
-            "status": ev.status,
-            "status_text": short_status(ev.type, ev.status),
-        }
-        rec.update(ev.params())
+        rec = E.CmEventRecord(
+            t_us=round((ev.t - self.t0) * 1e6, 1),
+            conn=conn.index if conn else None,
+            event=ev.name,
+            status=ev.status,
+            status_text=short_status(ev.type, ev.status),
+            data=ev.params(),
+        )
         self.emit(rec)
 
     def warn(self, text: str) -> None:
         self.warnings.append(text)
-        self.emit({"type": "warning", "message": text})
+        self.emit(E.Warning(message=text))
 
     def step_done(self, conn: Connection, step: str, at: float | None = None) -> None:
         us = self.timer.end(step, conn.index, at)
         if us is not None and self.detailed:
-            self.emit({"type": "step", "conn": conn.index, "step": step, "us": round(us, 1)})
+            self.emit(E.Step(conn=conn.index, step=step, us=round(us, 1)))
 
     # -- connections ---------------------------------------------------------------------------
     def new_conn(self, index: int, cm, *, remote: str = "?", local: str = "?") -> Connection:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 
+from rdmacli import events as E
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.client import ActiveFlow
 from rdmacli.engine.conn import Connection
@@ -54,6 +55,6 @@ class McastFlow(ActiveFlow):
 
     def on_joined(self, conn: Connection, ev: CmEvent, to: L.Phase) -> None:
         self.leave(conn, ev)
-        joined = {"type": "joined", "conn": conn.index, **conn.protocol.joined(conn, ev).to_dict()}
+        joined = E.Joined(conn=conn.index, info=conn.protocol.joined(conn, ev))
         self.start_data(conn, to)
         self.emit(joined)  # a readiness record: a receiver's buffers are posted by now

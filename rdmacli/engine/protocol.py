@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.figures import Figures
+from rdmacli.figures import Figures, JoinInfo
 from rdmacli.rdma.cm import CmEvent, ConnParam
 from rdmacli.rdma.verbs import WorkCompletion
 
@@ -120,7 +120,7 @@ class Protocol:
     def setup(self, conn) -> None:
         """Create the QP and MRs and pre-post receives (before connect/accept)."""
 
-    def joined(self, conn, ev: CmEvent) -> Figures:
+    def joined(self, conn, ev: CmEvent) -> JoinInfo:
         """Multicast: the group was joined (MULTICAST_JOIN): what was joined, as figures."""
         raise NotImplementedError(f"{self.name} does not join a multicast group")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import time
 
+from rdmacli import events as E
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.flow import Flow
@@ -54,14 +55,13 @@ class ServerFlow(Flow):
         self.counters.see(lid.device, lid.port_num)  # a bound address has one
         self.ready_at = time.monotonic()
         self.emit(
-            {
-                "type": "ready",
-                "address": self.bind_addr.host,
-                "port": self.bind_addr.port,
-                "port_space": next(
+            E.Ready(
+                address=self.bind_addr.host,
+                port=self.bind_addr.port,
+                port_space=next(
                     (n for n, v in C.PORT_SPACES.items() if v == self.options.ps), self.options.ps
                 ),
-            }
+            )
         )
         self.run_loop(self.done)
 
@@ -126,14 +126,13 @@ class ServerFlow(Flow):
         conn.learn_addresses()
         # the CONNECT_REQUEST row itself was shown without a connection number: name it here
         self.emit(
-            {
-                "type": "request",
-                "t_us": round((ev.t - self.t0) * 1e6, 1),
-                "conn": index,
-                "local": conn.local,
-                "remote": conn.remote,
-                "device": conn.device,
-            }
+            E.Request(
+                t_us=round((ev.t - self.t0) * 1e6, 1),
+                conn=index,
+                local=conn.local,
+                remote=conn.remote,
+                device=conn.device,
+            )
         )
         try:
             foreign = self.refusal(conn, ev)
@@ -224,7 +223,7 @@ class ServerFlow(Flow):
 
     def reject(self, conn: Connection, reason: str) -> None:
         self.rejected += 1
-        self.emit({"type": "rejected", "conn": conn.index, "remote": conn.remote, "reason": reason})
+        self.emit(E.Rejected(conn=conn.index, remote=conn.remote, reason=reason))
         try:
             conn.cm.reject(reason.encode()[:140] + b"\0")
         except RdmaCallError:  # its request is gone already (the peer's own timeout): retired as well
@@ -241,17 +240,15 @@ class ServerFlow(Flow):
             return
         conn.summarized = True
         self.finished += 1
-        rec = {
-            "type": "connection",
-            "conn": conn.index,
-            "remote": conn.remote,
-            "state": conn.state.value,
-            "protocol": conn.protocol.name,
-            "role": conn.protocol.role,
-        }
-        rec.update(as_dict(conn.protocol.summary()))
-        if conn.error:
-            rec["error"] = conn.error.to_dict()
+        rec = E.Finished(
+            conn=conn.index,
+            remote=conn.remote,
+            state=conn.state.value,
+            protocol=conn.protocol.name,
+            role=conn.protocol.role,
+            served=as_dict(conn.protocol.summary()),
+            error=conn.error.to_dict() if conn.error else None,
+        )
         self.retire(conn)
         self.emit(rec)
         self.await_companions(conn)

@@ -164,7 +164,7 @@ def with_counters(outcome: Outcome, deltas, explain) -> None:
     """The ports' counter deltas into the outcome; a failure the counters explain (a deadline
     while retransmits moved) is said as what they show: packet loss, RNR, link errors
     (`explain`: the backend's, the policy of diag.counters)."""
-    outcome.counters = [d.to_dict() for d in deltas]
+    outcome.counters = list(deltas)
     if outcome.signal is not None:
         return
     outcome.error = explain(outcome.error, deltas) or outcome.error

@@ -26,6 +26,7 @@ import time
 from rdmacli import native as N
 from rdmacli.engine.protocol import Protocol
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.events import Progress
 from rdmacli.figures import BwFigures, BwServed, Rate
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.rping import INFO, advertised, pack_info
@@ -301,7 +302,7 @@ class BwClient(_Side):
         """Progress said, the stream fed (unless it runs in C), its end handled; True: it goes on."""
         if now >= self.next_progress:
             self.next_progress = now + PROGRESS_S
-            conn.flow.emit({"type": "bw", "conn": conn.index, **self.stream.figures(now).to_dict()})
+            conn.flow.emit(Progress(conn=conn.index, rate=self.stream.figures(now)))
             if self.op != "send" and not beat_done:
                 conn.post_send(BEAT, self.mr, 0, 0)
         if self.native is None:

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from rdmacli.engine.protocol import Protocol, Reject, Transitions, stopped_like_ping
 from rdmacli.errors import Cause, RdmacliError
+from rdmacli.events import Ping
 from rdmacli.figures import PingFigures, PingServed, RttSummary, percentile
 from rdmacli.protocols import hello as H
 from rdmacli.protocols.table import PING
@@ -183,17 +184,25 @@ class RpingClient(_Rping):
         # pinged: the server has written into our sink buffer
         rtt = time.monotonic() - self._t0
         self.rtts.add(rtt)
-        rec = {"ping": self.ping, "rtt_us": round(rtt * 1e6, 1), "size_bytes": self.size}
+        ok = None
         if self.validate:
             ok = self.start_mr.read() == self.rdma_mr.read()
-            rec["valid"] = ok
             if ok:
                 self.validated += 1
             else:
                 self.failed += 1
-        rec["data"] = self.rdma_mr.read().split(b"\0", 1)[0].decode("ascii", "replace")
-        conn.flow.emit({"type": "ping", "conn": conn.index, **rec})
-        if self.validate and not rec["valid"]:
+        data = self.rdma_mr.read().split(b"\0", 1)[0].decode("ascii", "replace")
+        conn.flow.emit(
+            Ping(
+                conn=conn.index,
+                ping=self.ping,
+                rtt_us=round(rtt * 1e6, 1),
+                size_bytes=self.size,
+                valid=ok,
+                data=data,
+            )
+        )
+        if ok is False:
             conn.fail(
                 RdmacliError(
                     f"data mismatch! (ping {self.ping}) [{conn.flow.where(conn)}]",

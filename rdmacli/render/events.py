@@ -8,6 +8,7 @@ from __future__ import annotations
 import string
 import sys
 
+from rdmacli import events as E
 from rdmacli.outcome import dumps
 from rdmacli.units import duration
 
@@ -22,44 +23,35 @@ SERVED = {
 }
 
 
-def served_words(rec: dict) -> str | None:
+def served_words(rec: E.Finished) -> str | None:
     """What a server's connection served, in its protocol's words; None for a connection that
     ended before it counted what the words need (a perftest control connection, a client gone at
     once): a KeyError here ended `listen --perftest` as an internal error."""
-    served = SERVED.get(rec.get("protocol") or "")
+    served = SERVED.get(rec.protocol or "")
     if served is None:
         return None
     needed = [name for _, name, _, _ in string.Formatter().parse(served) if name]
-    return served.format(**rec) if all(rec.get(n) is not None for n in needed) else None
+    return served.format(**rec.served) if all(rec.served.get(n) is not None for n in needed) else None
 
 
-def _details(rec: dict) -> str:
-    keys = (
-        "private_data_len",
-        "responder_resources",
-        "initiator_depth",
-        "retry_count",
-        "rnr_retry_count",
-        "qp_num",
-        "qkey",
-    )
-    short = {
-        "private_data_len": "pdata",
-        "responder_resources": "resp_res",
-        "initiator_depth": "init_depth",
-        "retry_count": "retry",
-        "rnr_retry_count": "rnr",
-    }
-    return " ".join(
-        f"{short.get(k, k)}={rec[k]:#x}" if k == "qkey" else f"{short.get(k, k)}={rec[k]}"
-        for k in keys
-        if k in rec
-    )
+DETAILS = (  # a CM event's data as the table shows it: its name there, its format
+    ("private_data_len", "pdata", "{}"),
+    ("responder_resources", "resp_res", "{}"),
+    ("initiator_depth", "init_depth", "{}"),
+    ("retry_count", "retry", "{}"),
+    ("rnr_retry_count", "rnr", "{}"),
+    ("qp_num", "qp_num", "{}"),
+    ("qkey", "qkey", "{:#x}"),
+)
 
 
-def _row(rec: dict) -> tuple[str, ...]:
-    conn = "" if rec.get("conn") is None else str(rec["conn"])
-    return (f"{duration(rec['t_us']):>9}", conn, rec["event"], rec.get("status_text", ""), _details(rec))
+def _details(data: dict) -> str:
+    return " ".join(f"{short}={form.format(data[k])}" for k, short, form in DETAILS if k in data)
+
+
+def _row(rec: E.CmEventRecord) -> tuple[str, ...]:
+    conn = "" if rec.conn is None else str(rec.conn)
+    return (f"{duration(rec.t_us or 0):>9}", conn, rec.event, rec.status_text, _details(rec.data))
 
 
 class EventView:
@@ -91,52 +83,51 @@ class EventView:
             self.live.__exit__(None, None, None)
             self.live = None
 
-    def __call__(self, rec: dict) -> None:
+    def __call__(self, rec: E.Event) -> None:
         if self.app.json_lines:
-            sys.stdout.write(dumps(rec, separators=(",", ":")) + "\n")
+            sys.stdout.write(dumps(rec.to_dict(), separators=(",", ":")) + "\n")
             sys.stdout.flush()
             return
         if self.app.machine:
             return
-        kind = rec["type"]
-        if kind == "ready":
-            self.app.info(f"listening on {rec['address']}:{rec['port']}")
-        elif kind == "joined":
+        if isinstance(rec, E.Ready):
+            self.app.info(f"listening on {rec.address}:{rec.port}")
+        elif isinstance(rec, E.Joined):
+            j = rec.info
             self.app.info(
-                f"joined dgid: {rec['mgid']} mlid {rec['mlid']:#x} sl {rec['sl']} "
-                f"(group {rec['group']}, qp {rec['conn']})"
+                f"joined dgid: {j.mgid} mlid {j.mlid:#x} sl {j.sl} (group {j.group}, qp {rec.conn})"
             )
-        elif kind == "request" and self.show:
-            text = f"connection {rec['conn']}: request from {rec['remote']} on {rec['device']}"
+        elif isinstance(rec, E.Request) and self.show:
             if self.table is not None:
                 self.table.add_row(
-                    f"{duration(rec['t_us']):>9}",
-                    str(rec["conn"]),
+                    f"{duration(rec.t_us or 0):>9}",
+                    str(rec.conn),
                     "(request)",
                     "",
-                    f"from {rec['remote']} on {rec['device']}",
+                    f"from {rec.remote} on {rec.device}",
                 )
             else:
+                text = f"connection {rec.conn}: request from {rec.remote} on {rec.device}"
                 self.app.err.print(text, markup=False, highlight=False)
-        elif kind == "waiting":
+        elif isinstance(rec, E.Waiting):
             self.app.info(
-                f"nothing is listening at {rec['remote']} yet: asking again for up to {rec['until_s']:g} s"
+                f"nothing is listening at {rec.remote} yet: asking again for up to {rec.until_s:g} s"
             )
-        elif kind == "rejected":
-            self.app.info(f"rejected connection {rec['conn']} from {rec['remote']}: {rec['reason']}")
-        elif kind == "connection" and not self.app.quiet:
+        elif isinstance(rec, E.Rejected):
+            self.app.info(f"rejected connection {rec.conn} from {rec.remote}: {rec.reason}")
+        elif isinstance(rec, E.Finished) and not self.app.quiet:
             self._connection_line(rec)
-        elif kind == "cm_event" and self.show:
+        elif isinstance(rec, E.CmEventRecord) and self.show:
             if self.table is not None:
                 self.table.add_row(*_row(rec))
             else:
                 self.app.err.print("  ".join(_row(rec)), highlight=False, markup=False)
 
-    def _connection_line(self, rec: dict) -> None:
-        text = f"connection {rec['conn']} from {rec['remote']}: {rec['state']}"
+    def _connection_line(self, rec: E.Finished) -> None:
+        text = f"connection {rec.conn} from {rec.remote}: {rec.state}"
         served = served_words(rec)
         if served:
             text += f" ({served})"
-        if rec.get("error"):
-            text += f": {rec['error']['message']}"
+        if rec.error:
+            text += f": {rec.error['message']}"
         self.app.err.print(text, markup=False, highlight=False)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from rdmacli.figures import BwFigures, DatagramFigures, LatFigures, PingFigures, StepRow
+from rdmacli.counters import Deltas
+from rdmacli.figures import BwFigures, BwTotals, DatagramFigures, LatFigures, PingFigures, StepRow
 from rdmacli.outcome import TRAFFIC, ConnOutcome, Outcome, Tally
 from rdmacli.units import counter_words, duration, durations, plural
 
@@ -113,84 +114,85 @@ DETAILS: dict[type, Callable[[str, Any], list[str]]] = {
 }
 
 
-def print_summary(app, outcome: Outcome, doc: dict) -> None:
-    """As short as the C tool's or ping(8)'s; the step table only when asked (--steps, --events).
-    `doc` is the outcome's document (its totals, steps and data, as the JSON says them)."""
+def print_summary(app, outcome: Outcome) -> None:
+    """As short as the C tool's or ping(8)'s; the step table only when asked (--steps, --events)."""
     tally = outcome.tally()
     if tally is None:  # nothing was set up (an error before any connection)
         app.out.print(f"{outcome.command}: {outcome.result}", markup=False, highlight=False)
-        print_warnings(app, doc)
+        print_warnings(app, outcome.warnings)
         return
     if app.steps and outcome.steps_us:
         app.out.print(steps_table(outcome.steps_us))
-    sweep = doc["data"].get("sweep")
-    if sweep:  # -a: one table by size instead of a block per connection
-        details = sweep_table(sweep)
+    if outcome.sweep:  # -a: one table by size instead of a block per connection
+        details = sweep_table(outcome.sweep)
     else:
         details = [text for c in outcome.connections for text in connection_details(c)]
     # ping(8): the statistics are the summary; other commands lead with a line of totals
     lines = [] if outcome.command == "ping" and details else [totals_line(outcome, tally)]
-    bw = doc["data"].get("bw")
-    if bw:
-        text = (
-            f"bw: {bw['gbps']:.3f} Gb/s, {bw['msg_per_s']:,.0f} msg/s over {len(outcome.connections)} QP(s)"
-        )
-        if "total_gbps" in bw:
-            text += f"; back {bw['reverse_gbps']:.3f} Gb/s, both ways {bw['total_gbps']:.3f} Gb/s"
-        if "line_rate_fraction" in bw:
-            text += f", {bw['line_rate_fraction']:.1%} of the port's {bw['line_rate_gbps']:g} Gb/s"
-        details.append(text)
-    for text in lines + details + counter_lines(doc.get("counters") or []):
+    if outcome.bw is not None:
+        details.append(bw_line(outcome.bw, len(outcome.connections)))
+    for text in lines + details + counter_lines(outcome.counters):
         app.out.print(text, markup=False, highlight=False)
-    print_warnings(app, doc)
+    print_warnings(app, outcome.warnings)
 
 
-def sweep_table(rows: list[dict]) -> list[str]:
+def bw_line(bw: BwTotals, qps: int) -> str:
+    text = f"bw: {bw.gbps:.3f} Gb/s, {bw.msg_per_s:,.0f} msg/s over {qps} QP(s)"
+    if bw.total_gbps is not None:
+        text += f"; back {bw.reverse_gbps:.3f} Gb/s, both ways {bw.total_gbps:.3f} Gb/s"
+    if bw.line_rate_gbps is not None:
+        text += f", {bw.line_rate_fraction:.1%} of the port's {bw.line_rate_gbps:g} Gb/s"
+    return text
+
+
+LAT_COLUMNS = ("t_min", "t_typical", "t_avg", "p99", "p99_9", "t_max")
+
+
+def sweep_table(rows: list[BwFigures | LatFigures]) -> list[str]:
     """perftest's -a table: a line per size (bw: messages and rates; lat: perftest's columns,
     one way, in µs); the data path said once, or per line where the sizes differ in it."""
-    paths = {r.get("data_path") for r in rows}
+    paths = {r.data_path for r in rows}
     said = f" ({paths.pop()} data path)" if len(paths) == 1 else ""
-    if "latency_us" in rows[0] or "iterations" in rows[0]:
-        cols = ("t_min", "t_typical", "t_avg", "p99", "p99_9", "t_max")
-        head = " ".join(f"{c.replace('_9', '.9'):>10}" for c in cols)
-        lines = [f"{rows[0].get('op', '')} latency by size, one way, µs{said}",
+    if isinstance(rows[0], LatFigures):
+        head = " ".join(f"{c.replace('_9', '.9'):>10}" for c in LAT_COLUMNS)
+        lines = [f"{rows[0].op} latency by size, one way, µs{said}",
                  f"{'#bytes':>9} {'#iterations':>11} {head}"]  # fmt: skip
         for r in rows:
-            lat = r.get("latency_us") or {}
-            figures = " ".join(f"{lat[c]:>10.2f}" if c in lat else f"{'-':>10}" for c in cols)
-            lines.append(f"{r['size_bytes']:>9} {r.get('iterations', 0):>11} {figures}" + path_of(r, said))
+            lat = r.latency_us if isinstance(r, LatFigures) else None
+            figures = " ".join(f"{getattr(lat, c):>10.2f}" if lat else f"{'-':>10}" for c in LAT_COLUMNS)
+            n = r.iterations if isinstance(r, LatFigures) else 0
+            lines.append(f"{r.size_bytes:>9} {n:>11} {figures}" + path_of(r, said))
         return lines
-    lines = [f"{rows[0].get('op', '')} bandwidth by size{said}",
+    lines = [f"{rows[0].op} bandwidth by size{said}",
              f"{'#bytes':>9} {'#messages':>11} {'Gb/s':>10} {'msg/s':>14}"]  # fmt: skip
     for r in rows:
-        lines.append(
-            f"{r['size_bytes']:>9} {r.get('messages_sent', 0):>11} {r.get('gbps', 0):>10.3f} "
-            f"{r.get('msg_per_s', 0):>14,.0f}" + path_of(r, said)
-        )
+        sent = (r.messages_sent or 0) if isinstance(r, BwFigures) else 0
+        gbps, rate = (r.gbps, r.msg_per_s) if isinstance(r, BwFigures) else (0, 0)
+        lines.append(f"{r.size_bytes:>9} {sent:>11} {gbps:>10.3f} {rate:>14,.0f}" + path_of(r, said))
     return lines
 
 
-def path_of(row: dict, said: str) -> str:
-    return "" if said else f"  ({row.get('data_path')})"
+def path_of(row: BwFigures | LatFigures, said: str) -> str:
+    return "" if said else f"  ({row.data_path})"
 
 
-def print_warnings(app, doc: dict) -> None:
+def print_warnings(app, warnings: list[str]) -> None:
     from rdmacli.render.text import printable  # warnings quote what agents and peers said
 
-    for text in doc["warnings"]:
+    for text in warnings:
         if text not in getattr(app, "warned", ()):  # not twice: said as it showed (a mesh's margin)
             app.err.print(f"warning: {printable(text)}", markup=False, highlight=False)
 
 
-def counter_lines(ports: list[dict]) -> list[str]:
+def counter_lines(ports: list[Deltas]) -> list[str]:
     """A line per port whose error or retransmit counters moved during the test (congestion
     notifications and plain traffic are in the JSON only)."""
     out = []
     for p in ports:
-        kinds = {k: v for k, v in (p.get("kinds") or {}).items() if k != "congestion"}
+        kinds = {k: v for k, v in p.kinds().items() if k != "congestion"}
         if kinds:
             moved = ", ".join(counter_words(c) for c in kinds.values())
-            out.append(f"counters: {p['device']} port {p['port']} (the port's, shared): {moved}")
+            out.append(f"counters: {p.device} port {p.port} (the port's, shared): {moved}")
     return out
 
 

@@ -168,11 +168,11 @@ def test_an_early_disconnect_names_the_same_counts_as_the_totals():
     assert f"received {stats.messages_received}/5, sent {stats.messages_sent}/5" in conn.error.message
 
 
-def records_of(detailed: bool) -> tuple[list[dict], object]:
+def records_of(detailed: bool) -> tuple[list, object]:
     backend = FakeBackend()
     records = []
 
-    def observer(rec: dict) -> None:
+    def observer(rec) -> None:
         records.append(rec)
 
     observer.detailed = detailed
@@ -184,9 +184,9 @@ def records_of(detailed: bool) -> tuple[list[dict], object]:
 
 def test_records_per_event_and_step_are_made_only_for_an_observer_that_shows_them():
     shown, out = records_of(True)
-    assert {"cm_event", "step"} <= {r["type"] for r in shown}
+    assert {"cm_event", "step"} <= {r.TYPE for r in shown}
     quiet, out2 = records_of(False)
-    assert not {"cm_event", "step"} & {r["type"] for r in quiet}
+    assert not {"cm_event", "step"} & {r.TYPE for r in quiet}
     # the outcome's step table is the same either way: only the records were skipped
     assert [s.step for s in out2.steps_us] == [s.step for s in out.steps_us]
 
@@ -318,12 +318,12 @@ def test_server_sequence_with_a_c_client():
     assert out.exit_code == 0 and out.connections[0].state == State.DONE
     conn_cm = backend.ids[1]
     assert backend.calls(conn_cm.key) == ["create qp", "accept", "disconnect", "destroy qp", "destroy id"]
-    assert [r["type"] for r in records if r["type"] in ("ready", "request", "connection")] == [
+    assert [r.TYPE for r in records if r.TYPE in ("ready", "request", "connection")] == [
         "ready",
         "request",
         "connection",
     ]
-    assert records[-1]["state"] == "done"
+    assert records[-1].state == "done"
     assert backend.listener.destroyed
 
 
@@ -400,7 +400,7 @@ def test_a_clients_connections_one_after_another_are_awaited_as_its_hello_says(c
         backend.request(hello)
 
     def observe(rec):
-        if rec["type"] == "connection" and len(came) < coming:
+        if rec.TYPE == "connection" and len(came) < coming:
             flow.loop.call_later(0.05, next_one)  # the next size's connection, a moment later
 
     backend.script["listen"] = lambda cm: flow.loop.call_later(0, next_one) and []
@@ -442,7 +442,7 @@ def test_a_stop_that_comes_after_a_request_was_announced_interrupts_it_never_rej
     stops = Stops()
 
     def observe(rec):
-        if rec["type"] == "request":
+        if rec.TYPE == "request":
             stops.handler(signal.SIGTERM, None)  # the signal, as the record reaches its reader
 
     flow.observer = observe
@@ -457,7 +457,7 @@ def test_a_stop_that_comes_after_a_request_was_announced_interrupts_it_never_rej
     backend = FakeBackend()
     flow = server(backend, max_clients=None, timeouts=Timeouts(100, 5, 5))
     backend.script["listen"] = lambda cm: flow.loop.call_later(0, backend.request) and []
-    flow.observer = lambda rec: rec["type"] == "ready" and flow.stop()
+    flow.observer = lambda rec: rec.TYPE == "ready" and flow.stop()
     out = run(flow)
     assert [c.state for c in out.connections] == [State.REJECTED]
     assert backend.rejections == [b"rdmacli: server is stopping\0"]
@@ -572,7 +572,7 @@ def test_a_client_with_wait_asks_again_until_the_server_listens():
     out = run(flow)
     assert out.exit_code == 0 and len(out.connections) == 1 and out.connections[0].state == State.DONE
     assert len(tries) == 3 and all(cm.destroyed for cm in tries)  # each refused id torn down
-    assert [r["type"] for r in records].count("waiting") == 1
+    assert [r.TYPE for r in records].count("waiting") == 1
 
 
 def test_without_wait_a_client_fails_at_once_like_the_c_tools():
@@ -812,7 +812,7 @@ def test_a_persistent_server_holds_the_same_after_a_thousand_clients():
         raise Stopped(signal.SIGTERM)
 
     def observe(rec):
-        if rec["type"] == "connection":
+        if rec.TYPE == "connection":
             served[0] += 1
             if served[0] % 100 == 0:
                 most[0] = max(most[0], alive() - before)

@@ -230,13 +230,21 @@ def test_a_connection_that_counted_nothing_still_gets_its_line():
     """`listen --perftest` ended "internal error: KeyError: 'messages_received'": a server's line
     for a connection of a protocol whose words need counts it never made (a perftest control
     connection, a client gone at once) is said without them."""
+    from rdmacli.events import Finished
     from rdmacli.render.events import served_words
 
-    assert served_words({"protocol": "bw", "op": "write", "size_bytes": 65536}) is None
-    assert served_words({"protocol": "connect", "messages_received": None, "messages_sent": 3}) is None
-    full = {"protocol": "bw", "op": "write", "size_bytes": 4096, "messages_received": 0}
-    assert served_words(full) == "write of 4096 bytes, 0 sends received"
-    assert served_words({"protocol": "events"}) is None
+    def line(protocol: str, **served) -> str | None:
+        return served_words(
+            Finished(conn=0, remote="r", state="done", protocol=protocol, role="server", served=served)
+        )
+
+    assert line("bw", op="write", size_bytes=65536) is None
+    assert line("connect", messages_received=None, messages_sent=3) is None
+    assert (
+        line("bw", op="write", size_bytes=4096, messages_received=0)
+        == "write of 4096 bytes, 0 sends received"
+    )
+    assert line("events") is None
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import MISSING, fields
 
 import jsonschema
 import pytest
@@ -144,6 +145,32 @@ def test_every_record_type_the_code_emits_is_declared_and_documented():
     for t, cls in RECORDS.items():  # the agent's records: their types, each field named
         assert t in agent_man and all(f.name.replace("_", "\\_") in agent_man or f.name in agent_man
                                       for f in fields(cls)), t  # fmt: skip
+
+
+def test_a_runs_records_are_each_one_typed_class_declared_with_its_keys():
+    """The engine's records are classes (rdmacli/events.py), each listed once in EVENTS: the docs'
+    table is made from them, so a record added without its row, or a key without its word,
+    fails here; and each writes the keys its row names, in that order."""
+    from rdmacli import events as E
+    from rdmacli.figures import JoinInfo, Rate
+    from rdmacli.schema import RECORD_TYPES
+
+    made = {c for c in vars(E).values() if isinstance(c, type) and issubclass(c, E.Event)} - {E.Event}
+    assert made == set(E.EVENTS) and len({c.TYPE for c in made}) == len(made)
+    sample = {
+        E.Joined: {"info": JoinInfo("ff0e::1", 0xC001, 0, 0x1234, "239.0.0.1")},
+        E.Progress: {"rate": Rate.of(10, 4096, 1.0)},
+    }
+    for c in E.EVENTS:
+        assert RECORD_TYPES[c.TYPE] == c.described() and c.WORDS, c
+        given = {f.name: 0 for f in fields(c) if f.default is MISSING and f.default_factory is MISSING}
+        d = c(**{**given, **sample.get(c, {})}).to_dict()
+        assert (
+            next(iter(d)) == "type"
+            and d["type"] == c.TYPE
+            and list(d)[-2:] == ["t_us", "side"]
+            or (c.TYPE in ("cm_event", "request") and list(d)[1] == "t_us")
+        ), (c, list(d))
 
 
 def test_every_command_is_named_among_the_summarys_command_values():

@@ -24,7 +24,7 @@ LAYERS = [
     {"engine"},
     {"backend"},
     {"rdma", "outcome", "schema", "native"},
-    {"errors", "figures", "counters", "units", "transports"},
+    {"errors", "figures", "events", "counters", "units", "transports"},
 ]
 LEVEL = {name: depth for depth, names in enumerate(LAYERS) for name in names}
 # the upward imports docs/architecture.md names, each with its reason

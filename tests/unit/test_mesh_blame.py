@@ -497,7 +497,7 @@ def test_the_round_time_advice_stays_within_what_the_option_takes_and_is_said_on
     assert "--round-time to" not in words and "more than any --round-time allows (3600 s)" in words
     app = App()
     LiveMesh(app).warning(words)
-    print_warnings(app, {"warnings": [words, "another"]})
+    print_warnings(app, [words, "another"])
     err = capsys.readouterr().err
     assert err.count("more than any --round-time") == 1 and "warning: another" in err
 

@@ -86,7 +86,7 @@ def test_an_overrun_while_retransmits_moved_is_packet_loss():
     outcome = run(test, backend=backend)
     err = outcome.run_error()
     assert err.cause is Cause.PACKET_LOSS and err.details["reported_cause"] == "slot_overrun"
-    assert outcome.counters == [
+    assert [d.to_dict() for d in outcome.counters] == [
         {"device": "fake0", "port": 1, "moved": {"completer_retry_err": 6},
          "kinds": {"loss": {"completer_retry_err": 6}}}
     ]  # fmt: skip

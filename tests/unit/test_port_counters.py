@@ -226,13 +226,14 @@ def test_the_connection_managers_duplicates_are_loss_and_its_retries_only_shown(
 def test_tests_run_one_after_another_add_up_to_one_runs_counters_and_steps():
     """A size sweep (-a) runs a test per size: its summary's counters and step table are those
     of all of them, added up per port and per step."""
+    from rdmacli.counters import Deltas
     from rdmacli.diag.counters import summed
     from rdmacli.outcome import summed_steps
 
-    a = {"device": "rxe0", "port": 1, "moved": {"port_xmit_packets": 10, "rnr_nak_retry_err": 1}}
-    b = {"device": "rxe0", "port": 1, "moved": {"port_xmit_packets": 5}, "reset": ["x"]}
-    c = {"device": "rxe1", "port": 1, "moved": {"port_rcv_packets": 3}}
-    [p0, p1] = summed([a, b, c])
+    a = Deltas("rxe0", 1, {"port_xmit_packets": 10, "rnr_nak_retry_err": 1})
+    b = Deltas("rxe0", 1, {"port_xmit_packets": 5}, ["x"])
+    c = Deltas("rxe1", 1, {"port_rcv_packets": 3})
+    [p0, p1] = (p.to_dict() for p in summed([a, b, c]))
     assert p0["moved"] == {"port_xmit_packets": 15, "rnr_nak_retry_err": 1} and p0["reset"] == ["x"]
     assert "rnr" in p0["kinds"] and p1["moved"] == {"port_rcv_packets": 3}
     from rdmacli.figures import StepRow

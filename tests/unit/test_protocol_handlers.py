@@ -28,9 +28,9 @@ def established(flow, backend):
     """Run the flow until its first connection is established, then hand it to the test."""
 
     def observe(rec):
-        if rec.get("type") == "cm_event" and rec["event"] == "ESTABLISHED":
+        if rec.TYPE == "cm_event" and rec.event == "ESTABLISHED":
             flow.stop()
-        if rec.get("type") == "step" and rec["step"] == "accept" and flow.all_conns[0].datagram:
+        if rec.TYPE == "step" and rec.step == "accept" and flow.all_conns[0].datagram:
             flow.stop()
 
     flow.observer, flow.detailed = observe, True

@@ -27,8 +27,8 @@ class _EndAtOnce(CmatoseServer):
 
 
 def steps_of_a_connection_with_a_slow_observer() -> dict[str, dict]:
-    def observer(rec: dict) -> None:
-        if rec["type"] == "cm_event":
+    def observer(rec) -> None:
+        if rec.TYPE == "cm_event":
             time.sleep(SLOW_S)
 
     flow = ClientFlow(
