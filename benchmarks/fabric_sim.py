@@ -38,6 +38,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from rdmacli.counters import Deltas
 from rdmacli.mesh import healthy, verdict
 from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.intake import Intake
@@ -186,8 +187,8 @@ def make_plan(s: Scenario) -> Plan:
 
 
 # ---- the agents ------------------------------------------------------------------------------
-def _loss(rail: int, k: int) -> tuple[dict, ...]:
-    return ({"device": f"mlx5_{rail}", "port": 1, "moved": {"out_of_seq_request": k, "packet_seq_err": k}},)
+def _loss(rail: int, k: int) -> tuple[Deltas, ...]:
+    return (Deltas(f"mlx5_{rail}", 1, {"out_of_seq_request": k, "packet_seq_err": k}),)
 
 
 def _error(cause: str, message: str) -> dict:

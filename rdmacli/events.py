@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from rdmacli.errors import RdmacliError
     from rdmacli.figures import JoinInfo, Rate
 
 OMIT_NONE = {"omit_none": True}  # a field left out of the JSON when it is None
@@ -42,8 +43,10 @@ class Event:
             value = getattr(self, f.name)
             if f.metadata.get("splice"):
                 d.update(value if isinstance(value, dict) else value.to_dict())
-            elif value is not None or not f.metadata.get("omit_none"):
-                d[f.name] = value
+            elif value is not None:
+                d[f.name] = value.to_dict() if hasattr(value, "to_dict") else value
+            elif not f.metadata.get("omit_none"):
+                d[f.name] = None
         return d
 
 
@@ -147,7 +150,7 @@ class Finished(Event):
     protocol: str
     role: str
     served: dict[str, Any] = spliced("its counts (its protocol's figures)", default_factory=dict)
-    error: dict[str, Any] | None = field(default=None, metadata=OMIT_NONE)
+    error: RdmacliError | None = field(default=None, metadata=OMIT_NONE)
     t_us: float | None = None
     side: str = ""
 

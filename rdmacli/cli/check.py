@@ -4,6 +4,7 @@ node-problem-detector (diag/health.py, diag/baseline.py, watch/word.py; render/h
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,6 +14,9 @@ from rdmacli.cli.values import Finite
 
 FORMATS = ("text", "json", "nhc", "npd", "line")
 DEADLINE_S = 10.0
+if TYPE_CHECKING:
+    from rdmacli.diag.doctor import Check
+
 DEADLINE_MAX_S = 50.0  # under Slurm's 60 s kill of a HealthCheckProgram
 CONFIGS = {"nhc": "rdmacli.nhc", "npd": "npd-rdmacli.json"}  # rdmacli/diag/schedulers/
 
@@ -122,6 +126,7 @@ def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt,
     scontrol is exit 3 with its words.
     """
     from rdmacli.cli.ending import finish
+    from rdmacli.diag.doctor import Check
     from rdmacli.errors import RdmacliError
     from rdmacli.outcome import Outcome
 
@@ -145,10 +150,10 @@ def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt,
             rows = _within(deadline, work)
         except RdmacliError as exc:
             if fmt in ("nhc", "npd", "line"):  # its line says it could not judge (NPD: Unknown)
-                _one_line(fmt, [], [{"check": "could not judge:", "detail": exc.message}])
+                _one_line(fmt, [], [Check("could not judge:", "fail", exc.message)])
             raise
-        failed = [r for r in rows if r["verdict"] == "fail"]
-        data: dict = {"checks": rows, "healthy": not failed}
+        failed = [r for r in rows if r.verdict == "fail"]
+        data: dict = {"checks": [r.to_dict() for r in rows], "healthy": not failed}
         if slurm:
             data["slurm"] = _act(params["slurm_node"], failed, dry_run, end)
         outcome = Outcome(
@@ -166,7 +171,7 @@ def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt,
             finish(app, outcome)
         from rdmacli.render.checks import checks_table
 
-        app.out.print(checks_table(rows, "rdmacli check", ["check", "verdict", "detail", "hint"]))
+        app.out.print(checks_table(data["checks"], "rdmacli check", ["check", "verdict", "detail", "hint"]))
         app.out.print("healthy" if not failed else f"unhealthy: {_words(failed)}")
         if slurm:
             app.out.print(_slurm_words(data["slurm"], dry_run))
@@ -181,7 +186,7 @@ def _slurm_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def _act(node: str, failed: list[dict], dry_run: bool, end: float) -> dict:
+def _act(node: str, failed: list[Check], dry_run: bool, end: float) -> dict:
     """Drain or resume this node by the verdict (sched/slurm.py); the reason is the one line
     NHC and the others are given (render/health.py)."""
     from rdmacli.render.health import reason
@@ -198,7 +203,7 @@ def _slurm_words(done: dict, dry_run: bool) -> str:
     return f"slurm: {done['node']}: {done['words']}"
 
 
-def judge(expects, only, watch_state, state_dir, rebaseline, step=lambda what: None) -> list[dict]:
+def judge(expects, only, watch_state, state_dir, rebaseline, step=lambda what: None) -> list[Check]:
     """Every row, as dicts: ports, counters, the fabric's word, the host; `step(what)` said as
     each part begins (what a check past its deadline was doing: _within)."""
     import os
@@ -237,7 +242,7 @@ def judge(expects, only, watch_state, state_dir, rebaseline, step=lambda what: N
     rows += fabric_checks(watch_state or state_path(PORT))
     step("checking memlock and the data path")
     rows += health.host_checks()
-    return [r.to_dict() for r in rows]
+    return rows
 
 
 LOCK_STEP = "waiting for the counters' baseline (another rdmacli check holds it)"
@@ -282,11 +287,11 @@ def _within(deadline: float, work):
     return box["rows"]
 
 
-def _words(failed: list[dict]) -> str:
-    return "; ".join(f"{r['check']}: {r['detail']}" for r in failed)
+def _words(failed: list[Check]) -> str:
+    return "; ".join(f"{r.check}: {r.detail}" for r in failed)
 
 
-def _one_line(fmt: str, rows: list[dict], failed: list[dict]) -> None:
+def _one_line(fmt: str, rows: list[Check], failed: list[Check]) -> None:
     import socket
 
     from rdmacli.render import health

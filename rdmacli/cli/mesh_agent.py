@@ -135,8 +135,8 @@ def discover(spec, rank: int, emit, fail) -> None:
     if me is None:
         fail(f"rank {rank} is not one of the spec's {spec.n} nodes")
     try:
-        devices = parse_devices(spec.discover["rails"], me) if spec.discover["rails"] else None
+        devices = parse_devices(spec.discover.rails, me) if spec.discover.rails else None
     except ValueError as exc:
         fail(f"--rails: {exc}")
-    found = [r.to_dict() for r in find(spec.discover["family"], devices)]
+    found = [r.to_dict() for r in find(spec.discover.family, devices)]
     emit(RailsRecord(run=spec.run_id, rank=rank, rails=found))

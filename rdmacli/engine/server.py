@@ -247,7 +247,7 @@ class ServerFlow(Flow):
             protocol=conn.protocol.name,
             role=conn.protocol.role,
             served=as_dict(conn.protocol.summary()),
-            error=conn.error.to_dict() if conn.error else None,
+            error=conn.error,
         )
         self.retire(conn)
         self.emit(rec)

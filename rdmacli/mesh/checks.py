@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rdmacli.counters import Deltas
 from rdmacli.mesh.shape import take, wire
 
 MAX_LINE = 64 * 1024  # an agent's records are a few hundred bytes
@@ -132,9 +133,10 @@ def port_counters(v) -> bool:
     return True
 
 
-def ports_copy(v) -> tuple[dict, ...]:
-    """What the report uses of checked ports' deltas (what it derives, kinds, is derived again)."""
-    return tuple(take(PortMoved, p, _refuse_port) for p in v or ())
+def ports_copy(v) -> tuple[Deltas, ...]:
+    """What the report uses of checked ports' deltas, typed (what it derives, kinds, is derived
+    again)."""
+    return tuple(Deltas(**take(PortMoved, p, _refuse_port)) for p in v or ())
 
 
 def error_doc(e) -> bool:

@@ -96,12 +96,26 @@ def _addresses(v) -> bool:
     return all(valid_name(a) for rails in v for a in rails)
 
 
+@dataclass(frozen=True)
+class Discover:
+    """A discovery spec's ask: each agent reports its rails (the devices --rails names, or all:
+    None) with an address of `family`."""
+
+    rails: str | None
+    family: int
+
+    def to_dict(self) -> dict:
+        return {"rails": self.rails, "family": self.family}
+
+
 def _discover(v) -> bool:
     if v is None:
         return True
-    if not isinstance(v, dict) or set(v) != {"rails", "family"} or v["family"] not in (4, 6):
-        return False
-    return v["rails"] is None or (isinstance(v["rails"], str) and 0 < len(v["rails"]) <= 4096)
+    return (
+        isinstance(v, Discover)
+        and v.family in (4, 6)
+        and (v.rails is None or (isinstance(v.rails, str) and 0 < len(v.rails) <= 4096))
+    )
 
 
 def _groups(v) -> bool:
@@ -174,7 +188,7 @@ class RunSpec:
     quick: bool = default("quick")
     cross_rail: bool = default("cross_rail")  # every rail pair, not only rail k with rail k
     retests: bool = default("retests")  # agents wait for the coordinator's re-test rounds
-    discover: dict | None = default("discover")  # only report this node's rails, and end
+    discover: Discover | None = default("discover")  # only report this node's rails, and end
     pairs: str = default("pairs")  # all node pairs, those inside groups, or those plus a sample between
     groups: tuple[str, ...] = default("groups")  # by rank, its group (a leaf, rack or plane)
     sample: int = default("sample")  # pairs="sample": node pairs between every two groups
@@ -186,6 +200,8 @@ class RunSpec:
         object.__setattr__(self, "addresses", tuple(tuple(r) for r in self.addresses))
         if isinstance(self.groups, list):  # a string stays one, and is refused
             object.__setattr__(self, "groups", tuple(self.groups))
+        if isinstance(self.discover, dict) and set(self.discover) == {"rails", "family"}:  # the wire's
+            object.__setattr__(self, "discover", Discover(**self.discover))
         for f in SPEC_FIELDS:
             if not f.check(getattr(self, f.name)):
                 raise SpecError(f"run spec: bad {f.name} ({f.words})")
@@ -249,7 +265,7 @@ class RunSpec:
 def _plain(v):
     if isinstance(v, tuple):
         return [_plain(x) for x in v]
-    return v
+    return v.to_dict() if isinstance(v, Discover) else v
 
 
 class LineReader:
@@ -329,9 +345,12 @@ def new_probe_key() -> str:
     return secrets.token_hex(16)
 
 
+LISTEN, CONNECT = "listen", "connect"  # a pair's two ends
+
+
 def side_of(rank: int, peer: int) -> str:
     """The one side rule: in a pair the lower rank listens, the higher connects."""
-    return "listen" if rank < peer else "connect"
+    return LISTEN if rank < peer else CONNECT
 
 
 class OfSpec:

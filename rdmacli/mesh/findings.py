@@ -98,7 +98,7 @@ class PairError:
     def to_json(self) -> Json:
         d: Json = {**self.doc, "code": self.code}
         if self.reported_by is not None:
-            d["reported_by"], d["side"] = self.reported_by, self.side
+            d.update(reported_by=self.reported_by, side=self.side)
         if self.reported_code is not None:
             d["reported_code"] = self.reported_code
         return d
@@ -272,7 +272,7 @@ class PairResult:
         if self.gbps_ba is not None:
             d["gbps_ba"] = self.gbps_ba
         if self.probes is not None:
-            d["probes_sent"], d["probes_answered"] = self.probes
+            d.update(zip(("probes_sent", "probes_answered"), self.probes))
         d["counters"] = self.counters
         d["retest"] = self.retest.to_json() if self.retest is not None else None
         return d

@@ -253,7 +253,7 @@ def judge(rec: PairRecord, outcome: Outcome, listen: bool, address: str = "", *,
     withdrawn = [c.error for c in outcome.connections if c.state == State.REJECTED and c.error]
     said: dict[str, Any] = {}  # what the outcome adds to the record: PairRecord's fields
     if outcome.counters:
-        said["counters"] = tuple(p.to_dict(kinds=False) for p in outcome.counters)
+        said["counters"] = tuple(outcome.counters)
     if conn is not None and conn.state == State.DONE and outcome.error is None and conn.error is None:
         said.update(result="pass", error=None)
     else:

@@ -61,19 +61,20 @@ class Plan(OfSpec):
     rounds: tuple[int, ...] = field(default=())
 
     @classmethod
-    def start(cls, spec: RunSpec, **kw) -> Plan:
-        """A plan whose schedule starts launch_s from now (the go line may bring it forward)."""
-        start_at = time.time() + kw["launch_s"]
+    def start(cls, spec: RunSpec, *, launch_s: float, retest_rounds: int = 0, **kw) -> Plan:
+        """A plan whose schedule starts launch_s from now (the go line may bring it forward);
+        `kw`: the plan's other fields."""
+        start_at = time.time() + launch_s
         sched = schedule.Schedule.of(spec)
         if sched.at_once:  # one probe phase, as long as its busiest NIC needs; nothing to re-test
             partners = max(sched.most_partners(), 1) * (spec.rails if spec.cross_rail else 1)
             need = phase_s(partners, spec.count) / (1 - GAP)
             spec = replace(spec, round_s=round(max(spec.round_s, need), 1))
-            kw["retest_rounds"] = 0
-        spec = replace(spec, start_at=round(start_at, 3), retests=kw.get("retest_rounds", 0) > 0)
+            retest_rounds = 0
+        spec = replace(spec, start_at=round(start_at, 3), retests=retest_rounds > 0)
         sched = schedule.Schedule.of(spec)
         rounds = sched.rounds()
-        last = sched.retest_base() + kw.get("retest_rounds", 0)
+        last = sched.retest_base() + retest_rounds
         if last > MAX_ROUND:  # the connection token numbers rounds in 16 bits
             raise RdmacliError(
                 f"a run of {spec.n} nodes x {spec.rails} rails"
@@ -83,7 +84,7 @@ class Plan(OfSpec):
                 "or use --test probe (one phase, every pair at once)",
                 cause=Cause.USAGE,
             )
-        return cls(spec=spec, rounds=tuple(rounds), **kw)
+        return cls(spec=spec, rounds=tuple(rounds), launch_s=launch_s, retest_rounds=retest_rounds, **kw)
 
     @cached_property
     def schedule(self) -> schedule.Schedule:

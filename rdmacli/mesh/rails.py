@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from rdmacli.diag.devices import (
     DEVICE_NAME,
@@ -28,18 +28,26 @@ from rdmacli.diag.devices import (
     transport_of,
 )
 from rdmacli.diag.local import netdev_address
+from rdmacli.mesh.shape import take, wire
 from rdmacli.transports import ROCE
 
 DEVICE = DEVICE_NAME  # an RDMA device name (diag.devices says it once)
 MAX_RAILS = 16
 
 
+def _device(v) -> bool:
+    return isinstance(v, str) and DEVICE.fullmatch(v) is not None
+
+
 @dataclass(frozen=True)
 class Rail:
-    device: str
-    port: int
-    address: str
-    netdev: str | None = None
+    """One rail of a node as its agent reports it (the fields `take` reads; the address's family
+    is checked against the run's by `check_report`)."""
+
+    device: str = wire(_device, "a device name")
+    port: int = wire(lambda v: type(v) is int and 0 < v < 256, "a port number")
+    address: str = wire(lambda v: isinstance(v, str) and len(v) <= 64, "an address")
+    netdev: str | None = wire(_device, lenient=True, default=None)  # said for people: a bad one is dropped
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -121,6 +129,10 @@ def parse_devices(text: str, node: str | None = None) -> list[str]:
     return out
 
 
+class _NotARail(ValueError):
+    """A rail `take` refuses: (the field, what a good value is)."""
+
+
 def check_report(value, family: int) -> list[Rail] | str:
     """An agent's discovered rails, or why they cannot be used: a list of at most MAX_RAILS
     {device, port, address[, netdev]} with a device name, a port number and an IP literal of the
@@ -131,15 +143,15 @@ def check_report(value, family: int) -> list[Rail] | str:
         return f"{len(value)} rails, more than {MAX_RAILS} (name the devices with --rails)"
     out = []
     for r in value:
-        if not isinstance(r, dict):
-            return "a rail that is not an object"
-        dev, port, addr, netdev = r.get("device"), r.get("port"), r.get("address"), r.get("netdev")
-        if not (isinstance(dev, str) and DEVICE.fullmatch(dev)):
-            return "a rail whose device is not a device name"
-        if not (isinstance(port, int) and not isinstance(port, bool) and 0 < port < 256):
-            return "a rail whose port is not a port number"
         try:
-            ip = ipaddress.ip_address(addr) if isinstance(addr, str) and len(addr) <= 64 else None
+            rail = Rail(**take(Rail, r, _NotARail))
+        except _NotARail as exc:
+            name, words = exc.args
+            if not name:
+                return "a rail that is not an object"
+            return f"a rail whose {name} is not {f'an IPv{family} address' if name == 'address' else words}"
+        try:
+            ip = ipaddress.ip_address(rail.address)
         except ValueError:
             ip = None
         if ip is None or ip.version != family:
@@ -147,9 +159,7 @@ def check_report(value, family: int) -> list[Rail] | str:
         scope = getattr(ip, "scope_id", None)
         if scope is not None and not DEVICE.fullmatch(scope):  # a netdev's name, or its index
             return "a rail whose address has a scope that is not an interface name"
-        if netdev is not None and not (isinstance(netdev, str) and DEVICE.fullmatch(netdev)):
-            netdev = None
-        out.append(Rail(dev, port, str(ip), netdev))
+        out.append(replace(rail, address=str(ip)))
     if len({r.address for r in out}) != len(out):
         return "the same address on two rails"
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rdmacli.counters import Deltas
 from rdmacli.figures import RTT_FLOOR_US
 from rdmacli.mesh.checks import (  # noqa: F401 - MAX_LINE, OVERLONG, RATES, RATE_SLACK: said here too
     MAX_INT,
@@ -188,7 +189,7 @@ class PairRecord(Typed):
     probes_answered: int | None = count()
     steps_us: dict | None = table(_figure, "a table of figures")
     stats: dict | None = table(_scalar, "a table of short values")
-    counters: tuple[dict, ...] = wire(
+    counters: tuple[Deltas, ...] = wire(
         port_counters, "a list of ports' counter deltas", keep=ports_copy, default=()
     )
 
@@ -198,9 +199,9 @@ class PairRecord(Typed):
 
     def to_dict(self) -> dict:
         d = {"type": self.TYPE, **{f.name: getattr(self, f.name) for f in fields(self)}}
-        d["counters"] = list(self.counters) or None
+        d["counters"] = [p.to_dict(kinds=False) for p in self.counters] or None
         d["side"] = self.side
-        d["a"], d["b"] = sorted((self.rank, self.peer))
+        d.update(zip("ab", sorted((self.rank, self.peer))))
         return {k: v for k, v in d.items() if v is not None or k in ("error", "result")}
 
     @classmethod

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
-from rdmacli.mesh.contract import side_of
+from rdmacli.mesh.contract import CONNECT, LISTEN, side_of
 from rdmacli.mesh.findings import FIGURES, NicRow, NodeRow, PairError, PairResult, Slow, Tally
 from rdmacli.mesh.meshreport import Change
 from rdmacli.mesh.records import RATES, PairRecord
@@ -65,7 +65,7 @@ CODE_OF = {cause: code for code, causes, _ in CODES for cause in causes}
 
 
 # `--test bw`: which end received each direction, and gave its rate (records.PairRecord)
-RECEIVED_BY = {"gbps_ab": "connect", "gbps_ba": "listen"}
+RECEIVED_BY = {"gbps_ab": CONNECT, "gbps_ba": LISTEN}
 # `--test probe`: round trips each end measured of its own probes (Pair.metric takes the calmer)
 PROBED_AT_EACH_END = ("rtt_p50_us", "rtt_p99_us", "rtt_min_us", "host_rtt_p50_us")
 # a direction's rate as it arrived and as it was sent (the same messages in nearly the same time)
@@ -80,7 +80,7 @@ EXPLAINED_WITH_BOTH = (Cause.TRANSFER.value, Cause.PEER_ENDED.value)
 def _moved(r: PairRecord):
     """(kind, counter, delta) of the trouble counters that moved on one end's ports."""
     for port in r.counters:
-        for kind, names in ctr.Deltas(port["device"], port["port"], port["moved"]).kinds().items():
+        for kind, names in port.kinds().items():
             if kind in ctr.TROUBLE:
                 yield from ((kind, name, v) for name, v in names.items())
 
@@ -253,7 +253,7 @@ class Pair:
             probed = [getattr(r, key) for r in self.reports.values() if r.probes_sent is not None]
             if len(probed) == 2 and None not in probed:
                 return min(probed)
-        r = self.reports.get(RECEIVED_BY.get(key, "connect"))
+        r = self.reports.get(RECEIVED_BY.get(key, CONNECT))
         return getattr(r, key) if r is not None else None
 
     def disagreement(self) -> str | None:
@@ -262,7 +262,7 @@ class Pair:
         completions counted at the other (RC: a send completes when the receiver's NIC has
         placed it, and the stream ends only once all have), and its rate as it arrived is the
         rate it was sent at, within RATES_AGREE."""
-        a, b = self.reports.get("listen"), self.reports.get("connect")
+        a, b = self.reports.get(LISTEN), self.reports.get(CONNECT)
         if self.result != "pass" or a is None or b is None:
             return None
         for key, sender, receiver in (("gbps_ab", a, b), ("gbps_ba", b, a)):
@@ -295,7 +295,7 @@ class Pair:
             error=self.error(), slow=self.slow, figures=tuple(self.metric(key) for key in FIGURES),
             steps_us=self.metric("steps_us"), gbps_ab=self.metric("gbps_ab"), gbps_ba=self.metric("gbps_ba"),
             probes=self.probes() if probed else None,
-            counters={side: t for side in ("listen", "connect") if (t := self.trouble(side))} or None,
+            counters={side: t for side in (LISTEN, CONNECT) if (t := self.trouble(side))} or None,
         )  # fmt: skip
 
 

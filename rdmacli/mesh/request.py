@@ -61,7 +61,7 @@ def _usage(words: str) -> RdmacliError:
 
 def _rails_and_addresses(
     g: Given, names: list[str], mapping: dict
-) -> tuple[tuple[tuple[str, ...], ...], dict | None]:
+) -> tuple[tuple[tuple[str, ...], ...], contract.Discover | None]:
     """The rails' addresses given (--address-template or the map), or what the agents are to
     discover (--rails, the family)."""
     given = g.address_template or mapping
@@ -80,7 +80,7 @@ def _rails_and_addresses(
                 parse_devices(g.rails_spec)
             except ValueError as exc:
                 raise _usage(f"bad --rails {g.rails_spec!r}: {exc}") from exc
-        return (), {"rails": None if g.rails_spec == "auto" else g.rails_spec, "family": 6 if g.ipv6 else 4}
+        return (), contract.Discover(None if g.rails_spec == "auto" else g.rails_spec, 6 if g.ipv6 else 4)
     addresses = N.addresses(names, template=g.address_template, mapping=mapping, map_file=g.map_file)
     if addresses and g.port + len(addresses[0]) - 1 > 65535:
         raise _usage(f"--port {g.port}: rail {len(addresses[0]) - 1} would listen past 65535")

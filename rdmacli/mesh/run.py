@@ -263,7 +263,7 @@ def discover(request: Request, launch: Launch) -> tuple[list[list[str]], list, f
     spec, names = request.spec, list(request.spec.names)
     discover = spec.discover
     assert discover is not None  # the discovery launch's spec
-    family = discover["family"]
+    family = discover.family
     backstop = request.launch_s if request.launch_s is not None else P.MAX_LAUNCH_S
     intake = Intake(Plan(spec=spec, nodes_spec=request.nodes_spec, launch_s=backstop))
     clock = StartupClock(intake, spec.n, request.launch_s)
@@ -316,7 +316,7 @@ def discover(request: Request, launch: Launch) -> tuple[list[list[str]], list, f
         hint="give each node's addresses with --map, or name each node's devices with --rails "
         "(e.g. 'rxe_{node}')",
     )  # fmt: skip
-    what = f"--rails {discover['rails']}" if discover["rails"] else "--rails auto"
+    what = f"--rails {discover.rails}" if discover.rails else "--rails auto"
     check_rail_counts(
         names, [len(found[r]) for r in range(len(names))],
         hint=f"{what} found these ACTIVE ports with an IPv{family} address; bring the missing ones up, "

@@ -64,7 +64,7 @@ class NicProbe(Resolving, PythonLoop):
         self.device: str | None = None
         self.ib_port = 1
         self.counters_before: dict[str, int] = {}
-        self.counters: list[dict] = []
+        self.counters: list[counters.Deltas] = []
         self.native = None  # the datagrams' loop in C (rdmacli.native.ProbeLoop), when built
         self.known: dict[int, Known] = {}  # a partner NIC -> what an earlier window learnt of it
         self.retired: list = []  # AHs no longer used: a send may still hold one until the next window
@@ -219,9 +219,7 @@ class NicProbe(Resolving, PythonLoop):
                 self.device, self.ib_port, self.counters_before, counters.read(self.device, self.ib_port)
             )
             if d.moved or d.reset:
-                self.counters = [
-                    {"device": d.device, "port": d.port, "moved": dict(d.moved), "reset": list(d.reset)}
-                ]
+                self.counters = [d]
 
     def _native_turn(self, now: float) -> None:
         """One call of the native loop: until a CM event (handled here) or Python's next time."""

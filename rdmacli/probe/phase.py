@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from rdmacli.counters import Deltas
 from rdmacli.errors import Cause, EnvironmentProblem, RdmacliError
 from rdmacli.figures import ProbeFigures
 from rdmacli.probe.host import Waited
@@ -42,7 +43,7 @@ class ProbeEnd:
     result: str  # pass or fail
     error: RdmacliError | None = None
     figures: ProbeFigures = ProbeFigures()
-    counters: tuple[dict, ...] = ()
+    counters: tuple[Deltas, ...] = ()  # its port's, where the pair failed or lost probes
 
 
 class Topology(Protocol):

@@ -129,5 +129,5 @@ class EventView:
         if served:
             text += f" ({served})"
         if rec.error:
-            text += f": {rec.error['message']}"
+            text += f": {rec.error.message}"
         self.app.err.print(text, markup=False, highlight=False)

@@ -11,7 +11,12 @@ A reason is the failed rows' checks and details, control characters shown and wh
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rdmacli.render.text import printable
+
+if TYPE_CHECKING:
+    from rdmacli.diag.doctor import Check
 
 PREFIX = "rdmacli: "
 REASON_MAX = 160  # a Slurm drain reason stays readable in `sinfo -R`
@@ -22,26 +27,26 @@ def one_line(text: str) -> str:
     return " ".join(printable(text).split())
 
 
-def reason(failed: list[dict], most: int = REASON_MAX) -> str:
+def reason(failed: list[Check], most: int = REASON_MAX) -> str:
     """`rdmacli: <check> <detail>[; +N more]`, at most `most` characters."""
     first = failed[0]
     more = f"; +{len(failed) - 1} more" if len(failed) > 1 else ""
-    text = one_line(f"{PREFIX}{first['check']} {first['detail']}")
+    text = one_line(f"{PREFIX}{first.check} {first.detail}")
     if len(text) + len(more) > most:
         text = text[: max(most - len(more) - 1, 0)] + "…"
     return text + more
 
 
-def nhc(failed: list[dict]) -> str:
+def nhc(failed: list[Check]) -> str:
     return reason(failed) if failed else ""
 
 
-def npd(failed: list[dict], judged: int) -> str:
+def npd(failed: list[Check], judged: int) -> str:
     if not failed:
         return f"{PREFIX}healthy ({judged} checks)"[:NPD_MAX]
     return reason(failed, NPD_MAX)
 
 
-def host_line(host: str, failed: list[dict]) -> str:
+def host_line(host: str, failed: list[Check]) -> str:
     name = one_line(host) or "localhost"
     return f"{name} | Healthy" if not failed else f"{name} | ERROR: {reason(failed)}"

@@ -59,7 +59,7 @@ def writable(path: str, made: bool) -> None:
 def notify(message: str) -> bool:
     """One sd_notify(3) datagram to $NOTIFY_SOCKET (an abstract socket when it starts with @);
     False where there is none (not under systemd)."""
-    path = os.environ.get("NOTIFY_SOCKET")
+    path = os.getenv("NOTIFY_SOCKET")
     if not path or path[0] not in "/@":
         return False
     if path[0] == "@":
@@ -227,7 +227,7 @@ def watchdog(agent) -> None:
     """systemd's watchdog (the unit's WatchdogSec, $WATCHDOG_USEC for this process): a thread that
     pings at half the interval while the agent says it makes progress (WatchAgent.alive), and
     stops pinging when it does not (systemd then restarts it)."""
-    usec, pid = os.environ.get("WATCHDOG_USEC"), os.environ.get("WATCHDOG_PID")
+    usec, pid = os.getenv("WATCHDOG_USEC"), os.getenv("WATCHDOG_PID")
     if not usec or not usec.isdigit() or (pid and pid != str(os.getpid())):
         return
     every = int(usec) / 2e6
@@ -282,11 +282,12 @@ def refuse_transport(plan, *, port_of=None, transport_of=None) -> None:
             )
 
 
-def preflight(plan, err, **kw) -> None:
+def preflight(plan, err, *, port_of=None, netdev_of=None) -> None:
     """Said at start: a rail without an RDMA port is named (the agent goes on with the others and
-    opens it again each window); with none at all the agent cannot run (exit 3)."""
-    refuse_transport(plan, port_of=kw.get("port_of"))
-    missing = rails_found(plan, **kw)
+    opens it again each window); with none at all the agent cannot run (exit 3). `port_of`,
+    `netdev_of`: how the host is looked at (rails_found's)."""
+    refuse_transport(plan, port_of=port_of)
+    missing = rails_found(plan, port_of=port_of, netdev_of=netdev_of)
     hint = "load the RDMA driver (`rdma link` lists the devices; Soft-RoCE: `rdma link add`), or fix the map"
     if all(missing):
         said = "; ".join(w for w in missing if w)

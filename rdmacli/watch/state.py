@@ -79,7 +79,7 @@ class WatchState:
             if f.rtt_p50_us:
                 w.rtts_us.append(f.rtt_p50_us)
             for port in end.counters:
-                for name, v in port.get("moved", {}).items():
+                for name, v in port.moved.items():
                     w.counters[name] = max(w.counters.get(name, 0), v)  # one port: the same delta
             if cause is judge.SKIP:
                 continue

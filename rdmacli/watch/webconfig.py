@@ -19,7 +19,8 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 MAX_BYTES = 64 * 1024
 MAX_USERS = 256
@@ -35,8 +36,31 @@ CLIENT_AUTH = {
     "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
 }
 VERSIONS = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
-TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "client_allowed_sans",
-            "min_version"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _TlsKeys:
+    """tls_server_config's keys as exporter-toolkit names them, as the file says them (unchecked:
+    `_tls` checks each); a key not here is refused by name."""
+
+    cert_file: Any = None
+    key_file: Any = None
+    client_auth_type: Any = "NoClientCert"
+    client_ca_file: Any = None
+    client_allowed_sans: Any = None
+    min_version: Any = "TLS12"
+
+
+@dataclass(frozen=True)
+class _FileKeys:
+    """The file's own keys (exporter-toolkit's that rdmacli supports)."""
+
+    tls_server_config: Any = None
+    basic_auth_users: Any = None
+
+
+TLS_KEYS = frozenset(f.name for f in fields(_TlsKeys))
+FILE_KEYS = frozenset(f.name for f in fields(_FileKeys))
 
 
 class WebConfigError(ValueError):
@@ -134,25 +158,26 @@ def _tls(doc, base: str) -> Tls:
     unknown = set(doc) - TLS_KEYS
     if unknown:
         raise WebConfigError(f"tls_server_config: {', '.join(sorted(map(str, unknown)))} not supported")
-    if "cert_file" not in doc or "key_file" not in doc:
+    t = _TlsKeys(**doc)
+    if t.cert_file is None or t.key_file is None:
         raise WebConfigError("tls_server_config: needs cert_file and key_file")
-    auth = doc.get("client_auth_type", "NoClientCert")
-    if auth not in CLIENT_AUTH:
+    auth = t.client_auth_type
+    if not isinstance(auth, str) or auth not in CLIENT_AUTH:
         said = ", ".join(CLIENT_AUTH)
         raise WebConfigError(f"client_auth_type: {str(auth)[:40]!r} not supported (one of {said})")
-    ca = _path(doc["client_ca_file"], "client_ca_file", base) if doc.get("client_ca_file") else None
+    ca = _path(t.client_ca_file, "client_ca_file", base) if t.client_ca_file else None
     if CLIENT_AUTH[auth] != ssl.CERT_NONE and ca is None:
         raise WebConfigError(f"client_auth_type {auth} needs client_ca_file")
-    sans = doc.get("client_allowed_sans") or []
+    sans = t.client_allowed_sans or []
     if not isinstance(sans, list) or len(sans) > MAX_USERS:
         raise WebConfigError("client_allowed_sans: a list of names")
     if sans and CLIENT_AUTH[auth] != ssl.CERT_REQUIRED:
         raise WebConfigError("client_allowed_sans needs client_auth_type RequireAndVerifyClientCert")
-    version = doc.get("min_version", "TLS12")
-    if version not in VERSIONS:
+    version = t.min_version
+    if not isinstance(version, str) or version not in VERSIONS:
         raise WebConfigError(f"min_version: {str(version)[:20]!r} not supported (TLS12 or TLS13)")
     names = frozenset(_str(s, "client_allowed_sans") for s in sans)
-    cert, key = _path(doc["cert_file"], "cert_file", base), _path(doc["key_file"], "key_file", base)
+    cert, key = _path(t.cert_file, "cert_file", base), _path(t.key_file, "key_file", base)
     return Tls(cert, key, ca, CLIENT_AUTH[auth], names, VERSIONS[version])
 
 
@@ -189,12 +214,13 @@ def load(path: str) -> WebConfig:
         raise WebConfigError(f"{path}: not YAML: {str(exc).splitlines()[0][:120]}") from None
     if not isinstance(doc, dict):
         raise WebConfigError(f"{path}: a mapping (tls_server_config, basic_auth_users)")
-    unknown = set(doc) - {"tls_server_config", "basic_auth_users"}
+    unknown = set(doc) - FILE_KEYS
     if unknown:
         raise WebConfigError(f"{path}: {', '.join(sorted(map(str, unknown)))} not supported by rdmacli")
     base = os.path.dirname(os.path.abspath(path))
-    tls = _tls(doc["tls_server_config"], base) if doc.get("tls_server_config") else None
-    users = _users(doc["basic_auth_users"]) if doc.get("basic_auth_users") else {}
+    given = _FileKeys(**doc)
+    tls = _tls(given.tls_server_config, base) if given.tls_server_config else None
+    users = _users(given.basic_auth_users) if given.basic_auth_users else {}
     if users:
         try:
             import bcrypt  # noqa: F401

@@ -11,17 +11,26 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from rdmacli.diag.doctor import Check
 from rdmacli.errors import Cause
 from rdmacli.mesh.contract import MAX_RAILS
+from rdmacli.mesh.shape import take, wire
 from rdmacli.watch.hysteresis import NAMED
+from rdmacli.watch.statefile import TYPE, NicEntry, Refused, _Head, _num, _refuse
 
 MAX_STATE_BYTES = 16 << 20  # the watch state of a 1000-node x 8-rail fabric is about 1.3 MB
 STALE_WINDOWS = 3  # a watch state older than this many of its periods is not the fabric's word now
 STALE_FLOOR_S = 600.0
 SEE_STATUS = "its partners' probes fail through it: `rdmacli watch status` shows the fabric's view"
+
+
+@dataclass(frozen=True)
+class _When:
+    """When the state was written and the agent's period: what makes it the fabric's word now."""
+
+    time: float = wire(_num)
+    period_s: float = wire(_num)
 
 
 @dataclass(frozen=True)
@@ -38,8 +47,6 @@ def read_watch_state(path: str, now: float | None = None) -> tuple[list[FabricWo
     """The local agent's verdicts on this node's NICs, or None with why there are none (no
     agent here, a stale or unreadable state). The file is checked as untrusted input (the
     state file's own NicEntry rules): a bad one is said, never taken."""
-    from rdmacli.watch.statefile import TYPE, NicEntry, Refused, _num
-
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_STATE_BYTES + 1)
@@ -53,22 +60,18 @@ def read_watch_state(path: str, now: float | None = None) -> tuple[list[FabricWo
         doc = json.loads(raw)
     except (ValueError, RecursionError):
         return None, f"{path}: not JSON"
-    nics = doc.get("nics") if isinstance(doc, dict) else None
-    if (
-        not isinstance(doc, dict)
-        or doc.get("type") != TYPE
-        or not isinstance(nics, list)
-        or len(nics) > MAX_RAILS
-    ):
+    head = _Head(**take(_Head, doc, _refuse)) if isinstance(doc, dict) else None
+    if head is None or head.type != TYPE or head.nics is None or len(head.nics) > MAX_RAILS:
         return None, f"{path}: not a watch state"
     try:
-        entries = [NicEntry.parse(x, MAX_RAILS) for x in nics]
+        entries = [NicEntry.parse(x, MAX_RAILS) for x in head.nics]
     except Refused as exc:
         return None, f"{path}: {exc}"
-    at: Any = doc.get("time")
-    period: Any = doc.get("period_s")
-    if not (_num(at) and _num(period)):  # the state file's own bound of a time
+    try:  # the state file's own bound of a time
+        when = _When(**take(_When, doc, _refuse))
+    except Refused:
         return None, f"{path}: its time is not a time"
+    at, period = when.time, when.period_s
     now = time.time() if now is None else now
     stale = max(STALE_WINDOWS * period, STALE_FLOOR_S)
     if now - at > stale:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rdmacli.mesh import verdict
+from rdmacli.mesh.checks import ports_copy
 from rdmacli.mesh.contract import RunSpec
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
@@ -18,7 +19,10 @@ def make_plan(names, addresses, *, cross: bool = False, retest_rounds: int = 0, 
 
 
 def report(rank: int, peer: int, result: str = "pass", error: dict | None = None, rnd: int = 0, **figures):
-    """One end's report of a pair, as the intake keeps it."""
+    """One end's report of a pair, as the intake keeps it (its ports' counters typed as the
+    intake types them)."""
+    if "counters" in figures:
+        figures["counters"] = ports_copy(figures["counters"])
     return PairRecord(run=RUN, rank=rank, peer=peer, round=rnd, result=result, error=error, **figures)
 
 

@@ -204,6 +204,11 @@ def test_the_fabrics_word_fails_a_nic_the_watch_agent_names_and_a_bad_state_is_n
         assert any(c["check"] == "fabric" and c["verdict"] == "info" for c in doc["data"]["checks"]), nics
     (tmp_path / "watch.json").write_bytes(b"[" * 100000)
     assert doc_of(tmp_path)["exit_code"] == 0
+    bad = {"not a watch state": {"type": "summary"}, "its time is not a time": {"time": "soon"}}
+    for words, extra in {**bad, "its time is not a time ": {"period_s": float("inf")}}.items():
+        watch_state(tmp_path, [{"rail": 0, "state": "bad", "cause": "DEAD"}], **extra)
+        details = [c["detail"] for c in doc_of(tmp_path)["data"]["checks"] if c["check"] == "fabric"]
+        assert any(words.strip() in d for d in details), (extra, details)
 
 
 def test_words_from_a_state_file_reach_no_line_raw(tmp_path, host):

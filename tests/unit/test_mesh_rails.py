@@ -99,6 +99,17 @@ def test_device_lists_and_agent_reports_are_checked():
         [{**good[0], "address": "fd00::1"}], [{**good[0], "address": "10.0.0.1; rm"}], good * 2, good * 17,
     ):  # fmt: skip
         assert isinstance(check_report(bad, 4), str), bad
+    said = [  # what the coordinator says of each: the field by name, what it should be
+        ("x", "rails that are not a list"),
+        ([1], "a rail that is not an object"),
+        ([{**good[0], "device": "a b"}], "a rail whose device is not a device name"),
+        ([{**good[0], "port": True}], "a rail whose port is not a port number"),
+        ([{**good[0], "address": 7}], "a rail whose address is not an IPv4 address"),
+        ([{**good[0], "address": "fd00::1"}], "a rail whose address is not an IPv4 address"),
+    ]
+    for bad, words in said:
+        assert check_report(bad, 4) == words
+    assert check_report([{**good[0], "netdev": "a b"}], 4)[0].netdev is None  # for people: dropped
     six = [{"device": "mlx5_0", "port": 1, "address": "fe80::1%eth0"}]
     assert [r.address for r in check_report(six, 6)] == ["fe80::1%eth0"]
     for scope in ("a,b", "a+b", "a b", "%", "x" * 65):  # a node set's or a shell's syntax, once
@@ -423,12 +434,12 @@ def rail(address, device="mlx5_0"):
 
 
 def test_discovery_refuses_an_address_on_two_nodes_and_unequal_rail_counts():
-    from rdmacli.mesh.contract import RunSpec
+    from rdmacli.mesh.contract import Discover, RunSpec
     from rdmacli.mesh.run import Request
     from rdmacli.mesh.run import discover as find
 
     names = ["n1", "n2", "n3"]
-    spec = RunSpec(run_id="ab" * 8, names=names, discover={"rails": None, "family": 4})
+    spec = RunSpec(run_id="ab" * 8, names=names, discover=Discover(None, 4))
 
     def discover(nodes, names, launch, run_id, timeout):
         addresses, devices, _ = find(Request(spec=spec, nodes_spec=nodes, launch_s=timeout), launch)

@@ -137,7 +137,7 @@ def discovery(monkeypatch, delays: str, launch_s: float | None):
     monkeypatch.setattr(P, "LAUNCH_S", 2.0)
     monkeypatch.setenv("SLOW_DELAYS", delays)
     names = [f"n{k}" for k in range(len(delays.split(",")))]
-    spec = contract.RunSpec(run_id=contract.new_run_id(), names=names, discover={"rails": None, "family": 4})
+    spec = contract.RunSpec(run_id=contract.new_run_id(), names=names, discover=contract.Discover(None, 4))
     request = R.Request(spec=spec, nodes_spec=",".join(names), launch_s=launch_s)
     agent = [sys.executable, os.path.join(HERE, "mesh_agents", "slow_discoverer.py")]
     t0 = time.monotonic()

@@ -11,6 +11,7 @@ from meshdata import parse_metrics
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.figures import ProbeFigures
 from rdmacli.mesh import schedule
+from rdmacli.mesh.checks import ports_copy
 from rdmacli.probe.phase import ProbeEnd
 from rdmacli.watch import judge
 from rdmacli.watch.hysteresis import Policy, State
@@ -94,7 +95,7 @@ def rec(peer: int, rail: int = 0, result: str = "pass", sent: int = 10, answered
         counters: tuple = (), p99: float | None = None) -> ProbeEnd:  # fmt: skip
     figures = ProbeFigures(probes_sent=sent, probes_answered=answered, rtt_p50_us=p50, rtt_p99_us=p99,
                            rtt_min_us=low)  # fmt: skip
-    return ProbeEnd(rail, peer, rail, result, error, figures, counters)
+    return ProbeEnd(rail, peer, rail, result, error, figures, ports_copy(counters))
 
 
 UNR = RdmacliError("no answer to SIDR", cause=Cause.UNREACHABLE)

@@ -45,7 +45,9 @@ def exported() -> set[str]:
 
     s = WatchState(rails=1, policy=Policy(raise_after=1, raise_window=1))
     m = WatchMetrics("n1")
-    moved = ({"device": "rxe0", "port": 1, "moved": {"completer_retry_err": 1}},)
+    from rdmacli.counters import Deltas
+
+    moved = (Deltas("rxe0", 1, {"completer_retry_err": 1}),)
     figures = ProbeFigures(probes_sent=10, probes_answered=8, rtt_p50_us=10.0)
     recs = [ProbeEnd(0, p, 0, "pass", None, figures, moved) for p in (2, 3, 4)]  # more than LIARS partners
     m.window(s.feed(recs), {0: "rxe0"}, s, ["n0", "n1", "n2", "n3", "n4"])
