@@ -26,20 +26,30 @@ def spliced(words: str, **kw: Any) -> Any:
     return field(metadata={"splice": words}, **kw)
 
 
+STAMP = ("t_us", "side")  # every record's, written last (or t_us second: TIMED_FIRST)
+
+
 @dataclass(kw_only=True)
 class Event:
     TYPE: ClassVar[str] = ""
     WORDS: ClassVar[str] = ""  # what the record says, for the docs (schema.RECORD_TYPES)
+    TIMED_FIRST: ClassVar[bool] = False  # t_us right after the type: the time of the event told of
+    t_us: float | None = None  # µs since the run began: set by Flow.emit unless given
+    side: str = ""  # client or server: set by Flow.emit
 
     @classmethod
     def described(cls) -> str:
         """Its words and its keys, as json.md and rdmacli(1) list them (t_us and side: every one's)."""
-        keys = [f.metadata.get("splice") or f.name for f in fields(cls) if f.name not in ("t_us", "side")]
+        keys = [f.metadata.get("splice") or f.name for f in fields(cls) if f.name not in STAMP]
         return f"{cls.WORDS}: {', '.join(keys)}"
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"type": self.TYPE}
+        d: dict[str, Any] = (
+            {"type": self.TYPE, "t_us": self.t_us} if self.TIMED_FIRST else {"type": self.TYPE}
+        )
         for f in fields(self):
+            if f.name in STAMP:
+                continue
             value = getattr(self, f.name)
             if f.metadata.get("splice"):
                 d.update(value if isinstance(value, dict) else value.to_dict())
@@ -47,6 +57,7 @@ class Event:
                 d[f.name] = value.to_dict() if hasattr(value, "to_dict") else value
             elif not f.metadata.get("omit_none"):
                 d[f.name] = None
+        d.update(t_us=self.t_us, side=self.side)  # t_us stays where TIMED_FIRST put it
         return d
 
 
@@ -56,13 +67,12 @@ class CmEventRecord(Event):
 
     TYPE = "cm_event"
     WORDS = "a CM event as it arrives"
-    t_us: float | None = None
+    TIMED_FIRST = True
     conn: int | None
     event: str
     status: int
     status_text: str
     data: dict[str, Any] = spliced("the event's data (private_data_len, qp_num, ...)", default_factory=dict)
-    side: str = ""
 
 
 @dataclass(kw_only=True)
@@ -70,8 +80,6 @@ class Warning(Event):
     TYPE = "warning"
     WORDS = "a warning as it happens"
     message: str
-    t_us: float | None = None
-    side: str = ""
 
 
 @dataclass(kw_only=True)
@@ -83,8 +91,6 @@ class Step(Event):
     conn: int
     step: str
     us: float
-    t_us: float | None = None
-    side: str = ""
 
 
 @dataclass(kw_only=True)
@@ -96,8 +102,6 @@ class Ready(Event):
     address: str
     port: int
     port_space: str | int
-    t_us: float | None = None
-    side: str = ""
 
 
 @dataclass(kw_only=True)
@@ -106,12 +110,11 @@ class Request(Event):
 
     TYPE = "request"
     WORDS = "a server received a connection request"
-    t_us: float | None = None
+    TIMED_FIRST = True
     conn: int
     local: str
     remote: str
     device: str | None
-    side: str = ""
 
 
 @dataclass(kw_only=True)
@@ -121,8 +124,6 @@ class Rejected(Event):
     conn: int
     remote: str
     reason: str
-    t_us: float | None = None
-    side: str = ""
 
 
 @dataclass(kw_only=True)
@@ -134,8 +135,6 @@ class Waiting(Event):
     conn: int
     remote: str
     until_s: float | None
-    t_us: float | None = None
-    side: str = ""
 
 
 @dataclass(kw_only=True)
@@ -151,8 +150,6 @@ class Finished(Event):
     role: str
     served: dict[str, Any] = spliced("its counts (its protocol's figures)", default_factory=dict)
     error: RdmacliError | None = field(default=None, metadata=OMIT_NONE)
-    t_us: float | None = None
-    side: str = ""
 
 
 @dataclass(kw_only=True)
@@ -163,8 +160,6 @@ class Joined(Event):
     WORDS = "a multicast member joined (its receive buffers are posted)"
     conn: int
     info: JoinInfo = spliced("mgid, mlid, sl, qkey, group")
-    t_us: float | None = None
-    side: str = ""
 
 
 @dataclass(kw_only=True)
@@ -175,8 +170,6 @@ class Progress(Event):
     WORDS = "a bw progress line each second"
     conn: int
     rate: Rate = spliced("messages, bytes, seconds, gbps, msg_per_s")
-    t_us: float | None = None
-    side: str = ""
 
 
 @dataclass(kw_only=True)
@@ -191,8 +184,6 @@ class Ping(Event):
     size_bytes: int
     valid: bool | None = field(default=None, metadata=OMIT_NONE)  # only with --validate
     data: str | None = field(default=None, metadata=OMIT_NONE)  # what the buffer held (-v)
-    t_us: float | None = None
-    side: str = ""
 
 
 EVENTS: tuple[type[Event], ...] = (

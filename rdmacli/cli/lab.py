@@ -10,30 +10,26 @@ from rdmacli.cli import HELP
 from rdmacli.cli.app import App
 from rdmacli.lab import MAX_NODES, MAX_RAILS
 
+# the lab's shape, on `lab run` and `lab shell` alike: each option's name and click's keywords
+LAB_OPTIONS = (
+    ("--iwarp", dict(is_flag=True, default=None,
+                     help="Also Soft-iWARP: siw0 on veth2 (10.78.0.1) and siw1 on veth3 (10.78.0.2); "
+                     "RDMACLI_LAB_IWARP_SERVER and RDMACLI_LAB_IWARP_CLIENT inside. Where the kernel lacks "
+                     "siw (Debian's), the module is built once from linux-source and cached.")),
+    ("--rails", dict(type=click.IntRange(1, MAX_RAILS), default=None,
+                     help="With --nodes: R NICs per node, rail r of every node on its own bridge and subnet "
+                     "10.77.(1+r).0/24 (the map of every rail: RDMACLI_LAB_RAILS_MAP inside).")),
+    ("--nodes", dict(type=click.IntRange(0, MAX_NODES), default=None,
+                     help="Also N mesh nodes n01..nNN: netdevs on one bridge with an rxe device each, "
+                     "10.77.1.1-N (RDMACLI_LAB_NODES, RDMACLI_LAB_NODE_ADDRS and the map file "
+                     "RDMACLI_LAB_NODES_MAP inside).")),
+)  # fmt: skip
+
 
 def nodes_option(f):
-    f = click.option(
-        "--iwarp",
-        is_flag=True,
-        default=None,
-        help="Also Soft-iWARP: siw0 on veth2 (10.78.0.1) and siw1 on veth3 (10.78.0.2); "
-        "RDMACLI_LAB_IWARP_SERVER and RDMACLI_LAB_IWARP_CLIENT inside. Where the kernel lacks "
-        "siw (Debian's), the module is built once from linux-source and cached.",
-    )(f)
-    f = click.option(
-        "--rails",
-        type=click.IntRange(1, MAX_RAILS),
-        default=None,
-        help="With --nodes: R NICs per node, rail r of every node on its own bridge and subnet "
-        "10.77.(1+r).0/24 (the map of every rail: RDMACLI_LAB_RAILS_MAP inside).",
-    )(f)
-    return click.option(
-        "--nodes",
-        type=click.IntRange(0, MAX_NODES),
-        default=None,
-        help="Also N mesh nodes n01..nNN: netdevs on one bridge with an rxe device each, 10.77.1.1-N "
-        "(RDMACLI_LAB_NODES, RDMACLI_LAB_NODE_ADDRS and the map file RDMACLI_LAB_NODES_MAP inside).",
-    )(f)
+    for name, kw in LAB_OPTIONS:
+        f = click.option(name, **kw)(f)
+    return f
 
 
 @click.group("lab", context_settings=HELP)

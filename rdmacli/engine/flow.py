@@ -89,9 +89,9 @@ class Flow:
     def emit(self, rec: E.Event) -> None:
         """Give the observer a record, stamped with this side and (unless it carries the time
         of the event it tells of) the time since the flow began."""
-        if getattr(rec, "t_us", 0) is None:
-            rec.t_us = round((time.monotonic() - self.t0) * 1e6, 1)  # type: ignore[attr-defined]
-        rec.side = self.side  # type: ignore[attr-defined]
+        if rec.t_us is None:
+            rec.t_us = round((time.monotonic() - self.t0) * 1e6, 1)
+        rec.side = self.side
         self.observer(rec)
 
     def _observe(self, ev: CmEvent) -> None:

@@ -39,8 +39,7 @@ from rdmacli.rdma.cm import ConnParam
 OPS = {"write": 0, "read": 1, "send": 2}
 OP_NAMES = {v: k for k, v in OPS.items()}
 OPCODES = {"write": C.WR_RDMA_WRITE, "read": C.WR_RDMA_READ, "send": C.WR_SEND}
-RECV = 0
-BEAT = 1  # a one-sided test's heartbeat: an empty SEND each PROGRESS_S, so the server sees
+RECV, BEAT = 0, 1  # BEAT: a one-sided test's heartbeat: an empty SEND each PROGRESS_S, so the server sees
 # progress (it sees no completion of a WRITE or READ) and keeps an idle deadline that means
 # something: a client that stalls or vanishes still ends the server's wait
 CTL = 2  # the wr_id of a control message's send
