@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rdmacli.cli import HELP
+from rdmacli.cli import HELP, options
 from rdmacli.cli.app import App, file_option, params_of
 from rdmacli.cli.values import Finite
 
@@ -17,6 +17,8 @@ DEADLINE_S = 10.0
 if TYPE_CHECKING:
     from rdmacli.diag.doctor import Check
 
+MAX_PARTNERS = 16  # --partners: a few, asked one after another within the deadline
+REACH_MARGIN_S = 1.0  # of the deadline, left after the partners' probes: the verdict and its output
 DEADLINE_MAX_S = 50.0  # under Slurm's 60 s kill of a HealthCheckProgram
 CONFIGS = {"nhc": "rdmacli.nhc", "npd": "npd-rdmacli.json"}  # rdmacli/diag/schedulers/
 
@@ -106,6 +108,22 @@ def _expect(ctx, param, values):
     help="This node's name in Slurm (default $SLURMD_NODENAME, else the short hostname).",
 )
 @click.option("--dry-run", is_flag=True, help="With --slurm: say the scontrol line, do not run it.")
+@file_option(
+    "--map",
+    "map_path",
+    help="The fabric's map (mesh's and watch's: `NODE [group=G] ADDRESS...`): this node's rails "
+    "and its partners', for --partners.",
+)
+@click.option(
+    "--partners",
+    type=click.IntRange(0, MAX_PARTNERS),
+    default=0,
+    show_default=True,
+    help="Ask this many partners (the nodes after this one in the map) from each rail: their "
+    "connection managers answer a request for a port nobody listens on, with nothing running "
+    "there. A rail fails when none of two or more answers; 0: ask none.",
+)
+@options.node_option
 @click.option(
     "--print-config",
     type=click.Choice(sorted(CONFIGS)),
@@ -113,11 +131,12 @@ def _expect(ctx, param, values):
     "this install's rdmacli, and exit.",
 )
 def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt, json_mode, slurm,
-            slurm_node, dry_run, print_config):  # fmt: skip
+            slurm_node, dry_run, map_path, partners, node, print_config):  # fmt: skip
     """Judge this node's RDMA health: every port up at its rate with its address, the error
     counters a healthy NIC does not move (since the last check), a device gone since then, and
-    the fabric's word on its NICs from the local watch agent. Reads sysfs and two files; opens
-    no device.
+    the fabric's word on its NICs from the local watch agent; with --partners, whether each
+    rail reaches its partners now. Reads sysfs and two files; without --partners, opens no
+    device.
 
     Exits 0 healthy (no RDMA device at all is unhealthy), 1 unhealthy (the reason is the first
     failed row), 2 usage, 3 and above could not judge (6: the deadline passed): what
@@ -138,14 +157,19 @@ def command(expects, devices, watch_state, state_dir, rebaseline, deadline, fmt,
     app = App.from_context(json_mode=fmt == "json")
     if (slurm_node or dry_run) and not slurm:
         raise click.UsageError("--slurm-node and --dry-run go with --slurm")
-    params = params_of("expects devices watch_state state_dir rebaseline deadline fmt slurm slurm_node",
+    if (map_path or node) and not partners or partners and not map_path:
+        raise click.UsageError("--partners goes with --map (and --node names this node in it)")
+    params = params_of("expects devices watch_state state_dir rebaseline deadline fmt slurm slurm_node "
+                       "map_path partners node",
                        expects=[f"{e.device}:{e.port}={e.gbps:g}" for e in expects],
                        slurm_node=(slurm_node or _slurm_name()) if slurm else None)  # fmt: skip
     import time
 
     end = time.monotonic() + deadline  # judged and acted on by then
     with app.errors("check", params):
-        work = lambda step: judge(expects, set(devices) or None, watch_state, state_dir, rebaseline, step)  # noqa: E731
+        ring = _ring(map_path, node, partners) if partners else None
+        work = lambda step: judge(expects, set(devices) or None, watch_state, state_dir, rebaseline, step,  # noqa: E731
+                                  ring=ring, end=end - REACH_MARGIN_S)  # fmt: skip
         try:
             rows = _within(deadline, work)
         except RdmacliError as exc:
@@ -203,9 +227,33 @@ def _slurm_words(done: dict, dry_run: bool) -> str:
     return f"slurm: {done['node']}: {done['words']}"
 
 
-def judge(expects, only, watch_state, state_dir, rebaseline, step=lambda what: None) -> list[Check]:
-    """Every row, as dicts: ports, counters, the fabric's word, the host; `step(what)` said as
-    each part begins (what a check past its deadline was doing: _within)."""
+def _ring(map_path: str, node: str | None, partners: int):
+    """(the map's nodes as reach.Partner, this node's index, how many to ask): a usage error
+    for a map without addresses or without this node."""
+    import socket
+
+    from rdmacli.diag.reach import Partner
+    from rdmacli.errors import Cause, RdmacliError
+    from rdmacli.mesh.inputs import read_map
+    from rdmacli.mesh.nodes import rank_of_host
+
+    mapped = read_map(map_path)
+    if not mapped.addresses:
+        raise RdmacliError(f"the map {map_path} gives no addresses: --partners needs each node's rails",
+                           cause=Cause.USAGE)  # fmt: skip
+    names = list(mapped.addresses)
+    me = rank_of_host(names, node or socket.gethostname())
+    if me is None:
+        raise RdmacliError(f"{node or socket.gethostname()} is not a node of {map_path}",
+                           hint="name this node as the map does with --node", cause=Cause.USAGE)  # fmt: skip
+    return [Partner(n, tuple(mapped.addresses[n])) for n in names], me, partners
+
+
+def judge(expects, only, watch_state, state_dir, rebaseline, step=lambda what: None, *, ring=None,
+          end: float = 0.0) -> list[Check]:  # fmt: skip
+    """Every row: ports, counters, the fabric's word, the host, and with a ring (_ring) the
+    partners' answers by `end`; `step(what)` said as each part begins (what a check past its
+    deadline was doing: _within)."""
     import os
 
     from rdmacli.diag import baseline, health
@@ -242,6 +290,11 @@ def judge(expects, only, watch_state, state_dir, rebaseline, step=lambda what: N
     rows += fabric_checks(watch_state or state_path(PORT))
     step("checking memlock and the data path")
     rows += health.host_checks()
+    if ring is not None:
+        from rdmacli.diag.reach import reach_checks
+
+        nodes, me, n = ring
+        rows += reach_checks(nodes, me, n, end, step)
     return rows
 
 

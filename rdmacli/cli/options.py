@@ -13,6 +13,10 @@ from rdmacli.cli.values import SIZE_UNITS, Finite, Size, Whole, out_of_range  # 
 from rdmacli.protocols.hello import MAX_COUNT
 from rdmacli.protocols.table import CONNECT, PROTOCOLS, UD, Spec
 
+node_option = click.option(
+    "--node", metavar="NAME", help="This node's name among the nodes (default: the host name)."
+)
+
 
 def seconds_option(*decls: str, low: float, high: float, default: float | None, help: str,
                    min_open: bool = False):  # fmt: skip

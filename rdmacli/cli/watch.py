@@ -46,11 +46,6 @@ def port_option(help: str, high: int = 65535):
                         help=help)  # fmt: skip
 
 
-node_option = click.option(
-    "--node", metavar="NAME", help="This node's name among the nodes (default: the host name)."
-)
-
-
 def _state_file(template: str | None, node: str) -> str | None:
     return template.replace("{node}", node) if template else None
 
@@ -74,7 +69,7 @@ def command() -> None:
               "--map, --address-template or their names resolved; expanded again on SIGHUP.")  # fmt: skip
 @click.option("--address-template", "template", metavar="TEMPLATE",
               help="A node's RDMA address (one rail) from its name, e.g. '{node}-ib'.")  # fmt: skip
-@node_option
+@options.node_option
 @port_option("The probes' port (UDP port space) on rail 0, rail k on PORT + k; the same on every node.",
              high=65535 - 16)  # fmt: skip
 @options.seconds_option(

@@ -7,7 +7,9 @@ test_mesh.py's (n01-n08). Below, node k of the eight is `name(k)` and `lab(k, ra
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -238,3 +240,54 @@ def test_sigterm_mid_run_stops_both_rails_tests_of_a_slot_and_still_reports():
     assert rc == 143 and doc["result"] == "interrupted" and doc["command"] == "mesh"
     assert doc["totals"]["pairs"] == 56 and doc["totals"]["pairs_passed"] >= 1
     assert doc["data"]["rails"] == 2
+
+
+def test_check_asks_each_rails_partners_and_fails_only_the_rail_none_of_them_answers(tmp_path):
+    """`rdmacli check --map --partners 3` on n11 (its ring: n12, n13, n14), both rails, real CMs.
+
+    Healthy, each rail's three partners answer (their CM rejects a port nobody listens on: the
+    request and the answer crossed both NICs). Then RoCE between n11's rail-1 address and its
+    three partners' is dropped (nftables; every port stays ACTIVE, so only the partners can tell),
+    and so is n11-n12 on rail 0: rail 1 fails, naming its silent partners, and rail 0 is a
+    warning (n12 alone silent: its fault as likely as ours), so the reason is rail 1's alone."""
+    me = 3  # n11
+    cmd = [sys.executable, "-m", "rdmacli", "check", "-d", lab(me, 0)["rxe"], "-d", lab(me, 1)["rxe"],
+           "--state-dir", str(tmp_path), "--watch-state", str(tmp_path / "none.json"), "--deadline", "20",
+           "--map", RAILS_MAP, "--node", name(me), "--partners", "3"]  # fmt: skip
+
+    def checked(*args: str) -> tuple[int, dict]:
+        r = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120)
+        assert "Traceback" not in r.stderr, r.stderr
+        doc = json.loads(r.stdout) if args[-1] == "--json" else {}
+        return r.returncode, doc if doc else {"line": r.stdout}
+
+    def reach_rows(doc: dict) -> dict[str, dict]:
+        return {c["check"]: c for c in doc["data"]["checks"] if c["check"].startswith("reach")}
+
+    rc, doc = checked("--json")
+    rows = reach_rows(doc)
+    assert rc == 0 and [c["verdict"] for c in rows.values()] == ["pass", "pass"], doc["data"]["checks"]
+    for rail in (0, 1):
+        assert (
+            f"{lab(me, rail)['ipv4']}: 3 partner(s) answered ({name(4)} "
+            in rows[f"reach rail {rail}"]["detail"]
+        )
+    try:
+        for k in (4, 5, 6):
+            block_link(lab(me, 1)["ipv4"], lab(k, 1)["ipv4"])
+        block_link(lab(me, 0)["ipv4"], lab(4, 0)["ipv4"])
+        rc, doc = checked("--json")
+        rows = reach_rows(doc)
+        assert rc == 1 and rows["reach rail 1"]["verdict"] == "fail", rows
+        assert "none of 3 partners answered" in rows["reach rail 1"]["detail"], rows
+        assert all(name(k) in rows["reach rail 1"]["detail"] for k in (4, 5, 6)), rows
+        assert (
+            rows["reach rail 0"]["verdict"] == "warn" and f"not {name(4)} " in rows["reach rail 0"]["detail"]
+        )
+        assert [c["check"] for c in doc["data"]["checks"] if c["verdict"] == "fail"] == ["reach rail 1"]
+        rc, said = checked("--format", "line")
+        assert rc == 1 and f"ERROR: rdmacli: reach rail 1 {lab(me, 1)['ipv4']}: none of 3" in said["line"], (
+            said
+        )
+    finally:
+        unblock_links()

@@ -224,7 +224,7 @@ def test_words_from_a_state_file_reach_no_line_raw(tmp_path, host):
 
 
 def test_the_deadline_ends_a_check_that_hangs_with_could_not_judge(tmp_path, host, monkeypatch):
-    monkeypatch.setattr(check_cli, "judge", lambda *a: time.sleep(30))  # a read that does not end
+    monkeypatch.setattr(check_cli, "judge", lambda *a, **kw: time.sleep(30))  # a read that does not end
     t0 = time.monotonic()
     r = run(tmp_path, "--deadline", "1", "--format", "npd")
     assert time.monotonic() - t0 < 10
