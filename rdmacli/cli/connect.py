@@ -53,7 +53,7 @@ def command(
     With --ud the client sends COUNT datagrams carrying its QP number as immediate data and
     waits for COUNT replies; lost datagrams are reported at the --idle-timeout deadline.
     """
-    spec = mode_of(ud=ud)
+    spec = mode_of("ud" if ud else None)
     port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
     size = options.mode_size(click.get_current_context(), spec, size)
     params = params_of(

@@ -7,6 +7,7 @@ import click
 from rdmacli.cli import HELP, options
 from rdmacli.cli.app import params_of
 from rdmacli.protocols.table import BW, CONNECT, PING, UD, mode_of
+from rdmacli.protocols.table import modes as table_modes
 from rdmacli.units import bytes_words
 
 # a server's bounds on its clients at once (issue 34: 64 clients once pinned 4 GiB, none refused);
@@ -22,16 +23,7 @@ MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the lar
     f"RDMA CM port to listen on  [default: {CONNECT.default_port}; {PING.default_port} with --ping, "
     f"{UD.default_port} with --ud, {BW.default_port} with --bw or --lat]."
 )
-@options.ud_flag
-@click.option(
-    "--ping",
-    "ping_mode",
-    is_flag=True,
-    help="Serve `rdmacli ping` and rping clients (like rping -s) instead of connect; -S defaults "
-    f"to {PING.default_size} and grows to what a client asks for, up to --max-size.",
-)
-@click.option("--bw", "bw_mode", is_flag=True, help="Serve `rdmacli bw` clients (perftest's ib_*_bw job).")
-@click.option("--lat", "lat_mode", is_flag=True, help="Serve `rdmacli lat` clients (ib_send_lat's job).")
+@options.mode_flags
 @click.option(
     "--perftest",
     type=click.Choice(["write_bw", "read_bw", "send_bw", "send_lat", "write_lat"]),
@@ -96,10 +88,6 @@ MAX_PINNED = 1 << 30  # memory registered for all clients at once (16 of the lar
 def command(
     bind,
     port,
-    ud,
-    ping_mode,
-    bw_mode,
-    lat_mode,
     perftest,
     all_sizes,
     connections,
@@ -116,6 +104,7 @@ def command(
     timeouts,
     app,
     show_events,
+    **modes,
 ):
     """Serve clients, wire-compatible with ucmatose's server (rping's with --ping, udaddy's
     with --ud).
@@ -129,25 +118,27 @@ def command(
     --idle-timeout apply once the client has arrived. SIGTERM, SIGHUP and Ctrl-C end the run
     with its summary (exit 128 + signal).
     """
-    if sum((ud, ping_mode, bw_mode, lat_mode)) > 1:
-        raise click.UsageError("--ud, --ping, --bw and --lat are different protocols: choose one")
+    chosen = [name.removesuffix("_mode") for name, on in modes.items() if on]
+    if len(chosen) > 1:
+        flags = ", ".join(f"--{s.name}" for s in table_modes())
+        raise click.UsageError(f"{flags} are different protocols: choose one")
     ctx = click.get_current_context()
     if all_sizes and not perftest:
         raise click.UsageError(
             "--all-sizes serves perftest's -a (with --perftest); rdmacli clients say it themselves"
         )
     if perftest:
-        if ud or ping_mode or persistent:
+        if set(chosen) - {"bw", "lat"} or persistent:
             raise click.UsageError("--perftest serves one perftest client: no --ud, --ping or --persistent")
         op, kind = perftest.split("_")  # write_bw: op write, test bw
-        bw_mode, lat_mode = kind == "bw", kind == "lat"
+        chosen = [kind]
         if not options.given(ctx, "size"):
-            size = 65536 if bw_mode else 2
+            size = 65536 if kind == "bw" else 2
         if not options.given(ctx, "count"):
             from rdmacli.protocols.perftest import default_iters
 
             count = default_iters(kind, op)
-    spec = mode_of(ud=ud, ping=ping_mode, bw=bw_mode, lat=lat_mode)
+    spec = mode_of(chosen[0] if chosen else None)
     port, port_space = options.resolve_mode(spec, port=port, port_space=port_space)
     if not perftest:
         size = options.mode_size(ctx, spec, size)

@@ -11,7 +11,7 @@ from rdmacli.cli import complete
 from rdmacli.cli.app import reported
 from rdmacli.cli.values import SIZE_UNITS, Finite, Size, Whole, out_of_range  # noqa: F401 - the CLI's value types
 from rdmacli.protocols.hello import MAX_COUNT
-from rdmacli.protocols.table import CONNECT, PROTOCOLS, UD, Spec
+from rdmacli.protocols.table import CONNECT, PROTOCOLS, UD, Spec, modes
 
 node_option = click.option(
     "--node", metavar="NAME", help="This node's name among the nodes (default: the host name)."
@@ -141,11 +141,14 @@ port_space = port_space_option(
     "RDMA CM port space  [default: tcp; udp with --ud].",
 )
 
-ud_flag = click.option(
-    "--ud",
-    is_flag=True,
-    help=f"Unreliable datagrams, wire-compatible with {UD.c_tool} (port {UD.default_port}).",
-)
+ud_flag = click.option("--ud", is_flag=True, help=UD.serves_words())
+
+
+def mode_flags(f):
+    """`listen`'s protocol flags, a row's each (table.modes()): NAME_mode, one at most given."""
+    for spec in reversed(modes()):
+        f = click.option(f"--{spec.name}", f"{spec.name}_mode", is_flag=True, help=spec.serves_words())(f)
+    return f
 
 
 def wait_option(help: str):

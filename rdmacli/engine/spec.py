@@ -24,6 +24,13 @@ class Spec:
     selftest_port: int | None  # apart from the tools' defaults, so a running server is not hit
     client: str  # "module:Class"
     server: str
+    hello_kind: int | None = None  # its number in rdmacli's hello (protocols/hello.py); None: none sent
+    # `listen --NAME`'s words (its row's fields in braces): what that flag serves; None: no flag
+    # (connect, the default, and protocols listen does not serve)
+    serves: str | None = None
+
+    def serves_words(self) -> str:
+        return (self.serves or "").format_map(vars(self))
 
     @property
     def default_port_space(self) -> str:

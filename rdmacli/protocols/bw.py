@@ -220,7 +220,7 @@ class BwClient(_Side):
     def conn_param(self) -> ConnParam:
         flags = OPS[self.op] | (H.BIDIR if self.bidir else 0)
         depth = min(self.depth, H.MAX_COUNT) if self.bidir else 0  # the server's window, --bidir
-        hello = H.Hello(H.KIND_BW, depth, self.size, flags=flags, group=self.group)  # the count is ours
+        hello = H.Hello(BW.hello_kind, depth, self.size, flags=flags, group=self.group)  # the count is ours
         return ConnParam(private_data=hello.pack(), responder_resources=16, initiator_depth=16,
                          retry_count=7, rnr_retry_count=7)  # fmt: skip
 
@@ -389,11 +389,11 @@ class BwServer(_Side):
         return cls(p.size, **p.limits())
 
     def companions(self, ev) -> int:
-        return H.companions(ev.private_data, H.KIND_BW)
+        return H.companions(ev.private_data, BW.hello_kind)
 
     def on_request(self, conn, ev) -> None:
         self.op, self.size, extra = H.operation(
-            ev.private_data, H.KIND_BW, self.max_size, OP_NAMES, BW.min_size, options=H.BIDIR
+            ev.private_data, BW.hello_kind, self.max_size, OP_NAMES, BW.min_size, options=H.BIDIR
         )
         self.bidir = bool(extra & H.BIDIR)
         if self.bidir:  # the client's depth, within what this device and server allow

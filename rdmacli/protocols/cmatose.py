@@ -143,7 +143,7 @@ class CmatoseClient(_Exchange):
     def conn_param(self) -> ConnParam:
         # cmatose.c:256-262; the hello is rdmacli's addition (ignored by ucmatose)
         return ConnParam(
-            private_data=H.Hello(H.KIND_CONNECT, self.count, self.size, group=self.group).pack(),
+            private_data=H.Hello(CONNECT.hello_kind, self.count, self.size, group=self.group).pack(),
             responder_resources=1,
             initiator_depth=1,
             retry_count=5,
@@ -173,13 +173,13 @@ class CmatoseServer(_Exchange):
         return cls(p.count, p.size, **p.limits())
 
     def companions(self, ev) -> int:
-        return H.companions(ev.private_data, H.KIND_CONNECT)
+        return H.companions(ev.private_data, CONNECT.hello_kind)
 
     def on_request(self, conn, ev) -> None:
         hello = H.parse(ev.private_data)
         if hello is None:
             return  # a C client: use our own -C/-S, as ucmatose would
-        reason = H.check(hello, H.KIND_CONNECT, self.max_size)
+        reason = H.check(hello, CONNECT.hello_kind, self.max_size)
         if reason:
             raise Reject(reason)
         self.count = 0 if hello.size == 0 else hello.count

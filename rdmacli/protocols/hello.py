@@ -11,12 +11,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from rdmacli.protocols.table import rows
+
 MAGIC = b"RDMACLI"
 VERSION = 1
 FORMAT = ">7sBBBHII"  # magic, version, kind, flags, group, count, size
 SIZE = struct.calcsize(FORMAT)  # 20
-KIND_CONNECT, KIND_PING, KIND_UD, KIND_BW, KIND_LAT = 1, 2, 3, 4, 5
-KIND_NAMES = {KIND_CONNECT: "connect", KIND_PING: "ping", KIND_UD: "ud", KIND_BW: "bw", KIND_LAT: "lat"}
+# a hello's kind: the number its protocol's row says (protocols/table.py: Spec.hello_kind)
+KIND_NAMES = {s.hello_kind: s.name for s in rows() if s.hello_kind is not None}
 
 MAX_COUNT = 1_000_000
 MAX_SIZE = 64 * 1024 * 1024

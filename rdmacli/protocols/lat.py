@@ -152,7 +152,7 @@ class LatClient(_PingPong):
         return client
 
     def conn_param(self) -> ConnParam:
-        hello = H.Hello(H.KIND_LAT, 0, self.size, flags=OPS[self.op], group=self.group)
+        hello = H.Hello(LAT.hello_kind, 0, self.size, flags=OPS[self.op], group=self.group)
         data = hello.pack()
         return ConnParam(private_data=data, retry_count=7, rnr_retry_count=7)
 
@@ -285,11 +285,11 @@ class LatServer(_PingPong):
         return cls(p.size, **p.limits())
 
     def companions(self, ev) -> int:
-        return H.companions(ev.private_data, H.KIND_LAT)
+        return H.companions(ev.private_data, LAT.hello_kind)
 
     def on_request(self, conn, ev) -> None:
         pd = ev.private_data
-        self.op, self.size, _ = H.operation(pd, H.KIND_LAT, self.max_size, OP_NAMES, LAT.min_size)
+        self.op, self.size, _ = H.operation(pd, LAT.hello_kind, self.max_size, OP_NAMES, LAT.min_size)
 
     def accept_param(self) -> ConnParam:
         return ConnParam(private_data=self.advert(), retry_count=7, rnr_retry_count=7)

@@ -152,7 +152,7 @@ class RpingClient(_Rping):
         return cls(p.size, p.count, validate=p.validate, interval=p.interval)
 
     def conn_param(self) -> ConnParam:
-        return conn_param(H.Hello(H.KIND_PING, self.count or 0, self.size).pack())
+        return conn_param(H.Hello(PING.hello_kind, self.count or 0, self.size).pack())
 
     def setup(self, conn) -> None:
         super().setup(conn)
@@ -290,7 +290,7 @@ class RpingServer(_Rping):
         hello = H.parse(ev.private_data)
         if hello is None:
             return  # a C rping client: its adverts size the buffer (up to max_size)
-        reason = H.check(hello, H.KIND_PING, self.max_size)
+        reason = H.check(hello, PING.hello_kind, self.max_size)
         if reason:
             raise Reject(reason)
         self.size = max(self.size, hello.size)

@@ -29,6 +29,7 @@ PROTOCOLS: dict[str, Spec] = {
             selftest_port=17471,
             client="rdmacli.protocols.cmatose:CmatoseClient",
             server="rdmacli.protocols.cmatose:CmatoseServer",
+            hello_kind=1,
         ),
         Spec(
             name="ping",
@@ -43,6 +44,9 @@ PROTOCOLS: dict[str, Spec] = {
             selftest_port=17174,
             client="rdmacli.protocols.rping:RpingClient",
             server="rdmacli.protocols.rping:RpingServer",
+            hello_kind=2,
+            serves="Serve `rdmacli ping` and rping clients (like rping -s) instead of connect; -S defaults "
+            "to {default_size} and grows to what a client asks for, up to --max-size.",
         ),
         Spec(
             name="ud",
@@ -57,6 +61,8 @@ PROTOCOLS: dict[str, Spec] = {
             selftest_port=17175,
             client="rdmacli.protocols.udaddy:UdClient",
             server="rdmacli.protocols.udaddy:UdServer",
+            hello_kind=3,
+            serves="Unreliable datagrams, wire-compatible with {c_tool} (port {default_port}).",
         ),
         Spec(
             name="mcast",
@@ -107,6 +113,8 @@ BW = Spec(
     selftest_port=None,
     client="rdmacli.protocols.bw:BwClient",
     server="rdmacli.protocols.bw:BwServer",
+    hello_kind=4,
+    serves="Serve `rdmacli bw` clients (perftest's ib_*_bw job).",
 )
 LAT = Spec(
     name="lat",
@@ -121,12 +129,24 @@ LAT = Spec(
     selftest_port=None,
     client="rdmacli.protocols.lat:LatClient",
     server="rdmacli.protocols.lat:LatServer",
+    hello_kind=5,
+    serves="Serve `rdmacli lat` clients (ib_send_lat's job).",
 )
 
 
-def mode_of(*, ud: bool = False, ping: bool = False, bw: bool = False, lat: bool = False) -> Spec:
-    """The protocol a `connect`/`listen` invocation speaks, from its mode flags."""
-    return UD if ud else PING if ping else BW if bw else LAT if lat else CONNECT
+def rows() -> tuple[Spec, ...]:
+    """Every row: the C tools' protocols, the bare flow and perftest's jobs."""
+    return (*PROTOCOLS.values(), EVENTS, BW, LAT)
+
+
+def modes() -> tuple[Spec, ...]:
+    """The rows `listen` serves by a flag of their name (--ping, --ud, --bw, --lat), in order."""
+    return tuple(s for s in rows() if s.serves)
+
+
+def mode_of(name: str | None) -> Spec:
+    """The protocol a `connect`/`listen` invocation speaks: its mode flag's row, else connect."""
+    return next((s for s in modes() if s.name == name), CONNECT)
 
 
 def known_ports() -> dict[int, str]:

@@ -141,7 +141,7 @@ class UdClient(_Datagrams):
     def conn_param(self) -> ConnParam:
         # udaddy: all zero but the private data (a SIDR REQ); librdmacm adds our QP number
         return ConnParam(
-            private_data=H.Hello(H.KIND_UD, self.count, self.size).pack(),
+            private_data=H.Hello(UD.hello_kind, self.count, self.size).pack(),
             responder_resources=0,
             initiator_depth=0,
             retry_count=0,
@@ -184,7 +184,7 @@ class UdServer(_Datagrams):
         hello = H.parse(ev.private_data)
         if hello is None:
             return  # a C udaddy client: use our own -C/-S, as udaddy would
-        reason = H.check(hello, H.KIND_UD, self.max_size)
+        reason = H.check(hello, UD.hello_kind, self.max_size)
         if reason:
             raise Reject(reason)
         mtu = conn.cm.active_mtu()

@@ -25,6 +25,7 @@ from rdmacli.engine.stops import Stops
 from rdmacli.errors import ExitCode, Stopped
 from rdmacli.outcome import State
 from rdmacli.protocols import hello as H
+from rdmacli.protocols import table
 from rdmacli.protocols.bare import BareClient
 from rdmacli.protocols.cmatose import CmatoseClient, CmatoseServer
 from rdmacli.protocols.mckey import McastReceiver, McastSender
@@ -198,7 +199,7 @@ def test_client_conn_param_is_ucmatose_and_carries_the_hello():
     run(flow)
     p = backend.conn_params[0]
     assert (p.responder_resources, p.initiator_depth, p.retry_count, p.rnr_retry_count) == (1, 1, 5, 0)
-    assert H.parse(p.private_data) == H.Hello(H.KIND_CONNECT, 3, 64)
+    assert H.parse(p.private_data) == H.Hello(table.CONNECT.hello_kind, 3, 64)
 
 
 ERROR_CASES = [
@@ -330,7 +331,7 @@ def test_server_sequence_with_a_c_client():
 def test_a_rejected_only_server_run_is_not_a_pass():
     backend = FakeBackend()
     flow = server(backend, make_protocol=lambda: CmatoseServer(10, 100, max_size=10))
-    hello = H.Hello(H.KIND_CONNECT, 10, 100).pack()
+    hello = H.Hello(table.CONNECT.hello_kind, 10, 100).pack()
     backend.script["listen"] = lambda cm: flow.loop.call_later(0, lambda: backend.request(hello)) and []
     out = run(flow)
     doc = out.to_dict()
@@ -392,7 +393,7 @@ def test_a_clients_connections_one_after_another_are_awaited_as_its_hello_says(c
     only --connect-timeout long (a client that died between two is not waited for for ever)."""
     backend = FakeBackend()
     flow = server(backend, max_clients=1)
-    hello = H.Hello(H.KIND_CONNECT, 3, 64, group=3).pack()
+    hello = H.Hello(table.CONNECT.hello_kind, 3, 64, group=3).pack()
     came = []
 
     def next_one():

@@ -17,6 +17,7 @@ from rdmacli.mesh.pair import MeshConnectFlow, mesh_flow
 from rdmacli.outcome import State
 from rdmacli.probe.token import LATER, OFFSET, Token, check
 from rdmacli.protocols import hello as H
+from rdmacli.protocols import table
 from rdmacli.protocols.table import PROTOCOLS
 from rdmacli.rdma import constants as C
 
@@ -26,7 +27,9 @@ THIS, NEXT = Token(RUN, 0, 6, 1), Token(RUN, 1, 7, 1)  # round 0: rank 6 to rank
 
 
 def private(token: Token) -> bytes:
-    return (H.Hello(H.KIND_CONNECT, 1, 100).pack().ljust(OFFSET, b"\0") + token.pack()).ljust(56, b"\0")
+    return (H.Hello(table.CONNECT.hello_kind, 1, 100).pack().ljust(OFFSET, b"\0") + token.pack()).ljust(
+        56, b"\0"
+    )
 
 
 def test_a_request_of_a_later_round_is_told_the_listener_is_behind():

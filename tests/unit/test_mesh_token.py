@@ -9,13 +9,14 @@ import pytest
 from rdmacli.engine.protocol import Reject
 from rdmacli.probe.token import OFFSET, Guarded, Token, check, parse
 from rdmacli.protocols import hello as H
+from rdmacli.protocols import table
 from rdmacli.protocols.cmatose import CmatoseClient, CmatoseServer
 
 RUN = bytes.fromhex("0123456789abcdef")
 WANT = Token(RUN, 3, 5, 2)  # round 3: rank 5 connects to rank 2
 
 
-HELLO = H.Hello(H.KIND_CONNECT, 10, 100)
+HELLO = H.Hello(table.CONNECT.hello_kind, 10, 100)
 
 
 def request(token: Token | None, hello: H.Hello = HELLO) -> SimpleNamespace:
@@ -26,7 +27,7 @@ def request(token: Token | None, hello: H.Hello = HELLO) -> SimpleNamespace:
 def test_the_client_appends_the_token_after_its_hello_within_rc_private_data():
     param = Guarded(CmatoseClient(10, 100), WANT).conn_param()
     assert len(param.private_data) <= 56
-    assert H.parse(param.private_data) == H.Hello(H.KIND_CONNECT, 10, 100)
+    assert H.parse(param.private_data) == H.Hello(table.CONNECT.hello_kind, 10, 100)
     assert parse(param.private_data) == WANT
 
 
@@ -55,7 +56,9 @@ def test_a_request_from_another_address_is_refused_even_with_the_right_token():
     server = Guarded(CmatoseServer(), WANT, partner="10.0.0.5")
     with pytest.raises(Reject, match="an address that is not this listener's partner"):
         server.on_request(SimpleNamespace(remote="10.0.0.66:4242"), request(WANT))
-    server.on_request(SimpleNamespace(remote="10.0.0.5:4242"), request(WANT, H.Hello(H.KIND_CONNECT, 7, 64)))
+    server.on_request(
+        SimpleNamespace(remote="10.0.0.5:4242"), request(WANT, H.Hello(table.CONNECT.hello_kind, 7, 64))
+    )
     assert (server.count, server.size) == (7, 64)
     v6 = Guarded(CmatoseServer(), WANT, partner="fd77::5")
     v6.on_request(SimpleNamespace(remote="[fd77:0::5]:4242"), request(WANT))
@@ -63,7 +66,7 @@ def test_a_request_from_another_address_is_refused_even_with_the_right_token():
 
 def test_the_partner_is_accepted_and_its_hello_still_read():
     server = Guarded(CmatoseServer(), WANT)
-    server.on_request(None, request(WANT, H.Hello(H.KIND_CONNECT, 7, 64)))
+    server.on_request(None, request(WANT, H.Hello(table.CONNECT.hello_kind, 7, 64)))
     assert (server.count, server.size) == (7, 64)
 
 

@@ -12,7 +12,7 @@ from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.settings import Options, Timeouts
 from rdmacli.errors import ExitCode
 from rdmacli.outcome import State
-from rdmacli.protocols import rping
+from rdmacli.protocols import rping, table
 from rdmacli.protocols.cmatose import CmatoseClient
 from rdmacli.protocols.udaddy import UdServer
 from rdmacli.protocols.window import chain
@@ -257,10 +257,10 @@ def test_a_ud_request_above_the_path_mtu_is_refused_with_its_reason():
 
     server = UdServer()
     conn = SimpleNamespace(cm=SimpleNamespace(active_mtu=lambda: 1024))
-    ev = SimpleNamespace(private_data=H.Hello(H.KIND_UD, 10, 4000).pack())
+    ev = SimpleNamespace(private_data=H.Hello(table.UD.hello_kind, 10, 4000).pack())
     with pytest.raises(Reject, match="size 4000 is larger than this path's MTU 1024"):
         server.on_request(conn, ev)
-    server.on_request(conn, SimpleNamespace(private_data=H.Hello(H.KIND_UD, 10, 1000).pack()))
+    server.on_request(conn, SimpleNamespace(private_data=H.Hello(table.UD.hello_kind, 10, 1000).pack()))
     assert (server.count, server.size) == (10, 1000)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rdmacli.protocols import hello as H
-from rdmacli.protocols import rping
+from rdmacli.protocols import rping, table
 from rdmacli.protocols.table import PING
 
 
@@ -43,7 +43,7 @@ def test_rping_size_bounds(size, ok):
 
 
 def test_hello_round_trip_and_zero_padding():
-    h = H.Hello(H.KIND_PING, 500, 4096)
+    h = H.Hello(table.PING.hello_kind, 500, 4096)
     padded = h.pack() + bytes(56 - H.SIZE)  # IB CM pads REQ private data to 56 bytes
     assert H.parse(padded) == h
     assert H.parse(bytes(56)) is None  # a C tool sends nothing: zeros
@@ -51,10 +51,12 @@ def test_hello_round_trip_and_zero_padding():
 
 
 def test_hello_check_rejects_with_reasons():
-    assert H.check(H.Hello(H.KIND_CONNECT, 10, 100), H.KIND_CONNECT) is None
-    assert "speaks connect" in H.check(H.Hello(H.KIND_PING, 1, 64), H.KIND_CONNECT)
-    assert "exceeds the server limit 1024" in H.check(H.Hello(H.KIND_CONNECT, 1, 4096), H.KIND_CONNECT, 1024)
-    assert "count" in H.check(H.Hello(H.KIND_CONNECT, H.MAX_COUNT + 1, 1), H.KIND_CONNECT)
+    assert H.check(H.Hello(table.CONNECT.hello_kind, 10, 100), table.CONNECT.hello_kind) is None
+    assert "speaks connect" in H.check(H.Hello(table.PING.hello_kind, 1, 64), table.CONNECT.hello_kind)
+    assert "exceeds the server limit 1024" in H.check(
+        H.Hello(table.CONNECT.hello_kind, 1, 4096), table.CONNECT.hello_kind, 1024
+    )
+    assert "count" in H.check(H.Hello(table.CONNECT.hello_kind, H.MAX_COUNT + 1, 1), table.CONNECT.hello_kind)
 
 
 def test_ping_stats():
@@ -118,3 +120,35 @@ def test_a_ud_receiver_posts_the_whole_count_as_udaddy_does():
     assert backend.qp_attrs[0]["max_recv_wr"] == 10_000
     [cm] = [c for c in backend.ids if c.recvs]
     assert len(cm.recvs) == 10_000  # posted before the peer sends
+
+
+def test_a_protocol_row_is_its_hello_kind_and_its_listen_flag():
+    """A row the table never had, in a fresh interpreter (added before anything reads the
+    table): rdmacli's hello knows its kind by name, and `listen` serves it by a flag of its name
+    with its row's words, chosen alone among the others."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        from dataclasses import replace
+        from rdmacli.protocols import table
+        row = replace(table.CONNECT, name="echo", c_tool="echod", hello_kind=9,
+                      serves="Serve echo clients ({c_tool} on {default_port}).")
+        table.PROTOCOLS["echo"] = row
+        from click.testing import CliRunner
+        from rdmacli.cli import cli
+        from rdmacli.protocols import hello as H
+        assert H.KIND_NAMES[9] == "echo", H.KIND_NAMES
+        assert "speaks echo" in H.check(H.Hello(1, 1, 8), 9)
+        out = " ".join(CliRunner().invoke(cli, ["listen", "--help"], terminal_width=200).output.split())
+        assert "--echo Serve echo clients (echod on 7471)." in out, out
+        assert table.mode_of("echo") is row
+        r = CliRunner().invoke(cli, ["listen", "--echo", "--ping"])
+        assert r.exit_code == 2 and "--echo" in r.output and "different protocols" in r.output, r.output
+        print("ok")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

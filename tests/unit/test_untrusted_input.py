@@ -20,7 +20,7 @@ from rdmacli.mesh import inputs, records
 from rdmacli.mesh.intake import Intake
 from rdmacli.probe import token as T
 from rdmacli.protocols import hello as H
-from rdmacli.protocols import rping
+from rdmacli.protocols import rping, table
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 json_values = st.recursive(
@@ -35,7 +35,7 @@ json_values = st.recursive(
 def test_private_data_parsers_never_raise_on_any_bytes(data):
     hello = H.parse(data)
     if hello is not None:  # a hello that parses is then only ever checked, with words
-        for kind in (H.KIND_CONNECT, H.KIND_PING, H.KIND_UD):
+        for kind in (table.CONNECT.hello_kind, table.PING.hello_kind, table.UD.hello_kind):
             reason = H.check(hello, kind, 65535)
             assert reason is None or isinstance(reason, str)
     tok = T.parse(data)

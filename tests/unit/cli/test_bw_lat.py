@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 
 from rdmacli.protocols import hello as H
+from rdmacli.protocols import table
 from rdmacli.protocols.rping import pack_info
 from rdmacli.rdma import constants as C
 
@@ -27,7 +28,7 @@ def test_bw_writes_its_count_into_the_advertised_buffer_and_reports_rates(rdmacl
         (0x10000, 0x77, 65536)
     }
     hello = H.parse(backend.conn_params[0].private_data)
-    assert (hello.kind, hello.size, hello.flags) == (H.KIND_BW, 65536, 0)
+    assert (hello.kind, hello.size, hello.flags) == (table.BW.hello_kind, 65536, 0)
     assert r.doc["data"]["bw"]["gbps"] > 0
 
 
@@ -176,10 +177,11 @@ def test_bw_server_refuses_unknown_options_in_the_hello():
 
     from rdmacli.engine.protocol import Reject
 
-    data = H.Hello(H.KIND_BW, 0, 4096, flags=0x40).pack()
+    data = H.Hello(table.BW.hello_kind, 0, 4096, flags=0x40).pack()
     with pytest.raises(Reject, match="bad bw request"):
-        H.operation(data, H.KIND_BW, 1 << 20, {0: "write"}, 1, options=H.BIDIR)
-    assert H.operation(H.Hello(H.KIND_BW, 0, 4096, flags=H.BIDIR | 1).pack(), H.KIND_BW, 1 << 20,
+        H.operation(data, table.BW.hello_kind, 1 << 20, {0: "write"}, 1, options=H.BIDIR)
+    kind = table.BW.hello_kind
+    assert H.operation(H.Hello(kind, 0, 4096, flags=H.BIDIR | 1).pack(), kind, 1 << 20,
                        {1: "read"}, 1, options=H.BIDIR) == ("read", 4096, H.BIDIR)  # fmt: skip
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 
-from rdmacli.protocols import rping
+from rdmacli.protocols import rping, table
 from rdmacli.rdma import constants as C
 
 from .peers import c_clients
@@ -125,10 +125,10 @@ def test_a_client_test_of_several_connections_counts_as_one_client(rdmacli, back
     and nobody else."""
     from rdmacli.protocols import hello as H
 
-    group = H.Hello(H.KIND_CONNECT, 10, 100, group=3).pack()
+    group = H.Hello(table.CONNECT.hello_kind, 10, 100, group=3).pack()
     backend.script["listen"] = lambda cm: (
         [backend.request(group) for _ in range(3)]
-        + [backend.request(H.Hello(H.KIND_CONNECT, 10, 100).pack())]
+        + [backend.request(H.Hello(table.CONNECT.hello_kind, 10, 100).pack())]
     )[:0]
     backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
     r = rdmacli(backend, "listen", "-b", "10.0.0.1", "--json")
@@ -141,7 +141,7 @@ def test_a_group_beyond_the_servers_limit_is_refused_past_it(rdmacli, backend):
     from rdmacli.protocols import hello as H
 
     n = H.MAX_GROUP + 2
-    group = H.Hello(H.KIND_CONNECT, 1, 8, group=n).pack()
+    group = H.Hello(table.CONNECT.hello_kind, 1, 8, group=n).pack()
     backend.script["listen"] = lambda cm: [backend.request(group) for _ in range(n)][:0]
     backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
     r = rdmacli(backend, "listen", "-b", "10.0.0.1", "--json")
@@ -152,7 +152,7 @@ def test_a_group_beyond_the_servers_limit_is_refused_past_it(rdmacli, backend):
 def test_a_server_serves_at_most_max_clients_at_once_and_says_why_it_refuses(rdmacli, backend):
     from rdmacli.protocols import hello as H
 
-    hello = H.Hello(H.KIND_CONNECT, 1, 100).pack()
+    hello = H.Hello(table.CONNECT.hello_kind, 1, 100).pack()
     backend.script["listen"] = lambda cm: [backend.request(hello) for _ in range(3)][:0]
     backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * wr["length"])
     r = rdmacli(backend, "listen", "-b", "10.0.0.1", "-c", "3", "--max-clients", "2", "--json")
@@ -167,7 +167,7 @@ def test_a_server_pins_at_most_max_pinned_for_all_its_clients(rdmacli, backend):
     what it asked and what is held (issue 34: 64 clients once pinned 4 GiB, none refused)."""
     from rdmacli.protocols import hello as H
 
-    hello = H.Hello(H.KIND_CONNECT, 1, 48 << 20).pack()
+    hello = H.Hello(table.CONNECT.hello_kind, 1, 48 << 20).pack()
     backend.script["listen"] = lambda cm: [backend.request(hello) for _ in range(2)][:0]
     backend.on_send = lambda cm, wr: backend.deliver(cm, b"e" * 8)
     r = rdmacli(backend, "listen", "-b", "10.0.0.1", "-c", "2", "--max-pinned", "64M", "--json")
