@@ -109,6 +109,12 @@ def lab_nodes(k: int) -> str:
     return "".join(f"NodeName=n{j:02d} NodeAddr=10.77.1.{j} CPUs=1 State=UNKNOWN\n" for j in range(1, k + 1))
 
 
+def sinfo(env: dict) -> str:
+    """What an admin reads: `sinfo -R` (reason, user, nodes)."""
+    r = subprocess.run(["sinfo", "-R", "-o", "%30E %9U %N"], env=env, capture_output=True, text=True)
+    return r.stdout + r.stderr
+
+
 def scontrol(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["scontrol", *args], env=env, check=check, capture_output=True, text=True)
 

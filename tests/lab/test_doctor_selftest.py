@@ -225,6 +225,7 @@ def test_check_as_slurms_health_check_drains_resumes_and_keeps_an_operators_drai
             r = subprocess.run(["sinfo", "-R", "-h", "-o", "%E|%U|%N"], capture_output=True, text=True,
                                env=env)  # fmt: skip
             said = r.stdout
+            print(f"\ncheck --slurm, {CLIENT['netdev']} down: sinfo -R: {said}{slurmlab.show_node(env)}")
             assert said.startswith(f"rdmacli: port {rxe}/1 DOWN") and f"|root(0)|{name}" in said, said
         finally:
             sh("ip", "link", "set", CLIENT["netdev"], "up")
@@ -246,6 +247,7 @@ def test_check_as_slurms_health_check_drains_resumes_and_keeps_an_operators_drai
         rebaseline()
         assert next_runs(env, 2)[-1].endswith("| Healthy")
         text = slurmlab.show_node(env)
+        print(f"check --slurm healthy again beside an operator's drain: {text}")
         assert node(text).drained and node(text).reason == operator, text  # healthy: still theirs
         scontrol(env, "update", f"NodeName={name}", "State=RESUME")
 

@@ -120,6 +120,8 @@ def test_a_dead_node_and_two_blocked_links_are_each_blamed_for_what_they_are(fle
         unblock_links()
         sh("ip", "link", "set", down["netdev"], "up")
         recreate_rxe(4)
+    print(f"\nmesh --slurm-drain, n04 down: {doc['data']['slurm']}\n{slurmlab.sinfo(fleet_slurm)}"
+          f"{slurmlab.show_node(fleet_slurm, 'n04')}")  # fmt: skip
     assert r.returncode == 1, doc["error"]
     assert drained(fleet_slurm) == {"n04": "rdmacli mesh: node DOWN", "n08": operator}, doc["data"]["slurm"]
     acted = {a["node"]: (a["action"], a["done"]) for a in doc["data"]["slurm"]["actions"]}
@@ -314,6 +316,25 @@ def test_a_hostile_agent_is_named_and_the_honest_results_stand(fleet_slurm):
     assert_no_agent_left()
 
 
+def test_two_colluding_agents_get_nobody_blamed_or_drained(fleet_slurm):
+    """n02's and n03's agents fail every pair with n01 in their records (a transfer failure, with
+    nothing that contradicts it), while n01's own end passes them cleanly: issue 53's rule takes
+    those two pairs as disputed, counted against neither NIC. With --slurm-drain nobody is drained,
+    n01 least of all, and the rest of the fabric passes."""
+    liars = os.path.join(os.path.dirname(__file__), "colluding_agent.py")
+    r, doc, wall = mesh("--agent-command", f"{sys.executable} {liars} 0 1,2 -m rdmacli", "--slurm-drain")
+    slurm_said = f"{doc['data']['slurm']}\n{slurmlab.sinfo(fleet_slurm)}"
+    print(f"\ntwo colluding agents, mesh --slurm-drain: {slurm_said}")
+    assert drained(fleet_slurm) == {} and doc["data"]["slurm"]["actions"] == [], slurm_said
+    blame = doc["data"]["blame"]
+    assert blame["nodes"] == [] and blame["nics"] == [] and blame["links"] == [], blame
+    disputed = {frozenset((d["a"], d["b"])) for d in blame["disputed"]}
+    assert disputed == {frozenset(("n01", "n02")), frozenset(("n01", "n03"))}, blame
+    others = [f for f in failures(doc) if frozenset(f[:2]) not in disputed]
+    assert others == [], others
+    assert_no_agent_left()
+
+
 def test_a_forged_request_cannot_take_a_listeners_slot():
     """Rank 1's token from a third node's address (the run id is public): refused, and the
     listener still serves its real partner in the same slot."""
@@ -367,6 +388,7 @@ def test_a_lossy_node_and_a_lossy_link_are_each_named_and_nothing_else_fails(fle
         r, doc, wall = mesh("--slurm-drain", "--max-drain", "0", count=None)
     finally:
         no_netem(lossy["netdev"], lossy["port"], a["netdev"], b["netdev"])
+    print(f"\nmesh --slurm-drain --max-drain 0: {doc['data']['slurm']}\n{slurmlab.sinfo(fleet_slurm)}")
     assert doc["data"]["slurm"]["over_cap"] and drained(fleet_slurm) == {}, doc["data"]["slurm"]
     assert any("above --max-drain (0): none drained" in w for w in doc["warnings"]), doc["warnings"]
     bad = doc["data"]["blame"]

@@ -339,7 +339,7 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in
             d, mapfile, "--slurm-drain", env={**os.environ, "SLURM_CONF": slurm["SLURM_CONF"]}
         )
         acted = {a["node"]: (a["action"], a["done"]) for a in doc["data"]["slurm"]["actions"]}
-        print(f"\nwatch status --slurm-drain: {doc['data']['slurm']}\n{sinfo(slurm)}")
+        print(f"\nwatch status --slurm-drain: {doc['data']['slurm']}\n{slurmlab.sinfo(slurm)}")
         assert acted == {"n13": ("drain", True), "n16": ("resume", True)}, doc["data"]["slurm"]
         assert drained_reasons(slurm) == {"n12": operator, "n13": drained_reasons(slurm)["n13"]}
         assert drained_reasons(slurm)["n13"].startswith("rdmacli watch: ") and rc == 1, doc["data"]["slurm"]
@@ -364,7 +364,7 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in
         counts, blame, acted = doc["totals"], doc["data"]["blame"], doc["data"]["slurm"]["actions"]
         assert (counts["answered"], blame["missing"], blame["refused"]) == (8, [], {}), doc
         assert rc == (1 if named(doc) else 0), (rc, doc["error"], blame)
-        print(f"watch status --slurm-drain, all cleared: {doc['data']['slurm']}\n{sinfo(slurm)}")
+        print(f"watch status --slurm-drain, all cleared: {doc['data']['slurm']}\n{slurmlab.sinfo(slurm)}")
         if drained_reasons(slurm) == {"n12": operator}:  # n13 resumed; the operator's drain stays
             assert [(a["node"], a["action"]) for a in acted] == [("n13", "resume")], acted
             break
@@ -379,12 +379,6 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in
 def drained_reasons(env: dict) -> dict[str, str]:
     """This lane's nodes n09..n16 drained in Slurm, with their reasons."""
     return {n: r for n in (f"n{j:02d}" for j in range(9, 17)) if (r := slurmlab.reason_of(env, n))}
-
-
-def sinfo(env: dict) -> str:
-    """What an admin reads: `sinfo -R` (reason, user, nodes)."""
-    r = subprocess.run(["sinfo", "-R", "-o", "%30E %9U %N"], env=env, capture_output=True, text=True)
-    return r.stdout + r.stderr
 
 
 def flapping(doc: dict) -> set[str]:
