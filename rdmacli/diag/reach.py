@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from rdmacli.diag.doctor import Check, probe
-from rdmacli.errors import Cause
+from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma.constants import PS_TCP
 
 PORT = 1  # RDMA_PS_TCP's port 1 (tcpmux's number): no RDMA service listens there
@@ -72,9 +72,10 @@ def ask(src: str, dst: str, partner: str, seconds: float) -> Asked:
     half of them, as the C tools hand rdma_resolve_addr its own limit)."""
     t0 = time.monotonic()
     resolve_ms = max(100, int(seconds * 1000 / 2))
-    _outcome, err = probe(
-        dst, PORT, PS_TCP, route_only=False, resolve_ms=resolve_ms, connect_s=seconds, src=src
-    )
+    try:
+        _, err = probe(dst, PORT, PS_TCP, route_only=False, resolve_ms=resolve_ms, connect_s=seconds, src=src)
+    except RdmacliError as exc:  # refused before any flow ran (an address that is no address)
+        err = exc
     ms = round((time.monotonic() - t0) * 1e3, 1)
     if err is None:
         return Asked(partner, dst, True, ms, "accepted")

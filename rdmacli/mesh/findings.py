@@ -71,32 +71,49 @@ class End:
 
 
 @dataclass(frozen=True)
+class ErrorDoc:
+    """An end's error as its agent sent it (RdmacliError.to_dict, checked by error_doc): its words
+    and its cause read once, here, and the document kept whole for the summary's JSON."""
+
+    message: str
+    cause: str | None
+    doc: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any]) -> ErrorDoc:
+        """A checked document's (or one of the coordinator's own errors, to_dict)."""
+        cause = d.get("cause")
+        return cls(d["message"], cause if isinstance(cause, str) else None, d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.doc)
+
+
+@dataclass(frozen=True)
 class PairError:
     """A pair's most telling error: the document its end sent (RdmacliError.to_dict, as intake
     checked it), its code for the matrix, which rank and side said it, and the code the end
     reported when the mesh explains it otherwise (a transfer that failed while both ends' loss
     counters moved: LOSS, not FAIL). `doc` is that end's own; the rest is the mesh's."""
 
-    doc: Mapping[str, Any]
+    doc: ErrorDoc
     code: str
     reported_by: int | None = None
     side: str | None = None
     reported_code: str | None = None
 
     @property
-    def message(self) -> str | None:
-        """The end's words (None: it sent none that are words)."""
-        text = self.doc.get("message")
-        return text if isinstance(text, str) else None
+    def message(self) -> str:
+        """The end's words."""
+        return self.doc.message
 
     @property
     def cause(self) -> str | None:
         """The end's own cause (errors.Cause's value), as it said it."""
-        c = self.doc.get("cause")
-        return c if isinstance(c, str) else None
+        return self.doc.cause
 
     def to_json(self) -> Json:
-        d: Json = {**self.doc, "code": self.code}
+        d: Json = {**self.doc.doc, "code": self.code}
         if self.reported_by is not None:
             d.update(reported_by=self.reported_by, side=self.side)
         if self.reported_code is not None:

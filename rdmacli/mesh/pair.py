@@ -28,6 +28,7 @@ from rdmacli.engine.stops import Stops
 from rdmacli.errors import Cause, RdmacliError, Stopped
 from rdmacli.figures import BwFigures, BwServed, Figures, LatFigures, PingFigures, as_dict
 from rdmacli.mesh.contract import RunSpec, side_of
+from rdmacli.mesh.findings import ErrorDoc
 from rdmacli.mesh.kinds import check
 from rdmacli.mesh.records import PairRecord
 from rdmacli.outcome import Outcome, State
@@ -158,8 +159,9 @@ class MeshConnectFlow(ClientFlow):
 def pair_record(cfg: AgentConfig, rnd: int, slot: int, peer: int, rail: int = 0, peer_rail: int = 0, *,
                 error: RdmacliError | None = None) -> PairRecord:  # fmt: skip
     """This end's record of a test with `peer`'s NIC: failed with `error` until judge() says more."""
+    said = ErrorDoc.of(error.to_dict()) if error else None
     return PairRecord(run=cfg.spec.run_id, rank=cfg.rank, peer=peer, round=rnd, result="fail", rail=rail,
-                      peer_rail=peer_rail, slot=slot, error=error.to_dict() if error else None)  # fmt: skip
+                      peer_rail=peer_rail, slot=slot, error=said)  # fmt: skip
 
 
 def pair_test(cfg: AgentConfig, rnd: int, peer: int, end: float, rail: int = 0, peer_rail: int = 0):
@@ -269,7 +271,7 @@ def judge(rec: PairRecord, outcome: Outcome, listen: bool, address: str = "", *,
                 + (f" ({rejected} foreign or stale request(s) rejected)" if rejected else ""),
                 cause=Cause.DEADLINE,
             )
-        said.update(result="fail", error=local_cause_of(err, address, backend).to_dict())
+        said.update(result="fail", error=ErrorDoc.of(local_cause_of(err, address, backend).to_dict()))
     if outcome.connections or outcome.steps_us:  # else nothing was set up (its own address did not resolve)
         steps = {s.step: s.avg_us for s in outcome.steps_us}
         said["steps_us"] = steps

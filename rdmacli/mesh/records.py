@@ -36,6 +36,7 @@ from rdmacli.mesh.checks import (  # noqa: F401 - MAX_LINE, OVERLONG, RATES, RAT
     table,
 )
 from rdmacli.mesh.contract import MAX_RAILS, bounded_json, float_in, int_in, side_of
+from rdmacli.mesh.findings import ErrorDoc
 from rdmacli.mesh.shape import anything, take, wire
 
 if TYPE_CHECKING:
@@ -148,6 +149,11 @@ def _whole(v: Any) -> bool:
     return _int(v) and 0 <= v <= MAX_INT
 
 
+def _error_doc(e: dict | None) -> ErrorDoc | None:
+    """A checked error document as the report reads it (ErrorDoc), none for none."""
+    return ErrorDoc.of(e) if e is not None else None
+
+
 @dataclass(frozen=True)
 class PairRecord(Typed):
     """One end's report of one test with one partner's NIC. `error` is an RdmacliError's
@@ -164,7 +170,12 @@ class PairRecord(Typed):
     rail: int = wire(_int, "a number", default=0)
     peer_rail: int = wire(_int, "a number", default=0)
     slot: int | None = wire(lambda v: v is None or int_in(0, 10**6)(v), "a number", default=None)
-    error: dict | None = wire(error_doc, "an error's document (a message, short values)", default=None)
+    error: ErrorDoc | None = wire(
+        error_doc,
+        "an error's document (a message, short values)",
+        keep=lambda e: e and ErrorDoc.of(e),
+        default=None,
+    )
     retest: bool = wire(anything, keep=lambda v: v is True, default=False)
     took_s: float | None = figure(TOOK_MOST)  # of its slot, torn down too (the agent's measure)
     setup_us: float | None = figure(SETUP_MOST)
@@ -200,6 +211,7 @@ class PairRecord(Typed):
     def to_dict(self) -> dict:
         d = {"type": self.TYPE, **{f.name: getattr(self, f.name) for f in fields(self)}}
         d["counters"] = [p.to_dict(kinds=False) for p in self.counters] or None
+        d["error"] = self.error.to_dict() if self.error is not None else None
         d["side"] = self.side
         d.update(zip("ab", sorted((self.rank, self.peer))))
         return {k: v for k, v in d.items() if v is not None or k in ("error", "result")}
@@ -238,16 +250,17 @@ class PairRecord(Typed):
     @classmethod
     def of_probe(cls, run: str, rank: int, end: ProbeEnd) -> PairRecord:
         """A probe phase's end of a test (probe.phase.ProbeEnd) as the agent says it."""
+        error = _error_doc(end.error.to_dict() if end.error else None)
         return cls(run=run, rank=rank, peer=end.peer, round=0, result=end.result, rail=end.rail,
-                   peer_rail=end.peer_rail, slot=0, error=end.error.to_dict() if end.error else None,
+                   peer_rail=end.peer_rail, slot=0, error=error,
                    counters=end.counters, **end.figures.to_dict())  # fmt: skip
 
     @classmethod
     def failed(cls, run: str, rank: int, peer: int, rnd: int, error: dict, rail: int = 0,
                peer_rail: int = 0) -> PairRecord:  # fmt: skip
         """An end's failure the coordinator fills in (a missing agent, a silent end)."""
-        return cls(run=run, rank=rank, peer=peer, round=rnd, result="fail", error=error, rail=rail,
-                   peer_rail=peer_rail)  # fmt: skip
+        return cls(run=run, rank=rank, peer=peer, round=rnd, result="fail", error=_error_doc(error),
+                   rail=rail, peer_rail=peer_rail)  # fmt: skip
 
 
 HEALTHY_ENTRIES = 1024  # partners of one healthy record: a line of tens of KB, under MAX_LINE

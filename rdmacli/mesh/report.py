@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rdmacli.diag import counters as ctr
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh.contract import CONNECT, LISTEN, side_of
-from rdmacli.mesh.findings import FIGURES, NicRow, NodeRow, PairError, PairResult, Slow, Tally
+from rdmacli.mesh.findings import FIGURES, ErrorDoc, NicRow, NodeRow, PairError, PairResult, Slow, Tally
 from rdmacli.mesh.meshreport import Change
 from rdmacli.mesh.records import RATES, PairRecord
 
@@ -89,13 +89,13 @@ def _kinds(r: PairRecord) -> set[str]:
     return {kind for kind, _, _ in _moved(r)}
 
 
-def cause_of(error: dict | None) -> str | None:
+def cause_of(error: ErrorDoc | None) -> str | None:
     """The matrix's short code for an error dict (RdmacliError.to_dict): from its typed
     cause alone, never from its words. An unknown or malformed cause is FAIL."""
     if not error:
         return None
     try:
-        return CODE_OF.get(Cause(error.get("cause")), "FAIL")
+        return CODE_OF.get(Cause(error.cause), "FAIL")
     except (ValueError, TypeError):
         return "FAIL"
 
@@ -140,7 +140,7 @@ class Pair:
         if not errs:
             if self.result == "missing":
                 missing = RdmacliError("neither node reported this pair", cause=Cause.MISSING)
-                return PairError(missing.to_dict(), "MISS")
+                return PairError(ErrorDoc.of(missing.to_dict()), "MISS")
             return None
         e = min(errs, key=lambda e: PRIORITY.index(e.code))
         kind = self._explaining_kind(e)

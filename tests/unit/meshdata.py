@@ -5,6 +5,7 @@ from __future__ import annotations
 from rdmacli.mesh import verdict
 from rdmacli.mesh.checks import ports_copy
 from rdmacli.mesh.contract import RunSpec
+from rdmacli.mesh.findings import ErrorDoc
 from rdmacli.mesh.plan import Plan
 from rdmacli.mesh.records import PairRecord
 
@@ -23,7 +24,8 @@ def report(rank: int, peer: int, result: str = "pass", error: dict | None = None
     intake types them)."""
     if "counters" in figures:
         figures["counters"] = ports_copy(figures["counters"])
-    return PairRecord(run=RUN, rank=rank, peer=peer, round=rnd, result=result, error=error, **figures)
+    said = ErrorDoc.of(error) if error is not None else None
+    return PairRecord(run=RUN, rank=rank, peer=peer, round=rnd, result=result, error=said, **figures)
 
 
 def judged(plan: Plan, intake, *, cut: bool = False, **kw):

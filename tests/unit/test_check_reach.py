@@ -111,3 +111,15 @@ def test_a_rail_whose_map_address_is_not_this_hosts_is_said_not_asked(tmp_path, 
     doc = doc_of(tmp_path, "--map", path, "--node", "n2", "--partners", "2")
     assert rows(doc)["reach rail 1"]["verdict"] == "warn" and "not an address of this host" in str(rows(doc))
     assert {s for s, _, _ in asked} == {NODES["n2"][0]} and doc["exit_code"] == 0
+
+
+def test_a_probe_refused_before_it_ran_is_a_silent_partner_with_its_words(tmp_path, fabric, monkeypatch):
+    path, _, _ = fabric
+
+    def refused(dst, port, ps, *, route_only, resolve_ms, connect_s, src=None):
+        raise RdmacliError(f"bad address {dst}", cause=Cause.ADDRESS)
+
+    monkeypatch.setattr(reach, "probe", refused)
+    doc = doc_of(tmp_path, "--map", path, "--node", "n2", "--partners", "2")
+    rail0 = rows(doc)["reach rail 0"]
+    assert rail0["verdict"] == "fail" and "n3 10.1.0.3: bad address 10.1.0.3" in rail0["detail"], rail0

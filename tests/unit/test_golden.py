@@ -121,11 +121,13 @@ def edge_files() -> dict[str, str]:
     from rdmacli.errors import Cause, RdmacliError
     from rdmacli.mesh import verdict
     from rdmacli.mesh.checks import ports_copy
+    from rdmacli.mesh.findings import ErrorDoc
     from rdmacli.mesh.records import PairRecord
     from rdmacli.mesh.report import Pair
 
     def rec(rank, peer, result="pass", error=None, counters=(), rnd=0, **kw):
-        return PairRecord(run="ab" * 8, rank=rank, peer=peer, round=rnd, result=result, error=error,
+        said = ErrorDoc.of(error) if error else None
+        return PairRecord(run="ab" * 8, rank=rank, peer=peer, round=rnd, result=result, error=said,
                           counters=ports_copy(counters), **kw)  # fmt: skip
 
     moved = ({"device": "mlx5_0", "port": 1, "moved": {"local_ack_timeout_err": 3}},)
