@@ -10,8 +10,9 @@ answered; one that some answered is a warning naming who did not (their fault or
 never a reason to drain this node).
 
 The partners are the N nodes after this one in the map's order (a ring: every node's check asks
-its next N, and the fleet's checks cover every node). The probes run at once, each within
-PROBE_MAX_S and the check's deadline; a probe the deadline leaves no time for is said, not counted.
+its next N, and the fleet's checks cover every node). The probes run one after another (a flow
+each, as `doctor`'s), each within its share of the check's deadline and PROBE_MAX_S; a probe the
+deadline leaves no time for is said, not counted.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from rdmacli.rdma.constants import PS_TCP
 PORT = 1  # RDMA_PS_TCP's port 1 (tcpmux's number): no RDMA service listens there
 PROBE_MAX_S = 3.0  # one partner's answer at most: a CM answers a request in under a millisecond
 PROBE_MIN_S = 0.5  # less than this left: the probe is not started (said, not counted)
-WORKERS = 16  # probes at once (a flow each, its own event channel): a node's 8 rails x 2 partners
 ANSWERED = (Cause.NOBODY_LISTENING, Cause.REJECTED)  # the partner's CM said no: it answered
 
 
@@ -111,25 +111,26 @@ def rail_check(rail: int, src: str, asked: list[Asked], untried: list[str]) -> C
 
 
 def reach_checks(nodes: list[Partner], me: int, n: int, end: float, step=lambda what: None) -> list[Check]:
-    """Each rail of node `me` asks its partners (partners_of), all at once (a flow each, at most
-    WORKERS at a time), every probe within `end`: a row per rail of this node."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """Each rail of node `me` asks its partners (partners_of), one probe after another, the
+    first partner of every rail before any rail's second (a dead rail's silences cannot starve
+    the others of their first answers), every probe within `end`: a row per rail of this node."""
     mine = nodes[me]
     absent = {r for r, src in enumerate(mine.addresses) if not on_this_host(src)}
-    jobs = [(r, p) for r in range(len(mine.addresses)) if r not in absent
-            for p in partners_of(nodes, me, n) if r < len(p.addresses)]  # fmt: skip
-
-    def job(r: int, p: Partner) -> Asked | None:
-        left = min(PROBE_MAX_S, end - time.monotonic())
-        return ask(mine.addresses[r], p.addresses[r], p.name, left) if left >= PROBE_MIN_S else None
-
+    jobs = [(r, p) for p in partners_of(nodes, me, n)
+            for r in range(len(mine.addresses)) if r not in absent and r < len(p.addresses)]  # fmt: skip
     step(f"asking {n} partner(s) from {len(mine.addresses) - len(absent)} rail(s)")
-    with ThreadPoolExecutor(max_workers=max(1, min(WORKERS, len(jobs))), thread_name_prefix="reach") as pool:
-        answers = list(pool.map(lambda rp: job(*rp), jobs))
+    answers: list[Asked | None] = []
+    for k, (r, p) in enumerate(jobs):
+        left = end - time.monotonic()
+        # its share of what is left, at least PROBE_MIN_S (an answer takes a millisecond; only a
+        # silence takes all of it), at most PROBE_MAX_S; none left: not asked, and said
+        share = min(PROBE_MAX_S, max(PROBE_MIN_S, left / (len(jobs) - k)), left)
+        answers.append(
+            ask(mine.addresses[r], p.addresses[r], p.name, share) if share >= PROBE_MIN_S else None
+        )
     asked: dict[int, list[Asked]] = {}
     untried: dict[int, list[str]] = {}
-    for (r, p), a in zip(jobs, answers):
+    for (r, p), a in zip(jobs, answers, strict=True):
         if a is None:
             untried.setdefault(r, []).append(p.name)
         else:

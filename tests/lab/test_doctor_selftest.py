@@ -64,6 +64,7 @@ def check(lab, *args: str) -> tuple[int, dict]:
 
 
 def failed_checks(doc: dict) -> list[str]:
+    assert "checks" in doc["data"], doc["error"]  # judged (not, say, past its deadline: exit 6)
     return [f"{c['check']}: {c['detail']}" for c in doc["data"]["checks"] if c["verdict"] == "fail"]
 
 
