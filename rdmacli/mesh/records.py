@@ -204,6 +204,12 @@ class PairRecord(Typed):
         port_counters, "a list of ports' counter deltas", keep=ports_copy, default=()
     )
 
+    def __post_init__(self) -> None:
+        """An error given as its document (the simulator's and the tests' records, made as an
+        agent prints them) is typed as the intake types it."""
+        if isinstance(self.error, dict):
+            object.__setattr__(self, "error", ErrorDoc.of(self.error))
+
     @property
     def side(self) -> str:
         return side_of(self.rank, self.peer)

@@ -11,7 +11,7 @@ from meshdata import judged, make_plan, report
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.mesh import blame as _blame
 from rdmacli.mesh import midrun, said, schedule
-from rdmacli.mesh.findings import Slow
+from rdmacli.mesh.findings import ErrorDoc, Slow
 from rdmacli.mesh.intake import Intake
 from rdmacli.mesh.report import Pair, cause_of, compare
 
@@ -98,10 +98,11 @@ def test_two_nodes_alone_cannot_tell_node_from_link():
 def test_the_most_telling_end_names_the_cause():
     p = Pair(0, 1, 0, {"listen": report(0, 1, "fail", TMO), "connect": report(1, 0, "fail", DOWN)})
     assert p.result == "fail" and p.cause == "DOWN"
-    assert cause_of(error(Cause.ROUTE, "resolve route: ROUTE_ERROR")) == "ROUTE"
-    assert cause_of(error(Cause.NOBODY_LISTENING, "x: nothing is listening at 10.0.0.1:7490")) == "NOLSN"
-    assert cause_of({"message": "nothing is listening", "cause": ["x"]}) == "FAIL"  # malformed: no guess
-    assert cause_of({"message": "unreachable"}) == "FAIL"  # no cause: the words decide nothing
+    code = lambda doc: cause_of(ErrorDoc.of(doc))  # noqa: E731 (as the intake types it)
+    assert code(error(Cause.ROUTE, "resolve route: ROUTE_ERROR")) == "ROUTE"
+    assert code(error(Cause.NOBODY_LISTENING, "x: nothing is listening at 10.0.0.1:7490")) == "NOLSN"
+    assert code({"message": "nothing is listening", "cause": ["x"]}) == "FAIL"  # malformed: no guess
+    assert code({"message": "unreachable"}) == "FAIL"  # no cause: the words decide nothing
     assert Pair(0, 1, 0).result == "missing" and Pair(0, 1, 0).cause == "MISS"
 
 

@@ -19,6 +19,7 @@ import pytest
 from rdmacli.errors import Cause
 from rdmacli.mesh import contract, records
 from rdmacli.mesh.contract import RunSpec, SpecError
+from rdmacli.mesh.findings import ErrorDoc
 
 HERE = os.path.dirname(__file__)
 
@@ -152,7 +153,7 @@ def test_one_side_rule_and_one_table_of_short_codes():
     codes = [code for code, _, _ in report.CODES]
     causes = [c for _, cs, _ in report.CODES for c in cs]
     assert len(set(codes)) == len(codes) and len(set(causes)) == len(causes)
-    assert report.cause_of({"message": "x", "cause": Cause.LOCAL_PORT_DOWN.value}) == "DOWN"
+    assert report.cause_of(ErrorDoc.of({"message": "x", "cause": Cause.LOCAL_PORT_DOWN.value})) == "DOWN"
 
 
 def test_the_agents_test_kinds_are_the_contracts():

@@ -66,7 +66,7 @@ def test_an_agents_port_in_use_record_is_taken_with_its_holders():
         "result": "fail",
         "error": err.to_dict(),
     }
-    assert records.PairRecord.parse(rec).error == err.to_dict()
+    assert records.PairRecord.parse(rec).error.to_dict() == err.to_dict()
     rec["error"]["holders"] = [["nested"]] * 3
     with pytest.raises(records.Violation, match="error"):
         records.PairRecord.parse(rec)
