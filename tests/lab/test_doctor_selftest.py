@@ -165,7 +165,7 @@ def test_doctor_port_whose_netdev_is_down(lab):
 # one check takes tens of seconds of the boot's one emulated CPU, so at 5 s slurmd ran them back
 # to back and the case's own commands always shared the CPU with one: its --rebaseline ran past
 # its 50 s deadline once (exit 6), and beside a busy host slurmd killed checks at its 60 s
-HEALTH_S = 20
+HEALTH_S = 10  # slurmd runs the check every 10 s: a run takes 3-5 s under TCG
 
 
 def test_check_as_slurms_health_check_drains_resumes_and_keeps_an_operators_drain(lab, tmp_path):

@@ -211,6 +211,25 @@ def test_doctor_and_devices_name_the_transport(iw):
     assert ports["rxe0"]["transport"] == "RoCE", ports["rxe0"]
 
 
+def test_each_ports_gids_as_the_device_answers_are_what_sysfs_lists(iw):
+    """ibv_query_gid_table (one call a device) stands for sysfs's GID table (a read an entry,
+    1024 a Soft-RoCE port): the same entries, types and netdevs on RoCE; on iWARP, whose kernel
+    keeps no GID cache, sysfs's entry is what port_gids gives."""
+    from rdmacli.diag.devices import SYSFS, listdir, port_gids, queried_gids, sysfs_gids
+
+    seen = set()
+    for device in listdir(SYSFS):
+        for port in listdir(os.path.join(SYSFS, device, "ports")):
+            pdir = os.path.join(SYSFS, device, "ports", port)
+            listed, asked = sysfs_gids(pdir), queried_gids(pdir)
+            assert listed, (device, port)  # a link-local GID at least; siw: its MAC
+            assert [(g.index, g.gid, g.type, g.netdev) for g in port_gids(pdir)] == listed, (device, asked)
+            if device.startswith("rxe"):
+                assert asked == listed and any(kind == "RoCE v2" for _, _, kind, _ in asked), (device, asked)
+            seen.add(device[:3])
+    assert seen == {"rxe", "siw"}, seen
+
+
 # -- a mesh of iWARP nodes ---------------------------------------------------------------------
 
 IW_NODES = 4

@@ -31,7 +31,12 @@ WINDOW_S = 10.0
 # named after two bad windows of three, cleared after two good ones; a flap held until 9 quiet
 ARGS = ["--window", str(WINDOW_S), "--raise-after", "2", "--raise-window", "3", "--clear-after", "2",
         "--flap-window", "9"]  # fmt: skip
-NAMED_WITHIN_S = 30.0  # from the fault's injection to the agents naming it
+# from the fault's injection to the agents naming it: the window it fell in may be too little of
+# it to judge bad, then --raise-after bad ones (3 windows: the bound with nothing to spare), and
+# the end of the window that names it judged and written. A window its agent did not judge (its
+# probe threads kept from the CPU: starved; or begun too late: skipped) adds one: the lab's own
+# load is said by the agents, not guessed (NAMED_WITHIN_S plus a window for each, printed)
+NAMED_WITHIN_S = 3 * WINDOW_S + 5.0
 CLEARED_WITHIN_S = 60.0
 TIMES: dict[str, float] = {}
 
@@ -272,18 +277,34 @@ def written(doc: dict, who: set[str]) -> float:
     return max(doc["data"]["agents"][n]["time"] for n in nodes)
 
 
+def not_judged(d) -> dict[str, int]:
+    """Each agent's windows so far that it did not judge (starved or skipped: its state file)."""
+    out = {}
+    for n in EIGHT:
+        try:
+            doc = json.loads((d / f"{n}.json").read_text())
+            out[n] = doc.get("starved", 0) + doc.get("skipped", 0)
+        except (OSError, ValueError):
+            out[n] = 0
+    return out
+
+
 def named_in_time(name: str, expect: set[str], before: set[str], d, mapfile) -> dict:
     """Poll until `expect` is named: within NAMED_WITHIN_S of the injection by the agents' own
-    clocks, nothing named but it and the faults `before`."""
-    wall_on = time.time()
+    clocks (and a window more for each window the named ends' agents did not judge meanwhile),
+    nothing named but it and the faults `before`."""
+    wall_on, unjudged = time.time(), not_judged(d)
     seen, doc = until(d, mapfile, lambda doc: expect <= named(doc), NAMED_WITHIN_S)
     took = written(doc, expect) - wall_on
+    ends = {w.split(":")[0] for x in expect for w in x.split("-")}
+    lost = max(not_judged(d)[n] - unjudged[n] for n in ends)
+    within = NAMED_WITHIN_S + lost * WINDOW_S
     TIMES[f"{name}: named"], TIMES[f"{name}: seen by watch status"] = took, seen
     dump(name, doc)
     print(f"\nwatch: {name} named by the agents {took:.1f} s after its injection (seen by `watch status` "
-          f"{seen:.1f} s after)")  # fmt: skip
+          f"{seen:.1f} s after; {lost} window(s) not judged meanwhile)")  # fmt: skip
     assert named(doc) == expect | before, (name, named(doc), doc["data"]["blame"])  # nothing else
-    assert took <= NAMED_WITHIN_S, TIMES
+    assert took <= within, (f"{name}: named {took:.1f} s after, not within {within:g} s", TIMES)
     return doc
 
 
@@ -294,7 +315,10 @@ def cleared_in_time(what: set[str], d, mapfile, within: float = CLEARED_WITHIN_S
     TIMES[f"cleared: {sorted(what)}"] = cleared
     print(f"\nwatch: {sorted(what)} cleared by the agents {cleared:.1f} s after the faults' removal "
           f"(seen {seen:.1f} s after)")  # fmt: skip
-    assert cleared <= within, TIMES
+    assert cleared <= within, (
+        f"{sorted(what)}: cleared {cleared:.1f} s after, not within {within:g} s",
+        TIMES,
+    )
 
 
 def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in_time(
@@ -304,7 +328,7 @@ def test_a_dead_link_a_lossy_nic_and_a_slow_node_one_after_another_each_named_in
     dead link (nftables), a NIC dropping 5 % both ways (netem on its netdev and bridge port), a
     node 100 ms slow on both rails (netem delay; 40 ms was not named within 90 s in a CI run on a
     host about half as fast, where the lab's own jitter reaches further). Each is named for what
-    it is within 30 s of its injection, nothing else ever is; Prometheus's rule fires on the link
+    it is within NAMED_WITHIN_S of its injection, nothing else ever is; Prometheus's rule fires on the link
     (once, as a link); all three clear once removed.
 
     `watch status --slurm-drain`, in a real Slurm, while the link and the NIC are named: n13 (its
@@ -388,7 +412,7 @@ def flapping(doc: dict) -> set[str]:
 def test_a_port_dropping_5s_every_30s_is_named_at_first_then_flapping_then_cleared(agents, prometheus):
     """A cable that flaps: n14:1's switch-side port (its bridge port) down 5 s every 30 s, so the
     NIC loses its carrier and its port counts link_downed, as a pulled cable does. Named (DOWN)
-    within 30 s of the first drop and nothing else; flapping at its third drop (--flap-count 3),
+    within NAMED_WITHIN_S of the first drop and nothing else; flapping at its third drop (--flap-count 3),
     said once, Prometheus's RdmaFlapping on it; cleared once the drops stop and 9 windows passed
     quiet (--flap-window 9)."""
     d, mapfile, _ = agents
