@@ -5,6 +5,7 @@ against real devices; these pin which files are read."""
 from __future__ import annotations
 
 import builtins
+import os
 
 import pytest
 
@@ -34,15 +35,20 @@ def make_rxe(root, name: str, netdev: str, ips: list[str], state: str = "4: ACTI
 
 @pytest.fixture
 def opened(monkeypatch):
-    """The paths opened, so a test can say how much was read."""
+    """The paths opened (open() and os.open: read_sysfs's), so a test can say how much was read."""
     paths = []
-    real = builtins.open
+    real, real_os = builtins.open, os.open
 
     def spy(path, *a, **kw):
         paths.append(str(path))
         return real(path, *a, **kw)
 
+    def spy_os(path, *a, **kw):
+        paths.append(str(path))
+        return real_os(path, *a, **kw)
+
     monkeypatch.setattr(builtins, "open", spy)
+    monkeypatch.setattr(os, "open", spy_os)
     return paths
 
 
@@ -51,6 +57,23 @@ def test_a_healthy_port_reads_a_handful_of_files(tmp_path, opened):
     make_rxe(tmp_path, "rxe_n02", "n02", ["10.77.1.2"])
     assert local_cause("rxe_n02", 1, "10.77.1.2", sysfs=str(tmp_path)) is None
     assert len(opened) < 10, opened  # not the 1024-entry table
+
+
+def test_a_whole_gid_table_is_read_and_devices_not_asked_for_are_not(tmp_path, opened):
+    """A tree that is not this host's sysfs is never asked of a device (ibv_query_gid_table):
+    its GID table read from files, whole; `names` leaves the other devices unread."""
+    from rdmacli.diag.devices import list_devices, port_gids, queried_gids
+
+    make_rxe(tmp_path, "rxe_n01", "n01", ["10.77.1.1"])
+    make_rxe(tmp_path, "rxe_n02", "n02", ["10.77.1.2"])
+    pdir = str(tmp_path / "rxe_n02" / "ports" / "1")
+    assert queried_gids(pdir) is None
+    assert [(g.index, g.ip) for g in port_gids(pdir)] == [(0, None), (1, "10.77.1.2")]
+    assert len([p for p in opened if "/gids/" in p]) == 1024
+    opened.clear()
+    [dev] = list_devices(str(tmp_path), use_pyverbs=False, names={"rxe_n01"})
+    assert dev.name == "rxe_n01" and [g.ip for g in dev.ports[0].gids] == [None, "10.77.1.1"]
+    assert opened and not [p for p in opened if "rxe_n02" in p], opened
 
 
 def test_a_port_that_is_down_names_it(tmp_path):
