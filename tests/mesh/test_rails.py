@@ -263,9 +263,10 @@ def test_check_asks_each_rails_partners_and_fails_only_the_rail_none_of_them_ans
     def reach_rows(doc: dict) -> dict[str, dict]:
         assert "checks" in doc["data"], doc["error"]  # judged (not, e.g., past its deadline)
         rows = {c["check"]: c for c in doc["data"]["checks"] if c["check"].startswith("reach")}
+        # every partner asked: finding the devices read 34 Soft-RoCE GID tables from sysfs (18-30 s
+        # of the deadline, more under load) until -d limited it and the device was asked instead
         late = [c["detail"] for c in rows.values() if "not asked in time" in c["detail"]]
-        if late:  # the boot's load left the check (ports, counters, host) no time to ask: said, not judged
-            pytest.skip(f"the check's 50 s went before its partners were asked: {late}")
+        assert not late, (late, doc["data"]["checks"])
         return rows
 
     rc, doc = checked("--json")
