@@ -1,4 +1,5 @@
-"""RDMA devices, ports and GID tables, read from sysfs; pyverbs adds the active MTU when present.
+"""RDMA devices, ports and GID tables, read from sysfs; pyverbs adds the active MTU when present,
+and answers a port's GID table in one call (ibv_query_gid_table) where sysfs takes a read an entry.
 
 sysfs is always there and needs no device open; pyverbs is an optional import (python3-pyverbs)
 because it is a distro package, not a PyPI one.
