@@ -57,6 +57,14 @@ ENVIRONMENT = [
         "(the summary's data_path says which loop measured).",
     ),
     (
+        "RDMACLI_CM_PATH",
+        "native: connect's and events' client connections run in C (native/cmrun.c: the CM "
+        "events read, the QPs made, the exchange posted and reaped, each step stamped at its "
+        "event's read) where the extension is built and the run needs nothing only Python does "
+        "(--wait, --tos, --ack-timeout, --busy-poll); the summary's data_path says which ran. "
+        "Unset: the Python engine, as before (opt-in until its parity test is in).",
+    ),
+    (
         "RDMACLI_NIC_CLOCK",
         "off: lat's client never asks for the NIC's completion timestamps (the summary's "
         "timestamps says which clock measured, timestamps_why why not the NIC's). ex: a CQ made "

@@ -211,17 +211,21 @@ class Flow:
             return  # a late event of a finished connection, or one that changes nothing
         row = self.table.get((conn.phase, ev.type))
         if row is None:
-            raise RdmacliError(
-                f"{self.side}: CM event {ev.name} is not expected in phase {conn.phase} [{self.where(conn)}]",
-                hint="the connection manager or the peer did something out of sequence; "
-                "rerun with --events to see every event",
-                cause=Cause.UNEXPECTED_EVENT,
-                details={"side": self.side, "step": conn.phase, "event": ev.name},
-            )
+            raise self.unexpected(conn, ev.name)
         try:
             row.handler(self, conn, ev, row.next)
         finally:
             conn.event_read = None  # a dispatch is timed to a call its own handler makes
+
+    def unexpected(self, conn: Connection, event: str) -> RdmacliError:
+        """A CM event the side's rows do not have in conn's phase, in words."""
+        return RdmacliError(
+            f"{self.side}: CM event {event} is not expected in phase {conn.phase} [{self.where(conn)}]",
+            hint="the connection manager or the peer did something out of sequence; "
+            "rerun with --events to see every event",
+            cause=Cause.UNEXPECTED_EVENT,
+            details={"side": self.side, "step": conn.phase, "event": event},
+        )
 
     def guarded(self, conn: Connection, fn, *args) -> None:
         """A failing call fails its connection, not the whole loop."""
@@ -273,18 +277,18 @@ class Flow:
             # (a flush never decides the cause: the QP went to error for a reason said on its
             # own: our or the peer's disconnect, whose DISCONNECTED may be later in this very
             # turn, an earlier failed completion, a device event)
-            self.fail_here_first(
-                conn,
-                RdmacliError(
-                    f"{conn.phase}: work completion failed: {wc.status_str} (status {wc.status}, "
-                    f"opcode {wc.opcode}) [{self.where(conn)}]",
-                    hint="the peer went away or misbehaved; RETRY_EXC means no ACKs (peer dead, "
-                    "wrong GID/MTU), REM_ACCESS means a bad rkey/address from the peer",
-                    cause=Cause.TRANSFER,
-                    details={"step": conn.phase, "wc_status": wc.status, "wc_opcode": wc.opcode},
-                ),
-            )
+            self.fail_here_first(conn, self.wc_failed(conn, wc.status_str, wc.status, wc.opcode))
             self.on_finished(conn)
+
+    def wc_failed(self, conn: Connection, status_str: str, status: int, opcode: int) -> RdmacliError:
+        return RdmacliError(
+            f"{conn.phase}: work completion failed: {status_str} (status {status}, "
+            f"opcode {opcode}) [{self.where(conn)}]",
+            hint="the peer went away or misbehaved; RETRY_EXC means no ACKs (peer dead, "
+            "wrong GID/MTU), REM_ACCESS means a bad rkey/address from the peer",
+            cause=Cause.TRANSFER,
+            details={"step": conn.phase, "wc_status": status, "wc_opcode": opcode},
+        )
 
     def start_data(self, conn: Connection, phase: L.Phase = L.DATA) -> None:
         """Connected (or joined): data may move, bounded by the phase's own timeout. A protocol
@@ -362,24 +366,27 @@ class Flow:
             self.guarded(conn, self.judge_disconnect)
             return
         if conn.phase == L.DISCONNECT and conn.error is None:
-            self.warn(
-                f"connection {conn.index}: {conn.remote} did not answer the disconnect within "
-                f"{self.timeouts.connect_s:g} s; torn down without it"
-            )
+            self.warn(self.unanswered(conn))
             self.timer.end("disconnect", conn.index)
             conn.connected = False
             conn.finish()
         else:
-            self.fail_here_first(
-                conn,
-                conn.protocol.on_deadline(conn)
-                or DeadlineExpired(
-                    f"{conn.phase}: no progress within its deadline [{self.where(conn)}]",
-                    hint=hint,
-                    details={"step": conn.phase},
-                ),
-            )
+            self.fail_here_first(conn, self.deadline_passed(conn, hint))
         self.on_finished(conn)
+
+    def unanswered(self, conn: Connection) -> str:
+        return (
+            f"connection {conn.index}: {conn.remote} did not answer the disconnect within "
+            f"{self.timeouts.connect_s:g} s; torn down without it"
+        )
+
+    def deadline_passed(self, conn: Connection, hint: str | None) -> RdmacliError:
+        """conn's own deadline passed in its phase: the protocol's words, else the generic ones."""
+        return conn.protocol.on_deadline(conn) or DeadlineExpired(
+            f"{conn.phase}: no progress within its deadline [{self.where(conn)}]",
+            hint=hint,
+            details={"step": conn.phase},
+        )
 
     def first_error(self) -> RdmacliError | None:
         return next((c.error for c in self.all_conns if c.error), None)

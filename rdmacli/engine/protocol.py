@@ -90,6 +90,8 @@ class Protocol:
     name = "protocol"  # protocols.table's name: connect, ping, ud, mcast, events
     role = "client"  # or "server" (a multicast receiver too): with name, what renderers key on
     waits_for_peer = False  # a receiver that waits for a person to start its peer (no idle deadline)
+    # the exchange native/cmrun.c runs for this very class (RDMACLI_EX_*; engine.nativeflow)
+    native_exchange: int | None = None
 
     @classmethod
     def from_params(cls, p: Params) -> Protocol:

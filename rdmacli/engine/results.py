@@ -42,7 +42,9 @@ def from_flow(
     """The outcome of an engine flow (duck-typed: all_conns, earlier, timer, t0, warnings)."""
     conns = [conn_outcome(c, signal) for c in flow.all_conns]
     earlier = getattr(flow, "earlier", None)
+    path = getattr(flow, "data_path", None)  # a client's: which ran its connections (nativeflow)
     return Outcome(
+        data={"data_path": path} if path else {},
         earlier=earlier if earlier is not None and earlier.count else None,
         command=command,
         params=params,

@@ -99,9 +99,9 @@ def default_flow(test: Test, common: dict, *, server: type | None = None, client
             max_clients=test.connections,
             **common,
         )
-    from rdmacli.engine.client import ClientFlow
+    from rdmacli.engine.nativeflow import NativeClientFlow
 
-    return (client or ClientFlow)(
+    return (client or NativeClientFlow)(
         dst=addr.resolve(test.host, port, what="server address"),
         src=addr.resolve(test.bind, 0, what="source address") if test.bind else None,
         connections=test.connections or 1,

@@ -16,7 +16,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "rdmacli.native._datapath"
 CFLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
-SOURCES = ("datapath.c", "lat.c", "bw.c", "datagram.c", "probe.c", "cm.c")  # loop.h: what lat.c inlines
+# loop.h: what lat.c inlines; cmrun.h: what cmrun.c and cmconn.c share
+SOURCES = ("datapath.c", "lat.c", "bw.c", "datagram.c", "probe.c", "cm.c", "cmrun.c", "cmconn.c")
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
 
 

@@ -133,6 +133,7 @@ class _Exchange(Windowed, Protocol):
 
 class CmatoseClient(_Exchange):
     group = 1  # -c: said in the hello, so that a default rdmacli server takes them all
+    native_exchange = 1  # RDMACLI_EX_CMATOSE: native/cmconn.c counts and echoes as this class does
 
     @classmethod
     def from_params(cls, p):

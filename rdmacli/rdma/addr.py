@@ -61,7 +61,11 @@ def resolve(host: str | None, port: int, *, passive: bool = False, what: str = "
 def parse(ptr) -> tuple[str, int] | None:
     """A struct sockaddr * (IPv4 or IPv6) as (host, port); None for other families."""
     f = ffi()
-    raw = bytes(f.buffer(ffi().cast("char *", ptr), 28))
+    return parse_bytes(bytes(f.buffer(ffi().cast("char *", ptr), 28)))
+
+
+def parse_bytes(raw: bytes) -> tuple[str, int] | None:
+    """A struct sockaddr's bytes (IPv4 or IPv6) as (host, port); None for other families."""
     family = struct.unpack("=H", raw[:2])[0]
     port = struct.unpack("!H", raw[2:4])[0]
     if family == socket.AF_INET:

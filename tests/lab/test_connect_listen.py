@@ -25,11 +25,20 @@ def test_rdmacli_listen_serves_ucmatose_client(lab, flows, conns, size, ps):
     assert events.count("ESTABLISHED") == events.count("DISCONNECTED") == conns
 
 
-@pytest.mark.parametrize("conns,size,ps", [(1, 4096, "tcp"), (8, 1, "ib")])
-def test_rdmacli_connect_to_ucmatose_server(lab, flows, conns, size, ps):
+@pytest.fixture(params=["python", "native"])
+def cm_path(request, monkeypatch, lab):
+    """Each client case on both runners of the connections: the Python engine and native/cmrun.c
+    (RDMACLI_CM_PATH=native); the summary says which ran."""
+    monkeypatch.setenv("RDMACLI_CM_PATH", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("conns,size,ps", [(1, 4096, "tcp"), (8, 1, "ib"), (16, 64, "tcp")])
+def test_rdmacli_connect_to_ucmatose_server(lab, flows, conns, size, ps, cm_path):
     srv = flows.c_serve(UCMATOSE, "-b", lab.server, "-c", conns, "-C", 10, "-S", size, "-P", ps, port=7471)
     doc = flows.run("connect", lab.server, "-b", lab.client, "-c", conns, "-C", 10, "-S", size, "-P", ps)
     expect(doc, connections_passed=conns, messages_received=10 * conns, messages_sent=10 * conns)
+    assert doc["data"]["data_path"] == cm_path
     steps = {"create id", "resolve addr", "resolve route", "create qp", "cm connect", "destroy id"}
     assert {s["step"] for s in doc["steps_us"]} >= steps
     assert "return status 0" in flows.done(srv)[1]
@@ -46,16 +55,42 @@ def test_rdmacli_against_itself(lab, flows, family):
     expect(flows.done(srv)[0], connections_passed=8, bytes_received=200 * 4096)
 
 
-def test_connect_with_nobody_listening_says_so(lab):
+def test_native_client_against_rdmacli_listen_windowed(lab, flows, monkeypatch):
+    """More messages than a queue's window (4096): C reposts receives and sends as they complete,
+    and the server's RNR retries cover what is not posted yet."""
+    monkeypatch.setenv("RDMACLI_CM_PATH", "native")
+    srv = flows.serve("listen", "-c", 2)
+    doc = flows.run("connect", lab.server, "-b", lab.client, "-c", 2, "-C", 5000, "-S", 8)
+    expect(doc, connections_passed=2, messages_received=10000, messages_sent=10000)
+    assert doc["data"]["data_path"] == "native"
+    expect(flows.done(srv)[0], connections_passed=2, messages_received=10000)
+
+
+@pytest.mark.parametrize("runner", ["python", "native"])
+def test_events_against_cmtime_server(lab, flows, monkeypatch, runner):
+    """cmtime's server, rdmacli events as its client: every step of cmtime's names timed."""
+    monkeypatch.setenv("RDMACLI_CM_PATH", runner)
+    flows.c_serve("cmtime", "-b", lab.server, port=7471)
+    doc = flows.run("events", lab.server, "-b", lab.client, "-c", 8)
+    expect(doc, connections_passed=8)
+    assert doc["data"]["data_path"] == runner
+    steps = {s["step"]: s["count"] for s in doc["steps_us"]}
+    for step in ("create id", "resolve addr", "resolve route", "create qp", "cm connect", "disconnect",
+                 "destroy qp", "destroy id"):  # fmt: skip
+        assert steps.get(step) == 8, (step, steps)
+
+
+def test_connect_with_nobody_listening_says_so(lab, cm_path):
     r = lab.run("connect", lab.server, "-b", lab.client, "-p", "9", "--json")
     assert r.returncode == 5, r.stdout + r.stderr
     doc = json.loads(r.stdout)
+    assert doc["data"]["data_path"] == cm_path
     assert doc["error"]["reject_reason"] == {"code": 8, "name": "INVALID_SERVICE_ID"}
     assert "nothing is listening" in doc["error"]["message"]
     assert "Traceback" not in r.stderr
 
 
-def test_resolve_of_an_address_nobody_has(lab):
+def test_resolve_of_an_address_nobody_has(lab, cm_path):
     r = lab.run("connect", "10.77.0.99", "-b", lab.client, "--resolve-timeout", "1000")
     assert r.returncode == 4, r.stdout + r.stderr
     assert "ADDR_ERROR" in r.stderr and "ETIMEDOUT" in r.stderr and "hint:" in r.stderr

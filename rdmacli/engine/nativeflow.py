@@ -1,0 +1,274 @@
+"""The client side with its connections run in C (native/cmrun.c): connect's and events' exchanges.
+
+ClientFlow's sequence for many connections costs most of its time in Python's dispatch (issue
+74: 2x ucmatose a connection under TCG). Here Python prepares a plan (the addresses, the
+exchange, each phase's bound and this side's lifecycle rows: C declares no transition of its
+own), hands it to C slice by slice, renders what the log holds between slices (and serves
+signals there), and at the end makes each connection's record a Connection whose state, figures
+and error the Python engine's own functions say: the same words, causes and exit codes on both
+paths. Where the extension is not built, or a run needs what only Python does (--wait, --tos,
+a protocol of its own), ClientFlow runs as before; the summary's data says which ran (data_path).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from rdmacli import events as E
+from rdmacli import native
+from rdmacli.engine import lifecycle as L
+from rdmacli.engine.client import ClientFlow
+from rdmacli.engine.conn import MAX_WINDOW, Connection, memlock_error
+from rdmacli.engine.loop import DeadlineExpired
+from rdmacli.engine.status import call_error, refused_at_once, short_status
+from rdmacli.outcome import State
+from rdmacli.rdma import constants as C
+from rdmacli.rdma.addr import format_hostport, parse_bytes
+from rdmacli.rdma.cm import CmEvent, RdmaCallError, ptr_key
+from rdmacli.rdma.verbs import WorkCompletion
+
+PHASES = list(L.Phase)  # a phase's number in C is its place here (RDMACLI_PH_*: a unit test)
+ACTIONS = ("addr_resolved", "route_resolved", "established", "disconnected")  # RDMACLI_ACT_* - 1
+STEPS = ("create id", "resolve addr", "resolve route", "create qp", "cm connect", "disconnect",
+         "destroy qp", "destroy id", "dispatch (rdmacli)")  # RDMACLI_ST_*, in order  # fmt: skip
+CALLS = ("", "rdma_create_id", "rdma_resolve_addr", "rdma_resolve_route", "ibv_create_cq",
+         "rdma_create_qp", "ibv_reg_mr", "ibv_post_recv", "ibv_post_send", "rdma_connect",
+         "ibv_poll_cq", "rdma_set_option", "rdma_get_cm_event", "ibv_query_device")  # fmt: skip
+STATES = (State.PENDING, State.ESTABLISHED, State.DONE, State.FAILED)  # RDMACLI_CS_*
+SLICE_S = 0.2  # between two looks of Python's: records rendered, a stop request served
+
+
+class _Ended:
+    """A connection's cm_id, once C has torn it down: what the engine's words still ask of it."""
+
+    has_qp = False
+
+    def __init__(self, key: int, port_num: int):
+        self.key, self.port_num = key, port_num
+
+
+def exchange_of(protocol) -> int | None:
+    """The C exchange that is this protocol's (its class's own `native_exchange`: a subclass that
+    changes what goes on the wire is not the exchange C knows), None for one only Python runs."""
+    return vars(type(protocol)).get("native_exchange")
+
+
+class NativeClientFlow(ClientFlow):
+    """ClientFlow, its connections run by native/cmrun.c where the run allows it."""
+
+    data_path: str | None = None
+
+    def why_python(self) -> str | None:
+        """Why this run's connections are Python's (None: C runs them)."""
+        from rdmacli.backend import RdmaBackend
+
+        if os.environ.get(native.CM_ENV, "").lower() != native.NATIVE:
+            return f"{native.CM_ENV} is not native (opt-in until the parity test of issue 74 holds it)"
+        if native.load() is None:
+            return native.why()
+        if type(self.backend) is not RdmaBackend:
+            return "a backend of its own"
+        if self.wait_until or self.route_only or self.needs or self.options.busy_poll:
+            return "--wait, a route-only probe, a transport's needs or --busy-poll"
+        if self.options.tos is not None or self.options.ack_timeout is not None:
+            return "--tos or --ack-timeout"
+        if exchange_of(self.make_protocol()) is None:
+            return "a protocol only Python runs"
+        if any(row.action not in ACTIONS for row in self.rows.values()):
+            return "a lifecycle row C has no handler for"
+        return None
+
+    def run(self) -> None:
+        why = self.why_python()
+        self.data_path = native.PYTHON if why else native.NATIVE
+        if why:
+            super().run()
+            return
+        self.ffi, self.lib = native.load()
+        self._plan = self._make_plan()
+        self._seen: set[tuple[str, int]] = set()
+        try:
+            self._run_native()
+        finally:
+            self._materialize()
+
+    # -- the plan ----------------------------------------------------------------------------
+    def _make_plan(self):
+        ffi, lib, n = self.ffi, self.lib, self.n
+        from rdmacli.rdma.cm import ffi as abi
+
+        p = ffi.new("struct rdmacli_cm_plan *")
+        self._conns = ffi.new("struct rdmacli_cm_conn[]", n)
+        self._log_cap = lib.RDMACLI_CM_LOG_PER_CONN * n + 1024
+        self._log = ffi.new("struct rdmacli_cm_log[]", self._log_cap)
+        p.conns, p.log, p.log_cap, p.connections = self._conns, self._log, self._log_cap, n
+        p.channel = ffi.cast("void *", ptr_key(self.channel.ptr))
+        p.dst = bytes(abi().buffer(self.dst.buf))
+        if self.src is not None:
+            p.src, p.has_src = bytes(abi().buffer(self.src.buf)), 1
+        p.ps, p.resolve_ms, p.tos, p.ack_timeout = self.options.ps, self.timeouts.resolve_ms, -1, -1
+        for i, phase in enumerate(PHASES):
+            limit = self.timeouts.limit_s(L.PHASES[phase].limit)
+            p.limit_ns[i] = int(limit * 1e9) if limit else 0
+        p.overall_end_ns = int(self.deadline_all * 1e9) if self.deadline_all else 0
+        for i, ((phase, event), row) in enumerate(self.rows.items()):
+            p.rows[i] = (PHASES.index(phase), event, PHASES.index(row.next) if row.next else -1,
+                         ACTIONS.index(row.action) + 1)  # fmt: skip
+        p.nrows = len(self.rows)
+        p.error_events, p.nerror = list(L.ERROR_EVENTS), len(L.ERROR_EVENTS)
+        p.informational, p.ninfo = list(L.INFORMATIONAL), len(L.INFORMATIONAL)
+        proto = self.make_protocol()
+        p.exchange, p.max_window = exchange_of(proto), MAX_WINDOW
+        p.count, p.size = getattr(proto, "count", 0), getattr(proto, "size", 0)
+        proto.window = max(p.count, 1)  # the parameters of a count within the window ...
+        plain = proto.conn_param()
+        proto.window = 0  # ... and beyond it (the peer retries on RNR)
+        p.rnr_retry_windowed = proto.conn_param().rnr_retry_count
+        p.private_data = plain.private_data
+        p.private_data_len = len(plain.private_data)
+        p.responder_resources, p.initiator_depth = plain.responder_resources, plain.initiator_depth
+        p.retry_count, p.rnr_retry_plain = plain.retry_count, plain.rnr_retry_count
+        p.log_events = 1 if self.detailed else 0
+        return p
+
+    # -- running -------------------------------------------------------------------------------
+    def _run_native(self) -> None:
+        lib, p = self.lib, self._plan
+        while True:
+            rc = lib.rdmacli_cm_run(p, time.monotonic_ns() + int(SLICE_S * 1e9), 0)
+            self._take_log()
+            if rc == lib.RDMACLI_OK:
+                return
+            if rc in (lib.RDMACLI_SLICE, lib.RDMACLI_SIGNAL):
+                if self.stopping:  # disconnects and completions already queued are judged too
+                    lib.rdmacli_cm_run(p, 0, 1)
+                    self._take_log()
+                    return
+                continue
+            if rc == lib.RDMACLI_DEADLINE:
+                self._materialize()
+                words = self.timeouts.words
+                raise self.on_run_deadline(DeadlineExpired(
+                    f"deadline expired while waiting for {words.overall}",
+                    hint="the peer did not answer in time; raise the timeout options or check the peer",
+                ))  # fmt: skip
+            call = CALLS[p.run_call]
+            step = {"rdma_create_id": "create id", "rdma_resolve_addr": "resolve addr"}.get(call, "data")
+            raise call_error(step, RdmaCallError(call, p.run_err), f"{self.src or '*'} -> {self.dst}")
+
+    def _take_log(self) -> None:
+        """The log's records into the step timer (every step's span) and, for an observer that
+        shows them, the CM events and steps as the Python engine emits them."""
+        p = self._plan
+        for k in range(p.log_len):
+            e = self._log[k]
+            if e.kind == self.lib.RDMACLI_LOG_EVENT:
+                self._emit_event(e)
+                continue
+            step = STEPS[e.what]
+            self.timer.add(step, e.t0_ns / 1e9, e.t1_ns / 1e9)
+            if e.kind == self.lib.RDMACLI_LOG_STEP_SAID and self.detailed:
+                self.emit(E.Step(conn=e.conn, step=step, us=round((e.t1_ns - e.t0_ns) / 1e3, 1)))
+        p.log_len = 0
+        for i in range(p.started):  # a device first used: its counters are read from now on
+            c = self._conns[i]
+            if c.device[0] and (key := (self.ffi.string(c.device).decode(), c.port_num)) not in self._seen:
+                self._seen.add(key)
+                self.counters.see(*key)
+
+    def _emit_event(self, e) -> None:
+        ev = CmEvent(type=e.what, status=e.status, id=0, listen_id=0, t=e.t0_ns / 1e9,
+                     private_data=b"\0" * e.private_data_len, responder_resources=e.responder_resources,
+                     initiator_depth=e.initiator_depth, flow_control=e.flow_control,
+                     retry_count=e.retry_count, rnr_retry_count=e.rnr_retry_count, srq=e.srq,
+                     qp_num=e.qp_num)  # fmt: skip
+        conn = e.conn if e.conn >= 0 else None
+        self.emit(E.CmEventRecord(t_us=round((ev.t - self.t0) * 1e6, 1), conn=conn, event=ev.name,
+                                  status=ev.status, status_text=short_status(ev.type, ev.status),
+                                  data=ev.params()))  # fmt: skip
+
+    # -- the records, in the engine's words ----------------------------------------------------
+    def _materialize(self) -> None:
+        p = getattr(self, "_plan", None)
+        if p is None or self.all_conns:
+            return
+        for i in range(p.started):
+            self._record(self._conns[i])
+
+    def _record(self, c) -> None:
+        ffi = self.ffi
+        local, remote = parse_bytes(bytes(c.local)), parse_bytes(bytes(c.remote))
+        conn = Connection(self, c.index, _Ended(-1 - c.index, c.port_num), self.make_protocol())
+        conn.torn_down = True  # C owns its resources (rdmacli_cm_close)
+        conn.local = format_hostport(*local) if local else (self.src.host if self.src else "*")
+        conn.remote = format_hostport(*remote) if remote else self.remote_name()
+        conn.device = ffi.string(c.device).decode() or None
+        conn.connected, conn.disconnect_sent = bool(c.connected), bool(c.disconnect_sent)
+        limits = SimpleNamespace(max_qp_wr=c.max_qp_wr, max_cqe=c.max_cqe) if c.max_cqe else None
+        conn._limits = limits  # type: ignore[assignment]  # the device's, as C queried them
+        proto: Any = conn.protocol
+        if hasattr(proto, "received"):  # cmatose's counts, as C kept them (the unconfirmed: below)
+            proto.window = c.window or 1
+            proto.received, proto.sent = c.received, c.sent - c.unconfirmed
+            proto.sends_posted, proto.recvs_posted = c.sends_posted, c.recvs_posted
+            proto.bytes_received = c.bytes_received
+            proto.bytes_sent = c.bytes_sent - c.unconfirmed * proto.size
+        self.conns[conn.cm.key] = conn
+        self.all_conns.append(conn)
+        conn.phase = PHASES[c.fail_phase if c.fail_kind else c.phase]
+        state = STATES[c.state]
+        if state is State.DONE and not c.unanswered:
+            proto.on_disconnected(conn)  # its own verdict (and words) on the counts C kept
+        elif state is State.FAILED:
+            self._failed(conn, c)
+        elif c.unanswered:
+            self.warn(self.unanswered(conn))
+        if conn.error is None:
+            conn.state = state
+        conn.phase = PHASES[c.phase]
+        if conn.finished:
+            self.on_finished(conn)
+
+    def _failed(self, conn: Connection, c) -> None:
+        lib, kind = self.lib, c.fail_kind
+        where = self.where(conn)
+        if kind == lib.RDMACLI_CF_EVENT:
+            data = bytes(self.ffi.buffer(c.fail_data, c.fail_data_len))
+            self.fail_on(conn, CmEvent(type=c.fail_event, status=c.fail_status, id=0, listen_id=0, t=0.0,
+                                       private_data=data))  # fmt: skip
+        elif kind == lib.RDMACLI_CF_CALL:
+            exc = RdmaCallError(CALLS[c.fail_call], c.fail_err)
+            if exc.call == "ibv_reg_mr" and exc.errno in (errno.ENOMEM, errno.EPERM, errno.EAGAIN):
+                conn.fail(memlock_error(conn.phase, exc, max(getattr(conn.protocol, "size", 1), 1)))
+            elif exc.call in ("rdma_create_qp", "ibv_create_cq") and (
+                over := conn._over_limit(exc, c.window, c.window)
+            ):
+                conn.fail(over)
+            else:
+                self.fail_here_first(conn, call_error(conn.phase, exc, where))
+        elif kind == lib.RDMACLI_CF_REFUSED:
+            exc = RdmaCallError("rdma_connect", errno.ECONNREFUSED)
+            local, remote, device = conn.local, conn.remote, conn.device
+            conn.fail(refused_at_once(conn.phase, exc, local=local, remote=remote, device=device))
+        elif kind == lib.RDMACLI_CF_WC:
+            status = WorkCompletion(0, c.wc_status, 0, 0, None, 0, 0).status_str
+            self.fail_here_first(conn, self.wc_failed(conn, status, c.wc_status, c.wc_opcode))
+        elif kind == lib.RDMACLI_CF_DEADLINE:
+            hint = "the peer did not answer in time; raise the timeout options or check the peer"
+            self.fail_here_first(conn, self.deadline_passed(conn, hint))
+        elif kind == lib.RDMACLI_CF_UNEXPECTED:
+            conn.fail(self.unexpected(conn, C.event_name(c.fail_event)))
+        else:  # RDMACLI_CF_PEER_ENDED: the protocol's own words on its counts
+            conn.protocol.on_disconnected(conn)
+
+    def close(self) -> None:
+        p = getattr(self, "_plan", None)
+        if p is not None and not self.closed:
+            self.lib.rdmacli_cm_close(p)
+            self._take_log()
+            self._plan = None
+        super().close()

@@ -1,0 +1,55 @@
+/* What cmrun.c (the lifecycle) and cmconn.c (a connection's queues and exchange) share; not
+ * cffi's: Python sees datapath.h's records only. */
+#ifndef RDMACLI_CMRUN_H
+#define RDMACLI_CMRUN_H
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "datapath.h"
+
+#define CM_MAX_DEVICES 16
+#define CM_MAX_CQS 64       /* CQs of one device at most (each up to its max_cqe) */
+#define CM_FAIR_BATCHES 64  /* polls of one CQ per turn before the others get theirs */
+#define CM_POLL_BATCH 32
+
+struct cm_cq {
+    struct ibv_cq *cq;
+    uint32_t cap, used;
+    int backlog;            /* a fair turn left completions in it */
+};
+
+struct cm_device {
+    struct ibv_context *verbs;
+    struct ibv_comp_channel *comp;
+    struct ibv_device_attr attr;
+    int queried;
+    struct cm_cq cqs[CM_MAX_CQS];
+    int ncq;
+};
+
+struct cm_priv {
+    struct cm_device devs[CM_MAX_DEVICES];
+    int ndev;
+    int new_device;         /* a device first seen this slice (Python reads its counters) */
+};
+
+uint64_t cm_now(void);
+void cm_log_step(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step, uint64_t t0,
+                 uint64_t t1, int said);
+void cm_set_state(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int state);
+void cm_fail(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int kind);
+void cm_fail_call(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int call, int err);
+void cm_progress(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
+void cm_judge_disconnect(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, uint64_t ev_t);
+
+/* cmconn.c */
+int cm_setup(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c); /* 0, or it failed */
+int cm_post_sends(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
+uint32_t cm_outstanding(const struct rdmacli_cm_plan *p, const struct rdmacli_cm_conn *c);
+int cm_drain(struct rdmacli_cm_plan *p, struct cm_cq *q, int batches); /* 1: emptied */
+struct cm_cq *cm_cq_of(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
+void cm_teardown(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
+void cm_release_devices(struct rdmacli_cm_plan *p);
+
+#endif
