@@ -62,10 +62,18 @@ class NativeClientFlow(ClientFlow):
 
     data_path: str | None = None
 
+    def __init__(self, *, native_lib: tuple | None = None, **kw):
+        """native_lib: (ffi, lib) of another build of cmrun.c (the parity test's twin, facing a
+        scripted peer): it runs whatever the environment and the backend."""
+        super().__init__(**kw)
+        self.given = native_lib
+
     def why_python(self) -> str | None:
         """Why this run's connections are Python's (None: C runs them)."""
         from rdmacli.backend import RdmaBackend
 
+        if self.given is not None:
+            return None if exchange_of(self.make_protocol()) is not None else "a protocol only Python runs"
         if os.environ.get(native.CM_ENV, "").lower() != native.NATIVE:
             return f"{native.CM_ENV} is not native (opt-in until the parity test of issue 74 holds it)"
         if native.load() is None:
@@ -88,7 +96,7 @@ class NativeClientFlow(ClientFlow):
         if why:
             super().run()
             return
-        self.ffi, self.lib = native.load()
+        self.ffi, self.lib = self.given or native.load()
         self._plan = self._make_plan()
         self._seen: set[tuple[str, int]] = set()
         try:
@@ -106,7 +114,7 @@ class NativeClientFlow(ClientFlow):
         self._log_cap = lib.RDMACLI_CM_LOG_PER_CONN * n + 1024
         self._log = ffi.new("struct rdmacli_cm_log[]", self._log_cap)
         p.conns, p.log, p.log_cap, p.connections = self._conns, self._log, self._log_cap, n
-        p.channel = ffi.cast("void *", ptr_key(self.channel.ptr))
+        p.channel = ffi.NULL if self.given else ffi.cast("void *", ptr_key(self.channel.ptr))
         p.dst = bytes(abi().buffer(self.dst.buf))
         if self.src is not None:
             p.src, p.has_src = bytes(abi().buffer(self.src.buf)), 1

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -208,7 +209,7 @@ static void on_addr_resolved(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *
     if (sa)
         memcpy(c->remote, sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
     if (id->verbs) {
-        strncpy(c->device, ibv_get_device_name(id->verbs->device), sizeof(c->device) - 1);
+        snprintf(c->device, sizeof(c->device), "%s", ibv_get_device_name(id->verbs->device));
         c->port_num = id->port_num;
     }
     enter(p, c, next);

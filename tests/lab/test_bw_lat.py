@@ -169,6 +169,19 @@ def test_the_native_loops_under_address_and_undefined_behaviour_sanitizers(lab, 
             assert c["timestamps_why"] == f"{native.CLOCK_ENV}=ex", c
         sdoc, out = flows.done(srv)
         assert sdoc["connections"][0]["data_path"] == "native", out
+    # the native connection path (cmrun.c, cmconn.c) in the same build: many connections with a
+    # windowed exchange, events' bare flow, and a request nobody listens to
+    monkeypatch.setenv(native.CM_ENV, "native")
+    srv = flows.serve("listen", "-c", 8)
+    doc = flows.run("connect", lab.server, "-b", lab.client, "-c", 8, "-C", 300, "-S", 64)
+    assert doc["data"]["data_path"] == "native" and doc["totals"]["connections_passed"] == 8, doc
+    flows.done(srv)
+    srv = flows.serve("events", "--listen", "-c", 4)
+    doc = flows.run("events", lab.server, "-b", lab.client, "-c", 4)
+    assert doc["data"]["data_path"] == "native" and doc["totals"]["connections_passed"] == 4, doc
+    flows.done(srv)
+    doc = flows.run("connect", lab.server, "-b", lab.client, "-p", 9, code=5)
+    assert doc["data"]["data_path"] == "native" and doc["error"]["cause"] == "nobody_listening", doc
 
 
 def test_a_one_sided_run_longer_than_the_idle_timeout_passes_on_both_sides(lab, flows):
