@@ -153,6 +153,24 @@ def connect() -> list[str]:
             [*RDMACLI, "connect", SERVER, "-b", CLIENT, "-c", "{n}", "-C", "10", "--json"],
             timed_own,
         ),
+        # the same client with its connections run in C (native/cmrun.c; issue 74's goal: 1.1x)
+        "native": (
+            [
+                "env",
+                "RDMACLI_CM_PATH=native",
+                *RDMACLI,
+                "connect",
+                SERVER,
+                "-b",
+                CLIENT,
+                "-c",
+                "{n}",
+                "-C",
+                "10",
+                "--json",
+            ],
+            timed_own,
+        ),  # fmt: skip
         "floor": ([*bare, "{n}"], timed_own),
     }
 
@@ -177,8 +195,10 @@ def connect() -> list[str]:
 
     payload = lambda _: (small + big) * 10 * 100  # noqa: E731 - the client's echoes of both runs
     name = f"connection, marginal {small}->{big}"
+    native_name = f"native (RDMACLI_CM_PATH=native), marginal {small}->{big}"
     floor_name = f"floor (Python, no engine), marginal {small}->{big}"
     figs = alternate_each({name: on_wire(per_connection("rdmacli"), payload),
+                           native_name: on_wire(per_connection("native"), payload),
                            floor_name: on_wire(per_connection("floor"), payload)},
                           on_wire(per_connection("ucmatose"), payload), CONNECT_GOAL, False,
                           unit="ms")  # fmt: skip
@@ -188,16 +208,16 @@ def connect() -> list[str]:
     if figs is None:
         lines.append("  a run failed or did not cross the wire (said above)")
     else:
-        fig, floor = figs[name], figs[floor_name]
-        FIGURES["connect"] = [fig.to_dict(), floor.to_dict()]
-        lines += [fig.line(), floor.line()]
+        fig, nat, floor = figs[name], figs[native_name], figs[floor_name]
+        FIGURES["connect"] = [fig.to_dict(), nat.to_dict(), floor.to_dict()]
+        lines += [fig.line(), nat.line(), floor.line()]
         engine = fig.ours.median - floor.ours.median
         room = CONNECT_GOAL * fig.theirs.median - floor.ours.median
         lines.append(f"  the engine's own (rdmacli - floor, medians): {engine:.2f} ms per connection; "
                      f"the goal leaves it {f'{room:.2f} ms' if room > 0 else 'nothing'}")  # fmt: skip
-        c, r, f = (median(walls[k]) for k in ("ucmatose", "rdmacli", "floor"))
-        lines.append(f"  one connection, the whole process (start-up included): ucmatose {ms(c)}, "
-                     f"rdmacli {ms(r)}, floor {ms(f)} (median of {len(walls['rdmacli'])})")  # fmt: skip
+        c, r, n, f = (median(walls[k]) for k in ("ucmatose", "rdmacli", "native", "floor"))
+        lines.append(f"  one connection, the whole process (start-up included): ucmatose {ms(c)}, rdmacli "
+                     f"{ms(r)}, native {ms(n)}, floor {ms(f)} (median of {len(walls['floor'])})")  # fmt: skip
     # what stands between the ratio and 1: the profile of the marginal connection, same boot
     got = subprocess.run([sys.executable, os.path.join(here, "profile_connect.py"), "parts"],
                          capture_output=True, text=True, timeout=600)  # fmt: skip
@@ -282,6 +302,8 @@ def steps(n: int = 32) -> list[str]:
     wait_listener(CONNECT_PORT)
     c_wall, c_out = timed(["cmtime", "-s", SERVER, "-b", CLIENT, "-c", str(n)])
     r_wall, r_out = timed([*RDMACLI, "events", SERVER, "-b", CLIENT, "-c", str(n), "--json"])
+    n_wall, n_out = timed(["env", "RDMACLI_CM_PATH=native", *RDMACLI, "events", SERVER, "-b", CLIENT, "-c",
+                           str(n), "--json"])  # fmt: skip
     srv.kill()
     srv.wait()
     wait_no_listener(CONNECT_PORT)
@@ -290,24 +312,29 @@ def steps(n: int = 32) -> list[str]:
         m = CMTIME_ROW.match(line.strip())
         if m:
             c_steps[STEP_NAMES.get(m.group(1).strip(), m.group(1).strip())] = float(m.group(5))
-    r_steps = {}  # step -> (span of the step over all connections / n, average per connection)
-    if r_out:
-        for row in json.loads(r_out).get("steps_us") or []:
-            r_steps[row["step"]] = (row["total_us"] / max(row["count"], 1), row["avg_us"])
+    r_steps, n_steps = {}, {}  # step -> (span of the step over all connections / n, average per connection)
+    for out, into in ((r_out, r_steps), (n_out, n_steps)):
+        for row in (json.loads(out).get("steps_us") or []) if out else []:
+            into[row["step"]] = (row["total_us"] / max(row["count"], 1), row["avg_us"])
     lines = [
         f"steps: {n} connections set up and torn down, `cmtime -c {n}` vs `rdmacli events -c {n}`",
         "  us/conn = the step's span over all connections / connections (cmtime's column);",
         "  avg = one connection's own time in the step (rdmacli runs connections concurrently)",
-        f"  {'step':<16} {'cmtime us/conn':>15} {'rdmacli us/conn':>16} {'ratio':>7} {'rdmacli avg':>12}",
+        "  native: the same with RDMACLI_CM_PATH=native (native/cmrun.c), right after it",
+        f"  {'step':<16} {'cmtime us/conn':>15} {'rdmacli us/conn':>16} {'ratio':>7} {'rdmacli avg':>12}"
+        f" {'native us/conn':>15} {'ratio':>7}",
     ]
-    for name in dict.fromkeys([*c_steps, *r_steps]):
+    for name in dict.fromkeys([*c_steps, *r_steps, *n_steps]):
         c = c_steps.get(name)
         r, avg = r_steps.get(name, (None, None))
+        nat = n_steps.get(name, (None, None))[0]
         lines.append(
             f"  {name:<16} {'-' if c is None else f'{c:.0f}':>15} {'-' if r is None else f'{r:.0f}':>16}"
             f" {ratio(r, c):>7} {'-' if avg is None else f'{avg:.0f}':>12}"
+            f" {'-' if nat is None else f'{nat:.0f}':>15} {ratio(nat, c):>7}"
         )
-    lines.append(f"  {'whole run (wall)':<16} {ms(c_wall):>15} {ms(r_wall):>16} {ratio(r_wall, c_wall):>7}")
+    lines.append(f"  {'whole run (wall)':<16} {ms(c_wall):>15} {ms(r_wall):>16} {ratio(r_wall, c_wall):>7}"
+                 f" {'':>12} {ms(n_wall):>15} {ratio(n_wall, c_wall):>7}")  # fmt: skip
     return lines
 
 

@@ -16,8 +16,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "rdmacli.native._datapath"
 CFLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
-# loop.h: what lat.c inlines; cmrun.h: what cmrun.c and cmconn.c share
-SOURCES = ("datapath.c", "lat.c", "bw.c", "datagram.c", "probe.c", "cm.c", "cmrun.c", "cmconn.c")
+# loop.h: what lat.c inlines; cmrun.h: what cmflow.c, cmrun.c and cmconn.c share
+SOURCES = ("datapath.c", "lat.c", "bw.c", "datagram.c", "probe.c", "cm.c", "cmflow.c", "cmrun.c", "cmconn.c")
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
 
 

@@ -34,7 +34,13 @@ struct cm_priv {
     int new_device;         /* a device first seen this slice (Python reads its counters) */
 };
 
+/* cmflow.c */
 uint64_t cm_now(void);
+struct rdmacli_cm_log *cm_log_entry(struct rdmacli_cm_plan *p); /* NULL: full (never reached) */
+int cm_final(int state);
+void cm_step_done(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step, uint64_t at, int said);
+void cm_enter(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int phase);
+void cm_dispatch(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev);
 void cm_log_step(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step, uint64_t t0,
                  uint64_t t1, int said);
 void cm_set_state(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int state);

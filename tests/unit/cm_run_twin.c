@@ -1,4 +1,4 @@
-/* native/cmrun.c and cmconn.c with librdmacm, the verbs, ppoll and the clock replaced by a scripted
+/* native/cmrun.c, cmflow.c and cmconn.c with librdmacm, the verbs, ppoll and the clock replaced by a scripted
  * peer (test_cm_parity.py): the native client, built as it ships, facing the peer that fakerdma's
  * FakeBackend plays for the Python engine; the two must come to the same records. As the other
  * twins: the headers first, then the names the sources call redefined, then the sources included. */
@@ -366,4 +366,5 @@ static int twin_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
 #define ibv_post_recv twin_post_recv
 #define ibv_post_send twin_post_send
 #include "cmconn.c"
+#include "cmflow.c"
 #include "cmrun.c"

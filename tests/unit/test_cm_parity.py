@@ -77,7 +77,9 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory):
-    return twins.build("cm_run_twin", str(tmp_path_factory.mktemp("cm_run_twin")), ("cmrun.c", "cmconn.c"))
+    return twins.build(
+        "cm_run_twin", str(tmp_path_factory.mktemp("cm_run_twin")), ("cmrun.c", "cmflow.c", "cmconn.c")
+    )
 
 
 def protocol(peer: Peer):

@@ -46,7 +46,7 @@ def test_cs_numbers_are_the_places_of_pythons_names(lib):
 
 def test_every_active_row_has_a_c_handler_and_phases_a_step_only_where_lifecycle_says():
     assert {row.action for row in L.ACTIVE.values()} <= set(NF.ACTIONS)
-    # the phases C times (cmrun.c PHASE_STEP) are those lifecycle.PHASES gives a step
+    # the phases C times (cmflow.c PHASE_STEP) are those lifecycle.PHASES gives a step
     timed = {L.RESOLVE_ADDR, L.RESOLVE_ROUTE, L.CREATE_QP, L.CONNECT, L.DISCONNECT}
     assert {p for p, b in L.PHASES.items() if b.step and p not in (L.ACCEPT, L.JOIN)} == timed
 
