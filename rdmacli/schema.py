@@ -71,7 +71,8 @@ SUMMARY_KEYS = [
     (
         "data",
         "object",
-        "what only this command reports: devices (devices), checks (doctor, check), rows, "
+        "what only this command reports: data_path (connect and events as clients: native or "
+        "python, which ran the connections), devices (devices), checks (doctor, check), rows, "
         "path and addresses (selftest), run_id, agents_up_s, nodes, pairs and blame (mesh), "
         "bw (bw's totals), sweep (bw and lat -a: each size's figures, in order), slurm (check "
         "--slurm: the node's action; mesh and watch status --slurm-drain: policy, cap, over_cap, "

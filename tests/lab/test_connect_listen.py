@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 
 import pytest
-from conftest import expect, summary
+from conftest import expect, resources_of, summary, wait_for_listener
 
 UCMATOSE = "ucmatose"
 
@@ -78,6 +79,31 @@ def test_events_against_cmtime_server(lab, flows, monkeypatch, runner):
     for step in ("create id", "resolve addr", "resolve route", "create qp", "cm connect", "disconnect",
                  "destroy qp", "destroy id"):  # fmt: skip
         assert steps.get(step) == 8, (step, steps)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_client_stopped_mid_exchange_ends_interrupted_holding_nothing(
+    lab, servers, c_tool, cm_path, signum
+):
+    """SIGTERM or Ctrl-C while 4 connections exchange 10000 messages each with ucmatose: the
+    summary says interrupted (128 + the signal), every connection its own state, nothing held."""
+    srv = servers([c_tool(UCMATOSE), "-b", lab.server, "-c", "4", "-C", "10000", "-S", "64"], ready=False)
+    wait_for_listener(7471)
+    client = lab.spawn("connect", lab.server, "-b", lab.client, "-c", "4", "-C", "10000", "-S", "64",
+                       "--json-lines")  # fmt: skip
+    seen = []
+    for line in client.stdout:
+        seen.append(line)
+        if '"ESTABLISHED"' in line:
+            break
+    client.send_signal(signum)
+    out, err = client.communicate(timeout=60)
+    doc = summary("".join(seen) + out)
+    assert client.returncode == 128 + signum, err
+    assert doc["result"] == "interrupted" and doc["data"]["data_path"] == cm_path, doc
+    assert doc["totals"]["connections"] == 4 and "Traceback" not in err, doc
+    assert not any(resources_of(client.pid).values())
+    srv.proc.kill()
 
 
 def test_connect_with_nobody_listening_says_so(lab, cm_path):
