@@ -177,23 +177,35 @@ def test_the_marginal_connection_is_one_figure_from_a_run_of_1_and_one_of_128(mo
     def run(cmd, clock):
         n = int(cmd[cmd.index("-c") + 1] if "-c" in cmd else cmd[-1])  # bare_client.py: n last
         sent[0] += n * 10 * 100  # n connections' 10 echoes of 100 bytes crossed the wire
-        # rdmacli (python -m rdmacli), the floor (python bare_client.py) or ucmatose
-        per = 0.010 if cmd[1] == "-m" else 0.006 if cmd[1].endswith("bare_client.py") else 0.008
+        # rdmacli (python -m rdmacli), native (env RDMACLI_CM_PATH=native python -m rdmacli), the
+        # floor (python bare_client.py) or ucmatose
+        native = cmd[0] == "env" and cmd[1] == "RDMACLI_CM_PATH=native"
+        per = (
+            0.0084
+            if native
+            else 0.010
+            if cmd[1] == "-m"
+            else 0.006
+            if cmd[1].endswith("bare_client.py")
+            else 0.008
+        )
         return (1.0, 0.1 + n * per)
 
     monkeypatch.setattr(bench, "tx_bytes", lambda ip: sent[0])
     monkeypatch.setattr(bench, "with_server", lambda srv, port, cmd, clock=None: run(cmd, clock))
     monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: type("R", (), {"stdout": "  parts\n"})())
     lines = bench.connect()
-    fig, floor = bench.FIGURES["connect"]
+    fig, nat, floor = bench.FIGURES["connect"]
+    assert nat["name"].startswith("native") and nat["ours"]["runs"][0] == pytest.approx(8.4)
+    assert nat["theirs"]["runs"] == fig["theirs"]["runs"] and nat["ratio"] == 1.05
     assert fig["ours"]["runs"][0] == pytest.approx(10.0) and fig["theirs"]["runs"][0] == pytest.approx(8.0)
     assert fig["ratio"] == 1.25 and fig["verdict"] == "met" and fig["at_least"] is False
     assert floor["name"].startswith("floor") and floor["ours"]["runs"][0] == pytest.approx(6.0)
     assert floor["theirs"]["runs"] == fig["theirs"]["runs"] and floor["ratio"] == 0.75
-    assert "goal <= 1.5x: met" in lines[1] and "goal <= 1.5x: met" in lines[2] and lines[-1] == "  parts"
+    assert all("goal <= 1.5x: met" in line for line in lines[1:4]) and lines[-1] == "  parts"
     # the engine's own is rdmacli's marginal over the floor's; the goal leaves it 1.5 x 8 - 6 ms
-    assert "the engine's own (rdmacli - floor, medians): 4.00 ms per connection" in lines[3]
-    assert "the goal leaves it 6.00 ms" in lines[3]
+    assert "the engine's own (rdmacli - floor, medians): 4.00 ms per connection" in lines[4]
+    assert "the goal leaves it 6.00 ms" in lines[4]
     monkeypatch.setattr(bench, "with_server", lambda srv, port, cmd, clock=None: (None, None))
     bench.FIGURES.pop("connect")
     assert "a run failed" in bench.connect()[1] and "connect" not in bench.FIGURES
