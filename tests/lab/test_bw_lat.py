@@ -172,13 +172,13 @@ def test_the_native_loops_under_address_and_undefined_behaviour_sanitizers(lab, 
     # the native connection path (cmrun.c, cmconn.c) in the same build: many connections with a
     # windowed exchange, events' bare flow, and a request nobody listens to
     monkeypatch.setenv(native.CM_ENV, "native")
-    srv = flows.serve("listen", "-c", 8)
-    doc = flows.run("connect", lab.server, "-b", lab.client, "-c", 8, "-C", 300, "-S", 64)
-    assert doc["data"]["data_path"] == "native" and doc["totals"]["connections_passed"] == 8, doc
-    flows.done(srv)
-    srv = flows.serve("events", "--listen", "-c", 4)
-    doc = flows.run("events", lab.server, "-b", lab.client, "-c", 4)
+    srv = flows.serve("listen", "-c", 4)
+    doc = flows.run("connect", lab.server, "-b", lab.client, "-c", 4, "-C", 100, "-S", 64)
     assert doc["data"]["data_path"] == "native" and doc["totals"]["connections_passed"] == 4, doc
+    flows.done(srv)
+    srv = flows.serve("events", "--listen", "-c", 2)
+    doc = flows.run("events", lab.server, "-b", lab.client, "-c", 2)
+    assert doc["data"]["data_path"] == "native" and doc["totals"]["connections_passed"] == 2, doc
     flows.done(srv)
     doc = flows.run("connect", lab.server, "-b", lab.client, "-p", 9, code=5)
     assert doc["data"]["data_path"] == "native" and doc["error"]["cause"] == "nobody_listening", doc
