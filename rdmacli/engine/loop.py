@@ -25,6 +25,10 @@ class DeadlineExpired(RdmacliError):
     cause = Cause.DEADLINE
 
 
+# what a deadline that passed advises (the loop's, and the native client's: engine.nativeflow)
+DEADLINE_HINT = "the peer did not answer in time; raise the timeout options or check the peer"
+
+
 class Timer:
     """A call_later; cancel() makes sure it never runs (its owner was torn down)."""
 
@@ -196,7 +200,7 @@ class Loop:
                 if left <= 0:
                     raise DeadlineExpired(
                         f"deadline expired while waiting for {dl[1]}",
-                        hint="the peer did not answer in time; raise the timeout options or check the peer",
+                        hint=DEADLINE_HINT,
                     )
                 timeout = min(timeout, left)
             if self.timers:

@@ -23,7 +23,7 @@ from rdmacli import native
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.client import ClientFlow
 from rdmacli.engine.conn import MAX_WINDOW, Connection, memlock_error
-from rdmacli.engine.loop import DeadlineExpired
+from rdmacli.engine.loop import DEADLINE_HINT, DeadlineExpired
 from rdmacli.engine.status import call_error, refused_at_once, short_status
 from rdmacli.outcome import State
 from rdmacli.rdma import constants as C
@@ -162,7 +162,7 @@ class NativeClientFlow(ClientFlow):
                 words = self.timeouts.words
                 raise self.on_run_deadline(DeadlineExpired(
                     f"deadline expired while waiting for {words.overall}",
-                    hint="the peer did not answer in time; raise the timeout options or check the peer",
+                    hint=DEADLINE_HINT,
                 ))  # fmt: skip
             call = CALLS[p.run_call]
             step = {"rdma_create_id": "create id", "rdma_resolve_addr": "resolve addr"}.get(call, "data")
@@ -266,8 +266,7 @@ class NativeClientFlow(ClientFlow):
             status = WorkCompletion(0, c.wc_status, 0, 0, None, 0, 0).status_str
             self.fail_here_first(conn, self.wc_failed(conn, status, c.wc_status, c.wc_opcode))
         elif kind == lib.RDMACLI_CF_DEADLINE:
-            hint = "the peer did not answer in time; raise the timeout options or check the peer"
-            self.fail_here_first(conn, self.deadline_passed(conn, hint))
+            self.fail_here_first(conn, self.deadline_passed(conn, DEADLINE_HINT))
         elif kind == lib.RDMACLI_CF_UNEXPECTED:
             conn.fail(self.unexpected(conn, C.event_name(c.fail_event)))
         else:  # RDMACLI_CF_PEER_ENDED: the protocol's own words on its counts
