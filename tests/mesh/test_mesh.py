@@ -401,8 +401,11 @@ def test_a_lossy_node_and_a_lossy_link_are_each_named_and_nothing_else_fails(fle
     assert bad["nodes"][0]["counters"], bad  # with its NIC's deltas
     assert [{x["a"], x["b"]} for x in bad["links"]] == [{"n02", "n07"}], (bad, failures(doc), link)
     # named for loss when the NICs' or the CM's counters moved; a pair whose CM messages were lost
-    # before any QP existed may only have overrun its slot (the lab saw both)
-    assert bad["links"][0]["cause"] in ("LOSS", "RNR", "LINK", "OVER", "TMO", "UNR"), bad
+    # before any QP existed may only have overrun its slot (the lab saw both), or have been
+    # refused by the partner's CM: a REQ retransmitted after its first try's id went to TIMEWAIT is
+    # answered STALE_CONN (the kernel's cm_dup_req_handler), and a CI run named this link REJ.
+    # The link is blamed either way; "server is full", our own final word, is refused below
+    assert bad["links"][0]["cause"] in ("LOSS", "RNR", "LINK", "OVER", "TMO", "UNR", "REJ"), (bad, link)
     others = [f for f in failures(doc) if "n05" not in f[:2] and {f[0], f[1]} != {"n02", "n07"}]
     assert others == [] and bad["nics"] == [], (others, bad)
     # a listener late in its round (n02 after its lossy pair) answered the next round's partner

@@ -309,14 +309,19 @@ def named_in_time(name: str, expect: set[str], before: set[str], d, mapfile) -> 
 
 
 def cleared_in_time(what: set[str], d, mapfile, within: float = CLEARED_WITHIN_S, since=None) -> None:
-    wall_off = since or time.time()
+    """Poll until nothing is named: within `within` of the faults' removal by the agents' own
+    clocks, and a window more for each window the named ends' agents did not judge meanwhile (as
+    named_in_time: a CI run on a loaded host cleared in 66.7 s, its agents starved of the CPU)."""
+    wall_off, unjudged = since or time.time(), not_judged(d)
     seen, doc = until(d, mapfile, lambda doc: not named(doc), within)
     cleared = written(doc, what) - wall_off
+    ends = {w.split(":")[0] for x in what for w in x.split("-")}
+    lost = max(not_judged(d)[n] - unjudged[n] for n in ends)
     TIMES[f"cleared: {sorted(what)}"] = cleared
     print(f"\nwatch: {sorted(what)} cleared by the agents {cleared:.1f} s after the faults' removal "
-          f"(seen {seen:.1f} s after)")  # fmt: skip
-    assert cleared <= within, (
-        f"{sorted(what)}: cleared {cleared:.1f} s after, not within {within:g} s",
+          f"(seen {seen:.1f} s after; {lost} window(s) not judged meanwhile)")  # fmt: skip
+    assert cleared <= within + lost * WINDOW_S, (
+        f"{sorted(what)}: cleared {cleared:.1f} s after, not within {within + lost * WINDOW_S:g} s",
         TIMES,
     )
 
