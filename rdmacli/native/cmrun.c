@@ -225,6 +225,8 @@ int rdmacli_cm_run(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_
     for (;;) {
         if (p->finished == p->connections)
             return RDMACLI_OK;
+        if (__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
+            return RDMACLI_SIGNAL; /* Python's stop, from its own thread (nativeflow._run_slice) */
         now = p->now_ns = cm_now();
         at = nearest(p);
         if (at && at <= now) {

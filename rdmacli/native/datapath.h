@@ -430,6 +430,7 @@ struct rdmacli_cm_plan {
     uint8_t rnr_retry_windowed;  /* rnr_retry_count when the count is beyond the window */
     uint8_t rnr_retry_plain;
     int log_events;        /* 1: every CM event is logged (an observer shows them) */
+    int stop;              /* set by Python's thread while C runs: end the slice at the next turn */
     struct rdmacli_cm_conn *conns;
     struct rdmacli_cm_log *log;
     uint32_t log_cap;

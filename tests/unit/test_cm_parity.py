@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import errno
 import signal
+import threading
+import time
 from dataclasses import dataclass, fields
 
 import pytest
@@ -227,5 +229,45 @@ def test_a_stop_mid_run_interrupts_and_tears_down_on_both(signum, twin):
     ours = record(run(flow))
     assert ours["exit"] == theirs["exit"] == 128 + signum
     assert [c[0] for c in ours["conns"]] == [c[0] for c in theirs["conns"]] == ["interrupted"] * 2
+    for name in ("ids", "qps", "mrs", "cqs", "comps"):
+        assert getattr(twin.lib.crs, name) == 0, name
+
+
+def test_a_stop_while_the_last_slice_is_rendered_waits_for_c_and_tears_down(twin):
+    """C runs a slice in a thread of its own while Python renders the last one's log
+    (nativeflow._run_slice): a signal's exception raised in the rendering ends C's slice (the
+    plan's stop) and is raised again only once C has returned; the run ends interrupted with
+    nothing left behind and no thread. C's slice waits here as in a ppoll until it is stopped."""
+    flow = native_side(Peer(connect_event=NONE, connections=2), twin)
+    lib, render, seen = twin.lib, flow._render, []
+
+    class Waiting:  # the twin's lib, its slices held (the twin's clock would run at once)
+        def __getattr__(self, name):
+            return getattr(lib, name)
+
+        def rdmacli_cm_run(self, p, end, settle):
+            if not settle and flow._taken[1]:  # a slice beside a rendering
+                t0 = time.monotonic()
+                while not p.stop and time.monotonic() - t0 < 10:
+                    time.sleep(0.01)
+            return lib.rdmacli_cm_run(p, end, settle)
+
+    flow.lib = Waiting()
+    flow.given = (twin.ffi, flow.lib)
+
+    def render_then_stop():
+        if not flow.stopping and any(t.name == "rdmacli-cm" for t in threading.enumerate()):
+            seen.append(flow._taken[1])
+            flow.stopping = True  # what the signal's handler would have done (Stops)
+            raise Stopped(signal.SIGTERM)
+        render()
+
+    flow._render = render_then_stop
+    ours = record(run(flow))
+    assert seen and seen[0] > 0  # it came while C ran, with records to render
+    assert ours["exit"] == 128 + signal.SIGTERM
+    assert [c[0] for c in ours["conns"]] == ["interrupted"] * 2
+    assert ours["steps"]["create id"] == 2  # the records left unrendered were rendered at close
+    assert not [t for t in threading.enumerate() if t.name == "rdmacli-cm"]
     for name in ("ids", "qps", "mrs", "cqs", "comps"):
         assert getattr(twin.lib.crs, name) == 0, name
