@@ -297,7 +297,7 @@ STEP_NAMES = {"connect": "cm connect", "destroy": "destroy id"}
 
 def steps(n: int = 32) -> list[str]:
     """cmtime (v44) runs each step for all connections in lockstep and prints phase wall time per
-    connection; rdmacli runs connections concurrently and times each connection's step (avg)."""
+    connection; so does `rdmacli events` (bare.py's lockstep), beside each connection's own (avg)."""
     srv = server(["cmtime", "-b", SERVER])
     wait_listener(CONNECT_PORT)
     c_wall, c_out = timed(["cmtime", "-s", SERVER, "-b", CLIENT, "-c", str(n)])
@@ -319,7 +319,7 @@ def steps(n: int = 32) -> list[str]:
     lines = [
         f"steps: {n} connections set up and torn down, `cmtime -c {n}` vs `rdmacli events -c {n}`",
         "  us/conn = the step's span over all connections / connections (cmtime's column);",
-        "  avg = one connection's own time in the step (rdmacli runs connections concurrently)",
+        "  avg = one connection's own time in the step (each step runs for every connection, as cmtime)",
         "  native: the same with RDMACLI_CM_PATH=native (native/cmrun.c), right after it",
         f"  {'step':<16} {'cmtime us/conn':>15} {'rdmacli us/conn':>16} {'ratio':>7} {'rdmacli avg':>12}"
         f" {'native us/conn':>15} {'ratio':>7}",

@@ -44,6 +44,7 @@ class Connection:
         self.event_read: float | None = None  # when the event its handler answers was read
         self.group = None  # the multicast SockAddr joined, left again in teardown
         self.torn_down = False
+        self.id_left = False  # torn down but for its id (teardown(id_too=False))
         self.error: RdmacliError | None = None
         self.local = "?"
         self.remote = "?"
@@ -280,22 +281,26 @@ class Connection:
     def reject(self) -> None:
         self.state = State.REJECTED
 
-    def teardown(self) -> None:
+    def teardown(self, *, id_too: bool = True) -> None:
         """Disconnect (and leave its group), destroy the QP, close what hangs on the cm_id (its
-        AHs and MRs: rdma.handle's ownership), give the shared CQ back, destroy the id.
+        AHs and MRs: rdma.handle's ownership), give the shared CQ back, destroy the id (unless
+        not `id_too`: a second call does; Flow.close in cmtime's order).
 
         The QP and the CQ are the only steps said here: the QP must go before the CQ it posts
         to, and the CQ (the flow's, shared) before the last cm_id, which may take the device's
         context with it. Nothing here raises: a step that fails is recorded (teardown_errors)
         and the next one runs, so a teardown can never turn the run's result into an internal
         error."""
-        if self.torn_down:
+        destroy_id = ("destroy id", lambda: self.teardown_errors.extend(self.cm.close()))
+        if self.torn_down:  # an earlier pass left its id (lockstep: every QP, then every id)
+            if id_too and self.id_left:
+                self.id_left = False
+                self._teardown_steps([destroy_id])
             return
         self.torn_down = True
         for t in self.timers:  # from here on nothing of this connection runs again
             t.cancel()
         self.flow.loop.forget_cm(self.cm.key)
-        timer, i = self.flow.timer, self.index
         steps: list[tuple[str | None, Callable[[], Any]]] = [(None, self.disconnect)]
         if self.group is not None:
             steps.append(("leave", lambda: self.cm.leave_multicast(self.group)))
@@ -303,7 +308,13 @@ class Connection:
             steps.append(("destroy qp", self.cm.destroy_qp))
         steps.append((None, lambda: self.teardown_errors.extend(self.cm.close_children())))
         steps.append((None, lambda: self.teardown_errors.extend(self.flow.cq_pool.release(self))))
-        steps.append(("destroy id", lambda: self.teardown_errors.extend(self.cm.close())))
+        if id_too:
+            steps.append(destroy_id)
+        self.id_left = not id_too
+        self._teardown_steps(steps)
+
+    def _teardown_steps(self, steps: list[tuple[str | None, Callable[[], Any]]]) -> None:
+        timer, i = self.flow.timer, self.index
         for name, fn in steps:
             if name:
                 timer.start(name, i)

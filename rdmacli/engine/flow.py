@@ -172,6 +172,11 @@ class Flow:
     # -- the lifecycle (engine.lifecycle) --------------------------------------------------------
     rows: dict = {}  # the side's lifecycle table: (phase, CM event) -> lifecycle.Row
     table: dict = {}  # the same rows with their handlers (lifecycle.Bound), bound as a class is made
+    lockstep = False  # cmtime's order: a row's handler waits for its phase's gate (client.py)
+    gate_opened: float | None = None  # while a gate's held handlers run: when it opened
+
+    def hold(self, conn: Connection, ev: CmEvent, row: L.Bound) -> bool:
+        return False
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
@@ -199,8 +204,8 @@ class Flow:
         step = L.PHASES[conn.phase].step
         if step:
             self.step_done(conn, step, ev.t if ev is not None else None)
-        if ev is not None:
-            conn.event_read = ev.t
+        if ev is not None:  # a held event's handler (lockstep) is dispatched from its gate's opening
+            conn.event_read = self.gate_opened or ev.t
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
         conn.last_event = ev
@@ -212,6 +217,8 @@ class Flow:
         row = self.table.get((conn.phase, ev.type))
         if row is None:
             raise self.unexpected(conn, ev.name)
+        if self.lockstep and self.hold(conn, ev, row):
+            return
         try:
             row.handler(self, conn, ev, row.next)
         finally:
@@ -436,6 +443,8 @@ class Flow:
         if self.closed:
             return
         self.closed = True
+        for conn in self.all_conns if self.lockstep else ():  # cmtime's: every QP, then every id
+            conn.teardown(id_too=False)
         for conn in self.all_conns:
             conn.teardown()
         # the CQs no connection gave back, the loop's watches, then the event channel with every

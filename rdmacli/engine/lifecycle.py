@@ -90,6 +90,7 @@ class Bound:
 
     next: Phase | None
     handler: Callable[..., None]  # (flow, conn, event, next)
+    action: str = ""  # the row's (lockstep runs route_resolved's two steps apart: client.py)
 
 
 def bind(rows: dict, flow_class: type) -> dict:
@@ -101,7 +102,7 @@ def bind(rows: dict, flow_class: type) -> dict:
         handler = getattr(flow_class, "on_" + row.action, None)
         if not callable(handler):
             raise TypeError(f"{flow_class.__name__} has no on_{row.action} for its row {key}")
-        out[key] = Bound(row.next, handler)
+        out[key] = Bound(row.next, handler, row.action)
     return out
 
 

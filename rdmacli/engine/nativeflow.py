@@ -35,10 +35,11 @@ from rdmacli.rdma.verbs import WorkCompletion
 PHASES = list(L.Phase)  # a phase's number in C is its place here (RDMACLI_PH_*: a unit test)
 ACTIONS = ("addr_resolved", "route_resolved", "established", "disconnected")  # RDMACLI_ACT_* - 1
 STEPS = ("create id", "resolve addr", "resolve route", "create qp", "cm connect", "disconnect",
-         "destroy qp", "destroy id", "dispatch (rdmacli)")  # RDMACLI_ST_*, in order  # fmt: skip
+         "destroy qp", "destroy id", "dispatch (rdmacli)", "bind addr")  # RDMACLI_ST_*, in order  # fmt: skip
 CALLS = ("", "rdma_create_id", "rdma_resolve_addr", "rdma_resolve_route", "ibv_create_cq",
          "rdma_create_qp", "ibv_reg_mr", "ibv_post_recv", "ibv_post_send", "rdma_connect",
-         "ibv_poll_cq", "rdma_set_option", "rdma_get_cm_event", "ibv_query_device")  # fmt: skip
+         "ibv_poll_cq", "rdma_set_option", "rdma_get_cm_event", "ibv_query_device",
+         "rdma_bind_addr")  # fmt: skip
 STATES = (State.PENDING, State.ESTABLISHED, State.DONE, State.FAILED)  # RDMACLI_CS_*
 SLICE_S = 0.2  # between two looks of Python's: records rendered, a stop request served
 
@@ -135,6 +136,8 @@ class NativeClientFlow(ClientFlow):
         p.informational, p.ninfo = list(L.INFORMATIONAL), len(L.INFORMATIONAL)
         proto = self.make_protocol()
         p.exchange, p.max_window = exchange_of(proto), MAX_WINDOW
+        self.lockstep = bool(getattr(proto, "lockstep", False))  # cmtime's order (client.py)
+        p.lockstep = 1 if self.lockstep else 0
         p.count, p.size = getattr(proto, "count", 0), getattr(proto, "size", 0)
         proto.window = max(p.count, 1)  # the parameters of a count within the window ...
         plain = proto.conn_param()
@@ -174,7 +177,8 @@ class NativeClientFlow(ClientFlow):
                     hint=DEADLINE_HINT,
                 ))  # fmt: skip
             call = CALLS[p.run_call]
-            step = {"rdma_create_id": "create id", "rdma_resolve_addr": "resolve addr"}.get(call, "data")
+            step = {"rdma_create_id": "create id", "rdma_resolve_addr": "resolve addr",
+                    "rdma_bind_addr": "resolve addr"}.get(call, "data")  # fmt: skip
             raise call_error(step, RdmaCallError(call, p.run_err), f"{self.src or '*'} -> {self.dst}")
 
     def _run_slice(self) -> int:

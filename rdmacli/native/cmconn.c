@@ -282,13 +282,15 @@ int cm_drain(struct rdmacli_cm_plan *p, struct cm_cq *q, int batches)
 
 /* Connection.teardown: disconnect, destroy the QP, its memory, give the CQ's entries back,
  * destroy the id; the QP's and the id's times are cmtime's "destroy qp" and "destroy id" */
-void cm_teardown(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
+void cm_teardown(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int id_too)
 {
     struct rdma_cm_id *id = c->id;
     uint64_t t;
 
-    if (c->torn_down || !id)
+    if (!id)
         return;
+    if (c->torn_down)
+        goto destroy_id; /* its QP went in an earlier pass (lockstep) */
     c->torn_down = 1;
     if (c->connected && !c->disconnect_sent) {
         c->disconnect_sent = 1;
@@ -310,6 +312,9 @@ void cm_teardown(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
         q->used -= c->cq_slots;
         c->cq = NULL;
     }
+destroy_id:
+    if (!id_too)
+        return;
     t = cm_now();
     rdma_destroy_id(id);
     cm_log_step(p, c, RDMACLI_ST_DESTROY_ID, t, cm_now(), 0);
@@ -331,6 +336,7 @@ void cm_release_devices(struct rdmacli_cm_plan *p)
         if (d->comp)
             ibv_destroy_comp_channel(d->comp);
     }
+    free(v->held);
     free(v);
     p->priv = NULL;
 }

@@ -128,9 +128,12 @@ static void leave(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, uint64_t
 {
     int step = PHASE_STEP[c->phase];
 
+    struct cm_priv *v = p->priv;
+
     if (step >= 0)
         cm_step_done(p, c, step, ev_t, 1);
-    c->event_read_ns = ev_t;
+    /* a held event's handler (lockstep) is dispatched from its gate's opening */
+    c->event_read_ns = v && v->gate_opened_ns ? v->gate_opened_ns : ev_t;
 }
 
 void cm_progress(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
@@ -205,20 +208,27 @@ static void on_addr_resolved(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *
         cm_fail_call(p, c, RDMACLI_CALL_RESOLVE_ROUTE, errno ? errno : EIO);
 }
 
-static void on_route_resolved(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c,
-                              const struct rdmacli_cm_event *ev, int next)
+/* ClientFlow.make_qp: the route's step ends, the QP is made ("create qp", a step inside the
+ * phase: Flow.setup_qp) */
+static void make_qp(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev)
 {
-    struct rdma_conn_param param;
     int phase;
 
     leave(p, c, ev->t_ns);
-    phase = c->phase; /* Flow.setup_qp: "create qp", a step inside the phase */
+    phase = c->phase;
     begin(p, c, RDMACLI_ST_CREATE_QP);
     c->phase = RDMACLI_PH_CREATE_QP;
     if (cm_setup(p, c))
         return;
     cm_step_done(p, c, RDMACLI_ST_CREATE_QP, 0, 0);
     c->phase = phase;
+}
+
+/* ClientFlow.request: rdma_connect */
+static void request(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int next)
+{
+    struct rdma_conn_param param;
+
     memset(&param, 0, sizeof(param));
     param.private_data = p->private_data;
     param.private_data_len = (uint8_t)p->private_data_len;
@@ -237,6 +247,14 @@ static void on_route_resolved(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn 
             cm_fail_call(p, c, RDMACLI_CALL_CONNECT, err);
         }
     }
+}
+
+static void on_route_resolved(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c,
+                              const struct rdmacli_cm_event *ev, int next)
+{
+    make_qp(p, c, ev);
+    if (!cm_final(c->state))
+        request(p, c, next);
 }
 
 static void on_established(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c,
@@ -277,6 +295,87 @@ static const handler_fn HANDLERS[] = {
     [RDMACLI_ACT_DISCONNECTED] = on_disconnected,
 };
 
+/* -- lockstep: cmtime's order (client.py's hold, open_gates and release) ---------------------- */
+static void hold(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev,
+                 int row)
+{
+    struct cm_hold *h = &((struct cm_priv *)p->priv)->held[c->index];
+
+    if (!h->on)
+        ((struct cm_priv *)p->priv)->nheld++;
+    h->on = 1;
+    h->row = row;
+    h->ev = *ev;
+    c->deadline_ns = 0; /* its step is over: the slowest connection's deadline is not its own */
+}
+
+static void release(struct rdmacli_cm_plan *p, int phase)
+{
+    struct cm_priv *v = p->priv;
+    int route = 0;
+
+    for (uint32_t i = 0; i < p->started; i++) /* every QP first, then every request */
+        if (v->held[i].on && p->conns[i].phase == phase) {
+            route = p->rows[v->held[i].row].action == RDMACLI_ACT_ROUTE_RESOLVED;
+            break;
+        }
+    for (uint32_t i = 0; i < p->started; i++) {
+        struct cm_hold *h = &v->held[i];
+        struct rdmacli_cm_conn *c = &p->conns[i];
+
+        if (!h->on || c->phase != phase)
+            continue;
+        if (route) {
+            make_qp(p, c, &h->ev);
+        } else {
+            h->on = 0;
+            v->nheld--;
+            HANDLERS[p->rows[h->row].action](p, c, &h->ev, p->rows[h->row].next);
+        }
+        c->event_read_ns = 0;
+    }
+    if (!route)
+        return;
+    for (uint32_t i = 0; i < p->started; i++) {
+        struct cm_hold *h = &v->held[i];
+        struct rdmacli_cm_conn *c = &p->conns[i];
+
+        if (!h->on || c->phase != phase)
+            continue;
+        h->on = 0;
+        v->nheld--;
+        if (!cm_final(c->state))
+            request(p, c, p->rows[h->row].next);
+    }
+}
+
+/* Once every live connection has its event held, the held ones of the earliest phase go on,
+ * their handlers run in the connections' order (client.py's open_gates) */
+void cm_open_gates(struct rdmacli_cm_plan *p)
+{
+    struct cm_priv *v = p->priv;
+
+    while (v && v->nheld) {
+        int first = -1;
+
+        for (uint32_t i = 0; i < p->started; i++)
+            if (v->held[i].on && cm_final(p->conns[i].state)) {
+                v->held[i].on = 0;
+                v->nheld--;
+            }
+        if (v->nheld + p->finished < p->started)
+            return; /* somebody's event is still to come */
+        for (uint32_t i = 0; i < p->started; i++)
+            if (v->held[i].on && (first < 0 || p->conns[i].phase < first))
+                first = p->conns[i].phase;
+        if (first < 0)
+            return;
+        v->gate_opened_ns = cm_now();
+        release(p, first);
+        v->gate_opened_ns = 0;
+    }
+}
+
 static int listed(const int *list, uint32_t n, int event)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -307,6 +406,10 @@ void cm_dispatch(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const str
         const struct rdmacli_cm_row *r = &p->rows[i];
 
         if (r->phase == c->phase && r->event == ev->event) {
+            if (p->lockstep) {
+                hold(p, c, ev, (int)i);
+                return;
+            }
             HANDLERS[r->action](p, c, ev, r->next);
             c->event_read_ns = 0;
             return;

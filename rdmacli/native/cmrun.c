@@ -79,6 +79,7 @@ static int read_events(struct rdmacli_cm_plan *p)
         n++;
         if (c)
             cm_dispatch(p, c, &ev);
+        cm_open_gates(p); /* lockstep: this one's event may be the last a gate waited for */
     }
 }
 
@@ -130,8 +131,8 @@ static int turn(struct rdmacli_cm_plan *p, uint64_t timeout_ns)
     return ready + backlog;
 }
 
-/* ClientFlow.start: an id and the first step of rdma_cm(7) */
-static int start(struct rdmacli_cm_plan *p, uint32_t i)
+/* ClientFlow.open: connection i's id (p->started counts the ids made) */
+static int open_id(struct rdmacli_cm_plan *p, uint32_t i)
 {
     struct rdmacli_cm_conn *c = &p->conns[i];
     struct rdma_cm_id *id;
@@ -145,15 +146,63 @@ static int start(struct rdmacli_cm_plan *p, uint32_t i)
         return -1;
     }
     c->id = id;
+    p->started = i + 1;
     cm_log_step(p, c, RDMACLI_ST_CREATE_ID, t, cm_now(), 0);
+    return 0;
+}
+
+/* ClientFlow.resolve: the first step of rdma_cm(7) */
+static int resolve(struct rdmacli_cm_plan *p, uint32_t i)
+{
+    struct rdmacli_cm_conn *c = &p->conns[i];
+
     cm_enter(p, c, RDMACLI_PH_RESOLVE_ADDR);
-    if (rdma_resolve_addr(id, p->has_src ? (struct sockaddr *)p->src : NULL,
+    if (rdma_resolve_addr(c->id, p->has_src ? (struct sockaddr *)p->src : NULL,
                           (struct sockaddr *)p->dst, p->resolve_ms)) {
         p->run_call = RDMACLI_CALL_RESOLVE_ADDR;
         p->run_err = errno ? errno : EIO;
         return -1;
     }
-    p->started = i + 1;
+    return 0;
+}
+
+/* ClientFlow.run's start: each connection's id and address, or (lockstep) every id, then every
+ * address, as cmtime */
+static int start_all(struct rdmacli_cm_plan *p)
+{
+    struct cm_priv *v = p->priv;
+
+    if (p->lockstep && !v->held) {
+        v->held = calloc(p->connections ? p->connections : 1, sizeof(*v->held));
+        if (!v->held) {
+            p->run_call = RDMACLI_CALL_CREATE_ID;
+            p->run_err = ENOMEM;
+            return -1;
+        }
+    }
+    if (p->lockstep) {
+        while (p->started < p->connections)
+            if (open_id(p, p->started))
+                return -1;
+        for (uint32_t i = 0; p->has_src && i < p->connections; i++) { /* cmtime's bind step */
+            struct rdmacli_cm_conn *c = &p->conns[i];
+            uint64_t t = cm_now();
+
+            if (rdma_bind_addr(c->id, (struct sockaddr *)p->src)) {
+                p->run_call = RDMACLI_CALL_BIND_ADDR;
+                p->run_err = errno ? errno : EIO;
+                return -1;
+            }
+            cm_log_step(p, c, RDMACLI_ST_BIND_ADDR, t, cm_now(), 0);
+        }
+        for (uint32_t i = 0; i < p->connections; i++)
+            if (resolve(p, i))
+                return -1;
+        return 0;
+    }
+    while (p->started < p->connections)
+        if (open_id(p, p->started) || resolve(p, p->started - 1))
+            return -1;
     return 0;
 }
 
@@ -193,6 +242,8 @@ static int expire(struct rdmacli_cm_plan *p, uint64_t now)
             cm_fail(p, c, RDMACLI_CF_DEADLINE);
         }
     }
+    if (n)
+        cm_open_gates(p); /* the one the others waited for has ended */
     return n;
 }
 
@@ -215,9 +266,11 @@ int rdmacli_cm_run(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_
             return RDMACLI_BAD_ARGS;
     }
     v = p->priv;
-    while (p->started < p->connections)
-        if (start(p, p->started))
+    if (!v->started_all) {
+        v->started_all = 1;
+        if (start_all(p))
             return RDMACLI_RUN_FAILED;
+    }
     if (settle_only) {
         settle(p);
         return RDMACLI_OK;
@@ -254,10 +307,10 @@ int rdmacli_cm_run(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_
 
 void rdmacli_cm_close(struct rdmacli_cm_plan *p)
 {
+    /* every id made (open_id counts them); lockstep: every QP, then every id, as cmtime */
+    for (uint32_t i = 0; p->lockstep && i < p->started; i++)
+        cm_teardown(p, &p->conns[i], 0);
     for (uint32_t i = 0; i < p->started; i++)
-        cm_teardown(p, &p->conns[i]);
-    /* an id created but whose resolve failed (start's last) */
-    if (p->started < p->connections && p->conns && p->conns[p->started].id)
-        cm_teardown(p, &p->conns[p->started]);
+        cm_teardown(p, &p->conns[i], 1);
     cm_release_devices(p);
 }

@@ -28,10 +28,21 @@ struct cm_device {
     int ncq;
 };
 
+/* lockstep: an event a row expects, held until the gate opens (cmflow.c cm_open_gates) */
+struct cm_hold {
+    int on;
+    int row;                /* its row in the plan */
+    struct rdmacli_cm_event ev;
+};
+
 struct cm_priv {
     struct cm_device devs[CM_MAX_DEVICES];
     int ndev;
     int new_device;         /* a device first seen this slice (Python reads its counters) */
+    struct cm_hold *held;   /* lockstep: one per connection */
+    uint32_t nheld;         /* how many are on */
+    uint64_t gate_opened_ns; /* while a gate's handlers run: when it opened */
+    int started_all;        /* every connection's start made (cmrun.c start_all) */
 };
 
 /* cmflow.c */
@@ -48,6 +59,7 @@ void cm_fail(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int kind);
 void cm_fail_call(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int call, int err);
 void cm_progress(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
 void cm_judge_disconnect(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, uint64_t ev_t);
+void cm_open_gates(struct rdmacli_cm_plan *p);
 
 /* cmconn.c */
 int cm_setup(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c); /* 0, or it failed */
@@ -55,7 +67,7 @@ int cm_post_sends(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
 uint32_t cm_outstanding(const struct rdmacli_cm_plan *p, const struct rdmacli_cm_conn *c);
 int cm_drain(struct rdmacli_cm_plan *p, struct cm_cq *q, int batches); /* 1: emptied */
 struct cm_cq *cm_cq_of(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
-void cm_teardown(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
+void cm_teardown(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int id_too);
 void cm_release_devices(struct rdmacli_cm_plan *p);
 
 #endif

@@ -286,7 +286,8 @@ int rdmacli_cm_get(void *channel, struct rdmacli_cm_event *out); /* 0, or the er
 #define RDMACLI_ST_DESTROY_QP 6
 #define RDMACLI_ST_DESTROY_ID 7
 #define RDMACLI_ST_DISPATCH 8
-#define RDMACLI_CM_STEPS 9
+#define RDMACLI_ST_BIND_ADDR 9   /* lockstep with a source address: cmtime's bind step */
+#define RDMACLI_CM_STEPS 10
 
 /* how a connection failed (its record's fail_kind) */
 #define RDMACLI_CF_NONE 0
@@ -312,6 +313,7 @@ int rdmacli_cm_get(void *channel, struct rdmacli_cm_event *out); /* 0, or the er
 #define RDMACLI_CALL_SET_OPTION 11
 #define RDMACLI_CALL_GET_CM_EVENT 12
 #define RDMACLI_CALL_QUERY_DEVICE 13
+#define RDMACLI_CALL_BIND_ADDR 14
 
 /* a connection's state (outcome.State's, by name in Python) */
 #define RDMACLI_CS_PENDING 0
@@ -383,7 +385,7 @@ struct rdmacli_cm_conn {
     uint64_t bytes_received;
     uint64_t bytes_sent;
     uint64_t deadline_ns;  /* 0: none */
-    uint64_t step_t0[9];   /* RDMACLI_CM_STEPS: a step begun, not ended (0: none) */
+    uint64_t step_t0[10];  /* RDMACLI_CM_STEPS: a step begun, not ended (0: none) */
     int unanswered;        /* our disconnect was not answered in time: torn down without it */
     uint64_t event_read_ns;
     unsigned char local[128];  /* RDMACLI_SOCKADDR_BYTES: struct sockaddrs (family 0: unknown) */
@@ -431,6 +433,7 @@ struct rdmacli_cm_plan {
     uint8_t rnr_retry_plain;
     int log_events;        /* 1: every CM event is logged (an observer shows them) */
     int stop;              /* set by Python's thread while C runs: end the slice at the next turn */
+    int lockstep;          /* cmtime's order: each step for every connection before the next */
     struct rdmacli_cm_conn *conns;
     struct rdmacli_cm_log *log;
     uint32_t log_cap;

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -58,6 +59,7 @@ void crt_reset(void)
     cq_armed = cq_event_due = 0;
     crs.now_ns = 1000000000ull;
     crt.late_event = -1;
+    crt.odd_conn = -1;
     crt.answer_disconnect = 1;
     fake_ctx.device = &fake_dev;
     strcpy(fake_dev.name, "fake0");
@@ -139,18 +141,38 @@ static int twin_cm_get(void *channel, struct rdmacli_cm_event *out)
     return 0;
 }
 
+/* a call into the trace: I create id, A resolve addr, R resolve route, Q create qp, C connect,
+ * D disconnect, q destroy qp, i destroy id, B bind addr (fakerdma.py's log, said alike by the test) */
+static void trace(char call, struct rdma_cm_id *id)
+{
+    size_t len = strlen(crs.trace);
+
+    if (len + 16 < sizeof(crs.trace))
+        snprintf(crs.trace + len, sizeof(crs.trace) - len, "%c%lu ", call,
+                 (unsigned long)((uintptr_t)id->context - 1));
+}
+
 static int twin_create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id, void *context,
                           enum rdma_port_space ps)
 {
     *id = calloc(1, sizeof(**id));
+    (*id)->context = context;
+    trace('I', *id);
     (*id)->context = context;
     (*id)->ps = ps;
     crs.ids++;
     return 0;
 }
 
+static int twin_bind_addr(struct rdma_cm_id *id, struct sockaddr *sa)
+{
+    trace('B', id);
+    return 0;
+}
+
 static int twin_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst, int ms)
 {
+    trace('A', id);
     id->verbs = &fake_ctx;
     id->pd = &fake_pd;
     id->port_num = 1;
@@ -160,6 +182,7 @@ static int twin_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src, struct
 
 static int twin_resolve_route(struct rdma_cm_id *id, int ms)
 {
+    trace('R', id);
     queue(id, crt.route_event, crt.route_status);
     return 0;
 }
@@ -181,6 +204,7 @@ static const char *twin_device_name(struct ibv_device *dev)
 
 static int twin_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
+    trace('Q', id);
     id->qp = calloc(1, sizeof(*id->qp));
     id->qp->qp_num = next_qpn++;
     id->qp->qp_context = id;
@@ -190,6 +214,11 @@ static int twin_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_q
 
 static int twin_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 {
+    trace('C', id);
+    if ((int)((uintptr_t)id->context - 1) == crt.odd_conn) {
+        queue(id, crt.odd_event, crt.odd_status);
+        return 0;
+    }
     if (crt.connect_fails_errno) {
         errno = crt.connect_fails_errno;
         return -1;
@@ -207,6 +236,7 @@ static int twin_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
 
 static int twin_disconnect(struct rdma_cm_id *id)
 {
+    trace('D', id);
     if (crt.answer_disconnect && !peer_gone(id))
         queue(id, RDMA_CM_EVENT_DISCONNECTED, 0);
     return 0;
@@ -214,6 +244,7 @@ static int twin_disconnect(struct rdma_cm_id *id)
 
 static void twin_destroy_qp(struct rdma_cm_id *id)
 {
+    trace('q', id);
     free(id->qp);
     id->qp = NULL;
     crs.qps--;
@@ -221,6 +252,7 @@ static void twin_destroy_qp(struct rdma_cm_id *id)
 
 static int twin_destroy_id(struct rdma_cm_id *id)
 {
+    trace('i', id);
     for (unsigned int i = 0; i < nevents; i++)
         if (events[i].id == id)
             events[i].id = NULL; /* an event of a destroyed id is nobody's */
@@ -341,6 +373,7 @@ static int twin_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
 #define ppoll twin_ppoll
 #define rdmacli_cm_get twin_cm_get
 #define rdma_create_id twin_create_id
+#define rdma_bind_addr twin_bind_addr
 #define rdma_resolve_addr twin_resolve_addr
 #define rdma_resolve_route twin_resolve_route
 #define rdma_get_local_addr twin_local_addr

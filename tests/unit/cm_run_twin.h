@@ -18,6 +18,9 @@ struct crt_script {
     int send_status;               /* our sends complete with this status */
     int answer_disconnect;         /* our DREQ is answered (DISCONNECTED) */
     int connect_fails_errno;       /* rdma_connect itself fails with this errno (0: it does not) */
+    int odd_conn;                  /* this connection's request is answered otherwise (-1: none) */
+    int odd_event;                 /* with this event (-1: no answer) */
+    int odd_status;
 };
 
 struct crt_state {
@@ -28,6 +31,7 @@ struct crt_state {
     unsigned int cqs;
     unsigned int comps;
     unsigned int sends;           /* our sends the peer received */
+    char trace[4096];             /* the CM calls in order: a letter and the connection, "I0 A0 ..." */
 };
 
 extern struct crt_script crt;

@@ -271,3 +271,51 @@ def test_a_stop_while_the_last_slice_is_rendered_waits_for_c_and_tears_down(twin
     assert not [t for t in threading.enumerate() if t.name == "rdmacli-cm"]
     for name in ("ids", "qps", "mrs", "cqs", "comps"):
         assert getattr(twin.lib.crs, name) == 0, name
+
+
+CALLS = {"create id": "I", "resolve addr": "A", "resolve route": "R", "create qp": "Q", "connect": "C",
+         "disconnect": "D", "destroy qp": "q", "destroy id": "i", "bind": "B"}  # fmt: skip
+
+
+def python_trace(backend) -> str:
+    """FakeBackend's log of CM calls as cm_run_twin.c traces them: a letter and the connection."""
+    index = {cm.key: k for k, cm in enumerate(backend.ids)}
+    return "".join(f"{CALLS[name]}{index[key]} " for name, *rest in backend.log if name in CALLS
+                   for key in rest[:1])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["events, 3 connections: cmtime's order", "ucmatose's, 3 connections: each on its own",
+     "events, one rejected: the others go on", "events, one never answered: its deadline opens the gate"],
+)  # fmt: skip
+def test_both_runners_make_the_same_calls_in_the_same_order(case, twin):
+    """The order of the CM calls, not only the records: `events` (bare.py's lockstep) runs each of
+    cmtime's steps for every connection before the next, a gate opening once every live
+    connection's event has come (a rejected one or one past its deadline no longer holds it);
+    ucmatose's exchange runs each connection on its own, as ucmatose does."""
+    bare = case.startswith("events")
+    peer = Peer(bare=bare, peer_sends=0 if bare else 3, disconnect_after=0 if bare else 3, connections=3)
+    py_flow, backend = python_side(peer)
+    if "rejected" in case or "never answered" in case:
+        event = C.REJECTED if "rejected" in case else NONE
+        normal = backend.script["connect"]
+        backend.script["connect"] = lambda cm, param: (
+            [] if event == NONE else [backend.event(cm, event, 5)]
+        ) if cm is backend.ids[1] else normal(cm, param)  # fmt: skip
+    theirs = record(run(py_flow))
+    flow = native_side(peer, twin)
+    if "rejected" in case or "never answered" in case:
+        s = twin.lib.crt
+        s.odd_conn, s.odd_event, s.odd_status = 1, C.REJECTED if "rejected" in case else NONE, 5
+    ours = record(run(flow))
+    trace = twin.ffi.string(twin.lib.crs.trace).decode()
+    assert ours == theirs
+    assert trace == python_trace(backend)
+    if case.startswith("events, 3"):
+        want = "I0 I1 I2 B0 B1 B2 A0 A1 A2 R0 R1 R2 Q0 Q1 Q2 C0 C1 C2 D0 D1 D2 q0 q1 q2 i0 i1 i2 "
+        assert trace == want, trace
+    elif not bare:
+        assert trace.startswith("I0 A0 I1 A1 I2 A2 ") and "Q0 C0 Q1 C1 Q2 C2 " in trace, trace
+    else:  # connection 1 fails in cm connect; 0 and 2 disconnect once it has
+        assert "C0 C1 C2 D0 D2 " in trace and "D1" not in trace, trace
