@@ -129,10 +129,12 @@ class ClientFlow(ActiveFlow):
 
     def _open_gates(self) -> None:
         while self.held:
+            if len(self.held) + self.ended < len(self.conns):
+                return  # somebody's event is still to come (O(1): called at every event)
             for key in [k for k, (c, _, _) in self.held.items() if c.finished]:
                 del self.held[key]
             if len(self.held) + self.ended < len(self.conns):
-                return  # somebody's event is still to come
+                return
             first = min(PHASE_ORDER[c.phase] for c, _, _ in self.held.values())
             batch = sorted(h for h in self.held.items() if PHASE_ORDER[h[1][0].phase] == first)
             for index, _ in batch:

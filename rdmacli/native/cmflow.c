@@ -358,6 +358,8 @@ void cm_open_gates(struct rdmacli_cm_plan *p)
     while (v && v->nheld) {
         int first = -1;
 
+        if (v->nheld + p->finished < p->started)
+            return; /* O(1): called at every event */
         for (uint32_t i = 0; i < p->started; i++)
             if (v->held[i].on && cm_final(p->conns[i].state)) {
                 v->held[i].on = 0;
