@@ -157,7 +157,10 @@ def test_the_other_pair_tests(test):
     # and retransmit (duplicate_request, out_of_seq_request moved), which the mesh rightly
     # reports as packet loss: measured, not a fault of the test
     nodes, pairs = ("n[01-02]", 1) if test == "bw" else ("n[01-04]", 6)
-    r, doc, wall = mesh("--test", test, nodes=nodes)
+    # what is asked here is that each test runs and passes, not the slow rule (its own cases
+    # below): with the two lanes' VMs sharing the CI host, a CI run saw rping's n03-n04 twice
+    # the best pair's p50, its fastest cycle too, and called it slow
+    r, doc, wall = mesh("--test", test, "--slow-factor", "5", nodes=nodes)
     assert r.returncode == 0, doc["error"]
     assert doc["totals"]["pairs_passed"] == pairs and doc["params"]["test"] == test
     for p in doc["data"]["pairs"]:
