@@ -37,12 +37,7 @@ class ActiveFlow(Flow):
         if self.lockstep:  # cmtime's order: every id, every bind (-b), every address asked for
             conns = [self.open(i) for i in range(self.n)]
             for conn in conns if self.src is not None else ():
-                self.timer.start("bind addr", conn.index)
-                try:
-                    conn.cm.bind(self.src)
-                except RdmaCallError as exc:
-                    raise call_error("resolve addr", exc, self._names[0] if self._names else "") from exc
-                self.timer.end("bind addr", conn.index)
+                self.bind(conn)
             for conn in conns:
                 self.resolve(conn)
         else:
@@ -61,14 +56,22 @@ class ActiveFlow(Flow):
         cm = self.create_id(index, where)
         return self.new_conn(index, cm, remote=remote, local=self.src.host if self.src else "*")
 
+    def bind(self, conn: Connection) -> None:
+        """cmtime's "bind addr": the source address taken before the address is asked for."""
+        self.timer.start("bind addr", conn.index)
+        self.resolve_call(conn.cm.bind, self.src)
+        self.timer.end("bind addr", conn.index)
+
     def resolve(self, conn: Connection) -> None:
+        if self.src is not None and self.bind_first():
+            self.bind(conn)
+        self.enter(conn, L.RESOLVE_ADDR)
+        self.resolve_call(conn.cm.resolve_addr, self.src, self.dst, self.timeouts.resolve_ms)
+
+    def resolve_call(self, fn, *args) -> None:
+        """A call of the resolution's first step; a failure is said as that step's."""
         try:
-            if self.src is not None and self.bind_first():
-                self.timer.start("bind addr", conn.index)
-                conn.cm.bind(self.src)
-                self.timer.end("bind addr", conn.index)
-            self.enter(conn, L.RESOLVE_ADDR)
-            conn.cm.resolve_addr(self.src, self.dst, self.timeouts.resolve_ms)
+            fn(*args)
         except RdmaCallError as exc:
             raise call_error("resolve addr", exc, self._names[0] if self._names else "") from exc
 
@@ -93,9 +96,12 @@ class ClientFlow(ActiveFlow):
         self.opening = False  # a gate's handlers are running
 
     def run(self) -> None:
-        # a protocol that times cmtime's steps (bare.py) runs them in cmtime's order
-        self.lockstep = bool(getattr(self.make_protocol(), "lockstep", False)) and not self.route_only
+        self.lockstep = self.in_cmtime_order(self.make_protocol())
         super().run()
+
+    def in_cmtime_order(self, protocol) -> bool:
+        """A protocol that times cmtime's steps (bare.py) runs them in cmtime's order."""
+        return bool(getattr(protocol, "lockstep", False)) and not self.route_only
 
     def _dispatch(self, conn: Connection, ev: CmEvent) -> None:
         if ev.status and self.asks_again(ev) and self.may_wait():
@@ -106,12 +112,11 @@ class ClientFlow(ActiveFlow):
             self.open_gates()
 
     # -- lockstep: cmtime's order -----------------------------------------------------------------
-    def hold(self, conn: Connection, ev: CmEvent, row: L.Bound) -> bool:
+    def hold(self, conn: Connection, ev: CmEvent, row: L.Bound) -> None:
         """An event a row expects waits for the gate: the step ended at its read (the handler's
         leave says so); its deadline is over, the slowest connection's is not its own."""
         self.held[conn.index] = (conn, ev, row)
         conn.deadline = None
-        return True
 
     def open_gates(self) -> None:
         """Once every live connection has its event held, the held ones of the earliest phase

@@ -175,8 +175,8 @@ class Flow:
     lockstep = False  # cmtime's order: a row's handler waits for its phase's gate (client.py)
     gate_opened: float | None = None  # while a gate's held handlers run: when it opened
 
-    def hold(self, conn: Connection, ev: CmEvent, row: L.Bound) -> bool:
-        return False
+    def hold(self, conn: Connection, ev: CmEvent, row: L.Bound) -> None:
+        raise NotImplementedError  # lockstep's: client.py
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
@@ -217,7 +217,8 @@ class Flow:
         row = self.table.get((conn.phase, ev.type))
         if row is None:
             raise self.unexpected(conn, ev.name)
-        if self.lockstep and self.hold(conn, ev, row):
+        if self.lockstep:
+            self.hold(conn, ev, row)
             return
         try:
             row.handler(self, conn, ev, row.next)

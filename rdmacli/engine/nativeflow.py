@@ -136,7 +136,7 @@ class NativeClientFlow(ClientFlow):
         p.informational, p.ninfo = list(L.INFORMATIONAL), len(L.INFORMATIONAL)
         proto = self.make_protocol()
         p.exchange, p.max_window = exchange_of(proto), MAX_WINDOW
-        self.lockstep = bool(getattr(proto, "lockstep", False))  # cmtime's order (client.py)
+        self.lockstep = self.in_cmtime_order(proto)
         p.lockstep = 1 if self.lockstep else 0
         p.count, p.size = getattr(proto, "count", 0), getattr(proto, "size", 0)
         proto.window = max(p.count, 1)  # the parameters of a count within the window ...

@@ -127,7 +127,6 @@ void cm_enter(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int phase)
 static void leave(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, uint64_t ev_t)
 {
     int step = PHASE_STEP[c->phase];
-
     struct cm_priv *v = p->priv;
 
     if (step >= 0)
@@ -299,10 +298,11 @@ static const handler_fn HANDLERS[] = {
 static void hold(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev,
                  int row)
 {
-    struct cm_hold *h = &((struct cm_priv *)p->priv)->held[c->index];
+    struct cm_priv *v = p->priv;
+    struct cm_hold *h = &v->held[c->index];
 
     if (!h->on)
-        ((struct cm_priv *)p->priv)->nheld++;
+        v->nheld++;
     h->on = 1;
     h->row = row;
     h->ev = *ev;

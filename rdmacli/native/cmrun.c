@@ -266,11 +266,8 @@ int rdmacli_cm_run(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_
             return RDMACLI_BAD_ARGS;
     }
     v = p->priv;
-    if (!v->started_all) {
-        v->started_all = 1;
-        if (start_all(p))
-            return RDMACLI_RUN_FAILED;
-    }
+    if (!p->started && start_all(p)) /* the first call (a failed start ends the run) */
+        return RDMACLI_RUN_FAILED;
     if (settle_only) {
         settle(p);
         return RDMACLI_OK;

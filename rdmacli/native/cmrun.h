@@ -42,7 +42,6 @@ struct cm_priv {
     struct cm_hold *held;   /* lockstep: one per connection */
     uint32_t nheld;         /* how many are on */
     uint64_t gate_opened_ns; /* while a gate's handlers run: when it opened */
-    int started_all;        /* every connection's start made (cmrun.c start_all) */
 };
 
 /* cmflow.c */
