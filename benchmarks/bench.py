@@ -39,7 +39,9 @@ from _lab import (
     wait_no_listener,
     wait_tcp_listener,
 )
-from noise import LEAST, LEVEL, MOST, alternate, alternate_each, crossed
+from noise import LEAST, LEVEL, MOST, Figure, Spread, alternate, alternate_each, crossed
+
+from rdmacli.native import CM_ENV
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 FIGURES: dict[str, list[dict]] = {}  # each section's figures as data (noise.Figure.to_dict)
@@ -132,46 +134,37 @@ def report(title: str, unit: str, c_name: str, t: dict, pairs: list[tuple[int, i
 
 # -- the four protocols ---------------------------------------------------------------------------
 CONNECT_SIZES = (1, 128)  # the marginal connection: from one connection to 128
-CONNECT_GOAL = 1.5  # rdmacli's marginal connection at most this many times ucmatose's
+CONNECT_GOAL = 1.1  # the marginal connection at most this many times ucmatose's (issue 74)
+NATIVE = ["env", f"{CM_ENV}=native"]  # connections run in C (native/cmrun.c)
+PYTHON = ["env", f"{CM_ENV}=python"]  # the Python engine: the reference and the fallback
+
+
+def marginal_per(run, small: int, big: int):
+    """One figure's run: (work(big) - work(small)) / (big - small) in ms, from two runs back to
+    back (start-up and one-time setup cancel out)."""
+
+    def one() -> float | None:
+        a, b = run(small), run(big)
+        if a[1] is None or b[1] is None:
+            return None
+        return (b[1] - a[1]) / (big - small) * 1e3
+
+    return one
 
 
 def connect() -> list[str]:
     """The cost of one more connection, each client against `ucmatose -c N`: a run of 1 and a
     run of 128 connections back to back give one figure, (work(128) - work(1)) / 127. Rounds of
-    ucmatose, rdmacli and the floor (bare_client.py in a process of its own: the same exchange in
-    Python over rdmacli's bindings, no engine) alternate (noise.alternate_each) until both
-    ratios' intervals are narrower than the goal's margin (1.5x: 0.5). rdmacli runs as users run
-    it (--json) and is timed by its own elapsed_ms, the floor likewise (its Python start outside
-    the clock); ucmatose from its first line to its exit. The floor's ratio says how much of the
-    goal a Python client has before it does anything rdmacli's engine does."""
+    ucmatose, rdmacli's native path and its Python engine alternate (noise.alternate_each)
+    until both intervals are narrower than the goal's margin or 12 rounds. rdmacli runs as
+    users run it (--json) and is timed by its own elapsed_ms (its Python start outside the
+    clock); ucmatose from its first line to its exit."""
     small, big = CONNECT_SIZES
-    here = os.path.dirname(os.path.abspath(__file__))
-    bare = [sys.executable, os.path.join(here, "bare_client.py"), SERVER, CLIENT, str(CONNECT_PORT)]
+    args = ["connect", SERVER, "-b", CLIENT, "-c", "{n}", "-C", "10", "--json"]
     clients = {  # each client's command for {n} connections, and its clock
         "ucmatose": ([*C_LINES, "ucmatose", "-s", SERVER, "-b", CLIENT, "-c", "{n}", "-C", "10"], timed_work),
-        "rdmacli": (
-            [*RDMACLI, "connect", SERVER, "-b", CLIENT, "-c", "{n}", "-C", "10", "--json"],
-            timed_own,
-        ),
-        # the same client with its connections run in C (native/cmrun.c; issue 74's goal: 1.1x)
-        "native": (
-            [
-                "env",
-                "RDMACLI_CM_PATH=native",
-                *RDMACLI,
-                "connect",
-                SERVER,
-                "-b",
-                CLIENT,
-                "-c",
-                "{n}",
-                "-C",
-                "10",
-                "--json",
-            ],
-            timed_own,
-        ),  # fmt: skip
-        "floor": ([*bare, "{n}"], timed_own),
+        "native": ([*NATIVE, *RDMACLI, *args], timed_own),
+        "python": ([*PYTHON, *RDMACLI, *args], timed_own),
     }
 
     def client(name):
@@ -179,49 +172,48 @@ def connect() -> list[str]:
         return lambda n: with_server(["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"], CONNECT_PORT,
                                      [a.replace("{n}", str(n)) for a in cmd], clock=clock)  # fmt: skip
 
-    walls: dict[str, list[float]] = {name: [] for name in clients}
-
-    def per_connection(name):
-        run = client(name)
-
-        def one() -> float | None:
-            a, b = run(small), run(big)
-            if a[1] is None or b[1] is None:
-                return None
-            walls[name].append(a[0])
-            return (b[1] - a[1]) / (big - small) * 1e3  # ms
-
-        return one
-
     payload = lambda _: (small + big) * 10 * 100  # noqa: E731 - the client's echoes of both runs
-    name = f"connection, marginal {small}->{big}"
-    native_name = f"native (RDMACLI_CM_PATH=native), marginal {small}->{big}"
-    floor_name = f"floor (Python, no engine), marginal {small}->{big}"
-    figs = alternate_each({name: on_wire(per_connection("rdmacli"), payload),
-                           native_name: on_wire(per_connection("native"), payload),
-                           floor_name: on_wire(per_connection("floor"), payload)},
-                          on_wire(per_connection("ucmatose"), payload), CONNECT_GOAL, False,
+    names = {
+        "native": f"native, marginal {small}->{big}",
+        "python": f"Python engine, marginal {small}->{big}",
+    }
+    figs = alternate_each({names[k]: on_wire(marginal_per(client(k), small, big), payload) for k in names},
+                          on_wire(marginal_per(client("ucmatose"), small, big), payload), CONNECT_GOAL, False,
                           unit="ms")  # fmt: skip
     lines = [f"connect: the marginal connection ({small} to {big}, 10 messages each way) against "
-             f"`ucmatose -c N`, rdmacli --json (its elapsed_ms), goal <= {CONNECT_GOAL:g}x; beside it "
-             f"the floor, bare_client.py (its elapsed_ms), in the same rounds"]  # fmt: skip
+             f"`ucmatose -c N`, rdmacli --json (its elapsed_ms), native and the Python engine in the "
+             f"same rounds, goal <= {CONNECT_GOAL:g}x"]  # fmt: skip
     if figs is None:
-        lines.append("  a run failed or did not cross the wire (said above)")
-    else:
-        fig, nat, floor = figs[name], figs[native_name], figs[floor_name]
-        FIGURES["connect"] = [fig.to_dict(), nat.to_dict(), floor.to_dict()]
-        lines += [fig.line(), nat.line(), floor.line()]
-        engine = fig.ours.median - floor.ours.median
-        room = CONNECT_GOAL * fig.theirs.median - floor.ours.median
-        lines.append(f"  the engine's own (rdmacli - floor, medians): {engine:.2f} ms per connection; "
-                     f"the goal leaves it {f'{room:.2f} ms' if room > 0 else 'nothing'}")  # fmt: skip
-        c, r, n, f = (median(walls[k]) for k in ("ucmatose", "rdmacli", "native", "floor"))
-        lines.append(f"  one connection, the whole process (start-up included): ucmatose {ms(c)}, rdmacli "
-                     f"{ms(r)}, native {ms(n)}, floor {ms(f)} (median of {len(walls['floor'])})")  # fmt: skip
-    # what stands between the ratio and 1: the profile of the marginal connection, same boot
-    got = subprocess.run([sys.executable, os.path.join(here, "profile_connect.py"), "parts"],
-                         capture_output=True, text=True, timeout=600)  # fmt: skip
-    return lines + (got.stdout.rstrip().splitlines() or [f"  (the profile failed: {got.stderr[-300:]})"])
+        return [*lines, "  a run failed or did not cross the wire (said above)"]
+    FIGURES["connect"] = [f.to_dict() for f in figs.values()]
+    return lines + [f.line() for f in figs.values()]
+
+
+def serve() -> list[str]:
+    """The server side: `ucmatose -c N` as the client, served by rdmacli listen and by ucmatose's
+    own server in turn, the client's work (first line to exit) the clock for both; marginal 1 to
+    128 as connect. The server is up (its LISTEN cm_id seen) before the client starts."""
+    small, big = CONNECT_SIZES
+    servers = {
+        "ucmatose": lambda n: ["ucmatose", "-b", SERVER, "-c", str(n), "-C", "10"],
+        "rdmacli": lambda n: [*RDMACLI, "listen", "-b", SERVER, "-c", str(n), "-C", "10", "--json"],
+    }
+
+    def served_by(name):
+        client = [*C_LINES, "ucmatose", "-s", SERVER, "-b", CLIENT, "-C", "10", "-c"]
+        return lambda n: with_server(servers[name](n), CONNECT_PORT, [*client, str(n)])
+
+    payload = lambda _: (small + big) * 10 * 100  # noqa: E731
+    name = f"listen, marginal {small}->{big}"
+    ours, theirs = (on_wire(marginal_per(served_by(k), small, big), payload) for k in ("rdmacli", "ucmatose"))
+    figs = alternate_each({name: ours}, theirs, CONNECT_GOAL, False, unit="ms")
+    lines = [f"serve: the marginal connection ({small} to {big}) of a `ucmatose -c N` client, served by "
+             f"`rdmacli listen -c N` against `ucmatose -c N`'s server, the client's work the clock, "
+             f"goal <= {CONNECT_GOAL:g}x"]  # fmt: skip
+    if figs is None:
+        return [*lines, "  a run failed or did not cross the wire (said above)"]
+    FIGURES["serve"] = [f.to_dict() for f in figs.values()]
+    return lines + [f.line() for f in figs.values()]
 
 
 def ping() -> list[str]:
@@ -239,22 +231,35 @@ def ping() -> list[str]:
 
 
 def ud() -> list[str]:
-    def run(cmd):
-        # a UD listener has no LISTEN cm_id state to wait for: udaddy starts in well under 1 s
-        return lambda n: with_server(["udaddy", "-b", SERVER, "-C", str(n)], None, cmd(n), settle=1.5)
+    """The cost of one more datagram each way, `connect --ud` against `udaddy -C N`'s client, each
+    against udaddy's server: (work(1010) - work(10)) / 1000 in µs, rounds alternating as connect.
+    rdmacli is timed by its own elapsed_ms (--json), udaddy from its first line to its exit."""
+    small, big = 10, 1010
 
-    t = sweep(
-        (10, 1010),
-        run(lambda n: [*C_LINES, "udaddy", "-s", SERVER, "-b", CLIENT, "-C", str(n)]),
-        run(lambda n: [*RDMACLI, "connect", "--ud", SERVER, "-b", CLIENT, "-C", str(n), "--json-lines"]),
-    )
-    return report(
-        f"ud: N datagrams of 100 bytes each way against `udaddy -C N` (median of {RUNS})",
-        "datagram",
-        "udaddy",
-        t,
-        [(10, 1010)],
-    )
+    def client(cmd, clock):
+        # a UD listener has no LISTEN cm_id state to wait for: udaddy starts in well under 1 s
+        def run(n):
+            srv = ["udaddy", "-b", SERVER, "-C", str(n)]
+            return with_server(srv, None, [a.replace("{n}", str(n)) for a in cmd], settle=1.5, clock=clock)
+
+        return run
+
+    def per_datagram(run):
+        per_ms = marginal_per(run, small, big)
+        return lambda: (lambda v: None if v is None else v * 1e3)(per_ms())
+
+    ours = client([*RDMACLI, "connect", "--ud", SERVER, "-b", CLIENT, "-C", "{n}", "--json"], timed_own)
+    theirs = client([*C_LINES, "udaddy", "-s", SERVER, "-b", CLIENT, "-C", "{n}"], timed_work)
+    payload = lambda _: (small + big) * 100  # noqa: E731 - the client's datagrams of both runs
+    name = f"connect --ud, marginal {small}->{big}"
+    fig = alternate(name, on_wire(per_datagram(ours), payload), on_wire(per_datagram(theirs), payload),
+                    CONNECT_GOAL, False, unit="µs")  # fmt: skip
+    lines = [f"ud: the marginal datagram ({small} to {big} of 100 bytes each way) against `udaddy -C N`, "
+             f"rdmacli --json (its elapsed_ms), goal <= {CONNECT_GOAL:g}x"]  # fmt: skip
+    if fig is None:
+        return [*lines, "  a run failed or did not cross the wire (said above)"]
+    FIGURES["ud"] = [fig.to_dict()]
+    return [*lines, fig.line()]
 
 
 def mcast() -> list[str]:
@@ -293,48 +298,94 @@ def mcast() -> list[str]:
 # -- step timings against cmtime -------------------------------------------------------------------
 CMTIME_ROW = re.compile(r"^(\w[\w ]*?)\s*:\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
 STEP_NAMES = {"connect": "cm connect", "destroy": "destroy id"}
+STEPS_N = 64  # connections a run: cmtime's table is the step's span over them
 
 
-def steps(n: int = 32) -> list[str]:
-    """cmtime (v44) runs each step for all connections in lockstep and prints phase wall time per
-    connection; so does `rdmacli events` (bare.py's lockstep), beside each connection's own (avg)."""
+def cmtime_steps(out: str) -> dict[str, float]:
+    """cmtime's table: each step's wall time over all connections, µs per connection."""
+    got = {}
+    for line in out.splitlines():
+        m = CMTIME_ROW.match(line.strip())
+        if m:
+            got[STEP_NAMES.get(m.group(1).strip(), m.group(1).strip())] = float(m.group(5))
+    return got
+
+
+def events_steps(out: str) -> dict[str, float]:
+    """rdmacli events --json's steps_us: each step's span over all connections / connections."""
+    try:
+        rows = json.loads(out).get("steps_us") or []
+    except ValueError:
+        return {}
+    return {row["step"]: row["total_us"] / max(row["count"], 1) for row in rows}
+
+
+CM_MAD = 256  # bytes of one CM message (a REQ, REP or DREQ MAD): what a connection sends at least
+
+
+def wire(run):
+    """run()'s result and the bytes the client's netdev sent meanwhile (None: no counter)."""
+    before = tx_bytes(CLIENT)
+    got = run()
+    after = tx_bytes(CLIENT)
+    return got, (after - before if before is not None and after is not None else None)
+
+
+def steps(n: int = STEPS_N) -> list[str]:
+    """cmtime (v44) runs each step for all connections in lockstep and prints each step's wall
+    time per connection; so does `rdmacli events` (bare.py's lockstep, both runners). Rounds of
+    cmtime and native events alternate against one cmtime server until every step's interval is
+    narrower than the goal's margin or 12 rounds: one figure a step. The Python engine's table,
+    one run in the same boot, beside it."""
     srv = server(["cmtime", "-b", SERVER])
     wait_listener(CONNECT_PORT)
-    c_wall, c_out = timed(["cmtime", "-s", SERVER, "-b", CLIENT, "-c", str(n)])
-    r_wall, r_out = timed([*RDMACLI, "events", SERVER, "-b", CLIENT, "-c", str(n), "--json"])
-    n_wall, n_out = timed(["env", "RDMACLI_CM_PATH=native", *RDMACLI, "events", SERVER, "-b", CLIENT, "-c",
-                           str(n), "--json"])  # fmt: skip
+    theirs: dict[str, list[float]] = {}
+    ours: dict[str, list[float]] = {}
+    walls: dict[str, list[float]] = {"cmtime": [], "native": []}
+    failed = ""
+    events = [*RDMACLI, "events", SERVER, "-b", CLIENT, "-c", str(n), "--json"]
+
+    def figs() -> dict[str, Figure]:
+        return {s: Figure(s, Spread(tuple(ours[s])), Spread(tuple(theirs[s])), CONNECT_GOAL, False, "µs")
+                for s in theirs if ours.get(s) and len(ours[s]) == len(theirs[s])}  # fmt: skip
+
+    while len(walls["cmtime"]) < MOST:
+        (c_wall, c_out), c_moved = wire(lambda: timed(["cmtime", "-s", SERVER, "-b", CLIENT, "-c", str(n)]))
+        (n_wall, n_out), n_moved = wire(lambda: timed([*NATIVE, *events]))
+        c, r = cmtime_steps(c_out), events_steps(n_out)
+        if c_wall is None or n_wall is None or not c or not r:
+            failed = f"  a run failed: cmtime {ms(c_wall)}, native {ms(n_wall)}"
+            break
+        if not (crossed(c_moved, n * CM_MAD) and crossed(n_moved, n * CM_MAD)):
+            failed = f"  a run did not cross the wire: cmtime moved {c_moved} bytes, native {n_moved}"
+            break
+        walls["cmtime"].append(c_wall)
+        walls["native"].append(n_wall)
+        for name, v in c.items():
+            theirs.setdefault(name, []).append(v)
+        for name, v in r.items():
+            ours.setdefault(name, []).append(v)
+        if len(walls["cmtime"]) >= LEAST and all(f.narrow for f in figs().values()):
+            break
+    p_wall, p_out = timed([*PYTHON, *events])
     srv.kill()
     srv.wait()
     wait_no_listener(CONNECT_PORT)
-    c_steps = {}  # step -> (phase wall us per connection, -)
-    for line in c_out.splitlines():
-        m = CMTIME_ROW.match(line.strip())
-        if m:
-            c_steps[STEP_NAMES.get(m.group(1).strip(), m.group(1).strip())] = float(m.group(5))
-    r_steps, n_steps = {}, {}  # step -> (span of the step over all connections / n, average per connection)
-    for out, into in ((r_out, r_steps), (n_out, n_steps)):
-        for row in (json.loads(out).get("steps_us") or []) if out else []:
-            into[row["step"]] = (row["total_us"] / max(row["count"], 1), row["avg_us"])
-    lines = [
-        f"steps: {n} connections set up and torn down, `cmtime -c {n}` vs `rdmacli events -c {n}`",
-        "  us/conn = the step's span over all connections / connections (cmtime's column);",
-        "  avg = one connection's own time in the step (each step runs for every connection, as cmtime)",
-        "  native: the same with RDMACLI_CM_PATH=native (native/cmrun.c), right after it",
-        f"  {'step':<16} {'cmtime us/conn':>15} {'rdmacli us/conn':>16} {'ratio':>7} {'rdmacli avg':>12}"
-        f" {'native us/conn':>15} {'ratio':>7}",
-    ]
-    for name in dict.fromkeys([*c_steps, *r_steps, *n_steps]):
-        c = c_steps.get(name)
-        r, avg = r_steps.get(name, (None, None))
-        nat = n_steps.get(name, (None, None))[0]
-        lines.append(
-            f"  {name:<16} {'-' if c is None else f'{c:.0f}':>15} {'-' if r is None else f'{r:.0f}':>16}"
-            f" {ratio(r, c):>7} {'-' if avg is None else f'{avg:.0f}':>12}"
-            f" {'-' if nat is None else f'{nat:.0f}':>15} {ratio(nat, c):>7}"
-        )
-    lines.append(f"  {'whole run (wall)':<16} {ms(c_wall):>15} {ms(r_wall):>16} {ratio(r_wall, c_wall):>7}"
-                 f" {'':>12} {ms(n_wall):>15} {ratio(n_wall, c_wall):>7}")  # fmt: skip
+    lines = [f"steps: {n} connections set up and torn down, `cmtime -c {n}` against `rdmacli events -c {n}` "
+             f"natively, rounds alternating; µs per connection = the step's span over all connections / "
+             f"{n} (cmtime's column), goal <= {CONNECT_GOAL:g}x a step"]  # fmt: skip
+    if failed:
+        return [*lines, failed]
+    got = figs()
+    FIGURES["steps"] = [f.to_dict() for f in got.values()]
+    lines += [f.line() for f in got.values()]
+    python = events_steps(p_out)
+    lines.append("  the Python engine, one run after them (µs per connection): "
+                 + ", ".join(f"{s} {v:.0f}" for s, v in python.items()) if python else
+                 f"  the Python engine's run failed ({ms(p_wall)})")  # fmt: skip
+    c, m = median(walls["cmtime"]), median(walls["native"])
+    lines.append(f"  whole process (start-up included), median: cmtime {ms(c)}, native {ms(m)}, "
+                 f"Python engine {ms(p_wall)}")  # fmt: skip
     return lines
 
 
@@ -517,7 +568,7 @@ def lat_of(out: str | None) -> float | None:
 
 
 def main() -> None:
-    only = sys.argv[1:] or ["startup", "connect", "ping", "ud", "mcast", "steps", "bw", "lat"]
+    only = sys.argv[1:] or ["startup", "connect", "serve", "steps", "ud", "ping", "mcast", "bw", "lat"]
     # warm-up: ARP and neighbour caches, page cache for both tools
     with_server(["ucmatose", "-b", SERVER], CONNECT_PORT, ["ucmatose", "-s", SERVER, "-b", CLIENT])
     from results import versions, write
