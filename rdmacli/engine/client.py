@@ -38,8 +38,9 @@ class ActiveFlow(Flow):
             conns = [self.open(i) for i in range(self.n)]
             for conn in conns if self.src is not None else ():
                 self.bind(conn)
-            for conn in conns:
-                self.resolve(conn)
+            for conn in conns:  # read as they come, as cmtime's event thread does: the step
+                self.resolve(conn)  # ends at the last event's read, not after every request
+                self.loop.read_cm()
         else:
             for i in range(self.n):
                 self.start(i)

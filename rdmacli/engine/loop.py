@@ -46,7 +46,7 @@ class Loop:
         self.channel = channel
         self.busy_poll = busy_poll
         self.sel = selectors.DefaultSelector()
-        self.sel.register(channel.fd, selectors.EVENT_READ, self._read_cm)
+        self.sel.register(channel.fd, selectors.EVENT_READ, self.read_cm)
         self.cm_handlers: dict[int, Callable[[CmEvent], None]] = {}
         self.observers: list[Callable[[CmEvent], None]] = []
         self.cqs: dict[int, tuple] = {}  # comp channel fd -> (comp channel, CQ, handler)
@@ -108,7 +108,9 @@ class Loop:
             del self.cqs[comp.fd]
 
     # -- dispatch ----------------------------------------------------------------------------
-    def _read_cm(self) -> None:
+    def read_cm(self) -> None:
+        """Every CM event the channel holds (it never blocks: the channel is non-blocking); the
+        loop's own turn, and a flow that reads between its calls (cmtime's resolve step)."""
         while True:
             ev = self.channel.get()
             if ev is None:

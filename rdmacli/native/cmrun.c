@@ -195,9 +195,15 @@ static int start_all(struct rdmacli_cm_plan *p)
             }
             cm_log_step(p, c, RDMACLI_ST_BIND_ADDR, t, cm_now(), 0);
         }
-        for (uint32_t i = 0; i < p->connections; i++)
+        /* each answer read as it comes, as cmtime's event thread does: the step ends at the
+         * last event's read, not after every request (client.py's run, the same) */
+        for (uint32_t i = 0; i < p->connections; i++) {
             if (resolve(p, i))
                 return -1;
+            p->now_ns = cm_now();
+            if (read_events(p) < 0)
+                return -1;
+        }
         return 0;
     }
     while (p->started < p->connections)
