@@ -125,8 +125,8 @@ def figures_table(runs: list[dict]) -> list[str]:
            "and how many runs), the ratio of the medians with its 90 % bootstrap interval, and the "
            "verdict against the goal (met or missed only when the whole interval is on one side; "
            "else not separable in this lab). Each figure from the last two runs that "
-           "measured its section, each run its own lab boot. Bandwidth in Gb/s (more is better), latency in µs and "
-           "connection set-up in ms per connection (less is better).\n",
+           "measured its section, each run its own lab boot. Bandwidth in Gb/s (more is better), "
+           "latency and steps in µs, connection set-up in ms per connection (less is better).\n",
            "| figure | run | rdmacli | C tool | ratio [interval] | goal | verdict |",
            "|---|---|---|---|---|---|---|"]  # fmt: skip
 

@@ -58,11 +58,11 @@ ENVIRONMENT = [
     ),
     (
         "RDMACLI_CM_PATH",
-        "native: connect's and events' client connections run in C (native/cmrun.c: the CM "
-        "events read, the QPs made, the exchange posted and reaped, each step stamped at its "
-        "event's read) where the extension is built and the run needs nothing only Python does "
-        "(--wait, --tos, --ack-timeout, --busy-poll); the summary's data_path says which ran. "
-        "Unset: the Python engine, as before (opt-in until its parity test is in).",
+        "python: connect's and events' client connections run on the Python engine (the "
+        "reference) even where the extension is built. Unset: they run in C (native/cmrun.c: "
+        "the CM events read, the QPs made, the exchange posted and reaped, each step stamped at "
+        "its event's read) where the extension is built and the run needs nothing only Python "
+        "does (--wait, --tos, --ack-timeout, --busy-poll); the summary's data_path says which ran.",
     ),
     (
         "RDMACLI_NIC_CLOCK",

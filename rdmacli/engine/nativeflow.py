@@ -76,8 +76,8 @@ class NativeClientFlow(ClientFlow):
 
         if self.given is not None:
             return None if exchange_of(self.make_protocol()) is not None else "a protocol only Python runs"
-        if os.environ.get(native.CM_ENV, "").lower() != native.NATIVE:
-            return f"{native.CM_ENV} is not native (opt-in until the parity test of issue 74 holds it)"
+        if os.environ.get(native.CM_ENV, "").lower() == native.PYTHON:
+            return f"{native.CM_ENV}=python"
         if native.load() is None:
             return native.why()
         if type(self.backend) is not RdmaBackend:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 ENV = "RDMACLI_DATA_PATH"  # "python": never the native loops
 CLOCK_ENV = "RDMACLI_NIC_CLOCK"  # "off": never the NIC's timestamps; "ex": the lab's test (below)
-CM_ENV = "RDMACLI_CM_PATH"  # "native": connect's and events' client connections run in C (nativeflow)
+CM_ENV = "RDMACLI_CM_PATH"  # "python": connect's and events' clients on the Python engine, not C
 MODULE_ENV = "RDMACLI_NATIVE_MODULE"  # another build of the extension (the sanitizer test's)
 NATIVE, PYTHON = "native", "python"
 

@@ -29,7 +29,7 @@ def test_rdmacli_listen_serves_ucmatose_client(lab, flows, conns, size, ps):
 @pytest.fixture(params=["python", "native"])
 def cm_path(request, monkeypatch, lab):
     """Each client case on both runners of the connections: the Python engine and native/cmrun.c
-    (RDMACLI_CM_PATH=native); the summary says which ran."""
+    (the default; RDMACLI_CM_PATH=python for the engine); the summary says which ran."""
     monkeypatch.setenv("RDMACLI_CM_PATH", request.param)
     return request.param
 

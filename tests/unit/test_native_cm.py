@@ -1,7 +1,7 @@
 """The native connection path (engine/nativeflow.py, native/cmrun.c) held to the Python engine's
 declarations: C's phase, action, step, call and state numbers are the places of Python's names,
 the plan's rows are lifecycle's, and a run C cannot take says why and runs in Python. Its wire is
-proven in the lab (tests/lab/test_connect_listen.py, RDMACLI_CM_PATH=native)."""
+proven in the lab (tests/lab/test_connect_listen.py, both runners)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_the_exchanges_c_runs_are_cmatoses_client_and_the_bare_one():
 
 
 def test_a_run_c_cannot_take_runs_in_python_and_says_so(monkeypatch):
-    monkeypatch.setenv(native.CM_ENV, "native")
+    monkeypatch.delenv(native.CM_ENV, raising=False)  # native is the default
     backend = FakeBackend()
     flow = NF.NativeClientFlow(dst=SERVER, src=CLIENT, connections=2, timeouts=FAST, backend=backend,
                                make_protocol=lambda: CmatoseClient(3, 64))  # fmt: skip
@@ -74,8 +74,8 @@ def test_a_run_c_cannot_take_runs_in_python_and_says_so(monkeypatch):
     assert outcome.data == {"data_path": "python"}
 
 
-def test_without_the_opt_in_python_runs_the_connections(monkeypatch):
-    monkeypatch.delenv(native.CM_ENV, raising=False)
+def test_asked_for_the_python_engine_python_runs_the_connections(monkeypatch):
+    monkeypatch.setenv(native.CM_ENV, "python")
     flow = NF.NativeClientFlow(dst=SERVER, src=CLIENT, timeouts=FAST, backend=FakeBackend(),
                                make_protocol=BareClient)  # fmt: skip
-    assert native.CM_ENV in (flow.why_python() or "")
+    assert flow.why_python() == f"{native.CM_ENV}=python"
