@@ -101,6 +101,8 @@ class NativeClientFlow(ClientFlow):
         self.ffi, self.lib = self.given or native.load()
         self._plan = self._make_plan()
         self._seen: set[tuple[str, int]] = set()
+        self._unnamed: set[int] = set()  # connections begun whose device C has not yet named
+        self._begun = 0  # connections C had begun at the last look
         try:
             self._run_native()
         finally:
@@ -223,15 +225,20 @@ class NativeClientFlow(ClientFlow):
         self._taken = (self._logs[self._filling], p.log_len)
         self._filling ^= 1
         p.log, p.log_len = self._logs[self._filling], 0
-        for i in range(p.started):  # a device first used: its counters are read from now on
+        if self._begun < p.started:  # the connections C has begun since
+            self._unnamed.update(range(self._begun, p.started))
+            self._begun = p.started
+        for i in [i for i in self._unnamed if self._conns[i].device[0]]:  # a device is known
+            self._unnamed.discard(i)
             c = self._conns[i]
-            if c.device[0] and (key := (self.ffi.string(c.device).decode(), c.port_num)) not in self._seen:
-                self._seen.add(key)
+            if (key := (self.ffi.string(c.device).decode(), c.port_num)) not in self._seen:
+                self._seen.add(key)  # a device first used: its counters are read from now on
                 self.counters.see(*key)
 
     def _render(self) -> None:
-        """The taken log's records into the step timer (every step's span) and, for an observer
-        that shows them, the CM events and steps as the Python engine emits them."""
+        """The taken log's records, for an observer that shows them: the CM events and steps as
+        the Python engine emits them (C logs them only then: log_events). The step timer's
+        figures are C's own, merged once (_merge_steps)."""
         log, n = self._taken
         k = 0
         try:
@@ -240,13 +247,20 @@ class NativeClientFlow(ClientFlow):
                 k += 1
                 if e.kind == self.lib.RDMACLI_LOG_EVENT:
                     self._emit_event(e)
-                    continue
-                step = STEPS[e.what]
-                self.timer.add(step, e.t0_ns / 1e9, e.t1_ns / 1e9)
-                if e.kind == self.lib.RDMACLI_LOG_STEP_SAID and self.detailed:
-                    self.emit(E.Step(conn=e.conn, step=step, us=round((e.t1_ns - e.t0_ns) / 1e3, 1)))
+                elif self.detailed:
+                    us = round((e.t1_ns - e.t0_ns) / 1e3, 1)
+                    self.emit(E.Step(conn=e.conn, step=STEPS[e.what], us=us))
         finally:  # a stop's exception mid-way: the rest is rendered later (close)
             self._taken = (log + k, n - k)
+
+    def _merge_steps(self) -> None:
+        """Every step's figures as C kept them (first start, last end, count, the spans' sum,
+        least, most) into the step timer: a few numbers a step, not one call a span."""
+        for i, step in enumerate(STEPS):
+            s = self._plan.steps[i]
+            if s.count:
+                self.timer.merge(step, s.first_ns / 1e9, s.last_ns / 1e9, s.count, s.total_ns / 1e9,
+                                 s.least_ns / 1e9, s.most_ns / 1e9)  # fmt: skip
 
     def _emit_event(self, e) -> None:
         ev = CmEvent(type=e.what, status=e.status, id=0, listen_id=0, t=e.t0_ns / 1e9,
@@ -339,5 +353,6 @@ class NativeClientFlow(ClientFlow):
             self.lib.rdmacli_cm_close(p)
             self._take_log()
             self._render()
+            self._merge_steps()
             self._plan = None
         super().close()

@@ -84,6 +84,22 @@ class StepTimer:
         if s.last_end is None or end > s.last_end:
             s.last_end = end
 
+    def merge(self, step: str, first: float, last: float, count: int, total: float, least: float,
+              most: float) -> None:  # fmt: skip
+        """A step's figures kept elsewhere (the native runner's, over all its spans), as add()
+        would have made them span by span."""
+        s = self.steps.get(step)
+        if s is None:
+            s = self.steps[step] = StepStats(first)
+        elif s.first_start is None or first < s.first_start:
+            s.first_start = first
+        s.count += count
+        s.total += total
+        s.least = min(s.least, least)
+        s.most = max(s.most, most)
+        if s.last_end is None or last > s.last_end:
+            s.last_end = last
+
     def end(self, step: str, conn: int = 0, t: float | None = None) -> float | None:
         """Close the step; returns its duration in microseconds (None if it was not started)."""
         opened = self._open.get(conn)

@@ -40,15 +40,29 @@ struct rdmacli_cm_log *cm_log_entry(struct rdmacli_cm_plan *p)
     return &p->log[p->log_len++];
 }
 
+/* A step's span into its figures (StepTimer.add's), and into the log only when it is to be said
+ * (an observer shows each step: --json-lines, the live table) */
 void cm_log_step(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step, uint64_t t0,
                  uint64_t t1, int said)
 {
-    struct rdmacli_cm_log *e = cm_log_entry(p);
+    struct rdmacli_cm_stepstat *s = &p->steps[step];
+    int64_t d = (int64_t)(t1 - t0);
+    struct rdmacli_cm_log *e;
 
-    if (!e)
+    if (!s->count || t0 < s->first_ns)
+        s->first_ns = t0;
+    if (!s->count || t1 > s->last_ns)
+        s->last_ns = t1;
+    if (!s->count || d < s->least_ns)
+        s->least_ns = d;
+    if (!s->count || d > s->most_ns)
+        s->most_ns = d;
+    s->total_ns += d;
+    s->count++;
+    if (!said || !p->log_events || !(e = cm_log_entry(p)))
         return;
     memset(e, 0, sizeof(*e));
-    e->kind = said ? RDMACLI_LOG_STEP_SAID : RDMACLI_LOG_STEP;
+    e->kind = RDMACLI_LOG_STEP_SAID;
     e->conn = (int32_t)c->index;
     e->what = step;
     e->t0_ns = t0;

@@ -18,6 +18,8 @@
 
 _Static_assert(sizeof(((struct rdmacli_cm_conn *)0)->step_t0) == RDMACLI_CM_STEPS * 8, "steps");
 _Static_assert(sizeof(((struct rdmacli_cm_plan *)0)->limit_ns) == RDMACLI_CM_PHASES * 8, "phases");
+_Static_assert(sizeof(((struct rdmacli_cm_plan *)0)->steps) / sizeof(struct rdmacli_cm_stepstat) ==
+               RDMACLI_CM_STEPS, "step figures");
 _Static_assert(sizeof(((struct rdmacli_cm_conn *)0)->local) >= sizeof(struct sockaddr_storage), "sa");
 
 #define SETTLE_TURNS 8

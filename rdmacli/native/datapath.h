@@ -335,11 +335,11 @@ struct rdmacli_cm_row {
     int action;
 };
 
-/* what happened, in order: a CM event read, or a step's span (a connection's whole run adds at
- * most RDMACLI_CM_LOG_PER_CONN entries: a log of that many per connection never fills) */
+/* what an observer is told of, in order (only when log_events asks): a CM event read, or a
+ * step's span (a connection's whole run adds at most RDMACLI_CM_LOG_PER_CONN entries: a log of
+ * that many per connection never fills). The steps' figures are the plan's own (steps). */
 #define RDMACLI_CM_LOG_PER_CONN 24
 #define RDMACLI_LOG_EVENT 0
-#define RDMACLI_LOG_STEP 1       /* a step's span, timed only */
 #define RDMACLI_LOG_STEP_SAID 2  /* a step's span an observer is told of (Flow.step_done) */
 struct rdmacli_cm_log {
     int kind;
@@ -401,6 +401,15 @@ struct rdmacli_cm_conn {
     int torn_down;
 };
 
+struct rdmacli_cm_stepstat { /* one step over every connection: timing.py's StepStats, in ns */
+    uint64_t first_ns;     /* the earliest start */
+    uint64_t last_ns;      /* the latest end */
+    int64_t total_ns;      /* the spans' sum */
+    int64_t least_ns;
+    int64_t most_ns;
+    uint32_t count;
+};
+
 struct rdmacli_cm_plan {
     /* set once by Python */
     void *channel;         /* the flow's CM event channel (non-blocking) */
@@ -444,6 +453,9 @@ struct rdmacli_cm_plan {
     int run_call;
     int run_err;
     uint64_t now_ns;       /* the last turn's clock */
+    /* every step's figures, kept here rather than logged span by span (a step is logged only
+     * when log_events asks for it to be said): Python merges them once, at close */
+    struct rdmacli_cm_stepstat steps[10]; /* RDMACLI_CM_STEPS */
     void *priv;            /* C's own: the devices' CQs */
 };
 

@@ -239,6 +239,7 @@ def test_a_stop_while_the_last_slice_is_rendered_waits_for_c_and_tears_down(twin
     plan's stop) and is raised again only once C has returned; the run ends interrupted with
     nothing left behind and no thread. C's slice waits here as in a ppoll until it is stopped."""
     flow = native_side(Peer(connect_event=NONE, connections=2), twin)
+    flow.detailed = True  # an observer that shows each event and step: C logs them for it
     lib, render, seen = twin.lib, flow._render, []
 
     class Waiting:  # the twin's lib, its slices held (the twin's clock would run at once)
@@ -267,7 +268,7 @@ def test_a_stop_while_the_last_slice_is_rendered_waits_for_c_and_tears_down(twin
     assert seen and seen[0] > 0  # it came while C ran, with records to render
     assert ours["exit"] == 128 + signal.SIGTERM
     assert [c[0] for c in ours["conns"]] == ["interrupted"] * 2
-    assert ours["steps"]["create id"] == 2  # the records left unrendered were rendered at close
+    assert ours["steps"]["create id"] == 2  # C's figures, merged at close
     assert not [t for t in threading.enumerate() if t.name == "rdmacli-cm"]
     for name in ("ids", "qps", "mrs", "cqs", "comps"):
         assert getattr(twin.lib.crs, name) == 0, name

@@ -65,3 +65,23 @@ def test_a_span_measured_elsewhere_is_counted_with_its_first_start_and_last_end(
     rows = {r.step: r for r in timer.summary()}
     assert rows[DISPATCH].count == 2 and rows[DISPATCH].total_us == 500_000.0
     assert rows[DISPATCH].min_us == 250_000.0 and DISPATCH not in STEP_ORDER
+
+
+def test_figures_merged_from_elsewhere_are_those_the_spans_would_have_made():
+    """The native runner keeps each step's figures itself (cmflow.c cm_log_step) and hands them
+    over once: merged into a timer that has spans of its own, the rows are add()'s, span by span."""
+    spans = [("cm connect", 1.0, 1.5), ("cm connect", 1.2, 1.3), ("create id", 0.9, 0.95),
+             ("cm connect", 0.8, 2.0)]  # fmt: skip
+    one, other = StepTimer(), StepTimer()
+    for step, a, b in spans:
+        one.add(step, a, b)
+    other.add(*spans[0])
+    rest = [(a, b) for step, a, b in spans[1:] if step == "cm connect"]
+    d = [b - a for a, b in rest]
+    other.merge(
+        "cm connect", min(a for a, _ in rest), max(b for _, b in rest), len(rest), sum(d), min(d), max(d)
+    )
+    other.merge("create id", 0.9, 0.95, 1, 0.05, 0.05, 0.05)
+    by_step = lambda t: {r.step: r for r in t.summary()}  # noqa: E731
+    assert by_step(other) == by_step(one)
+    assert by_step(one)["cm connect"].count == 3 and by_step(one)["cm connect"].total_us == 1.2e6
