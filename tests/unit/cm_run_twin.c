@@ -228,7 +228,8 @@ static int twin_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
         uint64_t recv_wr_id = (uint64_t)((uintptr_t)id->context - 1) << 32;
 
         for (unsigned int i = 0; i < crt.peer_sends; i++)
-            complete(recv_wr_id, IBV_WC_SUCCESS, IBV_WC_RECV, crt.size, id->qp->qp_num);
+            complete(recv_wr_id, crt.recv_status, IBV_WC_RECV, crt.recv_status ? 0 : crt.size,
+                     id->qp->qp_num);
         queue(id, crt.late_event, 0);
     }
     return 0;

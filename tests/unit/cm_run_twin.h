@@ -12,6 +12,8 @@ struct crt_script {
     unsigned int connect_data_len;
     unsigned int peer_sends;       /* once connected, the peer's messages (receives completed) */
     unsigned int size;             /* their bytes */
+    int recv_status;               /* their messages' receives complete with this status (a
+                                      message bigger than the receive: IBV_WC_LOC_LEN_ERR) */
     int late_event;                /* then one more event on the connection (-1: none) */
     unsigned int disconnect_after; /* the peer disconnects once it has this many of our sends
                                       (0: never on its own) */

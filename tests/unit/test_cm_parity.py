@@ -42,7 +42,9 @@ class Peer:
     connect_status: int = 0
     connect_data: bytes = b""
     peer_sends: int = 3
-    size: int = 64
+    size: int = 64  # their messages' bytes
+    recv_status: int = 0  # their messages' receives complete with this status
+    ours: int = 0  # our protocol's message size (0: theirs)
     late_event: int = NONE
     disconnect_after: int = 3
     answer_disconnect: int = 1
@@ -72,6 +74,10 @@ CASES = {
     "the device removed": Peer(late_event=C.DEVICE_REMOVAL, disconnect_after=0),
     "an event out of sequence": Peer(late_event=C.ROUTE_RESOLVED, disconnect_after=0),
     "a send fails (no ACKs)": Peer(send_status=12, disconnect_after=0),  # IBV_WC_RETRY_EXC_ERR
+    "the peer's messages are smaller than ours": Peer(size=32, ours=64),
+    "the peer's messages are bigger than ours": Peer(
+        size=128, ours=64, recv_status=1, disconnect_after=0
+    ),  # LOC_LEN
     "refused by rdma_connect itself (iWARP)": Peer(connect_fails_errno=errno.ECONNREFUSED),
     "rdma_connect fails otherwise": Peer(connect_fails_errno=errno.EINVAL),
 }
@@ -85,7 +91,7 @@ def twin(tmp_path_factory):
 
 
 def protocol(peer: Peer):
-    return BareClient if peer.bare else (lambda: CmatoseClient(3, peer.size))
+    return BareClient if peer.bare else (lambda: CmatoseClient(3, peer.ours or peer.size))
 
 
 def python_side(peer: Peer):
@@ -108,7 +114,13 @@ def python_side(peer: Peer):
         ev = backend.event(cm, peer.connect_event, peer.connect_status, private_data=peer.connect_data)
         if peer.connect_event == C.ESTABLISHED:
             for _ in range(peer.peer_sends):
-                backend.deliver(cm, b"m" * peer.size)
+                if peer.recv_status:  # a message bigger than the receive posted for it
+                    wr_id = cm.recvs.pop(0)[0]
+                    backend.cqs[cm.key].complete(
+                        wc(wr_id, C.WC_RECV, status=peer.recv_status, qp_num=cm.qp_num)
+                    )
+                else:
+                    backend.deliver(cm, b"m" * peer.size)
             if peer.late_event != NONE:
                 return [ev, backend.event(cm, peer.late_event)]
         return [ev]
@@ -138,7 +150,7 @@ def native_side(peer: Peer, twin, rows=None):
     lib.crt_reset()
     s = lib.crt
     for f in fields(Peer):
-        if f.name not in ("connect_data", "bare", "connections"):
+        if f.name not in ("connect_data", "bare", "connections", "ours"):
             setattr(s, f.name, getattr(peer, f.name))
     s.connect_data, s.connect_data_len = peer.connect_data, len(peer.connect_data)
 
