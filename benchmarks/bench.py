@@ -152,6 +152,15 @@ def marginal_per(run, small: int, big: int):
     return one
 
 
+def said(section: str, lines: list[str], figs: dict[str, Figure] | None) -> list[str]:
+    """A section's figures kept (FIGURES) and its lines: its title, then a figure a line, or
+    that a run failed (which one: said on stderr as it failed)."""
+    if figs is None:
+        return [*lines, "  a run failed or did not cross the wire (said above)"]
+    FIGURES[section] = [f.to_dict() for f in figs.values()]
+    return lines + [f.line() for f in figs.values()]
+
+
 def connect() -> list[str]:
     """The cost of one more connection, each client against `ucmatose -c N`: a run of 1 and a
     run of 128 connections back to back give one figure, (work(128) - work(1)) / 127. Rounds of
@@ -183,10 +192,7 @@ def connect() -> list[str]:
     lines = [f"connect: the marginal connection ({small} to {big}, 10 messages each way) against "
              f"`ucmatose -c N`, rdmacli --json (its elapsed_ms), native and the Python engine in the "
              f"same rounds, goal <= {CONNECT_GOAL:g}x"]  # fmt: skip
-    if figs is None:
-        return [*lines, "  a run failed or did not cross the wire (said above)"]
-    FIGURES["connect"] = [f.to_dict() for f in figs.values()]
-    return lines + [f.line() for f in figs.values()]
+    return said("connect", lines, figs)
 
 
 def serve() -> list[str]:
@@ -210,10 +216,7 @@ def serve() -> list[str]:
     lines = [f"serve: the marginal connection ({small} to {big}) of a `ucmatose -c N` client, served by "
              f"`rdmacli listen -c N` against `ucmatose -c N`'s server, the client's work the clock, "
              f"goal <= {CONNECT_GOAL:g}x"]  # fmt: skip
-    if figs is None:
-        return [*lines, "  a run failed or did not cross the wire (said above)"]
-    FIGURES["serve"] = [f.to_dict() for f in figs.values()]
-    return lines + [f.line() for f in figs.values()]
+    return said("serve", lines, figs)
 
 
 def ping() -> list[str]:
@@ -256,10 +259,7 @@ def ud() -> list[str]:
                     CONNECT_GOAL, False, unit="µs")  # fmt: skip
     lines = [f"ud: the marginal datagram ({small} to {big} of 100 bytes each way) against `udaddy -C N`, "
              f"rdmacli --json (its elapsed_ms), goal <= {CONNECT_GOAL:g}x"]  # fmt: skip
-    if fig is None:
-        return [*lines, "  a run failed or did not cross the wire (said above)"]
-    FIGURES["ud"] = [fig.to_dict()]
-    return [*lines, fig.line()]
+    return said("ud", lines, None if fig is None else {name: fig})
 
 
 def mcast() -> list[str]:
