@@ -58,12 +58,12 @@ def timed_work(cmd: list[str], timeout: float = 300) -> tuple[float | None, floa
         watchdog.cancel()
     end = time.monotonic()
     if rc != 0 or first is None:
-        said(cmd, rc, proc.stderr.read() if proc.stderr else "")
+        tell_failed(cmd, rc, proc.stderr.read() if proc.stderr else "")
         return None, None
     return end - t0, end - first
 
 
-def said(cmd: list[str], rc: int | None, stderr: str) -> None:
+def tell_failed(cmd: list[str], rc: int | None, stderr: str) -> None:
     """A failed run, on stderr: which command, its exit and the end of what it said (a figure
     without its run says only that a run failed)."""
     print(f"  (failed, exit {rc}: {' '.join(cmd)}: {stderr.strip()[-300:]})", file=sys.stderr, flush=True)
@@ -79,7 +79,7 @@ def timed_own(cmd: list[str], timeout: float = 300) -> tuple[float | None, float
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        said(cmd, None, f"hung past {timeout} s")
+        tell_failed(cmd, None, f"hung past {timeout} s")
         return None, None
     wall = time.monotonic() - t0
     try:
@@ -88,7 +88,7 @@ def timed_own(cmd: list[str], timeout: float = 300) -> tuple[float | None, float
         doc = None
     if r.returncode != 0 or not isinstance(doc, dict):
         error = doc.get("error") if isinstance(doc, dict) else None  # its summary's own words
-        said(cmd, r.returncode, str(error.get("message")) if isinstance(error, dict) else r.stderr)
+        tell_failed(cmd, r.returncode, str(error.get("message")) if isinstance(error, dict) else r.stderr)
         return None, None
     return wall, doc["elapsed_ms"] / 1e3
 

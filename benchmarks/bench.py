@@ -139,15 +139,15 @@ NATIVE = ["env", f"{CM_ENV}=native"]  # connections run in C (native/cmrun.c)
 PYTHON = ["env", f"{CM_ENV}=python"]  # the Python engine: the reference and the fallback
 
 
-def marginal_per(run, small: int, big: int):
-    """One figure's run: (work(big) - work(small)) / (big - small) in ms, from two runs back to
-    back (start-up and one-time setup cancel out)."""
+def marginal_per(run, small: int, big: int, scale: float = 1e3):
+    """One figure's run: (work(big) - work(small)) / (big - small), in ms (scale 1e3; 1e6: µs),
+    from two runs back to back (start-up and one-time setup cancel out)."""
 
     def one() -> float | None:
         a, b = run(small), run(big)
         if a[1] is None or b[1] is None:
             return None
-        return (b[1] - a[1]) / (big - small) * 1e3
+        return (b[1] - a[1]) / (big - small) * scale
 
     return one
 
@@ -247,16 +247,13 @@ def ud() -> list[str]:
 
         return run
 
-    def per_datagram(run):
-        per_ms = marginal_per(run, small, big)
-        return lambda: (lambda v: None if v is None else v * 1e3)(per_ms())
-
     ours = client([*RDMACLI, "connect", "--ud", SERVER, "-b", CLIENT, "-C", "{n}", "--json"], timed_own)
     theirs = client([*C_LINES, "udaddy", "-s", SERVER, "-b", CLIENT, "-C", "{n}"], timed_work)
     payload = lambda _: (small + big) * 100  # noqa: E731 - the client's datagrams of both runs
     name = f"connect --ud, marginal {small}->{big}"
-    fig = alternate(name, on_wire(per_datagram(ours), payload), on_wire(per_datagram(theirs), payload),
-                    CONNECT_GOAL, False, unit="µs")  # fmt: skip
+    fig = alternate(name, on_wire(marginal_per(ours, small, big, 1e6), payload),
+                    on_wire(marginal_per(theirs, small, big, 1e6), payload), CONNECT_GOAL, False,
+                    unit="µs")  # fmt: skip
     lines = [f"ud: the marginal datagram ({small} to {big} of 100 bytes each way) against `udaddy -C N`, "
              f"rdmacli --json (its elapsed_ms), goal <= {CONNECT_GOAL:g}x"]  # fmt: skip
     return said("ud", lines, None if fig is None else {name: fig})
@@ -471,10 +468,7 @@ def on_wire(run, claim):
     rxe answering itself on one device moves nothing there)."""
 
     def one() -> float | None:
-        before = tx_bytes(CLIENT)
-        got = run()
-        after = tx_bytes(CLIENT)
-        moved = after - before if before is not None and after is not None else None
+        got, moved = wire(run)
         if got is None or not crossed(moved, claim(got)):
             print(f"  (a run of {got} moved {moved} bytes on the wire: not counted)", file=sys.stderr)
             return None

@@ -247,7 +247,7 @@ class NativeClientFlow(ClientFlow):
                 k += 1
                 if e.kind == self.lib.RDMACLI_LOG_EVENT:
                     self._emit_event(e)
-                elif self.detailed:
+                else:  # a step said (C logs none unless an observer shows them: log_events)
                     us = round((e.t1_ns - e.t0_ns) / 1e3, 1)
                     self.emit(E.Step(conn=e.conn, step=STEPS[e.what], us=us))
         finally:  # a stop's exception mid-way: the rest is rendered later (close)

@@ -69,25 +69,13 @@ class StepTimer:
     def add(self, step: str, start: float, end: float) -> None:
         """A span of the step: an ended one's, or one measured elsewhere (DISPATCH: from an
         event's read to the next call)."""
-        s = self.steps.get(step)
-        if s is None:
-            s = self.steps[step] = StepStats(start)
-        elif s.first_start is None or start < s.first_start:
-            s.first_start = start
         d = end - start
-        s.count += 1
-        s.total += d
-        if d < s.least:
-            s.least = d
-        if d > s.most:
-            s.most = d
-        if s.last_end is None or end > s.last_end:
-            s.last_end = end
+        self.merge(step, start, end, 1, d, d, d)
 
     def merge(self, step: str, first: float, last: float, count: int, total: float, least: float,
               most: float) -> None:  # fmt: skip
-        """A step's figures kept elsewhere (the native runner's, over all its spans), as add()
-        would have made them span by span."""
+        """A step's figures over `count` spans (one: add's; the native runner's, over all its
+        spans, handed over once)."""
         s = self.steps.get(step)
         if s is None:
             s = self.steps[step] = StepStats(first)
