@@ -65,6 +65,10 @@ class Loop:
         heapq.heappush(self.timers, (timer.when, next(self._seq), timer))
         return timer
 
+    def fire_timers(self) -> None:
+        """The timers that are due, run now (a native flow's, between two of C's slices)."""
+        self._fire_timers()
+
     def _fire_timers(self) -> None:
         now = self.now = time.monotonic()
         while self.timers and self.timers[0][0] <= now:

@@ -24,6 +24,7 @@ from rdmacli import native
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.client import ClientFlow
 from rdmacli.engine.conn import MAX_WINDOW, Connection, memlock_error
+from rdmacli.engine.flow import Flow
 from rdmacli.engine.loop import DEADLINE_HINT, DeadlineExpired
 from rdmacli.engine.status import call_error, refused_at_once, short_status
 from rdmacli.outcome import State
@@ -59,10 +60,199 @@ def exchange_of(protocol) -> int | None:
     return vars(type(protocol)).get("native_exchange")
 
 
-class NativeClientFlow(ClientFlow):
-    """ClientFlow, its connections run by native/cmrun.c where the run allows it."""
+class NativeRun(Flow):
+    """What the native client and server share: the plan's common part (the channel, each
+    phase's bound, the side's rows), its two logs, their rendering, the step figures, and a
+    slot's record said in the engine's words. Mixed into a Flow (ClientFlow, ServerFlow)."""
 
     data_path: str | None = None
+    given: tuple | None = None  # (ffi, lib) of another build (the parity test's twin)
+    ffi: Any
+    lib: Any
+    _plan: Any
+    _conns: Any
+
+    def _new_plan(self, slots: int):
+        """A plan with `slots` connection records and two logs sized for them."""
+        ffi, lib = self.ffi, self.lib
+        p = ffi.new("struct rdmacli_cm_plan *")
+        self._conns = ffi.new("struct rdmacli_cm_conn[]", slots)
+        self._log_cap = lib.RDMACLI_CM_LOG_PER_CONN * slots + 1024
+        # two logs: C fills one while Python renders what the other holds (_run_slice)
+        self._logs = [ffi.new("struct rdmacli_cm_log[]", self._log_cap) for _ in range(2)]
+        self._taken: tuple[Any, int] = (self._logs[1], 0)  # what Python has still to render
+        self._filling = 0  # the log C fills
+        p.conns, p.log, p.log_cap, p.connections = self._conns, self._logs[0], self._log_cap, slots
+        p.channel = ffi.NULL if self.given else ffi.cast("void *", ptr_key(self.channel.ptr))
+        for i, phase in enumerate(PHASES):
+            limit = self.timeouts.limit_s(L.PHASES[phase].limit)
+            p.limit_ns[i] = int(limit * 1e9) if limit else 0
+        p.overall_end_ns = int(self.deadline_all * 1e9) if self.deadline_all else 0
+        for i, ((phase, event), row) in enumerate(self.rows.items()):
+            p.rows[i] = (PHASES.index(phase), event, PHASES.index(row.next) if row.next else -1,
+                         ACTIONS.index(row.action) + 1)  # fmt: skip
+        p.nrows = len(self.rows)
+        p.error_events, p.nerror = list(L.ERROR_EVENTS), len(L.ERROR_EVENTS)
+        p.informational, p.ninfo = list(L.INFORMATIONAL), len(L.INFORMATIONAL)
+        p.max_window = MAX_WINDOW
+        p.log_events = 1 if self.detailed else 0
+        p.stop = 1 if self.stopping else 0  # a stop that came before the run
+        return p
+
+    def why_python(self) -> str | None:
+        """Why this run's connections are Python's (None: C runs them)."""
+        from rdmacli.backend import RdmaBackend
+
+        if self.given is None:
+            if os.environ.get(native.CM_ENV, "").lower() == native.PYTHON:
+                return f"{native.CM_ENV}=python"
+            if native.load() is None:
+                return native.why()
+            if type(self.backend) is not RdmaBackend:
+                return "a backend of its own"
+            if why := self.why_this_run():
+                return why
+            if self.options.tos is not None or self.options.ack_timeout is not None:
+                return "--tos or --ack-timeout"
+        if exchange_of(self.make_protocol()) is None:
+            return "a protocol only Python runs"
+        if any(row.action not in ACTIONS for row in self.rows.values()):
+            return "a lifecycle row C has no handler for"
+        return None
+
+    def why_this_run(self) -> str | None:
+        """What of this side's options only Python runs (None: nothing)."""
+        return None
+
+    def _fill(self, conn: Connection, c) -> None:
+        """A slot's record into its Connection: the counts, state and error C kept, said in the
+        engine's own words (its protocol's verdict, the flow's causes); finished, it is over."""
+        conn.connected, conn.disconnect_sent = bool(c.connected), bool(c.disconnect_sent)
+        limits = SimpleNamespace(max_qp_wr=c.max_qp_wr, max_cqe=c.max_cqe) if c.max_cqe else None
+        conn._limits = limits  # type: ignore[assignment]  # the device's, as C queried them
+        proto: Any = conn.protocol
+        if hasattr(proto, "received"):  # cmatose's counts, as C kept them (the unconfirmed: below)
+            proto.window = c.window or 1
+            proto.received, proto.sent = c.received, c.sent - c.unconfirmed
+            proto.sends_posted, proto.recvs_posted = c.sends_posted, c.recvs_posted
+            proto.bytes_received = c.bytes_received
+            proto.bytes_sent = c.bytes_sent - c.unconfirmed * proto.size
+        conn.phase = PHASES[c.fail_phase if c.fail_kind else c.phase]
+        state = STATES[c.state]
+        if state is State.DONE and not c.unanswered:
+            proto.on_disconnected(conn)  # its own verdict (and words) on the counts C kept
+        elif state is State.FAILED:
+            self._failed(conn, c)
+        elif c.unanswered:
+            self.warn(self.unanswered(conn))
+        if conn.error is None:
+            conn.state = state
+        conn.phase = PHASES[c.phase]
+        if conn.finished:
+            self.on_finished(conn)
+
+    def stop(self) -> None:
+        super().stop()
+        p = getattr(self, "_plan", None)
+        if p is not None:  # C, in its thread, ends its slice at its next turn
+            p.stop = 1
+
+    def _take_log(self) -> None:
+        """The slice's log taken (C has returned): C's next slice fills the other one. A device
+        first used has its counters read now, before C goes on (their baseline)."""
+        p = self._plan
+        self._taken = (self._logs[self._filling], p.log_len)
+        self._filling ^= 1
+        p.log, p.log_len = self._logs[self._filling], 0
+        self._see_devices()
+
+    def _see_devices(self) -> None:
+        """Each device first used has its counters read from now on (the client: as C names
+        the devices its connections resolved to; the server: at each request)."""
+
+    def _render(self) -> None:
+        """The taken log's records, for an observer that shows them: the CM events and steps as
+        the Python engine emits them (C logs them only then: log_events). The step timer's
+        figures are C's own, merged once (_merge_steps)."""
+        log, n = self._taken
+        k = 0
+        try:
+            while k < n:
+                e = log[k]
+                k += 1
+                if e.kind == self.lib.RDMACLI_LOG_EVENT:
+                    self._emit_event(e)
+                else:  # a step said (C logs none unless an observer shows them: log_events)
+                    us = round((e.t1_ns - e.t0_ns) / 1e3, 1)
+                    self.emit(E.Step(conn=e.conn, step=STEPS[e.what], us=us))
+        finally:  # a stop's exception mid-way: the rest is rendered later (close)
+            self._taken = (log + k, n - k)
+
+    def _merge_steps(self) -> None:
+        """Every step's figures as C kept them (first start, last end, count, the spans' sum,
+        least, most) into the step timer: a few numbers a step, not one call a span."""
+        for i, step in enumerate(STEPS):
+            s = self._plan.steps[i]
+            if s.count:
+                self.timer.merge(step, s.first_ns / 1e9, s.last_ns / 1e9, s.count, s.total_ns / 1e9,
+                                 s.least_ns / 1e9, s.most_ns / 1e9)  # fmt: skip
+
+    def _emit_event(self, e) -> None:
+        ev = CmEvent(type=e.what, status=e.status, id=0, listen_id=0, t=e.t0_ns / 1e9,
+                     private_data=b"\0" * e.private_data_len, responder_resources=e.responder_resources,
+                     initiator_depth=e.initiator_depth, flow_control=e.flow_control,
+                     retry_count=e.retry_count, rnr_retry_count=e.rnr_retry_count, srq=e.srq,
+                     qp_num=e.qp_num)  # fmt: skip
+        conn = e.conn if e.conn >= 0 else None
+        self.emit(E.CmEventRecord(t_us=round((ev.t - self.t0) * 1e6, 1), conn=conn, event=ev.name,
+                                  status=ev.status, status_text=short_status(ev.type, ev.status),
+                                  data=ev.params()))  # fmt: skip
+
+    def _failed(self, conn: Connection, c) -> None:
+        lib, kind = self.lib, c.fail_kind
+        where = self.where(conn)
+        if kind == lib.RDMACLI_CF_EVENT:
+            data = bytes(self.ffi.buffer(c.fail_data, c.fail_data_len))
+            self.fail_on(conn, CmEvent(type=c.fail_event, status=c.fail_status, id=0, listen_id=0, t=0.0,
+                                       private_data=data))  # fmt: skip
+        elif kind == lib.RDMACLI_CF_CALL:
+            exc = RdmaCallError(CALLS[c.fail_call], c.fail_err)
+            if exc.call == "ibv_reg_mr" and exc.errno in (errno.ENOMEM, errno.EPERM, errno.EAGAIN):
+                conn.fail(memlock_error(conn.phase, exc, max(getattr(conn.protocol, "size", 1), 1)))
+            elif exc.call in ("rdma_create_qp", "ibv_create_cq") and (
+                over := conn._over_limit(exc, c.window, c.window)
+            ):
+                conn.fail(over)
+            else:
+                self.fail_here_first(conn, call_error(conn.phase, exc, where))
+        elif kind == lib.RDMACLI_CF_REFUSED:
+            exc = RdmaCallError("rdma_connect", errno.ECONNREFUSED)
+            local, remote, device = conn.local, conn.remote, conn.device
+            conn.fail(refused_at_once(conn.phase, exc, local=local, remote=remote, device=device))
+        elif kind == lib.RDMACLI_CF_WC:
+            status = WorkCompletion(0, c.wc_status, 0, 0, None, 0, 0).status_str
+            self.fail_here_first(conn, self.wc_failed(conn, status, c.wc_status, c.wc_opcode))
+        elif kind == lib.RDMACLI_CF_DEADLINE:
+            self.fail_here_first(conn, self.deadline_passed(conn, DEADLINE_HINT))
+        elif kind == lib.RDMACLI_CF_UNEXPECTED:
+            conn.fail(self.unexpected(conn, C.event_name(c.fail_event)))
+        else:  # RDMACLI_CF_PEER_ENDED: the protocol's own words on its counts
+            conn.protocol.on_disconnected(conn)
+
+    def close(self) -> None:
+        p = getattr(self, "_plan", None)
+        if p is not None and not self.closed:
+            self._render()  # what a stop's exception left
+            self.lib.rdmacli_cm_close(p)
+            self._take_log()
+            self._render()
+            self._merge_steps()
+            self._plan = None
+        super().close()
+
+
+class NativeClientFlow(NativeRun, ClientFlow):
+    """ClientFlow, its connections run by native/cmrun.c where the run allows it."""
 
     def __init__(self, *, native_lib: tuple | None = None, **kw):
         """native_lib: (ffi, lib) of another build of cmrun.c (the parity test's twin, facing a
@@ -70,26 +260,9 @@ class NativeClientFlow(ClientFlow):
         super().__init__(**kw)
         self.given = native_lib
 
-    def why_python(self) -> str | None:
-        """Why this run's connections are Python's (None: C runs them)."""
-        from rdmacli.backend import RdmaBackend
-
-        if self.given is not None:
-            return None if exchange_of(self.make_protocol()) is not None else "a protocol only Python runs"
-        if os.environ.get(native.CM_ENV, "").lower() == native.PYTHON:
-            return f"{native.CM_ENV}=python"
-        if native.load() is None:
-            return native.why()
-        if type(self.backend) is not RdmaBackend:
-            return "a backend of its own"
+    def why_this_run(self) -> str | None:
         if self.wait_until or self.route_only or self.needs or self.options.busy_poll:
             return "--wait, a route-only probe, a transport's needs or --busy-poll"
-        if self.options.tos is not None or self.options.ack_timeout is not None:
-            return "--tos or --ack-timeout"
-        if exchange_of(self.make_protocol()) is None:
-            return "a protocol only Python runs"
-        if any(row.action not in ACTIONS for row in self.rows.values()):
-            return "a lifecycle row C has no handler for"
         return None
 
     def run(self) -> None:
@@ -108,36 +281,30 @@ class NativeClientFlow(ClientFlow):
         finally:
             self._materialize()
 
+    def _see_devices(self) -> None:
+        """The devices C has named since the last look: each first used has its counters read."""
+        p = self._plan
+        if self._begun < p.started:  # the connections C has begun since
+            self._unnamed.update(range(self._begun, p.started))
+            self._begun = p.started
+        for i in [i for i in self._unnamed if self._conns[i].device[0]]:  # a device is known
+            self._unnamed.discard(i)
+            c = self._conns[i]
+            if (key := (self.ffi.string(c.device).decode(), c.port_num)) not in self._seen:
+                self._seen.add(key)  # a device first used: its counters are read from now on
+                self.counters.see(*key)
+
     # -- the plan ----------------------------------------------------------------------------
     def _make_plan(self):
-        ffi, lib, n = self.ffi, self.lib, self.n
         from rdmacli.rdma.cm import ffi as abi
 
-        p = ffi.new("struct rdmacli_cm_plan *")
-        self._conns = ffi.new("struct rdmacli_cm_conn[]", n)
-        self._log_cap = lib.RDMACLI_CM_LOG_PER_CONN * n + 1024
-        # two logs: C fills one while Python renders what the other holds (_run_slice)
-        self._logs = [ffi.new("struct rdmacli_cm_log[]", self._log_cap) for _ in range(2)]
-        self._taken: tuple[Any, int] = (self._logs[1], 0)  # what Python has still to render
-        self._filling = 0  # the log C fills
-        p.conns, p.log, p.log_cap, p.connections = self._conns, self._logs[0], self._log_cap, n
-        p.channel = ffi.NULL if self.given else ffi.cast("void *", ptr_key(self.channel.ptr))
+        p = self._new_plan(self.n)
         p.dst = bytes(abi().buffer(self.dst.buf))
         if self.src is not None:
             p.src, p.has_src = bytes(abi().buffer(self.src.buf)), 1
         p.ps, p.resolve_ms, p.tos, p.ack_timeout = self.options.ps, self.timeouts.resolve_ms, -1, -1
-        for i, phase in enumerate(PHASES):
-            limit = self.timeouts.limit_s(L.PHASES[phase].limit)
-            p.limit_ns[i] = int(limit * 1e9) if limit else 0
-        p.overall_end_ns = int(self.deadline_all * 1e9) if self.deadline_all else 0
-        for i, ((phase, event), row) in enumerate(self.rows.items()):
-            p.rows[i] = (PHASES.index(phase), event, PHASES.index(row.next) if row.next else -1,
-                         ACTIONS.index(row.action) + 1)  # fmt: skip
-        p.nrows = len(self.rows)
-        p.error_events, p.nerror = list(L.ERROR_EVENTS), len(L.ERROR_EVENTS)
-        p.informational, p.ninfo = list(L.INFORMATIONAL), len(L.INFORMATIONAL)
         proto = self.make_protocol()
-        p.exchange, p.max_window = exchange_of(proto), MAX_WINDOW
+        p.exchange = exchange_of(proto)
         self.lockstep = self.in_cmtime_order(proto)
         p.lockstep = 1 if self.lockstep else 0
         p.count, p.size = getattr(proto, "count", 0), getattr(proto, "size", 0)
@@ -149,8 +316,6 @@ class NativeClientFlow(ClientFlow):
         p.private_data_len = len(plain.private_data)
         p.responder_resources, p.initiator_depth = plain.responder_resources, plain.initiator_depth
         p.retry_count, p.rnr_retry_plain = plain.retry_count, plain.rnr_retry_count
-        p.log_events = 1 if self.detailed else 0
-        p.stop = 1 if self.stopping else 0  # a stop that came before the run
         return p
 
     # -- running -------------------------------------------------------------------------------
@@ -212,67 +377,6 @@ class NativeClientFlow(ClientFlow):
             raise failed
         return rc[0] if rc else lib.RDMACLI_RUN_FAILED
 
-    def stop(self) -> None:
-        super().stop()
-        p = getattr(self, "_plan", None)
-        if p is not None:  # C, in its thread, ends its slice at its next turn
-            p.stop = 1
-
-    def _take_log(self) -> None:
-        """The slice's log taken (C has returned): C's next slice fills the other one. A device
-        first used has its counters read now, before C goes on (their baseline)."""
-        p = self._plan
-        self._taken = (self._logs[self._filling], p.log_len)
-        self._filling ^= 1
-        p.log, p.log_len = self._logs[self._filling], 0
-        if self._begun < p.started:  # the connections C has begun since
-            self._unnamed.update(range(self._begun, p.started))
-            self._begun = p.started
-        for i in [i for i in self._unnamed if self._conns[i].device[0]]:  # a device is known
-            self._unnamed.discard(i)
-            c = self._conns[i]
-            if (key := (self.ffi.string(c.device).decode(), c.port_num)) not in self._seen:
-                self._seen.add(key)  # a device first used: its counters are read from now on
-                self.counters.see(*key)
-
-    def _render(self) -> None:
-        """The taken log's records, for an observer that shows them: the CM events and steps as
-        the Python engine emits them (C logs them only then: log_events). The step timer's
-        figures are C's own, merged once (_merge_steps)."""
-        log, n = self._taken
-        k = 0
-        try:
-            while k < n:
-                e = log[k]
-                k += 1
-                if e.kind == self.lib.RDMACLI_LOG_EVENT:
-                    self._emit_event(e)
-                else:  # a step said (C logs none unless an observer shows them: log_events)
-                    us = round((e.t1_ns - e.t0_ns) / 1e3, 1)
-                    self.emit(E.Step(conn=e.conn, step=STEPS[e.what], us=us))
-        finally:  # a stop's exception mid-way: the rest is rendered later (close)
-            self._taken = (log + k, n - k)
-
-    def _merge_steps(self) -> None:
-        """Every step's figures as C kept them (first start, last end, count, the spans' sum,
-        least, most) into the step timer: a few numbers a step, not one call a span."""
-        for i, step in enumerate(STEPS):
-            s = self._plan.steps[i]
-            if s.count:
-                self.timer.merge(step, s.first_ns / 1e9, s.last_ns / 1e9, s.count, s.total_ns / 1e9,
-                                 s.least_ns / 1e9, s.most_ns / 1e9)  # fmt: skip
-
-    def _emit_event(self, e) -> None:
-        ev = CmEvent(type=e.what, status=e.status, id=0, listen_id=0, t=e.t0_ns / 1e9,
-                     private_data=b"\0" * e.private_data_len, responder_resources=e.responder_resources,
-                     initiator_depth=e.initiator_depth, flow_control=e.flow_control,
-                     retry_count=e.retry_count, rnr_retry_count=e.rnr_retry_count, srq=e.srq,
-                     qp_num=e.qp_num)  # fmt: skip
-        conn = e.conn if e.conn >= 0 else None
-        self.emit(E.CmEventRecord(t_us=round((ev.t - self.t0) * 1e6, 1), conn=conn, event=ev.name,
-                                  status=ev.status, status_text=short_status(ev.type, ev.status),
-                                  data=ev.params()))  # fmt: skip
-
     # -- the records, in the engine's words ----------------------------------------------------
     def _materialize(self) -> None:
         p = getattr(self, "_plan", None)
@@ -289,70 +393,6 @@ class NativeClientFlow(ClientFlow):
         conn.local = format_hostport(*local) if local else (self.src.host if self.src else "*")
         conn.remote = format_hostport(*remote) if remote else self.remote_name()
         conn.device = ffi.string(c.device).decode() or None
-        conn.connected, conn.disconnect_sent = bool(c.connected), bool(c.disconnect_sent)
-        limits = SimpleNamespace(max_qp_wr=c.max_qp_wr, max_cqe=c.max_cqe) if c.max_cqe else None
-        conn._limits = limits  # type: ignore[assignment]  # the device's, as C queried them
-        proto: Any = conn.protocol
-        if hasattr(proto, "received"):  # cmatose's counts, as C kept them (the unconfirmed: below)
-            proto.window = c.window or 1
-            proto.received, proto.sent = c.received, c.sent - c.unconfirmed
-            proto.sends_posted, proto.recvs_posted = c.sends_posted, c.recvs_posted
-            proto.bytes_received = c.bytes_received
-            proto.bytes_sent = c.bytes_sent - c.unconfirmed * proto.size
         self.conns[conn.cm.key] = conn
         self.all_conns.append(conn)
-        conn.phase = PHASES[c.fail_phase if c.fail_kind else c.phase]
-        state = STATES[c.state]
-        if state is State.DONE and not c.unanswered:
-            proto.on_disconnected(conn)  # its own verdict (and words) on the counts C kept
-        elif state is State.FAILED:
-            self._failed(conn, c)
-        elif c.unanswered:
-            self.warn(self.unanswered(conn))
-        if conn.error is None:
-            conn.state = state
-        conn.phase = PHASES[c.phase]
-        if conn.finished:
-            self.on_finished(conn)
-
-    def _failed(self, conn: Connection, c) -> None:
-        lib, kind = self.lib, c.fail_kind
-        where = self.where(conn)
-        if kind == lib.RDMACLI_CF_EVENT:
-            data = bytes(self.ffi.buffer(c.fail_data, c.fail_data_len))
-            self.fail_on(conn, CmEvent(type=c.fail_event, status=c.fail_status, id=0, listen_id=0, t=0.0,
-                                       private_data=data))  # fmt: skip
-        elif kind == lib.RDMACLI_CF_CALL:
-            exc = RdmaCallError(CALLS[c.fail_call], c.fail_err)
-            if exc.call == "ibv_reg_mr" and exc.errno in (errno.ENOMEM, errno.EPERM, errno.EAGAIN):
-                conn.fail(memlock_error(conn.phase, exc, max(getattr(conn.protocol, "size", 1), 1)))
-            elif exc.call in ("rdma_create_qp", "ibv_create_cq") and (
-                over := conn._over_limit(exc, c.window, c.window)
-            ):
-                conn.fail(over)
-            else:
-                self.fail_here_first(conn, call_error(conn.phase, exc, where))
-        elif kind == lib.RDMACLI_CF_REFUSED:
-            exc = RdmaCallError("rdma_connect", errno.ECONNREFUSED)
-            local, remote, device = conn.local, conn.remote, conn.device
-            conn.fail(refused_at_once(conn.phase, exc, local=local, remote=remote, device=device))
-        elif kind == lib.RDMACLI_CF_WC:
-            status = WorkCompletion(0, c.wc_status, 0, 0, None, 0, 0).status_str
-            self.fail_here_first(conn, self.wc_failed(conn, status, c.wc_status, c.wc_opcode))
-        elif kind == lib.RDMACLI_CF_DEADLINE:
-            self.fail_here_first(conn, self.deadline_passed(conn, DEADLINE_HINT))
-        elif kind == lib.RDMACLI_CF_UNEXPECTED:
-            conn.fail(self.unexpected(conn, C.event_name(c.fail_event)))
-        else:  # RDMACLI_CF_PEER_ENDED: the protocol's own words on its counts
-            conn.protocol.on_disconnected(conn)
-
-    def close(self) -> None:
-        p = getattr(self, "_plan", None)
-        if p is not None and not self.closed:
-            self._render()  # what a stop's exception left
-            self.lib.rdmacli_cm_close(p)
-            self._take_log()
-            self._render()
-            self._merge_steps()
-            self._plan = None
-        super().close()
+        self._fill(conn, c)

@@ -49,6 +49,11 @@ class ServerFlow(Flow):
         self.companions_due: dict[str, int] = {}  # client host -> connections of its test to come
 
     def run(self) -> None:
+        self.start_listening()
+        self.run_loop(self.done)
+
+    def start_listening(self) -> None:
+        """The listener up and said (Ready): what every server does before its first client."""
         lid = self.open_listener()
         self.check_transport(lid.device, lid.port_num)  # a bound address has one
         self.loop.on_cm(lid.key, self.on_listen_event)
@@ -63,7 +68,6 @@ class ServerFlow(Flow):
                 ),
             )
         )
-        self.run_loop(self.done)
 
     def open_listener(self) -> CmId:
         """Create, bind and listen; a port another listener holds is said with its holders.
@@ -124,11 +128,18 @@ class ServerFlow(Flow):
         index = self.accepted + self.rejected
         conn = self.new_conn(index, self.backend.request_id(ev, self.channel))
         conn.learn_addresses()
+        if self.admitted(conn, ev, stopping):
+            self.enter(conn, L.ACCEPT)
+            self.guarded(conn, self._accept)
+
+    def admitted(self, conn: Connection, ev: CmEvent, stopping: bool) -> bool:
+        """The request said (Request), then this server's policy and the protocol's word on it:
+        True, counted as accepted; False, rejected with its reason (said to the client)."""
         # the CONNECT_REQUEST row itself was shown without a connection number: name it here
         self.emit(
             E.Request(
                 t_us=round((ev.t - self.t0) * 1e6, 1),
-                conn=index,
+                conn=conn.index,
                 local=conn.local,
                 remote=conn.remote,
                 device=conn.device,
@@ -148,10 +159,9 @@ class ServerFlow(Flow):
             self.check_pinned(conn)
         except Reject as r:
             self.reject(conn, str(r))
-            return
+            return False
         self.accepted += 1
-        self.enter(conn, L.ACCEPT)
-        self.guarded(conn, self._accept)
+        return True
 
     def refusal(self, conn: Connection, ev: CmEvent) -> str | None:
         """Why a request is for another server than this one, or None (every request is, here;
@@ -209,17 +219,20 @@ class ServerFlow(Flow):
         except RdmaCallError as exc:
             if exc.errno not in OUT_OF_ROOM:
                 raise
-            # the device's bound, not this client's doing: said to the client as a full
-            # server's is, and the server serves on (its room is counted as not taken)
-            self.accepted -= 1
-            name = errno.errorcode.get(exc.errno, str(exc.errno))
-            why = f"rdmacli: server's device has no room for another QP ({exc.call}: {name}); try later"
-            self.reject(conn, why)
+            self.no_room(conn, exc)
             return
         conn.cm.accept(conn.protocol.accept_param())
         if conn.datagram:  # UD: the SIDR REP is sent, no ESTABLISHED follows (no table row)
             self.leave(conn)
             self.start_data(conn, L.DATA)
+
+    def no_room(self, conn: Connection, exc: RdmaCallError) -> None:
+        """The device's bound, not this client's doing: said to the client as a full server's
+        is, and the server serves on (its room is counted as not taken)."""
+        self.accepted -= 1
+        name = errno.errorcode.get(exc.errno, str(exc.errno))
+        why = f"rdmacli: server's device has no room for another QP ({exc.call}: {name}); try later"
+        self.reject(conn, why)
 
     def reject(self, conn: Connection, reason: str) -> None:
         self.rejected += 1

@@ -92,9 +92,9 @@ def default_flow(test: Test, common: dict, *, server: type | None = None, client
         )
     port = (test.spec.default_port or 0) if test.port is None else test.port
     if test.role == SERVER:
-        from rdmacli.engine.server import ServerFlow
+        from rdmacli.engine.nativeserver import NativeServerFlow
 
-        return (server or ServerFlow)(
+        return (server or NativeServerFlow)(
             bind=addr.resolve(test.bind, port, passive=True, what="bind address"),
             max_clients=test.connections,
             **common,

@@ -17,18 +17,34 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "rdmacli.native._datapath"
 CFLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
 # loop.h: what lat.c inlines; cmrun.h: what cmflow.c, cmrun.c and cmconn.c share
-SOURCES = ("datapath.c", "lat.c", "bw.c", "datagram.c", "probe.c", "cm.c", "cmflow.c", "cmrun.c", "cmconn.c")
+SOURCES = (
+    "datapath.c",
+    "lat.c",
+    "bw.c",
+    "datagram.c",
+    "probe.c",
+    "cm.c",
+    "cmflow.c",
+    "cmrun.c",
+    "cmconn.c",
+    "cmserve.c",
+)
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
 
 
+HEADERS = ("datapath.h", "cmplan.h")  # the data path's, then the connection manager's
+
+
 def cdef() -> str:
-    """The declarations between the header's markers (cffi's cdef reads no #include)."""
-    with open(os.path.join(HERE, "datapath.h")) as f:
-        text = f.read()
-    found = re.search(r"/\* cdef-begin \*/(.*)/\* cdef-end \*/", text, re.S)
-    if found is None:
-        raise RuntimeError("datapath.h has lost its cdef-begin and cdef-end markers")
-    return found.group(1)
+    """The declarations between each header's markers (cffi's cdef reads no #include)."""
+    parts = []
+    for name in HEADERS:
+        with open(os.path.join(HERE, name)) as f:
+            found = re.search(r"/\* cdef-begin \*/(.*)/\* cdef-end \*/", f.read(), re.S)
+        if found is None:
+            raise RuntimeError(f"{name} has lost its cdef-begin and cdef-end markers")
+        parts.append(found.group(1))
+    return "".join(parts)
 
 
 def builder(sanitize: bool = False):

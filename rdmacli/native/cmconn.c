@@ -86,9 +86,9 @@ static struct cm_cq *acquire(struct rdmacli_cm_plan *p, struct cm_device *d, uin
 static int post_recvs(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
 {
     struct ibv_recv_wr wr[CHAIN], *bad;
-    struct ibv_sge sge = {.addr = (uintptr_t)c->buf, .length = p->size,
+    struct ibv_sge sge = {.addr = (uintptr_t)c->buf, .length = c->size,
                           .lkey = ((struct ibv_mr *)c->mr)->lkey};
-    uint32_t due = p->count - c->recvs_posted, room = c->window - (c->recvs_posted - c->received);
+    uint32_t due = c->count - c->recvs_posted, room = c->window - (c->recvs_posted - c->received);
     uint32_t n = due < room ? due : room;
 
     while (n > 0) {
@@ -112,9 +112,9 @@ static int post_recvs(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
 int cm_post_sends(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
 {
     struct ibv_send_wr wr[CHAIN], *bad;
-    struct ibv_sge sge = {.addr = (uintptr_t)c->buf, .length = p->size,
+    struct ibv_sge sge = {.addr = (uintptr_t)c->buf, .length = c->size,
                           .lkey = ((struct ibv_mr *)c->mr)->lkey};
-    uint32_t due = p->count - c->sends_posted, room = c->window - (c->sends_posted - c->sent);
+    uint32_t due = c->count - c->sends_posted, room = c->window - (c->sends_posted - c->sent);
     uint32_t n = due < room ? due : room;
 
     while (n > 0) {
@@ -139,7 +139,7 @@ int cm_post_sends(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
 
 uint32_t cm_outstanding(const struct rdmacli_cm_plan *p, const struct rdmacli_cm_conn *c)
 {
-    return c->sends_posted == p->count ? c->sends_posted - c->sent : 0;
+    return c->sends_posted == c->count ? c->sends_posted - c->sent : 0;
 }
 
 /* The protocol's setup (cmatose.py _Exchange.setup, bare.py): QP, memory, receives posted. The
@@ -167,7 +167,7 @@ int cm_setup(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
     c->max_qp_wr = (uint32_t)d->attr.max_qp_wr;
     c->max_cqe = (uint32_t)d->attr.max_cqe;
     if (p->exchange == RDMACLI_EX_CMATOSE) {
-        depth = p->count < p->max_window ? p->count : p->max_window;
+        depth = c->count < p->max_window ? c->count : p->max_window;
         depth = depth ? depth : 1;
         if (depth > c->max_qp_wr)
             depth = c->max_qp_wr;
@@ -195,12 +195,12 @@ int cm_setup(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
     }
     if (p->exchange != RDMACLI_EX_CMATOSE)
         return 0;
-    c->buf = calloc(1, p->size ? p->size : 1);
+    c->buf = calloc(1, c->size ? c->size : 1);
     if (!c->buf) {
         cm_fail_call(p, c, RDMACLI_CALL_REG_MR, ENOMEM);
         return -1;
     }
-    c->mr = ibv_reg_mr(id->pd, c->buf, p->size ? p->size : 1, IBV_ACCESS_LOCAL_WRITE);
+    c->mr = ibv_reg_mr(id->pd, c->buf, c->size ? c->size : 1, IBV_ACCESS_LOCAL_WRITE);
     if (!c->mr) {
         cm_fail_call(p, c, RDMACLI_CALL_REG_MR, errno ? errno : ENOMEM);
         return -1;
@@ -208,8 +208,9 @@ int cm_setup(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
     return post_recvs(p, c);
 }
 
-/* A successful completion, counted as cmatose.py's count_wc and its client's on_wc: the echo
- * starts once every message of the server has arrived. */
+/* A successful completion, counted as cmatose.py's count_wc and its client's on_wc (the echo
+ * starts once every message of the server has arrived) or its server's (the end once all is
+ * sent and received). */
 static void count_wc(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct ibv_wc *wc)
 {
     uint32_t n = (uint32_t)(wc->wr_id & 0xffffffffu);
@@ -219,16 +220,18 @@ static void count_wc(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const
     if (n == 0) {
         c->received++;
         c->bytes_received += wc->byte_len;
-        if (c->recvs_posted < p->count && post_recvs(p, c))
+        if (c->recvs_posted < c->count && post_recvs(p, c))
             return;
-        if (c->received == p->count)
-            cm_post_sends(p, c);
+        if (c->received == c->count && !p->listen_id)
+            cm_post_sends(p, c); /* the client echoes once all has arrived */
     } else {
         c->sent += n;
-        c->bytes_sent += (uint64_t)n * p->size;
-        if (c->sends_posted < p->count)
-            cm_post_sends(p, c);
+        c->bytes_sent += (uint64_t)n * c->size;
+        if (c->sends_posted < c->count && cm_post_sends(p, c))
+            return;
     }
+    if (p->listen_id)
+        cm_served(p, c);
 }
 
 static int finished(const struct rdmacli_cm_conn *c)

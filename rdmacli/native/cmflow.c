@@ -71,13 +71,22 @@ void cm_log_step(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step,
 
 int cm_final(int state)
 {
-    return state == RDMACLI_CS_DONE || state == RDMACLI_CS_FAILED;
+    return state == RDMACLI_CS_DONE || state == RDMACLI_CS_FAILED || state == RDMACLI_CS_REJECTED;
 }
 
+/* A connection that ends is counted; a server's is listed for Python to read (cmserve.c), unless
+ * its setup is on trial (a device with no room turns it back to Python undecided) */
 void cm_set_state(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int state)
 {
-    if (!cm_final(c->state) && cm_final(state))
+    struct cm_priv *v = p->priv;
+
+    if (!cm_final(c->state) && cm_final(state) && !(v && v->trial)) {
         p->finished++;
+        if (p->ended) {
+            p->ended[p->nended++] = c->index;
+            p->look = 1;
+        }
+    }
     c->state = state;
 }
 
@@ -100,7 +109,7 @@ void cm_fail_call(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int call
 }
 
 /* Flow.begin: a step starts now; the handler's time since the event's read is DISPATCH */
-static uint64_t begin(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step)
+uint64_t cm_begin(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step)
 {
     uint64_t now = cm_now();
 
@@ -134,7 +143,7 @@ void cm_enter(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int phase)
 {
     int step = PHASE_STEP[phase];
 
-    expect(p, c, phase, step >= 0 ? begin(p, c, step) : 0);
+    expect(p, c, phase, step >= 0 ? cm_begin(p, c, step) : 0);
 }
 
 /* Flow.leave: the phase's step ends where the event that ended it was read */
@@ -167,18 +176,18 @@ static void disconnect(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
     rdma_disconnect(c->id); /* a failure is the teardown's (engine: teardown_errors) */
 }
 
-/* The protocol's on_disconnected (cmatose.py's client, bare.py's): complete, confirmed by the
+/* The protocol's on_disconnected (cmatose.py's client and server, bare.py's): complete, confirmed by the
  * server's disconnect (it disconnects only once it has every message), or the peer's early end */
 static void protocol_disconnected(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
 {
-    uint32_t count = p->exchange == RDMACLI_EX_CMATOSE ? p->count : 0;
+    uint32_t count = p->exchange == RDMACLI_EX_CMATOSE ? c->count : 0;
 
     if (c->received == count && c->sent == count) {
         cm_set_state(p, c, RDMACLI_CS_DONE);
-    } else if (c->received == count && c->sends_posted == count) {
+    } else if (!p->listen_id && c->received == count && c->sends_posted == count) {
         c->unconfirmed = count - c->sent;
         c->sent = count;
-        c->bytes_sent = (uint64_t)count * p->size;
+        c->bytes_sent = (uint64_t)count * c->size;
         cm_set_state(p, c, RDMACLI_CS_DONE);
     } else {
         cm_fail(p, c, RDMACLI_CF_PEER_ENDED);
@@ -229,7 +238,7 @@ static void make_qp(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const 
 
     leave(p, c, ev->t_ns);
     phase = c->phase;
-    begin(p, c, RDMACLI_ST_CREATE_QP);
+    cm_begin(p, c, RDMACLI_ST_CREATE_QP);
     c->phase = RDMACLI_PH_CREATE_QP;
     if (cm_setup(p, c))
         return;
@@ -248,7 +257,7 @@ static void request(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int ne
     param.responder_resources = p->responder_resources;
     param.initiator_depth = p->initiator_depth;
     param.retry_count = p->retry_count;
-    param.rnr_retry_count = c->window < p->count ? p->rnr_retry_windowed : p->rnr_retry_plain;
+    param.rnr_retry_count = c->window < c->count ? p->rnr_retry_windowed : p->rnr_retry_plain;
     cm_enter(p, c, next);
     if (rdma_connect(c->id, &param)) {
         int err = errno ? errno : EIO;
@@ -280,6 +289,15 @@ static void on_established(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c,
     cm_enter(p, c, next);
     if (p->exchange == RDMACLI_EX_BARE)
         disconnect(p, c); /* bare.py: connected is all it wanted */
+    else if (p->listen_id && cm_post_sends(p, c) == 0)
+        cm_served(p, c); /* cmatose's server sends first (CmatoseServer.on_established) */
+}
+
+/* CmatoseServer._maybe_done: every message sent and received, the server ends the test */
+void cm_served(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
+{
+    if (c->received == c->count && c->sent == c->count && !cm_final(c->state))
+        disconnect(p, c);
 }
 
 static void on_disconnected(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c,

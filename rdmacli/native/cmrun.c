@@ -37,8 +37,7 @@ static struct rdmacli_cm_conn *conn_of(struct rdmacli_cm_plan *p, uint64_t id)
     return &p->conns[index - 1];
 }
 
-static void log_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c,
-                      const struct rdmacli_cm_event *ev)
+void cm_log_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev)
 {
     struct rdmacli_cm_log *e;
 
@@ -66,7 +65,13 @@ static int read_events(struct rdmacli_cm_plan *p)
     int n = 0;
 
     for (;;) {
-        int err = rdmacli_cm_get(p->channel, &ev);
+        int err;
+
+        if (p->listen_id && p->started >= p->connections) {
+            p->look = 1; /* a server's slots are all taken: Python makes room before more are read */
+            return n;
+        }
+        err = rdmacli_cm_get(p->channel, &ev);
 
         if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
             return n;
@@ -77,10 +82,17 @@ static int read_events(struct rdmacli_cm_plan *p)
         }
         struct rdmacli_cm_conn *c = conn_of(p, ev.id);
 
-        log_event(p, c, &ev);
+        cm_log_event(p, c, &ev);
         n++;
-        if (c)
+        if (p->listen_id && ev.event == RDMA_CM_EVENT_CONNECT_REQUEST)
+            cm_request(p, &ev); /* a slot of its own, for Python to decide */
+        else if (c)
             cm_dispatch(p, c, &ev);
+        else if (p->listen_id && ev.id == (uintptr_t)p->listen_id &&
+                 ev.event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+            p->listener_event = ev.event; /* the listener's device is gone: Python says so */
+            p->look = 1;
+        }
         cm_open_gates(p); /* lockstep: this one's event may be the last a gate waited for */
     }
 }
@@ -88,7 +100,7 @@ static int read_events(struct rdmacli_cm_plan *p)
 /* One turn: wait until something is ready or `timeout_ns`, then the CM's events, then each CQ
  * (CM_FAIR_BATCHES polls each; one left with completions is served again at once). Returns how
  * many fds were ready, -1 for a signal (EINTR), -2 for a failure the run cannot go on from. */
-static int turn(struct rdmacli_cm_plan *p, uint64_t timeout_ns)
+int cm_turn(struct rdmacli_cm_plan *p, uint64_t timeout_ns)
 {
     struct cm_priv *v = p->priv;
     struct pollfd fds[1 + CM_MAX_DEVICES];
@@ -148,6 +160,8 @@ static int open_id(struct rdmacli_cm_plan *p, uint32_t i)
         return -1;
     }
     c->id = id;
+    c->count = p->count;
+    c->size = p->size;
     p->started = i + 1;
     cm_log_step(p, c, RDMACLI_ST_CREATE_ID, t, cm_now(), 0);
     return 0;
@@ -214,7 +228,7 @@ static int start_all(struct rdmacli_cm_plan *p)
     return 0;
 }
 
-static uint64_t nearest(struct rdmacli_cm_plan *p)
+uint64_t cm_nearest(struct rdmacli_cm_plan *p)
 {
     uint64_t at = p->overall_end_ns;
 
@@ -229,7 +243,7 @@ static uint64_t nearest(struct rdmacli_cm_plan *p)
 
 /* Flow.on_conn_deadline: a settle judged without its evidence, a disconnect nobody answered
  * torn down (not a failure: the exchange had ended), else its phase's deadline fails it */
-static int expire(struct rdmacli_cm_plan *p, uint64_t now)
+int cm_expire(struct rdmacli_cm_plan *p, uint64_t now)
 {
     int n = 0;
 
@@ -255,10 +269,10 @@ static int expire(struct rdmacli_cm_plan *p, uint64_t now)
     return n;
 }
 
-static void settle(struct rdmacli_cm_plan *p)
+void cm_settle(struct rdmacli_cm_plan *p)
 {
     for (int i = 0; i < SETTLE_TURNS; i++)
-        if (turn(p, 0) <= 0)
+        if (cm_turn(p, 0) <= 0)
             return;
 }
 
@@ -277,7 +291,7 @@ int rdmacli_cm_run(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_
     if (!p->started && start_all(p)) /* the first call (a failed start ends the run) */
         return RDMACLI_RUN_FAILED;
     if (settle_only) {
-        settle(p);
+        cm_settle(p);
         return RDMACLI_OK;
     }
     for (;;) {
@@ -286,15 +300,15 @@ int rdmacli_cm_run(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_
         if (__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
             return RDMACLI_SIGNAL; /* Python's stop, from its own thread (nativeflow._run_slice) */
         now = p->now_ns = cm_now();
-        at = nearest(p);
+        at = cm_nearest(p);
         if (at && at <= now) {
             /* what has already arrived counts before anybody fails for a deadline */
-            settle(p);
+            cm_settle(p);
             now = cm_now();
-            at = nearest(p);
+            at = cm_nearest(p);
             if (at > now)
                 continue;
-            if (!expire(p, now))
+            if (!cm_expire(p, now))
                 return RDMACLI_DEADLINE; /* the run's own deadline */
             continue;
         }
@@ -302,7 +316,7 @@ int rdmacli_cm_run(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_
             v->new_device = 0;
             return RDMACLI_SLICE;
         }
-        got = turn(p, (at && at < slice_end_ns ? at : slice_end_ns) - now);
+        got = cm_turn(p, (at && at < slice_end_ns ? at : slice_end_ns) - now);
         if (got == -1)
             return RDMACLI_SIGNAL;
         if (got == -2)

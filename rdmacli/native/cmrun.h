@@ -42,6 +42,7 @@ struct cm_priv {
     struct cm_hold *held;   /* lockstep: one per connection */
     uint32_t nheld;         /* how many are on */
     uint64_t gate_opened_ns; /* while a gate's handlers run: when it opened */
+    int trial;              /* a server's setup on trial: its failure ends nothing yet (cmserve.c) */
 };
 
 /* cmflow.c */
@@ -59,6 +60,18 @@ void cm_fail_call(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int call
 void cm_progress(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
 void cm_judge_disconnect(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, uint64_t ev_t);
 void cm_open_gates(struct rdmacli_cm_plan *p);
+void cm_served(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
+uint64_t cm_begin(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step);
+
+/* cmrun.c: a turn of the loop, the deadlines (what rdmacli_cm_run and rdmacli_cm_serve share) */
+int cm_turn(struct rdmacli_cm_plan *p, uint64_t timeout_ns);
+uint64_t cm_nearest(struct rdmacli_cm_plan *p);
+int cm_expire(struct rdmacli_cm_plan *p, uint64_t now);
+void cm_settle(struct rdmacli_cm_plan *p);
+void cm_log_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev);
+
+/* cmserve.c */
+void cm_request(struct rdmacli_cm_plan *p, const struct rdmacli_cm_event *ev);
 
 /* cmconn.c */
 int cm_setup(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c); /* 0, or it failed */

@@ -1,14 +1,16 @@
-"""datapath.h's integer constants, read from the header itself: the one place C and Python take
-a status code, a clock mode or the probe datagram's layout from. Read from the text (not from the
-built extension's `lib`) so that a pure install, which has no extension, says the same; a unit
-test holds every one equal to `lib`'s where the extension is built."""
+"""datapath.h's and cmplan.h's integer constants, read from the headers themselves: the one place
+C and Python take a status code, a clock mode or the probe datagram's layout from. Read from the
+text (not from the built extension's `lib`) so that a pure install, which has no extension, says
+the same; a unit test holds every one equal to `lib`'s where the extension is built."""
 
 from __future__ import annotations
 
 import os
 import re
 
-PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "datapath.h")
+HERE = os.path.dirname(os.path.abspath(__file__))
+PATH = os.path.join(HERE, "datapath.h")
+PATHS = (PATH, os.path.join(HERE, "cmplan.h"))  # the data path's and the connection manager's
 _DEFINE = re.compile(r"^#define (RDMACLI_\w+) (\d+)(?:ull|u)?\b", re.M)
 
 
@@ -18,7 +20,7 @@ def defines(path: str = PATH) -> dict[str, int]:
         return {name: int(value) for name, value in _DEFINE.findall(f.read())}
 
 
-DEFINES = defines()
+DEFINES = {name: value for path in PATHS for name, value in defines(path).items()}
 
 
 def const(name: str) -> int:

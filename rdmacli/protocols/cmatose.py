@@ -158,6 +158,7 @@ class CmatoseClient(_Exchange):
 
 class CmatoseServer(_Exchange):
     role = "server"
+    native_exchange = 1  # RDMACLI_EX_CMATOSE: native/cmserve.c serves as this class does
 
     def __init__(
         self,
