@@ -8,8 +8,8 @@ Connection, says it (Request) and decides it with ServerFlow's own policy (admit
 companions, --max-clients, the client's hello), and C carries the decision out at its next call,
 then serves the connection by the PASSIVE rows. A slot that ends is listed for Python, which
 says its record in the engine's words (NativeRun._fill, ServerFlow.on_finished) and retires it.
-A persistent server (no -c), --max-pinned, --tos, --ack-timeout or another protocol run as
-before, in Python; the summary's data says which ran (data_path).
+A persistent server (no -c), --tos, --ack-timeout or another protocol run as before, in
+Python; the summary's data says which ran (data_path).
 """
 
 from __future__ import annotations
@@ -54,9 +54,12 @@ class NativeServerFlow(NativeRun, ServerFlow):
             return "a persistent server (no -c)"
         if self.needs or self.options.busy_poll:
             return "a transport's needs or --busy-poll"
-        if self.options.max_pinned is not None:
-            return "--max-pinned"
         return None
+
+    def pinned_by(self, conn: Connection) -> int:
+        """C registers one buffer of what the request asked (cmatose's), once it is accepted:
+        every connection being served was (each request is decided before the next)."""
+        return conn.protocol.pinned_bytes()
 
     def run(self) -> None:
         why = self.why_python()

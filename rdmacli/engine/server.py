@@ -203,13 +203,17 @@ class ServerFlow(Flow):
         limit = self.options.max_pinned
         if limit is None:
             return
-        held = sum(c.pinned for c in self.serving(conn))
+        held = sum(self.pinned_by(c) for c in self.serving(conn))
         asked = conn.protocol.pinned_bytes()
         if held + asked > limit:
             raise Reject(
                 f"rdmacli: server's memory is taken: {asked} bytes asked, {held} of {limit} "
                 "registered for other clients (--max-pinned)"
             )
+
+    def pinned_by(self, conn: Connection) -> int:
+        """The bytes a connection being served holds registered."""
+        return conn.pinned
 
     def _accept(self, conn: Connection) -> None:
         if self.options.ack_timeout is not None:
