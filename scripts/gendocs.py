@@ -58,11 +58,13 @@ ENVIRONMENT = [
     ),
     (
         "RDMACLI_CM_PATH",
-        "python: connect's and events' client connections run on the Python engine (the "
-        "reference) even where the extension is built. Unset: they run in C (native/cmrun.c: "
-        "the CM events read, the QPs made, the exchange posted and reaped, each step stamped at "
-        "its event's read) where the extension is built and the run needs nothing only Python "
-        "does (--wait, --tos, --ack-timeout, --busy-poll); the summary's data_path says which ran.",
+        "python: connect's and events' client connections, and the connections listen serves "
+        "for connect's exchange, run on the Python engine (the reference) even where the "
+        "extension is built. Unset: they run in C (native/cmrun.c, cmserve.c: the CM events read, "
+        "the QPs made, the exchange posted and reaped, each step stamped at its event's read; a "
+        "server's requests still decided by Python) where the extension is built and the run "
+        "needs nothing only Python does (--wait, --tos, --ack-timeout, --busy-poll, a persistent "
+        "server); the summary's data_path says which ran.",
     ),
     (
         "RDMACLI_NIC_CLOCK",

@@ -36,12 +36,13 @@ from rdmacli.rdma.verbs import WorkCompletion
 PHASES = list(L.Phase)  # a phase's number in C is its place here (RDMACLI_PH_*: a unit test)
 ACTIONS = ("addr_resolved", "route_resolved", "established", "disconnected")  # RDMACLI_ACT_* - 1
 STEPS = ("create id", "resolve addr", "resolve route", "create qp", "cm connect", "disconnect",
-         "destroy qp", "destroy id", "dispatch (rdmacli)", "bind addr")  # RDMACLI_ST_*, in order  # fmt: skip
+         "destroy qp", "destroy id", "dispatch (rdmacli)", "bind addr",
+         "accept")  # RDMACLI_ST_*, in order  # fmt: skip
 CALLS = ("", "rdma_create_id", "rdma_resolve_addr", "rdma_resolve_route", "ibv_create_cq",
          "rdma_create_qp", "ibv_reg_mr", "ibv_post_recv", "ibv_post_send", "rdma_connect",
          "ibv_poll_cq", "rdma_set_option", "rdma_get_cm_event", "ibv_query_device",
-         "rdma_bind_addr")  # fmt: skip
-STATES = (State.PENDING, State.ESTABLISHED, State.DONE, State.FAILED)  # RDMACLI_CS_*
+         "rdma_bind_addr", "rdma_accept")  # fmt: skip
+STATES = (State.PENDING, State.ESTABLISHED, State.DONE, State.FAILED, State.REJECTED)  # RDMACLI_CS_*
 SLICE_S = 0.2  # between two looks of Python's: records rendered, a stop request served
 
 

@@ -73,7 +73,8 @@ class NativeServerFlow(NativeRun, ServerFlow):
         self._plan = p = self._new_plan(max(self.max_clients, FIRST_SLOTS))
         self._ended = self.ffi.new("uint32_t[]", p.connections)
         p.ended, p.exchange = self._ended, self.lib.RDMACLI_EX_CMATOSE
-        p.listen_id = self.ffi.cast("void *", ptr_key(self.listen_id.ptr))
+        # the listener as C knows it (the parity test's twin: its own, id 1)
+        p.listen_id = self.ffi.cast("void *", 1 if self.given else ptr_key(self.listen_id.ptr))
         self._slots: dict[int, Connection] = {}  # the open slots' Connections
         self._seen_requests = 0
         self._seen_devices: set[tuple[str, int]] = set()
@@ -81,6 +82,16 @@ class NativeServerFlow(NativeRun, ServerFlow):
 
     # -- running -------------------------------------------------------------------------------
     def _serve(self) -> None:
+        lib, p = self.lib, self._plan
+        try:
+            self._serve_until_done()
+        finally:
+            if p.acted < p.started:  # decisions made since C's last call (the last reject) are carried out
+                lib.rdmacli_cm_serve(p, 0, 1)
+                self._take_log()
+                self._render()
+
+    def _serve_until_done(self) -> None:
         lib, p = self.lib, self._plan
         while not self.done():
             p.overall_end_ns = self._deadline_ns()

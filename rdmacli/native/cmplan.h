@@ -64,7 +64,8 @@ int rdmacli_cm_get(void *channel, struct rdmacli_cm_event *out); /* 0, or the er
 #define RDMACLI_ST_DESTROY_ID 7
 #define RDMACLI_ST_DISPATCH 8
 #define RDMACLI_ST_BIND_ADDR 9   /* lockstep with a source address: cmtime's bind step */
-#define RDMACLI_CM_STEPS 10
+#define RDMACLI_ST_ACCEPT 10      /* the server: from its accept to the ESTABLISHED */
+#define RDMACLI_CM_STEPS 11
 
 /* how a connection failed (its record's fail_kind) */
 #define RDMACLI_CF_NONE 0
@@ -164,7 +165,7 @@ struct rdmacli_cm_conn {
     uint64_t bytes_received;
     uint64_t bytes_sent;
     uint64_t deadline_ns;  /* 0: none */
-    uint64_t step_t0[10];  /* RDMACLI_CM_STEPS: a step begun, not ended (0: none) */
+    uint64_t step_t0[11];  /* RDMACLI_CM_STEPS: a step begun, not ended (0: none) */
     int unanswered;        /* our disconnect was not answered in time: torn down without it */
     uint64_t event_read_ns;
     unsigned char local[128];  /* RDMACLI_SOCKADDR_BYTES: struct sockaddrs (family 0: unknown) */
@@ -247,7 +248,7 @@ struct rdmacli_cm_plan {
     uint64_t now_ns;       /* the last turn's clock */
     /* every step's figures, kept here rather than logged span by span (a step is logged only
      * when log_events asks for it to be said): Python merges them once, at close */
-    struct rdmacli_cm_stepstat steps[10]; /* RDMACLI_CM_STEPS */
+    struct rdmacli_cm_stepstat steps[11]; /* RDMACLI_CM_STEPS */
     /* the server's (cmserve.c; NULL listen_id: the client) */
     void *listen_id;       /* the listener (Python's cm_id): its requests take the slots in conns */
     uint32_t *ended;       /* out: the slots that ended since Python last looked (connections of them) */

@@ -97,8 +97,12 @@ static int accept_one(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
  * have taken the request already: nothing to say then) */
 static void reject_one(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
 {
+    uint64_t t;
+
     rdma_reject(c->id, c->reason, (uint8_t)(c->reason_len < sizeof(c->reason) ? c->reason_len : sizeof(c->reason)));
+    t = cm_now();
     rdma_destroy_id(c->id);
+    cm_log_step(p, c, RDMACLI_ST_DESTROY_ID, t, cm_now(), 0);
     c->id = NULL;
     c->state = RDMACLI_CS_REJECTED;
     p->finished++; /* Python has its record already: not listed */

@@ -14,7 +14,8 @@ UCMATOSE = "ucmatose"
 
 
 @pytest.mark.parametrize("conns,size,ps", [(1, 1, "tcp"), (8, 4096, "ib")])
-def test_rdmacli_listen_serves_ucmatose_client(lab, flows, conns, size, ps):
+def test_rdmacli_listen_serves_ucmatose_client(lab, flows, conns, size, ps, cm_path):
+    """On both runners of a server's connections: the Python engine and native/cmserve.c."""
     srv = flows.serve("listen", "-c", conns, "-C", 10, "-S", size, "-P", ps)
     out = flows.c_run(
         UCMATOSE, "-s", lab.server, "-b", lab.client, "-c", conns, "-C", 10, "-S", size, "-P", ps
@@ -22,14 +23,15 @@ def test_rdmacli_listen_serves_ucmatose_client(lab, flows, conns, size, ps):
     assert "data transfers complete" in out and "return status 0" in out
     doc, text = flows.done(srv)
     expect(doc, connections_passed=conns, messages_received=10 * conns, bytes_received=10 * conns * size)
+    assert doc["data"]["data_path"] == cm_path
     events = [r["event"] for r in srv.records(text) if r["type"] == "cm_event"]
     assert events.count("ESTABLISHED") == events.count("DISCONNECTED") == conns
 
 
 @pytest.fixture(params=["python", "native"])
 def cm_path(request, monkeypatch, lab):
-    """Each client case on both runners of the connections: the Python engine and native/cmrun.c
-    (the default; RDMACLI_CM_PATH=python for the engine); the summary says which ran."""
+    """Each case on both runners of the connections: the Python engine and native/cmrun.c or
+    cmserve.c (the default; RDMACLI_CM_PATH=python for the engine); the summary says which ran."""
     monkeypatch.setenv("RDMACLI_CM_PATH", request.param)
     return request.param
 
@@ -152,7 +154,7 @@ def test_server_killed_mid_run_ends_client_with_an_error(lab, servers):
             "-b",
             lab.client,
             "-C",
-            "4000",
+            "200000",  # seconds of exchange, C on both sides: the kill comes mid-run
             "-S",
             "64",
             "--json-lines",

@@ -1,4 +1,4 @@
-/* native/cmrun.c, cmflow.c and cmconn.c with librdmacm, the verbs, ppoll and the clock replaced by a scripted
+/* native/cmrun.c, cmflow.c, cmconn.c and cmserve.c with librdmacm, the verbs, ppoll and the clock replaced by a scripted
  * peer (test_cm_parity.py): the native client, built as it ships, facing the peer that fakerdma's
  * FakeBackend plays for the Python engine; the two must come to the same records. As the other
  * twins: the headers first, then the names the sources call redefined, then the sources included. */
@@ -26,6 +26,8 @@ struct crt_event {
     struct rdma_cm_id *id;
     int event, status;
 };
+
+#define LISTENER ((uintptr_t)1) /* the listener's id as C knows it (the test's plan says so) */
 
 static struct crt_event events[CRT_QUEUE];
 static unsigned int nevents;
@@ -138,7 +140,27 @@ static int twin_cm_get(void *channel, struct rdmacli_cm_event *out)
         out->responder_resources = out->initiator_depth = 1;
         out->qp_num = 77;
     }
+    if (e.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        out->listen_id = LISTENER;
+        out->private_data_len = (uint8_t)crt.request_data_len;
+        memcpy(out->private_data, crt.request_data, crt.request_data_len);
+    }
     return 0;
+}
+
+/* fakerdma's request(): a client's CONNECT_REQUEST, a new id on the listener's device */
+void crt_requests(unsigned int n)
+{
+    for (unsigned int i = 0; i < n; i++) {
+        struct rdma_cm_id *id = calloc(1, sizeof(*id));
+
+        id->verbs = &fake_ctx;
+        id->pd = &fake_pd;
+        id->port_num = 1;
+        id->ps = RDMA_PS_TCP;
+        crs.ids++;
+        queue(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+    }
 }
 
 /* a call into the trace: I create id, A resolve addr, R resolve route, Q create qp, C connect,
@@ -232,6 +254,27 @@ static int twin_connect(struct rdma_cm_id *id, struct rdma_conn_param *param)
                      id->qp->qp_num);
         queue(id, crt.late_event, 0);
     }
+    return 0;
+}
+
+/* the passive side: the client's answer to our accept (fakerdma's default: ESTABLISHED), the late
+ * event after it; a reject is kept (its reason) */
+static int twin_accept(struct rdma_cm_id *id, struct rdma_conn_param *param)
+{
+    trace('a', id);
+    crs.accepted_with_param += param != NULL;
+    queue(id, crt.connect_event, crt.connect_status);
+    if (crt.connect_event == RDMA_CM_EVENT_ESTABLISHED)
+        queue(id, crt.late_event, 0);
+    return 0;
+}
+
+static int twin_reject(struct rdma_cm_id *id, const void *data, uint8_t len)
+{
+    trace('j', id);
+    crs.rejects++;
+    memset(crs.reason, 0, sizeof(crs.reason));
+    memcpy(crs.reason, data, len < sizeof(crs.reason) ? len : sizeof(crs.reason));
     return 0;
 }
 
@@ -364,6 +407,9 @@ static int twin_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
                 gone[ngone++] = id;
             queue(id, RDMA_CM_EVENT_DISCONNECTED, 0);
         }
+        if (crt.echo) /* the client's echo: one of its messages for each of ours (fakerdma's order) */
+            complete(((uint64_t)((uintptr_t)id->context - 1)) << 32, 0, IBV_WC_RECV,
+                     wr->sg_list->length, qp->qp_num);
         if (wr->send_flags & IBV_SEND_SIGNALED)
             complete(wr->wr_id, crt.send_status, IBV_WC_SEND, wr->sg_list->length, qp->qp_num);
     }
@@ -383,6 +429,8 @@ static int twin_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
 #define rdma_create_qp twin_create_qp
 #define rdma_connect twin_connect
 #define rdma_disconnect twin_disconnect
+#define rdma_accept twin_accept
+#define rdma_reject twin_reject
 #define rdma_destroy_qp twin_destroy_qp
 #define rdma_destroy_id twin_destroy_id
 #define ibv_create_comp_channel twin_create_comp_channel
@@ -402,3 +450,4 @@ static int twin_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
 #include "cmconn.c"
 #include "cmflow.c"
 #include "cmrun.c"
+#include "cmserve.c"

@@ -23,6 +23,11 @@ struct crt_script {
     int odd_conn;                  /* this connection's request is answered otherwise (-1: none) */
     int odd_event;                 /* with this event (-1: no answer) */
     int odd_status;
+    /* the passive side (cmserve.c): the clients' requests (crt_requests queues them), each with
+     * this private data (a hello, or none: a C client); connect_event answers rdma_accept */
+    unsigned char request_data[64];
+    unsigned int request_data_len;
+    int echo;                      /* the client echoes each of our sends (ucmatose's client) */
 };
 
 struct crt_state {
@@ -34,8 +39,12 @@ struct crt_state {
     unsigned int comps;
     unsigned int sends;           /* our sends the peer received */
     char trace[4096];             /* the CM calls in order: a letter and the connection, "I0 A0 ..." */
+    unsigned int rejects;         /* rdma_reject's calls, the last one's reason */
+    unsigned char reason[160];
+    unsigned int accepted_with_param; /* rdma_accept's calls with parameters (not NULL) */
 };
 
 extern struct crt_script crt;
 extern struct crt_state crs;
 void crt_reset(void);
+void crt_requests(unsigned int n); /* n clients ask (CONNECT_REQUEST on the listener, id 1) */

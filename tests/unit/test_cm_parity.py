@@ -83,11 +83,12 @@ CASES = {
 }
 
 
+TWINNED = ("cmrun.c", "cmflow.c", "cmconn.c", "cmserve.c")  # the sources cm_run_twin.c includes
+
+
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory):
-    return twins.build(
-        "cm_run_twin", str(tmp_path_factory.mktemp("cm_run_twin")), ("cmrun.c", "cmflow.c", "cmconn.c")
-    )
+    return twins.build("cm_run_twin", str(tmp_path_factory.mktemp("cm_run_twin")), TWINNED)
 
 
 def protocol(peer: Peer):
