@@ -46,7 +46,7 @@ STATES = (State.PENDING, State.ESTABLISHED, State.DONE, State.FAILED, State.REJE
 SLICE_S = 0.2  # between two looks of Python's: records rendered, a stop request served
 
 
-class _Ended:
+class EndedId:
     """A connection's cm_id, once C has torn it down: what the engine's words still ask of it."""
 
     has_qp = False
@@ -124,6 +124,15 @@ class NativeRun(Flow):
     def why_this_run(self) -> str | None:
         """What of this side's options only Python runs (None: nothing)."""
         return None
+
+    def in_python(self) -> bool:
+        """The runner chosen (data_path says which): True for the Python engine's; else C's,
+        its library loaded."""
+        why = self.why_python()
+        self.data_path = native.PYTHON if why else native.NATIVE
+        if why is None:
+            self.ffi, self.lib = self.given or native.load()
+        return why is not None
 
     def _fill(self, conn: Connection, c) -> None:
         """A slot's record into its Connection: the counts, state and error C kept, said in the
@@ -267,12 +276,9 @@ class NativeClientFlow(NativeRun, ClientFlow):
         return None
 
     def run(self) -> None:
-        why = self.why_python()
-        self.data_path = native.PYTHON if why else native.NATIVE
-        if why:
+        if self.in_python():
             super().run()
             return
-        self.ffi, self.lib = self.given or native.load()
         self._plan = self._make_plan()
         self._seen: set[tuple[str, int]] = set()
         self._unnamed: set[int] = set()  # connections begun whose device C has not yet named
@@ -389,7 +395,7 @@ class NativeClientFlow(NativeRun, ClientFlow):
     def _record(self, c) -> None:
         ffi = self.ffi
         local, remote = parse_bytes(bytes(c.local)), parse_bytes(bytes(c.remote))
-        conn = Connection(self, c.index, _Ended(-1 - c.index, c.port_num), self.make_protocol())
+        conn = Connection(self, c.index, EndedId(-1 - c.index, c.port_num), self.make_protocol())
         conn.torn_down = True  # C owns its resources (rdmacli_cm_close)
         conn.local = format_hostport(*local) if local else (self.src.host if self.src else "*")
         conn.remote = format_hostport(*remote) if remote else self.remote_name()

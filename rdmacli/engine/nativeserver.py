@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import time
 
-from rdmacli import native
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.loop import DEADLINE_HINT, DeadlineExpired
-from rdmacli.engine.nativeflow import CALLS, SLICE_S, NativeRun, _Ended
+from rdmacli.engine.nativeflow import CALLS, SLICE_S, EndedId, NativeRun
 from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.status import call_error
 from rdmacli.errors import Cause, RdmacliError
@@ -31,7 +30,7 @@ from rdmacli.rdma.cm import CmEvent, RdmaCallError, ptr_key
 FIRST_SLOTS = 16  # at least; doubled whenever the requests fill them
 
 
-class _Request(_Ended):
+class _Request(EndedId):
     """A request's cm_id, C's: what ServerFlow asks of it (a reject's reason goes to the slot)."""
 
     def __init__(self, flow: NativeServerFlow, slot: int, port_num: int):
@@ -62,13 +61,10 @@ class NativeServerFlow(NativeRun, ServerFlow):
         return conn.protocol.pinned_bytes()
 
     def run(self) -> None:
-        why = self.why_python()
-        self.data_path = native.PYTHON if why else native.NATIVE
-        if why:
+        if self.in_python():
             super().run()
             return
         self.start_listening()
-        self.ffi, self.lib = self.given or native.load()
         assert self.listen_id is not None and self.max_clients is not None
         self._plan = p = self._new_plan(max(self.max_clients, FIRST_SLOTS))
         self._ended = self.ffi.new("uint32_t[]", p.connections)

@@ -276,18 +276,41 @@ void cm_settle(struct rdmacli_cm_plan *p)
             return;
 }
 
+/* One pass of a run's loop (rdmacli_cm_run's, rdmacli_cm_serve's): the deadlines that passed
+ * (what has already arrived counts first), else one turn. -1: go on; else the run's return. */
+int cm_pass(struct rdmacli_cm_plan *p, uint64_t slice_end_ns)
+{
+    struct cm_priv *v = p->priv;
+    uint64_t now = p->now_ns = cm_now(), at = cm_nearest(p);
+    int got;
+
+    if (at && at <= now) {
+        cm_settle(p);
+        now = cm_now();
+        at = cm_nearest(p);
+        if (at > now)
+            return -1;
+        return cm_expire(p, now) ? -1 : RDMACLI_DEADLINE; /* none: the run's own deadline */
+    }
+    if (v->new_device || p->log_len + 64 > p->log_cap || now >= slice_end_ns) {
+        v->new_device = 0;
+        return RDMACLI_SLICE;
+    }
+    got = cm_turn(p, (at && at < slice_end_ns ? at : slice_end_ns) - now);
+    if (got == -1)
+        return RDMACLI_SIGNAL;
+    return got == -2 ? RDMACLI_RUN_FAILED : -1;
+}
+
 int rdmacli_cm_run(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_only)
 {
-    struct cm_priv *v;
-    uint64_t now, at;
-    int got;
+    int rc;
 
     if (!p->priv) {
         p->priv = calloc(1, sizeof(struct cm_priv));
         if (!p->priv)
             return RDMACLI_BAD_ARGS;
     }
-    v = p->priv;
     if (!p->started && start_all(p)) /* the first call (a failed start ends the run) */
         return RDMACLI_RUN_FAILED;
     if (settle_only) {
@@ -299,28 +322,8 @@ int rdmacli_cm_run(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_
             return RDMACLI_OK;
         if (__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
             return RDMACLI_SIGNAL; /* Python's stop, from its own thread (nativeflow._run_slice) */
-        now = p->now_ns = cm_now();
-        at = cm_nearest(p);
-        if (at && at <= now) {
-            /* what has already arrived counts before anybody fails for a deadline */
-            cm_settle(p);
-            now = cm_now();
-            at = cm_nearest(p);
-            if (at > now)
-                continue;
-            if (!cm_expire(p, now))
-                return RDMACLI_DEADLINE; /* the run's own deadline */
-            continue;
-        }
-        if (v->new_device || p->log_len + 64 > p->log_cap || now >= slice_end_ns) {
-            v->new_device = 0;
-            return RDMACLI_SLICE;
-        }
-        got = cm_turn(p, (at && at < slice_end_ns ? at : slice_end_ns) - now);
-        if (got == -1)
-            return RDMACLI_SIGNAL;
-        if (got == -2)
-            return RDMACLI_RUN_FAILED;
+        if ((rc = cm_pass(p, slice_end_ns)) >= 0)
+            return rc;
     }
 }
 

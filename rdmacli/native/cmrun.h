@@ -68,6 +68,7 @@ int cm_turn(struct rdmacli_cm_plan *p, uint64_t timeout_ns);
 uint64_t cm_nearest(struct rdmacli_cm_plan *p);
 int cm_expire(struct rdmacli_cm_plan *p, uint64_t now);
 void cm_settle(struct rdmacli_cm_plan *p);
+int cm_pass(struct rdmacli_cm_plan *p, uint64_t slice_end_ns);
 void cm_log_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev);
 
 /* cmserve.c */

@@ -132,8 +132,7 @@ static void act(struct rdmacli_cm_plan *p)
  * slice's end, a stop, a signal or the deadline Python set (the first client's wait, --timeout) */
 int rdmacli_cm_serve(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_only)
 {
-    uint64_t now, at;
-    int got;
+    int rc;
 
     if (!p->priv && !(p->priv = calloc(1, sizeof(struct cm_priv))))
         return RDMACLI_BAD_ARGS;
@@ -150,25 +149,8 @@ int rdmacli_cm_serve(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settl
             return RDMACLI_SLICE;
         if (__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
             return RDMACLI_SIGNAL;
-        now = p->now_ns = cm_now();
-        at = cm_nearest(p);
-        if (at && at <= now) {
-            cm_settle(p);
-            now = cm_now();
-            at = cm_nearest(p);
-            if (at > now)
-                continue;
-            if (!cm_expire(p, now))
-                return RDMACLI_DEADLINE;
-            continue;
-        }
-        if (p->log_len + 64 > p->log_cap || now >= slice_end_ns)
-            return RDMACLI_SLICE;
-        got = cm_turn(p, (at && at < slice_end_ns ? at : slice_end_ns) - now);
-        if (got == -1)
-            return RDMACLI_SIGNAL;
-        if (got == -2)
-            return RDMACLI_RUN_FAILED;
+        if ((rc = cm_pass(p, slice_end_ns)) >= 0)
+            return rc;
     }
 }
 

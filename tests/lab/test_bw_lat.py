@@ -169,13 +169,20 @@ def test_the_native_loops_under_address_and_undefined_behaviour_sanitizers(lab, 
             assert c["timestamps_why"] == f"{native.CLOCK_ENV}=ex", c
         sdoc, out = flows.done(srv)
         assert sdoc["connections"][0]["data_path"] == "native", out
-    # the native connection path (cmrun.c, cmconn.c) in the same build: many connections with a
-    # windowed exchange, events' bare flow, and a request nobody listens to
+    # the native connection path (cmrun.c, cmconn.c, cmserve.c) in the same build: many
+    # connections with a windowed exchange on both sides, a request the server rejects, events'
+    # bare flow, and a request nobody listens to
     monkeypatch.setenv(native.CM_ENV, "native")
     srv = flows.serve("listen", "-c", 4)
     doc = flows.run("connect", lab.server, "-b", lab.client, "-c", 4, "-C", 100, "-S", 64)
     assert doc["data"]["data_path"] == "native" and doc["totals"]["connections_passed"] == 4, doc
-    flows.done(srv)
+    sdoc, out = flows.done(srv)
+    assert sdoc["data"]["data_path"] == "native" and sdoc["totals"]["connections_passed"] == 4, out
+    srv = flows.serve("listen", "--max-size", 1024)
+    doc = flows.run("connect", lab.server, "-b", lab.client, "-S", 4096, code=5)
+    assert doc["error"]["peer_reason"] == "rdmacli: size 4096 exceeds the server limit 1024", doc
+    sdoc, out = flows.done(srv, code=1)
+    assert sdoc["data"]["data_path"] == "native" and sdoc["totals"]["connections_rejected"] == 1, out
     srv = flows.serve("events", "--listen", "-c", 2)
     doc = flows.run("events", lab.server, "-b", lab.client, "-c", 2)
     assert doc["data"]["data_path"] == "native" and doc["totals"]["connections_passed"] == 2, doc

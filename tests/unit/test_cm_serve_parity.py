@@ -50,6 +50,8 @@ CASES = {
     "an rdmacli client's hello (count, size)": Clients(hello=hello(5, 32)),
     "a test of 3 connections (its hello's group)": Clients(requests=3, hello=hello(2, 16, group=3)),
     "full: the extra client rejected": Clients(requests=2),
+    "40 clients for one: the slots grow (16, 32, 64)": Clients(requests=40),
+    "20 clients of -c 20, each served": Clients(requests=20, max_clients=20),
     "a hello beyond --max-size": Clients(hello=hello(3, 100), max_size=10),
     "the client disconnects early": Clients(disconnect_after=1, echo=False),
     "accept's deadline (no ESTABLISHED)": Clients(accept_event=NONE),
