@@ -61,6 +61,7 @@ void cm_log_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const st
 
 static int read_events(struct rdmacli_cm_plan *p)
 {
+    struct cm_priv *v = p->priv;
     struct rdmacli_cm_event ev;
     int n = 0;
 
@@ -84,8 +85,8 @@ static int read_events(struct rdmacli_cm_plan *p)
 
         cm_log_event(p, c, &ev);
         n++;
-        if (p->listen_id && ev.event == RDMA_CM_EVENT_CONNECT_REQUEST)
-            cm_request(p, &ev); /* a slot of its own, for Python to decide */
+        if (p->listen_id && ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && v->on_request)
+            v->on_request(p, &ev); /* a slot of its own, for Python to decide */
         else if (c)
             cm_dispatch(p, c, &ev);
         else if (p->listen_id && ev.id == (uintptr_t)p->listen_id &&

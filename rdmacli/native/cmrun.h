@@ -43,6 +43,9 @@ struct cm_priv {
     uint32_t nheld;         /* how many are on */
     uint64_t gate_opened_ns; /* while a gate's handlers run: when it opened */
     int trial;              /* a server's setup on trial: its failure ends nothing yet (cmserve.c) */
+    /* the server's: a CONNECT_REQUEST on its listener into a slot (cmserve.c sets it: the loop
+     * calls down into the side that runs it, never up) */
+    void (*on_request)(struct rdmacli_cm_plan *p, const struct rdmacli_cm_event *ev);
 };
 
 /* cmflow.c */
@@ -70,9 +73,6 @@ int cm_expire(struct rdmacli_cm_plan *p, uint64_t now);
 void cm_settle(struct rdmacli_cm_plan *p);
 int cm_pass(struct rdmacli_cm_plan *p, uint64_t slice_end_ns);
 void cm_log_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev);
-
-/* cmserve.c */
-void cm_request(struct rdmacli_cm_plan *p, const struct rdmacli_cm_event *ev);
 
 /* cmconn.c */
 int cm_setup(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c); /* 0, or it failed */

@@ -15,7 +15,7 @@
 
 /* ServerFlow.on_listen_event up to its decision: the request's id, addresses and device, kept
  * in the next slot (read_events never reads one without a slot free) */
-void cm_request(struct rdmacli_cm_plan *p, const struct rdmacli_cm_event *ev)
+static void on_request(struct rdmacli_cm_plan *p, const struct rdmacli_cm_event *ev)
 {
     struct rdma_cm_id *id = (struct rdma_cm_id *)(uintptr_t)ev->id;
     struct rdmacli_cm_conn *c = &p->conns[p->started];
@@ -138,6 +138,7 @@ int rdmacli_cm_serve(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settl
         return RDMACLI_BAD_ARGS;
     if (!p->listen_id || !p->ended)
         return RDMACLI_BAD_ARGS;
+    ((struct cm_priv *)p->priv)->on_request = on_request;
     p->look = 0;
     act(p);
     if (settle_only) {
