@@ -16,7 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "rdmacli.native._datapath"
 CFLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
-# loop.h: what lat.c inlines; cmrun.h: what cmflow.c, cmrun.c and cmconn.c share
+# loop.h: what lat.c inlines; cmrun.h: what the connection manager's files (cm*.c) share
 SOURCES = (
     "datapath.c",
     "lat.c",
@@ -28,6 +28,7 @@ SOURCES = (
     "cmrun.c",
     "cmconn.c",
     "cmserve.c",
+    "cmevents.c",
 )
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
 

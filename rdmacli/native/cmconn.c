@@ -61,7 +61,11 @@ static struct cm_cq *acquire(struct rdmacli_cm_plan *p, struct cm_device *d, uin
         *err = ENOSPC;
         return NULL;
     }
-    cap = n > 4096 ? n : 4096; /* cqpool.CAPACITY */
+    /* cqpool.CAPACITY, or what the run's connections can want of it (events' 64 connections
+     * want 128 entries: a CQ of 4096 was most of the first connection's "create qp") */
+    cap = n * (p->connections ? p->connections : 1);
+    cap = cap < 4096 ? cap : 4096;
+    cap = n > cap ? n : cap;
     if (cap > (uint32_t)d->attr.max_cqe)
         cap = n > (uint32_t)d->attr.max_cqe ? n : (uint32_t)d->attr.max_cqe;
     q = &d->cqs[d->ncq];
