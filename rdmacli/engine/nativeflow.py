@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable
 
 from rdmacli import events as E
 from rdmacli import native
@@ -99,6 +99,31 @@ class NativeRun(Flow):
         p.log_events = 1 if self.detailed else 0
         p.stop = 1 if self.stopping else 0  # a stop that came before the run
         return p
+
+    def _beside(self, run_c: Callable[[], int], work: Callable[[], None]) -> int:
+        """C's slice in a thread of its own (the call lets the GIL go) while Python does `work`
+        on what C is done with: rendering 560 CM events for --json-lines took 0.4 s of TCG's
+        CPU, and with C waiting on it the peer's messages waited too. C is never left running
+        on the plan: a stop (or a signal's exception) ends its slice at its next turn, and the
+        exception is raised once C has returned."""
+        p, rc = self._plan, []
+        worker = threading.Thread(target=lambda: rc.append(run_c()), name="rdmacli-cm", daemon=True)
+        worker.start()
+        failed: BaseException | None = None
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 -- raised again once C has returned
+            failed = exc
+        while worker.is_alive():
+            try:
+                if failed is not None:
+                    p.stop = 1
+                worker.join()
+            except BaseException as exc:  # noqa: BLE001 -- the first is raised
+                failed = failed or exc
+        if failed is not None:
+            raise failed
+        return rc[0] if rc else self.lib.RDMACLI_RUN_FAILED
 
     def why_python(self) -> str | None:
         """Why this run's connections are Python's (None: C runs them)."""
@@ -357,33 +382,11 @@ class NativeClientFlow(NativeRun, ClientFlow):
             raise call_error(step, RdmaCallError(call, p.run_err), f"{self.src or '*'} -> {self.dst}")
 
     def _run_slice(self) -> int:
-        """One slice of C's run. What the last slice logged is rendered meanwhile, C running in a
-        thread of its own (the call lets the GIL go): rendering 560 CM events for --json-lines took
-        0.4 s of TCG's CPU, and with C waiting on it the peer's messages waited too. C is never
-        left running on the plan: a stop (or a signal's exception) ends its slice at its next turn."""
+        """One slice of C's run; what the last slice logged is rendered meanwhile (_beside)."""
         lib, p = self.lib, self._plan
         end = time.monotonic_ns() + int(SLICE_S * 1e9)
-        if not self._taken[1]:
-            return lib.rdmacli_cm_run(p, end, 0)
-        rc: list[int] = []
-        worker = threading.Thread(target=lambda: rc.append(lib.rdmacli_cm_run(p, end, 0)),
-                                  name="rdmacli-cm", daemon=True)  # fmt: skip
-        worker.start()
-        failed: BaseException | None = None
-        try:
-            self._render()
-        except BaseException as exc:  # noqa: BLE001 -- raised again once C has returned
-            failed = exc
-        while worker.is_alive():
-            try:
-                if failed is not None:
-                    p.stop = 1
-                worker.join()
-            except BaseException as exc:  # noqa: BLE001 -- the first is raised
-                failed = failed or exc
-        if failed is not None:
-            raise failed
-        return rc[0] if rc else lib.RDMACLI_RUN_FAILED
+        run_c = lambda: lib.rdmacli_cm_run(p, end, 0)  # noqa: E731
+        return self._beside(run_c, self._render) if self._taken[1] else run_c()
 
     # -- the records, in the engine's words ----------------------------------------------------
     def _materialize(self) -> None:

@@ -55,10 +55,15 @@ class NativeServerFlow(NativeRun, ServerFlow):
             return "a transport's needs or --busy-poll"
         return None
 
-    def pinned_by(self, conn: Connection) -> int:
-        """C registers one buffer of what the request asked (cmatose's), once it is accepted:
-        every connection being served was (each request is decided before the next)."""
-        return conn.protocol.pinned_bytes()
+    def others_open(self, conn: Connection) -> int:
+        """Counted, not walked (ServerFlow's walk of every open connection, at each request,
+        was a server's cost growing with its clients): the open slots but this request's own
+        (each request is decided before the next is made a Connection)."""
+        return len(self._slots) - len(self._ending) - 1
+
+    def pinned_held(self, conn: Connection) -> int:
+        """Counted as C registers it: one buffer of what each accepted request asked."""
+        return self._held
 
     def run(self) -> None:
         if self.in_python():
@@ -72,6 +77,10 @@ class NativeServerFlow(NativeRun, ServerFlow):
         # the listener as C knows it (the parity test's twin: its own, id 1)
         p.listen_id = self.ffi.cast("void *", 1 if self.given else ptr_key(self.listen_id.ptr))
         self._slots: dict[int, Connection] = {}  # the open slots' Connections
+        self._pinned: dict[int, int] = {}  # the accepted slots' registered bytes (cmatose's one buffer)
+        self._held = 0  # their sum
+        self._ending: list[int] = []  # slots that ended, to be said (_say) and retired
+        self._said: list[int] = []  # said, to be retired
         self._seen_requests = 0
         self._seen_devices: set[tuple[str, int]] = set()
         self._serve()
@@ -86,12 +95,17 @@ class NativeServerFlow(NativeRun, ServerFlow):
                 lib.rdmacli_cm_serve(p, 0, 1)
                 self._take_log()
                 self._render()
+            self._say_ended()
 
     def _serve_until_done(self) -> None:
         lib, p = self.lib, self._plan
-        while not self.done():
+        while True:
+            if self._ending and len(self._ending) == len(self._slots):
+                self._say_ended()  # nothing else open: C has nothing to do meanwhile
+            if not self._ending and self.done():
+                return
             p.overall_end_ns = self._deadline_ns()
-            rc = lib.rdmacli_cm_serve(p, time.monotonic_ns() + int(SLICE_S * 1e9), 0)
+            rc = self._slice()
             self._take_log()
             self._render()
             self._look()
@@ -108,6 +122,41 @@ class NativeServerFlow(NativeRun, ServerFlow):
                 self._sync()
                 raise self.on_run_deadline(self._expired())
             raise call_error("listen", RdmaCallError(CALLS[p.run_call], p.run_err), str(self.bind_addr))
+
+    def _slice(self) -> int:
+        """One slice of C's serving; the connections that ended in the last are said meanwhile
+        (_beside: their records, Finished, made while C serves the others), then retired."""
+        lib, p = self.lib, self._plan
+        end = time.monotonic_ns() + int(SLICE_S * 1e9)
+        run_c = lambda: lib.rdmacli_cm_serve(p, end, 0)  # noqa: E731
+        if not self._ending:
+            return run_c()
+        try:
+            return self._beside(run_c, self._say)
+        finally:
+            self._retire()
+
+    def _say_ended(self) -> None:
+        """The connections that ended, said and retired now (C is not running)."""
+        try:
+            self._say()
+        finally:
+            self._retire()
+
+    def _say(self) -> None:
+        """Each ended slot's record into its Connection (NativeRun._fill, ServerFlow.on_finished);
+        what a signal's exception leaves is said at the next call. C touches no ended slot."""
+        while self._ending:
+            slot = self._ending[0]
+            self._fill(self._slots[slot], self._conns[slot])
+            del self._slots[slot]
+            self._said.append(self._ending.pop(0))
+
+    def _retire(self) -> None:
+        """C lets the said slots' resources go (C is not running)."""
+        said, self._said = self._said, []
+        for slot in said:
+            self.lib.rdmacli_cm_retire(self._plan, slot)
 
     def _deadline_ns(self, timers: bool = True) -> int:
         """The nearest of the run's own bounds C is to keep: --timeout, the first client's wait
@@ -126,14 +175,13 @@ class NativeServerFlow(NativeRun, ServerFlow):
     def _look(self) -> None:
         """What C left for Python: the listener's device gone, the slots that ended, the new
         requests to decide, a request the device had no room for, and room for more requests."""
-        lib, p = self.lib, self._plan
+        p = self._plan
         if p.listener_event:
             raise RdmacliError("the RDMA device under the listener was removed", cause=Cause.DEVICE_REMOVED)
         ended, p.nended = [self._ended[i] for i in range(p.nended)], 0
-        for slot in ended:
-            conn = self._slots.pop(slot)
-            self._fill(conn, self._conns[slot])
-            lib.rdmacli_cm_retire(p, slot)
+        for slot in ended:  # said beside C's next slice (_slice); no longer open for the policy
+            self._held -= self._pinned.pop(slot, 0)
+        self._ending.extend(ended)
         while self._seen_requests < p.started:
             self._request(self._seen_requests)
             self._seen_requests += 1
@@ -166,6 +214,8 @@ class NativeServerFlow(NativeRun, ServerFlow):
             return  # rejected (reject: its reason is in the slot)
         proto = conn.protocol
         c.count, c.size = proto.count, proto.size  # type: ignore[attr-defined]  # cmatose's, as asked
+        self._pinned[slot] = proto.pinned_bytes()
+        self._held += self._pinned[slot]
         conn.phase = L.ACCEPT
         self._decide(slot, lib.RDMACLI_DECIDE_ACCEPT)
 
@@ -177,6 +227,7 @@ class NativeServerFlow(NativeRun, ServerFlow):
         c.decision = decision  # last: C acts on it at its next call
         if decision == self.lib.RDMACLI_DECIDE_REJECT:
             self._slots.pop(slot, None)
+            self._held -= self._pinned.pop(slot, 0)  # a request accepted, then the device had no room
 
     def _grow(self) -> None:
         """Twice the slots (and the ended list, and the logs), C's records copied over."""
@@ -205,6 +256,7 @@ class NativeServerFlow(NativeRun, ServerFlow):
 
     def _sync(self) -> None:
         """The open slots' states into their Connections (a stop's, a deadline's words)."""
+        self._say_ended()
         for slot, conn in list(self._slots.items()):
             if self._conns[slot].decision:
                 self._fill(conn, self._conns[slot])

@@ -194,7 +194,7 @@ class ServerFlow(Flow):
     def check_open(self, conn: Connection) -> None:
         """--max-clients: the most connections served at once (a persistent server's bound)."""
         limit = self.options.max_open
-        if limit is not None and len(self.serving(conn)) >= limit:
+        if limit is not None and self.others_open(conn) >= limit:
             raise Reject(f"rdmacli: server is busy: {limit} connections at once (--max-clients)")
 
     def check_pinned(self, conn: Connection) -> None:
@@ -203,7 +203,7 @@ class ServerFlow(Flow):
         limit = self.options.max_pinned
         if limit is None:
             return
-        held = sum(self.pinned_by(c) for c in self.serving(conn))
+        held = self.pinned_held(conn)
         asked = conn.protocol.pinned_bytes()
         if held + asked > limit:
             raise Reject(
@@ -211,9 +211,13 @@ class ServerFlow(Flow):
                 "registered for other clients (--max-pinned)"
             )
 
-    def pinned_by(self, conn: Connection) -> int:
-        """The bytes a connection being served holds registered."""
-        return conn.pinned
+    def others_open(self, conn: Connection) -> int:
+        """How many other connections are being served."""
+        return len(self.serving(conn))
+
+    def pinned_held(self, conn: Connection) -> int:
+        """The bytes the other connections being served hold registered."""
+        return sum(c.pinned for c in self.serving(conn))
 
     def _accept(self, conn: Connection) -> None:
         if self.options.ack_timeout is not None:

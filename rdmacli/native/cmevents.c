@@ -34,31 +34,37 @@ static void *read_all(void *arg)
                             {.fd = r->quit, .events = POLLIN}};
     const uint64_t one = 1;
 
+    /* a poll and a read an event (a read more to learn there is none, and a wake for every
+     * event, cost a connection ~20 µs of "resolve addr" under TCG: the loop is woken only when
+     * its queue was empty, and drains it all) */
     for (;;) {
+        struct rdmacli_cm_event ev;
+        int err, was_empty;
+
         if (poll(fds, 2, -1) < 0 && errno != EINTR)
             break;
         if (fds[1].revents)
             return NULL;
-        for (;;) {
-            struct rdmacli_cm_event ev;
-            int err;
-
-            pthread_mutex_lock(&r->mu);
-            while (r->len == r->cap) /* the loop is behind: the kernel holds the rest */
-                pthread_cond_wait(&r->room, &r->mu);
-            pthread_mutex_unlock(&r->mu);
-            err = rdmacli_cm_get(p->channel, &ev);
-            if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
-                break;
-            pthread_mutex_lock(&r->mu);
-            if (err)
-                r->err = err;
-            else
-                r->queue[(r->head + r->len++) % r->cap] = ev;
-            pthread_mutex_unlock(&r->mu);
-            if (write(r->wake, &one, sizeof(one)) < 0 || err)
-                return NULL;
-        }
+        if (!fds[0].revents)
+            continue;
+        pthread_mutex_lock(&r->mu);
+        while (r->len == r->cap) /* the loop is behind: the kernel holds the rest */
+            pthread_cond_wait(&r->room, &r->mu);
+        pthread_mutex_unlock(&r->mu);
+        err = rdmacli_cm_get(p->channel, &ev);
+        if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
+            continue;
+        pthread_mutex_lock(&r->mu);
+        was_empty = r->len == 0;
+        if (err)
+            r->err = err;
+        else
+            r->queue[(r->head + r->len++) % r->cap] = ev;
+        pthread_mutex_unlock(&r->mu);
+        if ((was_empty || err) && write(r->wake, &one, sizeof(one)) < 0)
+            return NULL;
+        if (err)
+            return NULL;
     }
     return NULL;
 }
