@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 
+from rdmacli import native
 from rdmacli.engine import lifecycle as L
 from rdmacli.engine.conn import Connection
 from rdmacli.engine.loop import DEADLINE_HINT, DeadlineExpired
@@ -59,10 +60,14 @@ class NativeServerFlow(NativeRun, ServerFlow):
         """Counted, not walked (ServerFlow's walk of every open connection, at each request,
         was a server's cost growing with its clients): the open slots but this request's own
         (each request is decided before the next is made a Connection)."""
+        if self.data_path != native.NATIVE:
+            return super().others_open(conn)
         return len(self._slots) - len(self._ending) - 1
 
     def pinned_held(self, conn: Connection) -> int:
         """Counted as C registers it: one buffer of what each accepted request asked."""
+        if self.data_path != native.NATIVE:
+            return super().pinned_held(conn)
         return self._held
 
     def run(self) -> None:
