@@ -339,7 +339,6 @@ class NativeClientFlow(NativeRun, ClientFlow):
         p.exchange = exchange_of(proto)
         self.lockstep = self.in_cmtime_order(proto)
         p.lockstep = 1 if self.lockstep else 0
-        p.reader = 1 if self.lockstep and not self.given else 0  # cmtime's event thread (cmevents.c)
         p.count, p.size = getattr(proto, "count", 0), getattr(proto, "size", 0)
         proto.window = max(p.count, 1)  # the parameters of a count within the window ...
         plain = proto.conn_param()

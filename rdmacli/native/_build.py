@@ -28,7 +28,6 @@ SOURCES = (
     "cmrun.c",
     "cmconn.c",
     "cmserve.c",
-    "cmevents.c",
 )
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
 

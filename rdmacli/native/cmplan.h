@@ -236,7 +236,6 @@ struct rdmacli_cm_plan {
     int log_events;        /* 1: every CM event is logged (an observer shows them) */
     int stop;              /* set by Python's thread while C runs: end the slice at the next turn */
     int lockstep;          /* cmtime's order: each step for every connection before the next */
-    int reader;            /* lockstep: a thread reads the CM's events as they come (cmtime's) */
     struct rdmacli_cm_conn *conns;
     struct rdmacli_cm_log *log;
     uint32_t log_cap;

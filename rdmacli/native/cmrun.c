@@ -72,7 +72,7 @@ static int read_events(struct rdmacli_cm_plan *p)
             p->look = 1; /* a server's slots are all taken: Python makes room before more are read */
             return n;
         }
-        err = cm_next_event(p, &ev);
+        err = rdmacli_cm_get(p->channel, &ev);
 
         if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)
             return n;
@@ -112,7 +112,8 @@ int cm_turn(struct rdmacli_cm_plan *p, uint64_t timeout_ns)
     for (int i = 0; i < v->ndev; i++)
         for (int k = 0; k < v->devs[i].ncq; k++)
             backlog |= v->devs[i].cqs[k].backlog;
-    fds[0] = (struct pollfd){.fd = cm_events_fd(p), .events = POLLIN};
+    fds[0] = (struct pollfd){.fd = p->channel ? ((struct rdma_event_channel *)p->channel)->fd : -1,
+                             .events = POLLIN};
     for (int i = 0; i < v->ndev; i++)
         fds[nfd++] = (struct pollfd){.fd = v->devs[i].comp->fd, .events = POLLIN};
     if (backlog)
@@ -211,17 +212,14 @@ static int start_all(struct rdmacli_cm_plan *p)
             }
             cm_log_step(p, c, RDMACLI_ST_BIND_ADDR, t, cm_now(), 0);
         }
-        /* each answer read as it comes: by cmtime's event thread where the plan has one (the
-         * step ends at its event's read while the requests go out), else after each request */
-        if (p->reader && !v->reader && (p->run_err = cm_reader_start(p))) {
-            p->run_call = RDMACLI_CALL_GET_CM_EVENT;
-            return -1;
-        }
+        /* each answer read as it comes, as cmtime's event thread does: the step ends at the
+         * last event's read, not after every request (client.py's run, the same). A thread of
+         * C's reading them as cmtime's does measured no better (issue 74's note) */
         for (uint32_t i = 0; i < p->connections; i++) {
             if (resolve(p, i))
                 return -1;
             p->now_ns = cm_now();
-            if (!v->reader && read_events(p) < 0)
+            if (read_events(p) < 0)
                 return -1;
         }
         return 0;
@@ -333,7 +331,6 @@ int rdmacli_cm_run(struct rdmacli_cm_plan *p, uint64_t slice_end_ns, int settle_
 
 void rdmacli_cm_close(struct rdmacli_cm_plan *p)
 {
-    cm_reader_stop(p); /* before any id goes */
     /* every id made (open_id counts them); lockstep: every QP, then every id, as cmtime */
     for (uint32_t i = 0; p->lockstep && i < p->started; i++)
         cm_teardown(p, &p->conns[i], 0);

@@ -46,7 +46,6 @@ struct cm_priv {
     /* the server's: a CONNECT_REQUEST on its listener into a slot (cmserve.c sets it: the loop
      * calls down into the side that runs it, never up) */
     void (*on_request)(struct rdmacli_cm_plan *p, const struct rdmacli_cm_event *ev);
-    struct cm_reader *reader; /* lockstep: cmtime's event thread (cmevents.c); NULL: none */
 };
 
 /* cmflow.c */
@@ -73,12 +72,6 @@ uint64_t cm_nearest(struct rdmacli_cm_plan *p);
 int cm_expire(struct rdmacli_cm_plan *p, uint64_t now);
 void cm_settle(struct rdmacli_cm_plan *p);
 int cm_pass(struct rdmacli_cm_plan *p, uint64_t slice_end_ns);
-
-/* cmevents.c: where the loop's events come from (the channel, or the reader's queue) */
-int cm_reader_start(struct rdmacli_cm_plan *p);
-void cm_reader_stop(struct rdmacli_cm_plan *p);
-int cm_events_fd(struct rdmacli_cm_plan *p);
-int cm_next_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_event *ev);
 void cm_log_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev);
 
 /* cmconn.c */

@@ -451,4 +451,3 @@ static int twin_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
 #include "cmflow.c"
 #include "cmrun.c"
 #include "cmserve.c"
-#include "cmevents.c" /* its reader never starts here (the plan's reader: 0) */

@@ -83,7 +83,7 @@ CASES = {
 }
 
 
-TWINNED = ("cmrun.c", "cmflow.c", "cmconn.c", "cmserve.c", "cmevents.c")  # the sources cm_run_twin.c includes
+TWINNED = ("cmrun.c", "cmflow.c", "cmconn.c", "cmserve.c")  # the sources cm_run_twin.c includes
 
 
 @pytest.fixture(scope="module")
