@@ -63,8 +63,8 @@ ENVIRONMENT = [
         "extension is built. Unset: they run in C (native/cmrun.c, cmserve.c: the CM events read, "
         "the QPs made, the exchange posted and reaped, each step stamped at its event's read; a "
         "server's requests still decided by Python) where the extension is built and the run "
-        "needs nothing only Python does (--wait, --tos, --ack-timeout, --busy-poll, a persistent "
-        "server); the summary's data_path says which ran.",
+        "needs nothing only Python does (--wait, --tos, --ack-timeout, --busy-poll, "
+        "--persistent); the summary's data_path says which ran.",
     ),
     (
         "RDMACLI_NIC_CLOCK",

@@ -8,7 +8,7 @@ Connection, says it (Request) and decides it with ServerFlow's own policy (admit
 companions, --max-clients, the client's hello), and C carries the decision out at its next call,
 then serves the connection by the PASSIVE rows. A slot that ends is listed for Python, which
 says its record in the engine's words (NativeRun._fill, ServerFlow.on_finished) and retires it.
-A persistent server (no -c), --tos, --ack-timeout or another protocol run as before, in
+A persistent server (--persistent), --tos, --ack-timeout or another protocol run as before, in
 Python; the summary's data says which ran (data_path).
 """
 
@@ -51,7 +51,7 @@ class NativeServerFlow(NativeRun, ServerFlow):
 
     def why_this_run(self) -> str | None:
         if self.max_clients is None:
-            return "a persistent server (no -c)"
+            return "a persistent server (--persistent)"
         if self.needs or self.options.busy_poll:
             return "a transport's needs or --busy-poll"
         return None
