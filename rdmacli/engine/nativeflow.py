@@ -75,15 +75,12 @@ class NativeRun(Flow):
 
     def _new_plan(self, slots: int):
         """A plan with `slots` connection records and two logs sized for them."""
-        ffi, lib = self.ffi, self.lib
+        ffi = self.ffi
         p = ffi.new("struct rdmacli_cm_plan *")
         self._conns = ffi.new("struct rdmacli_cm_conn[]", slots)
-        self._log_cap = lib.RDMACLI_CM_LOG_PER_CONN * slots + 1024
-        # two logs: C fills one while Python renders what the other holds (_run_slice)
-        self._logs = [ffi.new("struct rdmacli_cm_log[]", self._log_cap) for _ in range(2)]
-        self._taken: tuple[Any, int] = (self._logs[1], 0)  # what Python has still to render
-        self._filling = 0  # the log C fills
-        p.conns, p.log, p.log_cap, p.connections = self._conns, self._logs[0], self._log_cap, slots
+        self._seen: set[tuple[str, int]] = set()  # the (device, port)s whose counters are read
+        self._new_logs(p, slots)
+        p.conns, p.connections = self._conns, slots
         p.channel = ffi.NULL if self.given else ffi.cast("void *", ptr_key(self.channel.ptr))
         for i, phase in enumerate(PHASES):
             limit = self.timeouts.limit_s(L.PHASES[phase].limit)
@@ -99,6 +96,35 @@ class NativeRun(Flow):
         p.log_events = 1 if self.detailed else 0
         p.stop = 1 if self.stopping else 0  # a stop that came before the run
         return p
+
+    def _new_logs(self, p, slots: int) -> None:
+        """Two logs sized for `slots` connections, the plan's C fills first: C fills one while
+        Python renders what the other holds (_beside)."""
+        ffi = self.ffi
+        self._log_cap = self.lib.RDMACLI_CM_LOG_PER_CONN * slots + 1024
+        self._logs = [ffi.new("struct rdmacli_cm_log[]", self._log_cap) for _ in range(2)]
+        self._taken: tuple[Any, int] = (self._logs[1], 0)  # what Python has still to render
+        self._filling = 0  # the log C fills
+        p.log, p.log_cap, p.log_len = self._logs[0], self._log_cap, 0
+
+    def _connection(self, c, cm, local: str, remote: str) -> Connection:
+        """Slot c's Connection (C owns its resources), its addresses and device as C learnt them
+        (`local`, `remote`: the words where C knows none), kept by the flow."""
+        loc, rem = parse_bytes(bytes(c.local)), parse_bytes(bytes(c.remote))
+        conn = Connection(self, c.index, cm, self.make_protocol())
+        conn.torn_down = True  # C owns its resources (rdmacli_cm_retire, rdmacli_cm_close)
+        conn.local = format_hostport(*loc) if loc else local
+        conn.remote = format_hostport(*rem) if rem else remote
+        conn.device = self.ffi.string(c.device).decode() or None
+        self.conns[conn.cm.key] = conn
+        self.all_conns.append(conn)
+        return conn
+
+    def _see_device(self, device: str | None, port: int) -> None:
+        """A device first used has its counters read from now on (their baseline)."""
+        if device and (device, port) not in self._seen:
+            self._seen.add((device, port))
+            self.counters.see(device, port)
 
     def _beside(self, run_c: Callable[[], int], work: Callable[[], None]) -> int:
         """C's slice in a thread of its own (the call lets the GIL go) while Python does `work`
@@ -305,7 +331,6 @@ class NativeClientFlow(NativeRun, ClientFlow):
             super().run()
             return
         self._plan = self._make_plan()
-        self._seen: set[tuple[str, int]] = set()
         self._unnamed: set[int] = set()  # connections begun whose device C has not yet named
         self._begun = 0  # connections C had begun at the last look
         try:
@@ -321,10 +346,7 @@ class NativeClientFlow(NativeRun, ClientFlow):
             self._begun = p.started
         for i in [i for i in self._unnamed if self._conns[i].device[0]]:  # a device is known
             self._unnamed.discard(i)
-            c = self._conns[i]
-            if (key := (self.ffi.string(c.device).decode(), c.port_num)) not in self._seen:
-                self._seen.add(key)  # a device first used: its counters are read from now on
-                self.counters.see(*key)
+            self._see_device(self.ffi.string(self._conns[i].device).decode(), self._conns[i].port_num)
 
     # -- the plan ----------------------------------------------------------------------------
     def _make_plan(self):
@@ -396,13 +418,6 @@ class NativeClientFlow(NativeRun, ClientFlow):
             self._record(self._conns[i])
 
     def _record(self, c) -> None:
-        ffi = self.ffi
-        local, remote = parse_bytes(bytes(c.local)), parse_bytes(bytes(c.remote))
-        conn = Connection(self, c.index, EndedId(-1 - c.index, c.port_num), self.make_protocol())
-        conn.torn_down = True  # C owns its resources (rdmacli_cm_close)
-        conn.local = format_hostport(*local) if local else (self.src.host if self.src else "*")
-        conn.remote = format_hostport(*remote) if remote else self.remote_name()
-        conn.device = ffi.string(c.device).decode() or None
-        self.conns[conn.cm.key] = conn
-        self.all_conns.append(conn)
+        cm = EndedId(-1 - c.index, c.port_num)
+        conn = self._connection(c, cm, self.src.host if self.src else "*", self.remote_name())
         self._fill(conn, c)

@@ -25,7 +25,6 @@ from rdmacli.engine.server import ServerFlow
 from rdmacli.engine.status import call_error
 from rdmacli.errors import Cause, RdmacliError
 from rdmacli.rdma import constants as C
-from rdmacli.rdma.addr import format_hostport, parse_bytes
 from rdmacli.rdma.cm import CmEvent, RdmaCallError, ptr_key
 
 FIRST_SLOTS = 16  # at least; doubled whenever the requests fill them
@@ -87,20 +86,23 @@ class NativeServerFlow(NativeRun, ServerFlow):
         self._ending: list[int] = []  # slots that ended, to be said (_say) and retired
         self._said: list[int] = []  # said, to be retired
         self._seen_requests = 0
-        self._seen_devices: set[tuple[str, int]] = set()
         self._serve()
 
     # -- running -------------------------------------------------------------------------------
     def _serve(self) -> None:
-        lib, p = self.lib, self._plan
+        p = self._plan
         try:
             self._serve_until_done()
         finally:
             if p.acted < p.started:  # decisions made since C's last call (the last reject) are carried out
-                lib.rdmacli_cm_serve(p, 0, 1)
-                self._take_log()
-                self._render()
+                self._settle()
             self._say_ended()
+
+    def _settle(self) -> None:
+        """C carries out the decisions made and judges what is already queued, no more."""
+        self.lib.rdmacli_cm_serve(self._plan, 0, 1)
+        self._take_log()
+        self._render()
 
     def _serve_until_done(self) -> None:
         lib, p = self.lib, self._plan
@@ -200,18 +202,8 @@ class NativeServerFlow(NativeRun, ServerFlow):
     def _request(self, slot: int) -> None:
         """ServerFlow.on_listen_event for a request C read: its Connection, then the decision."""
         c, lib = self._conns[slot], self.lib
-        local, remote = parse_bytes(bytes(c.local)), parse_bytes(bytes(c.remote))
-        conn = Connection(self, slot, _Request(self, slot, c.port_num), self.make_protocol())
-        conn.torn_down = True  # C owns its resources (rdmacli_cm_retire)
-        conn.local = format_hostport(*local) if local else "?"
-        conn.remote = format_hostport(*remote) if remote else "?"
-        conn.device = self.ffi.string(c.device).decode() or None
-        self.conns[conn.cm.key] = conn
-        self.all_conns.append(conn)
-        self._slots[slot] = conn
-        if conn.device and (key := (conn.device, c.port_num)) not in self._seen_devices:
-            self._seen_devices.add(key)
-            self.counters.see(*key)
+        conn = self._slots[slot] = self._connection(c, _Request(self, slot, c.port_num), "?", "?")
+        self._see_device(conn.device, c.port_num)
         data = bytes(self.ffi.buffer(c.request_data, c.request_data_len))
         ev = CmEvent(type=C.CONNECT_REQUEST, status=0, id=0, listen_id=0, t=c.request_ns / 1e9,
                      private_data=data)  # fmt: skip
@@ -241,21 +233,15 @@ class NativeServerFlow(NativeRun, ServerFlow):
         self._conns = ffi.new("struct rdmacli_cm_conn[]", 2 * n)
         ffi.memmove(self._conns, old, ffi.sizeof("struct rdmacli_cm_conn") * n)
         self._ended = ffi.new("uint32_t[]", 2 * n)
-        self._log_cap = self.lib.RDMACLI_CM_LOG_PER_CONN * 2 * n + 1024
         self._render()  # what the old logs hold, before they go
-        self._logs = [ffi.new("struct rdmacli_cm_log[]", self._log_cap) for _ in range(2)]
-        self._taken, self._filling = (self._logs[1], 0), 0
+        self._new_logs(p, 2 * n)
         p.conns, p.connections, p.ended, p.nended = self._conns, 2 * n, self._ended, 0
-        p.log, p.log_cap, p.log_len = self._logs[0], self._log_cap, 0
 
     def _stop(self) -> None:
         """A stop: the requests read so far are turned away (ServerFlow's words), what is
         queued is judged, and each open connection's state is C's."""
-        lib, p = self.lib, self._plan
         for _ in range(2):
-            lib.rdmacli_cm_serve(p, 0, 1)
-            self._take_log()
-            self._render()
+            self._settle()
             self._look()
         self._sync()
 
@@ -265,6 +251,3 @@ class NativeServerFlow(NativeRun, ServerFlow):
         for slot, conn in list(self._slots.items()):
             if self._conns[slot].decision:
                 self._fill(conn, self._conns[slot])
-
-    def _see_devices(self) -> None:
-        """A server's devices are seen at each request (_request)."""

@@ -13,6 +13,8 @@ import os
 import re
 import sys
 
+from rdmacli.native.header import PATHS  # the headers, said once
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULE = "rdmacli.native._datapath"
 CFLAGS = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
@@ -32,14 +34,12 @@ SOURCES = (
 SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
 
 
-HEADERS = ("datapath.h", "cmplan.h")  # the data path's, then the connection manager's
-
-
 def cdef() -> str:
     """The declarations between each header's markers (cffi's cdef reads no #include)."""
     parts = []
-    for name in HEADERS:
-        with open(os.path.join(HERE, name)) as f:
+    for path in PATHS:
+        name = os.path.basename(path)
+        with open(path) as f:
             found = re.search(r"/\* cdef-begin \*/(.*)/\* cdef-end \*/", f.read(), re.S)
         if found is None:
             raise RuntimeError(f"{name} has lost its cdef-begin and cdef-end markers")

@@ -109,7 +109,7 @@ void cm_fail_call(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int call
 }
 
 /* Flow.begin: a step starts now; the handler's time since the event's read is DISPATCH */
-uint64_t cm_begin(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step)
+static uint64_t begin(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step)
 {
     uint64_t now = cm_now();
 
@@ -143,7 +143,7 @@ void cm_enter(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int phase)
 {
     int step = PHASE_STEP[phase];
 
-    expect(p, c, phase, step >= 0 ? cm_begin(p, c, step) : 0);
+    expect(p, c, phase, step >= 0 ? begin(p, c, step) : 0);
 }
 
 /* Flow.leave: the phase's step ends where the event that ended it was read */
@@ -230,20 +230,26 @@ static void on_addr_resolved(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *
         cm_fail_call(p, c, RDMACLI_CALL_RESOLVE_ROUTE, errno ? errno : EIO);
 }
 
-/* ClientFlow.make_qp: the route's step ends, the QP is made ("create qp", a step inside the
- * phase: Flow.setup_qp) */
-static void make_qp(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev)
+/* Flow.setup_qp: the QP made as "create qp", a step inside the connection's phase (a failure
+ * is said as that step: the phase stays CREATE_QP). 0, or it failed. */
+int cm_setup_qp(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
 {
-    int phase;
+    int phase = c->phase;
 
-    leave(p, c, ev->t_ns);
-    phase = c->phase;
-    cm_begin(p, c, RDMACLI_ST_CREATE_QP);
+    begin(p, c, RDMACLI_ST_CREATE_QP);
     c->phase = RDMACLI_PH_CREATE_QP;
     if (cm_setup(p, c))
-        return;
+        return -1;
     cm_step_done(p, c, RDMACLI_ST_CREATE_QP, 0, 0);
     c->phase = phase;
+    return 0;
+}
+
+/* ClientFlow.make_qp: the route's step ends, the QP is made */
+static void make_qp(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev)
+{
+    leave(p, c, ev->t_ns);
+    cm_setup_qp(p, c);
 }
 
 /* ClientFlow.request: rdma_connect */

@@ -37,7 +37,8 @@ static struct rdmacli_cm_conn *conn_of(struct rdmacli_cm_plan *p, uint64_t id)
     return &p->conns[index - 1];
 }
 
-void cm_log_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev)
+static void log_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c,
+                      const struct rdmacli_cm_event *ev)
 {
     struct rdmacli_cm_log *e;
 
@@ -83,7 +84,7 @@ static int read_events(struct rdmacli_cm_plan *p)
         }
         struct rdmacli_cm_conn *c = conn_of(p, ev.id);
 
-        cm_log_event(p, c, &ev);
+        log_event(p, c, &ev);
         n++;
         if (p->listen_id && ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && v->on_request)
             v->on_request(p, &ev); /* a slot of its own, for Python to decide */
@@ -101,7 +102,7 @@ static int read_events(struct rdmacli_cm_plan *p)
 /* One turn: wait until something is ready or `timeout_ns`, then the CM's events, then each CQ
  * (CM_FAIR_BATCHES polls each; one left with completions is served again at once). Returns how
  * many fds were ready, -1 for a signal (EINTR), -2 for a failure the run cannot go on from. */
-int cm_turn(struct rdmacli_cm_plan *p, uint64_t timeout_ns)
+static int turn(struct rdmacli_cm_plan *p, uint64_t timeout_ns)
 {
     struct cm_priv *v = p->priv;
     struct pollfd fds[1 + CM_MAX_DEVICES];
@@ -230,7 +231,7 @@ static int start_all(struct rdmacli_cm_plan *p)
     return 0;
 }
 
-uint64_t cm_nearest(struct rdmacli_cm_plan *p)
+static uint64_t nearest(struct rdmacli_cm_plan *p)
 {
     uint64_t at = p->overall_end_ns;
 
@@ -245,7 +246,7 @@ uint64_t cm_nearest(struct rdmacli_cm_plan *p)
 
 /* Flow.on_conn_deadline: a settle judged without its evidence, a disconnect nobody answered
  * torn down (not a failure: the exchange had ended), else its phase's deadline fails it */
-int cm_expire(struct rdmacli_cm_plan *p, uint64_t now)
+static int expire(struct rdmacli_cm_plan *p, uint64_t now)
 {
     int n = 0;
 
@@ -274,7 +275,7 @@ int cm_expire(struct rdmacli_cm_plan *p, uint64_t now)
 void cm_settle(struct rdmacli_cm_plan *p)
 {
     for (int i = 0; i < SETTLE_TURNS; i++)
-        if (cm_turn(p, 0) <= 0)
+        if (turn(p, 0) <= 0)
             return;
 }
 
@@ -283,22 +284,22 @@ void cm_settle(struct rdmacli_cm_plan *p)
 int cm_pass(struct rdmacli_cm_plan *p, uint64_t slice_end_ns)
 {
     struct cm_priv *v = p->priv;
-    uint64_t now = p->now_ns = cm_now(), at = cm_nearest(p);
+    uint64_t now = p->now_ns = cm_now(), at = nearest(p);
     int got;
 
     if (at && at <= now) {
         cm_settle(p);
         now = cm_now();
-        at = cm_nearest(p);
+        at = nearest(p);
         if (at > now)
             return -1;
-        return cm_expire(p, now) ? -1 : RDMACLI_DEADLINE; /* none: the run's own deadline */
+        return expire(p, now) ? -1 : RDMACLI_DEADLINE; /* none: the run's own deadline */
     }
     if (v->new_device || p->log_len + 64 > p->log_cap || now >= slice_end_ns) {
         v->new_device = 0;
         return RDMACLI_SLICE;
     }
-    got = cm_turn(p, (at && at < slice_end_ns ? at : slice_end_ns) - now);
+    got = turn(p, (at && at < slice_end_ns ? at : slice_end_ns) - now);
     if (got == -1)
         return RDMACLI_SIGNAL;
     return got == -2 ? RDMACLI_RUN_FAILED : -1;

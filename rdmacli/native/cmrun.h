@@ -64,15 +64,11 @@ void cm_progress(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
 void cm_judge_disconnect(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, uint64_t ev_t);
 void cm_open_gates(struct rdmacli_cm_plan *p);
 void cm_served(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c);
-uint64_t cm_begin(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, int step);
+int cm_setup_qp(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c); /* 0, or it failed */
 
-/* cmrun.c: a turn of the loop, the deadlines (what rdmacli_cm_run and rdmacli_cm_serve share) */
-int cm_turn(struct rdmacli_cm_plan *p, uint64_t timeout_ns);
-uint64_t cm_nearest(struct rdmacli_cm_plan *p);
-int cm_expire(struct rdmacli_cm_plan *p, uint64_t now);
+/* cmrun.c: what rdmacli_cm_run and rdmacli_cm_serve share of the loop */
 void cm_settle(struct rdmacli_cm_plan *p);
 int cm_pass(struct rdmacli_cm_plan *p, uint64_t slice_end_ns);
-void cm_log_event(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c, const struct rdmacli_cm_event *ev);
 
 /* cmconn.c */
 int cm_setup(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c); /* 0, or it failed */

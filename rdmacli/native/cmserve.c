@@ -61,10 +61,8 @@ static int accept_one(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
     int failed;
 
     cm_enter(p, c, RDMACLI_PH_ACCEPT);
-    cm_begin(p, c, RDMACLI_ST_CREATE_QP);
-    c->phase = RDMACLI_PH_CREATE_QP;
     v->trial = 1;
-    failed = cm_setup(p, c) != 0;
+    failed = cm_setup_qp(p, c) != 0;
     v->trial = 0;
     if (failed && out_of_room(c)) {
         c->no_room = 1;
@@ -86,8 +84,6 @@ static int accept_one(struct rdmacli_cm_plan *p, struct rdmacli_cm_conn *c)
         cm_set_state(p, c, RDMACLI_CS_FAILED); /* counted and listed now the trial is over */
         return 0;
     }
-    cm_step_done(p, c, RDMACLI_ST_CREATE_QP, 0, 0);
-    c->phase = RDMACLI_PH_ACCEPT;
     if (rdma_accept(c->id, c->window < c->count ? &param : NULL))
         cm_fail_call(p, c, RDMACLI_CALL_ACCEPT, errno ? errno : EIO);
     return 0;

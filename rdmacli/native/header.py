@@ -9,8 +9,9 @@ import os
 import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PATH = os.path.join(HERE, "datapath.h")
-PATHS = (PATH, os.path.join(HERE, "cmplan.h"))  # the data path's and the connection manager's
+HEADERS = ("datapath.h", "cmplan.h")  # the data path's, then the connection manager's (each a cdef section)
+PATH = os.path.join(HERE, HEADERS[0])
+PATHS = tuple(os.path.join(HERE, name) for name in HEADERS)
 _DEFINE = re.compile(r"^#define (RDMACLI_\w+) (\d+)(?:ull|u)?\b", re.M)
 
 
